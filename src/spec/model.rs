@@ -1,0 +1,283 @@
+//! The spec documents as written by users: `Target` and `Slice`.
+//!
+//! These types are the YAML/JSON shape (camelCase, unknown fields rejected) and
+//! the source of the JSON Schema in `schemas/`. Semantic checks live in
+//! [`crate::spec::validate`]; the validated fleet is [`crate::spec::Fleet`].
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The only `apiVersion` this release reads.
+pub const API_VERSION: &str = "slicectl.dev/v1alpha1";
+
+/// `metadata` of a document, Kubernetes-style.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Metadata {
+    /// Name, unique per kind across the whole spec directory. DNS-1123 label
+    /// (lowercase letters, digits and '-', at most 63 characters).
+    pub name: String,
+    /// Free-form labels; not sent to the cloud.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Free-form annotations; not sent to the cloud.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A `Target` says where slices go and scopes what this reconciler owns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TargetSpec {
+    /// Google Cloud project id.
+    pub project: String,
+    /// Zone the slices of this target are placed in (a TPU slice is single-zone).
+    pub zone: String,
+    /// Owner id stamped on every resource this reconciler creates. Only
+    /// resources carrying this owner id are ever changed or deleted.
+    pub owner_id: String,
+    /// GKE cluster the node pools are created in (backend `gke`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gke: Option<GkeCluster>,
+    /// Defaults applied to every node of every slice of this target.
+    #[serde(default)]
+    pub node_defaults: NodeDefaults,
+}
+
+/// A GKE cluster, by location and name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GkeCluster {
+    /// Cluster location: a region (regional cluster) or a zone (zonal cluster).
+    pub location: String,
+    /// Cluster name.
+    pub name: String,
+}
+
+/// Node settings shared by all slices of a target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeDefaults {
+    /// Node service account email. Empty: the project's default compute SA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<String>,
+    /// OAuth scopes for the node service account.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub oauth_scopes: Vec<String>,
+    /// GCE network tags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Shielded VM secure boot.
+    #[serde(default = "default_true")]
+    pub secure_boot: bool,
+    /// Boot disk type, e.g. `hyperdisk-balanced`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_type: Option<String>,
+    /// Boot disk size in GB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_size_gb: Option<u32>,
+    /// Maximum pods per node (GKE `maxPodsConstraint`).
+    #[serde(default = "default_max_pods")]
+    pub max_pods_per_node: u32,
+    /// Additional node networks (multi-NIC).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_networks: Vec<AdditionalNetwork>,
+    /// GCE resource labels put on the VMs and disks.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resource_labels: BTreeMap<String, String>,
+}
+
+impl Default for NodeDefaults {
+    fn default() -> Self {
+        NodeDefaults {
+            service_account: None,
+            oauth_scopes: Vec::new(),
+            tags: Vec::new(),
+            secure_boot: true,
+            disk_type: None,
+            disk_size_gb: None,
+            max_pods_per_node: default_max_pods(),
+            additional_networks: Vec::new(),
+            resource_labels: BTreeMap::new(),
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_max_pods() -> u32 {
+    15
+}
+
+fn default_replicas() -> u32 {
+    1
+}
+
+/// An extra network interface for the nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdditionalNetwork {
+    /// VPC network name.
+    pub network: String,
+    /// Subnetwork name.
+    pub subnetwork: String,
+}
+
+/// Which kind of infrastructure a slice becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// A GKE node pool per slice replica.
+    Gke,
+    /// A GCE workload policy + instance template + BULK MIG per slice replica,
+    /// joined to a self-managed cluster with kubeadm.
+    Gce,
+}
+
+impl Backend {
+    /// The spelling used in specs and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Gke => "gke",
+            Backend::Gce => "gce",
+        }
+    }
+}
+
+/// A `Slice`: what to run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SliceSpec {
+    /// Name of the `Target` document this slice goes to.
+    pub target: String,
+    /// `gke` (node pool) or `gce` (self-managed MIG).
+    pub backend: Backend,
+    /// TPU accelerator, as in GKE's `cloud.google.com/gke-tpu-accelerator`
+    /// label: `tpu-v4-podslice`, `tpu-v5-lite-podslice`, `tpu-v5p-slice`,
+    /// `tpu-v6e-slice`, `tpu7x`.
+    pub accelerator: String,
+    /// TPU topology, e.g. `2x2x2` (v4, v5p, tpu7x) or `4x4` (v5e, v6e).
+    pub topology: String,
+    /// Machine type. Optional: the catalogue's default for the accelerator and
+    /// topology is used when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_type: Option<String>,
+    /// Number of identical slices (multislice).
+    #[serde(default = "default_replicas")]
+    pub replicas: u32,
+    /// How the capacity is obtained.
+    #[serde(default)]
+    pub capacity: Capacity,
+    /// Kubernetes labels put on every node of the slice.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_labels: BTreeMap<String, String>,
+    /// Kubernetes taints put on every node of the slice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    /// Lifecycle and safety settings.
+    #[serde(default)]
+    pub lifecycle: Lifecycle,
+}
+
+/// Capacity model.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Capacity {
+    /// `on-demand` (default), `spot`, `reservation` or `flex-start`.
+    #[serde(default, rename = "type")]
+    pub kind: CapacityType,
+    /// The reservation to consume; required when `type: reservation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<Reservation>,
+    /// For `flex-start`: the maximum run duration, e.g. `72h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_run_duration: Option<String>,
+}
+
+/// Capacity type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CapacityType {
+    /// Standard on-demand VMs.
+    #[default]
+    OnDemand,
+    /// Spot VMs (preemptible, cheaper).
+    Spot,
+    /// A specific reservation.
+    Reservation,
+    /// Flex-start (Dynamic Workload Scheduler, queued provisioning).
+    FlexStart,
+}
+
+impl CapacityType {
+    /// The spelling used in specs and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapacityType::OnDemand => "on-demand",
+            CapacityType::Spot => "spot",
+            CapacityType::Reservation => "reservation",
+            CapacityType::FlexStart => "flex-start",
+        }
+    }
+}
+
+/// A specific reservation, possibly shared from another project.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Reservation {
+    /// Reservation name.
+    pub name: String,
+    /// Project owning a shared reservation; omitted: the target's project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+}
+
+/// A Kubernetes taint.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Taint {
+    /// Taint key (Kubernetes qualified name).
+    pub key: String,
+    /// Taint value (Kubernetes label value).
+    #[serde(default)]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: TaintEffect,
+}
+
+/// Taint effect, spelled as in Kubernetes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+pub enum TaintEffect {
+    /// Do not schedule new pods.
+    NoSchedule,
+    /// Avoid scheduling new pods.
+    PreferNoSchedule,
+    /// Evict running pods.
+    NoExecute,
+}
+
+/// Lifecycle and safety settings of a slice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Lifecycle {
+    /// Refuse to delete or replace this slice. Stamped on the live resource,
+    /// so deleting the YAML cannot destroy it either.
+    #[serde(default)]
+    pub prevent_destroy: bool,
+    /// Timeout for one long-running cloud operation of this slice, e.g. `45m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_timeout: Option<String>,
+}
+
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Lifecycle {
+            prevent_destroy: false,
+            operation_timeout: None,
+        }
+    }
+}
