@@ -7,6 +7,71 @@
 pub mod compute;
 pub mod gke;
 
+use std::fmt;
+
+/// A GKE cluster: `projects/P/locations/L/clusters/C`.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct ClusterRef {
+    /// Project id.
+    pub project: String,
+    /// Region or zone.
+    pub location: String,
+    /// Cluster name.
+    pub name: String,
+}
+
+impl ClusterRef {
+    /// `projects/P/locations/L/clusters/C`.
+    pub fn path(&self) -> String {
+        format!(
+            "projects/{}/locations/{}/clusters/{}",
+            self.project, self.location, self.name
+        )
+    }
+
+    /// Parses `projects/P/locations/L/clusters/C`.
+    pub fn parse(path: &str) -> Option<ClusterRef> {
+        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        match parts.as_slice() {
+            ["projects", p, "locations", l, "clusters", c]
+                if !p.is_empty() && !l.is_empty() && !c.is_empty() =>
+            {
+                Some(ClusterRef {
+                    project: p.to_string(),
+                    location: l.to_string(),
+                    name: c.to_string(),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ClusterRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.path())
+    }
+}
+
+/// A compute region in a project.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct RegionRef {
+    /// Project id.
+    pub project: String,
+    /// Region.
+    pub region: String,
+}
+
+impl fmt::Display for RegionRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "projects/{}/regions/{}", self.project, self.region)
+    }
+}
+
 /// Serde helpers for Google's int64-as-string encoding (accepts numbers too).
 pub mod int64_string {
     use serde::{Deserialize, Deserializer, Serializer};

@@ -128,7 +128,9 @@ pub struct AdditionalNetwork {
 }
 
 /// Which kind of infrastructure a slice becomes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// A GKE node pool per slice replica.
@@ -250,7 +252,9 @@ pub struct Taint {
 }
 
 /// Taint effect, spelled as in Kubernetes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub enum TaintEffect {
     /// Do not schedule new pods.
     NoSchedule,
@@ -261,7 +265,7 @@ pub enum TaintEffect {
 }
 
 /// Lifecycle and safety settings of a slice.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Lifecycle {
     /// Refuse to delete or replace this slice. Stamped on the live resource,
@@ -271,13 +275,4 @@ pub struct Lifecycle {
     /// Timeout for one long-running cloud operation of this slice, e.g. `45m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation_timeout: Option<String>,
-}
-
-impl Default for Lifecycle {
-    fn default() -> Self {
-        Lifecycle {
-            prevent_destroy: false,
-            operation_timeout: None,
-        }
-    }
 }

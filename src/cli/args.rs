@@ -1,0 +1,188 @@
+//! Command-line arguments.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Declarative, GitOps-style reconciler for Google Cloud TPU slices.
+#[derive(Debug, Parser)]
+#[command(name = "slicectl", version, about, long_about = None)]
+pub struct Cli {
+    /// Command.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log filter (tracing EnvFilter syntax), e.g. `debug` or `slicectl=trace`.
+    #[arg(long, global = true, env = "SLICECTL_LOG", default_value = "warn")]
+    pub log: String,
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Log format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Output format of `plan` and `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// For people.
+    Human,
+    /// Stable JSON for machines.
+    Json,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check every spec file; print each problem as file:line:column.
+    Validate {
+        /// Spec directory.
+        dir: PathBuf,
+    },
+    /// Show what apply would do.
+    Plan {
+        /// Spec directory.
+        dir: PathBuf,
+        /// Connection settings.
+        #[command(flatten)]
+        conn: Connection,
+        /// Safety settings.
+        #[command(flatten)]
+        safety: Safety,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = Output::Human)]
+        output: Output,
+        /// Exit 0 when there is nothing to do, 2 when there are changes, 1 on error.
+        #[arg(long)]
+        detailed_exitcode: bool,
+        /// Save the plan to FILE; `slicectl apply FILE` applies exactly it, and
+        /// refuses once the live state has moved.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Plan and apply: converge the live slices to the specs.
+    Apply {
+        /// Spec directory, or a plan file saved with `plan --out`.
+        path: PathBuf,
+        /// Connection settings.
+        #[command(flatten)]
+        conn: Connection,
+        /// Safety settings.
+        #[command(flatten)]
+        safety: Safety,
+        /// Execution settings.
+        #[command(flatten)]
+        exec: Exec,
+    },
+    /// Show the live state of every slice.
+    Status {
+        /// Spec directory.
+        dir: PathBuf,
+        /// Connection settings.
+        #[command(flatten)]
+        conn: Connection,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = Output::Human)]
+        output: Output,
+    },
+    /// Tear down every slice owned by the specs' targets (plan first).
+    Destroy {
+        /// Spec directory.
+        dir: PathBuf,
+        /// Connection settings.
+        #[command(flatten)]
+        conn: Connection,
+        /// Execution settings.
+        #[command(flatten)]
+        exec: Exec,
+    },
+    /// Print the JSON Schema of spec files.
+    Schema,
+    /// Run the GCP simulator as a server.
+    Sim {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8085")]
+        listen: SocketAddr,
+        /// A cluster that exists, `projects/P/locations/L/clusters/C` (repeatable).
+        #[arg(long = "cluster")]
+        clusters: Vec<String>,
+        /// Simulator behaviour.
+        #[command(flatten)]
+        sim: SimArgs,
+    },
+}
+
+/// Where the Google APIs are.
+#[derive(Debug, Clone, Args)]
+pub struct Connection {
+    /// Send container calls to URL/v1/... and compute calls to URL/compute/v1/...
+    /// (no credentials are used for a loopback URL).
+    #[arg(long, env = "SLICECTL_API_ENDPOINT", value_name = "URL", conflicts_with = "sim")]
+    pub api_endpoint: Option<String>,
+    /// Start the GCP simulator in-process and target it: nothing real is touched.
+    #[arg(long)]
+    pub sim: bool,
+    /// Simulator behaviour (with --sim).
+    #[command(flatten)]
+    pub sim_args: SimArgs,
+}
+
+/// Simulator behaviour.
+#[derive(Debug, Clone, Args)]
+pub struct SimArgs {
+    /// Time a simulated long-running operation takes.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub sim_latency: std::time::Duration,
+    /// Seed of the simulator's fault injection.
+    #[arg(long, default_value_t = 0)]
+    pub sim_seed: u64,
+    /// Fraction of requests answered 429.
+    #[arg(long, default_value_t = 0.0)]
+    pub sim_fault_429: f64,
+    /// Fraction of requests answered 503.
+    #[arg(long, default_value_t = 0.0)]
+    pub sim_fault_503: f64,
+    /// Fraction of node pool creates that end in a stockout.
+    #[arg(long, default_value_t = 0.0)]
+    pub sim_stockout_rate: f64,
+    /// Reject writes on a cluster while another operation runs on it.
+    #[arg(long)]
+    pub sim_incompatible_operation: bool,
+}
+
+/// Safety rails of planning.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct Safety {
+    /// Maximum node pools destroyed or replaced by one apply.
+    #[arg(long, default_value_t = 10)]
+    pub max_destroy: usize,
+    /// Allow pruning every slice when the specs define none.
+    #[arg(long)]
+    pub allow_empty_source: bool,
+}
+
+/// Execution settings.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct Exec {
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub auto_approve: bool,
+    /// Maximum operations in flight.
+    #[arg(long, default_value_t = 16)]
+    pub parallelism: usize,
+    /// Maximum replacements in flight.
+    #[arg(long, default_value_t = 2)]
+    pub max_replacements: usize,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d: jiff::SignedDuration = s.parse().map_err(|e| format!("invalid duration {s:?}: {e} (e.g. 500ms, 2s, 1m)"))?;
+    std::time::Duration::try_from(d).map_err(|e| format!("invalid duration {s:?}: {e}"))
+}

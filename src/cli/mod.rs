@@ -1,0 +1,333 @@
+//! The `slicectl` command line: parses arguments, wires the core to the shell
+//! and maps outcomes to exit codes (0 ok, 1 error, 2 changes with
+//! `plan --detailed-exitcode`).
+
+pub mod args;
+mod planfile;
+mod status;
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+
+use crate::apply::{self, ApplyOptions, PlainProgress, Progress, TerminalProgress};
+use crate::cloud::{ClientOptions, CloudClient};
+use crate::plan::{self, Plan, PlanOptions, human};
+use crate::sim::{FaultConfig, SimConfig, SimHandle, Simulator};
+use crate::source::{self, LoadError};
+use crate::spec::Fleet;
+use args::{Cli, Command, Connection, Exec, LogFormat, Output, Safety, SimArgs};
+
+/// Exit code: success / no changes.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: error.
+pub const EXIT_ERROR: u8 = 1;
+/// Exit code: changes present (`plan --detailed-exitcode`).
+pub const EXIT_CHANGES: u8 = 2;
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.log, cli.log_format);
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    };
+    match rt.block_on(run(cli.command)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn init_logging(filter: &str, format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+async fn run(cmd: Command) -> Result<u8> {
+    match cmd {
+        Command::Validate { dir } => validate(&dir),
+        Command::Schema => {
+            println!("{}", serde_json::to_string_pretty(&crate::spec::json_schema())?);
+            Ok(EXIT_OK)
+        }
+        Command::Sim { listen, clusters, sim } => {
+            crate::sim::serve_forever(sim_config(clusters, &sim), listen).await?;
+            Ok(EXIT_OK)
+        }
+        Command::Plan {
+            dir,
+            conn,
+            safety,
+            output,
+            detailed_exitcode,
+            out,
+        } => {
+            let Some(fleet) = load(&dir)? else { return Ok(EXIT_ERROR) };
+            let session = Session::connect(&conn, &fleet).await?;
+            let inv = crate::observe::observe(&session.client, &fleet).await?;
+            let plan = plan::plan(&fleet, &inv, &plan_options(&safety))?;
+            match output {
+                Output::Human => print!("{}", human::render(&plan, color_stdout())),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&plan)?),
+            }
+            if let Some(path) = out {
+                planfile::save(&path, &plan, &fleet)?;
+                eprintln!("Saved the plan to {}. Apply exactly it with: slicectl apply {}", path.display(), path.display());
+            }
+            session.close().await;
+            Ok(if detailed_exitcode && plan.summary.has_changes() { EXIT_CHANGES } else { EXIT_OK })
+        }
+        Command::Apply {
+            path,
+            conn,
+            safety,
+            exec,
+        } => {
+            if path.is_file() {
+                apply_saved(&path, &conn, &exec).await
+            } else {
+                let Some(fleet) = load(&path)? else { return Ok(EXIT_ERROR) };
+                let session = Session::connect(&conn, &fleet).await?;
+                let inv = crate::observe::observe(&session.client, &fleet).await?;
+                let plan = plan::plan(&fleet, &inv, &plan_options(&safety))?;
+                let code = confirm_and_execute(&session, &fleet, &plan, &exec, "apply").await?;
+                session.close().await;
+                Ok(code)
+            }
+        }
+        Command::Destroy { dir, conn, exec } => {
+            let Some(fleet) = load(&dir)? else { return Ok(EXIT_ERROR) };
+            let session = Session::connect(&conn, &fleet).await?;
+            let inv = crate::observe::observe(&session.client, &fleet).await?;
+            let plan = plan::plan_destroy(&fleet, &inv)?;
+            let code = confirm_and_execute(&session, &fleet, &plan, &exec, "destroy").await?;
+            session.close().await;
+            Ok(code)
+        }
+        Command::Status { dir, conn, output } => {
+            let Some(fleet) = load(&dir)? else { return Ok(EXIT_ERROR) };
+            let session = Session::connect(&conn, &fleet).await?;
+            let inv = crate::observe::observe(&session.client, &fleet).await?;
+            let rows = status::rows(&fleet, &inv);
+            match output {
+                Output::Human => print!("{}", status::table(&rows)),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+            }
+            session.close().await;
+            Ok(EXIT_OK)
+        }
+    }
+}
+
+fn plan_options(s: &Safety) -> PlanOptions {
+    PlanOptions {
+        max_destroy: s.max_destroy,
+        allow_empty_source: s.allow_empty_source,
+    }
+}
+
+fn color_stdout() -> bool {
+    anstream::AutoStream::choice(&std::io::stdout()) != anstream::ColorChoice::Never
+}
+
+/// Loads and validates the spec directory; prints diagnostics and returns
+/// `None` when it is invalid.
+fn load(dir: &Path) -> Result<Option<Fleet>> {
+    match source::load_dir(dir) {
+        Ok(fleet) => {
+            if fleet.files == 0 {
+                eprintln!(
+                    "warning: no spec files (*.yaml, *.yml) under {}; nothing is desired, and nothing will be pruned without --allow-empty-source",
+                    dir.display()
+                );
+            }
+            Ok(Some(fleet))
+        }
+        Err(LoadError::Invalid(diags)) => {
+            for d in &diags {
+                eprintln!("{d}");
+            }
+            eprintln!(
+                "error: {} problem(s) in the specs under {}; nothing was planned or changed",
+                diags.len(),
+                dir.display()
+            );
+            Ok(None)
+        }
+        Err(e) => Err(anyhow::Error::new(e)).with_context(|| format!("cannot read the specs under {}", dir.display())),
+    }
+}
+
+fn validate(dir: &Path) -> Result<u8> {
+    Ok(match load(dir)? {
+        Some(f) => {
+            println!(
+                "{}: {} file(s), {} target(s), {} slice(s): valid",
+                dir.display(),
+                f.files,
+                f.targets.len(),
+                f.slices.len()
+            );
+            EXIT_OK
+        }
+        None => EXIT_ERROR,
+    })
+}
+
+fn sim_config(clusters: Vec<String>, s: &SimArgs) -> SimConfig {
+    SimConfig {
+        clusters,
+        operation_latency: s.sim_latency,
+        seed: s.sim_seed,
+        faults: FaultConfig {
+            rate_429: s.sim_fault_429,
+            rate_503: s.sim_fault_503,
+            incompatible_operation: s.sim_incompatible_operation,
+            stockout_rate: s.sim_stockout_rate,
+            write_rate_limit: None,
+        },
+    }
+}
+
+/// A cloud client, and the embedded simulator behind it with `--sim`.
+struct Session {
+    client: CloudClient,
+    sim: Option<SimHandle>,
+}
+
+impl Session {
+    async fn connect(conn: &Connection, fleet: &Fleet) -> Result<Session> {
+        let (endpoint, sim) = if conn.sim {
+            let (clusters, _) = crate::observe::locations(fleet);
+            let cfg = sim_config(clusters.iter().map(|c| c.path()).collect(), &conn.sim_args);
+            let addr = "127.0.0.1:0".parse().context("loopback address")?;
+            let handle = Simulator::start(cfg, addr).await.context("cannot start the embedded GCP simulator")?;
+            eprintln!(
+                "{}",
+                color_stderr(&format!(
+                    "*** SIMULATOR MODE: slicectl is talking to an embedded GCP simulator at {} — nothing real is touched. ***",
+                    handle.base_url()
+                ))
+            );
+            (Some(handle.base_url()), Some(handle))
+        } else {
+            (conn.api_endpoint.clone(), None)
+        };
+        let client = CloudClient::new(ClientOptions {
+            api_endpoint: endpoint,
+            ..ClientOptions::default()
+        })
+        .context("cannot create the Google Cloud client")?;
+        Ok(Session { client, sim })
+    }
+
+    async fn close(self) {
+        if let Some(sim) = self.sim {
+            sim.shutdown().await;
+        }
+    }
+}
+
+fn color_stderr(s: &str) -> String {
+    if anstream::AutoStream::choice(&std::io::stderr()) == anstream::ColorChoice::Never {
+        s.to_string()
+    } else {
+        let st = anstyle::Style::new().bold().fg_color(Some(anstyle::AnsiColor::Yellow.into()));
+        format!("{st}{s}{st:#}")
+    }
+}
+
+fn confirm(verb: &str) -> Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        bail!("refusing to {verb} without confirmation: standard input is not a terminal; review the plan and pass --auto-approve");
+    }
+    print!("\nDo you want to perform these actions? Only 'yes' will be accepted: ");
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(line.trim() == "yes")
+}
+
+async fn confirm_and_execute(session: &Session, fleet: &Fleet, plan: &Plan, exec: &Exec, verb: &str) -> Result<u8> {
+    print!("{}", human::render(plan, color_stdout()));
+    if !plan.summary.has_changes() {
+        if !fleet.slices.is_empty() {
+            println!();
+            print!("{}", status::table(&status::rows(fleet, &crate::observe::observe(&session.client, fleet).await?)));
+        }
+        return Ok(EXIT_OK);
+    }
+    if !exec.auto_approve && !confirm(verb)? {
+        println!("{verb} cancelled.");
+        return Ok(EXIT_ERROR);
+    }
+    let report = execute(session, plan, exec).await;
+    println!("\n{}", report.summary());
+    for (addr, err) in &report.failed {
+        println!("  failed: {addr}: {err}");
+    }
+    for addr in &report.skipped {
+        println!("  skipped (a step it depends on failed): {addr}");
+    }
+    // Observe again and show the live state.
+    if !fleet.slices.is_empty() {
+        let inv = crate::observe::observe(&session.client, fleet).await?;
+        println!();
+        print!("{}", status::table(&status::rows(fleet, &inv)));
+    }
+    if !report.success() {
+        println!("Run `slicectl {verb}` again to retry: it observes what is live and continues from there.");
+        return Ok(EXIT_ERROR);
+    }
+    Ok(EXIT_OK)
+}
+
+async fn execute(session: &Session, plan: &Plan, exec: &Exec) -> apply::ApplyReport {
+    let progress: Arc<dyn Progress> = if std::io::stderr().is_terminal() {
+        Arc::new(TerminalProgress::new())
+    } else {
+        Arc::new(PlainProgress::new())
+    };
+    let opts = ApplyOptions {
+        parallelism: exec.parallelism,
+        max_replacements: exec.max_replacements,
+    };
+    apply::execute(&session.client, plan, &opts, progress).await
+}
+
+async fn apply_saved(path: &Path, conn: &Connection, exec: &Exec) -> Result<u8> {
+    let saved = planfile::load(path)?;
+    let fleet = saved.scope_fleet();
+    let session = Session::connect(conn, &fleet).await?;
+    let inv = crate::observe::observe(&session.client, &fleet).await?;
+    if inv.fingerprint() != saved.plan.observed_fingerprint {
+        session.close().await;
+        bail!(
+            "the live state has changed since {} was saved (observed fingerprint {} ≠ {}); \
+             the saved plan may no longer be safe. Run `slicectl plan --out {}` again and review it",
+            path.display(),
+            inv.fingerprint(),
+            saved.plan.observed_fingerprint,
+            path.display()
+        );
+    }
+    let code = confirm_and_execute(&session, &fleet, &saved.plan, exec, "apply").await?;
+    session.close().await;
+    Ok(code)
+}

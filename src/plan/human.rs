@@ -1,0 +1,202 @@
+//! Renders a plan for people: symbols, a reason on every action,
+//! `# forces replacement` on the exact field, a unified diff of each changed
+//! resource and a summary line. ANSI styling only when asked (the CLI asks
+//! only on a terminal without NO_COLOR).
+
+use std::fmt::Write as _;
+
+use anstyle::{AnsiColor, Style};
+use serde_json::Value;
+use similar::TextDiff;
+
+use super::{Action, ActionKind, Plan, PlanMode};
+
+struct Painter {
+    color: bool,
+}
+
+impl Painter {
+    fn paint(&self, style: Style, s: &str) -> String {
+        if self.color {
+            format!("{style}{s}{style:#}")
+        } else {
+            s.to_string()
+        }
+    }
+}
+
+fn green() -> Style {
+    Style::new().fg_color(Some(AnsiColor::Green.into()))
+}
+fn yellow() -> Style {
+    Style::new().fg_color(Some(AnsiColor::Yellow.into()))
+}
+fn red() -> Style {
+    Style::new().fg_color(Some(AnsiColor::Red.into()))
+}
+fn cyan() -> Style {
+    Style::new().fg_color(Some(AnsiColor::Cyan.into()))
+}
+fn bold() -> Style {
+    Style::new().bold()
+}
+
+fn symbol(a: ActionKind) -> (&'static str, Style, &'static str) {
+    match a {
+        ActionKind::Create => ("  +", green(), "will be created"),
+        ActionKind::Update => ("  ~", yellow(), "will be updated in place"),
+        ActionKind::Replace => ("-/+", red(), "must be replaced"),
+        ActionKind::Delete => ("  -", red(), "will be destroyed"),
+        ActionKind::Wait => ("  …", cyan(), "has an operation in flight"),
+    }
+}
+
+fn pretty(v: &Option<Value>) -> String {
+    match v {
+        Some(v) => serde_json::to_string_pretty(v).unwrap_or_default() + "\n",
+        None => String::new(),
+    }
+}
+
+fn render_action(out: &mut String, p: &Painter, a: &Action) {
+    let (sym, style, verb) = symbol(a.action);
+    let _ = writeln!(
+        out,
+        "  {} {verb}",
+        p.paint(bold(), &format!("# {}", a.address))
+    );
+    let _ = writeln!(out, "  # {}", a.reason);
+    if let Some(op) = &a.operation {
+        let _ = writeln!(out, "  # waits first for operation {op}");
+    }
+    let _ = writeln!(
+        out,
+        "{} {} {:?} in {}",
+        p.paint(style, sym),
+        a.kind.as_str(),
+        a.name,
+        a.scope
+    );
+    for c in &a.changes {
+        let before = c
+            .before
+            .as_ref()
+            .map(Value::to_string)
+            .unwrap_or_else(|| "(unset)".into());
+        let after = c
+            .after
+            .as_ref()
+            .map(Value::to_string)
+            .unwrap_or_else(|| "(unset)".into());
+        let marker = if c.forces_replacement {
+            format!("  {}", p.paint(red(), "# forces replacement"))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "      {} {}: {before} → {after}{marker}",
+            p.paint(yellow(), "~"),
+            c.path
+        );
+    }
+    let before = pretty(&a.before);
+    let after = pretty(&a.after);
+    let body = match a.action {
+        ActionKind::Create => prefixed(p, &after, "+", green()),
+        ActionKind::Delete => prefixed(p, &before, "-", red()),
+        ActionKind::Update | ActionKind::Replace => unified(p, &before, &after),
+        ActionKind::Wait => String::new(),
+    };
+    for line in body.lines() {
+        let _ = writeln!(out, "      {line}");
+    }
+    out.push('\n');
+}
+
+fn prefixed(p: &Painter, text: &str, sign: &str, style: Style) -> String {
+    text.lines()
+        .map(|l| p.paint(style, &format!("{sign} {l}")) + "\n")
+        .collect()
+}
+
+fn unified(p: &Painter, before: &str, after: &str) -> String {
+    let diff = TextDiff::from_lines(before, after);
+    let text = diff
+        .unified_diff()
+        .context_radius(2)
+        .header("live", "desired")
+        .to_string();
+    text.lines()
+        .map(|l| {
+            let styled = if l.starts_with('+') && !l.starts_with("+++") {
+                p.paint(green(), l)
+            } else if l.starts_with('-') && !l.starts_with("---") {
+                p.paint(red(), l)
+            } else if l.starts_with("@@") {
+                p.paint(cyan(), l)
+            } else {
+                l.to_string()
+            };
+            styled + "\n"
+        })
+        .collect()
+}
+
+/// Renders the whole plan.
+pub fn render(plan: &Plan, color: bool) -> String {
+    let p = Painter { color };
+    let mut out = String::new();
+    if !plan.unmanaged.is_empty() {
+        let _ = writeln!(out, "Unmanaged resources (shown, never changed):");
+        for u in &plan.unmanaged {
+            let _ = writeln!(
+                out,
+                "  {} {:?} in {}: {}",
+                u.kind.as_str(),
+                u.name,
+                u.scope,
+                u.note
+            );
+        }
+        out.push('\n');
+    }
+    if plan.actions.is_empty() {
+        let _ = writeln!(
+            out,
+            "{}",
+            p.paint(
+                green().bold(),
+                "No changes. The live TPU slices match the specs."
+            )
+        );
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "slicectl will perform the following actions{}:\n",
+        if plan.mode == PlanMode::Destroy {
+            " (destroy)"
+        } else {
+            ""
+        }
+    );
+    for a in &plan.actions {
+        render_action(&mut out, &p, a);
+    }
+    out.push_str(&summary_line(plan, &p));
+    out.push('\n');
+    out
+}
+
+fn summary_line(plan: &Plan, p: &Painter) -> String {
+    let s = &plan.summary;
+    let mut line = format!(
+        "Plan: {} to create, {} to update in place, {} to replace, {} to destroy.",
+        s.create, s.update, s.replace, s.delete
+    );
+    if s.wait > 0 {
+        line.push_str(&format!(" {} in-flight operation(s) to wait on.", s.wait));
+    }
+    p.paint(bold(), &line)
+}

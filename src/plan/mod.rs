@@ -1,0 +1,873 @@
+//! Planning: `desired × observed → plan`, a pure and deterministic function.
+//!
+//! A plan is data: an ordered list of actions (create / update in place /
+//! replace / delete / wait on an in-flight operation), each with its reason
+//! and field-level changes. [`human`] renders it for people, [`Plan`]
+//! serialises to the stable JSON of `plan --output json`.
+
+pub mod hash;
+pub mod human;
+pub mod inventory;
+pub mod names;
+pub mod ownership;
+pub mod render;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::resource::gke::NodePool;
+use crate::resource::{ClusterRef, RegionRef};
+use crate::spec::Fleet;
+
+use hash::{FieldChange, HASH_VERSION, Projection};
+pub use inventory::Inventory;
+use ownership::Ownership;
+use render::{DesiredReplica, render_fleet};
+
+/// Version of the plan JSON format (`plan --output json`, `plan --out`).
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What an action does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ActionKind {
+    /// Create a missing resource.
+    Create,
+    /// Update labels/taints in place.
+    Update,
+    /// Delete and recreate (a replacement-class field changed).
+    Replace,
+    /// Delete a resource no longer in the specs.
+    Delete,
+    /// Wait for an operation already running on the resource (started by an
+    /// earlier, interrupted apply) instead of starting a duplicate.
+    Wait,
+}
+
+impl ActionKind {
+    /// Whether this action destroys a live resource.
+    pub fn is_destructive(self) -> bool {
+        matches!(self, ActionKind::Replace | ActionKind::Delete)
+    }
+}
+
+/// The kind of cloud resource an action is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceKind {
+    /// Compute workload policy (tpu7x multi-host).
+    WorkloadPolicy,
+    /// GKE node pool.
+    NodePool,
+}
+
+impl ResourceKind {
+    /// Spelling in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceKind::WorkloadPolicy => "workload_policy",
+            ResourceKind::NodePool => "node_pool",
+        }
+    }
+}
+
+/// Where a resource lives.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "scope", rename_all = "lowercase")]
+pub enum Scope {
+    /// A GKE cluster.
+    Cluster(ClusterRef),
+    /// A compute region.
+    Region(RegionRef),
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scope::Cluster(c) => c.fmt(f),
+            Scope::Region(r) => r.fmt(f),
+        }
+    }
+}
+
+/// One planned action on one resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Action {
+    /// create, update, replace, delete or wait.
+    pub action: ActionKind,
+    /// node_pool or workload_policy.
+    pub kind: ResourceKind,
+    /// Cloud resource name.
+    pub name: String,
+    /// `slice.NAME[REPLICA].KIND`.
+    pub address: String,
+    /// Slice name.
+    pub slice: String,
+    /// Replica index.
+    pub replica: u32,
+    /// Where the resource lives.
+    pub scope: Scope,
+    /// Why.
+    pub reason: String,
+    /// Field-level changes (update, replace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<FieldChange>,
+    /// The live resource (update, replace, delete, wait).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Value>,
+    /// The desired resource body (create, update, replace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Value>,
+    /// An operation already running on this resource, waited on first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    /// Timeout of one long-running operation, in seconds.
+    pub timeout_secs: u64,
+}
+
+/// A live resource that is not this reconciler's: shown, never touched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unmanaged {
+    /// Kind.
+    pub kind: ResourceKind,
+    /// Name.
+    pub name: String,
+    /// Where.
+    pub scope: Scope,
+    /// Who seems to own it.
+    pub note: String,
+}
+
+/// Counts per action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Summary {
+    /// Creates.
+    pub create: usize,
+    /// In-place updates.
+    pub update: usize,
+    /// Replacements.
+    pub replace: usize,
+    /// Deletes.
+    pub delete: usize,
+    /// Waits on in-flight operations.
+    pub wait: usize,
+    /// Unmanaged resources seen.
+    pub unmanaged: usize,
+}
+
+impl Summary {
+    /// Whether the plan changes anything (waits count: work is in flight).
+    pub fn has_changes(&self) -> bool {
+        self.create + self.update + self.replace + self.delete + self.wait > 0
+    }
+}
+
+/// A plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// Fingerprint of the observed state the plan was computed from.
+    pub observed_fingerprint: String,
+    /// `apply` (converge to the specs) or `destroy`.
+    pub mode: PlanMode,
+    /// Ordered actions.
+    pub actions: Vec<Action>,
+    /// Resources seen but not owned.
+    pub unmanaged: Vec<Unmanaged>,
+    /// Counts.
+    pub summary: Summary,
+}
+
+/// What the plan is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlanMode {
+    /// Converge to the specs.
+    Apply,
+    /// Tear everything owned down.
+    Destroy,
+}
+
+/// Safety options of planning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Maximum destructive actions (replace + delete of node pools) in one plan.
+    pub max_destroy: usize,
+    /// Allow pruning when the specs define no slice at all.
+    pub allow_empty_source: bool,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions {
+            max_destroy: 10,
+            allow_empty_source: false,
+        }
+    }
+}
+
+/// Why no plan could be made. Each message says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// A protected slice would be destroyed.
+    #[error(
+        "{address} ({name}) is protected by preventDestroy and would be {verb}: {reason}. \
+         To {verb_inf} it deliberately, set `lifecycle.preventDestroy: false` in its Slice spec and apply that first"
+    )]
+    Protected {
+        /// Address.
+        address: String,
+        /// Resource name.
+        name: String,
+        /// `destroyed` or `replaced`.
+        verb: &'static str,
+        /// `destroy` or `replace`.
+        verb_inf: &'static str,
+        /// The action's reason.
+        reason: String,
+    },
+    /// The specs define no slice but live slices exist.
+    #[error(
+        "the specs define no Slice, but {live} live node pool(s) owned by this reconciler exist; \
+         refusing to delete them all (an empty checkout or an unmounted ConfigMap looks like this). \
+         If you really mean to remove every slice, use `slicectl destroy` or pass --allow-empty-source"
+    )]
+    EmptySource {
+        /// Number of owned live node pools.
+        live: usize,
+    },
+    /// Too many destructive actions.
+    #[error(
+        "the plan would destroy or replace {count} node pools, more than --max-destroy={max}; \
+         review the plan and raise --max-destroy if this is intended"
+    )]
+    TooManyDestructive {
+        /// Destructive actions.
+        count: usize,
+        /// The cap.
+        max: usize,
+    },
+    /// A desired name is taken by a resource this reconciler does not own.
+    #[error(
+        "{kind} {name} in {scope} already exists and is not owned by this reconciler ({note}); \
+         slicectl never changes it. Rename the slice, or remove or adopt the existing resource"
+    )]
+    NameCollision {
+        /// Kind.
+        kind: &'static str,
+        /// Name.
+        name: String,
+        /// Where.
+        scope: String,
+        /// Who owns it.
+        note: String,
+    },
+}
+
+fn address(slice: &str, replica: u32, kind: ResourceKind) -> String {
+    format!("slice.{slice}[{replica}].{}", kind.as_str())
+}
+
+fn to_value<T: Serialize>(t: &T) -> Option<Value> {
+    serde_json::to_value(t).ok()
+}
+
+/// Owner ids per cluster and per region, from the targets.
+struct Scopes {
+    clusters: BTreeMap<ClusterRef, BTreeSet<String>>,
+    regions: BTreeMap<RegionRef, BTreeSet<String>>,
+}
+
+fn scopes(fleet: &Fleet) -> Scopes {
+    let mut s = Scopes {
+        clusters: BTreeMap::new(),
+        regions: BTreeMap::new(),
+    };
+    for t in fleet.targets.values() {
+        if let Some(g) = &t.spec.gke {
+            s.clusters
+                .entry(ClusterRef {
+                    project: t.spec.project.clone(),
+                    location: g.location.clone(),
+                    name: g.name.clone(),
+                })
+                .or_default()
+                .insert(t.spec.owner_id.clone());
+        }
+        s.regions
+            .entry(RegionRef {
+                project: t.spec.project.clone(),
+                region: names::region_of_zone(&t.spec.zone),
+            })
+            .or_default()
+            .insert(t.spec.owner_id.clone());
+    }
+    s
+}
+
+fn unmanaged_note(np: &NodePool) -> String {
+    let labels = np.config.as_ref().map(|c| &c.labels);
+    match labels {
+        Some(l)
+            if l.get(ownership::TPU_PROVISIONER_MANAGER)
+                .map(String::as_str)
+                == Some("tpu-provisioner") =>
+        {
+            let stored = l.get(ownership::TPU_PROVISIONER_HASH);
+            "created by tpu-provisioner".to_string()
+                + match stored {
+                    Some(_) => " (carries its node-pool hash)",
+                    None => "",
+                }
+        }
+        Some(l) => match Ownership::from_labels(l) {
+            Some(o) => format!("owned by another slicectl owner id {:?}", o.owner),
+            None => "not created by slicectl".to_string(),
+        },
+        None => "not created by slicectl".to_string(),
+    }
+}
+
+/// Labels GKE manages itself on `config.labels`; never compared.
+fn is_server_label(k: &str) -> bool {
+    k.starts_with("cloud.google.com/gke-")
+}
+
+fn in_place_view(np: &NodePool, desired: Option<&NodePool>) -> Projection {
+    let mut p = Projection::new();
+    let Some(c) = &np.config else { return p };
+    let want_tpu_taint = desired
+        .and_then(|d| d.config.as_ref())
+        .is_some_and(|c| c.taints.iter().any(|t| t.key == "google.com/tpu"));
+    for (k, v) in &c.labels {
+        if !is_server_label(k) {
+            p.insert(format!("config.labels[{k:?}]"), Value::from(v.clone()));
+        }
+    }
+    let taints: Vec<Value> = c
+        .taints
+        .iter()
+        .filter(|t| want_tpu_taint || t.key != "google.com/tpu")
+        .map(|t| Value::from(format!("{}={}:{}", t.key, t.value, t.effect)))
+        .collect();
+    if !taints.is_empty() {
+        p.insert("config.taints".into(), Value::Array(taints));
+    }
+    for (k, v) in &c.resource_labels {
+        if !k.starts_with("goog-") {
+            p.insert(
+                format!("config.resourceLabels[{k:?}]"),
+                Value::from(v.clone()),
+            );
+        }
+    }
+    p
+}
+
+fn fmt_value(v: &Option<Value>) -> String {
+    match v {
+        Some(v) => v.to_string(),
+        None => "(unset)".to_string(),
+    }
+}
+
+/// Which forced change to name in a replacement's reason: the ones a person
+/// edits (topology, machine type, capacity) before derived ones (node count).
+fn reason_rank(path: &str) -> usize {
+    const ORDER: &[&str] = &[
+        "placementPolicy.tpuTopology",
+        "workloadPolicy.acceleratorTopology",
+        "config.machineType",
+        "placementPolicy",
+        "config.spot",
+        "config.reservationAffinity",
+        "config.flexStart",
+        "locations",
+    ];
+    ORDER
+        .iter()
+        .position(|p| path.starts_with(p))
+        .unwrap_or(ORDER.len())
+}
+
+fn replace_reason(changes: &[FieldChange]) -> String {
+    let forced: Vec<&FieldChange> = changes.iter().filter(|c| c.forces_replacement).collect();
+    match forced.iter().min_by_key(|c| reason_rank(&c.path)) {
+        Some(c) => {
+            let more = match forced.len() - 1 {
+                0 => String::new(),
+                1 => " (and 1 more field)".to_string(),
+                n => format!(" (and {n} more fields)"),
+            };
+            format!(
+                "replace because {} {} → {} forces replacement{more}",
+                c.path,
+                fmt_value(&c.before),
+                fmt_value(&c.after)
+            )
+        }
+        None => "replace because the stored spec hash differs from the desired one".to_string(),
+    }
+}
+
+/// Compares a live managed node pool with its desired state.
+fn compare_pool(
+    d: &DesiredReplica,
+    live: &NodePool,
+    st: &inventory::ClusterState,
+) -> Option<(ActionKind, String, Vec<FieldChange>, Option<String>)> {
+    let running = st
+        .running_operation(&live.name)
+        .map(|o| (o.name.clone(), o.operation_type.clone()));
+    let status = live.status.as_deref().unwrap_or("");
+    if status == "STOPPING" {
+        let op = running.as_ref().map(|r| r.0.clone());
+        return Some((
+            ActionKind::Create,
+            "the node pool is being deleted by an earlier operation; it will be created again once that finishes".into(),
+            Vec::new(),
+            op,
+        ));
+    }
+    let desired_proj = hash::node_pool_projection(&d.node_pool);
+    let live_proj = hash::live_node_pool_projection(live, &desired_proj);
+    let mut repl_changes = hash::diff(&live_proj, &desired_proj, true);
+    let in_place = hash::diff(
+        &in_place_view(live, Some(&d.node_pool)),
+        &in_place_view(&d.node_pool, None),
+        false,
+    );
+
+    if status == "ERROR" {
+        let why = live
+            .conditions
+            .iter()
+            .filter_map(|c| c.code.clone().or(c.message.clone()))
+            .chain(live.status_message.clone())
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut changes = repl_changes;
+        changes.extend(in_place);
+        return Some((
+            ActionKind::Replace,
+            format!(
+                "replace because the node pool is in ERROR state{}",
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({why})")
+                }
+            ),
+            changes,
+            None,
+        ));
+    }
+
+    let own = live
+        .config
+        .as_ref()
+        .and_then(|c| Ownership::from_labels(&c.labels));
+    let desired_hash = hash::spec_hash(&desired_proj);
+    let needs_replace = match own.as_ref().and_then(|o| o.hash_version.as_deref()) {
+        // Same hash version: the stored hash is the truth about what was sent.
+        Some(v) if v == HASH_VERSION => {
+            own.as_ref().and_then(|o| o.spec_hash.as_deref()) != Some(desired_hash.as_str())
+        }
+        // Another version (or none): compare fields; equal → re-stamp in place.
+        _ => !repl_changes.is_empty(),
+    };
+    if needs_replace {
+        if repl_changes.is_empty() {
+            // The stored hash differs but the normalised fields look equal:
+            // still replace (the hash records what was sent), but say so.
+            repl_changes = Vec::new();
+        }
+        let reason = replace_reason(&repl_changes);
+        let mut changes = repl_changes;
+        changes.extend(in_place);
+        return Some((ActionKind::Replace, reason, changes, running.map(|r| r.0)));
+    }
+    if !in_place.is_empty() {
+        let what: BTreeSet<&str> = in_place
+            .iter()
+            .map(|c| {
+                if c.path.starts_with("config.labels") {
+                    "labels"
+                } else if c.path.starts_with("config.taints") {
+                    "taints"
+                } else {
+                    "resource labels"
+                }
+            })
+            .collect();
+        let what: Vec<&str> = what.into_iter().collect();
+        return Some((
+            ActionKind::Update,
+            format!("update in place because {} changed", what.join(" and ")),
+            in_place,
+            running.map(|r| r.0),
+        ));
+    }
+    if let Some((op, ty)) = running {
+        return Some((
+            ActionKind::Wait,
+            format!(
+                "operation {op} ({ty}) is already running on this node pool; waiting for it instead of starting a duplicate"
+            ),
+            Vec::new(),
+            Some(op),
+        ));
+    }
+    None
+}
+
+/// Builds the plan that converges the live state to the fleet.
+pub fn plan(fleet: &Fleet, inventory: &Inventory, opts: &PlanOptions) -> Result<Plan, PlanError> {
+    build(fleet, inventory, opts, PlanMode::Apply)
+}
+
+/// Builds the teardown plan: every resource owned by the fleet's targets is
+/// deleted (node pools before their workload policies).
+pub fn plan_destroy(fleet: &Fleet, inventory: &Inventory) -> Result<Plan, PlanError> {
+    let opts = PlanOptions {
+        max_destroy: usize::MAX,
+        allow_empty_source: true,
+    };
+    build(fleet, inventory, &opts, PlanMode::Destroy)
+}
+
+fn build(
+    fleet: &Fleet,
+    inv: &Inventory,
+    opts: &PlanOptions,
+    mode: PlanMode,
+) -> Result<Plan, PlanError> {
+    let desired: Vec<DesiredReplica> = match mode {
+        PlanMode::Apply => render_fleet(fleet),
+        PlanMode::Destroy => Vec::new(),
+    };
+    let sc = scopes(fleet);
+    let empty_cluster = inventory::ClusterState::default();
+    let empty_region = inventory::RegionState::default();
+    let mut actions = Vec::new();
+    let mut unmanaged = Vec::new();
+    let mut errors: Vec<PlanError> = Vec::new();
+
+    // Desired resources.
+    let mut wanted_pools: BTreeSet<(ClusterRef, String)> = BTreeSet::new();
+    let mut wanted_policies: BTreeSet<(RegionRef, String)> = BTreeSet::new();
+    for d in &desired {
+        let st = inv.clusters.get(&d.cluster).unwrap_or(&empty_cluster);
+        let timeout_secs = d.operation_timeout.as_secs();
+        if let Some(p) = &d.workload_policy {
+            wanted_policies.insert((p.region.clone(), p.policy.name.clone()));
+            let rst = inv.regions.get(&p.region).unwrap_or(&empty_region);
+            let live = rst.policies.iter().find(|x| x.name == p.policy.name);
+            let addr = address(&d.slice, d.replica, ResourceKind::WorkloadPolicy);
+            let scope = Scope::Region(p.region.clone());
+            let base = |action, reason: String, changes, before, op| Action {
+                action,
+                kind: ResourceKind::WorkloadPolicy,
+                name: p.policy.name.clone(),
+                address: addr.clone(),
+                slice: d.slice.clone(),
+                replica: d.replica,
+                scope: scope.clone(),
+                reason,
+                changes,
+                before,
+                after: to_value(&p.policy),
+                operation: op,
+                timeout_secs,
+            };
+            match live {
+                None => actions.push(base(
+                    ActionKind::Create,
+                    format!("create because replica {} of slice {} needs a workload policy and none exists", d.replica, d.slice),
+                    Vec::new(),
+                    None,
+                    rst.running_operation(&p.policy.name).map(|o| o.name.clone()),
+                )),
+                Some(l) => {
+                    let own = l.description.as_deref().and_then(Ownership::from_description);
+                    match own {
+                        Some(o) if sc.regions.get(&p.region).is_some_and(|s| s.contains(&o.owner)) => {
+                            let want = hash::policy_projection(&p.policy);
+                            let have = hash::policy_projection(l);
+                            let changes = hash::diff(&have, &want, true);
+                            let stale = match o.hash_version.as_deref() {
+                                Some(v) if v == HASH_VERSION => o.spec_hash.as_deref() != Some(hash::spec_hash(&want).as_str()),
+                                _ => !changes.is_empty(),
+                            };
+                            let running = rst.running_operation(&l.name).map(|o| o.name.clone());
+                            if stale {
+                                actions.push(base(ActionKind::Replace, replace_reason(&changes), changes, to_value(l), running));
+                            } else if let Some(op) = running {
+                                actions.push(base(
+                                    ActionKind::Wait,
+                                    format!("operation {op} is already running on this workload policy; waiting for it"),
+                                    Vec::new(),
+                                    to_value(l),
+                                    Some(op),
+                                ));
+                            }
+                        }
+                        other => errors.push(PlanError::NameCollision {
+                            kind: "workload policy",
+                            name: l.name.clone(),
+                            scope: p.region.to_string(),
+                            note: match other {
+                                Some(o) => format!("owned by slicectl owner id {:?}", o.owner),
+                                None => "not created by slicectl".into(),
+                            },
+                        }),
+                    }
+                }
+            }
+        }
+
+        wanted_pools.insert((d.cluster.clone(), d.node_pool.name.clone()));
+        let live = st.node_pools.iter().find(|x| x.name == d.node_pool.name);
+        let addr = address(&d.slice, d.replica, ResourceKind::NodePool);
+        let mk = |action, reason: String, changes, before, op| Action {
+            action,
+            kind: ResourceKind::NodePool,
+            name: d.node_pool.name.clone(),
+            address: addr.clone(),
+            slice: d.slice.clone(),
+            replica: d.replica,
+            scope: Scope::Cluster(d.cluster.clone()),
+            reason,
+            changes,
+            before,
+            after: to_value(&d.node_pool),
+            operation: op,
+            timeout_secs,
+        };
+        match live {
+            None => actions.push(mk(
+                ActionKind::Create,
+                format!(
+                    "create because replica {} of slice {} does not exist yet",
+                    d.replica, d.slice
+                ),
+                Vec::new(),
+                None,
+                st.running_operation(&d.node_pool.name)
+                    .map(|o| o.name.clone()),
+            )),
+            Some(l) => {
+                let own = l
+                    .config
+                    .as_ref()
+                    .and_then(|c| Ownership::from_labels(&c.labels));
+                let ours = own.as_ref().is_some_and(|o| {
+                    sc.clusters
+                        .get(&d.cluster)
+                        .is_some_and(|s| s.contains(&o.owner))
+                });
+                if !ours {
+                    errors.push(PlanError::NameCollision {
+                        kind: "node pool",
+                        name: l.name.clone(),
+                        scope: d.cluster.to_string(),
+                        note: unmanaged_note(l),
+                    });
+                    continue;
+                }
+                if let Some((kind, reason, changes, op)) = compare_pool(d, l, st) {
+                    if kind == ActionKind::Replace && d.prevent_destroy {
+                        errors.push(PlanError::Protected {
+                            address: addr.clone(),
+                            name: l.name.clone(),
+                            verb: "replaced",
+                            verb_inf: "replace",
+                            reason: reason.clone(),
+                        });
+                    }
+                    let before = Some(hash::display_live_node_pool(l, Some(&d.node_pool)));
+                    actions.push(mk(kind, reason, changes, before, op));
+                }
+            }
+        }
+    }
+
+    // Live resources: owned but not desired → delete; not owned → unmanaged.
+    let mut owned_live = 0usize;
+    for (cluster, st) in &inv.clusters {
+        let owners = sc.clusters.get(cluster);
+        for l in &st.node_pools {
+            let own = l
+                .config
+                .as_ref()
+                .and_then(|c| Ownership::from_labels(&c.labels));
+            let Some(o) = own.filter(|o| owners.is_some_and(|s| s.contains(&o.owner))) else {
+                unmanaged.push(Unmanaged {
+                    kind: ResourceKind::NodePool,
+                    name: l.name.clone(),
+                    scope: Scope::Cluster(cluster.clone()),
+                    note: unmanaged_note(l),
+                });
+                continue;
+            };
+            owned_live += 1;
+            if wanted_pools.contains(&(cluster.clone(), l.name.clone())) {
+                continue;
+            }
+            let addr = address(&o.slice, o.replica, ResourceKind::NodePool);
+            let running = st.running_operation(&l.name);
+            let (kind, reason) = if l.status.as_deref() == Some("STOPPING") {
+                (
+                    ActionKind::Wait,
+                    format!(
+                        "the node pool is already being deleted{}; waiting for it",
+                        running
+                            .map(|r| format!(" by operation {}", r.name))
+                            .unwrap_or_default()
+                    ),
+                )
+            } else if mode == PlanMode::Destroy {
+                (
+                    ActionKind::Delete,
+                    format!(
+                        "delete because `slicectl destroy` tears down slice {}",
+                        o.slice
+                    ),
+                )
+            } else if let Some(s) = fleet.slices.get(&o.slice) {
+                (
+                    ActionKind::Delete,
+                    format!(
+                        "delete because replica {} of slice {} is no longer desired (replicas: {})",
+                        o.replica, o.slice, s.spec.replicas
+                    ),
+                )
+            } else {
+                (
+                    ActionKind::Delete,
+                    format!("delete because slice {} is no longer in the specs", o.slice),
+                )
+            };
+            if kind == ActionKind::Delete && o.prevent_destroy {
+                errors.push(PlanError::Protected {
+                    address: addr.clone(),
+                    name: l.name.clone(),
+                    verb: "destroyed",
+                    verb_inf: "destroy",
+                    reason: reason.clone(),
+                });
+            }
+            actions.push(Action {
+                action: kind,
+                kind: ResourceKind::NodePool,
+                name: l.name.clone(),
+                address: addr,
+                slice: o.slice.clone(),
+                replica: o.replica,
+                scope: Scope::Cluster(cluster.clone()),
+                reason,
+                changes: Vec::new(),
+                before: Some(hash::display_live_node_pool(l, None)),
+                after: None,
+                operation: running.map(|r| r.name.clone()),
+                timeout_secs: crate::spec::DEFAULT_OPERATION_TIMEOUT.as_secs(),
+            });
+        }
+    }
+    for (region, st) in &inv.regions {
+        let owners = sc.regions.get(region);
+        for l in &st.policies {
+            let own = l
+                .description
+                .as_deref()
+                .and_then(Ownership::from_description);
+            let Some(o) = own.filter(|o| owners.is_some_and(|s| s.contains(&o.owner))) else {
+                continue; // policies of others are not listed: regions hold many unrelated policies
+            };
+            if wanted_policies.contains(&(region.clone(), l.name.clone())) {
+                continue;
+            }
+            let running = st.running_operation(&l.name);
+            let reason = match mode {
+                PlanMode::Destroy => format!(
+                    "delete because `slicectl destroy` tears down slice {}",
+                    o.slice
+                ),
+                PlanMode::Apply => format!(
+                    "delete because replica {} of slice {} no longer needs a workload policy",
+                    o.replica, o.slice
+                ),
+            };
+            actions.push(Action {
+                action: ActionKind::Delete,
+                kind: ResourceKind::WorkloadPolicy,
+                name: l.name.clone(),
+                address: address(&o.slice, o.replica, ResourceKind::WorkloadPolicy),
+                slice: o.slice.clone(),
+                replica: o.replica,
+                scope: Scope::Region(region.clone()),
+                reason,
+                changes: Vec::new(),
+                before: to_value(l),
+                after: None,
+                operation: running.map(|r| r.name.clone()),
+                timeout_secs: crate::spec::DEFAULT_OPERATION_TIMEOUT.as_secs(),
+            });
+        }
+    }
+
+    // Safety rails.
+    if mode == PlanMode::Apply {
+        let deletes = actions
+            .iter()
+            .filter(|a| a.kind == ResourceKind::NodePool && a.action == ActionKind::Delete)
+            .count();
+        if fleet.slices.is_empty() && deletes > 0 && !opts.allow_empty_source {
+            errors.insert(0, PlanError::EmptySource { live: owned_live });
+        }
+        let destructive = actions
+            .iter()
+            .filter(|a| a.kind == ResourceKind::NodePool && a.action.is_destructive())
+            .count();
+        if destructive > opts.max_destroy {
+            errors.push(PlanError::TooManyDestructive {
+                count: destructive,
+                max: opts.max_destroy,
+            });
+        }
+    }
+    if let Some(e) = errors.into_iter().next() {
+        return Err(e);
+    }
+
+    actions.sort_by(|a, b| {
+        (&a.slice, a.replica, a.kind, &a.name).cmp(&(&b.slice, b.replica, b.kind, &b.name))
+    });
+    unmanaged.sort_by(|a, b| (&a.scope, &a.name).cmp(&(&b.scope, &b.name)));
+    let mut summary = Summary {
+        unmanaged: unmanaged.len(),
+        ..Summary::default()
+    };
+    for a in &actions {
+        match a.action {
+            ActionKind::Create => summary.create += 1,
+            ActionKind::Update => summary.update += 1,
+            ActionKind::Replace => summary.replace += 1,
+            ActionKind::Delete => summary.delete += 1,
+            ActionKind::Wait => summary.wait += 1,
+        }
+    }
+    Ok(Plan {
+        format_version: FORMAT_VERSION,
+        observed_fingerprint: inv.fingerprint(),
+        mode,
+        actions,
+        unmanaged,
+        summary,
+    })
+}
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,152 @@
+//! Ownership labels: everything slicectl needs to know about what it owns is
+//! written onto the live resources. No state file.
+
+use std::collections::BTreeMap;
+
+/// Label key prefix reserved for slicectl.
+pub const PREFIX: &str = "slicectl.dev/";
+/// `slicectl.dev/managed-by` = `slicectl`.
+pub const MANAGED_BY: &str = "slicectl.dev/managed-by";
+/// `slicectl.dev/owner` = the target's owner id.
+pub const OWNER: &str = "slicectl.dev/owner";
+/// `slicectl.dev/slice` = slice name.
+pub const SLICE: &str = "slicectl.dev/slice";
+/// `slicectl.dev/replica` = replica index.
+pub const REPLICA: &str = "slicectl.dev/replica";
+/// `slicectl.dev/spec-hash` = selective hash of the replacement-class fields.
+pub const SPEC_HASH: &str = "slicectl.dev/spec-hash";
+/// `slicectl.dev/hash-version` = version of the hash function.
+pub const HASH_VERSION: &str = "slicectl.dev/hash-version";
+/// `slicectl.dev/prevent-destroy` = `true` when protected.
+pub const PREVENT_DESTROY: &str = "slicectl.dev/prevent-destroy";
+/// Value of [`MANAGED_BY`].
+pub const MANAGER: &str = "slicectl";
+
+/// tpu-provisioner's manager label and hash label (for recognising its pools).
+pub const TPU_PROVISIONER_MANAGER: &str = "google.com/nodepool-manager";
+/// tpu-provisioner's hash label.
+pub const TPU_PROVISIONER_HASH: &str = "google.com/tpu-provisioner-nodepool-hash";
+
+/// Who owns a live resource and what it was rendered from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ownership {
+    /// Owner id.
+    pub owner: String,
+    /// Slice name.
+    pub slice: String,
+    /// Replica index.
+    pub replica: u32,
+    /// Stored selective hash.
+    pub spec_hash: Option<String>,
+    /// Stored hash version.
+    pub hash_version: Option<String>,
+    /// Protected against destruction.
+    pub prevent_destroy: bool,
+}
+
+impl Ownership {
+    /// Reads ownership from Kubernetes-style labels (node pool `config.labels`).
+    pub fn from_labels(labels: &BTreeMap<String, String>) -> Option<Ownership> {
+        if labels.get(MANAGED_BY).map(String::as_str) != Some(MANAGER) {
+            return None;
+        }
+        Some(Ownership {
+            owner: labels.get(OWNER)?.clone(),
+            slice: labels.get(SLICE)?.clone(),
+            replica: labels.get(REPLICA)?.parse().ok()?,
+            spec_hash: labels.get(SPEC_HASH).cloned(),
+            hash_version: labels.get(HASH_VERSION).cloned(),
+            prevent_destroy: labels.get(PREVENT_DESTROY).map(String::as_str) == Some("true"),
+        })
+    }
+
+    /// Writes ownership as labels.
+    pub fn to_labels(&self) -> BTreeMap<String, String> {
+        let mut l = BTreeMap::new();
+        l.insert(MANAGED_BY.to_string(), MANAGER.to_string());
+        l.insert(OWNER.to_string(), self.owner.clone());
+        l.insert(SLICE.to_string(), self.slice.clone());
+        l.insert(REPLICA.to_string(), self.replica.to_string());
+        if let Some(h) = &self.spec_hash {
+            l.insert(SPEC_HASH.to_string(), h.clone());
+        }
+        if let Some(v) = &self.hash_version {
+            l.insert(HASH_VERSION.to_string(), v.clone());
+        }
+        if self.prevent_destroy {
+            l.insert(PREVENT_DESTROY.to_string(), "true".to_string());
+        }
+        l
+    }
+
+    /// Compute resource policies have no labels: ownership is written into
+    /// the description as `slicectl: key=value ...`.
+    pub fn to_description(&self) -> String {
+        let mut s = format!(
+            "slicectl: managed-by={MANAGER} owner={} slice={} replica={}",
+            self.owner, self.slice, self.replica
+        );
+        if let Some(h) = &self.spec_hash {
+            s.push_str(&format!(" spec-hash={h}"));
+        }
+        if let Some(v) = &self.hash_version {
+            s.push_str(&format!(" hash-version={v}"));
+        }
+        s
+    }
+
+    /// Parses [`Ownership::to_description`].
+    pub fn from_description(description: &str) -> Option<Ownership> {
+        let rest = description.strip_prefix("slicectl: ")?;
+        let kv: BTreeMap<&str, &str> = rest
+            .split_whitespace()
+            .filter_map(|p| p.split_once('='))
+            .collect();
+        if kv.get("managed-by") != Some(&MANAGER) {
+            return None;
+        }
+        Some(Ownership {
+            owner: kv.get("owner")?.to_string(),
+            slice: kv.get("slice")?.to_string(),
+            replica: kv.get("replica")?.parse().ok()?,
+            spec_hash: kv.get("spec-hash").map(|s| s.to_string()),
+            hash_version: kv.get("hash-version").map(|s| s.to_string()),
+            prevent_destroy: false,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Ownership {
+        Ownership {
+            owner: "team-llm".into(),
+            slice: "llm".into(),
+            replica: 2,
+            spec_hash: Some("abc".into()),
+            hash_version: Some("v1".into()),
+            prevent_destroy: true,
+        }
+    }
+
+    #[test]
+    fn labels_round_trip() {
+        assert_eq!(
+            Ownership::from_labels(&sample().to_labels()),
+            Some(sample())
+        );
+        let mut l = sample().to_labels();
+        l.insert(MANAGED_BY.into(), "someone-else".into());
+        assert_eq!(Ownership::from_labels(&l), None);
+    }
+
+    #[test]
+    fn description_round_trip() {
+        let mut o = sample();
+        o.prevent_destroy = false;
+        assert_eq!(Ownership::from_description(&o.to_description()), Some(o));
+        assert_eq!(Ownership::from_description("made by hand"), None);
+    }
+}

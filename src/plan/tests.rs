@@ -1,0 +1,556 @@
+//! Unit and snapshot tests of the pure planner.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::*;
+use crate::resource::compute::ResourcePolicy;
+use crate::resource::gke::{self, NodePool, StatusCondition};
+use crate::spec::model::{
+    Backend, Capacity, CapacityType, GkeCluster, Lifecycle, NodeDefaults, SliceSpec, TargetSpec,
+};
+use crate::spec::{Location, Slice, Target, catalog};
+
+fn loc() -> Location {
+    Location {
+        file: PathBuf::from("specs/x.yaml"),
+        line: 1,
+        column: 1,
+    }
+}
+
+fn target() -> Target {
+    Target {
+        name: "train".into(),
+        spec: TargetSpec {
+            project: "example-project".into(),
+            zone: "us-central2-b".into(),
+            owner_id: "platform".into(),
+            gke: Some(GkeCluster {
+                location: "us-central2".into(),
+                name: "train".into(),
+            }),
+            node_defaults: NodeDefaults {
+                service_account: Some("tpu-nodes@example-project.iam.gserviceaccount.com".into()),
+                ..NodeDefaults::default()
+            },
+        },
+        location: loc(),
+    }
+}
+
+fn slice(name: &str, acc: &str, topo: &str, replicas: u32, cap: CapacityType) -> Slice {
+    let spec = SliceSpec {
+        target: "train".into(),
+        backend: Backend::Gke,
+        accelerator: acc.into(),
+        topology: topo.into(),
+        machine_type: None,
+        replicas,
+        capacity: Capacity {
+            kind: cap,
+            reservation: None,
+            max_run_duration: None,
+        },
+        node_labels: BTreeMap::from([("team".to_string(), "llm".to_string())]),
+        taints: Vec::new(),
+        lifecycle: Lifecycle::default(),
+    };
+    Slice {
+        name: name.into(),
+        shape: catalog::resolve(acc, topo, None).unwrap(),
+        spec,
+        operation_timeout: crate::spec::DEFAULT_OPERATION_TIMEOUT,
+        location: loc(),
+    }
+}
+
+fn fleet(slices: Vec<Slice>) -> Fleet {
+    Fleet {
+        targets: BTreeMap::from([("train".to_string(), target())]),
+        slices: slices.into_iter().map(|s| (s.name.clone(), s)).collect(),
+        files: 2,
+    }
+}
+
+fn standard_fleet() -> Fleet {
+    fleet(vec![
+        slice("llm", "tpu-v5p-slice", "2x2x2", 2, CapacityType::Spot),
+        slice("iron", "tpu7x", "2x2x2", 1, CapacityType::OnDemand),
+        slice("tiny", "tpu-v6e-slice", "1x1", 1, CapacityType::OnDemand),
+    ])
+}
+
+fn cluster() -> ClusterRef {
+    ClusterRef {
+        project: "example-project".into(),
+        location: "us-central2".into(),
+        name: "train".into(),
+    }
+}
+
+/// What GKE returns for a pool slicectl created: the body plus server defaults.
+fn as_live(mut np: NodePool) -> NodePool {
+    np.status = Some("RUNNING".into());
+    np.etag = Some("e1".into());
+    np.version = Some("1.36.3-gke.100".into());
+    if let Some(c) = np.config.as_mut() {
+        c.image_type = Some("COS_CONTAINERD".into());
+        c.disk_size_gb = Some(100);
+        c.disk_type = Some("pd-balanced".into());
+        c.metadata
+            .insert("disable-legacy-endpoints".into(), "true".into());
+        c.taints.push(gke::NodeTaint {
+            key: "google.com/tpu".into(),
+            value: "present".into(),
+            effect: "NO_SCHEDULE".into(),
+        });
+    }
+    np
+}
+
+fn live_policy(mut p: ResourcePolicy) -> ResourcePolicy {
+    p.status = Some("READY".into());
+    p.kind = Some("compute#resourcePolicy".into());
+    p.id = Some("123".into());
+    if let Some(w) = p.workload_policy.as_mut() {
+        w.accelerator_topology_mode = Some("AUTO_CONNECT".into());
+    }
+    p
+}
+
+/// The inventory after a perfect apply of `f`.
+fn converged(f: &Fleet) -> Inventory {
+    let mut inv = Inventory::default();
+    for d in render::render_fleet(f) {
+        inv.clusters
+            .entry(d.cluster.clone())
+            .or_default()
+            .node_pools
+            .push(as_live(d.node_pool));
+        if let Some(p) = d.workload_policy {
+            inv.regions
+                .entry(p.region)
+                .or_default()
+                .policies
+                .push(live_policy(p.policy));
+        }
+    }
+    inv
+}
+
+fn kinds(p: &Plan) -> Vec<(String, ActionKind)> {
+    p.actions
+        .iter()
+        .map(|a| (a.address.clone(), a.action))
+        .collect()
+}
+
+#[test]
+fn create_from_empty_orders_policy_with_its_pool() {
+    let p = plan(
+        &standard_fleet(),
+        &Inventory::default(),
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(p.summary.create, 5);
+    assert_eq!(
+        kinds(&p),
+        vec![
+            (
+                "slice.iron[0].workload_policy".to_string(),
+                ActionKind::Create
+            ),
+            ("slice.iron[0].node_pool".to_string(), ActionKind::Create),
+            ("slice.llm[0].node_pool".to_string(), ActionKind::Create),
+            ("slice.llm[1].node_pool".to_string(), ActionKind::Create),
+            ("slice.tiny[0].node_pool".to_string(), ActionKind::Create),
+        ]
+    );
+    insta::assert_snapshot!("create_from_empty", human::render(&p, false));
+}
+
+#[test]
+fn converged_state_plans_nothing_despite_server_defaults() {
+    let f = standard_fleet();
+    let p = plan(&f, &converged(&f), &PlanOptions::default()).unwrap();
+    assert!(p.actions.is_empty(), "{:#?}", p.actions);
+    assert!(!p.summary.has_changes());
+    assert!(human::render(&p, false).contains("No changes."));
+}
+
+#[test]
+fn label_change_is_an_in_place_update() {
+    let f = standard_fleet();
+    let inv = converged(&f);
+    let mut f2 = f.clone();
+    if let Some(s) = f2.slices.get_mut("tiny") {
+        s.spec.node_labels.insert("team".into(), "research".into());
+    }
+    let p = plan(&f2, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.tiny[0].node_pool".to_string(), ActionKind::Update)]
+    );
+    assert_eq!(
+        p.actions[0].reason,
+        "update in place because labels changed"
+    );
+    assert!(p.actions[0].changes.iter().all(|c| !c.forces_replacement));
+    insta::assert_snapshot!("label_update", human::render(&p, false));
+}
+
+#[test]
+fn topology_change_is_a_located_replacement() {
+    let f = standard_fleet();
+    let inv = converged(&f);
+    let mut f2 = f.clone();
+    f2.slices.insert(
+        "llm".into(),
+        slice("llm", "tpu-v5p-slice", "2x2x4", 2, CapacityType::Spot),
+    );
+    let p = plan(&f2, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![
+            ("slice.llm[0].node_pool".to_string(), ActionKind::Replace),
+            ("slice.llm[1].node_pool".to_string(), ActionKind::Replace),
+        ]
+    );
+    let a = &p.actions[0];
+    assert_eq!(
+        a.reason,
+        "replace because placementPolicy.tpuTopology \"2x2x2\" → \"2x2x4\" forces replacement (and 1 more field)"
+    );
+    assert!(
+        a.changes
+            .iter()
+            .any(|c| c.path == "placementPolicy.tpuTopology" && c.forces_replacement)
+    );
+    insta::assert_snapshot!("topology_replace", human::render(&p, false));
+}
+
+#[test]
+fn removed_slice_is_deleted_pool_before_policy() {
+    let f = standard_fleet();
+    let inv = converged(&f);
+    let mut f2 = f.clone();
+    f2.slices.remove("iron");
+    let p = plan(&f2, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![
+            (
+                "slice.iron[0].workload_policy".to_string(),
+                ActionKind::Delete
+            ),
+            ("slice.iron[0].node_pool".to_string(), ActionKind::Delete),
+        ]
+    );
+    assert_eq!(
+        p.actions[1].reason,
+        "delete because slice iron is no longer in the specs"
+    );
+}
+
+#[test]
+fn fewer_replicas_delete_the_extra_ones() {
+    let f = standard_fleet();
+    let inv = converged(&f);
+    let mut f2 = f.clone();
+    if let Some(s) = f2.slices.get_mut("llm") {
+        s.spec.replicas = 1;
+    }
+    let p = plan(&f2, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.llm[1].node_pool".to_string(), ActionKind::Delete)]
+    );
+    assert!(p.actions[0].reason.contains("replicas: 1"));
+}
+
+#[test]
+fn unmanaged_pools_are_listed_and_never_touched() {
+    let f = standard_fleet();
+    let mut inv = converged(&f);
+    let foreign = NodePool {
+        name: "default-pool".into(),
+        status: Some("RUNNING".into()),
+        ..Default::default()
+    };
+    let mut provisioned = foreign.clone();
+    provisioned.name = "jobset-abc".into();
+    provisioned.config = Some(gke::NodeConfig {
+        labels: BTreeMap::from([
+            (
+                "google.com/nodepool-manager".into(),
+                "tpu-provisioner".into(),
+            ),
+            (
+                "google.com/tpu-provisioner-nodepool-hash".into(),
+                "67d4bf97d".into(),
+            ),
+        ]),
+        ..Default::default()
+    });
+    let pools = &mut inv.clusters.entry(cluster()).or_default().node_pools;
+    pools.push(foreign);
+    pools.push(provisioned);
+    let p = plan(&f, &inv, &PlanOptions::default()).unwrap();
+    assert!(p.actions.is_empty());
+    assert_eq!(p.unmanaged.len(), 2);
+    assert!(
+        p.unmanaged
+            .iter()
+            .any(|u| u.note.contains("tpu-provisioner"))
+    );
+    // Without the slices the pools are still not ours to delete.
+    let p = plan(
+        &fleet(vec![]),
+        &inv,
+        &PlanOptions {
+            allow_empty_source: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        p.actions
+            .iter()
+            .all(|a| a.name != "default-pool" && a.name != "jobset-abc")
+    );
+}
+
+#[test]
+fn another_owners_pools_are_unmanaged_and_a_name_collision_is_refused() {
+    let f = standard_fleet();
+    let mut inv = converged(&f);
+    for np in &mut inv.clusters.entry(cluster()).or_default().node_pools {
+        if let Some(c) = np.config.as_mut() {
+            c.labels
+                .insert(ownership::OWNER.into(), "someone-else".into());
+        }
+    }
+    let err = plan(&f, &inv, &PlanOptions::default()).unwrap_err();
+    assert!(matches!(err, PlanError::NameCollision { .. }), "{err}");
+    assert!(err.to_string().contains("someone-else"), "{err}");
+}
+
+#[test]
+fn prevent_destroy_stamped_on_live_survives_yaml_deletion() {
+    let mut f = standard_fleet();
+    if let Some(s) = f.slices.get_mut("tiny") {
+        s.spec.lifecycle.prevent_destroy = true;
+    }
+    let inv = converged(&f);
+    let live = &inv.clusters[&cluster()].node_pools;
+    assert!(live.iter().any(|np| {
+        np.config
+            .as_ref()
+            .unwrap()
+            .labels
+            .get(ownership::PREVENT_DESTROY)
+            == Some(&"true".to_string())
+    }));
+    let mut f2 = f.clone();
+    f2.slices.remove("tiny");
+    let err = plan(&f2, &inv, &PlanOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PlanError::Protected {
+                verb: "destroyed",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // Replacing a protected slice is refused too.
+    let mut f3 = f.clone();
+    if let Some(s) = f3.slices.get_mut("tiny") {
+        s.spec.capacity.kind = CapacityType::Spot;
+    }
+    let err = plan(&f3, &inv, &PlanOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PlanError::Protected {
+                verb: "replaced",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // Destroy refuses as well.
+    assert!(plan_destroy(&f, &inv).is_err());
+}
+
+#[test]
+fn empty_source_never_prunes_without_override() {
+    let f = standard_fleet();
+    let inv = converged(&f);
+    let empty = fleet(vec![]);
+    let err = plan(
+        &empty,
+        &inv,
+        &PlanOptions {
+            max_destroy: 100,
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, PlanError::EmptySource { live: 4 }), "{err}");
+    let p = plan(
+        &empty,
+        &inv,
+        &PlanOptions {
+            max_destroy: 100,
+            allow_empty_source: true,
+        },
+    )
+    .unwrap();
+    assert_eq!(p.summary.delete, 5);
+}
+
+#[test]
+fn destructive_cap_is_enforced() {
+    let f = standard_fleet();
+    let inv = converged(&f);
+    let err = plan(
+        &fleet(vec![]),
+        &inv,
+        &PlanOptions {
+            max_destroy: 3,
+            allow_empty_source: true,
+        },
+    )
+    .unwrap_err();
+    assert_eq!(err, PlanError::TooManyDestructive { count: 4, max: 3 });
+}
+
+#[test]
+fn in_flight_operation_is_waited_on_not_duplicated() {
+    let f = fleet(vec![slice(
+        "tiny",
+        "tpu-v6e-slice",
+        "1x1",
+        1,
+        CapacityType::OnDemand,
+    )]);
+    let mut inv = converged(&f);
+    let st = inv.clusters.entry(cluster()).or_default();
+    st.node_pools[0].status = Some("PROVISIONING".into());
+    st.operations.push(gke::Operation {
+        name: "operation-1".into(),
+        operation_type: "CREATE_NODE_POOL".into(),
+        status: "RUNNING".into(),
+        target_link: Some(format!(
+            "https://container.googleapis.com/v1/{}/nodePools/tiny-0",
+            cluster().path()
+        )),
+        ..Default::default()
+    });
+    let p = plan(&f, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.tiny[0].node_pool".to_string(), ActionKind::Wait)]
+    );
+    assert_eq!(p.actions[0].operation.as_deref(), Some("operation-1"));
+}
+
+#[test]
+fn pool_in_error_is_replaced() {
+    let f = fleet(vec![slice(
+        "tiny",
+        "tpu-v6e-slice",
+        "1x1",
+        1,
+        CapacityType::OnDemand,
+    )]);
+    let mut inv = converged(&f);
+    let np = &mut inv.clusters.entry(cluster()).or_default().node_pools[0];
+    np.status = Some("ERROR".into());
+    np.conditions.push(StatusCondition {
+        code: Some("GCE_STOCKOUT".into()),
+        ..Default::default()
+    });
+    let p = plan(&f, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.tiny[0].node_pool".to_string(), ActionKind::Replace)]
+    );
+    assert!(
+        p.actions[0].reason.contains("ERROR state (GCE_STOCKOUT)"),
+        "{}",
+        p.actions[0].reason
+    );
+}
+
+#[test]
+fn older_hash_version_is_restamped_in_place_not_replaced() {
+    let f = fleet(vec![slice(
+        "tiny",
+        "tpu-v6e-slice",
+        "1x1",
+        1,
+        CapacityType::OnDemand,
+    )]);
+    let mut inv = converged(&f);
+    if let Some(c) = inv.clusters.entry(cluster()).or_default().node_pools[0]
+        .config
+        .as_mut()
+    {
+        c.labels.insert(ownership::HASH_VERSION.into(), "v0".into());
+        c.labels
+            .insert(ownership::SPEC_HASH.into(), "something-else".into());
+    }
+    let p = plan(&f, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.tiny[0].node_pool".to_string(), ActionKind::Update)]
+    );
+}
+
+#[test]
+fn destroy_tears_down_everything_owned() {
+    let f = standard_fleet();
+    let p = plan_destroy(&f, &converged(&f)).unwrap();
+    assert_eq!(p.summary.delete, 5);
+    assert_eq!(p.mode, PlanMode::Destroy);
+}
+
+#[test]
+fn plans_are_deterministic_and_json_is_stable() {
+    let f = standard_fleet();
+    let a = plan(&f, &Inventory::default(), &PlanOptions::default()).unwrap();
+    let b = plan(&f, &Inventory::default(), &PlanOptions::default()).unwrap();
+    assert_eq!(a, b);
+    let json = serde_json::to_value(&a).unwrap();
+    assert_eq!(json["summary"]["create"], 5);
+    assert_eq!(json["actions"][0]["action"], "create");
+    assert_eq!(json["actions"][0]["kind"], "workload_policy");
+    let back: Plan = serde_json::from_value(json).unwrap();
+    assert_eq!(back, a);
+}
+
+#[test]
+fn render_covers_every_capacity_model() {
+    let mut reserved = slice("res", "tpu-v6e-slice", "4x4", 1, CapacityType::Reservation);
+    reserved.spec.capacity.reservation = Some(crate::spec::model::Reservation {
+        name: "r1".into(),
+        project: Some("shared-project".into()),
+    });
+    let mut flex = slice("flex", "tpu-v6e-slice", "2x4", 1, CapacityType::FlexStart);
+    flex.spec.capacity.max_run_duration = Some("72h".into());
+    let f = fleet(vec![
+        reserved,
+        flex,
+        slice("spot", "tpu-v5p-slice", "2x2x1", 1, CapacityType::Spot),
+    ]);
+    let rendered: Vec<NodePool> = render::render_fleet(&f)
+        .into_iter()
+        .map(|d| d.node_pool)
+        .collect();
+    insta::assert_json_snapshot!("render_capacity_models", rendered);
+}

@@ -1,0 +1,116 @@
+//! Shared helpers of the end-to-end tests: a simulator in the test process,
+//! the `slicectl` binary pointed at it, and spec directories in temp dirs.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::Value;
+use slicectl::sim::{FaultConfig, SimConfig, SimHandle, Simulator};
+
+pub const CLUSTER: &str = "projects/example-project/locations/us-central2/clusters/train";
+
+pub async fn sim(latency: Duration, seed: u64, faults: FaultConfig) -> SimHandle {
+    Simulator::start(
+        SimConfig {
+            clusters: vec![CLUSTER.to_string()],
+            operation_latency: latency,
+            seed,
+            faults,
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+pub const TARGET: &str = r#"apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata:
+  name: train
+spec:
+  project: example-project
+  zone: us-central2-b
+  ownerId: e2e
+  gke:
+    location: us-central2
+    name: train
+"#;
+
+pub fn slice_yaml(name: &str, acc: &str, topo: &str, replicas: u32, extra: &str) -> String {
+    format!(
+        "apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata:\n  name: {name}\nspec:\n  target: train\n  backend: gke\n  accelerator: {acc}\n  topology: \"{topo}\"\n  replicas: {replicas}\n{extra}"
+    )
+}
+
+/// A spec dir with the target and the given slice files.
+pub fn spec_dir(slices: &[(&str, String)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("target.yaml"), TARGET).unwrap();
+    for (file, text) in slices {
+        std::fs::write(d.path().join(file), text).unwrap();
+    }
+    d
+}
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_slicectl"))
+}
+
+/// Runs slicectl with the simulator endpoint.
+pub async fn slicectl(sim: &SimHandle, args: &[&str]) -> Output {
+    let mut cmd = tokio::process::Command::new(bin());
+    cmd.args(args)
+        .env("SLICECTL_API_ENDPOINT", sim.base_url())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null());
+    cmd.output().await.unwrap()
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "exit: {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+pub async fn apply(sim: &SimHandle, dir: &Path) -> Output {
+    slicectl(sim, &["apply", dir.to_str().unwrap(), "--auto-approve"]).await
+}
+
+/// Node pools of the test cluster, as the simulator serves them.
+pub async fn node_pools(sim: &SimHandle) -> Vec<Value> {
+    let url = format!("{}/v1/{CLUSTER}/nodePools", sim.base_url());
+    let v: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    v["nodePools"].as_array().cloned().unwrap_or_default()
+}
+
+pub async fn pool_names(sim: &SimHandle) -> Vec<String> {
+    let mut n: Vec<String> = node_pools(sim)
+        .await
+        .iter()
+        .map(|p| p["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    n.sort();
+    n
+}
+
+pub async fn policy_names(sim: &SimHandle) -> Vec<String> {
+    let url = format!(
+        "{}/compute/v1/projects/example-project/regions/us-central2/resourcePolicies",
+        sim.base_url()
+    );
+    let v: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    let mut n: Vec<String> = v["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    n.sort();
+    n
+}
