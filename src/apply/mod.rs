@@ -136,12 +136,12 @@ async fn run_pool_step(client: &CloudClient, a: &Action, c: &ClusterRef, op: Ste
         StepOp::WaitInFlight => gke_op(a.operation.as_deref().unwrap_or_default()),
         StepOp::Create => {
             let pool: NodePool = body(a)?;
-            match client.create_node_pool(c, &pool).await {
+            match client.gke().create_node_pool(c, &pool).await {
                 Ok(op) => op,
                 // Created by an earlier attempt whose answer was lost: find
                 // the operation creating it instead of failing or duplicating.
                 Err(e) if e.is_already_exists() => {
-                    let ops = client.list_operations(&c.project, &c.location).await?;
+                    let ops = client.gke().list_operations(&c.project, &c.location).await?;
                     let suffix = format!("/{}/nodePools/{}", c.path(), a.name);
                     match ops.into_iter().find(|o| o.status != "DONE" && o.target_link.as_deref().is_some_and(|l| l.ends_with(&suffix))) {
                         Some(op) => op,
@@ -162,15 +162,15 @@ async fn run_pool_step(client: &CloudClient, a: &Action, c: &ClusterRef, op: Ste
                     labels: config.resource_labels,
                 }),
             };
-            client.update_node_pool(c, &req).await?
+            client.gke().update_node_pool(c, &req).await?
         }
-        StepOp::Delete => match client.delete_node_pool(c, &a.name).await {
+        StepOp::Delete => match client.gke().delete_node_pool(c, &a.name).await {
             Ok(op) => op,
             Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e.into()),
         },
     };
-    client.wait_gke_operation(&c.project, &c.location, &started, timeout).await?;
+    client.gke().wait_operation(&c.project, &c.location, &started, timeout).await?;
     Ok(())
 }
 
@@ -179,20 +179,20 @@ async fn run_policy_step(client: &CloudClient, a: &Action, r: &RegionRef, op: St
         StepOp::WaitInFlight => region_op(r, a.operation.as_deref().unwrap_or_default()),
         StepOp::Create => {
             let policy: ResourcePolicy = body(a)?;
-            match client.insert_resource_policy(&r.project, &r.region, &policy).await {
+            match client.compute().insert_resource_policy(&r.project, &r.region, &policy).await {
                 Ok(op) => op,
                 Err(e) if e.is_already_exists() => return Ok(()),
                 Err(e) => return Err(e.into()),
             }
         }
         StepOp::Update => return Ok(()), // workload policies are immutable: never planned
-        StepOp::Delete => match client.delete_resource_policy(&r.project, &r.region, &a.name).await {
+        StepOp::Delete => match client.compute().delete_resource_policy(&r.project, &r.region, &a.name).await {
             Ok(op) => op,
             Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e.into()),
         },
     };
-    client.wait_compute_operation(&started, timeout).await?;
+    client.compute().wait_operation(&started, timeout).await?;
     Ok(())
 }
 

@@ -34,8 +34,8 @@ pub fn locations(fleet: &Fleet) -> (BTreeSet<ClusterRef>, BTreeSet<RegionRef>) {
 
 async fn observe_cluster(client: &CloudClient, c: &ClusterRef) -> Result<(ClusterRef, ClusterState), CloudError> {
     let (node_pools, operations) = tokio::try_join!(
-        client.list_node_pools(c),
-        client.list_operations(&c.project, &c.location)
+        client.gke().list_node_pools(c),
+        client.gke().list_operations(&c.project, &c.location)
     )?;
     let prefix = format!("/{}/", c.path());
     let operations = operations
@@ -47,8 +47,8 @@ async fn observe_cluster(client: &CloudClient, c: &ClusterRef) -> Result<(Cluste
 
 async fn observe_region(client: &CloudClient, r: &RegionRef) -> Result<(RegionRef, RegionState), CloudError> {
     let (policies, operations) = tokio::try_join!(
-        client.list_resource_policies(&r.project, &r.region),
-        client.list_region_operations(&r.project, &r.region, true)
+        client.compute().list_resource_policies(&r.project, &r.region),
+        client.compute().list_region_operations(&r.project, &r.region, true)
     )?;
     Ok((r.clone(), RegionState { policies, operations }))
 }
