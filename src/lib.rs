@@ -6,3 +6,4 @@
 
 pub mod resource;
 pub mod spec;
+pub mod source;
