@@ -5,5 +5,5 @@
 //! pure core (`spec`, `resource`, `plan`) never imports the shell.
 
 pub mod resource;
-pub mod spec;
 pub mod source;
+pub mod spec;

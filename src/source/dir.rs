@@ -217,7 +217,10 @@ mod tests {
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("bad.yaml"), b"name: \xff\xfe\n").unwrap();
         let err = read_dir(&dir).unwrap_err();
-        assert!(matches!(err, SourceError::NotUtf8 { offset: 6, .. }), "{err}");
+        assert!(
+            matches!(err, SourceError::NotUtf8 { offset: 6, .. }),
+            "{err}"
+        );
         assert!(err.to_string().contains("bad.yaml"), "{err}");
     }
 
@@ -225,7 +228,8 @@ mod tests {
     fn too_large_file_is_refused_without_reading_it_all() {
         let tmp = tempfile::tempdir().unwrap();
         let file = fs::File::create(tmp.path().join("big.yaml")).unwrap();
-        file.set_len(u64::try_from(MAX_FILE_BYTES).unwrap() + 10).unwrap();
+        file.set_len(u64::try_from(MAX_FILE_BYTES).unwrap() + 10)
+            .unwrap();
         let err = read_dir(tmp.path()).unwrap_err();
         assert!(matches!(err, SourceError::TooLarge { .. }), "{err}");
     }

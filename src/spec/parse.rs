@@ -163,6 +163,60 @@ impl FieldIndex {
         self.lookup(path, true)
     }
 
+    /// The entry whose key (`Some(true)`) or value (`Some(false)`) is at
+    /// `at`, as path segments; the shortest path wins.
+    fn entry_at(&self, at: (usize, usize)) -> Option<(Vec<String>, bool)> {
+        self.entries
+            .iter()
+            .filter_map(|(path, loc)| {
+                let segs = || path.split(PATH_SEP).map(str::to_string).collect::<Vec<_>>();
+                if loc.key == Some(at) {
+                    Some((segs(), true))
+                } else if loc.value == Some(at) {
+                    Some((segs(), false))
+                } else {
+                    None
+                }
+            })
+            .min_by_key(|(segs, _)| segs.len())
+    }
+
+    /// Places a deserialization error at `at` in context: prefixes the
+    /// message with the path of the mapping or value concerned and moves a
+    /// "missing field" error to the mapping that lacks the field.
+    fn explain(&self, at: Location, message: String) -> Diagnostic {
+        let Some((path, is_key)) = self.entry_at((at.line, at.column)) else {
+            return Diagnostic {
+                location: at,
+                message,
+            };
+        };
+        // The mapping concerned: a key's parent, or the value itself.
+        let owner: Vec<&str> = if is_key {
+            path[..path.len().saturating_sub(1)]
+                .iter()
+                .map(String::as_str)
+                .collect()
+        } else {
+            path.iter().map(String::as_str).collect()
+        };
+        let location = if message.starts_with("missing field") {
+            if owner.is_empty() {
+                self.start()
+            } else {
+                self.key(&owner)
+            }
+        } else {
+            at
+        };
+        let message = if owner.is_empty() {
+            message
+        } else {
+            format!("{}: {message}", owner.join("."))
+        };
+        Diagnostic { location, message }
+    }
+
     /// Where the document starts.
     pub fn start(&self) -> Location {
         self.location(self.start)
@@ -294,6 +348,7 @@ impl Scanner<'_> {
                 };
                 if let Some(doc) = self.doc() {
                     doc.root = Some((at.0, at.1, kind));
+                    doc.fields.start = at;
                 }
                 (Some(Vec::new()), false)
             }
@@ -515,6 +570,7 @@ fn deserialize_envelope<S: DeserializeOwned>(
     text: &str,
     line_offset: usize,
     doc_start: Location,
+    fields: &FieldIndex,
 ) -> Result<Envelope<S>, Diagnostic> {
     serde_saphyr::from_str_with_options::<Envelope<S>>(text, saphyr_options()).map_err(|err| {
         let location = match err.location() {
@@ -525,10 +581,7 @@ fn deserialize_envelope<S: DeserializeOwned>(
             },
             _ => doc_start,
         };
-        Diagnostic {
-            location,
-            message: error_message(&err),
-        }
+        fields.explain(location, error_message(&err))
     })
 }
 
@@ -609,7 +662,9 @@ fn parse_document(
             RootKind::Scalar | RootKind::Sequence => {
                 out.diagnostics.push(Diagnostic {
                     location: doc_start,
-                    message: "a spec document must be a mapping with apiVersion, kind, metadata and spec".into(),
+                    message:
+                        "a spec document must be a mapping with apiVersion, kind, metadata and spec"
+                            .into(),
                 });
                 return;
             }
@@ -620,9 +675,7 @@ fn parse_document(
             Some(other) => {
                 out.diagnostics.push(Diagnostic {
                     location: fields.value(&["apiVersion"]),
-                    message: format!(
-                        "unsupported apiVersion {other:?}; expected {API_VERSION:?}"
-                    ),
+                    message: format!("unsupported apiVersion {other:?}; expected {API_VERSION:?}"),
                 });
                 return;
             }
@@ -645,7 +698,10 @@ fn parse_document(
                 let message = match other {
                     Some(k) => format!("unknown kind {k:?}; expected one of: {}", KINDS.join(", ")),
                     None if fields.entries.contains_key("kind") => {
-                        format!("kind must be a string; expected one of: {}", KINDS.join(", "))
+                        format!(
+                            "kind must be a string; expected one of: {}",
+                            KINDS.join(", ")
+                        )
                     }
                     None => format!(
                         "missing field `kind`; expected one of: {}",
@@ -669,10 +725,10 @@ fn parse_document(
         let text = full_text.get(begin..end.max(begin)).unwrap_or("");
         let line_offset = doc.first_line.saturating_sub(1);
         let parsed = if kind == "Target" {
-            deserialize_envelope::<TargetSpec>(path, text, line_offset, doc_start.clone())
+            deserialize_envelope::<TargetSpec>(path, text, line_offset, doc_start.clone(), fields)
                 .map(|e| (e.metadata, DocumentSpec::Target(e.spec)))
         } else {
-            deserialize_envelope::<SliceSpec>(path, text, line_offset, doc_start.clone())
+            deserialize_envelope::<SliceSpec>(path, text, line_offset, doc_start.clone(), fields)
                 .map(|e| (e.metadata, DocumentSpec::Slice(e.spec)))
         };
         match parsed {

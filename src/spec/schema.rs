@@ -3,6 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::model::{Metadata, SliceSpec, TargetSpec};
 
@@ -82,14 +83,84 @@ pub fn json_schema() -> serde_json::Value {
         if let Some(branches) = root.remove("anyOf") {
             root.insert("oneOf".to_string(), branches);
         }
-        root.insert(
-            "$id".to_string(),
-            serde_json::Value::String(
-                "https://slicectl.dev/schemas/slicectl.v1alpha1.schema.json".to_string(),
-            ),
-        );
     }
+    refine(&mut value);
     value
+}
+
+/// Adds the syntax rules validation enforces that a schema can express, so
+/// that editors flag them while typing. (Validation stays the authority.)
+fn refine(schema: &mut serde_json::Value) {
+    let accelerators: Vec<serde_json::Value> = super::catalog::GENERATIONS
+        .iter()
+        .map(|g| serde_json::Value::String(g.accelerator.to_string()))
+        .collect();
+    let rules = [
+        (
+            "Metadata",
+            "name",
+            json!({"pattern": "^[a-z]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}),
+        ),
+        (
+            "TargetSpec",
+            "project",
+            json!({"pattern": "^([a-z0-9.-]+:)?[a-z][-a-z0-9]{4,28}[a-z0-9]$"}),
+        ),
+        (
+            "TargetSpec",
+            "zone",
+            json!({"pattern": "^[a-z]+-[a-z]+[0-9]+-[a-z]$"}),
+        ),
+        (
+            "TargetSpec",
+            "ownerId",
+            json!({"pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 40}),
+        ),
+        (
+            "GkeCluster",
+            "location",
+            json!({"pattern": "^[a-z]+-[a-z]+[0-9]+(-[a-z])?$"}),
+        ),
+        ("SliceSpec", "accelerator", json!({ "enum": accelerators })),
+        (
+            "SliceSpec",
+            "topology",
+            json!({"pattern": "^[0-9]+x[0-9]+(x[0-9]+)?$"}),
+        ),
+        (
+            "SliceSpec",
+            "replicas",
+            json!({"minimum": 1, "maximum": 64}),
+        ),
+        (
+            "NodeDefaults",
+            "maxPodsPerNode",
+            json!({"minimum": 8, "maximum": 256}),
+        ),
+        (
+            "Capacity",
+            "maxRunDuration",
+            json!({"examples": ["72h", "24h", "90m"]}),
+        ),
+        (
+            "Lifecycle",
+            "operationTimeout",
+            json!({"examples": ["45m", "2h"]}),
+        ),
+    ];
+    for (definition, property, extra) in rules {
+        let target = schema
+            .get_mut("definitions")
+            .and_then(|d| d.get_mut(definition))
+            .and_then(|d| d.get_mut("properties"))
+            .and_then(|p| p.get_mut(property))
+            .and_then(|p| p.as_object_mut());
+        if let (Some(target), Some(extra)) = (target, extra.as_object()) {
+            for (k, v) in extra {
+                target.insert(k.clone(), v.clone());
+            }
+        }
+    }
 }
 
 /// The schema as committed: pretty JSON with a trailing newline.
@@ -110,7 +181,33 @@ mod tests {
         assert_eq!(one_of.len(), 2);
         let text = schema.to_string();
         assert!(text.contains("slicectl.dev/v1alpha1"), "{text}");
-        assert!(text.contains("\"tpu7x"), "accelerator docs in schema: {text}");
+        assert!(
+            text.contains("`tpu7x`"),
+            "accelerator docs in schema: {text}"
+        );
+        let accel = &schema["definitions"]["SliceSpec"]["properties"]["accelerator"];
+        assert_eq!(accel["enum"].as_array().map(Vec::len), Some(5), "{accel}");
+        let replicas = &schema["definitions"]["SliceSpec"]["properties"]["replicas"];
+        assert_eq!(replicas["minimum"], 1);
+        assert_eq!(replicas["maximum"], 64);
         assert!(text.contains("\"additionalProperties\":false"), "{text}");
+    }
+
+    /// The committed schema must be what the code generates.
+    #[test]
+    fn committed_schema_is_up_to_date() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SCHEMA_PATH);
+        let generated = json_schema_string();
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        if committed != generated {
+            if std::env::var_os("SLICECTL_UPDATE_SCHEMA").is_some() {
+                std::fs::write(&path, &generated).expect("write schema");
+                return;
+            }
+            panic!(
+                "{SCHEMA_PATH} differs from the generated schema; regenerate it with\n    \
+                 cargo run -- schema > {SCHEMA_PATH}\n(or SLICECTL_UPDATE_SCHEMA=1 cargo test --lib spec::schema)"
+            );
+        }
     }
 }

@@ -103,12 +103,18 @@ fn validate(
 
     // Duplicates first: (kind, name) -> first location.
     let mut seen: BTreeMap<(&'static str, String), Location> = BTreeMap::new();
+    // Target names defined more than once: which one a slice means is
+    // ambiguous, so references to them are not checked further.
+    let mut ambiguous: BTreeSet<String> = BTreeSet::new();
     let mut unique = Vec::with_capacity(documents.len());
     for doc in documents {
         let kind = doc.spec.kind();
         let name_at = doc.fields.value(&["metadata", "name"]);
         match seen.get(&(kind, doc.metadata.name.clone())) {
             Some(first) => {
+                if kind == "Target" {
+                    ambiguous.insert(doc.metadata.name.clone());
+                }
                 d.push(
                     name_at.clone(),
                     format!(
@@ -158,7 +164,11 @@ fn validate(
         if let DocumentSpec::Slice(spec) = doc.spec {
             let fields = &doc.fields;
             let name_ok = check_name(&mut d, fields, "Slice", &doc.metadata.name);
-            let target_ok = check_target_ref(&mut d, fields, &spec, &all_targets, refs);
+            let target_ok = if ambiguous.contains(&spec.target) {
+                false
+            } else {
+                check_target_ref(&mut d, fields, &spec, &all_targets, refs)
+            };
             let shape = check_shape(&mut d, fields, &spec);
             let spec_ok = check_slice(&mut d, fields, &spec);
             let timeout = check_operation_timeout(&mut d, fields, &spec);
@@ -416,7 +426,11 @@ fn check_target_ref(
 }
 
 fn check_shape(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> Option<catalog::SliceShape> {
-    match catalog::resolve(&spec.accelerator, &spec.topology, spec.machine_type.as_deref()) {
+    match catalog::resolve(
+        &spec.accelerator,
+        &spec.topology,
+        spec.machine_type.as_deref(),
+    ) {
         Ok(shape) => Some(shape),
         Err(err) => {
             let field = match err {
@@ -487,7 +501,9 @@ fn check_slice(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> bool {
             match parse_duration(text) {
                 Ok(dur) if dur > MAX_RUN_DURATION => d.push(
                     at,
-                    format!("maxRunDuration {text:?} is longer than flex-start's limit of 7 days (168h)"),
+                    format!(
+                        "maxRunDuration {text:?} is longer than flex-start's limit of 7 days (168h)"
+                    ),
                 ),
                 Ok(dur) if dur.subsec_nanos() != 0 => d.push(
                     at,
@@ -545,7 +561,11 @@ fn check_slice(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> bool {
     d.0.len() == before
 }
 
-fn check_operation_timeout(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> Option<Duration> {
+fn check_operation_timeout(
+    d: &mut Diags<'_>,
+    f: &FieldIndex,
+    spec: &SliceSpec,
+) -> Option<Duration> {
     let Some(text) = &spec.lifecycle.operation_timeout else {
         return Some(DEFAULT_OPERATION_TIMEOUT);
     };
@@ -573,7 +593,7 @@ fn check_operation_timeout(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) 
 /// `PT72H`. The error says what is expected.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let parsed: SignedDuration = text.trim().parse().map_err(|_| {
-        format!("{text:?} is not a duration; expected e.g. 72h, 30m, 1h30m or 90s")
+        format!("{text:?} is not a duration; expected e.g. 72h, 30m, 1h30m or 90s (hours are the largest unit)")
     })?;
     if parsed.is_negative() || parsed.is_zero() {
         return Err(format!("{text:?} must be a positive duration"));
@@ -591,12 +611,13 @@ pub fn dns_label_problem(s: &str, max: usize) -> Option<String> {
         return Some("must not be empty".into());
     }
     if s.len() > max {
-        return Some(format!("is {} characters long; at most {max} allowed", s.len()));
+        return Some(format!(
+            "is {} characters long; at most {max} allowed",
+            s.len()
+        ));
     }
     if !s.chars().all(|c| is_lower_alnum(c) || c == '-') {
-        return Some(
-            "must be a DNS-1123 label: lowercase letters, digits and '-' only".into(),
-        );
+        return Some("must be a DNS-1123 label: lowercase letters, digits and '-' only".into());
     }
     if s.starts_with('-') || s.ends_with('-') {
         return Some("must be a DNS-1123 label: start and end with a letter or digit".into());
@@ -627,7 +648,9 @@ pub fn project_id_problem(s: &str) -> Option<String> {
                     .chars()
                     .all(|c| is_lower_alnum(c) || c == '-' || c == '.')
             {
-                return Some("has an invalid domain prefix; expected e.g. example.com:my-project".into());
+                return Some(
+                    "has an invalid domain prefix; expected e.g. example.com:my-project".into(),
+                );
             }
             id
         }
@@ -702,7 +725,9 @@ fn is_label_name(s: &str) -> bool {
 
 /// Whether `s` is a DNS-1123 subdomain (dot-separated labels, at most 253).
 fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(|label| dns_label_problem(label, 63).is_none())
+    s.len() <= 253
+        && s.split('.')
+            .all(|label| dns_label_problem(label, 63).is_none())
 }
 
 /// Why `key` is not a Kubernetes qualified name (`[prefix/]name`), if it is not.
@@ -738,7 +763,10 @@ pub fn label_value_problem(value: &str) -> Option<String> {
         return None;
     }
     if value.len() > 63 {
-        return Some(format!("is {} characters long; at most 63 allowed", value.len()));
+        return Some(format!(
+            "is {} characters long; at most 63 allowed",
+            value.len()
+        ));
     }
     if !is_label_name(value) {
         return Some(
@@ -798,7 +826,10 @@ pub fn gce_label_key_problem(key: &str) -> Option<String> {
 /// Why `value` is not a GCE resource label value, if it is not.
 pub fn gce_label_value_problem(value: &str) -> Option<String> {
     if value.len() > 63 {
-        return Some(format!("is {} characters long; at most 63 allowed", value.len()));
+        return Some(format!(
+            "is {} characters long; at most 63 allowed",
+            value.len()
+        ));
     }
     if !value
         .chars()
