@@ -742,3 +742,183 @@ fn parse_document(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> ParsedFile {
+        parse_file(&SourceFile {
+            path: "f.yaml".into(),
+            text: text.into(),
+        })
+    }
+
+    fn pos(loc: &Location) -> (usize, usize) {
+        (loc.line, loc.column)
+    }
+
+    const SLICE: &str = "apiVersion: slicectl.dev/v1alpha1
+kind: Slice
+metadata:
+  name: s
+spec:
+  target: t
+  backend: gke
+  accelerator: tpu-v5p-slice
+  topology: 2x2x2
+  nodeLabels:
+    example.com/team: ml
+  taints:
+    - key: a
+      effect: NoSchedule
+";
+
+    #[test]
+    fn field_index_points_at_keys_and_values_across_documents() {
+        let text = format!("# leading comment\n---\n{SLICE}---\n\n# second\n{SLICE}");
+        let parsed = parse(&text);
+        assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
+        assert_eq!(parsed.documents.len(), 2);
+        let first = &parsed.documents[0];
+        assert_eq!(pos(&first.location), (3, 1));
+        assert_eq!(pos(&first.fields.value(&["spec", "topology"])), (11, 13));
+        assert_eq!(pos(&first.fields.key(&["spec", "topology"])), (11, 3));
+        assert_eq!(
+            pos(&first
+                .fields
+                .key(&["spec", "nodeLabels", "example.com/team"])),
+            (13, 5)
+        );
+        assert_eq!(
+            pos(&first.fields.value(&["spec", "taints", "0", "key"])),
+            (15, 12)
+        );
+        // Unindexed paths fall back to the nearest parent.
+        assert_eq!(
+            pos(&first.fields.value(&["spec", "capacity", "type"])),
+            pos(&first.fields.value(&["spec"]))
+        );
+        let second = &parsed.documents[1];
+        assert_eq!(pos(&second.location), (20, 1));
+        assert_eq!(pos(&second.fields.value(&["spec", "topology"])), (28, 13));
+    }
+
+    #[test]
+    fn an_error_in_one_document_does_not_hide_the_next() {
+        let bad = SLICE.replace("topology: 2x2x2", "topology: 2x2x2\n  replicas: many");
+        let worse = SLICE.replace("  target: t\n", "  target: t\n  extra: 1\n");
+        let text = format!("{bad}---\n{worse}---\n{SLICE}");
+        let parsed = parse(&text);
+        let lines: Vec<usize> = parsed.diagnostics.iter().map(|d| d.location.line).collect();
+        assert_eq!(lines, vec![10, 23], "{:?}", parsed.diagnostics);
+        assert!(parsed.diagnostics[0].message.starts_with("spec.replicas: "));
+        assert!(
+            parsed.diagnostics[1]
+                .message
+                .starts_with("spec: unknown field `extra`")
+        );
+        assert_eq!(parsed.documents.len(), 1);
+        assert_eq!(parsed.documents[0].location.line, 33);
+    }
+
+    #[test]
+    fn document_end_markers_directives_and_empty_documents() {
+        let text = format!("---\n...\n%YAML 1.2\n---\n{SLICE}...\n---\n# only a comment\n---\n");
+        let parsed = parse(&text);
+        assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
+        assert_eq!(parsed.documents.len(), 1);
+        assert_eq!(parsed.documents[0].location.line, 5);
+        assert!(parse("").documents.is_empty() && parse("").diagnostics.is_empty());
+        assert!(parse("# nothing\n").diagnostics.is_empty());
+    }
+
+    #[test]
+    fn crlf_and_bom_keep_line_numbers() {
+        let text = format!("\u{feff}{}", SLICE.replace('\n', "\r\n"))
+            .replace("topology: 2x2x2", "topology: [2]");
+        let parsed = parse(&text);
+        assert_eq!(parsed.diagnostics.len(), 1, "{:?}", parsed.diagnostics);
+        assert_eq!(pos(&parsed.diagnostics[0].location), (9, 13));
+    }
+
+    #[test]
+    fn control_characters_never_reach_messages() {
+        let text = SLICE.replace("  target: t\n", "  \"bad\\e[31mkey\": 1\n  target: t\n");
+        let parsed = parse(&text);
+        assert_eq!(parsed.diagnostics.len(), 1, "{:?}", parsed.diagnostics);
+        let message = &parsed.diagnostics[0].message;
+        assert!(!message.contains('\u{1b}'), "{message:?}");
+        assert!(message.contains("\\u{1b}"), "{message:?}");
+    }
+
+    #[test]
+    fn deep_block_nesting_is_refused_without_overflow() {
+        let mut text = String::from("apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata:\n");
+        for depth in 1..1000 {
+            text.push_str(&" ".repeat(depth * 2));
+            text.push_str("a:\n");
+        }
+        let parsed = parse(&text);
+        assert_eq!(parsed.diagnostics.len(), 1);
+        assert!(
+            parsed.diagnostics[0].message.contains("nesting"),
+            "{:?}",
+            parsed.diagnostics
+        );
+        assert!(parsed.unknown_broken);
+
+        let flow = format!("a: {}{}", "[".repeat(200_000), "]".repeat(200_000));
+        let parsed = parse(&flow);
+        assert_eq!(parsed.diagnostics.len(), 1, "{:?}", parsed.diagnostics);
+    }
+
+    #[test]
+    fn alias_replays_are_bounded() {
+        // Aliases replaying a mapping into a typed map are expanded; a
+        // bomb of them hits the budget instead of eating memory.
+        let mut text = String::from(
+            "apiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata:\n  name: t\n  labels: &l0 {a: b}\n",
+        );
+        text.push_str("spec:\n  project: example-project\n  zone: us-central2-b\n  ownerId: o\n");
+        text.push_str("  nodeDefaults:\n    resourceLabels: *l0\n");
+        let parsed = parse(&text);
+        assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
+        match &parsed.documents[0].spec {
+            DocumentSpec::Target(t) => assert_eq!(t.node_defaults.resource_labels["a"], "b"),
+            other => panic!("{other:?}"),
+        }
+
+        let mut bomb = String::from(
+            "apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata:\n  name: s\n  annotations: {k0: &a0 v}\n",
+        );
+        bomb.push_str("spec:\n  target: t\n  backend: gke\n  accelerator: tpu7x\n  topology: 2x2x2\n  taints:\n");
+        // 2000 aliases, each a one-event replay: over the alias budget.
+        for _ in 0..2000 {
+            bomb.push_str("    - {key: *a0, effect: NoSchedule}\n");
+        }
+        let parsed = parse(&bomb);
+        assert_eq!(parsed.diagnostics.len(), 1, "{:?}", parsed.diagnostics);
+        assert!(parsed.diagnostics[0].location.line >= 1);
+    }
+
+    #[test]
+    fn broken_documents_are_remembered_for_reference_checks() {
+        let target = "apiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata:\n  name: train\nspec:\n  zone: 5\n";
+        let parsed = parse(target);
+        assert_eq!(parsed.broken_targets, vec!["train".to_string()]);
+        assert!(!parsed.unknown_broken);
+        let parsed = parse("kind: Targte\n");
+        assert!(parsed.unknown_broken);
+        let parsed = parse("a: [\n");
+        assert!(parsed.unknown_broken);
+        assert_eq!(parsed.diagnostics.len(), 1);
+    }
+
+    #[test]
+    fn oversized_text_is_refused_at_line_one() {
+        let parsed = parse(&"#".repeat(MAX_FILE_BYTES + 1));
+        assert_eq!(parsed.diagnostics.len(), 1);
+        assert_eq!(pos(&parsed.diagnostics[0].location), (1, 1));
+    }
+}

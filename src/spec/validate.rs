@@ -839,3 +839,239 @@ pub fn gce_label_value_problem(value: &str) -> Option<String> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::catalog::Placement;
+
+    const TARGET: &str = "apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata:
+  name: train
+spec:
+  project: example-project
+  zone: us-central2-b
+  ownerId: platform
+  gke:
+    location: us-central2
+    name: train
+";
+
+    fn file(path: &str, text: &str) -> SourceFile {
+        SourceFile {
+            path: path.into(),
+            text: text.into(),
+        }
+    }
+
+    fn slice(name: &str, body: &str) -> String {
+        format!(
+            "---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata:\n  name: {name}\nspec:\n  target: train\n  backend: gke\n{body}"
+        )
+    }
+
+    #[test]
+    fn a_valid_fleet_resolves_shapes_and_defaults() {
+        let text = format!(
+            "{TARGET}{}{}",
+            slice(
+                "big",
+                "  accelerator: tpu7x\n  topology: 2x2x4\n  replicas: 3\n  lifecycle:\n    operationTimeout: 45m\n"
+            ),
+            slice("small", "  accelerator: tpu-v6e-slice\n  topology: 2x2\n")
+        );
+        let fleet = load(&[file("a.yaml", &text), file("empty.yaml", "")]).expect("valid");
+        assert_eq!(fleet.files, 2);
+        let big = &fleet.slices["big"];
+        assert_eq!(big.shape.hosts, 4);
+        assert_eq!(
+            big.shape.placement,
+            Placement::WorkloadPolicy {
+                topology: "2x2x4".into()
+            }
+        );
+        assert_eq!(big.operation_timeout, Duration::from_secs(45 * 60));
+        assert_eq!(big.location.line, 13);
+        let small = &fleet.slices["small"];
+        assert_eq!(small.operation_timeout, DEFAULT_OPERATION_TIMEOUT);
+        assert_eq!(small.shape.machine_type, "ct6e-standard-4t");
+        assert_eq!(
+            fleet.target_of(small).map(|t| t.spec.owner_id.as_str()),
+            Some("platform")
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported_sorted() {
+        let text = format!(
+            "{}---\n{}",
+            slice(
+                "Bad_Name",
+                "  accelerator: tpu-v5p-slice\n  topology: 3x3x3\n  replicas: 0\n  nodeLabels:\n    slicectl.dev/x: y\n"
+            ),
+            TARGET.replace("ownerId: platform", "ownerId: -platform")
+        );
+        let diagnostics = load(&[file("b.yaml", &text)]).expect_err("invalid");
+        let rendered: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+        insta::assert_snapshot!(rendered.join("\n"));
+        let mut sorted = diagnostics.clone();
+        sorted.sort();
+        assert_eq!(sorted, diagnostics);
+    }
+
+    #[test]
+    fn a_broken_target_does_not_make_references_dangle() {
+        let broken = TARGET.replace("zone: us-central2-b", "zone: [us-central2-b]");
+        let text = format!(
+            "{broken}{}",
+            slice("s", "  accelerator: tpu-v4-podslice\n  topology: 2x2x1\n")
+        );
+        let diagnostics = load(&[file("c.yaml", &text)]).expect_err("invalid");
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+        assert!(diagnostics[0].message.starts_with("spec.zone: "));
+        assert_eq!(diagnostics[0].location.line, 7);
+        // A syntax error elsewhere: references cannot be judged either.
+        let only_slice = slice("s", "  accelerator: tpu-v4-podslice\n  topology: 2x2x1\n");
+        let diagnostics =
+            load(&[file("d.yaml", &only_slice), file("e.yaml", "a: [")]).expect_err("invalid");
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+        assert_eq!(
+            diagnostics[0].location.file,
+            std::path::PathBuf::from("e.yaml")
+        );
+        // Without it, the dangling reference is reported.
+        let diagnostics = load(&[file("d.yaml", &only_slice)]).expect_err("invalid");
+        assert!(diagnostics[0].message.contains("no Target is defined"));
+    }
+
+    #[test]
+    fn duplicate_taints_are_rejected() {
+        let text = format!(
+            "{TARGET}{}",
+            slice(
+                "s",
+                "  accelerator: tpu-v4-podslice\n  topology: 2x2x1\n  taints:\n    - {key: a, effect: NoSchedule}\n    - {key: a, value: b, effect: NoSchedule}\n"
+            )
+        );
+        let diagnostics = load(&[file("t.yaml", &text)]).expect_err("invalid");
+        assert_eq!(diagnostics.len(), 1);
+        assert!(
+            diagnostics[0]
+                .message
+                .contains("already given as taints[0]")
+        );
+        assert_eq!(diagnostics[0].location.line, 24);
+    }
+
+    #[test]
+    fn dns_labels() {
+        assert_eq!(dns_label_problem("a-b-1", 63), None);
+        assert_eq!(dns_label_problem(&"a".repeat(63), 63), None);
+        assert!(dns_label_problem(&"a".repeat(64), 63).is_some());
+        for bad in ["", "-a", "a-", "A", "a_b", "a.b", "a b"] {
+            assert!(dns_label_problem(bad, 63).is_some(), "{bad:?}");
+        }
+        assert!(gce_name_problem("1abc", 63).is_some());
+        assert!(gce_name_problem("abc1", 63).is_none());
+    }
+
+    #[test]
+    fn kubernetes_label_syntax() {
+        for good in [
+            "a",
+            "A.b_c-D",
+            "example.com/team",
+            "a.b.c/X",
+            "cloud.google.com/foo",
+        ] {
+            assert_eq!(label_key_problem(good), None, "{good}");
+        }
+        for bad in [
+            "",
+            "/a",
+            "a/",
+            "-a",
+            "a-",
+            "ex_ample.com/a",
+            "Example.com/a",
+            "a/b/c",
+            "a b",
+        ] {
+            assert!(label_key_problem(bad).is_some(), "{bad:?}");
+        }
+        assert!(label_key_problem(&format!("{}/a", "a".repeat(254))).is_some());
+        assert!(label_key_problem(&"a".repeat(64)).is_some());
+        assert_eq!(label_value_problem(""), None);
+        assert_eq!(label_value_problem("v1.2_3-x"), None);
+        for bad in ["-v", "v-", "a b", "a/b", &"v".repeat(64)] {
+            assert!(label_value_problem(bad).is_some(), "{bad:?}");
+        }
+        assert!(reserved_label_problem("slicectl.dev/owner").is_some());
+        assert!(reserved_label_problem("cloud.google.com/gke-nodepool").is_some());
+        assert!(reserved_label_problem("kubernetes.io/hostname").is_some());
+        assert!(reserved_label_problem("node.k8s.io/x").is_some());
+        assert!(reserved_label_problem("cloud.google.com/other").is_none());
+        assert!(reserved_label_problem("example.com/k8s.io").is_none());
+    }
+
+    #[test]
+    fn gce_resource_labels() {
+        assert_eq!(gce_label_key_problem("cost-center_1"), None);
+        for bad in [
+            "",
+            "1a",
+            "A",
+            "a.b",
+            "goog-x",
+            "slicectl-owner",
+            &"a".repeat(64),
+        ] {
+            assert!(gce_label_key_problem(bad).is_some(), "{bad:?}");
+        }
+        assert_eq!(gce_label_value_problem(""), None);
+        assert_eq!(gce_label_value_problem("1-a_b"), None);
+        assert!(gce_label_value_problem("A").is_some());
+    }
+
+    #[test]
+    fn projects_zones_regions() {
+        for good in ["example-project", "abcdef", "example.com:my-project"] {
+            assert_eq!(project_id_problem(good), None, "{good}");
+        }
+        for bad in [
+            "short",
+            "Example-project",
+            "1project",
+            "project-",
+            "my_project",
+            ":abcdef",
+        ] {
+            assert!(project_id_problem(bad).is_some(), "{bad:?}");
+        }
+        assert!(project_id_problem(&format!("a{}", "b".repeat(30))).is_some());
+        assert!(is_zone("us-central2-b") && is_zone("europe-west4-a"));
+        for bad in [
+            "us-central2",
+            "us-central-b",
+            "us-central2-bb",
+            "US-central2-b",
+            "uscentral2-b",
+        ] {
+            assert!(!is_zone(bad), "{bad}");
+        }
+        assert!(is_region("us-central2") && !is_region("us-central2-b") && !is_region("us"));
+        assert_eq!(region_of("us-central2-b"), "us-central2");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("72h"), Ok(Duration::from_secs(72 * 3600)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("PT45M"), Ok(Duration::from_secs(2700)));
+        for bad in ["", "0s", "-1h", "forever", "10"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+}
