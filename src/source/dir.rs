@@ -9,9 +9,11 @@
 //!   slices.yaml -> ..data/slices.yaml
 //! ```
 //!
-//! Entries whose name starts with `.` are skipped (so each ConfigMap key is
-//! read once, through its visible symlink); symlinks are followed, and a
-//! directory reached twice (a symlink loop) is read once.
+//! Entries whose name starts with `.` are skipped (hidden files, `.git`, and
+//! the ConfigMap's `..data` / `..<timestamp>` internals, so each ConfigMap key
+//! is read once, through its symlink), except symlinks to files (a ConfigMap
+//! key may itself start with `.`). Symlinks are followed, and a directory
+//! reached twice (a symlink loop) is read once.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -83,10 +85,10 @@ fn walk(
     for entry in entries {
         let entry = entry.map_err(unreadable)?;
         let name = entry.file_name();
-        if name.to_string_lossy().starts_with('.') {
+        let path = entry.path();
+        if name.to_string_lossy().starts_with('.') && !is_symlink_to_file(&path) {
             continue;
         }
-        let path = entry.path();
         // Follows symlinks; a dangling symlink is an unreadable entry.
         let meta = fs::metadata(&path).map_err(|source| SourceError::Unreadable {
             path: path.clone(),
@@ -99,6 +101,13 @@ fn walk(
         }
     }
     Ok(())
+}
+
+/// Whether `path` is a symlink to a regular file: a ConfigMap key whose name
+/// starts with `.` is such a symlink (its `..data` internals are not).
+fn is_symlink_to_file(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+        && fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
 fn read_text(path: &Path) -> Result<String, SourceError> {
@@ -182,10 +191,12 @@ mod tests {
         symlink("..2026_01_01_00_00_00.123456789", root.join("..data")).unwrap();
         symlink("..data/targets.yaml", root.join("targets.yaml")).unwrap();
         symlink("..data/slices.yaml", root.join("slices.yaml")).unwrap();
+        write(&ts.join(".dot-key.yaml"), "d");
+        symlink("..data/.dot-key.yaml", root.join(".dot-key.yaml")).unwrap();
         let files = read_dir(root).unwrap();
         let texts: Vec<_> = files.iter().map(|f| f.text.as_str()).collect();
-        assert_eq!(texts, vec!["s", "t"]);
-        assert!(files[0].path.ends_with("slices.yaml"));
+        assert_eq!(texts, vec!["d", "s", "t"]);
+        assert!(files[1].path.ends_with("slices.yaml"));
     }
 
     #[cfg(unix)]
