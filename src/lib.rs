@@ -6,4 +6,5 @@
 
 pub mod plan;
 pub mod resource;
+pub mod source;
 pub mod spec;

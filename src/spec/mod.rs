@@ -4,6 +4,9 @@
 
 pub mod catalog;
 pub mod model;
+pub mod parse;
+pub mod schema;
+pub mod validate;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,6 +15,9 @@ use std::time::Duration;
 
 pub use catalog::SliceShape;
 pub use model::{SliceSpec, TargetSpec};
+pub use parse::{MAX_FILE_BYTES, parse_file};
+pub use schema::json_schema;
+pub use validate::load;
 
 /// One spec file's text, as read by a source.
 #[derive(Debug, Clone, PartialEq, Eq)]

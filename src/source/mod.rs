@@ -1,0 +1,106 @@
+//! Where spec files come from. I/O lives here; parsing and validation are
+//! [`crate::spec`]'s job.
+//!
+//! [`dir`] reads a directory (a git checkout or a mounted ConfigMap).
+
+pub mod dir;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::spec::{self, Diagnostic, Fleet};
+
+pub use dir::read_dir;
+
+/// Why a spec source could not be read.
+#[derive(Debug, Error)]
+pub enum SourceError {
+    /// The directory does not exist.
+    #[error("spec directory {} does not exist", .path.display())]
+    Missing {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The path exists but is not a directory.
+    #[error("{} is not a directory; expected a directory of *.yaml spec files", .path.display())]
+    NotADirectory {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A file or directory could not be read.
+    #[error("cannot read {}: {source}", .path.display())]
+    Unreadable {
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not UTF-8 text.
+    #[error("{} is not UTF-8 text (invalid byte at offset {offset}); spec files must be UTF-8", .path.display())]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// Byte offset of the first invalid byte.
+        offset: usize,
+    },
+    /// A file is larger than [`spec::MAX_FILE_BYTES`].
+    #[error("{} is larger than {limit} bytes (4 MiB); split it into several files", .path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit in bytes.
+        limit: usize,
+    },
+}
+
+/// Why specs could not be loaded: the source could not be read, or the specs
+/// are invalid.
+#[derive(Debug)]
+pub enum LoadError {
+    /// The source could not be read.
+    Source(SourceError),
+    /// The specs are invalid: every problem, sorted by location.
+    Invalid(Vec<Diagnostic>),
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Source(err) => write!(f, "{err}"),
+            LoadError::Invalid(diagnostics) => {
+                for (i, d) in diagnostics.iter().enumerate() {
+                    if i > 0 {
+                        writeln!(f)?;
+                    }
+                    write!(f, "{d}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for LoadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LoadError::Source(err) => Some(err),
+            LoadError::Invalid(_) => None,
+        }
+    }
+}
+
+impl From<SourceError> for LoadError {
+    fn from(err: SourceError) -> Self {
+        LoadError::Source(err)
+    }
+}
+
+/// Reads and validates every spec file under `dir`. An empty directory gives
+/// an empty fleet with `files == 0` (callers decide whether that may prune).
+pub fn load_dir(dir: &Path) -> Result<Fleet, LoadError> {
+    let files = read_dir(dir)?;
+    spec::load(&files).map_err(LoadError::Invalid)
+}

@@ -1,0 +1,1077 @@
+//! Semantic validation: from parsed documents to a [`Fleet`], or every
+//! problem found (validation never stops at the first one).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::SignedDuration;
+
+use super::catalog::{self, CatalogError};
+use super::model::{Backend, CapacityType, SliceSpec, TargetSpec};
+use super::parse::{Document, DocumentSpec, FieldIndex, ParsedFile, parse_file};
+use super::{DEFAULT_OPERATION_TIMEOUT, Diagnostic, Fleet, Location, Slice, SourceFile, Target};
+
+/// Node label prefix owned by slicectl (its ownership labels).
+pub const RESERVED_LABEL_PREFIX: &str = "slicectl.dev/";
+
+/// Node label key prefix GKE sets itself.
+pub const GKE_LABEL_PREFIX: &str = "cloud.google.com/gke-";
+
+/// Most replicas (identical slices) of one `Slice`.
+pub const MAX_REPLICAS: u32 = 64;
+
+/// Longest owner id (it is stamped into labels and resource names).
+pub const MAX_OWNER_ID_LEN: usize = 40;
+
+/// Most GCE resource labels on one resource.
+pub const MAX_RESOURCE_LABELS: usize = 64;
+
+/// Longest flex-start run (GKE's limit is seven days).
+pub const MAX_RUN_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Longest per-operation timeout accepted.
+pub const MAX_OPERATION_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// Parses and validates spec files: the whole desired state, or every problem
+/// found, sorted by location. `Fleet::files` is `files.len()`.
+pub fn load(files: &[SourceFile]) -> Result<Fleet, Vec<Diagnostic>> {
+    let parsed: Vec<ParsedFile> = files.iter().map(parse_file).collect();
+    let mut diagnostics: Vec<Diagnostic> = Vec::new();
+    // Targets that exist but could not be read: references to them are not
+    // reported as dangling (the real error is reported already).
+    let mut broken_targets: BTreeSet<String> = BTreeSet::new();
+    let mut any_unknown_broken = false;
+    let mut documents = Vec::new();
+    for file in parsed {
+        diagnostics.extend(file.diagnostics);
+        broken_targets.extend(file.broken_targets);
+        any_unknown_broken |= file.unknown_broken;
+        documents.extend(file.documents);
+    }
+    let fleet = validate(
+        documents,
+        files.len(),
+        &References {
+            broken_targets,
+            any_unknown_broken,
+        },
+        &mut diagnostics,
+    );
+    if diagnostics.is_empty() {
+        tracing::debug!(
+            files = fleet.files,
+            targets = fleet.targets.len(),
+            slices = fleet.slices.len(),
+            "specs loaded"
+        );
+        Ok(fleet)
+    } else {
+        diagnostics.sort();
+        diagnostics.dedup();
+        Err(diagnostics)
+    }
+}
+
+/// What is known about documents that could not be parsed.
+struct References {
+    broken_targets: BTreeSet<String>,
+    any_unknown_broken: bool,
+}
+
+struct Diags<'a>(&'a mut Vec<Diagnostic>);
+
+impl Diags<'_> {
+    fn push(&mut self, location: Location, message: impl Into<String>) {
+        self.0.push(Diagnostic {
+            location,
+            message: message.into(),
+        });
+    }
+}
+
+fn validate(
+    documents: Vec<Document>,
+    files: usize,
+    refs: &References,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Fleet {
+    let mut d = Diags(diagnostics);
+    let mut fleet = Fleet {
+        files,
+        ..Fleet::default()
+    };
+
+    // Duplicates first: (kind, name) -> first location.
+    let mut seen: BTreeMap<(&'static str, String), Location> = BTreeMap::new();
+    // Target names defined more than once: which one a slice means is
+    // ambiguous, so references to them are not checked further.
+    let mut ambiguous: BTreeSet<String> = BTreeSet::new();
+    let mut unique = Vec::with_capacity(documents.len());
+    for doc in documents {
+        let kind = doc.spec.kind();
+        let name_at = doc.fields.value(&["metadata", "name"]);
+        match seen.get(&(kind, doc.metadata.name.clone())) {
+            Some(first) => {
+                if kind == "Target" {
+                    ambiguous.insert(doc.metadata.name.clone());
+                }
+                d.push(
+                    name_at.clone(),
+                    format!(
+                        "duplicate {kind} {:?}: already defined at {first}",
+                        doc.metadata.name
+                    ),
+                );
+                d.push(
+                    first.clone(),
+                    format!(
+                        "duplicate {kind} {:?}: defined again at {name_at}",
+                        doc.metadata.name
+                    ),
+                );
+            }
+            None => {
+                seen.insert((kind, doc.metadata.name.clone()), name_at);
+                unique.push(doc);
+            }
+        }
+    }
+
+    // Targets before slices: slices refer to them (valid or not: an invalid
+    // target is reported on its own, not as a dangling reference).
+    let (targets, slices): (Vec<Document>, Vec<Document>) = unique
+        .into_iter()
+        .partition(|doc| matches!(doc.spec, DocumentSpec::Target(_)));
+    let mut all_targets: BTreeMap<String, TargetSpec> = BTreeMap::new();
+    for doc in targets {
+        if let DocumentSpec::Target(spec) = doc.spec {
+            let name_ok = check_name(&mut d, &doc.fields, "Target", &doc.metadata.name);
+            let spec_ok = check_target(&mut d, &doc.fields, &spec);
+            all_targets.insert(doc.metadata.name.clone(), spec.clone());
+            if name_ok && spec_ok {
+                fleet.targets.insert(
+                    doc.metadata.name.clone(),
+                    Target {
+                        name: doc.metadata.name,
+                        spec,
+                        location: doc.location,
+                    },
+                );
+            }
+        }
+    }
+    for doc in slices {
+        if let DocumentSpec::Slice(spec) = doc.spec {
+            let fields = &doc.fields;
+            let name_ok = check_name(&mut d, fields, "Slice", &doc.metadata.name);
+            let target_ok = if ambiguous.contains(&spec.target) {
+                false
+            } else {
+                check_target_ref(&mut d, fields, &spec, &all_targets, refs)
+            };
+            let shape = check_shape(&mut d, fields, &spec);
+            let spec_ok = check_slice(&mut d, fields, &spec);
+            let timeout = check_operation_timeout(&mut d, fields, &spec);
+            if let (true, true, true, Some(shape), Some(operation_timeout)) =
+                (name_ok, target_ok, spec_ok, shape, timeout)
+            {
+                fleet.slices.insert(
+                    doc.metadata.name.clone(),
+                    Slice {
+                        name: doc.metadata.name,
+                        spec,
+                        shape,
+                        operation_timeout,
+                        location: doc.location,
+                    },
+                );
+            }
+        }
+    }
+    fleet
+}
+
+// ---------------------------------------------------------------------------
+// Documents
+
+fn check_name(d: &mut Diags<'_>, f: &FieldIndex, kind: &str, name: &str) -> bool {
+    match dns_label_problem(name, 63) {
+        None if name.starts_with(|c: char| c.is_ascii_lowercase()) => true,
+        None => {
+            d.push(
+                f.value(&["metadata", "name"]),
+                format!(
+                    "{kind} name {name:?} must start with a lowercase letter (cloud resource names derived from it must)"
+                ),
+            );
+            false
+        }
+        Some(problem) => {
+            d.push(
+                f.value(&["metadata", "name"]),
+                format!("{kind} name {name:?} {problem}"),
+            );
+            false
+        }
+    }
+}
+
+fn check_target(d: &mut Diags<'_>, f: &FieldIndex, spec: &TargetSpec) -> bool {
+    let before = d.0.len();
+    if let Some(problem) = project_id_problem(&spec.project) {
+        d.push(
+            f.value(&["spec", "project"]),
+            format!("project {:?} {problem}", spec.project),
+        );
+    }
+    if !is_zone(&spec.zone) {
+        d.push(
+            f.value(&["spec", "zone"]),
+            format!(
+                "zone {:?} is not a zone; expected e.g. us-central2-b (region, '-', zone letter)",
+                spec.zone
+            ),
+        );
+    }
+    if let Some(problem) = dns_label_problem(&spec.owner_id, MAX_OWNER_ID_LEN) {
+        d.push(
+            f.value(&["spec", "ownerId"]),
+            format!("ownerId {:?} {problem}", spec.owner_id),
+        );
+    }
+    if let Some(gke) = &spec.gke {
+        let region_ok = is_region(&gke.location);
+        let zone_ok = is_zone(&gke.location);
+        if !region_ok && !zone_ok {
+            d.push(
+                f.value(&["spec", "gke", "location"]),
+                format!(
+                    "cluster location {:?} is neither a region (e.g. us-central2) nor a zone (e.g. us-central2-b)",
+                    gke.location
+                ),
+            );
+        } else if is_zone(&spec.zone) {
+            if zone_ok && gke.location != spec.zone {
+                d.push(
+                    f.value(&["spec", "zone"]),
+                    format!(
+                        "zone {:?} differs from the zonal cluster's location {:?}; a zonal cluster's node pools live in its zone",
+                        spec.zone, gke.location
+                    ),
+                );
+            } else if region_ok && region_of(&spec.zone) != gke.location {
+                d.push(
+                    f.value(&["spec", "zone"]),
+                    format!(
+                        "zone {:?} is not in the cluster's region {:?}; expected a zone such as {}-a",
+                        spec.zone, gke.location, gke.location
+                    ),
+                );
+            }
+        }
+        if let Some(problem) = gce_name_problem(&gke.name, 40) {
+            d.push(
+                f.value(&["spec", "gke", "name"]),
+                format!("cluster name {:?} {problem}", gke.name),
+            );
+        }
+    }
+    let nd = &spec.node_defaults;
+    let base = ["spec", "nodeDefaults"];
+    if let Some(sa) = &nd.service_account
+        && !is_email(sa)
+    {
+        d.push(
+            f.value(&[base[0], base[1], "serviceAccount"]),
+            format!(
+                "serviceAccount {sa:?} is not an email address; expected e.g. tpu-nodes@example-project.iam.gserviceaccount.com"
+            ),
+        );
+    }
+    for (i, scope) in nd.oauth_scopes.iter().enumerate() {
+        let idx = i.to_string();
+        if !scope.starts_with("https://") || scope.chars().any(char::is_whitespace) {
+            d.push(
+                f.value(&[base[0], base[1], "oauthScopes", &idx]),
+                format!(
+                    "OAuth scope {scope:?} must be a full URL, e.g. https://www.googleapis.com/auth/cloud-platform"
+                ),
+            );
+        }
+    }
+    for (i, tag) in nd.tags.iter().enumerate() {
+        let idx = i.to_string();
+        if let Some(problem) = gce_name_problem(tag, 63) {
+            d.push(
+                f.value(&[base[0], base[1], "tags", &idx]),
+                format!("network tag {tag:?} {problem}"),
+            );
+        }
+    }
+    if let Some(disk_type) = &nd.disk_type
+        && (disk_type.is_empty()
+            || !disk_type
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'))
+    {
+        d.push(
+            f.value(&[base[0], base[1], "diskType"]),
+            format!(
+                "diskType {disk_type:?} is not a disk type; expected e.g. hyperdisk-balanced or pd-balanced"
+            ),
+        );
+    }
+    if let Some(size) = nd.disk_size_gb
+        && !(10..=65_536).contains(&size)
+    {
+        d.push(
+            f.value(&[base[0], base[1], "diskSizeGb"]),
+            format!("diskSizeGb {size} is out of range; expected 10..=65536"),
+        );
+    }
+    if !(8..=256).contains(&nd.max_pods_per_node) {
+        d.push(
+            f.value(&[base[0], base[1], "maxPodsPerNode"]),
+            format!(
+                "maxPodsPerNode {} is out of range; GKE accepts 8..=256",
+                nd.max_pods_per_node
+            ),
+        );
+    }
+    for (i, net) in nd.additional_networks.iter().enumerate() {
+        let idx = i.to_string();
+        for (field, value) in [("network", &net.network), ("subnetwork", &net.subnetwork)] {
+            if let Some(problem) = gce_name_problem(value, 63) {
+                d.push(
+                    f.value(&[base[0], base[1], "additionalNetworks", &idx, field]),
+                    format!("{field} {value:?} {problem}"),
+                );
+            }
+        }
+    }
+    if nd.resource_labels.len() > MAX_RESOURCE_LABELS {
+        d.push(
+            f.key(&[base[0], base[1], "resourceLabels"]),
+            format!(
+                "{} resource labels; GCE allows at most {MAX_RESOURCE_LABELS}",
+                nd.resource_labels.len()
+            ),
+        );
+    }
+    for (key, value) in &nd.resource_labels {
+        if let Some(problem) = gce_label_key_problem(key) {
+            d.push(
+                f.key(&[base[0], base[1], "resourceLabels", key]),
+                format!("resource label key {key:?} {problem}"),
+            );
+        }
+        if let Some(problem) = gce_label_value_problem(value) {
+            d.push(
+                f.value(&[base[0], base[1], "resourceLabels", key]),
+                format!("resource label value {value:?} {problem}"),
+            );
+        }
+    }
+    d.0.len() == before
+}
+
+fn check_target_ref(
+    d: &mut Diags<'_>,
+    f: &FieldIndex,
+    spec: &SliceSpec,
+    targets: &BTreeMap<String, TargetSpec>,
+    refs: &References,
+) -> bool {
+    match targets.get(&spec.target) {
+        Some(target) => {
+            if spec.backend == Backend::Gke && target.gke.is_none() {
+                d.push(
+                    f.value(&["spec", "backend"]),
+                    format!(
+                        "backend gke needs a GKE cluster, but Target {:?} has no `gke` (location, name)",
+                        spec.target
+                    ),
+                );
+                return false;
+            }
+        }
+        None => {
+            if refs.broken_targets.contains(&spec.target) || refs.any_unknown_broken {
+                // The target's own file has errors, reported already.
+                return false;
+            }
+            let defined = if targets.is_empty() {
+                "no Target is defined".to_string()
+            } else {
+                format!(
+                    "defined Targets: {}",
+                    targets.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            };
+            d.push(
+                f.value(&["spec", "target"]),
+                format!("Target {:?} is not defined; {defined}", spec.target),
+            );
+            return false;
+        }
+    }
+    if spec.backend == Backend::Gce {
+        d.push(
+            f.value(&["spec", "backend"]),
+            "backend gce is not supported yet (self-managed GCE slices come in a later release); use backend: gke",
+        );
+        return false;
+    }
+    true
+}
+
+fn check_shape(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> Option<catalog::SliceShape> {
+    match catalog::resolve(
+        &spec.accelerator,
+        &spec.topology,
+        spec.machine_type.as_deref(),
+    ) {
+        Ok(shape) => Some(shape),
+        Err(err) => {
+            let field = match err {
+                CatalogError::UnknownAccelerator { .. } => "accelerator",
+                CatalogError::InvalidTopology { .. } => "topology",
+                CatalogError::UnknownMachineType { .. }
+                | CatalogError::MachineTypeDoesNotFit { .. } => "machineType",
+            };
+            d.push(f.value(&["spec", field]), err.to_string());
+            None
+        }
+    }
+}
+
+fn check_slice(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> bool {
+    let before = d.0.len();
+    if !(1..=MAX_REPLICAS).contains(&spec.replicas) {
+        d.push(
+            f.value(&["spec", "replicas"]),
+            format!(
+                "replicas {} is out of range; expected 1..={MAX_REPLICAS}",
+                spec.replicas
+            ),
+        );
+    }
+    let cap = &spec.capacity;
+    match (cap.kind, &cap.reservation) {
+        (CapacityType::Reservation, None) => d.push(
+            f.value(&["spec", "capacity", "type"]),
+            "capacity type reservation needs `capacity.reservation` with the reservation's name (and project, if shared from another project)",
+        ),
+        (CapacityType::Reservation, Some(res)) => {
+            if let Some(problem) = gce_name_problem(&res.name, 63) {
+                d.push(
+                    f.value(&["spec", "capacity", "reservation", "name"]),
+                    format!("reservation name {:?} {problem}", res.name),
+                );
+            }
+            if let Some(project) = &res.project
+                && let Some(problem) = project_id_problem(project)
+            {
+                d.push(
+                    f.value(&["spec", "capacity", "reservation", "project"]),
+                    format!("reservation project {project:?} {problem}"),
+                );
+            }
+        }
+        (other, Some(_)) => d.push(
+            f.key(&["spec", "capacity", "reservation"]),
+            format!(
+                "capacity.reservation is only allowed with `type: reservation` (type is {})",
+                other.as_str()
+            ),
+        ),
+        (_, None) => {}
+    }
+    if let Some(text) = &cap.max_run_duration {
+        let at = f.value(&["spec", "capacity", "maxRunDuration"]);
+        if cap.kind != CapacityType::FlexStart {
+            d.push(
+                f.key(&["spec", "capacity", "maxRunDuration"]),
+                format!(
+                    "maxRunDuration is only allowed with `type: flex-start` (type is {})",
+                    cap.kind.as_str()
+                ),
+            );
+        } else {
+            match parse_duration(text) {
+                Ok(dur) if dur > MAX_RUN_DURATION => d.push(
+                    at,
+                    format!(
+                        "maxRunDuration {text:?} is longer than flex-start's limit of 7 days (168h)"
+                    ),
+                ),
+                Ok(dur) if dur.subsec_nanos() != 0 => d.push(
+                    at,
+                    format!("maxRunDuration {text:?} must be a whole number of seconds"),
+                ),
+                Ok(_) => {}
+                Err(problem) => d.push(at, format!("maxRunDuration {problem}")),
+            }
+        }
+    }
+    for (key, value) in &spec.node_labels {
+        let key_at = f.key(&["spec", "nodeLabels", key]);
+        if let Some(problem) = label_key_problem(key) {
+            d.push(key_at, format!("node label key {key:?} {problem}"));
+        } else if let Some(problem) = reserved_label_problem(key) {
+            d.push(key_at, format!("node label key {key:?} {problem}"));
+        }
+        if let Some(problem) = label_value_problem(value) {
+            d.push(
+                f.value(&["spec", "nodeLabels", key]),
+                format!("node label value {value:?} {problem}"),
+            );
+        }
+    }
+    let mut taints_seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for (i, taint) in spec.taints.iter().enumerate() {
+        let idx = i.to_string();
+        if let Some(problem) = label_key_problem(&taint.key) {
+            d.push(
+                f.value(&["spec", "taints", &idx, "key"]),
+                format!("taint key {:?} {problem}", taint.key),
+            );
+        }
+        if let Some(problem) = label_value_problem(&taint.value) {
+            d.push(
+                f.value(&["spec", "taints", &idx, "value"]),
+                format!("taint value {:?} {problem}", taint.value),
+            );
+        }
+        let effect = match taint.effect {
+            super::model::TaintEffect::NoSchedule => "NoSchedule",
+            super::model::TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+            super::model::TaintEffect::NoExecute => "NoExecute",
+        };
+        if let Some(first) = taints_seen.insert((taint.key.as_str(), effect), i) {
+            d.push(
+                f.value(&["spec", "taints", &idx]),
+                format!(
+                    "taint {:?} with effect {effect} is already given as taints[{first}]; Kubernetes allows one per key and effect",
+                    taint.key
+                ),
+            );
+        }
+    }
+    d.0.len() == before
+}
+
+fn check_operation_timeout(
+    d: &mut Diags<'_>,
+    f: &FieldIndex,
+    spec: &SliceSpec,
+) -> Option<Duration> {
+    let Some(text) = &spec.lifecycle.operation_timeout else {
+        return Some(DEFAULT_OPERATION_TIMEOUT);
+    };
+    let at = f.value(&["spec", "lifecycle", "operationTimeout"]);
+    match parse_duration(text) {
+        Ok(dur) if dur < Duration::from_secs(60) || dur > MAX_OPERATION_TIMEOUT => {
+            d.push(
+                at,
+                format!("operationTimeout {text:?} is out of range; expected between 1m and 24h"),
+            );
+            None
+        }
+        Ok(dur) => Some(dur),
+        Err(problem) => {
+            d.push(at, format!("operationTimeout {problem}"));
+            None
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Syntax rules (public so that renderers and other checks share them)
+
+/// Parses a positive duration such as `72h`, `30m`, `1h30m`, `90s` or ISO 8601
+/// `PT72H`. The error says what is expected.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let parsed: SignedDuration = text.trim().parse().map_err(|_| {
+        format!("{text:?} is not a duration; expected e.g. 72h, 30m, 1h30m or 90s (hours are the largest unit)")
+    })?;
+    if parsed.is_negative() || parsed.is_zero() {
+        return Err(format!("{text:?} must be a positive duration"));
+    }
+    Duration::try_from(parsed).map_err(|_| format!("{text:?} must be a positive duration"))
+}
+
+fn is_lower_alnum(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit()
+}
+
+/// Why `s` is not a DNS-1123 label of at most `max` characters, if it is not.
+pub fn dns_label_problem(s: &str, max: usize) -> Option<String> {
+    if s.is_empty() {
+        return Some("must not be empty".into());
+    }
+    if s.len() > max {
+        return Some(format!(
+            "is {} characters long; at most {max} allowed",
+            s.len()
+        ));
+    }
+    if !s.chars().all(|c| is_lower_alnum(c) || c == '-') {
+        return Some("must be a DNS-1123 label: lowercase letters, digits and '-' only".into());
+    }
+    if s.starts_with('-') || s.ends_with('-') {
+        return Some("must be a DNS-1123 label: start and end with a letter or digit".into());
+    }
+    None
+}
+
+/// Why `s` is not a GCE resource name (`[a-z]([-a-z0-9]*[a-z0-9])?`, at most
+/// `max` characters), if it is not.
+pub fn gce_name_problem(s: &str, max: usize) -> Option<String> {
+    if let Some(p) = dns_label_problem(s, max) {
+        return Some(p);
+    }
+    if !s.starts_with(|c: char| c.is_ascii_lowercase()) {
+        return Some("must start with a lowercase letter".into());
+    }
+    None
+}
+
+/// Why `s` is not a Google Cloud project id, if it is not: 6 to 30
+/// characters, lowercase letters, digits and '-', starting with a letter and
+/// not ending with '-'; optionally prefixed by a domain (`example.com:`).
+pub fn project_id_problem(s: &str) -> Option<String> {
+    let id = match s.rsplit_once(':') {
+        Some((domain, id)) => {
+            if domain.is_empty()
+                || !domain
+                    .chars()
+                    .all(|c| is_lower_alnum(c) || c == '-' || c == '.')
+            {
+                return Some(
+                    "has an invalid domain prefix; expected e.g. example.com:my-project".into(),
+                );
+            }
+            id
+        }
+        None => s,
+    };
+    if !(6..=30).contains(&id.len()) {
+        return Some(format!(
+            "is not a project id: it must be 6 to 30 characters long (it is {})",
+            id.len()
+        ));
+    }
+    if !id.chars().all(|c| is_lower_alnum(c) || c == '-')
+        || !id.starts_with(|c: char| c.is_ascii_lowercase())
+        || id.ends_with('-')
+    {
+        return Some(
+            "is not a project id: expected lowercase letters, digits and '-', starting with a letter and not ending with '-'".into(),
+        );
+    }
+    None
+}
+
+/// Whether `s` is a region such as `us-central2` (`^[a-z]+-[a-z]+[0-9]+$`).
+pub fn is_region(s: &str) -> bool {
+    let Some((area, rest)) = s.split_once('-') else {
+        return false;
+    };
+    let letters = rest.trim_end_matches(|c: char| c.is_ascii_digit());
+    !area.is_empty()
+        && area.chars().all(|c| c.is_ascii_lowercase())
+        && !letters.is_empty()
+        && letters.len() < rest.len()
+        && letters.chars().all(|c| c.is_ascii_lowercase())
+}
+
+/// Whether `s` is a zone such as `us-central2-b` (`^[a-z]+-[a-z]+[0-9]+-[a-z]$`).
+pub fn is_zone(s: &str) -> bool {
+    match s.rsplit_once('-') {
+        Some((region, letter)) => {
+            is_region(region) && letter.len() == 1 && letter.chars().all(|c| c.is_ascii_lowercase())
+        }
+        None => false,
+    }
+}
+
+/// The region of a zone (`us-central2-b` → `us-central2`).
+pub fn region_of(zone: &str) -> &str {
+    zone.rsplit_once('-').map_or(zone, |(region, _)| region)
+}
+
+fn is_email(s: &str) -> bool {
+    match s.split_once('@') {
+        Some((user, domain)) => {
+            !user.is_empty()
+                && domain.contains('.')
+                && !domain.contains('@')
+                && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+        }
+        None => false,
+    }
+}
+
+/// Whether `s` matches `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
+fn is_label_name(s: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    !s.is_empty()
+        && s.starts_with(alnum)
+        && s.ends_with(alnum)
+        && s.chars()
+            .all(|c| alnum(c) || c == '-' || c == '_' || c == '.')
+}
+
+/// Whether `s` is a DNS-1123 subdomain (dot-separated labels, at most 253).
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253
+        && s.split('.')
+            .all(|label| dns_label_problem(label, 63).is_none())
+}
+
+/// Why `key` is not a Kubernetes qualified name (`[prefix/]name`), if it is not.
+pub fn label_key_problem(key: &str) -> Option<String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix
+        && (prefix.is_empty() || !is_dns_subdomain(prefix))
+    {
+        return Some(
+            "has an invalid prefix: it must be a DNS subdomain (lowercase, at most 253 characters) followed by '/'".into(),
+        );
+    }
+    if name.len() > 63 {
+        return Some(format!(
+            "has a name part of {} characters; at most 63 allowed",
+            name.len()
+        ));
+    }
+    if !is_label_name(name) {
+        return Some(
+            "is not a qualified name: expected [prefix/]name where name is alphanumeric, '-', '_' or '.', starting and ending with an alphanumeric character".into(),
+        );
+    }
+    None
+}
+
+/// Why `value` is not a Kubernetes label value, if it is not.
+pub fn label_value_problem(value: &str) -> Option<String> {
+    if value.is_empty() {
+        return None;
+    }
+    if value.len() > 63 {
+        return Some(format!(
+            "is {} characters long; at most 63 allowed",
+            value.len()
+        ));
+    }
+    if !is_label_name(value) {
+        return Some(
+            "is not a label value: expected alphanumeric, '-', '_' or '.', starting and ending with an alphanumeric character (or empty)".into(),
+        );
+    }
+    None
+}
+
+/// Why a node label key is reserved, if it is.
+fn reserved_label_problem(key: &str) -> Option<String> {
+    if key.starts_with(RESERVED_LABEL_PREFIX) {
+        return Some(format!(
+            "uses the prefix {RESERVED_LABEL_PREFIX} owned by slicectl (it stamps its own labels there)"
+        ));
+    }
+    if key.starts_with(GKE_LABEL_PREFIX) {
+        return Some(format!(
+            "uses the prefix {GKE_LABEL_PREFIX} that GKE sets itself (accelerator and topology labels come from the spec)"
+        ));
+    }
+    if let Some((prefix, _)) = key.split_once('/') {
+        for reserved in ["kubernetes.io", "k8s.io"] {
+            if prefix == reserved || prefix.ends_with(&format!(".{reserved}")) {
+                return Some(format!(
+                    "uses the {reserved} prefix reserved for Kubernetes; kubelets may not set such labels"
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Why `key` is not a GCE resource label key, if it is not.
+pub fn gce_label_key_problem(key: &str) -> Option<String> {
+    if key.is_empty() || key.len() > 63 {
+        return Some("must be 1 to 63 characters long".into());
+    }
+    if !key.starts_with(|c: char| c.is_ascii_lowercase()) {
+        return Some("must start with a lowercase letter".into());
+    }
+    if !key
+        .chars()
+        .all(|c| is_lower_alnum(c) || c == '-' || c == '_')
+    {
+        return Some("may contain only lowercase letters, digits, '-' and '_'".into());
+    }
+    if key.starts_with("goog") {
+        return Some("uses the goog prefix reserved by Google Cloud".into());
+    }
+    if key.starts_with("slicectl") {
+        return Some("uses the slicectl prefix owned by slicectl (its ownership labels)".into());
+    }
+    None
+}
+
+/// Why `value` is not a GCE resource label value, if it is not.
+pub fn gce_label_value_problem(value: &str) -> Option<String> {
+    if value.len() > 63 {
+        return Some(format!(
+            "is {} characters long; at most 63 allowed",
+            value.len()
+        ));
+    }
+    if !value
+        .chars()
+        .all(|c| is_lower_alnum(c) || c == '-' || c == '_')
+    {
+        return Some("may contain only lowercase letters, digits, '-' and '_'".into());
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::catalog::Placement;
+
+    const TARGET: &str = "apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata:
+  name: train
+spec:
+  project: example-project
+  zone: us-central2-b
+  ownerId: platform
+  gke:
+    location: us-central2
+    name: train
+";
+
+    fn file(path: &str, text: &str) -> SourceFile {
+        SourceFile {
+            path: path.into(),
+            text: text.into(),
+        }
+    }
+
+    fn slice(name: &str, body: &str) -> String {
+        format!(
+            "---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata:\n  name: {name}\nspec:\n  target: train\n  backend: gke\n{body}"
+        )
+    }
+
+    #[test]
+    fn a_valid_fleet_resolves_shapes_and_defaults() {
+        let text = format!(
+            "{TARGET}{}{}",
+            slice(
+                "big",
+                "  accelerator: tpu7x\n  topology: 2x2x4\n  replicas: 3\n  lifecycle:\n    operationTimeout: 45m\n"
+            ),
+            slice("small", "  accelerator: tpu-v6e-slice\n  topology: 2x2\n")
+        );
+        let fleet = load(&[file("a.yaml", &text), file("empty.yaml", "")]).expect("valid");
+        assert_eq!(fleet.files, 2);
+        let big = &fleet.slices["big"];
+        assert_eq!(big.shape.hosts, 4);
+        assert_eq!(
+            big.shape.placement,
+            Placement::WorkloadPolicy {
+                topology: "2x2x4".into()
+            }
+        );
+        assert_eq!(big.operation_timeout, Duration::from_secs(45 * 60));
+        assert_eq!(big.location.line, 13);
+        let small = &fleet.slices["small"];
+        assert_eq!(small.operation_timeout, DEFAULT_OPERATION_TIMEOUT);
+        assert_eq!(small.shape.machine_type, "ct6e-standard-4t");
+        assert_eq!(
+            fleet.target_of(small).map(|t| t.spec.owner_id.as_str()),
+            Some("platform")
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported_sorted() {
+        let text = format!(
+            "{}---\n{}",
+            slice(
+                "Bad_Name",
+                "  accelerator: tpu-v5p-slice\n  topology: 3x3x3\n  replicas: 0\n  nodeLabels:\n    slicectl.dev/x: y\n"
+            ),
+            TARGET.replace("ownerId: platform", "ownerId: -platform")
+        );
+        let diagnostics = load(&[file("b.yaml", &text)]).expect_err("invalid");
+        let rendered: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+        insta::assert_snapshot!(rendered.join("\n"));
+        let mut sorted = diagnostics.clone();
+        sorted.sort();
+        assert_eq!(sorted, diagnostics);
+    }
+
+    #[test]
+    fn a_broken_target_does_not_make_references_dangle() {
+        let broken = TARGET.replace("zone: us-central2-b", "zone: [us-central2-b]");
+        let text = format!(
+            "{broken}{}",
+            slice("s", "  accelerator: tpu-v4-podslice\n  topology: 2x2x1\n")
+        );
+        let diagnostics = load(&[file("c.yaml", &text)]).expect_err("invalid");
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+        assert!(diagnostics[0].message.starts_with("spec.zone: "));
+        assert_eq!(diagnostics[0].location.line, 7);
+        // A syntax error elsewhere: references cannot be judged either.
+        let only_slice = slice("s", "  accelerator: tpu-v4-podslice\n  topology: 2x2x1\n");
+        let diagnostics =
+            load(&[file("d.yaml", &only_slice), file("e.yaml", "a: [")]).expect_err("invalid");
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+        assert_eq!(
+            diagnostics[0].location.file,
+            std::path::PathBuf::from("e.yaml")
+        );
+        // Without it, the dangling reference is reported.
+        let diagnostics = load(&[file("d.yaml", &only_slice)]).expect_err("invalid");
+        assert!(diagnostics[0].message.contains("no Target is defined"));
+    }
+
+    #[test]
+    fn duplicate_taints_are_rejected() {
+        let text = format!(
+            "{TARGET}{}",
+            slice(
+                "s",
+                "  accelerator: tpu-v4-podslice\n  topology: 2x2x1\n  taints:\n    - {key: a, effect: NoSchedule}\n    - {key: a, value: b, effect: NoSchedule}\n"
+            )
+        );
+        let diagnostics = load(&[file("t.yaml", &text)]).expect_err("invalid");
+        assert_eq!(diagnostics.len(), 1);
+        assert!(
+            diagnostics[0]
+                .message
+                .contains("already given as taints[0]")
+        );
+        assert_eq!(diagnostics[0].location.line, 24);
+    }
+
+    #[test]
+    fn dns_labels() {
+        assert_eq!(dns_label_problem("a-b-1", 63), None);
+        assert_eq!(dns_label_problem(&"a".repeat(63), 63), None);
+        assert!(dns_label_problem(&"a".repeat(64), 63).is_some());
+        for bad in ["", "-a", "a-", "A", "a_b", "a.b", "a b"] {
+            assert!(dns_label_problem(bad, 63).is_some(), "{bad:?}");
+        }
+        assert!(gce_name_problem("1abc", 63).is_some());
+        assert!(gce_name_problem("abc1", 63).is_none());
+    }
+
+    #[test]
+    fn kubernetes_label_syntax() {
+        for good in [
+            "a",
+            "A.b_c-D",
+            "example.com/team",
+            "a.b.c/X",
+            "cloud.google.com/foo",
+        ] {
+            assert_eq!(label_key_problem(good), None, "{good}");
+        }
+        for bad in [
+            "",
+            "/a",
+            "a/",
+            "-a",
+            "a-",
+            "ex_ample.com/a",
+            "Example.com/a",
+            "a/b/c",
+            "a b",
+        ] {
+            assert!(label_key_problem(bad).is_some(), "{bad:?}");
+        }
+        assert!(label_key_problem(&format!("{}/a", "a".repeat(254))).is_some());
+        assert!(label_key_problem(&"a".repeat(64)).is_some());
+        assert_eq!(label_value_problem(""), None);
+        assert_eq!(label_value_problem("v1.2_3-x"), None);
+        for bad in ["-v", "v-", "a b", "a/b", &"v".repeat(64)] {
+            assert!(label_value_problem(bad).is_some(), "{bad:?}");
+        }
+        assert!(reserved_label_problem("slicectl.dev/owner").is_some());
+        assert!(reserved_label_problem("cloud.google.com/gke-nodepool").is_some());
+        assert!(reserved_label_problem("kubernetes.io/hostname").is_some());
+        assert!(reserved_label_problem("node.k8s.io/x").is_some());
+        assert!(reserved_label_problem("cloud.google.com/other").is_none());
+        assert!(reserved_label_problem("example.com/k8s.io").is_none());
+    }
+
+    #[test]
+    fn gce_resource_labels() {
+        assert_eq!(gce_label_key_problem("cost-center_1"), None);
+        for bad in [
+            "",
+            "1a",
+            "A",
+            "a.b",
+            "goog-x",
+            "slicectl-owner",
+            &"a".repeat(64),
+        ] {
+            assert!(gce_label_key_problem(bad).is_some(), "{bad:?}");
+        }
+        assert_eq!(gce_label_value_problem(""), None);
+        assert_eq!(gce_label_value_problem("1-a_b"), None);
+        assert!(gce_label_value_problem("A").is_some());
+    }
+
+    #[test]
+    fn projects_zones_regions() {
+        for good in ["example-project", "abcdef", "example.com:my-project"] {
+            assert_eq!(project_id_problem(good), None, "{good}");
+        }
+        for bad in [
+            "short",
+            "Example-project",
+            "1project",
+            "project-",
+            "my_project",
+            ":abcdef",
+        ] {
+            assert!(project_id_problem(bad).is_some(), "{bad:?}");
+        }
+        assert!(project_id_problem(&format!("a{}", "b".repeat(30))).is_some());
+        assert!(is_zone("us-central2-b") && is_zone("europe-west4-a"));
+        for bad in [
+            "us-central2",
+            "us-central-b",
+            "us-central2-bb",
+            "US-central2-b",
+            "uscentral2-b",
+        ] {
+            assert!(!is_zone(bad), "{bad}");
+        }
+        assert!(is_region("us-central2") && !is_region("us-central2-b") && !is_region("us"));
+        assert_eq!(region_of("us-central2-b"), "us-central2");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("72h"), Ok(Duration::from_secs(72 * 3600)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("PT45M"), Ok(Duration::from_secs(2700)));
+        for bad in ["", "0s", "-1h", "forever", "10"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+}
