@@ -63,7 +63,7 @@ async fn run(cmd: Command) -> Result<u8> {
     match cmd {
         Command::Validate { dir } => validate(&dir),
         Command::Schema => {
-            println!("{}", serde_json::to_string_pretty(&crate::spec::json_schema())?);
+            print!("{}", crate::spec::schema::json_schema_string());
             Ok(EXIT_OK)
         }
         Command::Sim { listen, clusters, sim } => {
