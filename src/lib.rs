@@ -5,4 +5,5 @@
 //! pure core (`spec`, `resource`, `plan`) never imports the shell.
 
 pub mod resource;
+pub mod sim;
 pub mod spec;
