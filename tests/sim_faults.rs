@@ -29,7 +29,7 @@ async fn run_script(seed: u64) -> Vec<u16> {
         let (s, _) = match i % 3 {
             0 => c.post(POOLS, tpu_pool(&format!("p{i}"))).await,
             1 => c.get(POOLS).await,
-            _ => c.get(&format!("{RP}")).await,
+            _ => c.get(RP).await,
         };
         codes.push(s);
     }

@@ -332,7 +332,7 @@ pub(crate) fn create_pool(
         ctx,
         c,
         "CREATE_NODE_POOL",
-        GkeEffect::CreatePool {
+        GkeEffect::Create {
             pool: key,
             stockout,
         },
@@ -368,7 +368,7 @@ pub(crate) fn delete_pool(
         ctx,
         c,
         "DELETE_NODE_POOL",
-        GkeEffect::DeletePool { pool: key },
+        GkeEffect::Delete { pool: key },
     ))
 }
 
@@ -439,7 +439,7 @@ pub(crate) fn update_pool(
         ctx,
         c,
         "UPDATE_CLUSTER",
-        GkeEffect::UpdatePool { pool: key },
+        GkeEffect::Update { pool: key },
     ))
 }
 

@@ -45,19 +45,17 @@ impl OpTiming {
 #[derive(Debug, Clone)]
 pub(crate) enum GkeEffect {
     /// Node pool becomes RUNNING (or ERROR on a stockout).
-    CreatePool { pool: String, stockout: bool },
+    Create { pool: String, stockout: bool },
     /// Node pool disappears.
-    DeletePool { pool: String },
+    Delete { pool: String },
     /// Node pool goes back to RUNNING after RECONCILING.
-    UpdatePool { pool: String },
+    Update { pool: String },
 }
 
 impl GkeEffect {
     pub fn pool(&self) -> &str {
         match self {
-            Self::CreatePool { pool, .. }
-            | Self::DeletePool { pool }
-            | Self::UpdatePool { pool } => pool,
+            Self::Create { pool, .. } | Self::Delete { pool } | Self::Update { pool } => pool,
         }
     }
 }

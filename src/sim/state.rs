@@ -70,7 +70,7 @@ impl Inner {
             faults,
             stats: SimStats::default(),
             latency,
-            ids: ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_1d5),
+            ids: ChaCha8Rng::seed_from_u64(seed ^ 0x05ee_d1d5),
         }
     }
 
@@ -123,7 +123,7 @@ impl Inner {
         };
         op.done = true;
         match op.effect.clone() {
-            GkeEffect::CreatePool { pool, stockout } => {
+            GkeEffect::Create { pool, stockout } => {
                 let Some(rec) = self.pools.get_mut(&pool) else {
                     return;
                 };
@@ -162,10 +162,10 @@ impl Inner {
                     rec.status = "RUNNING";
                 }
             }
-            GkeEffect::DeletePool { pool } => {
+            GkeEffect::Delete { pool } => {
                 self.pools.remove(&pool);
             }
-            GkeEffect::UpdatePool { pool } => {
+            GkeEffect::Update { pool } => {
                 if let Some(rec) = self.pools.get_mut(&pool)
                     && rec.status == "RECONCILING"
                 {
