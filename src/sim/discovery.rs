@@ -79,6 +79,11 @@ impl Discovery {
         self.method(id)?.get("request")?.get("$ref")?.as_str()
     }
 
+    /// The response-body schema name of a method.
+    pub fn response_schema(&self, id: &str) -> Option<&str> {
+        self.method(id)?.get("response")?.get("$ref")?.as_str()
+    }
+
     /// The document's `revision`.
     pub fn revision(&self) -> &str {
         self.doc
