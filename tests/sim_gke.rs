@@ -376,3 +376,35 @@ async fn incompatible_operation_is_a_400_failed_precondition() {
     assert_eq!(s, 200, "{e}");
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn label_rules_are_enforced() {
+    let sim = start(Duration::ZERO, 1, FaultConfig::default()).await;
+    let c = Client::new(&sim);
+    let mut bad_gce = tpu_pool("l1");
+    bad_gce["nodePool"]["config"]["resourceLabels"] = json!({"Owner": "x"});
+    let (s, e) = c.post(POOLS, bad_gce).await;
+    assert_eq!(s, 400, "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("node_pool.config.resource_labels")
+    );
+    let mut bad_k8s = tpu_pool("l2");
+    bad_k8s["nodePool"]["config"]["labels"] = json!({"team": "not valid!"});
+    let (s, e) = c.post(POOLS, bad_k8s).await;
+    assert_eq!(s, 400, "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("node_pool.config.labels")
+    );
+    let (_, op) = c.post(POOLS, tpu_pool("l3")).await;
+    c.wait_gke(&op).await;
+    let upd = json!({"name": "x", "resourceLabels": {"labels": {"UP": "x"}}});
+    let (s, e) = c.send("PUT", &format!("{POOLS}/l3"), Some(upd)).await;
+    assert_eq!(s, 400, "{e}");
+    sim.shutdown().await;
+}

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::errors::ApiError;
+use super::labels;
 use super::operations::{GkeEffect, GkeOp, OpTiming};
 use super::server::Ctx;
 use super::state::{Inner, PoolRec};
@@ -256,6 +257,29 @@ fn apply_defaults(pool: &mut Map<String, Value>, location: &str) {
     }
 }
 
+/// Kubernetes label/taint and GCE label rules on a node pool's config.
+fn check_pool_labels(pool: &Map<String, Value>, request_id: &str) -> Result<(), ApiError> {
+    let config = pool.get("config");
+    let get = |f: &str| config.and_then(|c| c.get(f));
+    labels::check_k8s_labels("node_pool.config.labels", get("labels"))
+        .and_then(|()| labels::check_taints("node_pool.config.taints", get("taints")))
+        .and_then(|()| {
+            labels::check_gce_labels("node_pool.config.resource_labels", get("resourceLabels"))
+        })
+        .map_err(|m| ApiError::invalid("badRequest", m).with_request_info(request_id))
+}
+
+/// The same rules on an `UpdateNodePoolRequest`.
+fn check_update_labels(body: &Value, request_id: &str) -> Result<(), ApiError> {
+    let inner = |f: &str, g: &str| body.get(f).and_then(|v| v.get(g));
+    labels::check_k8s_labels("labels.labels", inner("labels", "labels"))
+        .and_then(|()| labels::check_taints("taints.taints", inner("taints", "taints")))
+        .and_then(|()| {
+            labels::check_gce_labels("resource_labels.labels", inner("resourceLabels", "labels"))
+        })
+        .map_err(|m| ApiError::invalid("badRequest", m).with_request_info(request_id))
+}
+
 fn new_op(
     inner: &mut Inner,
     ctx: &Ctx,
@@ -307,6 +331,7 @@ pub(crate) fn create_pool(
         )
         .with_request_info(&ctx.request_id));
     }
+    check_pool_labels(&pool, &ctx.request_id)?;
     let key = c.pool_key(&name);
     if inner.pools.contains_key(&key) {
         return Err(ApiError::already_exists(format!("Already exists: {key}.")));
@@ -384,6 +409,7 @@ pub(crate) fn update_pool(
     require_cluster(inner, c)?;
     let key = c.pool_key(pool);
     let rec = inner.pools.get(&key).ok_or_else(|| not_found(&key))?;
+    check_update_labels(body, &ctx.request_id)?;
     if let Some(want) = body.get("etag").and_then(Value::as_str)
         && !want.is_empty()
         && want != etag(rec)

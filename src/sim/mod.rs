@@ -19,6 +19,7 @@ pub mod discovery;
 mod errors;
 mod faults;
 mod gke;
+mod labels;
 mod operations;
 mod routes;
 mod server;
