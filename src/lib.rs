@@ -6,5 +6,6 @@
 
 pub mod plan;
 pub mod resource;
+pub mod sim;
 pub mod source;
 pub mod spec;
