@@ -4,5 +4,6 @@
 //! `cloud` and `kube` as the edges, `sim` beside them and `cli` on top. The
 //! pure core (`spec`, `resource`, `plan`) never imports the shell.
 
+pub mod cloud;
 pub mod resource;
 pub mod spec;
