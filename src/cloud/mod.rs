@@ -300,6 +300,28 @@ mod tests {
         assert_eq!(client.stats(), RequestStats::default());
     }
 
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[tokio::test]
+    async fn call_futures_are_send_so_they_can_be_spawned() {
+        let client = CloudClient::new(ClientOptions::default()).unwrap();
+        let c = ClusterRef::new("p", "l", "c");
+        let op = crate::resource::gke::Operation::default();
+        assert_send(&client.gke().list_node_pools(&c));
+        assert_send(
+            &client
+                .gke()
+                .wait_operation("p", "l", &op, Duration::from_secs(1)),
+        );
+        let cop = crate::resource::compute::Operation::default();
+        assert_send(&client.compute().list_resource_policies("p", "r"));
+        assert_send(
+            &client
+                .compute()
+                .wait_operation(&cop, Duration::from_secs(1)),
+        );
+    }
+
     #[test]
     fn rejects_bad_options() {
         let bad = ClientOptions {
