@@ -6,4 +6,5 @@
 
 pub mod cloud;
 pub mod resource;
+pub mod sim;
 pub mod spec;

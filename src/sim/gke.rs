@@ -1,0 +1,475 @@
+//! GKE (container v1/v1beta1): clusters (get), node pools (create, get,
+//! list, update, delete) and operations (get, list). Node pools are stored
+//! as the validated request plus the defaults GKE's server fills in, so a
+//! client must normalise defaults before diffing, as against real GKE.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use super::errors::ApiError;
+use super::operations::{GkeEffect, GkeOp, OpTiming};
+use super::server::Ctx;
+use super::state::{Inner, PoolRec};
+
+/// GKE node version the simulator reports.
+pub const GKE_VERSION: &str = "1.33.5-gke.1162000";
+
+/// Node pool name rule (verbatim from GKE's 400 message).
+const POOL_NAME_RE: &str = "(?:[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?)";
+
+static POOL_NAME: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(&format!("^{POOL_NAME_RE}$")).ok());
+
+/// gcloud's (and GKE's usual) default OAuth scopes.
+const DEFAULT_SCOPES: [&str; 6] = [
+    "https://www.googleapis.com/auth/devstorage.read_only",
+    "https://www.googleapis.com/auth/logging.write",
+    "https://www.googleapis.com/auth/monitoring",
+    "https://www.googleapis.com/auth/service.management.readonly",
+    "https://www.googleapis.com/auth/servicecontrol",
+    "https://www.googleapis.com/auth/trace.append",
+];
+
+/// Path parameters of a cluster-scoped GKE call.
+#[derive(Debug, Clone)]
+pub(crate) struct ClusterRef {
+    pub project: String,
+    pub location: String,
+    pub cluster: String,
+}
+
+impl ClusterRef {
+    /// `projects/P/locations/L/clusters/C`.
+    pub fn key(&self) -> String {
+        format!(
+            "projects/{}/locations/{}/clusters/{}",
+            self.project, self.location, self.cluster
+        )
+    }
+
+    fn pool_key(&self, pool: &str) -> String {
+        format!("{}/nodePools/{pool}", self.key())
+    }
+}
+
+/// True for a zone (`us-central2-b`), false for a region (`us-central2`).
+pub(crate) fn is_zone(location: &str) -> bool {
+    location
+        .rsplit('-')
+        .next()
+        .is_some_and(|s| s.len() == 1 && s.chars().all(|c| c.is_ascii_lowercase()))
+}
+
+fn default_locations(location: &str) -> Vec<String> {
+    if is_zone(location) {
+        vec![location.to_string()]
+    } else {
+        ["a", "b", "c"]
+            .iter()
+            .map(|z| format!("{location}-{z}"))
+            .collect()
+    }
+}
+
+fn not_found(what: &str) -> ApiError {
+    ApiError::not_found(format!("Not found: {what}."))
+}
+
+fn require_cluster(inner: &Inner, c: &ClusterRef) -> Result<(), ApiError> {
+    if inner.clusters.contains_key(&c.key()) {
+        Ok(())
+    } else {
+        Err(not_found(&c.key()))
+    }
+}
+
+/// Rejects a write while another operation runs on the cluster, when the
+/// `incompatible_operation` fault is on.
+fn check_incompatible(inner: &mut Inner, c: &ClusterRef) -> Result<(), ApiError> {
+    if !inner.faults.config.incompatible_operation {
+        return Ok(());
+    }
+    if let Some(op) = inner.running_gke_op(&c.key()) {
+        let err = incompatible(&op.name);
+        inner.stats.faults_injected += 1;
+        return Err(err);
+    }
+    Ok(())
+}
+
+fn incompatible(op: &str) -> ApiError {
+    ApiError::failed_precondition(format!("Cluster is running incompatible operation {op}."))
+}
+
+/// `GET v1/projects/P/locations/L/clusters/C` (a minimal Cluster).
+pub(crate) fn get_cluster(inner: &Inner, ctx: &Ctx, c: &ClusterRef) -> Result<Value, ApiError> {
+    let created = inner
+        .clusters
+        .get(&c.key())
+        .ok_or_else(|| not_found(&c.key()))?;
+    let pools: Vec<Value> = pools_of(inner, c)
+        .map(|(k, rec)| render_pool(k, rec, ctx))
+        .collect();
+    Ok(json!({
+        "name": c.cluster,
+        "location": c.location,
+        "zone": c.location,
+        "locations": default_locations(&c.location),
+        "status": "RUNNING",
+        "currentMasterVersion": GKE_VERSION,
+        "currentNodeVersion": GKE_VERSION,
+        "initialClusterVersion": GKE_VERSION,
+        "endpoint": "10.0.0.2",
+        "network": "default",
+        "subnetwork": "default",
+        "createTime": created.to_string(),
+        "selfLink": format!("{}/{}/{}", ctx.base, ctx.version, c.key()),
+        "nodePools": pools,
+    }))
+}
+
+fn pools_of<'a>(
+    inner: &'a Inner,
+    c: &ClusterRef,
+) -> impl Iterator<Item = (&'a String, &'a PoolRec)> {
+    let prefix = format!("{}/nodePools/", c.key());
+    inner
+        .pools
+        .iter()
+        .filter(move |(k, _)| k.starts_with(&prefix))
+}
+
+/// `GET …/clusters/C/nodePools` → `ListNodePoolsResponse`.
+pub(crate) fn list_pools(inner: &Inner, ctx: &Ctx, c: &ClusterRef) -> Result<Value, ApiError> {
+    require_cluster(inner, c)?;
+    let pools: Vec<Value> = pools_of(inner, c)
+        .map(|(k, rec)| render_pool(k, rec, ctx))
+        .collect();
+    Ok(json!({ "nodePools": pools }))
+}
+
+/// `GET …/nodePools/NP`.
+pub(crate) fn get_pool(
+    inner: &Inner,
+    ctx: &Ctx,
+    c: &ClusterRef,
+    pool: &str,
+) -> Result<Value, ApiError> {
+    require_cluster(inner, c)?;
+    let key = c.pool_key(pool);
+    let rec = inner.pools.get(&key).ok_or_else(|| not_found(&key))?;
+    Ok(render_pool(&key, rec, ctx))
+}
+
+fn etag(rec: &PoolRec) -> String {
+    let mut h = Sha256::new();
+    h.update(rec.spec.to_string().as_bytes());
+    h.update(rec.status.as_bytes());
+    hex::encode(&h.finalize()[..16])
+}
+
+fn render_pool(key: &str, rec: &PoolRec, ctx: &Ctx) -> Value {
+    let mut v = rec.spec.clone();
+    let Some(obj) = v.as_object_mut() else {
+        return v;
+    };
+    let (project, cluster, pool) = {
+        let parts: Vec<&str> = key.split('/').collect();
+        (
+            parts.get(1).copied().unwrap_or_default(),
+            parts.get(5).copied().unwrap_or_default(),
+            parts.get(7).copied().unwrap_or_default(),
+        )
+    };
+    let digest = hex::encode(&Sha256::digest(key.as_bytes())[..4]);
+    let urls: Vec<Value> = obj
+        .get("locations")
+        .and_then(Value::as_array)
+        .map(|zones| {
+            zones
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|z| {
+                    json!(format!(
+                        "{}/compute/v1/projects/{project}/zones/{z}/instanceGroupManagers/gke-{cluster}-{pool}-{digest}-grp",
+                        ctx.base
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    obj.insert("status".into(), json!(rec.status));
+    if let Some(m) = &rec.status_message {
+        obj.insert("statusMessage".into(), json!(m));
+    }
+    if !rec.conditions.is_empty() {
+        obj.insert("conditions".into(), Value::Array(rec.conditions.clone()));
+    }
+    obj.insert(
+        "selfLink".into(),
+        json!(format!("{}/{}/{key}", ctx.base, ctx.version)),
+    );
+    obj.insert("instanceGroupUrls".into(), Value::Array(urls));
+    obj.insert("etag".into(), json!(etag(rec)));
+    v
+}
+
+fn set_default(obj: &mut Map<String, Value>, key: &str, value: Value) {
+    if !obj.contains_key(key) {
+        obj.insert(key.to_string(), value);
+    }
+}
+
+/// Fills in what GKE's server adds to a created node pool.
+fn apply_defaults(pool: &mut Map<String, Value>, location: &str) {
+    set_default(pool, "locations", json!(default_locations(location)));
+    set_default(pool, "version", json!(GKE_VERSION));
+    set_default(
+        pool,
+        "management",
+        json!({"autoUpgrade": true, "autoRepair": true}),
+    );
+    set_default(pool, "maxPodsConstraint", json!({"maxPodsPerNode": "110"}));
+    set_default(pool, "podIpv4CidrSize", json!(24));
+    let upgrade = pool.entry("upgradeSettings").or_insert_with(|| json!({}));
+    if let Some(u) = upgrade.as_object_mut() {
+        set_default(u, "maxSurge", json!(1));
+        set_default(u, "strategy", json!("SURGE"));
+    }
+    let config = pool.entry("config").or_insert_with(|| json!({}));
+    if let Some(c) = config.as_object_mut() {
+        set_default(c, "machineType", json!("e2-medium"));
+        set_default(c, "diskSizeGb", json!(100));
+        set_default(c, "diskType", json!("pd-balanced"));
+        set_default(c, "imageType", json!("COS_CONTAINERD"));
+        set_default(c, "serviceAccount", json!("default"));
+        set_default(c, "oauthScopes", json!(DEFAULT_SCOPES));
+        set_default(c, "metadata", json!({"disable-legacy-endpoints": "true"}));
+        set_default(
+            c,
+            "shieldedInstanceConfig",
+            json!({"enableIntegrityMonitoring": true}),
+        );
+    }
+}
+
+fn new_op(
+    inner: &mut Inner,
+    ctx: &Ctx,
+    c: &ClusterRef,
+    op_type: &'static str,
+    effect: GkeEffect,
+) -> Value {
+    let op = GkeOp {
+        name: inner.op_name(),
+        project: c.project.clone(),
+        location: c.location.clone(),
+        cluster: c.key(),
+        op_type,
+        effect,
+        timing: OpTiming::new(ctx.now, inner.latency),
+        done: false,
+        error: None,
+    };
+    let rendered = op.to_json(&ctx.base, &ctx.version);
+    inner.gke_ops.push(op);
+    rendered
+}
+
+/// `POST …/clusters/C/nodePools` with a validated `CreateNodePoolRequest`.
+pub(crate) fn create_pool(
+    inner: &mut Inner,
+    ctx: &Ctx,
+    c: &ClusterRef,
+    body: &Value,
+) -> Result<Value, ApiError> {
+    require_cluster(inner, c)?;
+    let Some(mut pool) = body.get("nodePool").and_then(Value::as_object).cloned() else {
+        return Err(ApiError::invalid(
+            "badRequest",
+            "Invalid value for field \"node_pool\": must be set.".into(),
+        ));
+    };
+    let name = pool
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if !POOL_NAME.as_ref().is_some_and(|re| re.is_match(&name)) {
+        return Err(ApiError::invalid(
+            "badRequest",
+            format!(
+                "Invalid value for field \"node_pool.name\": \"{name}\". Must be a match of regex '{POOL_NAME_RE}' (only lowercase alphanumerics and '-' allowed, must start with a letter and end with an alphanumeric, and must be no longer than 40 characters)."
+            ),
+        )
+        .with_request_info(&ctx.request_id));
+    }
+    let key = c.pool_key(&name);
+    if inner.pools.contains_key(&key) {
+        return Err(ApiError::already_exists(format!("Already exists: {key}.")));
+    }
+    check_incompatible(inner, c)?;
+    apply_defaults(&mut pool, &c.location);
+    let stockout = inner.faults.draw_stockout();
+    if stockout {
+        inner.stats.faults_injected += 1;
+    }
+    inner.pools.insert(
+        key.clone(),
+        PoolRec {
+            spec: Value::Object(pool),
+            status: "PROVISIONING",
+            status_message: None,
+            conditions: Vec::new(),
+        },
+    );
+    tracing::debug!(pool = %key, stockout, "sim: create node pool");
+    Ok(new_op(
+        inner,
+        ctx,
+        c,
+        "CREATE_NODE_POOL",
+        GkeEffect::Create {
+            pool: key,
+            stockout,
+        },
+    ))
+}
+
+/// `DELETE …/nodePools/NP`.
+pub(crate) fn delete_pool(
+    inner: &mut Inner,
+    ctx: &Ctx,
+    c: &ClusterRef,
+    pool: &str,
+) -> Result<Value, ApiError> {
+    require_cluster(inner, c)?;
+    let key = c.pool_key(pool);
+    let status = inner
+        .pools
+        .get(&key)
+        .map(|r| r.status)
+        .ok_or_else(|| not_found(&key))?;
+    if status == "STOPPING"
+        && let Some(op) = inner.running_gke_op(&c.key())
+    {
+        return Err(incompatible(&op.name));
+    }
+    check_incompatible(inner, c)?;
+    if let Some(rec) = inner.pools.get_mut(&key) {
+        rec.status = "STOPPING";
+    }
+    tracing::debug!(pool = %key, "sim: delete node pool");
+    Ok(new_op(
+        inner,
+        ctx,
+        c,
+        "DELETE_NODE_POOL",
+        GkeEffect::Delete { pool: key },
+    ))
+}
+
+/// `PUT …/nodePools/NP` with a validated `UpdateNodePoolRequest`: `labels`,
+/// `taints` and `resourceLabels` replace those of the pool's config.
+pub(crate) fn update_pool(
+    inner: &mut Inner,
+    ctx: &Ctx,
+    c: &ClusterRef,
+    pool: &str,
+    body: &Value,
+) -> Result<Value, ApiError> {
+    require_cluster(inner, c)?;
+    let key = c.pool_key(pool);
+    let rec = inner.pools.get(&key).ok_or_else(|| not_found(&key))?;
+    if let Some(want) = body.get("etag").and_then(Value::as_str)
+        && !want.is_empty()
+        && want != etag(rec)
+    {
+        return Err(ApiError::aborted(format!(
+            "Provided etag \"{want}\" does not match the current etag of node pool \"{pool}\"."
+        )));
+    }
+    check_incompatible(inner, c)?;
+    let Some(rec) = inner.pools.get_mut(&key) else {
+        return Err(not_found(&key));
+    };
+    if let Some(config) = rec.spec.get_mut("config").and_then(Value::as_object_mut) {
+        let replace = |config: &mut Map<String, Value>, field: &str, v: Option<&Value>| {
+            if let Some(v) = v {
+                let empty = v.as_object().is_some_and(Map::is_empty)
+                    || v.as_array().is_some_and(Vec::is_empty);
+                if empty {
+                    config.remove(field);
+                } else {
+                    config.insert(field.to_string(), v.clone());
+                }
+            }
+        };
+        if let Some(l) = body.get("labels") {
+            replace(
+                config,
+                "labels",
+                Some(l.get("labels").unwrap_or(&json!({}))),
+            );
+        }
+        if let Some(t) = body.get("taints") {
+            replace(
+                config,
+                "taints",
+                Some(t.get("taints").unwrap_or(&json!([]))),
+            );
+        }
+        if let Some(l) = body.get("resourceLabels") {
+            replace(
+                config,
+                "resourceLabels",
+                Some(l.get("labels").unwrap_or(&json!({}))),
+            );
+        }
+    }
+    if rec.status == "RUNNING" {
+        rec.status = "RECONCILING";
+    }
+    tracing::debug!(pool = %key, "sim: update node pool");
+    Ok(new_op(
+        inner,
+        ctx,
+        c,
+        "UPDATE_CLUSTER",
+        GkeEffect::Update { pool: key },
+    ))
+}
+
+/// `GET v1/projects/P/locations/L/operations/OP`.
+pub(crate) fn get_operation(
+    inner: &Inner,
+    ctx: &Ctx,
+    project: &str,
+    location: &str,
+    name: &str,
+) -> Result<Value, ApiError> {
+    inner
+        .gke_ops
+        .iter()
+        .find(|op| op.name == name && op.project == project && op.location == location)
+        .map(|op| op.to_json(&ctx.base, &ctx.version))
+        .ok_or_else(|| {
+            not_found(&format!(
+                "projects/{project}/locations/{location}/operations/{name}"
+            ))
+        })
+}
+
+/// `GET v1/projects/P/locations/L/operations` (`-` for all locations).
+pub(crate) fn list_operations(inner: &Inner, ctx: &Ctx, project: &str, location: &str) -> Value {
+    let ops: Vec<Value> = inner
+        .gke_ops
+        .iter()
+        .filter(|op| op.project == project && (location == "-" || op.location == location))
+        .map(|op| op.to_json(&ctx.base, &ctx.version))
+        .collect();
+    json!({ "operations": ops })
+}

@@ -1,0 +1,208 @@
+//! Long-running operations (GKE and Compute), driven by a tokio clock: an
+//! operation is RUNNING from its creation until `created + latency`, then
+//! DONE (with an error when it failed). Effects on resources are applied by
+//! `state::Inner::advance` when an operation completes.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+/// When an operation started and when it completes.
+#[derive(Debug, Clone)]
+pub(crate) struct OpTiming {
+    /// Clock time at completion.
+    pub done_at: Instant,
+    /// Wall-clock creation time (for RFC3339 fields).
+    pub start_wall: jiff::Timestamp,
+    /// Latency (end wall time = start + latency).
+    pub latency: Duration,
+}
+
+impl OpTiming {
+    pub fn new(now: Instant, latency: Duration) -> Self {
+        Self {
+            done_at: now + latency,
+            start_wall: jiff::Timestamp::now(),
+            latency,
+        }
+    }
+
+    fn start_rfc3339(&self) -> String {
+        self.start_wall.to_string()
+    }
+
+    fn end_rfc3339(&self) -> String {
+        let end = jiff::SignedDuration::try_from(self.latency)
+            .ok()
+            .and_then(|d| self.start_wall.checked_add(d).ok())
+            .unwrap_or(self.start_wall);
+        end.to_string()
+    }
+}
+
+/// What a GKE operation does to the world when it completes.
+#[derive(Debug, Clone)]
+pub(crate) enum GkeEffect {
+    /// Node pool becomes RUNNING (or ERROR on a stockout).
+    Create { pool: String, stockout: bool },
+    /// Node pool disappears.
+    Delete { pool: String },
+    /// Node pool goes back to RUNNING after RECONCILING.
+    Update { pool: String },
+}
+
+impl GkeEffect {
+    pub fn pool(&self) -> &str {
+        match self {
+            Self::Create { pool, .. } | Self::Delete { pool } | Self::Update { pool } => pool,
+        }
+    }
+}
+
+/// A failed GKE operation's `error` (google.rpc.Status) and conditions.
+#[derive(Debug, Clone)]
+pub(crate) struct GkeOpError {
+    pub code: i32,
+    pub message: String,
+    pub conditions: Vec<Value>,
+}
+
+/// A GKE `Operation`.
+#[derive(Debug, Clone)]
+pub(crate) struct GkeOp {
+    pub name: String,
+    pub project: String,
+    pub location: String,
+    /// `projects/P/locations/L/clusters/C`.
+    pub cluster: String,
+    /// CREATE_NODE_POOL, DELETE_NODE_POOL, UPDATE_CLUSTER.
+    pub op_type: &'static str,
+    pub effect: GkeEffect,
+    pub timing: OpTiming,
+    pub done: bool,
+    pub error: Option<GkeOpError>,
+}
+
+impl GkeOp {
+    /// Renders the operation; `base` is `scheme://host`, `version` `v1` or `v1beta1`.
+    pub fn to_json(&self, base: &str, version: &str) -> Value {
+        let mut op = json!({
+            "name": self.name,
+            "zone": self.location,
+            "location": self.location,
+            "operationType": self.op_type,
+            "status": if self.done { "DONE" } else { "RUNNING" },
+            "selfLink": format!("{base}/{version}/projects/{}/locations/{}/operations/{}",
+                self.project, self.location, self.name),
+            "targetLink": format!("{base}/{version}/{}", self.effect.pool()),
+            "startTime": self.timing.start_rfc3339(),
+        });
+        if self.done {
+            op["endTime"] = json!(self.timing.end_rfc3339());
+            op["progress"] = json!({"status": "DONE"});
+        } else {
+            op["progress"] = json!({"status": "RUNNING"});
+        }
+        if let (true, Some(e)) = (self.done, &self.error) {
+            op["error"] = json!({"code": e.code, "message": e.message, "details": []});
+            op["statusMessage"] = json!(e.message);
+            op["detail"] = json!(e.message);
+            op["nodepoolConditions"] = Value::Array(e.conditions.clone());
+        }
+        op
+    }
+}
+
+/// Where a compute operation lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Scope {
+    Region { project: String, region: String },
+    Zone { project: String, zone: String },
+    Global { project: String },
+}
+
+impl Scope {
+    /// `projects/P/regions/R` (or zones/Z, global).
+    pub fn path(&self) -> String {
+        match self {
+            Self::Region { project, region } => format!("projects/{project}/regions/{region}"),
+            Self::Zone { project, zone } => format!("projects/{project}/zones/{zone}"),
+            Self::Global { project } => format!("projects/{project}/global"),
+        }
+    }
+}
+
+/// What a compute operation does when it completes.
+#[derive(Debug, Clone)]
+pub(crate) enum ComputeEffect {
+    /// Resource policy CREATING → READY.
+    PolicyReady { key: String },
+    /// Resource policy removed.
+    PolicyDelete { key: String },
+}
+
+/// A failed compute operation's `error.errors[]` and HTTP status.
+#[derive(Debug, Clone)]
+pub(crate) struct ComputeOpError {
+    pub code: String,
+    pub message: String,
+    pub http_status: u16,
+    pub http_message: String,
+}
+
+/// A compute `Operation`.
+#[derive(Debug, Clone)]
+pub(crate) struct ComputeOp {
+    pub name: String,
+    pub id: String,
+    pub scope: Scope,
+    /// `insert`, `delete`, …
+    pub op_type: &'static str,
+    /// Target resource path relative to the API root (`projects/…`).
+    pub target: String,
+    pub target_id: String,
+    pub effect: ComputeEffect,
+    pub timing: OpTiming,
+    pub done: bool,
+    pub error: Option<ComputeOpError>,
+    pub client_operation_id: Option<String>,
+}
+
+impl ComputeOp {
+    /// Renders the operation; `api` is `scheme://host/compute/VERSION`.
+    pub fn to_json(&self, api: &str) -> Value {
+        let scope_path = self.scope.path();
+        let mut op = json!({
+            "kind": "compute#operation",
+            "id": self.id,
+            "name": self.name,
+            "operationType": self.op_type,
+            "targetLink": format!("{api}/{}", self.target),
+            "targetId": self.target_id,
+            "status": if self.done { "DONE" } else { "RUNNING" },
+            "user": "slicectl-sim@example.com",
+            "progress": if self.done { 100 } else { 0 },
+            "insertTime": self.timing.start_rfc3339(),
+            "startTime": self.timing.start_rfc3339(),
+            "selfLink": format!("{api}/{scope_path}/operations/{}", self.name),
+        });
+        match &self.scope {
+            Scope::Region { .. } => op["region"] = json!(format!("{api}/{scope_path}")),
+            Scope::Zone { .. } => op["zone"] = json!(format!("{api}/{scope_path}")),
+            Scope::Global { .. } => {}
+        }
+        if let Some(id) = &self.client_operation_id {
+            op["clientOperationId"] = json!(id);
+        }
+        if self.done {
+            op["endTime"] = json!(self.timing.end_rfc3339());
+            if let Some(e) = &self.error {
+                op["error"] = json!({"errors": [{"code": e.code, "message": e.message}]});
+                op["httpErrorStatusCode"] = json!(e.http_status);
+                op["httpErrorMessage"] = json!(e.http_message);
+            }
+        }
+        op
+    }
+}

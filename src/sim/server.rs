@@ -1,0 +1,342 @@
+//! The HTTP front: one fallback handler that resolves the URL, counts the
+//! request, injects faults, validates the body against the discovery
+//! document and dispatches to `gke` / `compute`; plus the `/_sim/` admin
+//! endpoints.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, Method, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::compute;
+use super::discovery::{self, Violation, snake};
+use super::errors::ApiError;
+use super::faults::{FaultConfig, RequestFault};
+use super::gke;
+use super::routes::{Api, Endpoint, Resolved, resolve};
+use super::state::Inner;
+
+/// Longest a compute `wait` blocks (Google's ~2 minute cap).
+const WAIT_CAP: Duration = Duration::from_secs(120);
+
+/// Shared simulator state.
+#[derive(Debug)]
+pub(crate) struct Sim {
+    inner: Mutex<Inner>,
+    addr: SocketAddr,
+}
+
+impl Sim {
+    pub fn new(inner: Inner, addr: SocketAddr) -> Self {
+        Self {
+            inner: Mutex::new(inner),
+            addr,
+        }
+    }
+
+    /// Locks the state (a poisoned lock is still usable: no invariant spans
+    /// a panic point).
+    pub fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a cluster `projects/P/locations/L/clusters/C`.
+    pub fn add_cluster(&self, name: &str) -> Result<(), String> {
+        let parts: Vec<&str> = name.split('/').collect();
+        let valid = matches!(parts.as_slice(),
+            ["projects", p, "locations", l, "clusters", c]
+                if !p.is_empty() && !l.is_empty() && !c.is_empty());
+        if !valid {
+            return Err(format!(
+                "cluster name {name:?} is not of the form projects/P/locations/L/clusters/C"
+            ));
+        }
+        self.lock()
+            .clusters
+            .entry(name.to_string())
+            .or_insert_with(jiff::Timestamp::now);
+        Ok(())
+    }
+}
+
+/// Per-request context handed to handlers.
+#[derive(Debug, Clone)]
+pub(crate) struct Ctx {
+    /// `scheme://host[:port]` as the client addressed us.
+    pub base: String,
+    /// Version path segment (`v1`, `v1beta1`, `beta`, `alpha`).
+    pub version: String,
+    /// Clock time of the request.
+    pub now: Instant,
+    /// Query parameters (unknown ones are ignored).
+    pub query: Vec<(String, String)>,
+    /// Request id for `google.rpc.RequestInfo`.
+    pub request_id: String,
+}
+
+impl Ctx {
+    /// `scheme://host/compute/VERSION`.
+    pub fn compute_api(&self) -> String {
+        format!("{}/compute/{}", self.base, self.version)
+    }
+
+    /// First value of a query parameter.
+    pub fn query(&self, key: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Builds the router.
+pub(crate) fn router(sim: Arc<Sim>) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(sim)
+}
+
+fn base_url(headers: &HeaderMap, fallback: SocketAddr) -> String {
+    let scheme = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| *s == "https" || *s == "http")
+        .unwrap_or("http");
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .filter(|h| !h.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(|| fallback.to_string());
+    format!("{scheme}://{host}")
+}
+
+async fn handle(
+    State(sim): State<Arc<Sim>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_string();
+    if let Some(admin) = path.strip_prefix("/_sim/") {
+        return admin_endpoint(&sim, &method, admin, &body);
+    }
+    let query = Query::<Vec<(String, String)>>::try_from_uri(&uri)
+        .map(|q| q.0)
+        .unwrap_or_default();
+    let now = Instant::now();
+    let Some(resolved) = resolve(&method, &path) else {
+        let mut inner = sim.lock();
+        inner.stats.count("unknown", method != Method::GET);
+        return ApiError::unknown_route(method.as_str(), &path).into_response();
+    };
+    let request_id = format!("0x{:016x}", rand::random::<u64>());
+    let ctx = Ctx {
+        base: base_url(&headers, sim.addr),
+        version: resolved.version.clone(),
+        now,
+        query,
+        request_id,
+    };
+    tracing::debug!(%method, %path, id = %resolved.endpoint.method_id(), "sim request");
+    if let Endpoint::OpWait(scope, name) = &resolved.endpoint {
+        if let Err(e) = admit(&sim, &resolved, &ctx) {
+            return e.into_response();
+        }
+        return wait(&sim, &ctx, scope, name).await;
+    }
+    match call(&sim, &resolved, &ctx, &body) {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Counts the request and applies request-level faults (429/503, write rate limit).
+fn admit(sim: &Sim, r: &Resolved, ctx: &Ctx) -> Result<(), ApiError> {
+    let mut inner = sim.lock();
+    inner.advance(ctx.now);
+    let write = r.endpoint.is_write();
+    inner.stats.count(&r.endpoint.method_id(), write);
+    let service = match r.api {
+        Api::Container => "container.googleapis.com",
+        Api::Compute => "compute.googleapis.com",
+    };
+    match inner.faults.draw_request() {
+        RequestFault::RateLimited => {
+            inner.stats.faults_injected += 1;
+            return Err(ApiError::rate_limited(service));
+        }
+        RequestFault::Unavailable => {
+            inner.stats.faults_injected += 1;
+            return Err(ApiError::unavailable());
+        }
+        RequestFault::None => {}
+    }
+    if write && !inner.faults.take_write_token(ctx.now) {
+        inner.stats.faults_injected += 1;
+        return Err(ApiError::rate_limited(service));
+    }
+    Ok(())
+}
+
+fn violations_error(reason: &'static str, errs: Vec<Violation>) -> ApiError {
+    let message = errs
+        .iter()
+        .map(|v| v.message.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let violations: Vec<Value> = errs
+        .iter()
+        .map(|v| json!({"field": v.field, "description": v.message}))
+        .collect();
+    let mut e = ApiError::invalid(reason, message);
+    e.details.push(json!({
+        "@type": "type.googleapis.com/google.rpc.BadRequest",
+        "fieldViolations": violations,
+    }));
+    e
+}
+
+/// Parses and validates the request body against the method's discovery
+/// request schema; returns the normalised body (`Null` for body-less methods).
+fn validated_body(r: &Resolved, body: &Bytes) -> Result<Value, ApiError> {
+    let id = r.endpoint.method_id();
+    let (doc, reason) = match r.api {
+        Api::Container => (discovery::container(), "badRequest"),
+        Api::Compute => (discovery::compute(), "invalid"),
+    };
+    let doc = doc.map_err(ApiError::internal)?;
+    let Some(schema) = doc.request_schema(&id) else {
+        return Ok(Value::Null);
+    };
+    let raw: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::invalid(reason, format!("Invalid JSON payload received. {e}")))?
+    };
+    let root = match r.api {
+        Api::Container => String::new(),
+        Api::Compute => format!("{}_resource", snake(schema).trim_start_matches('_')),
+    };
+    doc.validate(schema, &root, &raw)
+        .map_err(|errs| violations_error(reason, errs))
+}
+
+fn call(sim: &Sim, r: &Resolved, ctx: &Ctx, body: &Bytes) -> Result<Value, ApiError> {
+    admit(sim, r, ctx)?;
+    let body = validated_body(r, body)?;
+    let mut inner = sim.lock();
+    inner.advance(ctx.now);
+    let inner = &mut *inner;
+    match &r.endpoint {
+        Endpoint::GkeClusterGet(c) => gke::get_cluster(inner, ctx, c),
+        Endpoint::GkePoolList(c) => gke::list_pools(inner, ctx, c),
+        Endpoint::GkePoolCreate(c) => gke::create_pool(inner, ctx, c, &body),
+        Endpoint::GkePoolGet(c, np) => gke::get_pool(inner, ctx, c, np),
+        Endpoint::GkePoolUpdate(c, np) => gke::update_pool(inner, ctx, c, np, &body),
+        Endpoint::GkePoolDelete(c, np) => gke::delete_pool(inner, ctx, c, np),
+        Endpoint::GkeOpGet {
+            project,
+            location,
+            name,
+        } => gke::get_operation(inner, ctx, project, location, name),
+        Endpoint::GkeOpList { project, location } => {
+            Ok(gke::list_operations(inner, ctx, project, location))
+        }
+        Endpoint::PolicyInsert { project, region } => {
+            compute::insert_policy(inner, ctx, project, region, &body)
+        }
+        Endpoint::PolicyList { project, region } => {
+            compute::list_policies(inner, ctx, project, region)
+        }
+        Endpoint::PolicyAggregated { project } => {
+            Ok(compute::aggregated_policies(inner, ctx, project))
+        }
+        Endpoint::PolicyGet {
+            project,
+            region,
+            name,
+        } => compute::get_policy(inner, ctx, project, region, name),
+        Endpoint::PolicyDelete {
+            project,
+            region,
+            name,
+        } => compute::delete_policy(inner, ctx, project, region, name),
+        Endpoint::OpGet(scope, name) => {
+            compute::find_operation(inner, scope, name).map(|op| op.to_json(&ctx.compute_api()))
+        }
+        Endpoint::OpList(scope) => compute::list_operations(inner, ctx, scope),
+        Endpoint::OpWait(scope, name) => {
+            compute::find_operation(inner, scope, name).map(|op| op.to_json(&ctx.compute_api()))
+        }
+        Endpoint::ZoneGet { project, zone } => compute::get_zone(ctx, project, zone),
+        Endpoint::RegionGet { project, region } => compute::get_region(ctx, project, region),
+    }
+}
+
+/// `POST …/operations/OP/wait`: returns when the operation is DONE or after
+/// about two minutes, whichever comes first.
+async fn wait(sim: &Sim, ctx: &Ctx, scope: &super::operations::Scope, name: &str) -> Response {
+    let deadline = ctx.now + WAIT_CAP;
+    loop {
+        let now = Instant::now();
+        let step = {
+            let mut inner = sim.lock();
+            inner.advance(now);
+            compute::find_operation(&inner, scope, name).map(|op| {
+                (
+                    op.to_json(&ctx.compute_api()),
+                    (!op.done).then_some(op.timing.done_at),
+                )
+            })
+        };
+        match step {
+            Err(e) => return e.into_response(),
+            Ok((v, None)) => return Json(v).into_response(),
+            Ok((v, Some(done_at))) => {
+                if now >= deadline {
+                    return Json(v).into_response();
+                }
+                tokio::time::sleep_until(done_at.min(deadline)).await;
+            }
+        }
+    }
+}
+
+fn admin_endpoint(sim: &Sim, method: &Method, path: &str, body: &Bytes) -> Response {
+    let bad = |m: String| ApiError::invalid("badRequest", m).into_response();
+    match (method.as_str(), path) {
+        ("GET", "stats") => Json(sim.lock().stats.clone()).into_response(),
+        ("POST", "reset-stats") => {
+            sim.lock().stats = Default::default();
+            Json(json!({})).into_response()
+        }
+        ("PUT", "faults") => match serde_json::from_slice::<FaultConfig>(body) {
+            Ok(f) => {
+                sim.lock().faults.set(f.clone());
+                Json(f).into_response()
+            }
+            Err(e) => bad(format!("invalid FaultConfig: {e}")),
+        },
+        ("POST", "clusters") => {
+            let name = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|v| v.get("name").and_then(Value::as_str).map(str::to_string));
+            match name {
+                Some(n) => match sim.add_cluster(&n) {
+                    Ok(()) => Json(json!({"name": n})).into_response(),
+                    Err(e) => bad(e),
+                },
+                None => bad("expected {\"name\": \"projects/P/locations/L/clusters/C\"}".into()),
+            }
+        }
+        _ => ApiError::unknown_route(method.as_str(), &format!("/_sim/{path}")).into_response(),
+    }
+}

@@ -1,0 +1,240 @@
+//! The simulator's world: clusters, node pools, resource policies and
+//! operations, behind one mutex. Operations complete lazily: every request
+//! first calls [`Inner::advance`], which finishes the operations whose
+//! completion time has passed (in completion order) and applies their effects.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::faults::Faults;
+use super::operations::{ComputeEffect, ComputeOp, GkeEffect, GkeOp};
+use super::stats::SimStats;
+
+/// A node pool as stored: the normalised request plus server defaults, and
+/// its runtime status.
+#[derive(Debug, Clone)]
+pub(crate) struct PoolRec {
+    /// `NodePool` JSON without status/selfLink/etag/instanceGroupUrls.
+    pub spec: Value,
+    /// PROVISIONING, RUNNING, RECONCILING, STOPPING, ERROR.
+    pub status: &'static str,
+    pub status_message: Option<String>,
+    pub conditions: Vec<Value>,
+}
+
+/// A resource policy as stored.
+#[derive(Debug, Clone)]
+pub(crate) struct PolicyRec {
+    pub project: String,
+    pub region: String,
+    /// `ResourcePolicy` JSON without selfLink/region/status.
+    pub spec: Value,
+    /// CREATING, READY, DELETING.
+    pub status: &'static str,
+}
+
+/// Everything mutable, behind `Sim::inner`.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    /// Known clusters by `projects/P/locations/L/clusters/C`.
+    pub clusters: BTreeMap<String, jiff::Timestamp>,
+    /// Node pools by `projects/P/locations/L/clusters/C/nodePools/NP`.
+    pub pools: BTreeMap<String, PoolRec>,
+    /// GKE operations in creation order.
+    pub gke_ops: Vec<GkeOp>,
+    /// Resource policies by `projects/P/regions/R/resourcePolicies/N`.
+    pub policies: BTreeMap<String, PolicyRec>,
+    /// Compute operations in creation order.
+    pub compute_ops: Vec<ComputeOp>,
+    pub faults: Faults,
+    pub stats: SimStats,
+    pub latency: Duration,
+    /// Separate stream for ids and names, so fault decisions depend only on
+    /// the order of requests.
+    ids: ChaCha8Rng,
+}
+
+impl Inner {
+    pub fn new(latency: Duration, seed: u64, faults: Faults) -> Self {
+        Self {
+            clusters: BTreeMap::new(),
+            pools: BTreeMap::new(),
+            gke_ops: Vec::new(),
+            policies: BTreeMap::new(),
+            compute_ops: Vec::new(),
+            faults,
+            stats: SimStats::default(),
+            latency,
+            ids: ChaCha8Rng::seed_from_u64(seed ^ 0x05ee_d1d5),
+        }
+    }
+
+    /// A fresh operation name in Google's style: `operation-<millis>-<hex>`.
+    pub fn op_name(&mut self) -> String {
+        let millis = jiff::Timestamp::now().as_millisecond();
+        let tail: u64 = self.ids.random();
+        format!("operation-{millis}-{:08x}", tail & 0xffff_ffff)
+    }
+
+    /// A fresh numeric id (uint64 rendered as a string by callers).
+    pub fn numeric_id(&mut self) -> u64 {
+        self.ids
+            .random_range(1_000_000_000_000_000_000..=u64::MAX / 2)
+    }
+
+    /// The RUNNING GKE operation on `cluster`, if any.
+    pub fn running_gke_op(&self, cluster: &str) -> Option<&GkeOp> {
+        self.gke_ops
+            .iter()
+            .find(|op| !op.done && op.cluster == cluster)
+    }
+
+    /// Completes every operation whose time has come, oldest completion first.
+    pub fn advance(&mut self, now: Instant) {
+        let mut due: Vec<(Instant, bool, usize)> = Vec::new();
+        for (i, op) in self.gke_ops.iter().enumerate() {
+            if !op.done && op.timing.done_at <= now {
+                due.push((op.timing.done_at, true, i));
+            }
+        }
+        for (i, op) in self.compute_ops.iter().enumerate() {
+            if !op.done && op.timing.done_at <= now {
+                due.push((op.timing.done_at, false, i));
+            }
+        }
+        due.sort_by_key(|(t, _, i)| (*t, *i));
+        for (_, gke, i) in due {
+            if gke {
+                self.complete_gke(i);
+            } else {
+                self.complete_compute(i);
+            }
+        }
+    }
+
+    fn complete_gke(&mut self, i: usize) {
+        let Some(op) = self.gke_ops.get_mut(i) else {
+            return;
+        };
+        op.done = true;
+        match op.effect.clone() {
+            GkeEffect::Create { pool, stockout } => {
+                let Some(rec) = self.pools.get_mut(&pool) else {
+                    return;
+                };
+                if rec.status != "PROVISIONING" {
+                    return;
+                }
+                if stockout {
+                    let zone = first_zone(&rec.spec);
+                    let message = format!(
+                        "Google Compute Engine: Not all instances running in IGM after {}s. \
+                         Expected {}, running 0, transitioning 0. Current errors: [GCE_STOCKOUT]: \
+                         Instance creation failed: ZONE_RESOURCE_POOL_EXHAUSTED: The zone \
+                         'projects/{}/zones/{zone}' does not have enough resources available to \
+                         fulfill the request. Try a different zone, or try again later.",
+                        op.timing.latency.as_secs(),
+                        rec.spec
+                            .get("initialNodeCount")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(1),
+                        op.project,
+                    );
+                    let condition = json!({
+                        "code": "GCE_STOCKOUT",
+                        "message": message,
+                        "canonicalCode": "RESOURCE_EXHAUSTED",
+                    });
+                    op.error = Some(super::operations::GkeOpError {
+                        code: super::errors::rpc_code("RESOURCE_EXHAUSTED"),
+                        message: message.clone(),
+                        conditions: vec![condition.clone()],
+                    });
+                    rec.status = "ERROR";
+                    rec.status_message = Some(message);
+                    rec.conditions = vec![condition];
+                } else {
+                    rec.status = "RUNNING";
+                }
+            }
+            GkeEffect::Delete { pool } => {
+                self.pools.remove(&pool);
+            }
+            GkeEffect::Update { pool } => {
+                if let Some(rec) = self.pools.get_mut(&pool)
+                    && rec.status == "RECONCILING"
+                {
+                    rec.status = "RUNNING";
+                }
+            }
+        }
+    }
+
+    fn complete_compute(&mut self, i: usize) {
+        let Some(op) = self.compute_ops.get_mut(i) else {
+            return;
+        };
+        op.done = true;
+        match op.effect.clone() {
+            ComputeEffect::PolicyReady { key } => {
+                if let Some(p) = self.policies.get_mut(&key) {
+                    p.status = "READY";
+                }
+            }
+            ComputeEffect::PolicyDelete { key } => {
+                let in_use = self.policies.get(&key).and_then(|p| {
+                    let name = p.spec.get("name")?.as_str()?.to_string();
+                    policy_user(&self.pools, &p.project, &p.region, &name)
+                });
+                match in_use {
+                    Some(user) => {
+                        op.error = Some(super::operations::ComputeOpError {
+                            code: "RESOURCE_IN_USE_BY_ANOTHER_RESOURCE".into(),
+                            message: format!(
+                                "The resource_policy resource '{key}' is already being used by '{user}'"
+                            ),
+                            http_status: 400,
+                            http_message: "BAD REQUEST".into(),
+                        });
+                        if let Some(p) = self.policies.get_mut(&key) {
+                            p.status = "READY";
+                        }
+                    }
+                    None => {
+                        self.policies.remove(&key);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The first zone of a node pool (its `locations[0]`).
+pub(crate) fn first_zone(pool: &Value) -> String {
+    pool.get("locations")
+        .and_then(|l| l.get(0))
+        .and_then(Value::as_str)
+        .unwrap_or("unknown-zone")
+        .to_string()
+}
+
+/// The node pool (if any) whose `placementPolicy.policyName` names this
+/// resource policy in the same project and region.
+fn policy_user(
+    pools: &BTreeMap<String, PoolRec>,
+    project: &str,
+    region: &str,
+    name: &str,
+) -> Option<String> {
+    pools.iter().find_map(|(key, rec)| {
+        let policy = rec.spec.pointer("/placementPolicy/policyName")?.as_str()?;
+        let same_project = key.starts_with(&format!("projects/{project}/"));
+        let same_region = first_zone(&rec.spec).starts_with(region);
+        (policy == name && same_project && same_region).then(|| key.clone())
+    })
+}

@@ -1,0 +1,378 @@
+//! GKE wire format through the simulator's HTTP API: node pools, operations,
+//! clusters, errors, validation, latency, stockouts, incompatible operations.
+
+mod sim_support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sim_support::{CLUSTER, Client, GKE, start, tpu_pool};
+use slicectl::sim::FaultConfig;
+
+const POOLS: &str = "/v1/projects/proj1/locations/us-central2/clusters/c1/nodePools";
+
+#[tokio::test]
+async fn node_pool_round_trip_with_server_defaults() {
+    let sim = start(Duration::ZERO, 1, FaultConfig::default()).await;
+    let c = Client::new(&sim);
+    let base = sim.base_url();
+
+    let (s, op) = c.post(POOLS, tpu_pool("tpu-a")).await;
+    assert_eq!(s, 200, "{op}");
+    assert!(op["name"].as_str().unwrap().starts_with("operation-"));
+    assert_eq!(op["operationType"], "CREATE_NODE_POOL");
+    assert_eq!(op["status"], "RUNNING");
+    assert_eq!(op["location"], "us-central2");
+    assert_eq!(op["zone"], "us-central2");
+    assert_eq!(op["targetLink"], format!("{base}{POOLS}/tpu-a"));
+    assert_eq!(
+        op["selfLink"],
+        format!("{base}{GKE}/operations/{}", op["name"].as_str().unwrap())
+    );
+    assert!(op["startTime"].as_str().unwrap().ends_with('Z'));
+    let done = c.wait_gke(&op).await;
+    assert!(done["endTime"].is_string());
+    assert!(done.get("error").is_none());
+
+    let (s, p) = c.get(&format!("{POOLS}/tpu-a?alt=json")).await;
+    assert_eq!(s, 200, "{p}");
+    // What was sent comes back…
+    assert_eq!(p["name"], "tpu-a");
+    assert_eq!(p["initialNodeCount"], 16);
+    assert_eq!(p["locations"], json!(["us-central2-b"]));
+    assert_eq!(p["config"]["machineType"], "ct5p-hightpu-4t");
+    assert_eq!(p["config"]["spot"], true);
+    assert_eq!(p["config"]["resourceLabels"]["owner"], "o1");
+    assert_eq!(
+        p["placementPolicy"],
+        json!({"type": "COMPACT", "tpuTopology": "4x4x4"})
+    );
+    assert_eq!(p["maxPodsConstraint"]["maxPodsPerNode"], "32");
+    assert_eq!(p["upgradeSettings"]["maxSurge"], 0);
+    assert_eq!(
+        p["management"],
+        json!({"autoRepair": true, "autoUpgrade": false})
+    );
+    // …plus what GKE's server fills in.
+    assert_eq!(p["status"], "RUNNING");
+    assert_eq!(p["config"]["imageType"], "COS_CONTAINERD");
+    assert_eq!(p["config"]["diskSizeGb"], 100);
+    assert_eq!(p["config"]["diskType"], "pd-balanced");
+    assert_eq!(
+        p["config"]["metadata"],
+        json!({"disable-legacy-endpoints": "true"})
+    );
+    assert_eq!(p["config"]["oauthScopes"].as_array().unwrap().len(), 6);
+    assert_eq!(p["upgradeSettings"]["strategy"], "SURGE");
+    assert!(p["version"].as_str().unwrap().contains("-gke."));
+    assert_eq!(p["etag"].as_str().unwrap().len(), 32);
+    assert_eq!(p["selfLink"], format!("{base}{POOLS}/tpu-a"));
+    let igm = p["instanceGroupUrls"][0].as_str().unwrap();
+    assert!(
+        igm.starts_with(&format!(
+            "{base}/compute/v1/projects/proj1/zones/us-central2-b/instanceGroupManagers/gke-c1-tpu-a-"
+        )),
+        "{igm}"
+    );
+
+    // Same under v1beta1; list; cluster; operations list.
+    let (s, pb) = c
+        .get("/v1beta1/projects/proj1/locations/us-central2/clusters/c1/nodePools/tpu-a")
+        .await;
+    assert_eq!(s, 200);
+    assert!(pb["selfLink"].as_str().unwrap().contains("/v1beta1/"));
+    let (s, list) = c.get(POOLS).await;
+    assert_eq!(s, 200);
+    assert_eq!(list["nodePools"].as_array().unwrap().len(), 1);
+    assert_eq!(list["nodePools"][0]["name"], "tpu-a");
+    let (s, cl) = c.get(&format!("{GKE}/clusters/c1")).await;
+    assert_eq!(s, 200, "{cl}");
+    assert_eq!(cl["name"], "c1");
+    assert_eq!(cl["status"], "RUNNING");
+    assert_eq!(cl["nodePools"][0]["name"], "tpu-a");
+    let (s, ops) = c.get(&format!("{GKE}/operations")).await;
+    assert_eq!(s, 200);
+    assert_eq!(ops["operations"][0]["name"], op["name"]);
+    assert_eq!(ops["operations"][0]["status"], "DONE");
+    assert!(CLUSTER.ends_with("c1"));
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn operations_progress_with_latency() {
+    let sim = start(Duration::from_millis(400), 1, FaultConfig::default()).await;
+    let c = Client::new(&sim);
+    let (_, op) = c.post(POOLS, tpu_pool("slow")).await;
+    let (_, p) = c.get(&format!("{POOLS}/slow")).await;
+    assert_eq!(p["status"], "PROVISIONING");
+    let (_, o) = c
+        .get(&format!(
+            "{GKE}/operations/{}",
+            op["name"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(o["status"], "RUNNING");
+    assert!(o.get("endTime").is_none());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, o) = c
+        .get(&format!(
+            "{GKE}/operations/{}",
+            op["name"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(o["status"], "DONE");
+    let (_, p) = c.get(&format!("{POOLS}/slow")).await;
+    assert_eq!(p["status"], "RUNNING");
+
+    let (s, del) = c.send("DELETE", &format!("{POOLS}/slow"), None).await;
+    assert_eq!(s, 200, "{del}");
+    assert_eq!(del["operationType"], "DELETE_NODE_POOL");
+    let (_, p) = c.get(&format!("{POOLS}/slow")).await;
+    assert_eq!(p["status"], "STOPPING");
+    let done = c.wait_gke(&del).await;
+    assert!(done.get("error").is_none());
+    let (s, _) = c.get(&format!("{POOLS}/slow")).await;
+    assert_eq!(s, 404);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn update_replaces_labels_taints_resource_labels() {
+    let sim = start(Duration::ZERO, 1, FaultConfig::default()).await;
+    let c = Client::new(&sim);
+    let (_, op) = c.post(POOLS, tpu_pool("up")).await;
+    c.wait_gke(&op).await;
+    let (_, before) = c.get(&format!("{POOLS}/up")).await;
+    let body = json!({
+        "name": format!("{CLUSTER}/nodePools/up"),
+        "labels": {"labels": {"team": "infra"}},
+        "taints": {"taints": [{"key": "k", "value": "v", "effect": 3}]},
+        "resourceLabels": {"labels": {"owner": "o2"}},
+        "etag": before["etag"],
+    });
+    let (s, op) = c.send("PUT", &format!("{POOLS}/up"), Some(body)).await;
+    assert_eq!(s, 200, "{op}");
+    assert_eq!(op["operationType"], "UPDATE_CLUSTER");
+    c.wait_gke(&op).await;
+    let (_, p) = c.get(&format!("{POOLS}/up")).await;
+    assert_eq!(p["config"]["labels"], json!({"team": "infra"}));
+    assert_eq!(
+        p["config"]["taints"],
+        json!([{"key": "k", "value": "v", "effect": "NO_EXECUTE"}])
+    );
+    assert_eq!(p["config"]["resourceLabels"], json!({"owner": "o2"}));
+    assert_eq!(p["status"], "RUNNING");
+    assert_ne!(p["etag"], before["etag"]);
+
+    // A stale etag is refused with ABORTED.
+    let stale = json!({"name": "x", "labels": {"labels": {}}, "etag": before["etag"]});
+    let (s, e) = c.send("PUT", &format!("{POOLS}/up"), Some(stale)).await;
+    assert_eq!(s, 409, "{e}");
+    assert_eq!(e["error"]["status"], "ABORTED");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn not_found_already_exists_and_bad_names() {
+    let sim = start(Duration::ZERO, 1, FaultConfig::default()).await;
+    let c = Client::new(&sim);
+
+    let (s, e) = c
+        .post(
+            "/v1/projects/proj1/locations/us-central2/clusters/nope/nodePools",
+            tpu_pool("a"),
+        )
+        .await;
+    assert_eq!(s, 404);
+    let msg = "Not found: projects/proj1/locations/us-central2/clusters/nope.";
+    assert_eq!(
+        e,
+        json!({"error": {"code": 404, "message": msg, "status": "NOT_FOUND",
+            "errors": [{"message": msg, "domain": "global", "reason": "notFound"}],
+            "details": []}})
+    );
+    let (s, _) = c
+        .get("/v1/projects/proj1/locations/us-central2/clusters/nope")
+        .await;
+    assert_eq!(s, 404);
+    let (s, _) = c.get(&format!("{POOLS}/missing")).await;
+    assert_eq!(s, 404);
+    let (s, _) = c
+        .get(&format!("{GKE}/operations/operation-1-deadbeef"))
+        .await;
+    assert_eq!(s, 404);
+    let (s, e) = c
+        .get("/v1/projects/proj1/locations/us-central2/clusters/c1/nodePools/a:setSize")
+        .await;
+    assert_eq!(s, 404, "{e}");
+
+    let (s, _) = c.post(POOLS, tpu_pool("dup")).await;
+    assert_eq!(s, 200);
+    let (s, e) = c.post(POOLS, tpu_pool("dup")).await;
+    assert_eq!(s, 409);
+    assert_eq!(e["error"]["status"], "ALREADY_EXISTS");
+    assert_eq!(e["error"]["errors"][0]["reason"], "alreadyExists");
+    assert_eq!(
+        e["error"]["message"],
+        format!("Already exists: {CLUSTER}/nodePools/dup.")
+    );
+
+    for bad in ["Upper", "1abc", "ends-", &"a".repeat(41)] {
+        let (s, e) = c.post(POOLS, tpu_pool(bad)).await;
+        assert_eq!(s, 400, "{bad}");
+        assert_eq!(e["error"]["status"], "INVALID_ARGUMENT");
+        assert_eq!(
+            e["error"]["message"],
+            format!(
+                "Invalid value for field \"node_pool.name\": \"{bad}\". Must be a match of regex '(?:[a-z](?:[-a-z0-9]{{0,38}}[a-z0-9])?)' (only lowercase alphanumerics and '-' allowed, must start with a letter and end with an alphanumeric, and must be no longer than 40 characters)."
+            )
+        );
+        assert_eq!(
+            e["error"]["details"][0]["@type"],
+            "type.googleapis.com/google.rpc.RequestInfo"
+        );
+    }
+    let (s, _) = c.post(POOLS, tpu_pool(&"a".repeat(40))).await;
+    assert_eq!(s, 200);
+    sim.shutdown().await;
+}
+
+fn with(mut body: Value, pointer: &str, v: Value) -> Value {
+    *body.pointer_mut(pointer).unwrap() = v;
+    body
+}
+
+#[tokio::test]
+async fn discovery_validation_rejects_like_google() {
+    let sim = start(Duration::ZERO, 1, FaultConfig::default()).await;
+    let c = Client::new(&sim);
+    let base = tpu_pool("v");
+    let mut unknown = base.clone();
+    unknown["nodePool"]["config"]["fooBar"] = json!(1);
+    let cases = [
+        (
+            unknown,
+            "Invalid JSON payload received. Unknown name \"fooBar\" at 'node_pool.config': Cannot find field.",
+        ),
+        (
+            with(base.clone(), "/nodePool/config/spot", json!("yes")),
+            "Invalid value at 'node_pool.config.spot' (TYPE_BOOL), \"yes\"",
+        ),
+        (
+            with(base.clone(), "/nodePool/initialNodeCount", json!("many")),
+            "Invalid value at 'node_pool.initial_node_count' (TYPE_INT32), \"many\"",
+        ),
+        (
+            with(
+                base.clone(),
+                "/nodePool/placementPolicy/type",
+                json!("TIGHT"),
+            ),
+            "Invalid value at 'node_pool.placement_policy.type' (type.googleapis.com/google.container.v1.PlacementPolicy.Type), \"TIGHT\"",
+        ),
+        (
+            with(base.clone(), "/nodePool/config/taints/0/effect", json!(9)),
+            "Invalid value at 'node_pool.config.taints[0].effect' (type.googleapis.com/google.container.v1.NodeTaint.Effect), 9",
+        ),
+        (
+            json!({"nodePool": {"name": "x"}, "bogus": true}),
+            "Invalid JSON payload received. Unknown name \"bogus\": Cannot find field.",
+        ),
+    ];
+    for (body, msg) in cases {
+        let (s, e) = c.post(POOLS, body).await;
+        assert_eq!(s, 400, "{e}");
+        assert_eq!(e["error"]["code"], 400);
+        assert_eq!(e["error"]["status"], "INVALID_ARGUMENT");
+        assert_eq!(e["error"]["message"], msg);
+        assert_eq!(e["error"]["errors"][0]["domain"], "global");
+        assert_eq!(
+            e["error"]["details"][0]["@type"],
+            "type.googleapis.com/google.rpc.BadRequest"
+        );
+    }
+    let (s, list) = c.get(POOLS).await;
+    assert_eq!(s, 200);
+    assert!(list["nodePools"].as_array().unwrap().is_empty());
+
+    // Proto enum numbers (as the Rust SDK sends them) are accepted and
+    // emitted as names; SDK query parameters are ignored.
+    let mut ints = base.clone();
+    ints["nodePool"]["placementPolicy"]["type"] = json!(1);
+    ints["nodePool"]["config"]["taints"][0]["effect"] = json!(1);
+    ints["nodePool"]["config"]["reservationAffinity"]["consumeReservationType"] = json!(1);
+    ints["nodePool"]["maxPodsConstraint"]["maxPodsPerNode"] = json!(32);
+    let path = format!(
+        "{POOLS}?%24alt=json%3Benum-encoding%3Dint&projectId=&zone=&clusterId=&prettyPrint=false"
+    );
+    let (s, op) = c.post(&path, ints).await;
+    assert_eq!(s, 200, "{op}");
+    let (_, p) = c
+        .get(&format!(
+            "{POOLS}/v?projectId=&zone=&clusterId=&nodePoolId="
+        ))
+        .await;
+    assert_eq!(p["placementPolicy"]["type"], "COMPACT");
+    assert_eq!(p["config"]["taints"][0]["effect"], "NO_SCHEDULE");
+    assert_eq!(
+        p["config"]["reservationAffinity"]["consumeReservationType"],
+        "NO_RESERVATION"
+    );
+    assert_eq!(p["maxPodsConstraint"]["maxPodsPerNode"], "32");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn stockout_fails_the_operation_and_errors_the_pool() {
+    let faults = FaultConfig {
+        stockout_rate: 1.0,
+        ..Default::default()
+    };
+    let sim = start(Duration::ZERO, 3, faults).await;
+    let c = Client::new(&sim);
+    let (s, op) = c.post(POOLS, tpu_pool("dry")).await;
+    assert_eq!(s, 200);
+    let done = c.wait_gke(&op).await;
+    assert_eq!(done["status"], "DONE");
+    assert_eq!(done["error"]["code"], 8);
+    let msg = done["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("GCE_STOCKOUT"), "{msg}");
+    assert!(msg.contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{msg}");
+    assert_eq!(done["nodepoolConditions"][0]["code"], "GCE_STOCKOUT");
+    let (_, p) = c.get(&format!("{POOLS}/dry")).await;
+    assert_eq!(p["status"], "ERROR");
+    assert_eq!(p["conditions"][0]["code"], "GCE_STOCKOUT");
+    assert_eq!(p["conditions"][0]["canonicalCode"], "RESOURCE_EXHAUSTED");
+    assert!(sim.stats().faults_injected >= 1);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn incompatible_operation_is_a_400_failed_precondition() {
+    let faults = FaultConfig {
+        incompatible_operation: true,
+        ..Default::default()
+    };
+    let sim = start(Duration::from_secs(30), 1, faults).await;
+    let c = Client::new(&sim);
+    let (s, op) = c.post(POOLS, tpu_pool("first")).await;
+    assert_eq!(s, 200);
+    let (s, e) = c.post(POOLS, tpu_pool("second")).await;
+    assert_eq!(s, 400, "{e}");
+    assert_eq!(e["error"]["status"], "FAILED_PRECONDITION");
+    assert_eq!(
+        e["error"]["message"],
+        format!(
+            "Cluster is running incompatible operation {}.",
+            op["name"].as_str().unwrap()
+        )
+    );
+    let (s, _) = c.send("DELETE", &format!("{POOLS}/first"), None).await;
+    assert_eq!(s, 400);
+
+    // Without the fault, writes run concurrently.
+    sim.set_faults(FaultConfig::default());
+    let (s, e) = c.post(POOLS, tpu_pool("second")).await;
+    assert_eq!(s, 200, "{e}");
+    sim.shutdown().await;
+}
