@@ -30,7 +30,6 @@ async fn sim(latency: Duration, seed: u64, faults: FaultConfig) -> SimHandle {
             operation_latency: latency,
             seed,
             faults,
-            ..Default::default()
         },
         "127.0.0.1:0".parse().expect("addr"),
     )
