@@ -4,6 +4,10 @@
 //! `cloud` and `kube` as the edges, `sim` beside them and `cli` on top. The
 //! pure core (`spec`, `resource`, `plan`) never imports the shell.
 
+pub mod apply;
+pub mod cli;
+pub mod cloud;
+pub mod observe;
 pub mod plan;
 pub mod resource;
 pub mod sim;

@@ -33,9 +33,10 @@ pub fn locations(fleet: &Fleet) -> (BTreeSet<ClusterRef>, BTreeSet<RegionRef>) {
 }
 
 async fn observe_cluster(client: &CloudClient, c: &ClusterRef) -> Result<(ClusterRef, ClusterState), CloudError> {
+    let gke = client.gke();
     let (node_pools, operations) = tokio::try_join!(
-        client.gke().list_node_pools(c),
-        client.gke().list_operations(&c.project, &c.location)
+        gke.list_node_pools(c),
+        gke.list_operations(&c.project, &c.location)
     )?;
     let prefix = format!("/{}/", c.path());
     let operations = operations
@@ -46,9 +47,10 @@ async fn observe_cluster(client: &CloudClient, c: &ClusterRef) -> Result<(Cluste
 }
 
 async fn observe_region(client: &CloudClient, r: &RegionRef) -> Result<(RegionRef, RegionState), CloudError> {
+    let compute = client.compute();
     let (policies, operations) = tokio::try_join!(
-        client.compute().list_resource_policies(&r.project, &r.region),
-        client.compute().list_region_operations(&r.project, &r.region, true)
+        compute.list_resource_policies(&r.project, &r.region),
+        compute.list_region_operations(&r.project, &r.region, true)
     )?;
     Ok((r.clone(), RegionState { policies, operations }))
 }

@@ -30,23 +30,6 @@ impl ClusterRef {
             self.project, self.location, self.name
         )
     }
-
-    /// Parses `projects/P/locations/L/clusters/C`.
-    pub fn parse(path: &str) -> Option<ClusterRef> {
-        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-        match parts.as_slice() {
-            ["projects", p, "locations", l, "clusters", c]
-                if !p.is_empty() && !l.is_empty() && !c.is_empty() =>
-            {
-                Some(ClusterRef {
-                    project: p.to_string(),
-                    location: l.to_string(),
-                    name: c.to_string(),
-                })
-            }
-            _ => None,
-        }
-    }
 }
 
 impl fmt::Display for ClusterRef {

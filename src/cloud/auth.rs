@@ -1,0 +1,134 @@
+//! Access tokens for Google Cloud calls, behind a small trait so tests (and
+//! the simulator) can do without credentials.
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tokio::sync::OnceCell;
+
+use super::error::CloudError;
+
+/// The OAuth scope slicectl asks for.
+pub const CLOUD_PLATFORM_SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
+
+/// A source of bearer tokens. `Ok(None)` means "send no Authorization header".
+///
+/// Tokens are secrets: implementations must never log them or show them in `Debug`.
+pub trait TokenSource: Send + Sync {
+    /// The token to send with the next request (cached by the implementation).
+    fn token(&self) -> BoxFuture<'_, Result<Option<String>, CloudError>>;
+}
+
+/// Sends no credentials (the simulator, a local proxy).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoAuth;
+
+impl TokenSource for NoAuth {
+    fn token(&self) -> BoxFuture<'_, Result<Option<String>, CloudError>> {
+        futures::future::ready(Ok(None)).boxed()
+    }
+}
+
+/// A fixed token (tests, or a token minted elsewhere). `Debug` redacts it.
+#[derive(Clone)]
+pub struct StaticToken(String);
+
+impl StaticToken {
+    /// Wraps a token.
+    pub fn new(token: impl Into<String>) -> Self {
+        StaticToken(token.into())
+    }
+}
+
+impl fmt::Debug for StaticToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StaticToken(<redacted>)")
+    }
+}
+
+impl TokenSource for StaticToken {
+    fn token(&self) -> BoxFuture<'_, Result<Option<String>, CloudError>> {
+        futures::future::ready(Ok(Some(self.0.clone()))).boxed()
+    }
+}
+
+/// Google credentials through `gcp_auth`: `GOOGLE_APPLICATION_CREDENTIALS`, the
+/// gcloud ADC file, the metadata server (GKE workload identity, GCE) or
+/// `gcloud auth print-access-token`, in that order. The provider is found
+/// lazily on the first call, so building a client never fails for lack of
+/// credentials; gcp_auth caches tokens until they expire.
+#[derive(Default)]
+pub struct GcpAuth {
+    provider: OnceCell<Arc<dyn gcp_auth::TokenProvider>>,
+}
+
+impl GcpAuth {
+    /// A source that discovers credentials on first use.
+    pub fn new() -> Self {
+        GcpAuth::default()
+    }
+
+    async fn fetch(&self) -> Result<Option<String>, CloudError> {
+        let provider = self
+            .provider
+            .get_or_try_init(|| async {
+                tracing::debug!("discovering Google Cloud credentials");
+                gcp_auth::provider()
+                    .await
+                    .map_err(|e| CloudError::Auth(e.to_string()))
+            })
+            .await?;
+        let token = provider
+            .token(&[CLOUD_PLATFORM_SCOPE])
+            .await
+            .map_err(|e| CloudError::Auth(e.to_string()))?;
+        Ok(Some(token.as_str().to_string()))
+    }
+}
+
+impl fmt::Debug for GcpAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GcpAuth")
+            .field("scope", &CLOUD_PLATFORM_SCOPE)
+            .field("initialized", &self.provider.initialized())
+            .finish()
+    }
+}
+
+impl TokenSource for GcpAuth {
+    fn token(&self) -> BoxFuture<'_, Result<Option<String>, CloudError>> {
+        self.fetch().boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn static_token_is_redacted_in_debug() {
+        let t = StaticToken::new("ya29.super-secret-token");
+        let dbg = format!("{t:?}");
+        assert!(!dbg.contains("super-secret"), "{dbg}");
+        assert!(dbg.contains("redacted"));
+        assert_eq!(
+            t.token().await.ok().flatten().as_deref(),
+            Some("ya29.super-secret-token")
+        );
+    }
+
+    #[tokio::test]
+    async fn no_auth_gives_no_token() {
+        assert!(matches!(NoAuth.token().await, Ok(None)));
+    }
+
+    #[test]
+    fn gcp_auth_is_lazy_and_debug_has_no_secret() {
+        // Building it touches no credentials.
+        let g = GcpAuth::new();
+        let dbg = format!("{g:?}");
+        assert!(dbg.contains("initialized: false"), "{dbg}");
+    }
+}

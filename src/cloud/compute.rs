@@ -1,0 +1,451 @@
+//! Compute Engine (compute v1): resource (workload) policies and operations.
+//!
+//! Built from generic pieces — a [`ComputeScope`] (global / region / zone),
+//! paged `list`, `get`, and `write` (which adds a `requestId` that stays the
+//! same across retries) — so instance templates, MIGs, instances and
+//! `setMetadata` are thin wrappers over the same calls.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::Inner;
+use super::endpoints::segment;
+use super::error::CloudError;
+use super::http::{Access, Request};
+use crate::resource::compute::{Operation, ResourcePolicy};
+
+/// Where a compute resource or operation lives.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ComputeScope {
+    /// `projects/P/global/...`
+    Global,
+    /// `projects/P/regions/R/...`
+    Region(String),
+    /// `projects/P/zones/Z/...`
+    Zone(String),
+}
+
+impl ComputeScope {
+    /// The scope of an operation: from its `zone` or `region` URL, else global.
+    pub fn of_operation(op: &Operation) -> ComputeScope {
+        if let Some(z) = op.zone.as_deref().filter(|z| !z.is_empty()) {
+            ComputeScope::Zone(last_segment(z).to_string())
+        } else if let Some(r) = op.region.as_deref().filter(|r| !r.is_empty()) {
+            ComputeScope::Region(last_segment(r).to_string())
+        } else {
+            ComputeScope::Global
+        }
+    }
+
+    /// `global`, `regions/R` or `zones/Z`.
+    fn path(&self) -> Result<String, CloudError> {
+        Ok(match self {
+            ComputeScope::Global => "global".to_string(),
+            ComputeScope::Region(r) => format!("regions/{}", segment("region", r)?),
+            ComputeScope::Zone(z) => format!("zones/{}", segment("zone", z)?),
+        })
+    }
+
+    /// The operations collection of this scope.
+    fn operations_collection(&self) -> (&'static str, &'static str) {
+        match self {
+            ComputeScope::Global => (
+                "compute.globalOperations.wait",
+                "compute.globalOperations.get",
+            ),
+            ComputeScope::Region(_) => (
+                "compute.regionOperations.wait",
+                "compute.regionOperations.get",
+            ),
+            ComputeScope::Zone(_) => ("compute.zoneOperations.wait", "compute.zoneOperations.get"),
+        }
+    }
+}
+
+/// One page of a compute list (`items`, `nextPageToken`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", bound(deserialize = "T: DeserializeOwned"))]
+struct Page<T> {
+    #[serde(default = "Vec::new")]
+    items: Vec<T>,
+    #[serde(default)]
+    next_page_token: Option<String>,
+}
+
+/// Compute calls; get one with [`super::CloudClient::compute`].
+#[derive(Clone, Copy)]
+pub struct ComputeApi<'a> {
+    inner: &'a Inner,
+}
+
+impl<'a> ComputeApi<'a> {
+    pub(crate) fn new(inner: &'a Inner) -> ComputeApi<'a> {
+        ComputeApi { inner }
+    }
+
+    /// `{compute}projects/P/{scope}/{collection}[/{name}]`.
+    fn url(
+        &self,
+        project: &str,
+        scope: &ComputeScope,
+        collection: &str,
+        name: Option<&str>,
+    ) -> Result<String, CloudError> {
+        let mut path = format!(
+            "projects/{}/{}/{collection}",
+            segment("project", project)?,
+            scope.path()?
+        );
+        if let Some(name) = name {
+            path.push('/');
+            path.push_str(segment("name", name)?);
+        }
+        Ok(self.inner.endpoints.compute_url(&path))
+    }
+
+    /// GET one resource.
+    async fn get<T: DeserializeOwned>(
+        &self,
+        api_method: &'static str,
+        url: String,
+    ) -> Result<T, CloudError> {
+        self.inner
+            .call(&Request::new(Method::GET, api_method, url))
+            .await
+    }
+
+    /// GET every page of a list (`maxResults` = the client's page size).
+    async fn list<T: DeserializeOwned>(
+        &self,
+        api_method: &'static str,
+        url: String,
+        filter: Option<&str>,
+    ) -> Result<Vec<T>, CloudError> {
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        let mut seen_tokens = std::collections::HashSet::new();
+        loop {
+            let mut req = Request::new(Method::GET, api_method, url.clone())
+                .query("maxResults", self.inner.page_size.to_string());
+            if let Some(f) = filter {
+                req = req.query("filter", f);
+            }
+            if let Some(t) = &token {
+                req = req.query("pageToken", t.clone());
+            }
+            let page: Page<T> = self.inner.call(&req).await?;
+            out.extend(page.items);
+            match page.next_page_token.filter(|t| !t.is_empty()) {
+                Some(next) => {
+                    if !seen_tokens.insert(next.clone()) {
+                        return Err(CloudError::InvalidInput(format!(
+                            "{api_method}: server repeated page token {next:?}"
+                        )));
+                    }
+                    token = Some(next);
+                }
+                None => return Ok(out),
+            }
+        }
+    }
+
+    /// A mutating call that returns an `Operation`, with a `requestId` that
+    /// stays the same across retries so the server runs it at most once.
+    async fn write<B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        api_method: &'static str,
+        url: String,
+        body: Option<&B>,
+    ) -> Result<Operation, CloudError> {
+        let mut req = Request::new(method, api_method, url);
+        if let Some(b) = body {
+            req = req.json(b)?;
+        }
+        self.inner.call(&req.with_request_id()).await
+    }
+
+    /// All resource policies of a region (follows `nextPageToken`).
+    pub async fn list_resource_policies(
+        &self,
+        project: &str,
+        region: &str,
+    ) -> Result<Vec<ResourcePolicy>, CloudError> {
+        let scope = ComputeScope::Region(region.to_string());
+        let url = self.url(project, &scope, "resourcePolicies", None)?;
+        self.list("compute.resourcePolicies.list", url, None).await
+    }
+
+    /// One resource policy.
+    pub async fn get_resource_policy(
+        &self,
+        project: &str,
+        region: &str,
+        name: &str,
+    ) -> Result<ResourcePolicy, CloudError> {
+        let scope = ComputeScope::Region(region.to_string());
+        let url = self.url(project, &scope, "resourcePolicies", Some(name))?;
+        self.get("compute.resourcePolicies.get", url).await
+    }
+
+    /// Starts creating a resource policy (a regional operation).
+    pub async fn insert_resource_policy(
+        &self,
+        project: &str,
+        region: &str,
+        policy: &ResourcePolicy,
+    ) -> Result<Operation, CloudError> {
+        segment("resource policy", &policy.name)?;
+        let scope = ComputeScope::Region(region.to_string());
+        let url = self.url(project, &scope, "resourcePolicies", None)?;
+        self.write(
+            Method::POST,
+            "compute.resourcePolicies.insert",
+            url,
+            Some(policy),
+        )
+        .await
+    }
+
+    /// Starts deleting a resource policy (a regional operation).
+    pub async fn delete_resource_policy(
+        &self,
+        project: &str,
+        region: &str,
+        name: &str,
+    ) -> Result<Operation, CloudError> {
+        let scope = ComputeScope::Region(region.to_string());
+        let url = self.url(project, &scope, "resourcePolicies", Some(name))?;
+        self.write::<()>(Method::DELETE, "compute.resourcePolicies.delete", url, None)
+            .await
+    }
+
+    /// Operations of a region; with `only_running`, those not DONE (filter
+    /// `status != DONE`, applied again client-side in case the server ignores it).
+    pub async fn list_region_operations(
+        &self,
+        project: &str,
+        region: &str,
+        only_running: bool,
+    ) -> Result<Vec<Operation>, CloudError> {
+        let scope = ComputeScope::Region(region.to_string());
+        let url = self.url(project, &scope, "operations", None)?;
+        let filter = only_running.then_some("status != DONE");
+        let mut ops: Vec<Operation> = self
+            .list("compute.regionOperations.list", url, filter)
+            .await?;
+        if only_running {
+            ops.retain(|op| op.status != "DONE");
+        }
+        Ok(ops)
+    }
+
+    /// Reads an operation again (`{zone,region,global}Operations.get`).
+    pub async fn get_operation(&self, op: &Operation) -> Result<Operation, CloudError> {
+        let (project, scope) = operation_location(op)?;
+        let (_, get_method) = scope.operations_collection();
+        let url = self.url(&project, &scope, "operations", Some(&op.name))?;
+        self.get(get_method, url).await
+    }
+
+    /// Waits for `op` with `POST …/operations/{op}/wait` long polls (zone,
+    /// region or global, from the operation) until it is DONE. A DONE
+    /// operation with errors is [`CloudError::OperationFailed`]; not DONE
+    /// within `timeout` is [`CloudError::Timeout`].
+    pub async fn wait_operation(
+        &self,
+        op: &Operation,
+        timeout: Duration,
+    ) -> Result<Operation, CloudError> {
+        if op.status == "DONE" {
+            return operation_result(op.clone());
+        }
+        let (project, scope) = operation_location(op)?;
+        let (wait_method, _) = scope.operations_collection();
+        let url = format!(
+            "{}/wait",
+            self.url(&project, &scope, "operations", Some(&op.name))?
+        );
+        let poll = self.inner.poll;
+        let work = async {
+            let mut delays = super::poll_delays(&poll);
+            loop {
+                let started = Instant::now();
+                let req = Request::new(Method::POST, wait_method, url.clone())
+                    .access(Access::Read)
+                    .timeout(poll.long_poll_timeout);
+                let current: Operation = self.inner.call(&req).await?;
+                if current.status == "DONE" {
+                    return operation_result(current);
+                }
+                // `wait` may return early (Google: "might return after zero
+                // seconds"); never spin faster than the poll backoff.
+                let delay = delays.next().unwrap_or(poll.max_interval);
+                tracing::debug!(operation = %op.name, status = %current.status, "waiting for compute operation");
+                if let Some(rest) = delay.checked_sub(started.elapsed()) {
+                    tokio::time::sleep(rest).await;
+                }
+            }
+        };
+        tokio::time::timeout(timeout, work)
+            .await
+            .map_err(|_| CloudError::Timeout {
+                operation: op.name.clone(),
+                after: timeout,
+            })?
+    }
+}
+
+/// The project (from `selfLink`, else `targetLink`) and scope of an operation.
+fn operation_location(op: &Operation) -> Result<(String, ComputeScope), CloudError> {
+    segment("operation", &op.name)?;
+    let project = [op.self_link.as_deref(), op.target_link.as_deref()]
+        .into_iter()
+        .flatten()
+        .find_map(project_of_link)
+        .ok_or_else(|| {
+            CloudError::InvalidInput(format!(
+                "operation {:?} has no selfLink or targetLink naming its project",
+                op.name
+            ))
+        })?;
+    Ok((project.to_string(), ComputeScope::of_operation(op)))
+}
+
+/// `P` from `…/projects/P/…`.
+fn project_of_link(link: &str) -> Option<&str> {
+    let mut parts = link.split('/');
+    parts.find(|p| *p == "projects")?;
+    parts.next().filter(|p| !p.is_empty())
+}
+
+fn last_segment(s: &str) -> &str {
+    s.trim_end_matches('/').rsplit('/').next().unwrap_or(s)
+}
+
+/// Judges a finished compute operation: `Ok` unless it has `error.errors[]`
+/// (code such as `ZONE_RESOURCE_POOL_EXHAUSTED`) or an
+/// `httpErrorStatusCode` ≥ 400, which become [`CloudError::OperationFailed`].
+pub fn operation_result(op: Operation) -> Result<Operation, CloudError> {
+    if let Some(err) = op.error.as_ref().filter(|e| !e.errors.is_empty()) {
+        let code = err.errors[0].code.clone();
+        let message = err
+            .errors
+            .iter()
+            .map(|e| {
+                if e.code.is_empty() || e.code == code {
+                    e.message.clone()
+                } else {
+                    format!("{}: {}", e.code, e.message)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(CloudError::OperationFailed {
+            operation: op.name,
+            code,
+            message,
+        });
+    }
+    if let Some(status) = op.http_error_status_code.filter(|s| *s >= 400) {
+        return Err(CloudError::OperationFailed {
+            operation: op.name,
+            code: format!("HTTP_{status}"),
+            message: op.http_error_message.unwrap_or_default(),
+        });
+    }
+    Ok(op)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::compute::{OperationError, OperationErrorItem};
+
+    fn op(zone: Option<&str>, region: Option<&str>) -> Operation {
+        Operation {
+            name: "operation-1".into(),
+            status: "RUNNING".into(),
+            self_link: Some("https://compute.googleapis.com/compute/v1/projects/my-proj/regions/r/operations/operation-1".into()),
+            zone: zone.map(Into::into),
+            region: region.map(Into::into),
+            ..Operation::default()
+        }
+    }
+
+    #[test]
+    fn scope_of_operation() {
+        assert_eq!(
+            ComputeScope::of_operation(&op(
+                Some("https://compute.googleapis.com/compute/v1/projects/p/zones/us-central2-b"),
+                None
+            )),
+            ComputeScope::Zone("us-central2-b".into())
+        );
+        assert_eq!(
+            ComputeScope::of_operation(&op(
+                None,
+                Some("http://127.0.0.1:9/compute/v1/projects/p/regions/us-central2")
+            )),
+            ComputeScope::Region("us-central2".into())
+        );
+        assert_eq!(
+            ComputeScope::of_operation(&op(None, None)),
+            ComputeScope::Global
+        );
+        let (project, _) = operation_location(&op(None, None)).unwrap();
+        assert_eq!(project, "my-proj");
+        let mut no_links = op(None, None);
+        no_links.self_link = None;
+        assert!(operation_location(&no_links).is_err());
+        no_links.target_link = Some("projects/p2/global/instanceTemplates/t".into());
+        assert_eq!(operation_location(&no_links).unwrap().0, "p2");
+    }
+
+    #[test]
+    fn failed_operation_is_an_error() {
+        let mut o = op(Some("zones/z"), None);
+        o.status = "DONE".into();
+        o.error = Some(OperationError {
+            errors: vec![
+                OperationErrorItem {
+                    code: "ZONE_RESOURCE_POOL_EXHAUSTED".into(),
+                    message: "The zone does not have enough resources".into(),
+                },
+                OperationErrorItem {
+                    code: "QUOTA".into(),
+                    message: "also".into(),
+                },
+            ],
+        });
+        o.http_error_status_code = Some(503);
+        let err = operation_result(o.clone()).unwrap_err();
+        assert!(
+            matches!(&err, CloudError::OperationFailed { code, message, .. }
+            if code == "ZONE_RESOURCE_POOL_EXHAUSTED" && message.contains("enough resources") && message.contains("QUOTA: also"))
+        );
+        assert!(err.is_stockout());
+        // Only an HTTP error code.
+        o.error = None;
+        o.http_error_message = Some("SERVICE UNAVAILABLE".into());
+        assert!(
+            matches!(operation_result(o.clone()).unwrap_err(), CloudError::OperationFailed { code, .. } if code == "HTTP_503")
+        );
+        // Clean.
+        o.http_error_status_code = None;
+        assert!(operation_result(o).is_ok());
+    }
+
+    #[test]
+    fn project_links() {
+        assert_eq!(project_of_link("projects/a/zones/z"), Some("a"));
+        assert_eq!(
+            project_of_link("https://h/compute/v1/projects/b/global/x"),
+            Some("b")
+        );
+        assert_eq!(project_of_link("https://h/compute/v1/"), None);
+    }
+}

@@ -1,0 +1,381 @@
+//! Errors of the Google Cloud clients, and their classification
+//! (not found, retryable, stockout, …).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Anything that can go wrong talking to GKE or Compute Engine.
+#[derive(Debug, thiserror::Error)]
+pub enum CloudError {
+    /// The API answered with an error status (Google's JSON error envelope).
+    #[error("{method}: HTTP {status} {code}{}: {message}", reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default())]
+    Api {
+        /// HTTP status code.
+        status: u16,
+        /// Canonical code name, e.g. `NOT_FOUND`, `FAILED_PRECONDITION`.
+        code: String,
+        /// Legacy `errors[].reason` (e.g. `notFound`, `rateLimitExceeded`), or the ErrorInfo reason.
+        reason: Option<String>,
+        /// Server message.
+        message: String,
+        /// What we were doing (API method id, e.g. `compute.resourcePolicies.insert`).
+        method: String,
+    },
+    /// A long-running operation finished (DONE) with an error. This is a failure, never a success.
+    #[error("operation {operation} failed: {code}: {message}")]
+    OperationFailed {
+        /// Operation name.
+        operation: String,
+        /// Most specific code: a compute `error.errors[].code` such as
+        /// `ZONE_RESOURCE_POOL_EXHAUSTED`, a GKE condition code such as `GCE_STOCKOUT`,
+        /// or the canonical name of the GKE `google.rpc.Status` code.
+        code: String,
+        /// Server message(s).
+        message: String,
+    },
+    /// A long-running operation did not finish in time.
+    #[error("operation {operation} did not finish within {after:?}")]
+    Timeout {
+        /// Operation name.
+        operation: String,
+        /// The timeout that elapsed.
+        after: Duration,
+    },
+    /// The request could not be sent or the response could not be read.
+    #[error("{method}: request to {url} failed: {source}")]
+    Transport {
+        /// What we were doing.
+        method: String,
+        /// The URL (never carries credentials).
+        url: String,
+        /// The underlying error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// A success response did not decode as the expected JSON.
+    #[error("{method}: cannot decode response from {url}: {source} (body starts: {snippet:?})")]
+    Decode {
+        /// What we were doing.
+        method: String,
+        /// The URL.
+        url: String,
+        /// The first bytes of the body.
+        snippet: String,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// No access token could be obtained.
+    #[error("cannot obtain Google Cloud credentials: {0}")]
+    Auth(String),
+    /// The client was configured or called with an invalid value.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+}
+
+/// Error codes (compute operations, GKE conditions) that mean "no capacity in this zone".
+pub const STOCKOUT_CODES: &[&str] = &[
+    "GCE_STOCKOUT",
+    "ZONE_RESOURCE_POOL_EXHAUSTED",
+    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+];
+
+impl CloudError {
+    /// True for a 404 / NOT_FOUND answer.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, CloudError::Api { status: 404, .. })
+            || matches!(self, CloudError::Api { code, .. } if code == "NOT_FOUND")
+    }
+
+    /// True for a 409 / ALREADY_EXISTS answer (a create of an existing name).
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, CloudError::Api { code, .. } if code == "ALREADY_EXISTS")
+            || matches!(self, CloudError::Api { status: 409, reason: Some(r), .. } if r == "alreadyExists")
+    }
+
+    /// True when a failed operation reports a capacity stockout
+    /// (`GCE_STOCKOUT`, `ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS]`).
+    pub fn is_stockout(&self) -> bool {
+        match self {
+            CloudError::OperationFailed { code, message, .. } => {
+                STOCKOUT_CODES.contains(&code.as_str())
+                    || STOCKOUT_CODES.iter().any(|c| message.contains(c))
+            }
+            _ => false,
+        }
+    }
+
+    /// True for errors worth retrying the same request for: HTTP 429, 500, 502,
+    /// 503, 504; a 403 `rateLimitExceeded`; transport failures; and GKE's
+    /// 400 FAILED_PRECONDITION "Cluster is running incompatible operation"
+    /// (another operation on the cluster is still running).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            CloudError::Api {
+                status,
+                code,
+                reason,
+                message,
+                ..
+            } => match status {
+                429 | 500 | 502 | 503 | 504 => true,
+                403 => matches!(
+                    reason.as_deref(),
+                    Some("rateLimitExceeded" | "userRateLimitExceeded" | "RATE_LIMIT_EXCEEDED")
+                ),
+                400 if code == "FAILED_PRECONDITION" => is_cluster_busy_message(message),
+                _ => false,
+            },
+            CloudError::Transport { source, .. } => !source.is_builder(),
+            _ => false,
+        }
+    }
+}
+
+/// GKE's messages for "another operation is running on this cluster, try later"
+/// (current and older forms, see gcp-api.md §3.2).
+fn is_cluster_busy_message(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("incompatible operation")
+        || m.contains("please wait and try again")
+        || m.contains("is currently being created, deleted, updated or repaired")
+}
+
+/// Google's error envelope `{"error": {...}}`.
+#[derive(Debug, Deserialize)]
+struct Envelope {
+    error: EnvelopeBody,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct EnvelopeBody {
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    errors: Vec<LegacyError>,
+    #[serde(default)]
+    details: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct LegacyError {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Builds a [`CloudError::Api`] from an HTTP error status and its body.
+/// Bodies that are not Google's envelope (a proxy's HTML page) still give an
+/// error with the code derived from the HTTP status.
+pub(crate) fn api_error(status: u16, body: &[u8], method: &str) -> CloudError {
+    match serde_json::from_slice::<Envelope>(body) {
+        Ok(Envelope { error }) => {
+            let reason = error
+                .errors
+                .iter()
+                .find_map(|e| e.reason.clone())
+                .or_else(|| error_info_reason(&error.details));
+            CloudError::Api {
+                status,
+                code: error
+                    .status
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| code_for_http_status(status).to_string()),
+                reason,
+                message: error.message,
+                method: method.to_string(),
+            }
+        }
+        Err(_) => CloudError::Api {
+            status,
+            code: code_for_http_status(status).to_string(),
+            reason: None,
+            message: snippet(body, 300),
+            method: method.to_string(),
+        },
+    }
+}
+
+fn error_info_reason(details: &[serde_json::Value]) -> Option<String> {
+    details.iter().find_map(|d| {
+        let ty = d.get("@type")?.as_str()?;
+        if ty.ends_with("google.rpc.ErrorInfo") {
+            Some(d.get("reason")?.as_str()?.to_string())
+        } else {
+            None
+        }
+    })
+}
+
+/// The canonical code name Google maps an HTTP status to (AIP-193).
+pub(crate) fn code_for_http_status(status: u16) -> &'static str {
+    match status {
+        400 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        409 => "ALREADY_EXISTS",
+        412 => "FAILED_PRECONDITION",
+        429 => "RESOURCE_EXHAUSTED",
+        499 => "CANCELLED",
+        500 => "INTERNAL",
+        501 => "UNIMPLEMENTED",
+        503 => "UNAVAILABLE",
+        504 => "DEADLINE_EXCEEDED",
+        _ => "UNKNOWN",
+    }
+}
+
+/// The name of a numeric `google.rpc.Code`.
+pub(crate) fn rpc_code_name(code: i32) -> String {
+    let name = match code {
+        0 => "OK",
+        1 => "CANCELLED",
+        2 => "UNKNOWN",
+        3 => "INVALID_ARGUMENT",
+        4 => "DEADLINE_EXCEEDED",
+        5 => "NOT_FOUND",
+        6 => "ALREADY_EXISTS",
+        7 => "PERMISSION_DENIED",
+        8 => "RESOURCE_EXHAUSTED",
+        9 => "FAILED_PRECONDITION",
+        10 => "ABORTED",
+        11 => "OUT_OF_RANGE",
+        12 => "UNIMPLEMENTED",
+        13 => "INTERNAL",
+        14 => "UNAVAILABLE",
+        15 => "DATA_LOSS",
+        16 => "UNAUTHENTICATED",
+        other => return format!("CODE_{other}"),
+    };
+    name.to_string()
+}
+
+/// The first `max` characters of a body, lossily decoded, for error context.
+pub(crate) fn snippet(body: &[u8], max: usize) -> String {
+    String::from_utf8_lossy(body).chars().take(max).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(status: u16, code: &str, reason: Option<&str>, message: &str) -> CloudError {
+        CloudError::Api {
+            status,
+            code: code.into(),
+            reason: reason.map(Into::into),
+            message: message.into(),
+            method: "m".into(),
+        }
+    }
+
+    #[test]
+    fn parses_compute_not_found_envelope() {
+        let body = br#"{"error":{"code":404,"message":"The resource 'projects/p/regions/r/resourcePolicies/x' was not found",
+            "errors":[{"message":"same","domain":"global","reason":"notFound"}],"status":"NOT_FOUND"}}"#;
+        let e = api_error(404, body, "compute.resourcePolicies.get");
+        match &e {
+            CloudError::Api {
+                status,
+                code,
+                reason,
+                message,
+                method,
+            } => {
+                assert_eq!(*status, 404);
+                assert_eq!(code, "NOT_FOUND");
+                assert_eq!(reason.as_deref(), Some("notFound"));
+                assert!(message.contains("was not found"));
+                assert_eq!(method, "compute.resourcePolicies.get");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(e.is_not_found());
+        assert!(!e.is_retryable());
+        assert!(e.to_string().contains("HTTP 404 NOT_FOUND (notFound)"));
+    }
+
+    #[test]
+    fn envelope_without_status_uses_http_code_and_error_info_reason() {
+        let body = br#"{"error":{"code":429,"message":"Quota exceeded for quota metric 'Read requests'",
+            "details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED","domain":"googleapis.com"}]}}"#;
+        let e = api_error(429, body, "m");
+        assert!(matches!(&e, CloudError::Api { code, reason: Some(r), .. }
+            if code == "RESOURCE_EXHAUSTED" && r == "RATE_LIMIT_EXCEEDED"));
+        assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn non_json_error_body_still_classified() {
+        let e = api_error(502, b"<html>Bad Gateway</html>", "m");
+        assert!(matches!(&e, CloudError::Api { code, message, .. }
+            if code == "UNKNOWN" && message.contains("Bad Gateway")));
+        assert!(e.is_retryable());
+        let e = api_error(404, b"", "m");
+        assert!(e.is_not_found());
+    }
+
+    #[test]
+    fn retry_classification() {
+        for s in [429, 500, 502, 503, 504] {
+            assert!(api(s, "X", None, "").is_retryable(), "{s}");
+        }
+        for s in [400, 401, 403, 404, 409, 412, 501] {
+            assert!(!api(s, "X", None, "").is_retryable(), "{s}");
+        }
+        assert!(api(403, "PERMISSION_DENIED", Some("rateLimitExceeded"), "").is_retryable());
+        assert!(!api(403, "PERMISSION_DENIED", Some("forbidden"), "").is_retryable());
+        // GKE: the cluster is busy with another operation.
+        let busy = api(
+            400,
+            "FAILED_PRECONDITION",
+            Some("failedPrecondition"),
+            "Cluster is running incompatible operation operation-1234-abcd.",
+        );
+        assert!(busy.is_retryable());
+        let old_busy = api(
+            400,
+            "FAILED_PRECONDITION",
+            None,
+            "Operation operation-1558074043943-c4492e58 is currently upgrading cluster X. Please wait and try again once it is done.",
+        );
+        assert!(old_busy.is_retryable());
+        // Other preconditions and invalid arguments are permanent.
+        assert!(!api(400, "FAILED_PRECONDITION", None, "node pool is too big").is_retryable());
+        assert!(!api(400, "INVALID_ARGUMENT", None, "incompatible operation").is_retryable());
+        // 409 already exists is permanent (the caller GETs the resource).
+        let exists = api(
+            409,
+            "ALREADY_EXISTS",
+            Some("alreadyExists"),
+            "Already exists: x",
+        );
+        assert!(exists.is_already_exists());
+        assert!(!exists.is_retryable());
+        // Operation outcomes are never retried at the HTTP level.
+        let failed = CloudError::OperationFailed {
+            operation: "op".into(),
+            code: "ZONE_RESOURCE_POOL_EXHAUSTED".into(),
+            message: "no capacity".into(),
+        };
+        assert!(!failed.is_retryable());
+        assert!(failed.is_stockout());
+        assert!(
+            !CloudError::Timeout {
+                operation: "op".into(),
+                after: Duration::from_secs(1)
+            }
+            .is_retryable()
+        );
+    }
+
+    #[test]
+    fn rpc_code_names() {
+        assert_eq!(rpc_code_name(8), "RESOURCE_EXHAUSTED");
+        assert_eq!(rpc_code_name(9), "FAILED_PRECONDITION");
+        assert_eq!(rpc_code_name(99), "CODE_99");
+    }
+}

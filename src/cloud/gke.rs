@@ -1,0 +1,397 @@
+//! GKE (container v1): node pools and operations.
+
+use std::time::Duration;
+
+use reqwest::Method;
+
+use super::Inner;
+use super::endpoints::segment;
+use super::error::{CloudError, STOCKOUT_CODES, rpc_code_name};
+use super::http::Request;
+use crate::resource::gke::{
+    CreateNodePoolRequest, ListNodePoolsResponse, ListOperationsResponse, NodePool, Operation,
+    UpdateNodePoolRequest,
+};
+
+pub use crate::resource::ClusterRef;
+
+impl ClusterRef {
+    /// A cluster reference.
+    pub fn new(
+        project: impl Into<String>,
+        location: impl Into<String>,
+        name: impl Into<String>,
+    ) -> ClusterRef {
+        ClusterRef {
+            project: project.into(),
+            location: location.into(),
+            name: name.into(),
+        }
+    }
+
+    /// Parses `projects/P/locations/L/clusters/C` (a leading `/` or a full
+    /// `https://container.googleapis.com/v1/` URL prefix is accepted).
+    pub fn parse(s: &str) -> Result<ClusterRef, CloudError> {
+        let rest = s.find("projects/").map(|i| &s[i..]).unwrap_or(s);
+        let parts: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
+        match parts.as_slice() {
+            ["projects", p, "locations" | "zones", l, "clusters", c]
+                if !p.is_empty() && !l.is_empty() && !c.is_empty() =>
+            {
+                Ok(ClusterRef::new(*p, *l, *c))
+            }
+            _ => Err(CloudError::InvalidInput(format!(
+                "{s:?} is not projects/PROJECT/locations/LOCATION/clusters/CLUSTER"
+            ))),
+        }
+    }
+
+    /// `projects/P/locations/L/clusters/C/nodePools/NAME`.
+    pub fn node_pool_path(&self, name: &str) -> String {
+        format!("{}/nodePools/{name}", self.path())
+    }
+
+    fn checked_path(&self) -> Result<String, CloudError> {
+        segment("project", &self.project)?;
+        segment("location", &self.location)?;
+        segment("cluster", &self.name)?;
+        Ok(self.path())
+    }
+}
+
+
+/// GKE calls; get one with [`super::CloudClient::gke`].
+#[derive(Clone, Copy)]
+pub struct GkeApi<'a> {
+    inner: &'a Inner,
+}
+
+impl<'a> GkeApi<'a> {
+    pub(crate) fn new(inner: &'a Inner) -> GkeApi<'a> {
+        GkeApi { inner }
+    }
+
+    fn url(&self, path: &str) -> String {
+        self.inner.endpoints.container_url(path)
+    }
+
+    /// All node pools of a cluster (`nodePools.list`; GKE does not page it).
+    pub async fn list_node_pools(&self, cluster: &ClusterRef) -> Result<Vec<NodePool>, CloudError> {
+        let url = self.url(&format!("{}/nodePools", cluster.checked_path()?));
+        let req = Request::new(
+            Method::GET,
+            "container.projects.locations.clusters.nodePools.list",
+            url,
+        );
+        let resp: ListNodePoolsResponse = self.inner.call(&req).await?;
+        Ok(resp.node_pools)
+    }
+
+    /// One node pool (`nodePools.get`); a missing pool is an error with
+    /// [`CloudError::is_not_found`].
+    pub async fn get_node_pool(
+        &self,
+        cluster: &ClusterRef,
+        name: &str,
+    ) -> Result<NodePool, CloudError> {
+        let path = format!(
+            "{}/nodePools/{}",
+            cluster.checked_path()?,
+            segment("node pool", name)?
+        );
+        let req = Request::new(
+            Method::GET,
+            "container.projects.locations.clusters.nodePools.get",
+            self.url(&path),
+        );
+        self.inner.call(&req).await
+    }
+
+    /// Starts creating a node pool (`nodePools.create`). GKE has no request id:
+    /// a retried create whose first attempt reached the server answers
+    /// ALREADY_EXISTS, which the caller resolves by reading the pool.
+    pub async fn create_node_pool(
+        &self,
+        cluster: &ClusterRef,
+        pool: &NodePool,
+    ) -> Result<Operation, CloudError> {
+        let parent = cluster.checked_path()?;
+        segment("node pool", &pool.name)?;
+        let body = CreateNodePoolRequest {
+            node_pool: pool.clone(),
+            parent: parent.clone(),
+        };
+        let req = Request::new(
+            Method::POST,
+            "container.projects.locations.clusters.nodePools.create",
+            self.url(&format!("{parent}/nodePools")),
+        )
+        .json(&body)?;
+        self.inner.call(&req).await
+    }
+
+    /// Starts an in-place update (`nodePools.update`, `PUT v1/{name}`).
+    /// `req.name` may be the full node pool name or just the pool's name; the
+    /// full name is sent either way.
+    pub async fn update_node_pool(
+        &self,
+        cluster: &ClusterRef,
+        req: &UpdateNodePoolRequest,
+    ) -> Result<Operation, CloudError> {
+        let parent = cluster.checked_path()?;
+        let full = if req.name.contains('/') {
+            let prefix = format!("{parent}/nodePools/");
+            match req.name.strip_prefix(&prefix) {
+                Some(pool) => format!("{prefix}{}", segment("node pool", pool)?),
+                None => {
+                    return Err(CloudError::InvalidInput(format!(
+                        "node pool {:?} is not in cluster {parent}",
+                        req.name
+                    )));
+                }
+            }
+        } else {
+            cluster.node_pool_path(segment("node pool", &req.name)?)
+        };
+        let body = UpdateNodePoolRequest {
+            name: full.clone(),
+            ..req.clone()
+        };
+        let request = Request::new(
+            Method::PUT,
+            "container.projects.locations.clusters.nodePools.update",
+            self.url(&full),
+        )
+        .json(&body)?;
+        self.inner.call(&request).await
+    }
+
+    /// Starts deleting a node pool (`nodePools.delete`).
+    pub async fn delete_node_pool(
+        &self,
+        cluster: &ClusterRef,
+        name: &str,
+    ) -> Result<Operation, CloudError> {
+        let path = format!(
+            "{}/nodePools/{}",
+            cluster.checked_path()?,
+            segment("node pool", name)?
+        );
+        let req = Request::new(
+            Method::DELETE,
+            "container.projects.locations.clusters.nodePools.delete",
+            self.url(&path),
+        );
+        self.inner.call(&req).await
+    }
+
+    /// Operations of a location (`operations.list`).
+    pub async fn list_operations(
+        &self,
+        project: &str,
+        location: &str,
+    ) -> Result<Vec<Operation>, CloudError> {
+        let path = format!(
+            "projects/{}/locations/{}/operations",
+            segment("project", project)?,
+            segment("location", location)?
+        );
+        let req = Request::new(
+            Method::GET,
+            "container.projects.locations.operations.list",
+            self.url(&path),
+        );
+        let resp: ListOperationsResponse = self.inner.call(&req).await?;
+        Ok(resp.operations)
+    }
+
+    /// One operation (`operations.get`); `name` may be the short or full name.
+    pub async fn get_operation(
+        &self,
+        project: &str,
+        location: &str,
+        name: &str,
+    ) -> Result<Operation, CloudError> {
+        let path = format!(
+            "projects/{}/locations/{}/operations/{}",
+            segment("project", project)?,
+            segment("location", location)?,
+            segment("operation", short_name(name))?
+        );
+        let req = Request::new(
+            Method::GET,
+            "container.projects.locations.operations.get",
+            self.url(&path),
+        );
+        self.inner.call(&req).await
+    }
+
+    /// Polls `op` (backoff from `PollPolicy::min_interval` up to
+    /// `max_interval`) until it is DONE. A DONE operation with an `error` (or a
+    /// stockout condition) is [`CloudError::OperationFailed`]; not DONE within
+    /// `timeout` is [`CloudError::Timeout`].
+    pub async fn wait_operation(
+        &self,
+        project: &str,
+        location: &str,
+        op: &Operation,
+        timeout: Duration,
+    ) -> Result<Operation, CloudError> {
+        let name = short_name(&op.name).to_string();
+        let poll = async {
+            let mut current = op.clone();
+            let mut delays = super::poll_delays(&self.inner.poll);
+            loop {
+                if current.status == "DONE" {
+                    return operation_result(current);
+                }
+                let delay = delays.next().unwrap_or(self.inner.poll.max_interval);
+                tracing::debug!(operation = %name, status = %current.status, delay_ms = delay.as_millis() as u64, "waiting for GKE operation");
+                tokio::time::sleep(delay).await;
+                current = self.get_operation(project, location, &name).await?;
+            }
+        };
+        tokio::time::timeout(timeout, poll)
+            .await
+            .map_err(|_| CloudError::Timeout {
+                operation: name.clone(),
+                after: timeout,
+            })?
+    }
+}
+
+/// The last path segment of an operation name or URL.
+fn short_name(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or(name)
+}
+
+/// Judges a finished GKE operation: `Ok` unless it carries an `error` (or a
+/// stockout condition), which becomes [`CloudError::OperationFailed`]. The
+/// code is the most specific one available: a node pool condition code such
+/// as `GCE_STOCKOUT`, else the `google.rpc.Code` name of `error.code`.
+pub fn operation_result(op: Operation) -> Result<Operation, CloudError> {
+    let condition = op
+        .nodepool_conditions
+        .iter()
+        .find(|c| c.code.as_deref().is_some_and(|code| !code.is_empty()));
+    let stockout_condition = op.nodepool_conditions.iter().find(|c| {
+        c.code
+            .as_deref()
+            .is_some_and(|c| STOCKOUT_CODES.contains(&c))
+    });
+    match (&op.error, stockout_condition) {
+        (Some(err), _) => {
+            let code = condition
+                .and_then(|c| c.code.clone())
+                .unwrap_or_else(|| rpc_code_name(err.code));
+            let message = if err.message.is_empty() {
+                condition
+                    .and_then(|c| c.message.clone())
+                    .or_else(|| op.detail.clone())
+                    .unwrap_or_default()
+            } else {
+                err.message.clone()
+            };
+            Err(CloudError::OperationFailed {
+                operation: op.name,
+                code,
+                message,
+            })
+        }
+        (None, Some(cond)) => Err(CloudError::OperationFailed {
+            operation: op.name.clone(),
+            code: cond.code.clone().unwrap_or_default(),
+            message: cond.message.clone().unwrap_or_default(),
+        }),
+        (None, None) => Ok(op),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::gke::{RpcStatus, StatusCondition};
+
+    #[test]
+    fn cluster_paths() {
+        let c = ClusterRef::new("p", "us-central2", "c1");
+        assert_eq!(c.path(), "projects/p/locations/us-central2/clusters/c1");
+        assert_eq!(
+            c.node_pool_path("np"),
+            "projects/p/locations/us-central2/clusters/c1/nodePools/np"
+        );
+        assert_eq!(ClusterRef::parse(&c.path()).unwrap(), c);
+        assert_eq!(
+            ClusterRef::parse(
+                "https://container.googleapis.com/v1/projects/p/zones/us-central2/clusters/c1"
+            )
+            .unwrap(),
+            c
+        );
+        assert!(ClusterRef::parse("projects/p/clusters/c").is_err());
+        assert!(ClusterRef::new("p", "l/x", "c").checked_path().is_err());
+    }
+
+    #[test]
+    fn short_names() {
+        assert_eq!(short_name("operation-1"), "operation-1");
+        assert_eq!(
+            short_name("projects/p/locations/l/operations/operation-1"),
+            "operation-1"
+        );
+    }
+
+    fn done(error: Option<RpcStatus>, conditions: Vec<StatusCondition>) -> Operation {
+        Operation {
+            name: "operation-1".into(),
+            status: "DONE".into(),
+            error,
+            nodepool_conditions: conditions,
+            ..Operation::default()
+        }
+    }
+
+    #[test]
+    fn done_with_error_is_a_failure() {
+        let err = operation_result(done(
+            Some(RpcStatus {
+                code: 8,
+                message: "quota".into(),
+            }),
+            vec![],
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(&err, CloudError::OperationFailed { operation, code, message }
+            if operation == "operation-1" && code == "RESOURCE_EXHAUSTED" && message == "quota")
+        );
+        assert!(!err.is_stockout());
+    }
+
+    #[test]
+    fn stockout_condition_gives_the_specific_code() {
+        let cond = StatusCondition {
+            code: Some("GCE_STOCKOUT".into()),
+            message: Some("Try a different zone".into()),
+            canonical_code: None,
+        };
+        let err = operation_result(done(
+            Some(RpcStatus {
+                code: 8,
+                message: "no capacity".into(),
+            }),
+            vec![cond.clone()],
+        ))
+        .unwrap_err();
+        assert!(matches!(&err, CloudError::OperationFailed { code, .. } if code == "GCE_STOCKOUT"));
+        assert!(err.is_stockout());
+        // Even without `error`, a stockout condition on a DONE operation is a failure.
+        let err = operation_result(done(None, vec![cond])).unwrap_err();
+        assert!(err.is_stockout());
+    }
+
+    #[test]
+    fn done_without_error_is_ok() {
+        assert!(operation_result(done(None, vec![])).is_ok());
+    }
+}

@@ -1,0 +1,341 @@
+//! Google Cloud REST clients: GKE (container v1) node pools and operations,
+//! Compute Engine (compute v1) resource policies and operations.
+//!
+//! One [`CloudClient`] (cheap to clone) holds the HTTP client, endpoints,
+//! token source, retry and poll policies and request counters. Calls are
+//! grouped by API: [`CloudClient::gke`] and [`CloudClient::compute`].
+//! Every request goes through one path (`http.rs`) that retries 429, 5xx,
+//! transport errors and GKE's "incompatible operation" with jittered
+//! exponential backoff; compute writes carry a `requestId` that stays the
+//! same across retries. Operations that finish with an error are returned as
+//! [`CloudError::OperationFailed`], never as success.
+
+pub mod auth;
+pub mod compute;
+pub mod endpoints;
+pub mod error;
+pub mod gke;
+mod http;
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+pub use auth::{GcpAuth, NoAuth, StaticToken, TokenSource};
+pub use compute::{ComputeApi, ComputeScope};
+pub use endpoints::{API_ENDPOINT_ENV, Endpoints};
+pub use error::CloudError;
+pub use gke::{ClusterRef, GkeApi};
+
+use http::Access;
+
+/// Retries of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Total attempts including the first (1 = no retries).
+    pub max_attempts: u32,
+    /// First backoff delay (before jitter).
+    pub min_delay: Duration,
+    /// Largest backoff delay (before jitter).
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 8,
+            min_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Polling of long-running operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollPolicy {
+    /// First delay between polls (GKE `operations.get`), and the least time
+    /// between two compute `wait` calls that return early.
+    pub min_interval: Duration,
+    /// Largest delay between polls.
+    pub max_interval: Duration,
+    /// HTTP timeout of one compute `operations.wait` long poll (Google returns
+    /// after at most about 2 minutes).
+    pub long_poll_timeout: Duration,
+}
+
+impl Default for PollPolicy {
+    fn default() -> Self {
+        PollPolicy {
+            min_interval: Duration::from_secs(1),
+            max_interval: Duration::from_secs(10),
+            long_poll_timeout: Duration::from_secs(150),
+        }
+    }
+}
+
+impl PollPolicy {
+    /// Millisecond polling for tests against the simulator.
+    pub fn fast_for_tests() -> PollPolicy {
+        PollPolicy {
+            min_interval: Duration::from_millis(5),
+            max_interval: Duration::from_millis(50),
+            long_poll_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How to build a [`CloudClient`].
+#[derive(Clone)]
+pub struct ClientOptions {
+    /// `--api-endpoint` (env `SLICECTL_API_ENDPOINT`): one server for both APIs.
+    pub api_endpoint: Option<String>,
+    /// Retries of each request.
+    pub retry: RetryPolicy,
+    /// Operation polling.
+    pub poll: PollPolicy,
+    /// Token source; `None` chooses: `NoAuth` for a loopback `api_endpoint`,
+    /// otherwise `GcpAuth` (discovered lazily on the first call).
+    pub token_source: Option<Arc<dyn TokenSource>>,
+    /// `User-Agent` header.
+    pub user_agent: String,
+    /// HTTP timeout of an ordinary request.
+    pub request_timeout: Duration,
+    /// `maxResults` of compute list calls (Google's maximum is 500).
+    pub page_size: u32,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            api_endpoint: None,
+            retry: RetryPolicy::default(),
+            poll: PollPolicy::default(),
+            token_source: None,
+            user_agent: format!("slicectl/{}", env!("CARGO_PKG_VERSION")),
+            request_timeout: Duration::from_secs(60),
+            page_size: 500,
+        }
+    }
+}
+
+impl fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("api_endpoint", &self.api_endpoint)
+            .field("retry", &self.retry)
+            .field("poll", &self.poll)
+            .field(
+                "token_source",
+                &self.token_source.as_ref().map(|_| "<injected>"),
+            )
+            .field("user_agent", &self.user_agent)
+            .field("request_timeout", &self.request_timeout)
+            .field("page_size", &self.page_size)
+            .finish()
+    }
+}
+
+/// Request counters (every HTTP attempt counts, retries included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestStats {
+    /// GETs, lists and operation polls.
+    pub reads: u64,
+    /// Creates, updates, deletes.
+    pub writes: u64,
+    /// Attempts that were retries of an earlier failed attempt.
+    pub retries: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    retries: AtomicU64,
+}
+
+impl Counters {
+    fn record(&self, access: Access) {
+        match access {
+            Access::Read => self.reads.fetch_add(1, Ordering::Relaxed),
+            Access::Write => self.writes.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+
+    fn record_retry(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+pub(crate) struct Inner {
+    http: reqwest::Client,
+    endpoints: Endpoints,
+    tokens: Arc<dyn TokenSource>,
+    retry: RetryPolicy,
+    poll: PollPolicy,
+    page_size: u32,
+    stats: Counters,
+}
+
+/// The Google Cloud client (cheap to clone; clones share counters).
+#[derive(Clone)]
+pub struct CloudClient {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for CloudClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CloudClient")
+            .field("endpoints", &self.inner.endpoints)
+            .field("retry", &self.inner.retry)
+            .field("poll", &self.inner.poll)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CloudClient {
+    /// Builds a client. Never needs credentials: with `GcpAuth` they are
+    /// looked up on the first call.
+    pub fn new(opts: ClientOptions) -> Result<CloudClient, CloudError> {
+        // reqwest is built with `rustls-no-provider`: install ring once per process.
+        // An error only means a provider is already installed, which is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let endpoints = Endpoints::new(opts.api_endpoint.as_deref())?;
+        if opts.retry.max_attempts == 0 {
+            return Err(CloudError::InvalidInput(
+                "retry.max_attempts must be at least 1".into(),
+            ));
+        }
+        if opts.page_size == 0 || opts.page_size > 500 {
+            return Err(CloudError::InvalidInput(format!(
+                "page_size must be 1..=500, not {}",
+                opts.page_size
+            )));
+        }
+        let http = reqwest::Client::builder()
+            .user_agent(opts.user_agent.clone())
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(opts.request_timeout)
+            .build()
+            .map_err(|e| CloudError::InvalidInput(format!("cannot build HTTP client: {e}")))?;
+        let tokens: Arc<dyn TokenSource> = match opts.token_source {
+            Some(t) => t,
+            None if endpoints.loopback => Arc::new(NoAuth),
+            None => Arc::new(GcpAuth::new()),
+        };
+        tracing::debug!(container = %endpoints.container, compute = %endpoints.compute, "Google Cloud client");
+        Ok(CloudClient {
+            inner: Arc::new(Inner {
+                http,
+                endpoints,
+                tokens,
+                retry: opts.retry,
+                poll: opts.poll,
+                page_size: opts.page_size,
+                stats: Counters::default(),
+            }),
+        })
+    }
+
+    /// GKE (container v1) calls.
+    pub fn gke(&self) -> GkeApi<'_> {
+        GkeApi::new(&self.inner)
+    }
+
+    /// Compute Engine (compute v1) calls.
+    pub fn compute(&self) -> ComputeApi<'_> {
+        ComputeApi::new(&self.inner)
+    }
+
+    /// The endpoints in use.
+    pub fn endpoints(&self) -> &Endpoints {
+        &self.inner.endpoints
+    }
+
+    /// Requests sent so far (by this client and its clones).
+    pub fn stats(&self) -> RequestStats {
+        let c = &self.inner.stats;
+        RequestStats {
+            reads: c.reads.load(Ordering::Relaxed),
+            writes: c.writes.load(Ordering::Relaxed),
+            retries: c.retries.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Delays between operation polls: exponential (factor 1.5) from
+/// `min_interval` to `max_interval`, each plus a random jitter of up to itself.
+pub(crate) fn poll_delays(p: &PollPolicy) -> impl Iterator<Item = Duration> + use<> {
+    use backon::BackoffBuilder;
+    backon::ExponentialBuilder::default()
+        .with_jitter()
+        .with_factor(1.5)
+        .with_min_delay(p.min_interval)
+        .with_max_delay(p.max_interval)
+        .without_max_times()
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_debug_hides_the_token_source() {
+        let opts = ClientOptions {
+            token_source: Some(Arc::new(StaticToken::new("ya29.secret"))),
+            ..ClientOptions::default()
+        };
+        let dbg = format!("{opts:?}");
+        assert!(!dbg.contains("ya29"), "{dbg}");
+        let client = CloudClient::new(opts).unwrap();
+        assert!(!format!("{client:?}").contains("ya29"));
+    }
+
+    #[test]
+    fn building_without_credentials_succeeds() {
+        // Production endpoints choose GcpAuth lazily: no credentials needed to build.
+        let client = CloudClient::new(ClientOptions::default()).unwrap();
+        assert_eq!(client.endpoints(), &Endpoints::default());
+        assert_eq!(client.stats(), RequestStats::default());
+    }
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[tokio::test]
+    async fn call_futures_are_send_so_they_can_be_spawned() {
+        let client = CloudClient::new(ClientOptions::default()).unwrap();
+        let c = ClusterRef::new("p", "l", "c");
+        let op = crate::resource::gke::Operation::default();
+        assert_send(&client.gke().list_node_pools(&c));
+        assert_send(
+            &client
+                .gke()
+                .wait_operation("p", "l", &op, Duration::from_secs(1)),
+        );
+        let cop = crate::resource::compute::Operation::default();
+        assert_send(&client.compute().list_resource_policies("p", "r"));
+        assert_send(
+            &client
+                .compute()
+                .wait_operation(&cop, Duration::from_secs(1)),
+        );
+    }
+
+    #[test]
+    fn rejects_bad_options() {
+        let bad = ClientOptions {
+            retry: RetryPolicy {
+                max_attempts: 0,
+                ..RetryPolicy::default()
+            },
+            ..ClientOptions::default()
+        };
+        assert!(CloudClient::new(bad).is_err());
+        let bad = ClientOptions {
+            page_size: 501,
+            ..ClientOptions::default()
+        };
+        assert!(CloudClient::new(bad).is_err());
+    }
+}
