@@ -179,6 +179,8 @@ async fn faults_at_a_steady_rate_still_converge() {
         }
     }
     assert!(converged, "did not converge under faults");
+    let injected = sim.stats().faults_injected;
+    sim.set_faults(FaultConfig::default()); // the checks below read through the simulator too
     assert_eq!(
         pool_names(&sim).await,
         vec!["iron-0", "llm-0", "llm-1", "tiny-0"]

@@ -22,7 +22,11 @@ fn committed_fleet_renders_and_plans() {
         }
     }
     let replicas: u32 = fleet.slices.values().map(|s| s.spec.replicas).sum();
-    let pools = p.actions.iter().filter(|a| a.kind == ResourceKind::NodePool).count();
+    let pools = p
+        .actions
+        .iter()
+        .filter(|a| a.kind == ResourceKind::NodePool)
+        .count();
     assert_eq!(pools as u32, replicas);
     let bodies: Vec<_> = p.actions.iter().map(|a| (&a.address, &a.after)).collect();
     insta::assert_json_snapshot!("specs_fleet_bodies", bodies);

@@ -15,7 +15,9 @@ use tokio::task::JoinSet;
 use crate::cloud::{CloudClient, CloudError};
 use crate::plan::{Action, ActionKind, Plan, ResourceKind, Scope};
 use crate::resource::compute::{self, ResourcePolicy};
-use crate::resource::gke::{self, NodeLabels, NodePool, NodeTaints, ResourceLabels, UpdateNodePoolRequest};
+use crate::resource::gke::{
+    self, NodeLabels, NodePool, NodeTaints, ResourceLabels, UpdateNodePoolRequest,
+};
 use crate::resource::{ClusterRef, RegionRef};
 
 pub use progress::{PlainProgress, Progress, TerminalProgress};
@@ -82,7 +84,11 @@ impl ApplyReport {
         let n = |k: &str| self.done.get(k).copied().unwrap_or(0);
         format!(
             "{}: {} created, {} updated, {} replaced, {} destroyed, {} waited on, {} failed, {} skipped ({:.1}s).",
-            if self.success() { "Apply complete" } else { "Apply FAILED" },
+            if self.success() {
+                "Apply complete"
+            } else {
+                "Apply FAILED"
+            },
             n("create"),
             n("update"),
             n("replace"),
@@ -131,7 +137,13 @@ fn region_op(r: &RegionRef, name: &str) -> compute::Operation {
     }
 }
 
-async fn run_pool_step(client: &CloudClient, a: &Action, c: &ClusterRef, op: StepOp, timeout: Duration) -> Result<(), ApplyError> {
+async fn run_pool_step(
+    client: &CloudClient,
+    a: &Action,
+    c: &ClusterRef,
+    op: StepOp,
+    timeout: Duration,
+) -> Result<(), ApplyError> {
     let started = match op {
         StepOp::WaitInFlight => gke_op(a.operation.as_deref().unwrap_or_default()),
         StepOp::Create => {
@@ -141,9 +153,17 @@ async fn run_pool_step(client: &CloudClient, a: &Action, c: &ClusterRef, op: Ste
                 // Created by an earlier attempt whose answer was lost: find
                 // the operation creating it instead of failing or duplicating.
                 Err(e) if e.is_already_exists() => {
-                    let ops = client.gke().list_operations(&c.project, &c.location).await?;
+                    let ops = client
+                        .gke()
+                        .list_operations(&c.project, &c.location)
+                        .await?;
                     let suffix = format!("/{}/nodePools/{}", c.path(), a.name);
-                    match ops.into_iter().find(|o| o.status != "DONE" && o.target_link.as_deref().is_some_and(|l| l.ends_with(&suffix))) {
+                    match ops.into_iter().find(|o| {
+                        o.status != "DONE"
+                            && o.target_link
+                                .as_deref()
+                                .is_some_and(|l| l.ends_with(&suffix))
+                    }) {
                         Some(op) => op,
                         None => return Ok(()),
                     }
@@ -156,8 +176,12 @@ async fn run_pool_step(client: &CloudClient, a: &Action, c: &ClusterRef, op: Ste
             let config = pool.config.unwrap_or_default();
             let req = UpdateNodePoolRequest {
                 name: format!("{}/nodePools/{}", c.path(), a.name),
-                labels: Some(NodeLabels { labels: config.labels }),
-                taints: Some(NodeTaints { taints: config.taints }),
+                labels: Some(NodeLabels {
+                    labels: config.labels,
+                }),
+                taints: Some(NodeTaints {
+                    taints: config.taints,
+                }),
                 resource_labels: Some(ResourceLabels {
                     labels: config.resource_labels,
                 }),
@@ -170,23 +194,40 @@ async fn run_pool_step(client: &CloudClient, a: &Action, c: &ClusterRef, op: Ste
             Err(e) => return Err(e.into()),
         },
     };
-    client.gke().wait_operation(&c.project, &c.location, &started, timeout).await?;
+    client
+        .gke()
+        .wait_operation(&c.project, &c.location, &started, timeout)
+        .await?;
     Ok(())
 }
 
-async fn run_policy_step(client: &CloudClient, a: &Action, r: &RegionRef, op: StepOp, timeout: Duration) -> Result<(), ApplyError> {
+async fn run_policy_step(
+    client: &CloudClient,
+    a: &Action,
+    r: &RegionRef,
+    op: StepOp,
+    timeout: Duration,
+) -> Result<(), ApplyError> {
     let started = match op {
         StepOp::WaitInFlight => region_op(r, a.operation.as_deref().unwrap_or_default()),
         StepOp::Create => {
             let policy: ResourcePolicy = body(a)?;
-            match client.compute().insert_resource_policy(&r.project, &r.region, &policy).await {
+            match client
+                .compute()
+                .insert_resource_policy(&r.project, &r.region, &policy)
+                .await
+            {
                 Ok(op) => op,
                 Err(e) if e.is_already_exists() => return Ok(()),
                 Err(e) => return Err(e.into()),
             }
         }
         StepOp::Update => return Ok(()), // workload policies are immutable: never planned
-        StepOp::Delete => match client.compute().delete_resource_policy(&r.project, &r.region, &a.name).await {
+        StepOp::Delete => match client
+            .compute()
+            .delete_resource_policy(&r.project, &r.region, &a.name)
+            .await
+        {
             Ok(op) => op,
             Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e.into()),
@@ -199,14 +240,23 @@ async fn run_policy_step(client: &CloudClient, a: &Action, r: &RegionRef, op: St
 async fn run_step(client: CloudClient, a: Action, op: StepOp) -> Result<(), ApplyError> {
     let timeout = Duration::from_secs(a.timeout_secs.max(1));
     match (a.kind, &a.scope) {
-        (ResourceKind::NodePool, Scope::Cluster(c)) => run_pool_step(&client, &a, c, op, timeout).await,
-        (ResourceKind::WorkloadPolicy, Scope::Region(r)) => run_policy_step(&client, &a, r, op, timeout).await,
+        (ResourceKind::NodePool, Scope::Cluster(c)) => {
+            run_pool_step(&client, &a, c, op, timeout).await
+        }
+        (ResourceKind::WorkloadPolicy, Scope::Region(r)) => {
+            run_policy_step(&client, &a, r, op, timeout).await
+        }
         _ => Err(ApplyError::Scope(a.address.clone())),
     }
 }
 
 /// Executes the plan.
-pub async fn execute(client: &CloudClient, plan: &Plan, opts: &ApplyOptions, progress: Arc<dyn Progress>) -> ApplyReport {
+pub async fn execute(
+    client: &CloudClient,
+    plan: &Plan,
+    opts: &ApplyOptions,
+    progress: Arc<dyn Progress>,
+) -> ApplyReport {
     let start = Instant::now();
     let steps: Vec<Step> = steps::expand(plan);
     let mut pending: Vec<usize> = steps.iter().map(|s| s.deps.len()).collect();
@@ -221,7 +271,11 @@ pub async fn execute(client: &CloudClient, plan: &Plan, opts: &ApplyOptions, pro
     for s in &steps {
         left[s.action] += 1;
     }
-    let mut ready: Vec<usize> = steps.iter().filter(|s| s.deps.is_empty()).map(|s| s.id).collect();
+    let mut ready: Vec<usize> = steps
+        .iter()
+        .filter(|s| s.deps.is_empty())
+        .map(|s| s.id)
+        .collect();
     ready.reverse();
     let mut failed_steps = vec![false; steps.len()];
     let mut action_failed = vec![false; plan.actions.len()];
@@ -256,7 +310,9 @@ pub async fn execute(client: &CloudClient, plan: &Plan, opts: &ApplyOptions, pro
             });
         }
         ready.extend(deferred);
-        let Some(joined) = running.join_next().await else { break };
+        let Some(joined) = running.join_next().await else {
+            break;
+        };
         let (id, elapsed, result) = match joined {
             Ok(x) => x,
             Err(e) => {
@@ -291,7 +347,8 @@ pub async fn execute(client: &CloudClient, plan: &Plan, opts: &ApplyOptions, pro
                     if !failed_steps[d] {
                         failed_steps[d] = true;
                         let da = &plan.actions[steps[d].action];
-                        if !action_failed[steps[d].action] && !report.skipped.contains(&da.address) {
+                        if !action_failed[steps[d].action] && !report.skipped.contains(&da.address)
+                        {
                             report.skipped.push(da.address.clone());
                         }
                         stack.extend(dependents[d].iter().copied());

@@ -27,7 +27,9 @@ pub struct PlainProgress {
 impl PlainProgress {
     /// New, timed from now.
     pub fn new() -> Self {
-        PlainProgress { start: Instant::now() }
+        PlainProgress {
+            start: Instant::now(),
+        }
     }
 }
 
@@ -46,7 +48,10 @@ impl Progress for PlainProgress {
         let at = secs(self.start.elapsed());
         match result {
             Ok(()) => eprintln!("[{at:>7}] {key}: {what} done after {}", secs(elapsed)),
-            Err(e) => eprintln!("[{at:>7}] {key}: {what} FAILED after {}: {e}", secs(elapsed)),
+            Err(e) => eprintln!(
+                "[{at:>7}] {key}: {what} FAILED after {}: {e}",
+                secs(elapsed)
+            ),
         }
     }
 }
@@ -87,7 +92,11 @@ impl Progress for TerminalProgress {
     }
 
     fn finished(&self, key: &str, what: &str, result: Result<(), &str>, elapsed: Duration) {
-        let bar = self.bars.lock().ok().and_then(|mut b| b.remove(&format!("{key}/{what}")));
+        let bar = self
+            .bars
+            .lock()
+            .ok()
+            .and_then(|mut b| b.remove(&format!("{key}/{what}")));
         let line = match result {
             Ok(()) => format!("✓ {key}: {what} done after {}", secs(elapsed)),
             Err(e) => format!("✗ {key}: {what} FAILED after {}: {e}", secs(elapsed)),

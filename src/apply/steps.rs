@@ -58,7 +58,12 @@ pub fn expand(plan: &Plan) -> Vec<Step> {
     let mut marks: BTreeMap<(String, u32, ResourceKind), Marks> = BTreeMap::new();
     let push = |steps: &mut Vec<Step>, action: usize, op: StepOp, deps: Vec<usize>| {
         let id = steps.len();
-        steps.push(Step { id, action, op, deps });
+        steps.push(Step {
+            id,
+            action,
+            op,
+            deps,
+        });
         id
     };
     for (i, a) in plan.actions.iter().enumerate() {
@@ -91,7 +96,9 @@ pub fn expand(plan: &Plan) -> Vec<Step> {
     // Cross-resource ordering within a slice replica.
     let keys: Vec<(String, u32)> = marks.keys().map(|(s, r, _)| (s.clone(), *r)).collect();
     for (s, r) in keys {
-        let pol = marks.get(&(s.clone(), r, ResourceKind::WorkloadPolicy)).copied();
+        let pol = marks
+            .get(&(s.clone(), r, ResourceKind::WorkloadPolicy))
+            .copied();
         let pool = marks.get(&(s.clone(), r, ResourceKind::NodePool)).copied();
         if let (Some(pol), Some(pool)) = (pol, pool) {
             // The pool is created only once its policy is in place.
@@ -121,7 +128,10 @@ mod tests {
             address: "a".into(),
             slice: "s".into(),
             replica: 0,
-            scope: Scope::Region(RegionRef { project: "p".into(), region: "r".into() }),
+            scope: Scope::Region(RegionRef {
+                project: "p".into(),
+                region: "r".into(),
+            }),
             reason: String::new(),
             changes: vec![],
             before: None,
@@ -153,7 +163,11 @@ mod tests {
         assert_eq!(s.len(), 4);
         assert_eq!(s[0].deps, vec![2], "policy delete waits for pool delete");
         assert_eq!(s[1].deps, vec![0]);
-        assert_eq!(s[3].deps, vec![2, 1], "pool create waits for its delete and the new policy");
+        assert_eq!(
+            s[3].deps,
+            vec![2, 1],
+            "pool create waits for its delete and the new policy"
+        );
     }
 
     #[test]
@@ -161,7 +175,10 @@ mod tests {
         let mut a = action(ResourceKind::NodePool, ActionKind::Create);
         a.operation = Some("op".into());
         let s = expand(&plan(vec![a]));
-        assert_eq!(s.iter().map(|s| s.op).collect::<Vec<_>>(), vec![StepOp::WaitInFlight, StepOp::Create]);
+        assert_eq!(
+            s.iter().map(|s| s.op).collect::<Vec<_>>(),
+            vec![StepOp::WaitInFlight, StepOp::Create]
+        );
         assert_eq!(s[1].deps, vec![0]);
     }
 }

@@ -124,7 +124,12 @@ pub enum Command {
 pub struct Connection {
     /// Send container calls to URL/v1/... and compute calls to URL/compute/v1/...
     /// (no credentials are used for a loopback URL).
-    #[arg(long, env = "SLICECTL_API_ENDPOINT", value_name = "URL", conflicts_with = "sim")]
+    #[arg(
+        long,
+        env = "SLICECTL_API_ENDPOINT",
+        value_name = "URL",
+        conflicts_with = "sim"
+    )]
     pub api_endpoint: Option<String>,
     /// Start the GCP simulator in-process and target it: nothing real is touched.
     #[arg(long)]
@@ -183,6 +188,8 @@ pub struct Exec {
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let d: jiff::SignedDuration = s.parse().map_err(|e| format!("invalid duration {s:?}: {e} (e.g. 500ms, 2s, 1m)"))?;
+    let d: jiff::SignedDuration = s
+        .parse()
+        .map_err(|e| format!("invalid duration {s:?}: {e} (e.g. 500ms, 2s, 1m)"))?;
     std::time::Duration::try_from(d).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }

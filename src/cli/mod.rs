@@ -16,7 +16,7 @@ use clap::Parser;
 
 use crate::apply::{self, ApplyOptions, PlainProgress, Progress, TerminalProgress};
 use crate::cloud::{ClientOptions, CloudClient};
-use crate::plan::{self, Plan, PlanOptions, human};
+use crate::plan::{self, Inventory, Plan, PlanOptions, human};
 use crate::sim::{FaultConfig, SimConfig, SimHandle, Simulator};
 use crate::source::{self, LoadError};
 use crate::spec::Fleet;
@@ -33,7 +33,10 @@ pub const EXIT_CHANGES: u8 = 2;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log, cli.log_format);
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -52,7 +55,9 @@ pub fn main() -> ExitCode {
 fn init_logging(filter: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
@@ -66,7 +71,11 @@ async fn run(cmd: Command) -> Result<u8> {
             print!("{}", crate::spec::schema::json_schema_string());
             Ok(EXIT_OK)
         }
-        Command::Sim { listen, clusters, sim } => {
+        Command::Sim {
+            listen,
+            clusters,
+            sim,
+        } => {
             crate::sim::serve_forever(sim_config(clusters, &sim), listen).await?;
             Ok(EXIT_OK)
         }
@@ -78,7 +87,9 @@ async fn run(cmd: Command) -> Result<u8> {
             detailed_exitcode,
             out,
         } => {
-            let Some(fleet) = load(&dir)? else { return Ok(EXIT_ERROR) };
+            let Some(fleet) = load(&dir)? else {
+                return Ok(EXIT_ERROR);
+            };
             let session = Session::connect(&conn, &fleet).await?;
             let inv = crate::observe::observe(&session.client, &fleet).await?;
             let plan = plan::plan(&fleet, &inv, &plan_options(&safety))?;
@@ -88,10 +99,18 @@ async fn run(cmd: Command) -> Result<u8> {
             }
             if let Some(path) = out {
                 planfile::save(&path, &plan, &fleet)?;
-                eprintln!("Saved the plan to {}. Apply exactly it with: slicectl apply {}", path.display(), path.display());
+                eprintln!(
+                    "Saved the plan to {}. Apply exactly it with: slicectl apply {}",
+                    path.display(),
+                    path.display()
+                );
             }
             session.close().await;
-            Ok(if detailed_exitcode && plan.summary.has_changes() { EXIT_CHANGES } else { EXIT_OK })
+            Ok(if detailed_exitcode && plan.summary.has_changes() {
+                EXIT_CHANGES
+            } else {
+                EXIT_OK
+            })
         }
         Command::Apply {
             path,
@@ -102,26 +121,33 @@ async fn run(cmd: Command) -> Result<u8> {
             if path.is_file() {
                 apply_saved(&path, &conn, &exec).await
             } else {
-                let Some(fleet) = load(&path)? else { return Ok(EXIT_ERROR) };
+                let Some(fleet) = load(&path)? else {
+                    return Ok(EXIT_ERROR);
+                };
                 let session = Session::connect(&conn, &fleet).await?;
                 let inv = crate::observe::observe(&session.client, &fleet).await?;
                 let plan = plan::plan(&fleet, &inv, &plan_options(&safety))?;
-                let code = confirm_and_execute(&session, &fleet, &plan, &exec, "apply").await?;
+                let code =
+                    confirm_and_execute(&session, &fleet, &inv, &plan, &exec, "apply").await?;
                 session.close().await;
                 Ok(code)
             }
         }
         Command::Destroy { dir, conn, exec } => {
-            let Some(fleet) = load(&dir)? else { return Ok(EXIT_ERROR) };
+            let Some(fleet) = load(&dir)? else {
+                return Ok(EXIT_ERROR);
+            };
             let session = Session::connect(&conn, &fleet).await?;
             let inv = crate::observe::observe(&session.client, &fleet).await?;
             let plan = plan::plan_destroy(&fleet, &inv)?;
-            let code = confirm_and_execute(&session, &fleet, &plan, &exec, "destroy").await?;
+            let code = confirm_and_execute(&session, &fleet, &inv, &plan, &exec, "destroy").await?;
             session.close().await;
             Ok(code)
         }
         Command::Status { dir, conn, output } => {
-            let Some(fleet) = load(&dir)? else { return Ok(EXIT_ERROR) };
+            let Some(fleet) = load(&dir)? else {
+                return Ok(EXIT_ERROR);
+            };
             let session = Session::connect(&conn, &fleet).await?;
             let inv = crate::observe::observe(&session.client, &fleet).await?;
             let rows = status::rows(&fleet, &inv);
@@ -170,7 +196,8 @@ fn load(dir: &Path) -> Result<Option<Fleet>> {
             );
             Ok(None)
         }
-        Err(e) => Err(anyhow::Error::new(e)).with_context(|| format!("cannot read the specs under {}", dir.display())),
+        Err(e) => Err(anyhow::Error::new(e))
+            .with_context(|| format!("cannot read the specs under {}", dir.display())),
     }
 }
 
@@ -217,7 +244,9 @@ impl Session {
             let (clusters, _) = crate::observe::locations(fleet);
             let cfg = sim_config(clusters.iter().map(|c| c.path()).collect(), &conn.sim_args);
             let addr = "127.0.0.1:0".parse().context("loopback address")?;
-            let handle = Simulator::start(cfg, addr).await.context("cannot start the embedded GCP simulator")?;
+            let handle = Simulator::start(cfg, addr)
+                .await
+                .context("cannot start the embedded GCP simulator")?;
             eprintln!(
                 "{}",
                 color_stderr(&format!(
@@ -248,14 +277,18 @@ fn color_stderr(s: &str) -> String {
     if anstream::AutoStream::choice(&std::io::stderr()) == anstream::ColorChoice::Never {
         s.to_string()
     } else {
-        let st = anstyle::Style::new().bold().fg_color(Some(anstyle::AnsiColor::Yellow.into()));
+        let st = anstyle::Style::new()
+            .bold()
+            .fg_color(Some(anstyle::AnsiColor::Yellow.into()));
         format!("{st}{s}{st:#}")
     }
 }
 
 fn confirm(verb: &str) -> Result<bool> {
     if !std::io::stdin().is_terminal() {
-        bail!("refusing to {verb} without confirmation: standard input is not a terminal; review the plan and pass --auto-approve");
+        bail!(
+            "refusing to {verb} without confirmation: standard input is not a terminal; review the plan and pass --auto-approve"
+        );
     }
     print!("\nDo you want to perform these actions? Only 'yes' will be accepted: ");
     std::io::stdout().flush()?;
@@ -264,12 +297,19 @@ fn confirm(verb: &str) -> Result<bool> {
     Ok(line.trim() == "yes")
 }
 
-async fn confirm_and_execute(session: &Session, fleet: &Fleet, plan: &Plan, exec: &Exec, verb: &str) -> Result<u8> {
+async fn confirm_and_execute(
+    session: &Session,
+    fleet: &Fleet,
+    observed: &Inventory,
+    plan: &Plan,
+    exec: &Exec,
+    verb: &str,
+) -> Result<u8> {
     print!("{}", human::render(plan, color_stdout()));
     if !plan.summary.has_changes() {
         if !fleet.slices.is_empty() {
             println!();
-            print!("{}", status::table(&status::rows(fleet, &crate::observe::observe(&session.client, fleet).await?)));
+            print!("{}", status::table(&status::rows(fleet, observed)));
         }
         return Ok(EXIT_OK);
     }
@@ -292,7 +332,9 @@ async fn confirm_and_execute(session: &Session, fleet: &Fleet, plan: &Plan, exec
         print!("{}", status::table(&status::rows(fleet, &inv)));
     }
     if !report.success() {
-        println!("Run `slicectl {verb}` again to retry: it observes what is live and continues from there.");
+        println!(
+            "Run `slicectl {verb}` again to retry: it observes what is live and continues from there."
+        );
         return Ok(EXIT_ERROR);
     }
     Ok(EXIT_OK)
@@ -327,7 +369,7 @@ async fn apply_saved(path: &Path, conn: &Connection, exec: &Exec) -> Result<u8> 
             path.display()
         );
     }
-    let code = confirm_and_execute(&session, &fleet, &saved.plan, exec, "apply").await?;
+    let code = confirm_and_execute(&session, &fleet, &inv, &saved.plan, exec, "apply").await?;
     session.close().await;
     Ok(code)
 }

@@ -53,18 +53,28 @@ pub fn save(path: &Path, plan: &Plan, fleet: &Fleet) -> Result<()> {
     let saved = SavedPlan {
         kind: KIND.to_string(),
         format_version: FORMAT_VERSION,
-        targets: fleet.targets.values().map(|t| (t.name.clone(), t.spec.clone())).collect(),
+        targets: fleet
+            .targets
+            .values()
+            .map(|t| (t.name.clone(), t.spec.clone()))
+            .collect(),
         plan: plan.clone(),
     };
     let text = serde_json::to_string_pretty(&saved)?;
-    std::fs::write(path, text).with_context(|| format!("cannot write the plan file {}", path.display()))
+    std::fs::write(path, text)
+        .with_context(|| format!("cannot write the plan file {}", path.display()))
 }
 
 /// Reads a plan file.
 pub fn load(path: &Path) -> Result<SavedPlan> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the plan file {}", path.display()))?;
-    let saved: SavedPlan = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a slicectl plan file (expected the output of `slicectl plan --out`)", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the plan file {}", path.display()))?;
+    let saved: SavedPlan = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a slicectl plan file (expected the output of `slicectl plan --out`)",
+            path.display()
+        )
+    })?;
     if saved.kind != KIND || saved.format_version != FORMAT_VERSION {
         bail!(
             "{} is a {:?} file of format {}; this slicectl reads {KIND:?} format {FORMAT_VERSION}",

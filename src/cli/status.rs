@@ -35,7 +35,9 @@ pub struct Row {
 pub fn rows(fleet: &Fleet, inv: &Inventory) -> Vec<Row> {
     let mut out = Vec::new();
     for d in render_fleet(fleet) {
-        let Some(slice) = fleet.slices.get(&d.slice) else { continue };
+        let Some(slice) = fleet.slices.get(&d.slice) else {
+            continue;
+        };
         let st = inv.clusters.get(&d.cluster);
         let live = st.and_then(|s| s.node_pools.iter().find(|p| p.name == d.node_pool.name));
         let mut last_error = live
@@ -49,7 +51,11 @@ pub fn rows(fleet: &Fleet, inv: &Inventory) -> Vec<Row> {
             .unwrap_or_default();
         if last_error.is_empty() {
             if let Some(op) = st.and_then(|s| s.last_error(&d.node_pool.name)) {
-                last_error = op.error.as_ref().map(|e| e.message.clone()).unwrap_or_default();
+                last_error = op
+                    .error
+                    .as_ref()
+                    .map(|e| e.message.clone())
+                    .unwrap_or_default();
             }
         }
         let hosts = slice.shape.hosts;
@@ -73,8 +79,17 @@ pub fn rows(fleet: &Fleet, inv: &Inventory) -> Vec<Row> {
     // Owned but no longer desired.
     for st in inv.clusters.values() {
         for l in &st.node_pools {
-            let Some(o) = l.config.as_ref().and_then(|c| Ownership::from_labels(&c.labels)) else { continue };
-            let desired = fleet.slices.get(&o.slice).is_some_and(|s| o.replica < s.spec.replicas);
+            let Some(o) = l
+                .config
+                .as_ref()
+                .and_then(|c| Ownership::from_labels(&c.labels))
+            else {
+                continue;
+            };
+            let desired = fleet
+                .slices
+                .get(&o.slice)
+                .is_some_and(|s| o.replica < s.spec.replicas);
             if desired || !fleet.targets.values().any(|t| t.spec.owner_id == o.owner) {
                 continue;
             }
@@ -90,7 +105,10 @@ pub fn rows(fleet: &Fleet, inv: &Inventory) -> Vec<Row> {
                     .and_then(|p| p.tpu_topology.clone())
                     .unwrap_or_default(),
                 state: format!("ORPHANED ({})", l.status.as_deref().unwrap_or("?")),
-                nodes: l.initial_node_count.map(|n| n.to_string()).unwrap_or_default(),
+                nodes: l
+                    .initial_node_count
+                    .map(|n| n.to_string())
+                    .unwrap_or_default(),
                 last_error: "not in the specs: the next apply deletes it".into(),
             });
         }
@@ -102,7 +120,17 @@ pub fn rows(fleet: &Fleet, inv: &Inventory) -> Vec<Row> {
 pub fn table(rows: &[Row]) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(vec!["SLICE", "REPLICA", "NODE POOL", "BACKEND", "ACCELERATOR", "TOPOLOGY", "STATE", "NODES", "LAST ERROR"]);
+    t.set_header(vec![
+        "SLICE",
+        "REPLICA",
+        "NODE POOL",
+        "BACKEND",
+        "ACCELERATOR",
+        "TOPOLOGY",
+        "STATE",
+        "NODES",
+        "LAST ERROR",
+    ]);
     for r in rows {
         t.add_row(vec![
             r.slice.clone(),

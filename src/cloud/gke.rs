@@ -59,7 +59,6 @@ impl ClusterRef {
     }
 }
 
-
 /// GKE calls; get one with [`super::CloudClient::gke`].
 #[derive(Clone, Copy)]
 pub struct GkeApi<'a> {

@@ -32,7 +32,10 @@ pub fn locations(fleet: &Fleet) -> (BTreeSet<ClusterRef>, BTreeSet<RegionRef>) {
     (clusters, regions)
 }
 
-async fn observe_cluster(client: &CloudClient, c: &ClusterRef) -> Result<(ClusterRef, ClusterState), CloudError> {
+async fn observe_cluster(
+    client: &CloudClient,
+    c: &ClusterRef,
+) -> Result<(ClusterRef, ClusterState), CloudError> {
     let gke = client.gke();
     let (node_pools, operations) = tokio::try_join!(
         gke.list_node_pools(c),
@@ -41,18 +44,37 @@ async fn observe_cluster(client: &CloudClient, c: &ClusterRef) -> Result<(Cluste
     let prefix = format!("/{}/", c.path());
     let operations = operations
         .into_iter()
-        .filter(|op| op.target_link.as_deref().is_some_and(|l| l.contains(&prefix)))
+        .filter(|op| {
+            op.target_link
+                .as_deref()
+                .is_some_and(|l| l.contains(&prefix))
+        })
         .collect();
-    Ok((c.clone(), ClusterState { node_pools, operations }))
+    Ok((
+        c.clone(),
+        ClusterState {
+            node_pools,
+            operations,
+        },
+    ))
 }
 
-async fn observe_region(client: &CloudClient, r: &RegionRef) -> Result<(RegionRef, RegionState), CloudError> {
+async fn observe_region(
+    client: &CloudClient,
+    r: &RegionRef,
+) -> Result<(RegionRef, RegionState), CloudError> {
     let compute = client.compute();
     let (policies, operations) = tokio::try_join!(
         compute.list_resource_policies(&r.project, &r.region),
         compute.list_region_operations(&r.project, &r.region, true)
     )?;
-    Ok((r.clone(), RegionState { policies, operations }))
+    Ok((
+        r.clone(),
+        RegionState {
+            policies,
+            operations,
+        },
+    ))
 }
 
 /// Observes every cluster and region the fleet's targets name, concurrently.
@@ -62,7 +84,11 @@ pub async fn observe(client: &CloudClient, fleet: &Fleet) -> Result<Inventory, C
         try_join_all(clusters.iter().map(|c| observe_cluster(client, c))),
         try_join_all(regions.iter().map(|r| observe_region(client, r)))
     )?;
-    tracing::debug!(clusters = cs.len(), regions = rs.len(), "observed inventory");
+    tracing::debug!(
+        clusters = cs.len(),
+        regions = rs.len(),
+        "observed inventory"
+    );
     Ok(Inventory {
         clusters: cs.into_iter().collect(),
         regions: rs.into_iter().collect(),

@@ -12,6 +12,8 @@ use slicectl::sim::{FaultConfig, SimConfig, SimHandle, Simulator};
 pub const CLUSTER: &str = "projects/example-project/locations/us-central2/clusters/train";
 
 pub async fn sim(latency: Duration, seed: u64, faults: FaultConfig) -> SimHandle {
+    // reqwest is built without a default TLS provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     Simulator::start(
         SimConfig {
             clusters: vec![CLUSTER.to_string()],
