@@ -350,7 +350,13 @@ mod tests {
             ("tpu-v4-podslice", "2x2x4", None, "ct4p-hightpu-4t", 4),
             ("tpu-v6e-slice", "1x1", None, "ct6e-standard-1t", 1),
             ("tpu-v6e-slice", "2x4", None, "ct6e-standard-8t", 1),
-            ("tpu-v6e-slice", "2x4", Some("ct6e-standard-4t"), "ct6e-standard-4t", 2),
+            (
+                "tpu-v6e-slice",
+                "2x4",
+                Some("ct6e-standard-4t"),
+                "ct6e-standard-4t",
+                2,
+            ),
             ("tpu-v6e-slice", "16x16", None, "ct6e-standard-4t", 64),
             ("tpu-v5-lite-podslice", "2x2", None, "ct5lp-hightpu-4t", 1),
             ("tpu7x", "2x2x2", None, "tpu7x-standard-4t", 2),
@@ -358,34 +364,60 @@ mod tests {
         ];
         for (acc, topo, mt, want_mt, want_hosts) in cases {
             let s = resolve(acc, topo, mt).unwrap();
-            assert_eq!((s.machine_type, s.hosts), (want_mt, want_hosts), "{acc} {topo}");
+            assert_eq!(
+                (s.machine_type, s.hosts),
+                (want_mt, want_hosts),
+                "{acc} {topo}"
+            );
         }
     }
 
     #[test]
     fn placement_rules() {
-        assert_eq!(resolve("tpu-v5p-slice", "2x2x1", None).unwrap().placement, Placement::None);
+        assert_eq!(
+            resolve("tpu-v5p-slice", "2x2x1", None).unwrap().placement,
+            Placement::None
+        );
         assert_eq!(
             resolve("tpu-v5p-slice", "2x2x2", None).unwrap().placement,
-            Placement::Compact { topology: "2x2x2".into() }
+            Placement::Compact {
+                topology: "2x2x2".into()
+            }
         );
         assert_eq!(
             resolve("tpu7x", "4x4x4", None).unwrap().placement,
-            Placement::WorkloadPolicy { topology: "4x4x4".into() }
+            Placement::WorkloadPolicy {
+                topology: "4x4x4".into()
+            }
         );
-        assert_eq!(resolve("tpu7x", "2x2x1", None).unwrap().placement, Placement::None);
-        assert_eq!(resolve("tpu-v6e-slice", "2x4", None).unwrap().placement, Placement::None);
+        assert_eq!(
+            resolve("tpu7x", "2x2x1", None).unwrap().placement,
+            Placement::None
+        );
+        assert_eq!(
+            resolve("tpu-v6e-slice", "2x4", None).unwrap().placement,
+            Placement::None
+        );
     }
 
     #[test]
     fn invalid_combinations_list_valid_ones() {
-        let e = resolve("tpu-v5p-slice", "3x3x3", None).unwrap_err().to_string();
+        let e = resolve("tpu-v5p-slice", "3x3x3", None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("valid topologies: 2x2x1, 2x2x2"), "{e}");
-        let e = resolve("tpu-v6e-slice", "4x4", Some("ct6e-standard-8t")).unwrap_err().to_string();
-        assert!(e.contains("machine types that fit: ct6e-standard-4t"), "{e}");
+        let e = resolve("tpu-v6e-slice", "4x4", Some("ct6e-standard-8t"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("machine types that fit: ct6e-standard-4t"),
+            "{e}"
+        );
         let e = resolve("tpu-v9", "2x2", None).unwrap_err().to_string();
         assert!(e.contains("tpu7x"), "{e}");
-        let e = resolve("tpu-v5p-slice", "2x2x2", Some("ct6e-standard-4t")).unwrap_err().to_string();
+        let e = resolve("tpu-v5p-slice", "2x2x2", Some("ct6e-standard-4t"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("expected one of: ct5p-hightpu-4t"), "{e}");
     }
 }

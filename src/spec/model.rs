@@ -128,7 +128,9 @@ pub struct AdditionalNetwork {
 }
 
 /// Which kind of infrastructure a slice becomes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// A GKE node pool per slice replica.
@@ -250,7 +252,9 @@ pub struct Taint {
 }
 
 /// Taint effect, spelled as in Kubernetes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub enum TaintEffect {
     /// Do not schedule new pods.
     NoSchedule,
