@@ -75,6 +75,7 @@ healthy() {
 print_env() {
   cat <<EOF
 export SLICECTL_TEST_KUBECONFIG=$dir/admin.kubeconfig
+export SLICECTL_TEST_KUBEADM=$("$root/scripts/k8s-testbin.sh" dir)/kubeadm
 # kubectl against the test control plane: export KUBECONFIG=$dir/admin.kubeconfig
 # API server: https://127.0.0.1:$(cat "$dir/apiserver.port")  state/logs: $dir
 EOF
