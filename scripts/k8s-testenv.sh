@@ -196,10 +196,11 @@ cmd_up() {
     print_env
     return
   fi
-  if [ -e "$dir" ]; then
-    [ -f "$marker" ] || [ -z "$(ls -A "$dir")" ] || die "$dir exists and is not a slicectl test control plane; set SLICECTL_K8S_DIR"
+  if [ -f "$marker" ]; then
     log "cleaning up a stale control plane in $dir"
     cmd_down
+  elif [ -e "$dir" ] && [ -n "$(ls -A "$dir")" ]; then
+    die "$dir exists, is not empty and is not a slicectl test control plane; set SLICECTL_K8S_DIR"
   fi
   bin=$(bindir)
   command -v openssl >/dev/null || die "openssl is needed to generate certificates"
