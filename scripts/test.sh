@@ -23,11 +23,12 @@ export SLICECTL_K8S_DIR
 sampler_pid=
 cleanup() {
   local rc=$?
-  [ -n "$sampler_pid" ] && kill "$sampler_pid" 2>/dev/null && wait "$sampler_pid" 2>/dev/null
+  set +e # clean up everything, whatever fails
+  if [ -n "$sampler_pid" ]; then kill "$sampler_pid" 2>/dev/null; wait "$sampler_pid" 2>/dev/null; fi
   if [ -f "$SLICECTL_K8S_DIR/peak-rss-kib" ]; then
     log "control plane peak RSS (etcd + kube-apiserver + kube-controller-manager): $(( $(cat "$SLICECTL_K8S_DIR/peak-rss-kib") / 1024 )) MiB"
   fi
-  scripts/k8s-testenv.sh down || true
+  scripts/k8s-testenv.sh down
   rm -rf "$SLICECTL_K8S_DIR"
   exit "$rc"
 }
