@@ -13,6 +13,9 @@ use base64::Engine as _;
 use futures::{StreamExt, TryStreamExt};
 use hmac::{Hmac, Mac};
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -585,6 +588,62 @@ async fn bootstrap_token_authenticates_as_system_bootstrap_user() {
         "system:authenticated",
     ] {
         assert!(groups.iter().any(|x| x == g), "{g} missing from {groups:?}");
+    }
+
+    // kubeadm's node-bootstrap RBAC applies to it: it may post CSRs and read
+    // kubeadm-config, and nothing beyond that (e.g. no Secrets).
+    let as_token = Client::try_from(token.client_config(&c.config)).expect("token client");
+    for (verb, group, resource, namespace, name, want) in [
+        (
+            "create",
+            "certificates.k8s.io",
+            "certificatesigningrequests",
+            None,
+            None,
+            true,
+        ),
+        (
+            "get",
+            "",
+            "configmaps",
+            Some("kube-system"),
+            Some("kubeadm-config"),
+            true,
+        ),
+        (
+            "get",
+            "",
+            "configmaps",
+            Some("kube-system"),
+            Some("kubelet-config"),
+            true,
+        ),
+        ("list", "", "secrets", Some("kube-system"), None, false),
+        ("delete", "", "nodes", None, None, false),
+    ] {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(verb.to_owned()),
+                    group: Some(group.to_owned()),
+                    resource: Some(resource.to_owned()),
+                    namespace: namespace.map(str::to_owned),
+                    name: name.map(str::to_owned),
+                    ..ResourceAttributes::default()
+                }),
+                ..SelfSubjectAccessReviewSpec::default()
+            },
+            ..SelfSubjectAccessReview::default()
+        };
+        let answer = Api::<SelfSubjectAccessReview>::all(as_token.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .expect("SelfSubjectAccessReview");
+        let allowed = answer.status.map(|s| s.allowed).unwrap_or(false);
+        assert_eq!(
+            allowed, want,
+            "{verb} {group}/{resource} {namespace:?}/{name:?}"
+        );
     }
 
     // A token with the right id but a wrong secret is rejected.
