@@ -7,6 +7,7 @@
 #
 #   scripts/k8s-testbin.sh            build what is missing, print the bin dir
 #   scripts/k8s-testbin.sh dir        print the bin dir (no build)
+#                                     (a fresh build leaves its timings in <bin dir>/BUILD-INFO)
 #   scripts/k8s-testbin.sh gen-gomod  regenerate testbin/k8s/go.mod from the
 #                                     release's own go.mod (when bumping K8S_VERSION)
 #
@@ -22,7 +23,11 @@ bindir="$cache/k8s-v$K8S_VERSION-etcd-v$ETCD_VERSION"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 
-log() { printf '[k8s-testbin] %s\n' "$*" >&2; }
+log() {
+  printf '[k8s-testbin] %s\n' "$*" >&2
+  # While building, keep a record next to the binaries (BUILD-INFO).
+  if [ -d "$bindir.tmp" ]; then printf '%s %s\n' "$(date -u +%FT%TZ)" "$*" >>"$bindir.tmp/BUILD-INFO"; fi
+}
 timed() { # timed LABEL CMD...
   local label=$1 start=$SECONDS; shift
   log "$label ..."
@@ -91,10 +96,11 @@ case "${1:-build}" in
       total=$SECONDS
       log "building into $bindir (Go $(go env GOVERSION), cache miss)"
       rm -rf "$bindir.tmp"; mkdir -p "$bindir.tmp"
+      log "k8s v$K8S_VERSION, etcd v$ETCD_VERSION, $(go env GOVERSION), $(nproc) CPUs"
       build_etcd
       build_k8s
-      rm -rf "$bindir"; mv "$bindir.tmp" "$bindir"
       log "all binaries built in $((SECONDS - total))s"
+      rm -rf "$bindir"; mv "$bindir.tmp" "$bindir"
     fi
     "$bindir/kube-apiserver" --version >&2
     echo "$bindir"

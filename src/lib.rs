@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod cli;
 pub mod cloud;
+pub mod kube;
 pub mod observe;
 pub mod plan;
 pub mod resource;

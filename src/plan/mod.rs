@@ -10,6 +10,7 @@ pub mod human;
 pub mod inventory;
 pub mod names;
 pub mod ownership;
+pub mod provisioner_hash;
 pub mod render;
 
 use std::collections::{BTreeMap, BTreeSet};

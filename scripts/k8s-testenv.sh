@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on loopback for slicectl's tests:
+# etcd + kube-apiserver + kube-controller-manager (binaries from
+# scripts/k8s-testbin.sh), generated certificates, an admin kubeconfig, and the
+# kubeadm token-discovery setup (kube-public/cluster-info + RBAC) made by the
+# real `kubeadm init phase bootstrap-token` / `upload-config`.
+#
+#   scripts/k8s-testenv.sh up      start (idempotent: a healthy plane just prints env)
+#   scripts/k8s-testenv.sh env     print `export SLICECTL_TEST_KUBECONFIG=...` for eval
+#   scripts/k8s-testenv.sh status  say what runs
+#   scripts/k8s-testenv.sh down    stop everything (SIGTERM, wait, SIGKILL) and remove the state dir
+#
+# Use: eval "$(scripts/k8s-testenv.sh up)"  (up prints the same lines as env)
+#
+# Environment:
+#   SLICECTL_K8S_DIR      state dir (certs, kubeconfig, etcd data, pid files, logs);
+#                         default /tmp/slicectl-k8s
+#   SLICECTL_K8S_TIMEOUT  seconds to wait for each component (default 90)
+#   SLICECTL_TESTBIN_CACHE  see scripts/k8s-testbin.sh
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dir=${SLICECTL_K8S_DIR:-/tmp/slicectl-k8s}
+timeout=${SLICECTL_K8S_TIMEOUT:-90}
+marker="$dir/.slicectl-k8s-testenv"
+components=(etcd kube-apiserver kube-controller-manager)
+service_cidr=10.0.0.0/24
+controllers=serviceaccount-token-controller,serviceaccount-controller,namespace-controller,garbage-collector-controller,daemonset-controller,bootstrap-signer-controller,token-cleaner-controller,root-ca-certificate-publisher-controller
+
+log() { printf '[k8s-testenv] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
+since() { local ms=$(($(now_ms) - $1)); printf '%d.%03ds' $((ms / 1000)) $((ms % 1000)); }
+
+bindir() {
+  local d
+  d=$("$root/scripts/k8s-testbin.sh" dir)
+  for b in etcd kube-apiserver kube-controller-manager kubeadm; do
+    [ -x "$d/$b" ] || die "missing $d/$b — build the control-plane binaries first: scripts/k8s-testbin.sh"
+  done
+  echo "$d"
+}
+
+# A free TCP port on loopback (not listening now, not already chosen).
+free_port() {
+  local p used
+  used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://')
+  while :; do
+    p=$((20000 + RANDOM % 40000))
+    grep -qx "$p" <<<"$used" && continue
+    case " ${chosen_ports:-} " in *" $p "*) continue ;; esac
+    chosen_ports="${chosen_ports:-} $p"
+    echo "$p"; return
+  done
+}
+
+pid_of() { [ -f "$dir/$1.pid" ] && cat "$dir/$1.pid" || true; }
+# Is component $1 running (the pid is alive and is that binary)?
+running() {
+  local pid; pid=$(pid_of "$1")
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] &&
+    tr '\0' '\n' <"/proc/$pid/cmdline" | head -1 | grep -q "/$1\$"
+}
+
+curl_api() { # curl_api PATH — as the admin user
+  curl -sS --max-time 5 --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key" \
+    "https://127.0.0.1:$(cat "$dir/apiserver.port")$1"
+}
+healthy() {
+  [ -f "$marker" ] || return 1
+  for c in "${components[@]}"; do running "$c" || return 1; done
+  [ "$(curl_api /readyz 2>/dev/null)" = ok ]
+}
+
+print_env() {
+  cat <<EOF
+export SLICECTL_TEST_KUBECONFIG=$dir/admin.kubeconfig
+export SLICECTL_TEST_KUBEADM=$("$root/scripts/k8s-testbin.sh" dir)/kubeadm
+# kubectl against the test control plane: export KUBECONFIG=$dir/admin.kubeconfig
+# API server: https://127.0.0.1:$(cat "$dir/apiserver.port")  state/logs: $dir
+EOF
+}
+
+fail_component() { # fail_component NAME MESSAGE — print the log tail, stop, exit 1
+  log "ERROR: $1: $2"
+  if [ -f "$dir/logs/$1.log" ]; then
+    log "last lines of $dir/logs/$1.log:"
+    tail -n 40 "$dir/logs/$1.log" >&2
+  fi
+  stop_all
+  log "state (logs, certs) kept in $dir; 'scripts/k8s-testenv.sh down' removes it"
+  exit 1
+}
+
+# wait_for NAME WHAT CMD... — poll CMD until it succeeds, failing fast if NAME's process died.
+wait_for() {
+  local name=$1 what=$2 deadline=$((SECONDS + timeout)); shift 2
+  until "$@" >/dev/null 2>&1; do
+    for c in "${components[@]}"; do
+      if [ -f "$dir/$c.pid" ] && ! running "$c"; then fail_component "$c" "exited while waiting for $what"; fi
+    done
+    [ $SECONDS -lt $deadline ] || fail_component "$name" "timed out after ${timeout}s waiting for $what"
+    sleep 0.2
+  done
+}
+
+start() { # start NAME ARGS... — start $bin/NAME detached, logging to logs/NAME.log
+  local name=$1; shift
+  setsid "$bin/$name" "$@" >"$dir/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$dir/$name.pid"
+}
+
+gen_certs() {
+  local pki=$dir/pki
+  mkdir -p "$pki"
+  ec_key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+  ec_key "$pki/ca.key"
+  openssl req -x509 -new -key "$pki/ca.key" -subj "/CN=slicectl-test-ca" -days 3650 -out "$pki/ca.crt" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+  leaf() { # leaf NAME SUBJECT EXTENSIONS
+    ec_key "$pki/$1.key"
+    openssl req -new -key "$pki/$1.key" -subj "$2" -out "$pki/$1.csr" 2>/dev/null
+    openssl x509 -req -in "$pki/$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -set_serial "0x$(openssl rand -hex 16)" \
+      -days 365 -out "$pki/$1.crt" -extfile <(printf '%s\n' "$3" "basicConstraints=critical,CA:FALSE") 2>/dev/null
+    rm -f "$pki/$1.csr"
+  }
+  leaf apiserver "/CN=kube-apiserver" \
+    "$(printf '%s\n' 'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local' \
+      'keyUsage=critical,digitalSignature,keyEncipherment' 'extendedKeyUsage=serverAuth')"
+  leaf admin "/O=system:masters/CN=kubernetes-admin" \
+    "$(printf '%s\n' 'keyUsage=critical,digitalSignature,keyEncipherment' 'extendedKeyUsage=clientAuth')"
+  # ServiceAccount token signing key pair.
+  openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$pki/sa.key" 2>/dev/null
+  openssl pkey -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+  chmod 600 "$pki"/*.key
+}
+
+write_kubeconfig() {
+  local kc=$dir/admin.kubeconfig
+  kubectl config set-cluster slicectl-test --kubeconfig="$kc" --server="https://127.0.0.1:$api_port" \
+    --certificate-authority="$dir/pki/ca.crt" --embed-certs=true >/dev/null
+  kubectl config set-credentials kubernetes-admin --kubeconfig="$kc" --client-certificate="$dir/pki/admin.crt" \
+    --client-key="$dir/pki/admin.key" --embed-certs=true >/dev/null
+  kubectl config set-context slicectl-test --kubeconfig="$kc" --cluster=slicectl-test --user=kubernetes-admin >/dev/null
+  kubectl config use-context slicectl-test --kubeconfig="$kc" >/dev/null
+  chmod 600 "$kc"
+}
+
+write_kubeadm_config() {
+  # Used only by the `kubeadm init phase` calls below. kubeadm refuses a
+  # loopback advertiseAddress (it then looks for a global IP on lo) and the
+  # phases we run never use it, so an RFC 5737 documentation address stands in.
+  # What nodes see is controlPlaneEndpoint (and cluster-info's server, taken
+  # from admin.kubeconfig): https://127.0.0.1:<port>.
+  cat >"$dir/kubeadm.yaml" <<EOF
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+localAPIEndpoint:
+  advertiseAddress: 198.51.100.1
+  bindPort: $api_port
+nodeRegistration:
+  name: slicectl-test-control-plane
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+clusterName: slicectl-test
+kubernetesVersion: $("$bin/kube-apiserver" --version | awk '{print $2}')
+controlPlaneEndpoint: 127.0.0.1:$api_port
+certificatesDir: $dir/pki
+networking:
+  serviceSubnet: $service_cidr
+EOF
+}
+
+stop_all() {
+  local c pid i
+  for ((i = ${#components[@]} - 1; i >= 0; i--)); do
+    c=${components[i]}
+    running "$c" || { rm -f "$dir/$c.pid"; continue; }
+    pid=$(pid_of "$c")
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do running "$c" || break; sleep 0.1; done
+    if running "$c"; then
+      log "$c (pid $pid) did not stop after SIGTERM; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      for _ in $(seq 1 50); do running "$c" || break; sleep 0.1; done
+    fi
+    log "stopped $c (pid $pid)"
+    rm -f "$dir/$c.pid"
+  done
+}
+
+cmd_up() {
+  if healthy; then
+    log "already up and ready ($dir)"
+    print_env
+    return
+  fi
+  if [ -f "$marker" ]; then
+    log "cleaning up a stale control plane in $dir"
+    cmd_down
+  elif [ -e "$dir" ] && [ -n "$(ls -A "$dir")" ]; then
+    die "$dir exists, is not empty and is not a slicectl test control plane; set SLICECTL_K8S_DIR"
+  fi
+  bin=$(bindir)
+  command -v openssl >/dev/null || die "openssl is needed to generate certificates"
+  command -v kubectl >/dev/null || die "kubectl is needed"
+  local t0 t; t0=$(now_ms)
+  mkdir -p "$dir/logs" && touch "$marker"
+
+  t=$(now_ms)
+  local etcd_port etcd_peer_port
+  etcd_port=$(free_port); etcd_peer_port=$(free_port); api_port=$(free_port)
+  echo "$api_port" >"$dir/apiserver.port"
+  gen_certs
+  write_kubeconfig
+  write_kubeadm_config
+  log "certificates and kubeconfig in $(since "$t")"
+
+  t=$(now_ms)
+  start etcd --name=slicectl-test --data-dir="$dir/etcd" \
+    --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls="http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer_port" \
+    --initial-cluster="slicectl-test=http://127.0.0.1:$etcd_peer_port" \
+    --unsafe-no-fsync --log-level=warn
+  wait_for etcd "etcd /health" curl -sf --max-time 2 "http://127.0.0.1:$etcd_port/health"
+  log "etcd ready on 127.0.0.1:$etcd_port in $(since "$t")"
+
+  t=$(now_ms)
+  local pki=$dir/pki
+  start kube-apiserver \
+    --etcd-servers="http://127.0.0.1:$etcd_port" \
+    --bind-address=127.0.0.1 --secure-port="$api_port" \
+    --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
+    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+    --client-ca-file="$pki/ca.crt" \
+    --authorization-mode=Node,RBAC \
+    --enable-bootstrap-token-auth \
+    --enable-admission-plugins=NodeRestriction \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+    --service-cluster-ip-range="$service_cidr" \
+    --allow-privileged=true --profiling=false
+  wait_for kube-apiserver "kube-apiserver /readyz" api_ready
+  log "kube-apiserver ready on https://127.0.0.1:$api_port in $(since "$t")"
+
+  t=$(now_ms)
+  start kube-controller-manager \
+    --kubeconfig="$dir/admin.kubeconfig" --leader-elect=false --secure-port=0 \
+    --root-ca-file="$pki/ca.crt" --service-account-private-key-file="$pki/sa.key" \
+    --service-cluster-ip-range="$service_cidr" \
+    --controllers="$controllers"
+
+  # kubeadm's token-discovery and node-bootstrap setup, by kubeadm itself.
+  local ka=(--config "$dir/kubeadm.yaml" --kubeconfig "$dir/admin.kubeconfig")
+  "$bin/kubeadm" init phase upload-config all "${ka[@]}" >"$dir/logs/kubeadm.log" 2>&1 ||
+    fail_component kubeadm "kubeadm init phase upload-config all failed"
+  "$bin/kubeadm" init phase bootstrap-token "${ka[@]}" --skip-token-print >>"$dir/logs/kubeadm.log" 2>&1 ||
+    fail_component kubeadm "kubeadm init phase bootstrap-token failed"
+  delete_kubeadm_default_token
+  log "kubeadm cluster-info and bootstrap RBAC in $(since "$t")"
+
+  t=$(now_ms)
+  wait_for kube-controller-manager "ServiceAccount default/default" kc get serviceaccount default -n default
+  wait_for kube-controller-manager "ConfigMap default/kube-root-ca.crt" kc get configmap kube-root-ca.crt -n default
+  log "controller-manager working (default ServiceAccount, kube-root-ca.crt) in $(since "$t")"
+  log "control plane up in $(since "$t0")"
+  print_env
+}
+
+api_ready() { [ "$(curl_api /readyz 2>/dev/null)" = ok ]; }
+kc() { kubectl --kubeconfig="$dir/admin.kubeconfig" --request-timeout=5s "$@"; }
+
+# `kubeadm init phase bootstrap-token` always creates one default token (24h);
+# the tests make their own, so drop it rather than leave a live credential.
+delete_kubeadm_default_token() {
+  local s
+  for s in $(kc get secrets -n kube-system --field-selector type=bootstrap.kubernetes.io/token -o name); do
+    kc delete -n kube-system "$s" >/dev/null
+  done
+}
+
+cmd_down() {
+  if [ ! -e "$dir" ]; then log "nothing to stop ($dir does not exist)"; return; fi
+  [ -f "$marker" ] || die "$dir is not a slicectl test control plane; not touching it"
+  stop_all
+  rm -rf "$dir"
+  log "removed $dir"
+}
+
+cmd_status() {
+  if [ ! -f "$marker" ]; then echo "not running (no state in $dir)"; return 1; fi
+  local c rc=0
+  for c in "${components[@]}"; do
+    if running "$c"; then echo "$c: running (pid $(pid_of "$c"))"; else echo "$c: NOT running"; rc=1; fi
+  done
+  if [ "$(curl_api /readyz 2>/dev/null)" = ok ]; then
+    echo "kube-apiserver /readyz: ok (https://127.0.0.1:$(cat "$dir/apiserver.port"))"
+  else
+    echo "kube-apiserver /readyz: not ready"; rc=1
+  fi
+  echo "kubeconfig: $dir/admin.kubeconfig"
+  return $rc
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  env)
+    healthy || die "no ready control plane in $dir; run scripts/k8s-testenv.sh up"
+    print_env ;;
+  status) cmd_status ;;
+  *) echo "usage: $0 up|down|env|status" >&2; exit 2 ;;
+esac

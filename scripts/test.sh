@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The project's single test command: builds the Kubernetes control-plane
+# binaries if they are not cached (scripts/k8s-testbin.sh), starts a private
+# control plane (scripts/k8s-testenv.sh) in a temporary directory, runs
+# `cargo fmt --check`, `cargo clippy --all-targets -- -D warnings` and
+# `cargo test` against it, and always stops it on exit.
+#
+# Extra arguments are passed to `cargo test` (e.g. scripts/test.sh --test k8s_controlplane).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+log() { printf '[test.sh] %s\n' "$*" >&2; }
+now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
+since() { local ms=$(($(now_ms) - $1)); printf '%d.%03ds' $((ms / 1000)) $((ms % 1000)); }
+
+t=$(now_ms)
+scripts/k8s-testbin.sh >/dev/null
+log "control-plane binaries ready in $(since "$t")"
+
+SLICECTL_K8S_DIR=$(mktemp -d "${TMPDIR:-/tmp}/slicectl-k8s-test.XXXXXX")
+export SLICECTL_K8S_DIR
+sampler_pid=
+cleanup() {
+  local rc=$?
+  set +e # clean up everything, whatever fails
+  if [ -n "$sampler_pid" ]; then kill "$sampler_pid" 2>/dev/null; wait "$sampler_pid" 2>/dev/null; fi
+  if [ -f "$SLICECTL_K8S_DIR/peak-rss-kib" ]; then
+    log "control plane peak RSS (etcd + kube-apiserver + kube-controller-manager): $(( $(cat "$SLICECTL_K8S_DIR/peak-rss-kib") / 1024 )) MiB"
+  fi
+  scripts/k8s-testenv.sh down
+  rm -rf "$SLICECTL_K8S_DIR"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+t=$(now_ms)
+eval "$(scripts/k8s-testenv.sh up)"
+log "control plane started in $(since "$t") (SLICECTL_TEST_KUBECONFIG=$SLICECTL_TEST_KUBECONFIG)"
+
+# Sample the control plane's summed RSS once a second while the tests run.
+(
+  peak=0
+  while sleep 1; do
+    sum=0
+    for f in "$SLICECTL_K8S_DIR"/*.pid; do
+      [ -f "$f" ] || continue
+      rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$(cat "$f")/status" 2>/dev/null || true)
+      sum=$((sum + ${rss:-0}))
+    done
+    if [ "$sum" -gt "$peak" ]; then peak=$sum; echo "$peak" >"$SLICECTL_K8S_DIR/peak-rss-kib"; fi
+  done
+) &
+sampler_pid=$!
+
+t=$(now_ms)
+cargo fmt --check
+log "cargo fmt --check ok in $(since "$t")"
+t=$(now_ms)
+cargo clippy --all-targets -- -D warnings
+log "cargo clippy ok in $(since "$t")"
+t=$(now_ms)
+cargo test "$@"
+log "cargo test ok in $(since "$t")"
