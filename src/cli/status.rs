@@ -49,14 +49,14 @@ pub fn rows(fleet: &Fleet, inv: &Inventory) -> Vec<Row> {
                     .join("; ")
             })
             .unwrap_or_default();
-        if last_error.is_empty() {
-            if let Some(op) = st.and_then(|s| s.last_error(&d.node_pool.name)) {
-                last_error = op
-                    .error
-                    .as_ref()
-                    .map(|e| e.message.clone())
-                    .unwrap_or_default();
-            }
+        if last_error.is_empty()
+            && let Some(op) = st.and_then(|s| s.last_error(&d.node_pool.name))
+        {
+            last_error = op
+                .error
+                .as_ref()
+                .map(|e| e.message.clone())
+                .unwrap_or_default();
         }
         let hosts = slice.shape.hosts;
         out.push(Row {
