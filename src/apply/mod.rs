@@ -127,12 +127,14 @@ fn gke_op(name: &str) -> gke::Operation {
 }
 
 fn region_op(r: &RegionRef, name: &str) -> compute::Operation {
+    let region = format!(
+        "https://compute.googleapis.com/compute/v1/projects/{}/regions/{}",
+        r.project, r.region
+    );
     compute::Operation {
         name: name.to_string(),
-        region: Some(format!(
-            "https://compute.googleapis.com/compute/v1/projects/{}/regions/{}",
-            r.project, r.region
-        )),
+        self_link: Some(format!("{region}/operations/{name}")),
+        region: Some(region),
         ..Default::default()
     }
 }

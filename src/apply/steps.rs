@@ -94,7 +94,8 @@ pub fn expand(plan: &Plan) -> Vec<Step> {
         marks.insert((a.slice.clone(), a.replica, a.kind), m);
     }
     // Cross-resource ordering within a slice replica.
-    let keys: Vec<(String, u32)> = marks.keys().map(|(s, r, _)| (s.clone(), *r)).collect();
+    let keys: std::collections::BTreeSet<(String, u32)> =
+        marks.keys().map(|(s, r, _)| (s.clone(), *r)).collect();
     for (s, r) in keys {
         let pol = marks
             .get(&(s.clone(), r, ResourceKind::WorkloadPolicy))
