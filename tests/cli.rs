@@ -1,0 +1,255 @@
+//! The command line, end to end: the binary as a user runs it.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(bin())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("SLICECTL_API_ENDPOINT")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn out(o: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\n{}\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn validate_accepts_the_committed_fleet() {
+    let o = run(&["validate", "specs"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("valid"),
+        "{}",
+        out(&o)
+    );
+}
+
+/// Every malformed corpus file, run through the binary: exit 1, a located
+/// error (file:line:column) for each expected problem, never a panic.
+#[test]
+fn validate_reports_every_corpus_error_located_and_exits_1() {
+    let mut checked = 0;
+    for entry in std::fs::read_dir("tests/corpus/invalid").unwrap() {
+        let path = entry.unwrap().path();
+        let dir = tempfile::tempdir().unwrap();
+        let (target_dir, files): (&Path, Vec<std::path::PathBuf>) = if path.is_dir() {
+            (path.as_path(), walk(&path))
+        } else {
+            std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+            (dir.path(), vec![path.clone()])
+        };
+        let o = run(&["validate", target_dir.to_str().unwrap()]);
+        let text = out(&o);
+        assert_eq!(o.status.code(), Some(1), "{}: {text}", path.display());
+        assert!(!text.contains("panicked"), "{}: {text}", path.display());
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        for f in files {
+            for line in std::fs::read_to_string(&f).unwrap_or_default().lines() {
+                let Some(exp) = line.strip_prefix("# expect: ") else {
+                    continue;
+                };
+                let (pos, msg) = exp.split_once(' ').unwrap();
+                let name = f.file_name().unwrap().to_str().unwrap();
+                assert!(
+                    stderr
+                        .lines()
+                        .any(|l| l.contains(&format!("{name}:{pos}: ")) && l.contains(msg.trim())),
+                    "{}: expected {name}:{pos} {msg:?} in\n{stderr}",
+                    path.display()
+                );
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 20, "the corpus shrank: {checked}");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            v.extend(walk(&p));
+        } else {
+            v.push(p);
+        }
+    }
+    v
+}
+
+#[test]
+fn schema_prints_the_committed_schema() {
+    let o = run(&["schema"]);
+    assert!(o.status.success());
+    let committed = std::fs::read_to_string("schemas/slicectl.v1alpha1.schema.json").unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        committed,
+        "run: cargo run -- schema > schemas/slicectl.v1alpha1.schema.json"
+    );
+}
+
+/// The README's first command: the whole main job on the embedded simulator.
+#[test]
+fn main_job_runs_end_to_end_on_the_embedded_simulator() {
+    let o = run(&[
+        "apply",
+        "specs",
+        "--sim",
+        "--sim-latency",
+        "100ms",
+        "--auto-approve",
+    ]);
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("SIMULATOR MODE"), "{text}");
+    assert!(text.contains("nothing real is touched"), "{text}");
+    assert!(text.contains("Apply complete: 10 created"), "{text}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let running = stdout.lines().filter(|l| l.contains("RUNNING")).count();
+    assert_eq!(running, 9, "{stdout}");
+    assert!(!stdout.contains('\u{1b}'), "no colour when not a terminal");
+}
+
+#[test]
+fn plan_and_status_with_sim_show_the_fresh_fleet() {
+    let o = run(&["plan", "specs", "--sim", "--detailed-exitcode"]);
+    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout)
+            .contains("Plan: 10 to create, 0 to update in place, 0 to replace, 0 to destroy.")
+    );
+    let o = run(&["status", "specs", "--sim", "-o", "json"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 9, "one row per slice replica");
+    assert!(rows.iter().all(|r| r["state"] == "MISSING"), "{rows:?}");
+}
+
+#[test]
+fn invalid_arguments_and_missing_dirs_are_errors() {
+    let o = run(&["plan", "/nonexistent/specs", "--sim"]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("/nonexistent/specs"),
+        "{}",
+        out(&o)
+    );
+    let o = run(&[
+        "apply",
+        "specs",
+        "--sim",
+        "--api-endpoint",
+        "http://127.0.0.1:1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "clap usage error: {}", out(&o));
+}
+
+/// `slicectl sim` as a separate server, driven by another slicectl process.
+#[tokio::test(flavor = "multi_thread")]
+async fn sim_server_serves_another_slicectl() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut server = tokio::process::Command::new(bin())
+        .args([
+            "sim",
+            "--listen",
+            &listen,
+            "--cluster",
+            CLUSTER,
+            "--sim-latency",
+            "20ms",
+        ])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let url = format!("http://{listen}");
+    let mut up = false;
+    for _ in 0..100 {
+        if reqwest::get(format!("{url}/_sim/stats")).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "slicectl sim did not come up");
+    let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 1, ""))]);
+    let o = tokio::process::Command::new(bin())
+        .args([
+            "apply",
+            dir.path().to_str().unwrap(),
+            "--auto-approve",
+            "--api-endpoint",
+            &url,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(o.status.success(), "{}", out(&o));
+    let stats: serde_json::Value = reqwest::get(format!("{url}/_sim/stats"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        stats["by_method"]["container.projects.locations.clusters.nodePools.create"], 1,
+        "{stats}"
+    );
+    server.start_kill().unwrap();
+    let _ = server.wait().await;
+}
+
+/// On a terminal, apply asks and only `yes` proceeds. `script` gives the
+/// child a pseudo-terminal.
+#[test]
+fn apply_on_a_terminal_asks_for_confirmation() {
+    for (answer, proceeds) in [("no\n", false), ("yes\n", true)] {
+        let cmd = format!("{} apply specs --sim --sim-latency 10ms", bin().display());
+        let mut child = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("script(1) from util-linux is needed for the terminal test");
+        std::thread::sleep(Duration::from_millis(1500));
+        child
+            .stdin
+            .as_mut()
+            .unwrap()
+            .write_all(answer.as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        let text = out(&o);
+        assert!(text.contains("Only 'yes' will be accepted"), "{text}");
+        assert_eq!(text.contains("Apply complete"), proceeds, "{text}");
+        if !proceeds {
+            assert!(text.contains("apply cancelled"), "{text}");
+        }
+    }
+}
