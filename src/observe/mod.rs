@@ -8,28 +8,16 @@ use futures::future::try_join_all;
 use crate::cloud::{CloudClient, CloudError};
 use crate::plan::Inventory;
 use crate::plan::inventory::{ClusterState, RegionState};
-use crate::plan::names;
 use crate::resource::{ClusterRef, RegionRef};
 use crate::spec::Fleet;
 
 /// The clusters and regions a fleet's targets point at.
 pub fn locations(fleet: &Fleet) -> (BTreeSet<ClusterRef>, BTreeSet<RegionRef>) {
-    let mut clusters = BTreeSet::new();
-    let mut regions = BTreeSet::new();
-    for t in fleet.targets.values() {
-        if let Some(g) = &t.spec.gke {
-            clusters.insert(ClusterRef {
-                project: t.spec.project.clone(),
-                location: g.location.clone(),
-                name: g.name.clone(),
-            });
-        }
-        regions.insert(RegionRef {
-            project: t.spec.project.clone(),
-            region: names::region_of_zone(&t.spec.zone),
-        });
-    }
-    (clusters, regions)
+    let s = crate::plan::scopes(fleet);
+    (
+        s.clusters.into_keys().collect(),
+        s.regions.into_keys().collect(),
+    )
 }
 
 async fn observe_cluster(

@@ -276,13 +276,18 @@ fn to_value<T: Serialize>(t: &T) -> Option<Value> {
     serde_json::to_value(t).ok()
 }
 
-/// Owner ids per cluster and per region, from the targets.
-struct Scopes {
-    clusters: BTreeMap<ClusterRef, BTreeSet<String>>,
-    regions: BTreeMap<RegionRef, BTreeSet<String>>,
+/// The clusters and regions the targets point at, with the owner ids that
+/// may act in each: what is observed, and what counts as owned.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Scopes {
+    /// Owner ids per cluster.
+    pub clusters: BTreeMap<ClusterRef, BTreeSet<String>>,
+    /// Owner ids per region.
+    pub regions: BTreeMap<RegionRef, BTreeSet<String>>,
 }
 
-fn scopes(fleet: &Fleet) -> Scopes {
+/// The [`Scopes`] of a fleet's targets.
+pub fn scopes(fleet: &Fleet) -> Scopes {
     let mut s = Scopes {
         clusters: BTreeMap::new(),
         regions: BTreeMap::new(),
@@ -301,7 +306,7 @@ fn scopes(fleet: &Fleet) -> Scopes {
         s.regions
             .entry(RegionRef {
                 project: t.spec.project.clone(),
-                region: names::region_of_zone(&t.spec.zone),
+                region: crate::spec::validate::region_of(&t.spec.zone).to_string(),
             })
             .or_default()
             .insert(t.spec.owner_id.clone());

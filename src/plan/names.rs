@@ -41,14 +41,6 @@ pub fn workload_policy(slice: &str, replica: u32) -> String {
     bounded(slice, &format!("{replica}-wp"), COMPUTE_NAME_MAX)
 }
 
-/// Region of a zone (`us-central2-b` → `us-central2`).
-pub fn region_of_zone(zone: &str) -> String {
-    match zone.rsplit_once('-') {
-        Some((region, _)) => region.to_string(),
-        None => zone.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,11 +68,5 @@ mod tests {
         }
         let p = workload_policy(&"x".repeat(63), 63);
         assert!(p.len() <= COMPUTE_NAME_MAX, "{p}");
-    }
-
-    #[test]
-    fn regions() {
-        assert_eq!(region_of_zone("us-central2-b"), "us-central2");
-        assert_eq!(region_of_zone("europe-west4-a"), "europe-west4");
     }
 }

@@ -95,7 +95,7 @@ pub fn render_replica(target: &Target, slice: &Slice, replica: u32) -> Option<De
     };
     let region = RegionRef {
         project: t.project.clone(),
-        region: names::region_of_zone(&t.zone),
+        region: crate::spec::validate::region_of(&t.zone).to_string(),
     };
     let pool_name = names::node_pool(&slice.name, replica);
 
