@@ -253,3 +253,29 @@ fn apply_on_a_terminal_asks_for_confirmation() {
         }
     }
 }
+
+/// Colour only on a terminal, and never with NO_COLOR.
+#[test]
+fn plan_colour_only_on_a_terminal_without_no_color() {
+    let cmd = format!("{} plan specs --sim --sim-latency 10ms", bin().display());
+    for (no_color, want_colour) in [(false, true), (true, false)] {
+        let mut c = Command::new("script");
+        c.args(["-qec", &cmd, "/dev/null"]).stdin(Stdio::null());
+        if no_color {
+            c.env("NO_COLOR", "1");
+        } else {
+            c.env_remove("NO_COLOR").env("TERM", "xterm-256color");
+        }
+        let o = c.output().expect("script(1) from util-linux");
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains("Plan: 10 to create"), "{text}");
+        assert_eq!(
+            text.contains("\u{1b}[3"),
+            want_colour,
+            "NO_COLOR={no_color}: {text}"
+        );
+    }
+    // Piped (not a terminal): never colour.
+    let o = run(&["plan", "specs", "--sim"]);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains('\u{1b}'));
+}

@@ -211,6 +211,14 @@ async fn stockout_is_a_failure_not_a_success() {
         out.contains("STOCKOUT") || out.contains("RESOURCE_POOL_EXHAUSTED"),
         "{out}"
     );
+    // status shows the failure.
+    let o = slicectl(&sim, &["status", dir.path().to_str().unwrap()]).await;
+    let table = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(table.contains("ERROR"), "{table}");
+    assert!(
+        table.contains("STOCKOUT") || table.contains("RESOURCE_POOL_EXHAUSTED"),
+        "{table}"
+    );
     // The next plan replaces the pool left in ERROR.
     let o = slicectl(&sim, &["plan", dir.path().to_str().unwrap()]).await;
     assert!(
