@@ -112,6 +112,42 @@ async fn create_then_noop_then_update_replace_delete() {
         .unwrap();
     assert_eq!(tiny["config"]["labels"]["team"], "research");
 
+    // Labels and taints together: one update request per field group.
+    std::fs::write(
+        dir.path().join("tiny.yaml"),
+        slice_yaml(
+            "tiny",
+            "tpu-v6e-slice",
+            "1x1",
+            1,
+            "  nodeLabels:\n    team: infra\n  taints:\n    - {key: dedicated, value: infra, effect: NoSchedule}\n",
+        ),
+    )
+    .unwrap();
+    sim.reset_stats();
+    let o = apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let updates = "container.projects.locations.clusters.nodePools.update";
+    assert_eq!(sim.stats().by_method.get(updates), Some(&2));
+    let tiny = node_pools(&sim)
+        .await
+        .into_iter()
+        .find(|p| p["name"] == "tiny-0")
+        .unwrap();
+    assert_eq!(tiny["config"]["labels"]["team"], "infra");
+    assert_eq!(tiny["config"]["taints"][0]["key"], "dedicated", "{tiny}");
+    let o = slicectl(
+        &sim,
+        &["plan", dir.path().to_str().unwrap(), "--detailed-exitcode"],
+    )
+    .await;
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "converged after the update: {}",
+        text(&o)
+    );
+
     // A topology change is a replacement, with the reason on the field.
     std::fs::write(
         dir.path().join("llm.yaml"),

@@ -174,21 +174,54 @@ async fn run_pool_step(
             }
         }
         StepOp::Update => {
+            // One request per changed field group, as Terraform does: GKE
+            // applies them as separate operations.
             let pool: NodePool = body(a)?;
             let config = pool.config.unwrap_or_default();
-            let req = UpdateNodePoolRequest {
-                name: format!("{}/nodePools/{}", c.path(), a.name),
-                labels: Some(NodeLabels {
-                    labels: config.labels,
-                }),
-                taints: Some(NodeTaints {
-                    taints: config.taints,
-                }),
-                resource_labels: Some(ResourceLabels {
-                    labels: config.resource_labels,
-                }),
-            };
-            client.gke().update_node_pool(c, &req).await?
+            let changed = |prefix: &str| a.changes.iter().any(|c| c.path.starts_with(prefix));
+            let name = c.node_pool_path(&a.name);
+            let mut requests = Vec::new();
+            if changed("config.labels") {
+                requests.push(UpdateNodePoolRequest {
+                    name: name.clone(),
+                    labels: Some(NodeLabels {
+                        labels: config.labels,
+                    }),
+                    ..Default::default()
+                });
+            }
+            if changed("config.taints") {
+                requests.push(UpdateNodePoolRequest {
+                    name: name.clone(),
+                    taints: Some(NodeTaints {
+                        taints: config.taints,
+                    }),
+                    ..Default::default()
+                });
+            }
+            if changed("config.resourceLabels") {
+                requests.push(UpdateNodePoolRequest {
+                    name,
+                    resource_labels: Some(ResourceLabels {
+                        labels: config.resource_labels,
+                    }),
+                    ..Default::default()
+                });
+            }
+            let mut last = None;
+            for req in &requests {
+                if let Some(op) = last.take() {
+                    client
+                        .gke()
+                        .wait_operation(&c.project, &c.location, &op, timeout)
+                        .await?;
+                }
+                last = Some(client.gke().update_node_pool(c, req).await?);
+            }
+            match last {
+                Some(op) => op,
+                None => return Ok(()),
+            }
         }
         StepOp::Delete => match client.gke().delete_node_pool(c, &a.name).await {
             Ok(op) => op,
