@@ -213,6 +213,9 @@ impl Default for PlanOptions {
 /// Why no plan could be made. Each message says what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
+    /// Several problems at once: all of them are reported, not just the first.
+    #[error("the plan is refused for {} reasons:\n{}", .0.len(), .0.iter().map(|e| format!("  - {e}")).collect::<Vec<_>>().join("\n"))]
+    Multiple(Vec<PlanError>),
     /// A protected slice would be destroyed.
     #[error(
         "{address} ({name}) is protected by preventDestroy and would be {verb}: {reason}. \
@@ -845,8 +848,10 @@ fn build(
             });
         }
     }
-    if let Some(e) = errors.into_iter().next() {
-        return Err(e);
+    match errors.len() {
+        0 => {}
+        1 => return Err(errors.remove(0)),
+        _ => return Err(PlanError::Multiple(errors)),
     }
 
     actions.sort_by(|a, b| {

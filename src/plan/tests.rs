@@ -333,7 +333,16 @@ fn another_owners_pools_are_unmanaged_and_a_name_collision_is_refused() {
         }
     }
     let err = plan(&f, &inv, &PlanOptions::default()).unwrap_err();
-    assert!(matches!(err, PlanError::NameCollision { .. }), "{err}");
+    let PlanError::Multiple(errors) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(errors.len(), 4, "{err}");
+    assert!(
+        errors
+            .iter()
+            .all(|e| matches!(e, PlanError::NameCollision { .. })),
+        "{err}"
+    );
     assert!(err.to_string().contains("someone-else"), "{err}");
 }
 
@@ -553,4 +562,30 @@ fn render_covers_every_capacity_model() {
         .map(|d| d.node_pool)
         .collect();
     insta::assert_json_snapshot!("render_capacity_models", rendered);
+}
+
+#[test]
+fn every_refusal_is_reported_not_just_the_first() {
+    let mut f = standard_fleet();
+    for s in f.slices.values_mut() {
+        s.spec.lifecycle.prevent_destroy = true;
+    }
+    let inv = converged(&f);
+    let err = plan(
+        &fleet(vec![]),
+        &inv,
+        &PlanOptions {
+            max_destroy: 100,
+            allow_empty_source: true,
+        },
+    )
+    .unwrap_err();
+    let PlanError::Multiple(errors) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(errors.len(), 4, "{err}");
+    let text = err.to_string();
+    for pool in ["iron-0", "llm-0", "llm-1", "tiny-0"] {
+        assert!(text.contains(&format!("({pool})")), "{text}");
+    }
 }
