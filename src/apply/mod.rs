@@ -6,7 +6,7 @@
 pub mod progress;
 pub mod steps;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -58,6 +58,9 @@ pub enum ApplyError {
     /// The action's scope does not fit its kind (a hand-edited plan file).
     #[error("the plan's scope for {0} does not fit its kind")]
     Scope(String),
+    /// The step's task panicked (a bug): reported, never silently dropped.
+    #[error("internal error in this step: {0}")]
+    Panicked(String),
 }
 
 /// The result of an apply.
@@ -318,6 +321,7 @@ pub async fn execute(
     let mut replacements_running = 0usize;
     let mut report = ApplyReport::default();
     let mut running: JoinSet<(usize, Duration, Result<(), ApplyError>)> = JoinSet::new();
+    let mut tasks: HashMap<tokio::task::Id, usize> = HashMap::new();
 
     loop {
         // Start what can start.
@@ -338,21 +342,29 @@ pub async fn execute(
             let client = client.clone();
             let action = a.clone();
             let op = step.op;
-            running.spawn(async move {
+            let handle = running.spawn(async move {
                 let t = Instant::now();
                 let r = run_step(client, action, op).await;
                 (id, t.elapsed(), r)
             });
+            tasks.insert(handle.id(), id);
         }
         ready.extend(deferred);
-        let Some(joined) = running.join_next().await else {
+        let Some(joined) = running.join_next_with_id().await else {
             break;
         };
         let (id, elapsed, result) = match joined {
-            Ok(x) => x,
+            Ok((task, x)) => {
+                tasks.remove(&task);
+                x
+            }
             Err(e) => {
+                // A step that panicked is a failed step, not a lost one.
                 tracing::error!(error = %e, "apply step task panicked or was cancelled");
-                continue;
+                let Some(id) = tasks.remove(&e.id()) else {
+                    continue;
+                };
+                (id, Duration::ZERO, Err(ApplyError::Panicked(e.to_string())))
             }
         };
         let step = &steps[id];

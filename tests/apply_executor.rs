@@ -1,0 +1,166 @@
+//! The executor's own rules, through the library against the simulator:
+//! a failed step skips exactly what depends on it, replacements are limited,
+//! and parallelism is bounded.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use slicectl::apply::{self, ApplyOptions, Progress};
+use slicectl::cloud::{ClientOptions, CloudClient, PollPolicy};
+use slicectl::plan::{self, ActionKind, PlanOptions};
+use slicectl::sim::FaultConfig;
+
+/// Records the steps running at any moment.
+#[derive(Default)]
+struct Recorder {
+    running: Mutex<Vec<String>>,
+    peak: Mutex<usize>,
+    peak_replacing: Mutex<usize>,
+    replacing: Vec<String>,
+}
+
+impl Progress for Recorder {
+    fn started(&self, key: &str, what: &str) {
+        let mut r = self.running.lock().unwrap();
+        r.push(format!("{key} {what}"));
+        let mut p = self.peak.lock().unwrap();
+        *p = (*p).max(r.len());
+        let replacing = self
+            .replacing
+            .iter()
+            .filter(|a| r.iter().any(|x| x.starts_with(a.as_str())))
+            .count();
+        let mut pr = self.peak_replacing.lock().unwrap();
+        *pr = (*pr).max(replacing);
+    }
+
+    fn finished(&self, key: &str, what: &str, _result: Result<(), &str>, _elapsed: Duration) {
+        let mut r = self.running.lock().unwrap();
+        if let Some(i) = r.iter().position(|x| *x == format!("{key} {what}")) {
+            r.remove(i);
+        }
+    }
+}
+
+fn client(sim: &slicectl::sim::SimHandle) -> CloudClient {
+    CloudClient::new(ClientOptions {
+        api_endpoint: Some(sim.base_url()),
+        poll: PollPolicy::fast_for_tests(),
+        ..ClientOptions::default()
+    })
+    .unwrap()
+}
+
+async fn observe_and_plan(
+    c: &CloudClient,
+    dir: &std::path::Path,
+) -> (slicectl::spec::Fleet, slicectl::plan::Plan) {
+    let fleet = slicectl::source::load_dir(dir).unwrap();
+    let inv = slicectl::observe::observe(c, &fleet).await.unwrap();
+    let p = plan::plan(
+        &fleet,
+        &inv,
+        &PlanOptions {
+            max_destroy: 100,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    (fleet, p)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_step_skips_exactly_its_dependents() {
+    let sim = sim(Duration::from_millis(20), 1, FaultConfig::default()).await;
+    let c = client(&sim);
+    let dir = spec_dir(&[
+        ("iron.yaml", slice_yaml("iron", "tpu7x", "2x2x2", 1, "")),
+        (
+            "tiny.yaml",
+            slice_yaml("tiny", "tpu-v6e-slice", "1x1", 1, ""),
+        ),
+    ]);
+    let (_, mut p) = observe_and_plan(&c, dir.path()).await;
+    // Corrupt the workload policy's body: the simulator rejects it (400), so
+    // its node pool must be skipped while the unrelated slice goes ahead.
+    let pol = p
+        .actions
+        .iter_mut()
+        .find(|a| a.name == "iron-0-wp")
+        .unwrap();
+    pol.after.as_mut().unwrap()["workloadPolicy"]["type"] = "NOT_A_TYPE".into();
+    let report = apply::execute(
+        &c,
+        &p,
+        &ApplyOptions::default(),
+        Arc::new(Recorder::default()),
+    )
+    .await;
+    assert!(!report.success());
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert_eq!(report.failed[0].0, "slice.iron[0].workload_policy");
+    assert!(report.failed[0].1.contains("NOT_A_TYPE"), "{report:?}");
+    assert_eq!(report.skipped, vec!["slice.iron[0].node_pool".to_string()]);
+    assert_eq!(report.done.get("create"), Some(&1));
+    assert_eq!(pool_names(&sim).await, vec!["tiny-0"]);
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn replacements_are_limited_and_parallelism_bounded() {
+    let sim = sim(Duration::from_millis(150), 1, FaultConfig::default()).await;
+    let c = client(&sim);
+    let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 4, ""))]);
+    let (_, p) = observe_and_plan(&c, dir.path()).await;
+    let rec = Arc::new(Recorder::default());
+    let report = apply::execute(
+        &c,
+        &p,
+        &ApplyOptions {
+            parallelism: 2,
+            max_replacements: 1,
+        },
+        rec.clone(),
+    )
+    .await;
+    assert!(report.success(), "{report:?}");
+    assert_eq!(
+        *rec.peak.lock().unwrap(),
+        2,
+        "parallelism 2 with 4 independent creates"
+    );
+
+    // Now every replica needs a replacement.
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        slice_yaml("a", "tpu-v6e-slice", "2x2", 4, ""),
+    )
+    .unwrap();
+    let (_, p) = observe_and_plan(&c, dir.path()).await;
+    assert!(p.actions.iter().all(|a| a.action == ActionKind::Replace));
+    let rec = Arc::new(Recorder {
+        replacing: p.actions.iter().map(|a| a.address.clone()).collect(),
+        ..Recorder::default()
+    });
+    let report = apply::execute(
+        &c,
+        &p,
+        &ApplyOptions {
+            parallelism: 8,
+            max_replacements: 1,
+        },
+        rec.clone(),
+    )
+    .await;
+    assert!(report.success(), "{report:?}");
+    assert_eq!(report.done.get("replace"), Some(&4));
+    assert_eq!(
+        *rec.peak_replacing.lock().unwrap(),
+        1,
+        "one replacement at a time"
+    );
+    sim.shutdown().await;
+}
