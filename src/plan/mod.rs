@@ -318,24 +318,40 @@ pub fn scopes(fleet: &Fleet) -> Scopes {
 }
 
 fn unmanaged_note(np: &NodePool) -> String {
-    let labels = np.config.as_ref().map(|c| &c.labels);
-    match labels {
-        Some(l)
-            if l.get(ownership::TPU_PROVISIONER_MANAGER)
-                .map(String::as_str)
-                == Some("tpu-provisioner") =>
-        {
-            let stored = l.get(ownership::TPU_PROVISIONER_HASH);
-            "created by tpu-provisioner".to_string()
-                + match stored {
-                    Some(_) => " (carries its node-pool hash)",
-                    None => "",
+    let Some(c) = np.config.as_ref() else {
+        return "not created by slicectl".to_string();
+    };
+    let l = &c.labels;
+    if l.get(ownership::TPU_PROVISIONER_MANAGER)
+        .map(String::as_str)
+        == Some("tpu-provisioner")
+    {
+        // Recompute tpu-provisioner's selective hash from the live pool: a
+        // match means the pool is as tpu-provisioner made it (adoptable).
+        return match l.get(ownership::TPU_PROVISIONER_HASH) {
+            Some(stored) => {
+                let mut labels = l.clone();
+                labels.remove(ownership::TPU_PROVISIONER_HASH);
+                labels.retain(|k, _| !is_server_label(k));
+                let computed = provisioner_hash::tpu_provisioner_hash(
+                    &labels,
+                    &c.machine_type,
+                    c.reservation_affinity.as_ref(),
+                    c.spot,
+                );
+                if &computed == stored {
+                    "created by tpu-provisioner (its node-pool hash verifies)".to_string()
+                } else {
+                    format!(
+                        "created by tpu-provisioner, changed since (its hash {stored} ≠ {computed} recomputed)"
+                    )
                 }
-        }
-        Some(l) => match Ownership::from_labels(l) {
-            Some(o) => format!("owned by another slicectl owner id {:?}", o.owner),
-            None => "not created by slicectl".to_string(),
-        },
+            }
+            None => "created by tpu-provisioner (no node-pool hash)".to_string(),
+        };
+    }
+    match Ownership::from_labels(l) {
+        Some(o) => format!("owned by another slicectl owner id {:?}", o.owner),
         None => "not created by slicectl".to_string(),
     }
 }

@@ -279,21 +279,38 @@ fn unmanaged_pools_are_listed_and_never_touched() {
         status: Some("RUNNING".into()),
         ..Default::default()
     };
+    // A pool exactly as tpu-provisioner creates it: the reference's vector
+    // (tpu-anchors §A.7, checked against the Go program's output).
+    let mut labels: BTreeMap<String, String> = [
+        ("google.com/nodepool-manager", "tpu-provisioner"),
+        ("google.com/tpu-provisioner-jobset-name", "jobset-test"),
+        ("google.com/tpu-provisioner-jobset-namespace", "default"),
+        ("google.com/tpu-provisioner-parent-kind", "job"),
+        (
+            "google.com/tpu-provisioner-parent-name",
+            "jobset-test-job-1-0",
+        ),
+        ("google.com/tpu-provisioner-parent-namespace", "default"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    labels.insert(
+        "google.com/tpu-provisioner-nodepool-hash".into(),
+        "67d4bf97d".into(),
+    );
     let mut provisioned = foreign.clone();
     provisioned.name = "jobset-abc".into();
     provisioned.config = Some(gke::NodeConfig {
-        labels: BTreeMap::from([
-            (
-                "google.com/nodepool-manager".into(),
-                "tpu-provisioner".into(),
-            ),
-            (
-                "google.com/tpu-provisioner-nodepool-hash".into(),
-                "67d4bf97d".into(),
-            ),
-        ]),
+        machine_type: "ct5p-hightpu-4t".into(),
+        labels: labels.clone(),
         ..Default::default()
     });
+    let mut modified = provisioned.clone();
+    modified.name = "jobset-def".into();
+    if let Some(c) = modified.config.as_mut() {
+        c.spot = true;
+    }
     let pools = &mut inv.clusters.entry(cluster()).or_default().node_pools;
     pools.push(foreign);
     pools.push(provisioned);
