@@ -24,10 +24,22 @@ async fn node_pool_round_trip_with_server_defaults() {
     assert_eq!(op["status"], "RUNNING");
     assert_eq!(op["location"], "us-central2");
     assert_eq!(op["zone"], "us-central2");
-    assert_eq!(op["targetLink"], format!("{base}{POOLS}/tpu-a"));
+    // Like real GKE, operation links name the project by its number.
+    let number = slicectl::sim::project_number("proj1");
+    assert_eq!(number.len(), 12);
+    let by_number = |path: &str| {
+        format!(
+            "{base}{}",
+            path.replace("/projects/proj1/", &format!("/projects/{number}/"))
+        )
+    };
+    assert_eq!(op["targetLink"], by_number(&format!("{POOLS}/tpu-a")));
     assert_eq!(
         op["selfLink"],
-        format!("{base}{GKE}/operations/{}", op["name"].as_str().unwrap())
+        by_number(&format!(
+            "{GKE}/operations/{}",
+            op["name"].as_str().unwrap()
+        ))
     );
     assert!(op["startTime"].as_str().unwrap().ends_with('Z'));
     let done = c.wait_gke(&op).await;

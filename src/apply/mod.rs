@@ -162,12 +162,11 @@ async fn run_pool_step(
                         .gke()
                         .list_operations(&c.project, &c.location)
                         .await?;
-                    let suffix = format!("/{}/nodePools/{}", c.path(), a.name);
                     match ops.into_iter().find(|o| {
                         o.status != "DONE"
-                            && o.target_link
-                                .as_deref()
-                                .is_some_and(|l| l.ends_with(&suffix))
+                            && o.target_link.as_deref().is_some_and(|l| c.contains_link(l))
+                            && crate::plan::inventory::gke_operation_target(o)
+                                == Some(a.name.as_str())
                     }) {
                         Some(op) => op,
                         None => return Ok(()),

@@ -29,13 +29,14 @@ async fn observe_cluster(
         gke.list_node_pools(c),
         gke.list_operations(&c.project, &c.location)
     )?;
-    let prefix = format!("/{}/", c.path());
+    // The location's operations, narrowed to this cluster's (GKE names the
+    // project by number in operation links).
     let operations = operations
         .into_iter()
         .filter(|op| {
             op.target_link
                 .as_deref()
-                .is_some_and(|l| l.contains(&prefix))
+                .is_some_and(|l| c.contains_link(l))
         })
         .collect();
     Ok((

@@ -314,13 +314,27 @@ fn unmanaged_pools_are_listed_and_never_touched() {
     let pools = &mut inv.clusters.entry(cluster()).or_default().node_pools;
     pools.push(foreign);
     pools.push(provisioned);
+    pools.push(modified);
     let p = plan(&f, &inv, &PlanOptions::default()).unwrap();
     assert!(p.actions.is_empty());
-    assert_eq!(p.unmanaged.len(), 2);
-    assert!(
+    assert_eq!(p.unmanaged.len(), 3);
+    let note = |n: &str| {
         p.unmanaged
             .iter()
-            .any(|u| u.note.contains("tpu-provisioner"))
+            .find(|u| u.name == n)
+            .unwrap()
+            .note
+            .clone()
+    };
+    assert_eq!(note("default-pool"), "not created by slicectl");
+    assert_eq!(
+        note("jobset-abc"),
+        "created by tpu-provisioner (its node-pool hash verifies)"
+    );
+    assert!(
+        note("jobset-def").contains("changed since"),
+        "{}",
+        note("jobset-def")
     );
     // Without the slices the pools are still not ours to delete.
     let p = plan(

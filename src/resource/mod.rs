@@ -23,6 +23,28 @@ pub struct ClusterRef {
 }
 
 impl ClusterRef {
+    /// Whether a resource link (URL or path) points into this cluster. GKE
+    /// names the project by id in some links and by number in others
+    /// (operation `selfLink`/`targetLink`), so any project segment that is the
+    /// id or all digits is accepted; location and cluster must match.
+    pub fn contains_link(&self, link: &str) -> bool {
+        let Some(i) = link
+            .find("/projects/")
+            .map(|i| i + "/projects/".len())
+            .or_else(|| link.starts_with("projects/").then_some("projects/".len()))
+        else {
+            return false;
+        };
+        let rest = &link[i..];
+        let Some((project, rest)) = rest.split_once('/') else {
+            return false;
+        };
+        let project_ok = project == self.project
+            || (!project.is_empty() && project.bytes().all(|b| b.is_ascii_digit()));
+        let want = format!("locations/{}/clusters/{}", self.location, self.name);
+        project_ok && (rest == want || rest.starts_with(&format!("{want}/")))
+    }
+
     /// `projects/P/locations/L/clusters/C`.
     pub fn path(&self) -> String {
         format!(
@@ -104,5 +126,30 @@ pub mod opt_int64_string {
             Some(Either::N(n)) => Ok(Some(n)),
             None => Ok(None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ClusterRef;
+
+    #[test]
+    fn links_match_by_project_id_or_number() {
+        let c = ClusterRef {
+            project: "p1".into(),
+            location: "us-central2".into(),
+            name: "train".into(),
+        };
+        assert!(c.contains_link("https://container.googleapis.com/v1/projects/123456789012/locations/us-central2/clusters/train/nodePools/a"));
+        assert!(c.contains_link("projects/p1/locations/us-central2/clusters/train/nodePools/a"));
+        assert!(!c.contains_link(
+            "https://x/v1/projects/p2/locations/us-central2/clusters/train/nodePools/a"
+        ));
+        assert!(!c.contains_link(
+            "https://x/v1/projects/123/locations/us-central2/clusters/train2/nodePools/a"
+        ));
+        assert!(!c.contains_link(
+            "https://x/v1/projects/123/locations/europe-west4/clusters/train/nodePools/a"
+        ));
     }
 }

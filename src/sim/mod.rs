@@ -21,6 +21,7 @@ mod faults;
 mod gke;
 mod labels;
 mod operations;
+pub use operations::project_number;
 mod routes;
 mod server;
 mod state;

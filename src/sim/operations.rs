@@ -93,9 +93,10 @@ impl GkeOp {
             "location": self.location,
             "operationType": self.op_type,
             "status": if self.done { "DONE" } else { "RUNNING" },
+            // Like real GKE, operation links name the project by its number.
             "selfLink": format!("{base}/{version}/projects/{}/locations/{}/operations/{}",
-                self.project, self.location, self.name),
-            "targetLink": format!("{base}/{version}/{}", self.effect.pool()),
+                project_number(&self.project), self.location, self.name),
+            "targetLink": format!("{base}/{version}/{}", with_project_number(self.effect.pool())),
             "startTime": self.timing.start_rfc3339(),
         });
         if self.done {
@@ -204,5 +205,26 @@ impl ComputeOp {
             }
         }
         op
+    }
+}
+
+/// The simulated project number of a project id: 12 digits, deterministic.
+/// Real GKE operation `selfLink`/`targetLink` use the project number, so a
+/// client that matches links by project id breaks on them.
+pub fn project_number(project: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(project.as_bytes());
+    let n = u64::from_be_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]]);
+    format!("{}", 100_000_000_000 + n % 900_000_000_000)
+}
+
+/// `projects/ID/rest` → `projects/NUMBER/rest`.
+fn with_project_number(path: &str) -> String {
+    match path
+        .strip_prefix("projects/")
+        .and_then(|r| r.split_once('/'))
+    {
+        Some((id, rest)) => format!("projects/{}/{rest}", project_number(id)),
+        None => path.to_string(),
     }
 }
