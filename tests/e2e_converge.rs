@@ -264,3 +264,33 @@ async fn stockout_is_a_failure_not_a_success() {
     );
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retryable_faults_are_absorbed_within_one_apply() {
+    // 429s, 503s and "incompatible operation" are retried inside the apply:
+    // one run converges, with no second round needed.
+    let faults = FaultConfig {
+        rate_429: 0.15,
+        rate_503: 0.15,
+        incompatible_operation: true,
+        ..FaultConfig::default()
+    };
+    let sim = sim(Duration::from_millis(30), 11, faults).await;
+    let dir = spec_dir(&fleet());
+    let o = apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let injected = sim.stats().faults_injected;
+    sim.set_faults(FaultConfig::default());
+    assert!(injected > 0, "the test must actually inject faults");
+    let o = slicectl(
+        &sim,
+        &["plan", dir.path().to_str().unwrap(), "--detailed-exitcode"],
+    )
+    .await;
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        pool_names(&sim).await,
+        vec!["iron-0", "llm-0", "llm-1", "tiny-0"]
+    );
+    sim.shutdown().await;
+}

@@ -581,6 +581,27 @@ fn build(
     let mut unmanaged = Vec::new();
     let mut errors: Vec<PlanError> = Vec::new();
 
+    // Names are unique by construction (see `names`); refuse rather than
+    // trust it, since two slices sharing a name would fight over one pool.
+    let mut seen: BTreeMap<(String, String), String> = BTreeMap::new();
+    for d in &desired {
+        let mut names = vec![(d.cluster.to_string(), d.node_pool.name.clone())];
+        if let Some(p) = &d.workload_policy {
+            names.push((p.region.to_string(), p.policy.name.clone()));
+        }
+        for key in names {
+            let who = format!("slice {} replica {}", d.slice, d.replica);
+            if let Some(first) = seen.insert(key.clone(), who.clone()) {
+                errors.push(PlanError::NameCollision {
+                    kind: "resource",
+                    name: key.1,
+                    scope: key.0,
+                    note: format!("both {first} and {who} render to this name"),
+                });
+            }
+        }
+    }
+
     // Desired resources.
     let mut wanted_pools: BTreeSet<(ClusterRef, String)> = BTreeSet::new();
     let mut wanted_policies: BTreeSet<(RegionRef, String)> = BTreeSet::new();

@@ -620,3 +620,20 @@ fn every_refusal_is_reported_not_just_the_first() {
         assert!(text.contains(&format!("({pool})")), "{text}");
     }
 }
+
+#[test]
+fn two_slices_rendering_the_same_pool_name_are_refused() {
+    // Slice names are unique across the specs (validation), so only a
+    // hand-built fleet gets here; the planner still refuses instead of
+    // letting two slices fight over one node pool.
+    let mut f = standard_fleet();
+    let twin = slice("tiny", "tpu-v6e-slice", "2x2", 1, CapacityType::OnDemand);
+    f.slices.insert("tiny-twin".into(), twin);
+    let err = plan(&f, &Inventory::default(), &PlanOptions::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("tiny-0"), "{text}");
+    assert!(
+        text.contains("both slice tiny replica 0 and slice tiny replica 0 render to this name"),
+        "{text}"
+    );
+}
