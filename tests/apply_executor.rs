@@ -164,3 +164,42 @@ async fn replacements_are_limited_and_parallelism_bounded() {
     );
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_busy_cluster_is_waited_out_beyond_the_clients_retry_budget() {
+    // Every write on the cluster is refused while another operation runs,
+    // and operations take 2s; the client itself does not retry at all.
+    let faults = FaultConfig {
+        incompatible_operation: true,
+        ..FaultConfig::default()
+    };
+    let sim = sim(Duration::from_secs(2), 1, faults).await;
+    let c = CloudClient::new(ClientOptions {
+        api_endpoint: Some(sim.base_url()),
+        poll: PollPolicy::fast_for_tests(),
+        retry: slicectl::cloud::RetryPolicy {
+            max_attempts: 1,
+            ..Default::default()
+        },
+        ..ClientOptions::default()
+    })
+    .unwrap();
+    let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 2, ""))]);
+    let (_, p) = observe_and_plan(&c, dir.path()).await;
+    let report = apply::execute(
+        &c,
+        &p,
+        &ApplyOptions::default(),
+        Arc::new(Recorder::default()),
+    )
+    .await;
+    assert!(report.success(), "{report:?}");
+    assert_eq!(report.done.get("create"), Some(&2));
+    assert_eq!(pool_names(&sim).await, vec!["a-0", "a-1"]);
+    let refused = sim.stats().faults_injected;
+    assert!(
+        refused > 0,
+        "the second create must have met a busy cluster"
+    );
+    sim.shutdown().await;
+}

@@ -142,6 +142,29 @@ fn region_op(r: &RegionRef, name: &str) -> compute::Operation {
     }
 }
 
+/// Retries `call` while GKE answers "incompatible operation" (another
+/// operation runs on the cluster), until `timeout`: a TPU node pool operation
+/// can hold the cluster for many minutes, longer than the client's own retry
+/// budget. Other errors return at once.
+async fn while_cluster_busy<T, F, Fut>(timeout: Duration, mut call: F) -> Result<T, CloudError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, CloudError>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut delay = Duration::from_secs(5);
+    loop {
+        match call().await {
+            Err(e) if e.is_cluster_busy() && Instant::now() + delay < deadline => {
+                tracing::info!(error = %e, delay_s = delay.as_secs(), "cluster busy; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(60));
+            }
+            other => return other,
+        }
+    }
+}
+
 async fn run_pool_step(
     client: &CloudClient,
     a: &Action,
@@ -149,11 +172,12 @@ async fn run_pool_step(
     op: StepOp,
     timeout: Duration,
 ) -> Result<(), ApplyError> {
+    let gke = client.gke();
     let started = match op {
         StepOp::WaitInFlight => gke_op(a.operation.as_deref().unwrap_or_default()),
         StepOp::Create => {
             let pool: NodePool = body(a)?;
-            match client.gke().create_node_pool(c, &pool).await {
+            match while_cluster_busy(timeout, || gke.create_node_pool(c, &pool)).await {
                 Ok(op) => op,
                 // Created by an earlier attempt whose answer was lost: find
                 // the operation creating it instead of failing or duplicating.
@@ -218,18 +242,20 @@ async fn run_pool_step(
                         .wait_operation(&c.project, &c.location, &op, timeout)
                         .await?;
                 }
-                last = Some(client.gke().update_node_pool(c, req).await?);
+                last = Some(while_cluster_busy(timeout, || gke.update_node_pool(c, req)).await?);
             }
             match last {
                 Some(op) => op,
                 None => return Ok(()),
             }
         }
-        StepOp::Delete => match client.gke().delete_node_pool(c, &a.name).await {
-            Ok(op) => op,
-            Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) => return Err(e.into()),
-        },
+        StepOp::Delete => {
+            match while_cluster_busy(timeout, || gke.delete_node_pool(c, &a.name)).await {
+                Ok(op) => op,
+                Err(e) if e.is_not_found() => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+        }
     };
     client
         .gke()

@@ -106,6 +106,14 @@ impl CloudError {
         }
     }
 
+    /// True for GKE's 400 FAILED_PRECONDITION "Cluster is running incompatible
+    /// operation": another operation on the cluster is still running. Worth
+    /// retrying for as long as that operation may take, not just a minute.
+    pub fn is_cluster_busy(&self) -> bool {
+        matches!(self, CloudError::Api { status: 400, code, message, .. }
+            if code == "FAILED_PRECONDITION" && is_cluster_busy_message(message))
+    }
+
     /// True for errors worth retrying the same request for: HTTP 429, 500, 502,
     /// 503, 504; a 403 `rateLimitExceeded`; transport failures; and GKE's
     /// 400 FAILED_PRECONDITION "Cluster is running incompatible operation"
