@@ -203,3 +203,88 @@ async fn a_busy_cluster_is_waited_out_beyond_the_clients_retry_budget() {
     );
     sim.shutdown().await;
 }
+
+/// Regression: a create answered 409 was counted as "created" when the name
+/// was taken by someone else's pool.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_that_meets_someone_elses_pool_fails_with_the_reason() {
+    let sim = sim(Duration::from_millis(20), 1, FaultConfig::default()).await;
+    let c = client(&sim);
+    let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 1, ""))]);
+    let (_, p) = observe_and_plan(&c, dir.path()).await;
+    // Between the plan and the apply, someone makes a pool with that name.
+    create_by_hand(&sim, "a-0", serde_json::json!({"team": "other"})).await;
+    let report = apply::execute(
+        &c,
+        &p,
+        &ApplyOptions::default(),
+        Arc::new(Recorder::default()),
+    )
+    .await;
+    assert!(!report.success(), "{report:?}");
+    assert_eq!(report.done.get("create"), None, "{report:?}");
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert!(
+        report.failed[0].1.contains("not created by slicectl"),
+        "{report:?}"
+    );
+    let pools = node_pools(&sim).await;
+    assert_eq!(pools[0]["config"]["labels"]["team"], "other");
+    sim.shutdown().await;
+}
+
+/// Regression: a create answered 409 while another apply's delete of that
+/// name was running was counted as "created".
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_that_meets_a_delete_in_flight_fails_with_the_reason() {
+    let sim = sim(Duration::from_millis(800), 1, FaultConfig::default()).await;
+    let c = client(&sim);
+    let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 1, ""))]);
+    let (_, p) = observe_and_plan(&c, dir.path()).await;
+    let rec = Arc::new(Recorder::default());
+    let report = apply::execute(&c, &p, &ApplyOptions::default(), rec.clone()).await;
+    assert!(report.success(), "{report:?}");
+    // Another apply is deleting the pool when this one creates it again.
+    start_delete_by_hand(&sim, "a-0").await;
+    let report = apply::execute(&c, &p, &ApplyOptions::default(), rec).await;
+    assert!(!report.success(), "{report:?}");
+    assert_eq!(report.done.get("create"), None, "{report:?}");
+    assert!(
+        report.failed[0].1.contains("DELETE_NODE_POOL"),
+        "{report:?}"
+    );
+    wait_until_done(&sim).await;
+    sim.shutdown().await;
+}
+
+/// Regression: a delete that found the pool already gone was counted as
+/// "destroyed".
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delete_that_finds_the_pool_gone_is_not_counted_destroyed() {
+    let sim = sim(Duration::from_millis(20), 1, FaultConfig::default()).await;
+    let c = client(&sim);
+    let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 2, ""))]);
+    let (fleet, p) = observe_and_plan(&c, dir.path()).await;
+    let rec = Arc::new(Recorder::default());
+    assert!(
+        apply::execute(&c, &p, &ApplyOptions::default(), rec.clone())
+            .await
+            .success()
+    );
+    let inv = slicectl::observe::observe(&c, &fleet).await.unwrap();
+    let teardown = plan::plan_destroy(&fleet, &inv, 10).unwrap();
+    delete_by_hand(&sim, "a-1").await;
+    let report = apply::execute(&c, &teardown, &ApplyOptions::default(), rec).await;
+    assert!(report.success(), "{report:?}");
+    assert_eq!(report.done.get("delete"), Some(&1), "{report:?}");
+    assert_eq!(
+        report.already_gone,
+        vec!["slice.a[1].node_pool".to_string()]
+    );
+    assert!(
+        report.summary().contains("1 destroyed (1 already gone)"),
+        "{}",
+        report.summary()
+    );
+    sim.shutdown().await;
+}

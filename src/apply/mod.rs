@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 use crate::cloud::{CloudClient, CloudError};
+use crate::plan::ownership::Ownership;
 use crate::plan::{Action, ActionKind, Plan, ResourceKind, Scope};
 use crate::resource::compute::{self, ResourcePolicy};
 use crate::resource::gke::{
@@ -58,9 +59,27 @@ pub enum ApplyError {
     /// The action's scope does not fit its kind (a hand-edited plan file).
     #[error("the plan's scope for {0} does not fit its kind")]
     Scope(String),
+    /// A create met a resource of that name that is not the one it meant to
+    /// create (someone else's, or one being deleted).
+    #[error("{address}: {reason}")]
+    Conflict {
+        /// Address.
+        address: String,
+        /// What was found, and what to do.
+        reason: String,
+    },
     /// The step's task panicked (a bug): reported, never silently dropped.
     #[error("internal error in this step: {0}")]
     Panicked(String),
+}
+
+/// How a step that did not fail ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepOutcome {
+    /// It did what it was meant to.
+    Done,
+    /// A delete found the resource already gone: nothing was destroyed.
+    AlreadyGone,
 }
 
 /// The result of an apply.
@@ -72,6 +91,12 @@ pub struct ApplyReport {
     pub failed: Vec<(String, String)>,
     /// Actions not started because something they depend on failed.
     pub skipped: Vec<String>,
+    /// Actions that never ran for any other reason: address → why. Any step
+    /// not run is a failure of the run.
+    pub not_run: Vec<(String, String)>,
+    /// Deletes that found the resource already gone (counted apart from
+    /// `destroyed`: this apply did not destroy it).
+    pub already_gone: Vec<String>,
     /// Wall-clock time.
     pub elapsed: Duration,
 }
@@ -79,14 +104,22 @@ pub struct ApplyReport {
 impl ApplyReport {
     /// Whether everything succeeded.
     pub fn success(&self) -> bool {
-        self.failed.is_empty() && self.skipped.is_empty()
+        self.failed.is_empty() && self.skipped.is_empty() && self.not_run.is_empty()
     }
 
     /// One-line summary.
     pub fn summary(&self) -> String {
         let n = |k: &str| self.done.get(k).copied().unwrap_or(0);
+        let gone = match self.already_gone.len() {
+            0 => String::new(),
+            k => format!(" ({k} already gone)"),
+        };
+        let not_run = match self.not_run.len() {
+            0 => String::new(),
+            k => format!(", {k} not run"),
+        };
         format!(
-            "{}: {} created, {} updated, {} replaced, {} destroyed, {} waited on, {} failed, {} skipped ({:.1}s).",
+            "{}: {} created, {} updated, {} replaced, {} destroyed{gone}, {} waited on, {} failed, {} skipped{not_run} ({:.1}s).",
             if self.success() {
                 "Apply complete"
             } else {
@@ -165,13 +198,149 @@ where
     }
 }
 
+/// Whether `live` carries the same ownership (owner, slice, replica) as the
+/// desired labels.
+fn same_owner(live: Option<Ownership>, desired: Option<Ownership>) -> bool {
+    match (live, desired) {
+        (Some(l), Some(d)) => l.owner == d.owner && l.slice == d.slice && l.replica == d.replica,
+        _ => false,
+    }
+}
+
+fn describe_owner(o: Option<&Ownership>) -> String {
+    match o {
+        Some(o) => format!(
+            "owned by slicectl owner {:?} as slice {} replica {}",
+            o.owner, o.slice, o.replica
+        ),
+        None => "not created by slicectl".to_string(),
+    }
+}
+
+/// After a node pool create answered 409: `Some(op)` when the pool is ours
+/// and still being created (wait for `op`), `None` when it is ours and
+/// already there; an error when it is someone else's or is being deleted.
+async fn resolve_pool_conflict(
+    client: &CloudClient,
+    a: &Action,
+    c: &ClusterRef,
+    desired: &NodePool,
+) -> Result<Option<gke::Operation>, ApplyError> {
+    let ops = client
+        .gke()
+        .list_operations(&c.project, &c.location)
+        .await?;
+    let running = ops.into_iter().find(|o| {
+        o.status != "DONE"
+            && o.target_link.as_deref().is_some_and(|l| c.contains_link(l))
+            && crate::plan::inventory::gke_operation_target(o) == Some(a.name.as_str())
+    });
+    let conflict = |reason: String| ApplyError::Conflict {
+        address: a.address.clone(),
+        reason,
+    };
+    if let Some(op) = &running
+        && op.operation_type != "CREATE_NODE_POOL"
+    {
+        return Err(conflict(format!(
+            "node pool {} already exists and operation {} ({}) is running on it, \
+             probably started by another apply; nothing was created. Run apply again once it has finished",
+            a.name, op.name, op.operation_type
+        )));
+    }
+    let live = match client.gke().get_node_pool(c, &a.name).await {
+        Ok(p) => p,
+        Err(e) if e.is_not_found() => {
+            return Err(conflict(format!(
+                "node pool {} was reported to exist, then could not be found (deleted meanwhile?); \
+                 nothing was created. Run apply again",
+                a.name
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let labels = |p: &NodePool| {
+        p.config
+            .as_ref()
+            .and_then(|cfg| Ownership::from_labels(&cfg.labels))
+    };
+    let theirs = labels(&live);
+    if !same_owner(theirs.clone(), labels(desired)) {
+        return Err(conflict(format!(
+            "node pool {} already exists in {c} and is {}; slicectl never changes it. \
+             It was created by someone else after the plan was made: rename the slice, or remove the existing pool",
+            a.name,
+            describe_owner(theirs.as_ref())
+        )));
+    }
+    Ok(running)
+}
+
+/// After a workload policy insert answered 409: like [`resolve_pool_conflict`].
+async fn resolve_policy_conflict(
+    client: &CloudClient,
+    a: &Action,
+    r: &RegionRef,
+    desired: &ResourcePolicy,
+) -> Result<Option<compute::Operation>, ApplyError> {
+    let conflict = |reason: String| ApplyError::Conflict {
+        address: a.address.clone(),
+        reason,
+    };
+    let running = client
+        .compute()
+        .list_region_operations(&r.project, &r.region, true)
+        .await?
+        .into_iter()
+        .find(|o| crate::plan::inventory::compute_operation_target(o) == Some(a.name.as_str()));
+    if let Some(op) = &running
+        && op.operation_type != "insert"
+    {
+        return Err(conflict(format!(
+            "workload policy {} already exists and operation {} ({}) is running on it, \
+             probably started by another apply; nothing was created. Run apply again once it has finished",
+            a.name, op.name, op.operation_type
+        )));
+    }
+    let live = match client
+        .compute()
+        .get_resource_policy(&r.project, &r.region, &a.name)
+        .await
+    {
+        Ok(p) => p,
+        Err(e) if e.is_not_found() => {
+            return Err(conflict(format!(
+                "workload policy {} was reported to exist, then could not be found (deleted meanwhile?); \
+                 nothing was created. Run apply again",
+                a.name
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let own = |p: &ResourcePolicy| {
+        p.description
+            .as_deref()
+            .and_then(Ownership::from_description)
+    };
+    let theirs = own(&live);
+    if !same_owner(theirs.clone(), own(desired)) {
+        return Err(conflict(format!(
+            "workload policy {} already exists in {r} and is {}; slicectl never changes it. \
+             Rename the slice, or remove the existing policy",
+            a.name,
+            describe_owner(theirs.as_ref())
+        )));
+    }
+    Ok(running)
+}
+
 async fn run_pool_step(
     client: &CloudClient,
     a: &Action,
     c: &ClusterRef,
     op: StepOp,
     timeout: Duration,
-) -> Result<(), ApplyError> {
+) -> Result<StepOutcome, ApplyError> {
     let gke = client.gke();
     let started = match op {
         StepOp::WaitInFlight => gke_op(a.operation.as_deref().unwrap_or_default()),
@@ -179,21 +348,13 @@ async fn run_pool_step(
             let pool: NodePool = body(a)?;
             match while_cluster_busy(timeout, || gke.create_node_pool(c, &pool)).await {
                 Ok(op) => op,
-                // Created by an earlier attempt whose answer was lost: find
-                // the operation creating it instead of failing or duplicating.
+                // The name is taken. It may be our own pool, created by an
+                // earlier attempt whose answer was lost (then wait for that
+                // create); anything else fails the step with the reason.
                 Err(e) if e.is_already_exists() => {
-                    let ops = client
-                        .gke()
-                        .list_operations(&c.project, &c.location)
-                        .await?;
-                    match ops.into_iter().find(|o| {
-                        o.status != "DONE"
-                            && o.target_link.as_deref().is_some_and(|l| c.contains_link(l))
-                            && crate::plan::inventory::gke_operation_target(o)
-                                == Some(a.name.as_str())
-                    }) {
+                    match resolve_pool_conflict(client, a, c, &pool).await? {
                         Some(op) => op,
-                        None => return Ok(()),
+                        None => return Ok(StepOutcome::Done),
                     }
                 }
                 Err(e) => return Err(e.into()),
@@ -246,13 +407,13 @@ async fn run_pool_step(
             }
             match last {
                 Some(op) => op,
-                None => return Ok(()),
+                None => return Ok(StepOutcome::Done),
             }
         }
         StepOp::Delete => {
             match while_cluster_busy(timeout, || gke.delete_node_pool(c, &a.name)).await {
                 Ok(op) => op,
-                Err(e) if e.is_not_found() => return Ok(()),
+                Err(e) if e.is_not_found() => return Ok(StepOutcome::AlreadyGone),
                 Err(e) => return Err(e.into()),
             }
         }
@@ -261,7 +422,7 @@ async fn run_pool_step(
         .gke()
         .wait_operation(&c.project, &c.location, &started, timeout)
         .await?;
-    Ok(())
+    Ok(StepOutcome::Done)
 }
 
 async fn run_policy_step(
@@ -270,7 +431,7 @@ async fn run_policy_step(
     r: &RegionRef,
     op: StepOp,
     timeout: Duration,
-) -> Result<(), ApplyError> {
+) -> Result<StepOutcome, ApplyError> {
     let started = match op {
         StepOp::WaitInFlight => region_op(r, a.operation.as_deref().unwrap_or_default()),
         StepOp::Create => {
@@ -281,26 +442,32 @@ async fn run_policy_step(
                 .await
             {
                 Ok(op) => op,
-                Err(e) if e.is_already_exists() => return Ok(()),
+                Err(e) if e.is_already_exists() => {
+                    match resolve_policy_conflict(client, a, r, &policy).await? {
+                        Some(op) => op,
+                        None => return Ok(StepOutcome::Done),
+                    }
+                }
                 Err(e) => return Err(e.into()),
             }
         }
-        StepOp::Update => return Ok(()), // workload policies are immutable: never planned
+        // Workload policies are immutable: an update is never planned.
+        StepOp::Update => return Ok(StepOutcome::Done),
         StepOp::Delete => match client
             .compute()
             .delete_resource_policy(&r.project, &r.region, &a.name)
             .await
         {
             Ok(op) => op,
-            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(StepOutcome::AlreadyGone),
             Err(e) => return Err(e.into()),
         },
     };
     client.compute().wait_operation(&started, timeout).await?;
-    Ok(())
+    Ok(StepOutcome::Done)
 }
 
-async fn run_step(client: CloudClient, a: Action, op: StepOp) -> Result<(), ApplyError> {
+async fn run_step(client: CloudClient, a: Action, op: StepOp) -> Result<StepOutcome, ApplyError> {
     let timeout = Duration::from_secs(a.timeout_secs.max(1));
     match (a.kind, &a.scope) {
         (ResourceKind::NodePool, Scope::Cluster(c)) => {
@@ -313,7 +480,16 @@ async fn run_step(client: CloudClient, a: Action, op: StepOp) -> Result<(), Appl
     }
 }
 
-/// Executes the plan.
+/// The replacement group of an action: every replacing action of one slice
+/// replica holds one replacement slot together. The steps of a replica's
+/// replacements depend on each other (pool delete → policy delete → policy
+/// create → pool create), so a slot per action would deadlock them.
+fn replacement_group(a: &Action) -> (&str, u32) {
+    (a.slice.as_str(), a.replica)
+}
+
+/// Executes the plan. Every action ends in the report: done, failed, skipped
+/// (something it depends on failed) or not run (any other reason).
 pub async fn execute(
     client: &CloudClient,
     plan: &Plan,
@@ -329,10 +505,16 @@ pub async fn execute(
             dependents[*d].push(s.id);
         }
     }
-    // Steps left per action, to know when an action (and a replacement) is done.
+    // Steps left per action, to know when an action is done.
     let mut left: Vec<usize> = vec![0; plan.actions.len()];
+    // Replacement steps left per group, to know when its slot frees.
+    let mut group_left: BTreeMap<(&str, u32), usize> = BTreeMap::new();
     for s in &steps {
         left[s.action] += 1;
+        let a = &plan.actions[s.action];
+        if a.action == ActionKind::Replace {
+            *group_left.entry(replacement_group(a)).or_default() += 1;
+        }
     }
     let mut ready: Vec<usize> = steps
         .iter()
@@ -340,13 +522,16 @@ pub async fn execute(
         .map(|s| s.id)
         .collect();
     ready.reverse();
-    let mut failed_steps = vec![false; steps.len()];
+    // A step is finished once it ran, failed or was skipped.
+    let mut finished = vec![false; steps.len()];
     let mut action_failed = vec![false; plan.actions.len()];
-    let mut replacing: Vec<bool> = vec![false; plan.actions.len()];
+    let mut action_gone = vec![false; plan.actions.len()];
+    let mut replacing: BTreeMap<(&str, u32), bool> = BTreeMap::new();
     let mut replacements_running = 0usize;
     let mut report = ApplyReport::default();
-    let mut running: JoinSet<(usize, Duration, Result<(), ApplyError>)> = JoinSet::new();
+    let mut running: JoinSet<(usize, Duration, Result<StepOutcome, ApplyError>)> = JoinSet::new();
     let mut tasks: HashMap<tokio::task::Id, usize> = HashMap::new();
+    let max_replacements = opts.max_replacements.max(1);
 
     loop {
         // Start what can start.
@@ -355,13 +540,16 @@ pub async fn execute(
             let Some(id) = ready.pop() else { break };
             let step = &steps[id];
             let a = &plan.actions[step.action];
-            if a.action == ActionKind::Replace && !replacing[step.action] {
-                if replacements_running >= opts.max_replacements.max(1) {
-                    deferred.push(id);
-                    continue;
+            if a.action == ActionKind::Replace {
+                let g = replacement_group(a);
+                if !replacing.get(&g).copied().unwrap_or(false) {
+                    if replacements_running >= max_replacements {
+                        deferred.push(id);
+                        continue;
+                    }
+                    replacing.insert(g, true);
+                    replacements_running += 1;
                 }
-                replacing[step.action] = true;
-                replacements_running += 1;
             }
             progress.started(&a.address, step.op.verb());
             let client = client.clone();
@@ -374,6 +562,7 @@ pub async fn execute(
             });
             tasks.insert(handle.id(), id);
         }
+        deferred.reverse();
         ready.extend(deferred);
         let Some(joined) = running.join_next_with_id().await else {
             break;
@@ -394,18 +583,18 @@ pub async fn execute(
         };
         let step = &steps[id];
         let a = &plan.actions[step.action];
-        left[step.action] -= 1;
+        let mut newly_finished = vec![id];
         match &result {
-            Ok(()) => {
+            Ok(outcome) => {
                 progress.finished(&a.address, step.op.verb(), Ok(()), elapsed);
+                if *outcome == StepOutcome::AlreadyGone {
+                    action_gone[step.action] = true;
+                }
                 for d in &dependents[id] {
                     pending[*d] -= 1;
-                    if pending[*d] == 0 && !failed_steps[*d] {
+                    if pending[*d] == 0 && !finished[*d] {
                         ready.push(*d);
                     }
-                }
-                if left[step.action] == 0 && !action_failed[step.action] {
-                    *report.done.entry(action_word(a.action)).or_default() += 1;
                 }
             }
             Err(e) => {
@@ -416,8 +605,9 @@ pub async fn execute(
                 // Everything downstream is skipped.
                 let mut stack = dependents[id].clone();
                 while let Some(d) = stack.pop() {
-                    if !failed_steps[d] {
-                        failed_steps[d] = true;
+                    if !finished[d] {
+                        finished[d] = true;
+                        newly_finished.push(d);
                         let da = &plan.actions[steps[d].action];
                         if !action_failed[steps[d].action] && !report.skipped.contains(&da.address)
                         {
@@ -428,10 +618,51 @@ pub async fn execute(
                 }
             }
         }
-        if replacing[step.action] && (left[step.action] == 0 || result.is_err()) {
-            replacing[step.action] = false;
-            replacements_running -= 1;
+        finished[id] = true;
+        for f in newly_finished {
+            let fa = &plan.actions[steps[f].action];
+            left[steps[f].action] -= 1;
+            if left[steps[f].action] == 0
+                && f == id
+                && !action_failed[steps[f].action]
+                && result.is_ok()
+            {
+                if action_gone[steps[f].action] && fa.action == ActionKind::Delete {
+                    report.already_gone.push(fa.address.clone());
+                } else {
+                    *report.done.entry(action_word(fa.action)).or_default() += 1;
+                }
+            }
+            if fa.action == ActionKind::Replace {
+                let g = replacement_group(fa);
+                if let Some(n) = group_left.get_mut(&g) {
+                    *n -= 1;
+                    if *n == 0 && replacing.insert(g, false).unwrap_or(false) {
+                        replacements_running -= 1;
+                    }
+                }
+            }
         }
+    }
+    // Whatever never ran is a failure of the run, with the reason.
+    for s in &steps {
+        if finished[s.id] {
+            continue;
+        }
+        let a = &plan.actions[s.action];
+        if report.not_run.iter().any(|(addr, _)| *addr == a.address) {
+            continue;
+        }
+        let why = if pending[s.id] > 0 {
+            "a step it depends on never finished"
+        } else {
+            "it could not be scheduled (replacement limit)"
+        };
+        tracing::error!(address = %a.address, step = s.op.verb(), why, "step never ran");
+        report.not_run.push((
+            a.address.clone(),
+            format!("{} never ran: {why}", s.op.verb()),
+        ));
     }
     report.elapsed = start.elapsed();
     report

@@ -149,6 +149,7 @@ mod tests {
             mode: PlanMode::Apply,
             actions,
             unmanaged: vec![],
+            refused: vec![],
             summary: Summary::default(),
         }
     }

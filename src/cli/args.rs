@@ -99,6 +99,9 @@ pub enum Command {
         /// Connection settings.
         #[command(flatten)]
         conn: Connection,
+        /// Maximum resources (of every kind) this destroy may delete.
+        #[arg(long, default_value_t = DEFAULT_MAX_DESTROY)]
+        max_destroy: usize,
         /// Execution settings.
         #[command(flatten)]
         exec: Exec,
@@ -162,12 +165,16 @@ pub struct SimArgs {
     pub sim_incompatible_operation: bool,
 }
 
+/// Default of `--max-destroy`.
+pub const DEFAULT_MAX_DESTROY: usize = 10;
+
 /// Safety rails of planning.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct Safety {
-    /// Maximum node pools destroyed or replaced by one apply.
-    #[arg(long, default_value_t = 10)]
-    pub max_destroy: usize,
+    /// Maximum resources (of every kind) destroyed or replaced by one apply
+    /// [default: 10]. Not accepted with a saved plan file, which carries its own.
+    #[arg(long, value_name = "N")]
+    pub max_destroy: Option<usize>,
     /// Allow pruning every slice when the specs define none.
     #[arg(long)]
     pub allow_empty_source: bool,

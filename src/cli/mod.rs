@@ -16,7 +16,7 @@ use clap::Parser;
 
 use crate::apply::{self, ApplyOptions, PlainProgress, Progress, TerminalProgress};
 use crate::cloud::{ClientOptions, CloudClient};
-use crate::plan::{self, Inventory, Plan, PlanOptions, human};
+use crate::plan::{self, Inventory, Plan, PlanMode, PlanOptions, human};
 use crate::sim::{FaultConfig, SimConfig, SimHandle, Simulator};
 use crate::source::{self, LoadError};
 use crate::spec::Fleet;
@@ -87,18 +87,29 @@ async fn run(cmd: Command) -> Result<u8> {
             detailed_exitcode,
             out,
         } => {
-            let Some(fleet) = load(&dir)? else {
+            let Some(loaded) = load(&dir)? else {
                 return Ok(EXIT_ERROR);
             };
-            let session = Session::connect(&conn, &fleet).await?;
-            let inv = crate::observe::observe(&session.client, &fleet).await?;
-            let plan = plan::plan(&fleet, &inv, &plan_options(&safety))?;
+            let fleet = &loaded.fleet;
+            let session = Session::connect(&conn, fleet).await?;
+            let inv = crate::observe::observe(&session.client, fleet).await?;
+            let planner = Planner::apply(fleet, plan_options(&safety));
+            let plan = planner.plan(&inv)?;
             match output {
                 Output::Human => print!("{}", human::render(&plan, color_stdout())),
                 Output::Json => println!("{}", serde_json::to_string_pretty(&plan)?),
             }
             if let Some(path) = out {
-                planfile::save(&path, &plan, &fleet)?;
+                let opts = plan_options(&safety);
+                planfile::save(
+                    &path,
+                    &plan,
+                    &loaded.files,
+                    planfile::SavedOptions {
+                        max_destroy: opts.max_destroy,
+                        allow_empty_source: opts.allow_empty_source,
+                    },
+                )?;
                 eprintln!(
                     "Saved the plan to {}. Apply exactly it with: slicectl apply {}",
                     path.display(),
@@ -106,6 +117,10 @@ async fn run(cmd: Command) -> Result<u8> {
                 );
             }
             session.close().await;
+            if !plan.refused.is_empty() {
+                report_refusals(&plan);
+                return Ok(EXIT_ERROR);
+            }
             Ok(if detailed_exitcode && plan.summary.has_changes() {
                 EXIT_CHANGES
             } else {
@@ -119,38 +134,64 @@ async fn run(cmd: Command) -> Result<u8> {
             exec,
         } => {
             if path.is_file() {
+                if safety.max_destroy.is_some() || safety.allow_empty_source {
+                    bail!(
+                        "--max-destroy and --allow-empty-source cannot be used with a saved plan: \
+                         {} was made with its own safety options, and applying it checks them again. \
+                         Make a new plan with the options you want: `slicectl plan DIR --out FILE ...`",
+                        path.display()
+                    );
+                }
                 apply_saved(&path, &conn, &exec).await
             } else {
-                let Some(fleet) = load(&path)? else {
+                let Some(loaded) = load(&path)? else {
                     return Ok(EXIT_ERROR);
                 };
-                let session = Session::connect(&conn, &fleet).await?;
-                let inv = crate::observe::observe(&session.client, &fleet).await?;
-                let plan = plan::plan(&fleet, &inv, &plan_options(&safety))?;
+                let fleet = &loaded.fleet;
+                let session = Session::connect(&conn, fleet).await?;
+                let inv = crate::observe::observe(&session.client, fleet).await?;
+                let planner = Planner::apply(fleet, plan_options(&safety));
+                let plan = planner.plan(&inv)?;
                 let code =
-                    confirm_and_execute(&session, &fleet, &inv, &plan, &exec, "apply").await?;
+                    confirm_and_execute(&session, &planner, &inv, &plan, &exec, "apply").await?;
                 session.close().await;
                 Ok(code)
             }
         }
-        Command::Destroy { dir, conn, exec } => {
-            let Some(fleet) = load(&dir)? else {
+        Command::Destroy {
+            dir,
+            conn,
+            max_destroy,
+            exec,
+        } => {
+            let Some(loaded) = load(&dir)? else {
                 return Ok(EXIT_ERROR);
             };
-            let session = Session::connect(&conn, &fleet).await?;
-            let inv = crate::observe::observe(&session.client, &fleet).await?;
-            let plan = plan::plan_destroy(&fleet, &inv)?;
-            let code = confirm_and_execute(&session, &fleet, &inv, &plan, &exec, "destroy").await?;
+            let fleet = &loaded.fleet;
+            let session = Session::connect(&conn, fleet).await?;
+            let inv = crate::observe::observe(&session.client, fleet).await?;
+            let planner = Planner {
+                fleet,
+                opts: PlanOptions {
+                    max_destroy,
+                    allow_empty_source: true,
+                },
+                mode: PlanMode::Destroy,
+            };
+            let plan = planner.plan(&inv)?;
+            let code =
+                confirm_and_execute(&session, &planner, &inv, &plan, &exec, "destroy").await?;
             session.close().await;
             Ok(code)
         }
         Command::Status { dir, conn, output } => {
-            let Some(fleet) = load(&dir)? else {
+            let Some(loaded) = load(&dir)? else {
                 return Ok(EXIT_ERROR);
             };
-            let session = Session::connect(&conn, &fleet).await?;
-            let inv = crate::observe::observe(&session.client, &fleet).await?;
-            let rows = status::rows(&fleet, &inv);
+            let fleet = &loaded.fleet;
+            let session = Session::connect(&conn, fleet).await?;
+            let inv = crate::observe::observe(&session.client, fleet).await?;
+            let rows = status::rows(fleet, &inv);
             match output {
                 Output::Human => print!("{}", status::table(&rows)),
                 Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
@@ -163,19 +204,65 @@ async fn run(cmd: Command) -> Result<u8> {
 
 fn plan_options(s: &Safety) -> PlanOptions {
     PlanOptions {
-        max_destroy: s.max_destroy,
+        max_destroy: s.max_destroy.unwrap_or(args::DEFAULT_MAX_DESTROY),
         allow_empty_source: s.allow_empty_source,
     }
+}
+
+/// How a plan is made from an observation: the same fleet, options and mode
+/// each time, so that a plan can be made again after the confirmation or
+/// from a saved plan file and compared.
+struct Planner<'a> {
+    fleet: &'a Fleet,
+    opts: PlanOptions,
+    mode: PlanMode,
+}
+
+impl<'a> Planner<'a> {
+    fn apply(fleet: &'a Fleet, opts: PlanOptions) -> Self {
+        Planner {
+            fleet,
+            opts,
+            mode: PlanMode::Apply,
+        }
+    }
+
+    fn plan(&self, inv: &Inventory) -> Result<Plan, plan::PlanError> {
+        match self.mode {
+            PlanMode::Apply => plan::plan(self.fleet, inv, &self.opts),
+            PlanMode::Destroy => plan::plan_destroy(self.fleet, inv, self.opts.max_destroy),
+        }
+    }
+}
+
+/// Prints each refusal on stderr (the plan text shows them too).
+fn report_refusals(plan: &Plan) {
+    for r in &plan.refused {
+        eprintln!("refused: {}", r.message);
+    }
+    eprintln!(
+        "error: {} change(s) refused by a safety rail; everything else was planned normally",
+        plan.refused.len()
+    );
 }
 
 fn color_stdout() -> bool {
     anstream::AutoStream::choice(&std::io::stdout()) != anstream::ColorChoice::Never
 }
 
+/// A validated fleet and the spec files it was read from.
+struct Loaded {
+    fleet: Fleet,
+    files: Vec<crate::spec::SourceFile>,
+}
+
 /// Loads and validates the spec directory; prints diagnostics and returns
 /// `None` when it is invalid.
-fn load(dir: &Path) -> Result<Option<Fleet>> {
-    match source::load_dir(dir) {
+fn load(dir: &Path) -> Result<Option<Loaded>> {
+    let files = source::read_dir(dir)
+        .map_err(anyhow::Error::new)
+        .with_context(|| format!("cannot read the specs under {}", dir.display()))?;
+    match crate::spec::load(&files).map_err(LoadError::Invalid) {
         Ok(fleet) => {
             if fleet.files == 0 {
                 eprintln!(
@@ -183,7 +270,7 @@ fn load(dir: &Path) -> Result<Option<Fleet>> {
                     dir.display()
                 );
             }
-            Ok(Some(fleet))
+            Ok(Some(Loaded { fleet, files }))
         }
         Err(LoadError::Invalid(diags)) => {
             for d in &diags {
@@ -202,7 +289,7 @@ fn load(dir: &Path) -> Result<Option<Fleet>> {
 }
 
 fn validate(dir: &Path) -> Result<u8> {
-    Ok(match load(dir)? {
+    Ok(match load(dir)?.map(|l| l.fleet) {
         Some(f) => {
             println!(
                 "{}: {} file(s), {} target(s), {} slice(s): valid",
@@ -299,23 +386,47 @@ fn confirm(verb: &str) -> Result<bool> {
 
 async fn confirm_and_execute(
     session: &Session,
-    fleet: &Fleet,
+    planner: &Planner<'_>,
     observed: &Inventory,
     plan: &Plan,
     exec: &Exec,
     verb: &str,
 ) -> Result<u8> {
+    let fleet = planner.fleet;
     print!("{}", human::render(plan, color_stdout()));
     if !plan.summary.has_changes() {
         if !fleet.slices.is_empty() {
             println!();
             print!("{}", status::table(&status::rows(fleet, observed)));
         }
+        if !plan.refused.is_empty() {
+            report_refusals(plan);
+            return Ok(EXIT_ERROR);
+        }
         return Ok(EXIT_OK);
     }
-    if !exec.auto_approve && !confirm(verb)? {
-        println!("{verb} cancelled.");
-        return Ok(EXIT_ERROR);
+    if !exec.auto_approve {
+        if !confirm(verb)? {
+            println!("{verb} cancelled.");
+            return Ok(EXIT_ERROR);
+        }
+        // The answer may come hours later: observe again, and go ahead only
+        // if the plan made now is exactly the one that was confirmed.
+        let now = crate::observe::observe(&session.client, fleet).await?;
+        let fresh = planner.plan(&now);
+        let same = fresh.as_ref().is_ok_and(|p| p.digest() == plan.digest());
+        if !same {
+            println!(
+                "\nThe live state changed while waiting for confirmation; nothing was changed. The plan now is:\n"
+            );
+            match fresh {
+                Ok(p) => print!("{}", human::render(&p, color_stdout())),
+                Err(e) => println!("{e}"),
+            }
+            bail!(
+                "refusing to {verb}: the confirmed plan no longer matches the live state. Review the plan above and run `slicectl {verb}` again"
+            );
+        }
     }
     let report = execute(session, plan, exec).await;
     println!("\n{}", report.summary());
@@ -324,6 +435,15 @@ async fn confirm_and_execute(
     }
     for addr in &report.skipped {
         println!("  skipped (a step it depends on failed): {addr}");
+    }
+    for (addr, why) in &report.not_run {
+        println!("  not run: {addr}: {why}");
+    }
+    for addr in &report.already_gone {
+        println!("  already gone (nothing to destroy): {addr}");
+    }
+    for r in &plan.refused {
+        println!("  refused: {}", r.message);
     }
     // Observe again and show the live state.
     if !fleet.slices.is_empty() {
@@ -335,6 +455,10 @@ async fn confirm_and_execute(
         println!(
             "Run `slicectl {verb}` again to retry: it observes what is live and continues from there."
         );
+        return Ok(EXIT_ERROR);
+    }
+    if !plan.refused.is_empty() {
+        report_refusals(plan);
         return Ok(EXIT_ERROR);
     }
     Ok(EXIT_OK)
@@ -355,21 +479,53 @@ async fn execute(session: &Session, plan: &Plan, exec: &Exec) -> apply::ApplyRep
 
 async fn apply_saved(path: &Path, conn: &Connection, exec: &Exec) -> Result<u8> {
     let saved = planfile::load(path)?;
-    let fleet = saved.scope_fleet();
+    let fleet = match crate::spec::load(&saved.specs) {
+        Ok(f) => f,
+        Err(diags) => {
+            for d in &diags {
+                eprintln!("{d}");
+            }
+            bail!(
+                "the specs saved in {} are not valid for this slicectl; make the plan again",
+                path.display()
+            );
+        }
+    };
+    let planner = Planner::apply(&fleet, saved.options.into());
     let session = Session::connect(conn, &fleet).await?;
     let inv = crate::observe::observe(&session.client, &fleet).await?;
+    let stale = |why: String| {
+        anyhow::anyhow!(
+            "the live state has changed since {} was saved ({why}); \
+             the saved plan may no longer be safe. Run `slicectl plan DIR --out {}` again and review it",
+            path.display(),
+            path.display()
+        )
+    };
     if inv.fingerprint() != saved.plan.observed_fingerprint {
         session.close().await;
-        bail!(
-            "the live state has changed since {} was saved (observed fingerprint {} ≠ {}); \
-             the saved plan may no longer be safe. Run `slicectl plan --out {}` again and review it",
-            path.display(),
+        return Err(stale(format!(
+            "observed fingerprint {} ≠ {}",
             inv.fingerprint(),
-            saved.plan.observed_fingerprint,
-            path.display()
-        );
+            saved.plan.observed_fingerprint
+        )));
     }
-    let code = confirm_and_execute(&session, &fleet, &inv, &saved.plan, exec, "apply").await?;
+    // Every guard runs again: the saved specs are planned against the fresh
+    // observation, and only a plan identical to the saved one is executed.
+    let fresh = match planner.plan(&inv) {
+        Ok(p) => p,
+        Err(e) => {
+            session.close().await;
+            return Err(e.into());
+        }
+    };
+    if fresh.digest() != saved.plan.digest() {
+        session.close().await;
+        return Err(stale(
+            "planning its specs again now gives a different plan".to_string(),
+        ));
+    }
+    let code = confirm_and_execute(&session, &planner, &inv, &fresh, exec, "apply").await?;
     session.close().await;
     Ok(code)
 }

@@ -1,87 +1,237 @@
-//! Saved plans (`plan --out FILE`, `apply FILE`): the plan plus the targets
-//! it was observed through, so that `apply FILE` can observe the same places
-//! again and refuse when the live state has moved.
+//! Saved plans (`plan --out FILE`, `apply FILE`).
+//!
+//! A plan file holds the plan, the spec files it was made from and the
+//! safety options it was made with, sealed by a digest. `apply FILE` never
+//! trusts the file's actions: it checks the digest (an edited file is
+//! refused), loads the embedded specs, observes the same places again,
+//! plans again with every guard (ownership, preventDestroy, the destroy cap,
+//! the empty source) and executes only when that fresh plan is exactly the
+//! saved one.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
-use crate::plan::{FORMAT_VERSION, Plan};
-use crate::spec::model::TargetSpec;
-use crate::spec::{Fleet, Location, Target};
+use crate::plan::{FORMAT_VERSION, Plan, PlanOptions};
+use crate::spec::SourceFile;
 
 const KIND: &str = "slicectl-plan";
+/// Version of the plan file's envelope (2: specs, options and digest embedded).
+const FILE_VERSION: u32 = 2;
 
-/// A saved plan file.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct SavedPlan {
-    /// Always `slicectl-plan`.
-    pub kind: String,
-    /// Plan format version.
-    pub format_version: u32,
-    /// Targets the plan observed (name, spec).
-    pub targets: Vec<(String, TargetSpec)>,
-    /// The plan.
-    pub plan: Plan,
+/// The safety options a plan was made with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedOptions {
+    /// `--max-destroy`.
+    pub max_destroy: usize,
+    /// `--allow-empty-source`.
+    pub allow_empty_source: bool,
 }
 
-impl SavedPlan {
-    /// A fleet with only the saved targets: enough to observe the same places.
-    pub fn scope_fleet(&self) -> Fleet {
-        let mut f = Fleet::default();
-        for (name, spec) in &self.targets {
-            f.targets.insert(
-                name.clone(),
-                Target {
-                    name: name.clone(),
-                    spec: spec.clone(),
-                    location: Location {
-                        file: "saved plan".into(),
-                        line: 1,
-                        column: 1,
-                    },
-                },
-            );
+impl From<SavedOptions> for PlanOptions {
+    fn from(o: SavedOptions) -> PlanOptions {
+        PlanOptions {
+            max_destroy: o.max_destroy,
+            allow_empty_source: o.allow_empty_source,
         }
-        f
     }
 }
 
+/// One spec file as it was when the plan was made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedSpec {
+    /// Path as shown in diagnostics.
+    pub path: String,
+    /// Text.
+    pub text: String,
+}
+
+/// The sealed content of a plan file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Body {
+    kind: String,
+    file_version: u32,
+    format_version: u32,
+    options: SavedOptions,
+    specs: Vec<SavedSpec>,
+    plan: Plan,
+}
+
+/// A plan file: the body and its digest.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct File {
+    #[serde(flatten)]
+    body: Body,
+    digest: String,
+}
+
+/// A loaded, digest-checked plan file.
+#[derive(Debug, Clone)]
+pub struct SavedPlan {
+    /// The options it was made with.
+    pub options: SavedOptions,
+    /// The spec files it was made from.
+    pub specs: Vec<SourceFile>,
+    /// The plan as saved.
+    pub plan: Plan,
+}
+
+fn digest(body: &Body) -> Result<String> {
+    let bytes = serde_json::to_vec(body).context("cannot serialise the plan")?;
+    Ok(hex::encode(Sha256::digest(&bytes)))
+}
+
 /// Writes the plan file.
-pub fn save(path: &Path, plan: &Plan, fleet: &Fleet) -> Result<()> {
-    let saved = SavedPlan {
+pub fn save(path: &Path, plan: &Plan, specs: &[SourceFile], options: SavedOptions) -> Result<()> {
+    let body = Body {
         kind: KIND.to_string(),
+        file_version: FILE_VERSION,
         format_version: FORMAT_VERSION,
-        targets: fleet
-            .targets
-            .values()
-            .map(|t| (t.name.clone(), t.spec.clone()))
+        options,
+        specs: specs
+            .iter()
+            .map(|f| SavedSpec {
+                path: f.path.display().to_string(),
+                text: f.text.clone(),
+            })
             .collect(),
         plan: plan.clone(),
     };
-    let text = serde_json::to_string_pretty(&saved)?;
+    let file = File {
+        digest: digest(&body)?,
+        body,
+    };
+    let text = serde_json::to_string_pretty(&file)?;
     std::fs::write(path, text)
         .with_context(|| format!("cannot write the plan file {}", path.display()))
 }
 
-/// Reads a plan file.
+/// Reads a plan file and checks its digest.
 pub fn load(path: &Path) -> Result<SavedPlan> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the plan file {}", path.display()))?;
-    let saved: SavedPlan = serde_json::from_str(&text).with_context(|| {
+    let head: serde_json::Value = serde_json::from_str(&text).with_context(|| {
         format!(
             "{} is not a slicectl plan file (expected the output of `slicectl plan --out`)",
             path.display()
         )
     })?;
-    if saved.kind != KIND || saved.format_version != FORMAT_VERSION {
+    let kind = head.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+    let version = head.get("file_version").and_then(|v| v.as_u64());
+    if kind != KIND || version != Some(u64::from(FILE_VERSION)) {
         bail!(
-            "{} is a {:?} file of format {}; this slicectl reads {KIND:?} format {FORMAT_VERSION}",
+            "{} is not a plan file this slicectl reads (kind {kind:?}, file version {}; expected {KIND:?} version {FILE_VERSION}); \
+             make it again with `slicectl plan DIR --out {}`",
             path.display(),
-            saved.kind,
-            saved.format_version
+            version.map_or("none".to_string(), |v| v.to_string()),
+            path.display()
         );
     }
-    Ok(saved)
+    let file: File = serde_json::from_value(head).with_context(|| {
+        format!(
+            "{} is damaged: it does not have the shape of a slicectl plan file",
+            path.display()
+        )
+    })?;
+    if file.body.format_version != FORMAT_VERSION {
+        bail!(
+            "{} holds a plan of format {}; this slicectl reads format {FORMAT_VERSION}",
+            path.display(),
+            file.body.format_version
+        );
+    }
+    if digest(&file.body)? != file.digest {
+        bail!(
+            "{} was edited after `slicectl plan --out` wrote it (its digest does not match its content); \
+             refusing to apply it. Make the plan again with `slicectl plan DIR --out {}`",
+            path.display(),
+            path.display()
+        );
+    }
+    Ok(SavedPlan {
+        options: file.body.options,
+        specs: file
+            .body
+            .specs
+            .into_iter()
+            .map(|s| SourceFile {
+                path: PathBuf::from(s.path),
+                text: s.text,
+            })
+            .collect(),
+        plan: file.body.plan,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{PlanMode, Summary};
+
+    fn sample() -> (Plan, Vec<SourceFile>) {
+        let plan = Plan {
+            format_version: FORMAT_VERSION,
+            observed_fingerprint: "f".into(),
+            mode: PlanMode::Apply,
+            actions: vec![],
+            unmanaged: vec![],
+            refused: vec![],
+            summary: Summary::default(),
+        };
+        let specs = vec![SourceFile {
+            path: "specs/a.yaml".into(),
+            text: "kind: Slice\n".into(),
+        }];
+        (plan, specs)
+    }
+
+    const OPTS: SavedOptions = SavedOptions {
+        max_destroy: 3,
+        allow_empty_source: false,
+    };
+
+    #[test]
+    fn round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.json");
+        let (plan, specs) = sample();
+        save(&path, &plan, &specs, OPTS).unwrap();
+        let saved = load(&path).unwrap();
+        assert_eq!(saved.plan, plan);
+        assert_eq!(saved.specs, specs);
+        assert_eq!(saved.options, OPTS);
+    }
+
+    #[test]
+    fn an_edited_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.json");
+        let (plan, specs) = sample();
+        save(&path, &plan, &specs, OPTS).unwrap();
+        for (from, to) in [
+            ("\"max_destroy\": 3", "\"max_destroy\": 300"),
+            ("kind: Slice", "kind: Target"),
+            ("\"mode\": \"apply\"", "\"mode\": \"destroy\""),
+        ] {
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(text.contains(from), "{text}");
+            let edited = dir.path().join("edited.json");
+            std::fs::write(&edited, text.replace(from, to)).unwrap();
+            let err = load(&edited).unwrap_err().to_string();
+            assert!(err.contains("was edited"), "{from}: {err}");
+        }
+    }
+
+    #[test]
+    fn an_old_or_foreign_file_is_refused_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.json");
+        std::fs::write(&path, r#"{"kind":"slicectl-plan","format_version":1}"#).unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains("slicectl plan DIR --out"), "{err}");
+        std::fs::write(&path, "not json").unwrap();
+        assert!(load(&path).is_err());
+    }
 }

@@ -23,9 +23,12 @@ pub struct Row {
     pub accelerator: String,
     /// Topology.
     pub topology: String,
-    /// Live state: the node pool status, MISSING, or ORPHANED.
+    /// Live state: the node pool status, MISSING, ORPHANED, or NOT OWNED
+    /// (a pool slicectl does not own sits under the slice's name).
     pub state: String,
-    /// Nodes (hosts) of the slice.
+    /// `N/H`: the node count the pool reports while it runs, against the
+    /// hosts the slice needs; `?/H` when GKE reports none (provisioning,
+    /// error). Not node readiness: GKE Nodes are not read.
     pub nodes: String,
     /// Last error, if any.
     pub last_error: String,
@@ -59,6 +62,34 @@ pub fn rows(fleet: &Fleet, inv: &Inventory) -> Vec<Row> {
                 .unwrap_or_default();
         }
         let hosts = slice.shape.hosts;
+        let owner = fleet.target_of(slice).map(|t| t.spec.owner_id.as_str());
+        let ours = live.is_some_and(|l| {
+            l.config
+                .as_ref()
+                .and_then(|c| Ownership::from_labels(&c.labels))
+                .is_some_and(|o| {
+                    Some(o.owner.as_str()) == owner && o.slice == d.slice && o.replica == d.replica
+                })
+        });
+        let (state, nodes) = match live {
+            None => ("MISSING".to_string(), format!("0/{hosts}")),
+            Some(_) if !ours => {
+                last_error = "a node pool slicectl does not own has this slice's name; \
+                              `slicectl plan` says whose it is and what to do"
+                    .to_string();
+                ("NOT OWNED".to_string(), format!("?/{hosts}"))
+            }
+            Some(l) => {
+                let status = l.status.clone().unwrap_or_else(|| "UNKNOWN".to_string());
+                let nodes = match (status.as_str(), l.initial_node_count) {
+                    ("RUNNING" | "RUNNING_WITH_ERROR" | "RECONCILING", Some(n)) => {
+                        format!("{n}/{hosts}")
+                    }
+                    _ => format!("?/{hosts}"),
+                };
+                (status, nodes)
+            }
+        };
         out.push(Row {
             slice: d.slice.clone(),
             replica: d.replica,
@@ -66,13 +97,8 @@ pub fn rows(fleet: &Fleet, inv: &Inventory) -> Vec<Row> {
             backend: slice.spec.backend.as_str().to_string(),
             accelerator: slice.spec.accelerator.clone(),
             topology: slice.shape.topology.clone(),
-            state: live
-                .and_then(|l| l.status.clone())
-                .unwrap_or_else(|| "MISSING".to_string()),
-            nodes: match live.and_then(|l| l.initial_node_count) {
-                Some(n) => format!("{n}/{hosts}"),
-                None => format!("0/{hosts}"),
-            },
+            state,
+            nodes,
             last_error,
         });
     }
@@ -105,10 +131,12 @@ pub fn rows(fleet: &Fleet, inv: &Inventory) -> Vec<Row> {
                     .and_then(|p| p.tpu_topology.clone())
                     .unwrap_or_default(),
                 state: format!("ORPHANED ({})", l.status.as_deref().unwrap_or("?")),
-                nodes: l
-                    .initial_node_count
-                    .map(|n| n.to_string())
-                    .unwrap_or_default(),
+                nodes: match (l.status.as_deref(), l.initial_node_count) {
+                    (Some("RUNNING" | "RUNNING_WITH_ERROR" | "RECONCILING"), Some(n)) => {
+                        n.to_string()
+                    }
+                    _ => "?".to_string(),
+                },
                 last_error: "not in the specs: the next apply deletes it".into(),
             });
         }

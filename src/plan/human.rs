@@ -161,15 +161,23 @@ pub fn render(plan: &Plan, color: bool) -> String {
         }
         out.push('\n');
     }
+    render_refusals(&mut out, &p, plan);
     if plan.actions.is_empty() {
-        let _ = writeln!(
-            out,
-            "{}",
+        let msg = if plan.refused.is_empty() {
             p.paint(
                 green().bold(),
-                "No changes. The live TPU slices match the specs."
+                "No changes. The live TPU slices match the specs.",
             )
-        );
+        } else {
+            p.paint(
+                red().bold(),
+                &format!(
+                    "Nothing to do but {} refused change(s): the live TPU slices do not match the specs.",
+                    plan.refused.len()
+                ),
+            )
+        };
+        let _ = writeln!(out, "{msg}");
         return out;
     }
     let _ = writeln!(
@@ -189,14 +197,47 @@ pub fn render(plan: &Plan, color: bool) -> String {
     out
 }
 
+/// Refused changes, first: they are what a reviewer must act on.
+fn render_refusals(out: &mut String, p: &Painter, plan: &Plan) {
+    if plan.refused.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        p.paint(
+            red().bold(),
+            "Refused changes (never applied; the rest of the plan goes ahead):"
+        )
+    );
+    for r in &plan.refused {
+        let _ = writeln!(
+            out,
+            "  {} {} {} {:?} in {} [{}]\n      {}",
+            p.paint(red(), "!"),
+            r.action.as_str(),
+            r.kind.as_str(),
+            r.name,
+            r.scope,
+            r.code,
+            r.message
+        );
+    }
+    out.push('\n');
+}
+
 fn summary_line(plan: &Plan, p: &Painter) -> String {
-    let s = &plan.summary;
+    let s = plan.count();
+    let s = &s;
     let mut line = format!(
         "Plan: {} to create, {} to update in place, {} to replace, {} to destroy.",
         s.create, s.update, s.replace, s.delete
     );
     if s.wait > 0 {
         line.push_str(&format!(" {} in-flight operation(s) to wait on.", s.wait));
+    }
+    if s.refused > 0 {
+        line.push_str(&format!(" {} refused.", s.refused));
     }
     p.paint(bold(), &line)
 }

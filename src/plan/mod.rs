@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::Digest as _;
 
 use crate::resource::gke::NodePool;
 use crate::resource::{ClusterRef, RegionRef};
@@ -48,6 +49,17 @@ pub enum ActionKind {
 }
 
 impl ActionKind {
+    /// Spelling in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionKind::Create => "create",
+            ActionKind::Update => "update",
+            ActionKind::Replace => "replace",
+            ActionKind::Delete => "delete",
+            ActionKind::Wait => "wait",
+        }
+    }
+
     /// Whether this action destroys a live resource.
     pub fn is_destructive(self) -> bool {
         matches!(self, ActionKind::Replace | ActionKind::Delete)
@@ -141,6 +153,34 @@ pub struct Unmanaged {
     pub note: String,
 }
 
+/// A change the plan refuses to make: shown with why and what to do, never
+/// executed. The rest of the fleet still converges; `plan` and `apply` exit
+/// non-zero while any refusal stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// Kind of the resource.
+    pub kind: ResourceKind,
+    /// Cloud resource name.
+    pub name: String,
+    /// `slice.NAME[REPLICA].KIND`.
+    pub address: String,
+    /// Slice name.
+    pub slice: String,
+    /// Replica index.
+    pub replica: u32,
+    /// Where the resource lives.
+    pub scope: Scope,
+    /// What slicectl would otherwise have done.
+    pub action: ActionKind,
+    /// Stable short code: `protected` (preventDestroy), `protected_live`
+    /// (the live stamp still protects it; this apply lifts it),
+    /// `name_taken` (a resource slicectl does not own has the name),
+    /// `held_back` (another resource of the same slice replica is refused).
+    pub code: String,
+    /// Why, and what to do.
+    pub message: String,
+}
+
 /// Counts per action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Summary {
@@ -156,6 +196,13 @@ pub struct Summary {
     pub wait: usize,
     /// Unmanaged resources seen.
     pub unmanaged: usize,
+    /// Refused changes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Summary {
@@ -178,8 +225,47 @@ pub struct Plan {
     pub actions: Vec<Action>,
     /// Resources seen but not owned.
     pub unmanaged: Vec<Unmanaged>,
+    /// Changes refused by a safety rail (never executed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<Refusal>,
     /// Counts.
     pub summary: Summary,
+}
+
+impl Plan {
+    /// A digest of what the plan would do and refuse (mode, actions with
+    /// their bodies, refusals): two plans with one digest make the same
+    /// calls. The observed fingerprint, unmanaged list and summary are left
+    /// out; they do not change what is executed.
+    pub fn digest(&self) -> String {
+        let v = serde_json::json!({
+            "mode": self.mode,
+            "actions": self.actions,
+            "refused": self.refused,
+        });
+        let bytes = serde_json::to_vec(&v).unwrap_or_default();
+        hex::encode(sha2::Sha256::digest(&bytes))
+    }
+
+    /// The summary, counted from the actions and refusals (never trusted
+    /// from a file).
+    pub fn count(&self) -> Summary {
+        let mut summary = Summary {
+            unmanaged: self.unmanaged.len(),
+            refused: self.refused.len(),
+            ..Summary::default()
+        };
+        for a in &self.actions {
+            match a.action {
+                ActionKind::Create => summary.create += 1,
+                ActionKind::Update => summary.update += 1,
+                ActionKind::Replace => summary.replace += 1,
+                ActionKind::Delete => summary.delete += 1,
+                ActionKind::Wait => summary.wait += 1,
+            }
+        }
+        summary
+    }
 }
 
 /// What the plan is for.
@@ -195,7 +281,7 @@ pub enum PlanMode {
 /// Safety options of planning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlanOptions {
-    /// Maximum destructive actions (replace + delete of node pools) in one plan.
+    /// Maximum destructive actions (replace + delete, of every kind) in one plan.
     pub max_destroy: usize,
     /// Allow pruning when the specs define no slice at all.
     pub allow_empty_source: bool,
@@ -219,7 +305,8 @@ pub enum PlanError {
     /// A protected slice would be destroyed.
     #[error(
         "{address} ({name}) is protected by preventDestroy and would be {verb}: {reason}. \
-         To {verb_inf} it deliberately, set `lifecycle.preventDestroy: false` in its Slice spec and apply that first"
+         To {verb_inf} it deliberately, set `lifecycle.preventDestroy: false` in its Slice spec and apply twice: \
+         the first apply lifts the protection on the live resource, the second one {verb} it"
     )]
     Protected {
         /// Address.
@@ -243,16 +330,37 @@ pub enum PlanError {
         /// Number of owned live node pools.
         live: usize,
     },
+    /// A name slicectl must create is taken by a resource it does not own
+    /// (reported per slice as a [`Refusal`]; only its text is used).
+    #[error(
+        "{kind} {name} in {scope} already exists and is not owned by this reconciler ({note}); \
+         slicectl never changes it. Rename the slice, or remove the existing resource{hint}"
+    )]
+    NameTaken {
+        /// Kind.
+        kind: &'static str,
+        /// Name.
+        name: String,
+        /// Where.
+        scope: String,
+        /// Who owns it.
+        note: String,
+        /// How to take it back, when it looks like slicectl's own.
+        hint: String,
+    },
     /// Too many destructive actions.
     #[error(
-        "the plan would destroy or replace {count} node pools, more than --max-destroy={max}; \
-         review the plan and raise --max-destroy if this is intended"
+        "the plan would destroy or replace {count} resources, more than --max-destroy={max} \
+         (slices affected: {}); review the plan and raise --max-destroy if this is intended",
+        .slices.join(", ")
     )]
     TooManyDestructive {
         /// Destructive actions.
         count: usize,
         /// The cap.
         max: usize,
+        /// The slice replicas affected, `NAME[REPLICA]`.
+        slices: Vec<String>,
     },
     /// A desired name is taken by a resource this reconciler does not own.
     #[error(
@@ -438,6 +546,17 @@ fn replace_reason(changes: &[FieldChange]) -> String {
     }
 }
 
+/// Whether a live resource must be replaced. With a stored hash of this
+/// version, the hash is the truth about what was sent. With another version,
+/// or no hash at all (someone replaced the labels by hand), the fields are
+/// compared: equal fields re-stamp the hash in place instead of replacing.
+fn stale_hash(own: Option<&Ownership>, desired_hash: &str, repl_changes: &[FieldChange]) -> bool {
+    match own.map(|o| (o.hash_version.as_deref(), o.spec_hash.as_deref())) {
+        Some((Some(v), Some(h))) if v == HASH_VERSION => h != desired_hash,
+        _ => !repl_changes.is_empty(),
+    }
+}
+
 /// Compares a live managed node pool with its desired state.
 fn compare_pool(
     d: &DesiredReplica,
@@ -496,14 +615,7 @@ fn compare_pool(
         .as_ref()
         .and_then(|c| Ownership::from_labels(&c.labels));
     let desired_hash = hash::spec_hash(&desired_proj);
-    let needs_replace = match own.as_ref().and_then(|o| o.hash_version.as_deref()) {
-        // Same hash version: the stored hash is the truth about what was sent.
-        Some(v) if v == HASH_VERSION => {
-            own.as_ref().and_then(|o| o.spec_hash.as_deref()) != Some(desired_hash.as_str())
-        }
-        // Another version (or none): compare fields; equal → re-stamp in place.
-        _ => !repl_changes.is_empty(),
-    };
+    let needs_replace = stale_hash(own.as_ref(), &desired_hash, &repl_changes);
     if needs_replace {
         if repl_changes.is_empty() {
             // The stored hash differs but the normalised fields look equal:
@@ -555,13 +667,128 @@ pub fn plan(fleet: &Fleet, inventory: &Inventory, opts: &PlanOptions) -> Result<
 }
 
 /// Builds the teardown plan: every resource owned by the fleet's targets is
-/// deleted (node pools before their workload policies).
-pub fn plan_destroy(fleet: &Fleet, inventory: &Inventory) -> Result<Plan, PlanError> {
+/// deleted (node pools before their workload policies), at most
+/// `max_destroy` of them.
+pub fn plan_destroy(
+    fleet: &Fleet,
+    inventory: &Inventory,
+    max_destroy: usize,
+) -> Result<Plan, PlanError> {
     let opts = PlanOptions {
-        max_destroy: usize::MAX,
+        max_destroy,
         allow_empty_source: true,
     };
     build(fleet, inventory, &opts, PlanMode::Destroy)
+}
+
+/// How to take back a node pool whose slicectl labels were removed by hand.
+fn reclaim_hint(d: &DesiredReplica, live: &NodePool) -> String {
+    let labels = live.config.as_ref().map(|c| &c.labels);
+    let has = |k: &str| labels.is_some_and(|l| l.contains_key(k));
+    let looks_ours = [
+        ownership::MANAGED_BY,
+        ownership::OWNER,
+        ownership::SLICE,
+        ownership::REPLICA,
+        ownership::SPEC_HASH,
+    ]
+    .iter()
+    .any(|k| has(k));
+    if labels.and_then(Ownership::from_labels).is_some() {
+        // Another owner's: not ours to take.
+        return String::new();
+    }
+    format!(
+        ". If it is this slice's pool and lost its slicectl labels (`gcloud container node-pools update \
+             --node-labels` replaces them all){}, put these labels back and apply again: \
+             {}=slicectl, {}={}, {}={}, {}={} (slicectl then compares it field by field and re-stamps it)",
+        if looks_ours {
+            ": it still has some of them"
+        } else {
+            ""
+        },
+        ownership::MANAGED_BY,
+        ownership::OWNER,
+        d.owner,
+        ownership::SLICE,
+        d.slice,
+        ownership::REPLICA,
+        d.replica
+    )
+}
+
+/// Why a live resource is deleted in apply mode: the replica is no longer
+/// wanted, or it now lives elsewhere (another target or name).
+fn delete_reason(
+    fleet: &Fleet,
+    desired: &[DesiredReplica],
+    o: &Ownership,
+    what: &str,
+    here: &str,
+) -> String {
+    let Some(s) = fleet.slices.get(&o.slice) else {
+        return format!("delete because slice {} is no longer in the specs", o.slice);
+    };
+    if o.replica >= s.spec.replicas {
+        return format!(
+            "delete because replica {} of slice {} is no longer desired (replicas: {})",
+            o.replica, o.slice, s.spec.replicas
+        );
+    }
+    match desired
+        .iter()
+        .find(|d| d.slice == o.slice && d.replica == o.replica)
+    {
+        Some(d) if what == "node pool" => format!(
+            "delete because replica {} of slice {} moved: it is now node pool {} in {} (target {}), not {here}",
+            o.replica, o.slice, d.node_pool.name, d.cluster, s.spec.target
+        ),
+        Some(d) => match &d.workload_policy {
+            Some(p) => format!(
+                "delete because replica {} of slice {} moved: its workload policy is now {} in {}, not {here}",
+                o.replica, o.slice, p.policy.name, p.region
+            ),
+            None => format!(
+                "delete because replica {} of slice {} no longer needs a workload policy",
+                o.replica, o.slice
+            ),
+        },
+        None => format!(
+            "delete because replica {} of slice {} is no longer rendered here",
+            o.replica, o.slice
+        ),
+    }
+}
+
+fn refusal(a: &Action, code: &str, message: String) -> Refusal {
+    Refusal {
+        kind: a.kind,
+        name: a.name.clone(),
+        address: a.address.clone(),
+        slice: a.slice.clone(),
+        replica: a.replica,
+        scope: a.scope.clone(),
+        action: a.action,
+        code: code.to_string(),
+        message,
+    }
+}
+
+/// The desired pool with the live pool's hash labels: an in-place update
+/// that changes labels, taints and protection but not the recorded hash
+/// (the replacement it defers must still be seen by the next plan).
+fn keep_live_hash(desired: &NodePool, live: &NodePool) -> NodePool {
+    let mut out = desired.clone();
+    let live_labels = live.config.as_ref().map(|c| &c.labels);
+    if let Some(cfg) = out.config.as_mut() {
+        for k in [ownership::SPEC_HASH, ownership::HASH_VERSION] {
+            match live_labels.and_then(|l| l.get(k)) {
+                Some(v) => cfg.labels.insert(k.to_string(), v.clone()),
+                None => cfg.labels.remove(k),
+            };
+        }
+    }
+    out
 }
 
 fn build(
@@ -579,10 +806,12 @@ fn build(
     let empty_region = inventory::RegionState::default();
     let mut actions = Vec::new();
     let mut unmanaged = Vec::new();
+    let mut refused: Vec<Refusal> = Vec::new();
     let mut errors: Vec<PlanError> = Vec::new();
 
-    // Names are unique by construction (see `names`); refuse rather than
-    // trust it, since two slices sharing a name would fight over one pool.
+    // Names are unique by construction (see `names`, checked by validation);
+    // refuse rather than trust it, since two slices sharing a name would
+    // fight over one pool.
     let mut seen: BTreeMap<(String, String), String> = BTreeMap::new();
     for d in &desired {
         let mut names = vec![(d.cluster.to_string(), d.node_pool.name.clone())];
@@ -632,44 +861,78 @@ fn build(
             match live {
                 None => actions.push(base(
                     ActionKind::Create,
-                    format!("create because replica {} of slice {} needs a workload policy and none exists", d.replica, d.slice),
+                    format!(
+                        "create because replica {} of slice {} needs a workload policy and none exists",
+                        d.replica, d.slice
+                    ),
                     Vec::new(),
                     None,
-                    rst.running_operation(&p.policy.name).map(|o| o.name.clone()),
+                    rst.running_operation(&p.policy.name)
+                        .map(|o| o.name.clone()),
                 )),
                 Some(l) => {
-                    let own = l.description.as_deref().and_then(Ownership::from_description);
+                    let own = l
+                        .description
+                        .as_deref()
+                        .and_then(Ownership::from_description);
                     match own {
-                        Some(o) if sc.regions.get(&p.region).is_some_and(|s| s.contains(&o.owner)) => {
+                        Some(o)
+                            if sc
+                                .regions
+                                .get(&p.region)
+                                .is_some_and(|s| s.contains(&o.owner)) =>
+                        {
                             let want = hash::policy_projection(&p.policy);
                             let have = hash::policy_projection(l);
                             let changes = hash::diff(&have, &want, true);
-                            let stale = match o.hash_version.as_deref() {
-                                Some(v) if v == HASH_VERSION => o.spec_hash.as_deref() != Some(hash::spec_hash(&want).as_str()),
-                                _ => !changes.is_empty(),
-                            };
+                            let stale = stale_hash(Some(&o), &hash::spec_hash(&want), &changes);
                             let running = rst.running_operation(&l.name).map(|o| o.name.clone());
                             if stale {
-                                actions.push(base(ActionKind::Replace, replace_reason(&changes), changes, to_value(l), running));
+                                let a = base(
+                                    ActionKind::Replace,
+                                    replace_reason(&changes),
+                                    changes,
+                                    to_value(l),
+                                    running,
+                                );
+                                if d.prevent_destroy {
+                                    let msg = PlanError::Protected {
+                                        address: a.address.clone(),
+                                        name: a.name.clone(),
+                                        verb: "replaced",
+                                        verb_inf: "replace",
+                                        reason: a.reason.clone(),
+                                    };
+                                    refused.push(refusal(&a, "protected", msg.to_string()));
+                                } else {
+                                    actions.push(a);
+                                }
                             } else if let Some(op) = running {
                                 actions.push(base(
                                     ActionKind::Wait,
-                                    format!("operation {op} is already running on this workload policy; waiting for it"),
+                                    format!(
+                                        "operation {op} is already running on this workload policy; waiting for it"
+                                    ),
                                     Vec::new(),
                                     to_value(l),
                                     Some(op),
                                 ));
                             }
                         }
-                        other => errors.push(PlanError::NameCollision {
-                            kind: "workload policy",
-                            name: l.name.clone(),
-                            scope: p.region.to_string(),
-                            note: match other {
-                                Some(o) => format!("owned by slicectl owner id {:?}", o.owner),
-                                None => "not created by slicectl".into(),
-                            },
-                        }),
+                        other => {
+                            let a = base(ActionKind::Create, String::new(), Vec::new(), None, None);
+                            let msg = PlanError::NameTaken {
+                                kind: "workload policy",
+                                name: l.name.clone(),
+                                scope: p.region.to_string(),
+                                note: match other {
+                                    Some(o) => format!("owned by slicectl owner id {:?}", o.owner),
+                                    None => "not created by slicectl".into(),
+                                },
+                                hint: String::new(),
+                            };
+                            refused.push(refusal(&a, "name_taken", msg.to_string()));
+                        }
                     }
                 }
             }
@@ -678,7 +941,7 @@ fn build(
         wanted_pools.insert((d.cluster.clone(), d.node_pool.name.clone()));
         let live = st.node_pools.iter().find(|x| x.name == d.node_pool.name);
         let addr = address(&d.slice, d.replica, ResourceKind::NodePool);
-        let mk = |action, reason: String, changes, before, op| Action {
+        let mk = |action, reason: String, changes, before, op, after: &NodePool| Action {
             action,
             kind: ResourceKind::NodePool,
             name: d.node_pool.name.clone(),
@@ -689,12 +952,12 @@ fn build(
             reason,
             changes,
             before,
-            after: to_value(&d.node_pool),
+            after: to_value(after),
             operation: op,
             timeout_secs,
         };
-        match live {
-            None => actions.push(mk(
+        let Some(l) = live else {
+            actions.push(mk(
                 ActionKind::Create,
                 format!(
                     "create because replica {} of slice {} does not exist yet",
@@ -704,41 +967,104 @@ fn build(
                 None,
                 st.running_operation(&d.node_pool.name)
                     .map(|o| o.name.clone()),
-            )),
-            Some(l) => {
-                let own = l
-                    .config
-                    .as_ref()
-                    .and_then(|c| Ownership::from_labels(&c.labels));
-                let ours = own.as_ref().is_some_and(|o| {
-                    sc.clusters
-                        .get(&d.cluster)
-                        .is_some_and(|s| s.contains(&o.owner))
-                });
-                if !ours {
-                    errors.push(PlanError::NameCollision {
-                        kind: "node pool",
-                        name: l.name.clone(),
-                        scope: d.cluster.to_string(),
-                        note: unmanaged_note(l),
-                    });
-                    continue;
-                }
-                if let Some((kind, reason, changes, op)) = compare_pool(d, l, st) {
-                    if kind == ActionKind::Replace && d.prevent_destroy {
-                        errors.push(PlanError::Protected {
-                            address: addr.clone(),
-                            name: l.name.clone(),
-                            verb: "replaced",
-                            verb_inf: "replace",
-                            reason: reason.clone(),
-                        });
-                    }
-                    let before = Some(hash::display_live_node_pool(l, Some(&d.node_pool)));
-                    actions.push(mk(kind, reason, changes, before, op));
-                }
-            }
+                &d.node_pool,
+            ));
+            continue;
+        };
+        let own = l
+            .config
+            .as_ref()
+            .and_then(|c| Ownership::from_labels(&c.labels));
+        let ours = own.as_ref().is_some_and(|o| {
+            sc.clusters
+                .get(&d.cluster)
+                .is_some_and(|s| s.contains(&o.owner))
+        });
+        if !ours {
+            let a = mk(
+                ActionKind::Create,
+                String::new(),
+                Vec::new(),
+                None,
+                None,
+                &d.node_pool,
+            );
+            let msg = PlanError::NameTaken {
+                kind: "node pool",
+                name: l.name.clone(),
+                scope: d.cluster.to_string(),
+                note: unmanaged_note(l),
+                hint: reclaim_hint(d, l),
+            };
+            refused.push(refusal(&a, "name_taken", msg.to_string()));
+            continue;
         }
+        let Some((kind, reason, changes, op)) = compare_pool(d, l, st) else {
+            continue;
+        };
+        let before = Some(hash::display_live_node_pool(l, Some(&d.node_pool)));
+        let live_protected = own.as_ref().is_some_and(|o| o.prevent_destroy);
+        if kind != ActionKind::Replace || !(d.prevent_destroy || live_protected) {
+            actions.push(mk(kind, reason, changes, before, op, &d.node_pool));
+            continue;
+        }
+        let a = mk(
+            kind,
+            reason,
+            changes,
+            before.clone(),
+            op.clone(),
+            &d.node_pool,
+        );
+        let protected = PlanError::Protected {
+            address: a.address.clone(),
+            name: a.name.clone(),
+            verb: "replaced",
+            verb_inf: "replace",
+            reason: a.reason.clone(),
+        };
+        if d.prevent_destroy {
+            let mut msg = protected.to_string();
+            if l.status.as_deref() == Some("ERROR") {
+                msg.push_str(&format!(
+                    ". It stays in ERROR until then. To recover it, either lift the protection and apply twice, \
+                     or delete it yourself (`gcloud container node-pools delete {} --cluster {} --location {} --project {}`) \
+                     and apply to create it again",
+                    l.name, d.cluster.name, d.cluster.location, d.cluster.project
+                ));
+            }
+            refused.push(refusal(&a, "protected", msg));
+            continue;
+        }
+        // The spec no longer protects the slice but the live pool still
+        // carries the stamp: this apply lifts the stamp (in place, keeping
+        // the recorded hash), the next one replaces. Protection always
+        // takes two applies to remove, so one commit cannot bypass it.
+        refused.push(refusal(
+            &a,
+            "protected_live",
+            format!(
+                "{} ({}) is still protected by preventDestroy on the live node pool, so this apply does not replace it ({}). \
+                 Your spec no longer protects it: this apply lifts the protection in place; apply again to replace it",
+                a.address, a.name, a.reason
+            ),
+        ));
+        let lifted = keep_live_hash(&d.node_pool, l);
+        let changes = hash::diff(
+            &in_place_view(l, Some(&lifted)),
+            &in_place_view(&lifted, None),
+            false,
+        );
+        actions.push(mk(
+            ActionKind::Update,
+            "update in place to lift preventDestroy from the live node pool (the spec no longer sets it); \
+             its replacement waits for the next apply"
+                .to_string(),
+            changes,
+            before,
+            op,
+            &lifted,
+        ));
     }
 
     // Live resources: owned but not desired → delete; not owned → unmanaged.
@@ -783,30 +1109,13 @@ fn build(
                         o.slice
                     ),
                 )
-            } else if let Some(s) = fleet.slices.get(&o.slice) {
-                (
-                    ActionKind::Delete,
-                    format!(
-                        "delete because replica {} of slice {} is no longer desired (replicas: {})",
-                        o.replica, o.slice, s.spec.replicas
-                    ),
-                )
             } else {
                 (
                     ActionKind::Delete,
-                    format!("delete because slice {} is no longer in the specs", o.slice),
+                    delete_reason(fleet, &desired, &o, "node pool", &cluster.to_string()),
                 )
             };
-            if kind == ActionKind::Delete && o.prevent_destroy {
-                errors.push(PlanError::Protected {
-                    address: addr.clone(),
-                    name: l.name.clone(),
-                    verb: "destroyed",
-                    verb_inf: "destroy",
-                    reason: reason.clone(),
-                });
-            }
-            actions.push(Action {
+            let a = Action {
                 action: kind,
                 kind: ResourceKind::NodePool,
                 name: l.name.clone(),
@@ -820,7 +1129,19 @@ fn build(
                 after: None,
                 operation: running.map(|r| r.name.clone()),
                 timeout_secs: crate::spec::DEFAULT_OPERATION_TIMEOUT.as_secs(),
-            });
+            };
+            if kind == ActionKind::Delete && o.prevent_destroy {
+                let msg = PlanError::Protected {
+                    address: a.address.clone(),
+                    name: a.name.clone(),
+                    verb: "destroyed",
+                    verb_inf: "destroy",
+                    reason: a.reason.clone(),
+                };
+                refused.push(refusal(&a, "protected", msg.to_string()));
+                continue;
+            }
+            actions.push(a);
         }
     }
     for (region, st) in &inv.regions {
@@ -842,10 +1163,9 @@ fn build(
                     "delete because `slicectl destroy` tears down slice {}",
                     o.slice
                 ),
-                PlanMode::Apply => format!(
-                    "delete because replica {} of slice {} no longer needs a workload policy",
-                    o.replica, o.slice
-                ),
+                PlanMode::Apply => {
+                    delete_reason(fleet, &desired, &o, "workload policy", &region.to_string())
+                }
             };
             actions.push(Action {
                 action: ActionKind::Delete,
@@ -865,25 +1185,60 @@ fn build(
         }
     }
 
-    // Safety rails.
+    // A refused resource holds back the creates, replacements and deletes of
+    // the rest of its slice replica (a policy must not be replaced under a
+    // pool that stays, nor created for a pool that cannot be).
+    let held: BTreeMap<(String, u32), String> = refused
+        .iter()
+        .map(|r| ((r.slice.clone(), r.replica), r.address.clone()))
+        .collect();
+    let (kept, held_back): (Vec<Action>, Vec<Action>) = actions.into_iter().partition(|a| {
+        !held.contains_key(&(a.slice.clone(), a.replica))
+            || matches!(a.action, ActionKind::Update | ActionKind::Wait)
+    });
+    actions = kept;
+    for a in held_back {
+        let by = held
+            .get(&(a.slice.clone(), a.replica))
+            .cloned()
+            .unwrap_or_default();
+        let msg = format!(
+            "{} is held back ({} {}): {by} of the same slice replica is refused",
+            a.address,
+            a.action.as_str(),
+            a.name
+        );
+        refused.push(refusal(&a, "held_back", msg));
+    }
+
+    // Safety rails over the whole plan.
     if mode == PlanMode::Apply {
-        let deletes = actions
+        let pruning = actions
             .iter()
-            .filter(|a| a.kind == ResourceKind::NodePool && a.action == ActionKind::Delete)
-            .count();
-        if fleet.slices.is_empty() && deletes > 0 && !opts.allow_empty_source {
+            .filter(|a| a.action == ActionKind::Delete)
+            .count()
+            + refused
+                .iter()
+                .filter(|r| r.action == ActionKind::Delete)
+                .count();
+        if fleet.slices.is_empty() && pruning > 0 && !opts.allow_empty_source {
             errors.insert(0, PlanError::EmptySource { live: owned_live });
         }
-        let destructive = actions
+    }
+    let destructive: Vec<&Action> = actions
+        .iter()
+        .filter(|a| a.action.is_destructive())
+        .collect();
+    if destructive.len() > opts.max_destroy {
+        let slices: BTreeSet<String> = destructive
             .iter()
-            .filter(|a| a.kind == ResourceKind::NodePool && a.action.is_destructive())
-            .count();
-        if destructive > opts.max_destroy {
-            errors.push(PlanError::TooManyDestructive {
-                count: destructive,
-                max: opts.max_destroy,
-            });
-        }
+            .map(|a| format!("{}[{}]", a.slice, a.replica))
+            .collect();
+        errors.push(PlanError::TooManyDestructive {
+            count: destructive.len(),
+            max: opts.max_destroy,
+            slices: slices.into_iter().collect(),
+        });
     }
     match errors.len() {
         0 => {}
@@ -895,27 +1250,20 @@ fn build(
         (&a.slice, a.replica, a.kind, &a.name).cmp(&(&b.slice, b.replica, b.kind, &b.name))
     });
     unmanaged.sort_by(|a, b| (&a.scope, &a.name).cmp(&(&b.scope, &b.name)));
-    let mut summary = Summary {
-        unmanaged: unmanaged.len(),
-        ..Summary::default()
-    };
-    for a in &actions {
-        match a.action {
-            ActionKind::Create => summary.create += 1,
-            ActionKind::Update => summary.update += 1,
-            ActionKind::Replace => summary.replace += 1,
-            ActionKind::Delete => summary.delete += 1,
-            ActionKind::Wait => summary.wait += 1,
-        }
-    }
-    Ok(Plan {
+    refused.sort_by(|a, b| {
+        (&a.slice, a.replica, a.kind, &a.name).cmp(&(&b.slice, b.replica, b.kind, &b.name))
+    });
+    let mut plan = Plan {
         format_version: FORMAT_VERSION,
         observed_fingerprint: inv.fingerprint(),
         mode,
         actions,
         unmanaged,
-        summary,
-    })
+        refused,
+        summary: Summary::default(),
+    };
+    plan.summary = plan.count();
+    Ok(plan)
 }
 #[cfg(test)]
 mod tests;

@@ -363,18 +363,18 @@ fn another_owners_pools_are_unmanaged_and_a_name_collision_is_refused() {
                 .insert(ownership::OWNER.into(), "someone-else".into());
         }
     }
-    let err = plan(&f, &inv, &PlanOptions::default()).unwrap_err();
-    let PlanError::Multiple(errors) = &err else {
-        panic!("{err}")
-    };
-    assert_eq!(errors.len(), 4, "{err}");
+    let p = plan(&f, &inv, &PlanOptions::default()).unwrap();
+    assert!(p.actions.is_empty(), "{:#?}", p.actions);
+    assert_eq!(p.refused.len(), 4, "{:#?}", p.refused);
+    assert!(p.refused.iter().all(|r| r.code == "name_taken"));
     assert!(
-        errors
-            .iter()
-            .all(|e| matches!(e, PlanError::NameCollision { .. })),
-        "{err}"
+        p.refused[0].message.contains("someone-else"),
+        "{:?}",
+        p.refused[0]
     );
-    assert!(err.to_string().contains("someone-else"), "{err}");
+    // Another owner's pool gets no hint to take it.
+    assert!(!p.refused[0].message.contains("put these labels back"));
+    assert_eq!(p.summary.refused, 4);
 }
 
 #[test]
@@ -393,37 +393,281 @@ fn prevent_destroy_stamped_on_live_survives_yaml_deletion() {
             .get(ownership::PREVENT_DESTROY)
             == Some(&"true".to_string())
     }));
+    let refused = |p: &Plan| -> Vec<(String, ActionKind, String)> {
+        p.refused
+            .iter()
+            .map(|r| (r.address.clone(), r.action, r.code.clone()))
+            .collect()
+    };
     let mut f2 = f.clone();
     f2.slices.remove("tiny");
-    let err = plan(&f2, &inv, &PlanOptions::default()).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            PlanError::Protected {
-                verb: "destroyed",
-                ..
-            }
-        ),
-        "{err}"
+    let p = plan(&f2, &inv, &PlanOptions::default()).unwrap();
+    assert!(p.actions.is_empty(), "{:#?}", p.actions);
+    assert_eq!(
+        refused(&p),
+        vec![(
+            "slice.tiny[0].node_pool".to_string(),
+            ActionKind::Delete,
+            "protected".to_string()
+        )]
     );
+    assert!(p.refused[0].message.contains("would be destroyed"));
     // Replacing a protected slice is refused too.
     let mut f3 = f.clone();
     if let Some(s) = f3.slices.get_mut("tiny") {
         s.spec.capacity.kind = CapacityType::Spot;
     }
-    let err = plan(&f3, &inv, &PlanOptions::default()).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            PlanError::Protected {
-                verb: "replaced",
-                ..
-            }
-        ),
-        "{err}"
+    let p = plan(&f3, &inv, &PlanOptions::default()).unwrap();
+    assert!(p.actions.is_empty(), "{:#?}", p.actions);
+    assert_eq!(
+        refused(&p),
+        vec![(
+            "slice.tiny[0].node_pool".to_string(),
+            ActionKind::Replace,
+            "protected".to_string()
+        )]
     );
-    // Destroy refuses as well.
-    assert!(plan_destroy(&f, &inv).is_err());
+    // Destroy refuses as well, and tears down the rest.
+    let p = plan_destroy(&f, &inv, usize::MAX).unwrap();
+    assert_eq!(refused(&p).len(), 1);
+    assert_eq!(p.summary.delete, 4);
+}
+
+#[test]
+fn unprotecting_and_replacing_in_one_commit_takes_two_applies() {
+    // Regression: `preventDestroy: false` in the same commit as a change that
+    // forces replacement replaced the protected pool at once.
+    let mut f = fleet(vec![slice(
+        "tiny",
+        "tpu-v6e-slice",
+        "1x1",
+        1,
+        CapacityType::OnDemand,
+    )]);
+    if let Some(s) = f.slices.get_mut("tiny") {
+        s.spec.lifecycle.prevent_destroy = true;
+    }
+    let inv = converged(&f);
+    let mut f2 = f.clone();
+    if let Some(s) = f2.slices.get_mut("tiny") {
+        s.spec.lifecycle.prevent_destroy = false;
+        s.spec.capacity.kind = CapacityType::Spot;
+    }
+    let p = plan(&f2, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.tiny[0].node_pool".to_string(), ActionKind::Update)],
+        "first apply: lift the stamp in place, never replace"
+    );
+    assert_eq!(p.refused.len(), 1);
+    assert_eq!(p.refused[0].code, "protected_live");
+    assert!(
+        p.refused[0].message.contains("apply again"),
+        "{:?}",
+        p.refused
+    );
+    let labels = &p.actions[0].after.as_ref().unwrap()["config"]["labels"];
+    assert!(labels.get(ownership::PREVENT_DESTROY).is_none(), "{labels}");
+    // The recorded hash is kept, so the next plan still sees the replacement.
+    let live_labels = &inv.clusters[&cluster()].node_pools[0]
+        .config
+        .as_ref()
+        .unwrap()
+        .labels;
+    assert_eq!(
+        labels[ownership::SPEC_HASH],
+        live_labels[ownership::SPEC_HASH].as_str()
+    );
+    // Second apply, once the stamp is gone: the replacement goes ahead.
+    let mut inv2 = inv.clone();
+    for np in &mut inv2.clusters.get_mut(&cluster()).unwrap().node_pools {
+        np.config
+            .as_mut()
+            .unwrap()
+            .labels
+            .remove(ownership::PREVENT_DESTROY);
+    }
+    let p = plan(&f2, &inv2, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.tiny[0].node_pool".to_string(), ActionKind::Replace)]
+    );
+    assert!(p.refused.is_empty());
+}
+
+#[test]
+fn a_refused_pool_holds_back_its_policy() {
+    // tpu7x: the policy must not be replaced under a pool that stays.
+    let mut f = fleet(vec![slice(
+        "iron",
+        "tpu7x",
+        "2x2x2",
+        1,
+        CapacityType::OnDemand,
+    )]);
+    if let Some(s) = f.slices.get_mut("iron") {
+        s.spec.lifecycle.prevent_destroy = true;
+    }
+    let inv = converged(&f);
+    let mut f2 = f.clone();
+    if let Some(s) = f2.slices.get_mut("iron") {
+        s.shape = catalog::resolve("tpu7x", "2x2x4", None).unwrap();
+        s.spec.topology = "2x2x4".into();
+    }
+    let p = plan(&f2, &inv, &PlanOptions::default()).unwrap();
+    assert!(p.actions.is_empty(), "{:#?}", p.actions);
+    let codes: Vec<(&str, &str)> = p
+        .refused
+        .iter()
+        .map(|r| (r.address.as_str(), r.code.as_str()))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            ("slice.iron[0].workload_policy", "protected"),
+            ("slice.iron[0].node_pool", "protected"),
+        ]
+    );
+    // Unprotected in the same commit: the pool's stamp is lifted in place
+    // and the policy's replacement waits with it.
+    if let Some(s) = f2.slices.get_mut("iron") {
+        s.spec.lifecycle.prevent_destroy = false;
+    }
+    let p = plan(&f2, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.iron[0].node_pool".to_string(), ActionKind::Update)]
+    );
+    let codes: Vec<(&str, &str)> = p
+        .refused
+        .iter()
+        .map(|r| (r.address.as_str(), r.code.as_str()))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            ("slice.iron[0].workload_policy", "held_back"),
+            ("slice.iron[0].node_pool", "protected_live"),
+        ]
+    );
+}
+
+#[test]
+fn a_protected_slice_in_error_is_refused_while_the_rest_converges() {
+    // Regression: the refusal failed the whole plan, so nothing was repaired.
+    let mut f = standard_fleet();
+    if let Some(s) = f.slices.get_mut("tiny") {
+        s.spec.lifecycle.prevent_destroy = true;
+    }
+    let mut inv = converged(&f);
+    for np in &mut inv.clusters.get_mut(&cluster()).unwrap().node_pools {
+        if np.name == "tiny-0" || np.name == "llm-1" {
+            np.status = Some("ERROR".into());
+            np.conditions = vec![StatusCondition {
+                code: Some("GCE_STOCKOUT".into()),
+                message: Some("no capacity".into()),
+                ..Default::default()
+            }];
+        }
+    }
+    let p = plan(&f, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.llm[1].node_pool".to_string(), ActionKind::Replace)]
+    );
+    assert_eq!(p.refused.len(), 1);
+    let m = &p.refused[0].message;
+    assert!(
+        m.contains("ERROR") && m.contains("gcloud container node-pools delete tiny-0"),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_missing_spec_hash_is_restamped_in_place_not_replaced() {
+    // Regression: `gcloud ... update --node-labels` dropped the hash label
+    // and slicectl replaced a pool whose fields were all equal.
+    let f = standard_fleet();
+    let mut inv = converged(&f);
+    for np in &mut inv.clusters.get_mut(&cluster()).unwrap().node_pools {
+        np.config
+            .as_mut()
+            .unwrap()
+            .labels
+            .remove(ownership::SPEC_HASH);
+    }
+    let p = plan(&f, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(p.summary.replace, 0, "{:#?}", p.actions);
+    assert_eq!(p.summary.update, 4);
+    assert!(
+        p.actions
+            .iter()
+            .all(|a| a.changes.iter().all(|c| c.path.contains("spec-hash")))
+    );
+    // With the hash gone and a field changed, it is a replacement.
+    let mut f2 = f.clone();
+    if let Some(s) = f2.slices.get_mut("tiny") {
+        s.spec.capacity.kind = CapacityType::Spot;
+    }
+    let p = plan(&f2, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(p.summary.replace, 1);
+}
+
+#[test]
+fn a_pool_without_ownership_labels_is_foreign_with_a_way_back() {
+    let f = standard_fleet();
+    let mut inv = converged(&f);
+    for np in &mut inv.clusters.get_mut(&cluster()).unwrap().node_pools {
+        if np.name == "tiny-0" {
+            let l = &mut np.config.as_mut().unwrap().labels;
+            l.remove(ownership::MANAGED_BY);
+            l.remove(ownership::OWNER);
+        }
+    }
+    let p = plan(&f, &inv, &PlanOptions::default()).unwrap();
+    assert!(p.actions.is_empty());
+    assert_eq!(p.refused.len(), 1);
+    let m = &p.refused[0].message;
+    assert!(m.contains("not created by slicectl"), "{m}");
+    assert!(
+        m.contains("slicectl.dev/managed-by=slicectl, slicectl.dev/owner=platform, slicectl.dev/slice=tiny, slicectl.dev/replica=0"),
+        "{m}"
+    );
+    assert!(m.contains("still has some of them"), "{m}");
+}
+
+#[test]
+fn a_slice_moved_to_another_target_says_so() {
+    let f = fleet(vec![slice(
+        "tiny",
+        "tpu-v6e-slice",
+        "1x1",
+        1,
+        CapacityType::OnDemand,
+    )]);
+    let inv = converged(&f);
+    let mut f2 = f.clone();
+    let mut t2 = target();
+    t2.name = "serve".into();
+    t2.spec.gke = Some(GkeCluster {
+        location: "us-central2".into(),
+        name: "serve".into(),
+    });
+    f2.targets.insert("serve".into(), t2);
+    f2.slices.get_mut("tiny").unwrap().spec.target = "serve".into();
+    let p = plan(&f2, &inv, &PlanOptions::default()).unwrap();
+    let del = p
+        .actions
+        .iter()
+        .find(|a| a.action == ActionKind::Delete)
+        .unwrap();
+    assert!(del.reason.contains("moved"), "{}", del.reason);
+    assert!(
+        del.reason.contains("clusters/serve") && del.reason.contains("target serve"),
+        "{}",
+        del.reason
+    );
+    assert!(!del.reason.contains("replicas:"), "{}", del.reason);
 }
 
 #[test]
@@ -466,7 +710,24 @@ fn destructive_cap_is_enforced() {
         },
     )
     .unwrap_err();
-    assert_eq!(err, PlanError::TooManyDestructive { count: 4, max: 3 });
+    // Every kind counts: 4 node pools and iron's workload policy.
+    assert_eq!(
+        err,
+        PlanError::TooManyDestructive {
+            count: 5,
+            max: 3,
+            slices: vec![
+                "iron[0]".to_string(),
+                "llm[0]".to_string(),
+                "llm[1]".to_string(),
+                "tiny[0]".to_string()
+            ],
+        }
+    );
+    assert!(
+        err.to_string().contains("slices affected: iron[0], llm[0]"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -555,7 +816,7 @@ fn older_hash_version_is_restamped_in_place_not_replaced() {
 #[test]
 fn destroy_tears_down_everything_owned() {
     let f = standard_fleet();
-    let p = plan_destroy(&f, &converged(&f)).unwrap();
+    let p = plan_destroy(&f, &converged(&f), usize::MAX).unwrap();
     assert_eq!(p.summary.delete, 5);
     assert_eq!(p.mode, PlanMode::Destroy);
 }
@@ -602,7 +863,7 @@ fn every_refusal_is_reported_not_just_the_first() {
         s.spec.lifecycle.prevent_destroy = true;
     }
     let inv = converged(&f);
-    let err = plan(
+    let p = plan(
         &fleet(vec![]),
         &inv,
         &PlanOptions {
@@ -610,15 +871,17 @@ fn every_refusal_is_reported_not_just_the_first() {
             allow_empty_source: true,
         },
     )
-    .unwrap_err();
-    let PlanError::Multiple(errors) = &err else {
-        panic!("{err}")
-    };
-    assert_eq!(errors.len(), 4, "{err}");
-    let text = err.to_string();
+    .unwrap();
+    // 4 protected pools, and iron's policy held back with its pool.
+    assert_eq!(p.refused.len(), 5, "{:#?}", p.refused);
+    let text = human::render(&p, false);
     for pool in ["iron-0", "llm-0", "llm-1", "tiny-0"] {
         assert!(text.contains(&format!("({pool})")), "{text}");
     }
+    assert!(
+        text.contains("5 refused") || text.contains("5 refused change"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -116,3 +116,55 @@ pub async fn policy_names(sim: &SimHandle) -> Vec<String> {
     n.sort();
     n
 }
+
+/// Creates a node pool by hand (as gcloud would), and waits for it.
+pub async fn create_by_hand(sim: &SimHandle, name: &str, labels: Value) {
+    let body = serde_json::json!({
+        "parent": CLUSTER,
+        "nodePool": {"name": name, "initialNodeCount": 1,
+                     "config": {"machineType": "e2-standard-4", "labels": labels}}
+    });
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/{CLUSTER}/nodePools", sim.base_url()))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text().await);
+    wait_until_done(sim).await;
+}
+
+pub async fn delete_by_hand(sim: &SimHandle, name: &str) {
+    start_delete_by_hand(sim, name).await;
+    wait_until_done(sim).await;
+}
+
+/// Starts deleting a node pool by hand, without waiting for it.
+pub async fn start_delete_by_hand(sim: &SimHandle, name: &str) {
+    let r = reqwest::Client::new()
+        .delete(format!("{}/v1/{CLUSTER}/nodePools/{name}", sim.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text().await);
+}
+
+/// Waits until no operation runs in the test cluster's location.
+pub async fn wait_until_done(sim: &SimHandle) {
+    let url = format!(
+        "{}/v1/projects/example-project/locations/us-central2/operations",
+        sim.base_url()
+    );
+    for _ in 0..200 {
+        let v: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+        let running = v["operations"]
+            .as_array()
+            .map(|ops| ops.iter().any(|o| o["status"] != "DONE"))
+            .unwrap_or(false);
+        if !running {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("operations still running");
+}
