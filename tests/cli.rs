@@ -279,3 +279,54 @@ fn plan_colour_only_on_a_terminal_without_no_color() {
     let o = run(&["plan", "specs", "--sim"]);
     assert!(!String::from_utf8_lossy(&o.stdout).contains('\u{1b}'));
 }
+
+/// Plain http to a host that is not loopback would carry the Google access
+/// token in clear text: refused before anything is sent (the client is built
+/// before any request, and the refusal is immediate), with what to do instead.
+/// The addresses are never contacted: nothing listens there and nothing is sent.
+#[test]
+fn plain_http_to_a_non_loopback_endpoint_is_refused_before_any_traffic() {
+    for (endpoint, via_env) in [
+        ("http://10.255.255.1:9", false),
+        ("http://[::ffff:10.255.255.1]:9", false),
+        ("http://10.255.255.1:9", true),
+    ] {
+        let mut cmd = Command::new(bin());
+        cmd.args(["plan", "specs"])
+            .env("NO_COLOR", "1")
+            .env_remove("SLICECTL_API_ENDPOINT")
+            // Belt and braces: were the refusal ever to regress, credential
+            // discovery fails on this file instead of asking a metadata server.
+            .env(
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                "/nonexistent/slicectl-test-credentials.json",
+            )
+            .stdin(Stdio::null());
+        if via_env {
+            cmd.env("SLICECTL_API_ENDPOINT", endpoint)
+                .env("SLICECTL_ALLOW_INSECURE_HTTP", "false");
+        } else {
+            cmd.env_remove("SLICECTL_ALLOW_INSECURE_HTTP")
+                .args(["--api-endpoint", endpoint]);
+        }
+        let started = std::time::Instant::now();
+        let o = cmd.output().unwrap();
+        let text = out(&o);
+        assert_eq!(o.status.code(), Some(1), "{endpoint}: {text}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        for want in [
+            "refusing to send Google Cloud credentials",
+            "unencrypted",
+            "https",
+            "loopback",
+            "--allow-insecure-http",
+        ] {
+            assert!(stderr.contains(want), "{endpoint}: {want:?} in {text}");
+        }
+        assert!(o.stdout.is_empty(), "no plan: {text}");
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "refused without connecting (the connect timeout is 10s): {text}"
+        );
+    }
+}
