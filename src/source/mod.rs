@@ -46,6 +46,19 @@ pub enum SourceError {
         /// Byte offset of the first invalid byte.
         offset: usize,
     },
+    /// A mounted ConfigMap moved to a new version during every read attempt,
+    /// so no consistent version could be read.
+    #[error(
+        "{} kept changing while it was read ({attempts} attempts: its `..data` link moved to a new version each time); \
+         no consistent version of the specs could be read, so nothing was planned from a mix of versions; try again once the ConfigMap update settles",
+        .path.display()
+    )]
+    KeptChanging {
+        /// The mounted ConfigMap's directory.
+        path: PathBuf,
+        /// Read attempts made.
+        attempts: usize,
+    },
     /// A file is larger than [`spec::MAX_FILE_BYTES`].
     #[error("{} is larger than {limit} bytes (4 MiB); split it into several files", .path.display())]
     TooLarge {
