@@ -330,3 +330,49 @@ fn plain_http_to_a_non_loopback_endpoint_is_refused_before_any_traffic() {
         );
     }
 }
+
+/// A FIFO named like a spec file is an error naming it (not skipped: its
+/// slices would be pruned; not opened: that would block), for validate and plan.
+#[cfg(unix)]
+#[test]
+fn fifo_named_yaml_is_an_error_for_validate_and_plan() {
+    let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 1, ""))]);
+    let fifo = dir.path().join("b.yaml");
+    let status = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo(1)");
+    assert!(status.success());
+    let d = dir.path().to_str().unwrap();
+    for args in [vec!["validate", d], vec!["plan", d, "--sim"]] {
+        let mut child = Command::new(bin())
+            .args(&args)
+            .env("NO_COLOR", "1")
+            .env_remove("SLICECTL_API_ENDPOINT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > Duration::from_secs(20) {
+                child.kill().unwrap();
+                panic!("{args:?} blocked on the FIFO");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().unwrap();
+        let text = out(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {text}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "{} is a FIFO (named pipe), not a regular file",
+                fifo.display()
+            )),
+            "{args:?}: {text}"
+        );
+        assert!(!text.contains("Plan:"), "{args:?}: {text}");
+    }
+}

@@ -232,7 +232,15 @@ fn walk_entries(dir: &Path, shown: &Path, keys: bool, w: &mut Walk) -> Result<()
         })?;
         if meta.is_dir() {
             walk(&path, &shown.join(&name), w)?;
-        } else if meta.is_file() && is_spec_file(&path) {
+        } else if is_spec_file(&path) {
+            if !meta.is_file() {
+                // Never opened (opening a FIFO blocks), never skipped (a spec
+                // file that is silently left out could prune its slices).
+                return Err(SourceError::NotRegularFile {
+                    kind: special_kind(&path, &meta),
+                    path: shown.join(&name),
+                });
+            }
             w.files.push(Found {
                 real: path,
                 shown: shown.join(&name),
@@ -240,6 +248,36 @@ fn walk_entries(dir: &Path, shown: &Path, keys: bool, w: &mut Walk) -> Result<()
         }
     }
     Ok(())
+}
+
+/// What a non-regular, non-directory entry is ("a FIFO (named pipe)", …),
+/// and where it points when it is a symlink.
+fn special_kind(path: &Path, meta: &fs::Metadata) -> String {
+    #[cfg(unix)]
+    let kind = {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_char_device() {
+            "a character device"
+        } else if t.is_block_device() {
+            "a block device"
+        } else {
+            "a special file"
+        }
+    };
+    #[cfg(not(unix))]
+    let kind = {
+        let _ = meta;
+        "a special file"
+    };
+    match fs::read_link(path) {
+        Ok(target) => format!("a symlink to {kind} ({})", target.display()),
+        Err(_) => kind.to_string(),
+    }
 }
 
 /// Whether `path` is a symlink to a regular file: a ConfigMap key whose name
@@ -566,6 +604,79 @@ mod tests {
         symlink("..", root.join("sub/loop")).unwrap();
         let files = read_dir(root).unwrap();
         assert_eq!(files.len(), 1);
+    }
+
+    /// Runs `read_dir` on another thread so that a regression that opens a
+    /// FIFO (which blocks) fails the test instead of hanging it.
+    fn read_dir_within_10s(dir: &Path) -> Result<Vec<SourceFile>, SourceError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dir = dir.to_path_buf();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_dir(&dir));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("read_dir blocked (did it open a FIFO?)")
+    }
+
+    fn assert_not_regular(dir: &Path, name: &str, kind: &str) {
+        let err = read_dir_within_10s(dir).unwrap_err();
+        let msg = err.to_string();
+        let SourceError::NotRegularFile { path, .. } = &err else {
+            panic!("{name}: expected NotRegularFile, got {err:?}");
+        };
+        assert!(path.ends_with(name), "{msg}");
+        assert!(msg.contains(&dir.join(name).display().to_string()), "{msg}");
+        for want in [kind, "not a regular file", "remove it", "rename it"] {
+            assert!(msg.contains(want), "{want:?} in {msg}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn fifo_named_yaml_is_an_error_not_skipped_and_not_opened() {
+        let tmp = tempfile::tempdir().unwrap();
+        write(&tmp.path().join("a.yaml"), "a");
+        let fifo = tmp.path().join("teams/pipe.yaml");
+        fs::create_dir_all(fifo.parent().unwrap()).unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo(1) from coreutils");
+        assert!(status.success());
+        assert_not_regular(tmp.path(), "teams/pipe.yaml", "a FIFO (named pipe)");
+        // A FIFO that is not a spec file by name is none of our business.
+        fs::rename(&fifo, tmp.path().join("teams/pipe")).unwrap();
+        assert_eq!(read_dir_within_10s(tmp.path()).unwrap().len(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn socket_named_yaml_is_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let _listener = std::os::unix::net::UnixListener::bind(tmp.path().join("s.yml")).unwrap();
+        assert_not_regular(tmp.path(), "s.yml", "a socket");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlink_to_a_device_named_yaml_is_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/null", tmp.path().join("x.yaml")).unwrap();
+        assert_not_regular(
+            tmp.path(),
+            "x.yaml",
+            "a symlink to a character device (/dev/null)",
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn dangling_symlink_named_yaml_is_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("nowhere.yaml", tmp.path().join("x.yaml")).unwrap();
+        let err = read_dir(tmp.path()).unwrap_err();
+        assert!(matches!(err, SourceError::Unreadable { .. }), "{err}");
+        assert!(err.to_string().contains("x.yaml"), "{err}");
     }
 
     #[test]

@@ -46,6 +46,21 @@ pub enum SourceError {
         /// Byte offset of the first invalid byte.
         offset: usize,
     },
+    /// An entry named like a spec file (`*.yaml` / `*.yml`) is not a regular
+    /// file or a directory (a FIFO, socket or device, or a symlink to one).
+    /// It is not read (opening a FIFO blocks) and not skipped either: a spec
+    /// file left out silently could prune its slices.
+    #[error(
+        "{} is {kind}, not a regular file; spec files must be regular files (or symlinks to them): \
+         remove it, replace it with the spec file it stands for, or rename it so that it does not end in .yaml or .yml",
+        .path.display()
+    )]
+    NotRegularFile {
+        /// The entry.
+        path: PathBuf,
+        /// What it is, e.g. "a FIFO (named pipe)".
+        kind: String,
+    },
     /// A mounted ConfigMap moved to a new version during every read attempt,
     /// so no consistent version could be read.
     #[error(
