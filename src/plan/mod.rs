@@ -8,7 +8,6 @@
 pub mod hash;
 pub mod human;
 pub mod inventory;
-pub mod names;
 pub mod ownership;
 pub mod provisioner_hash;
 pub mod render;
@@ -21,6 +20,8 @@ use serde_json::Value;
 use crate::resource::gke::NodePool;
 use crate::resource::{ClusterRef, RegionRef};
 use crate::spec::Fleet;
+/// Cloud resource names (pure, shared with validation, so lives in [`crate::spec`]).
+pub use crate::spec::names;
 
 use hash::{FieldChange, HASH_VERSION, Projection};
 pub use inventory::Inventory;
@@ -581,7 +582,8 @@ fn build(
     let mut unmanaged = Vec::new();
     let mut errors: Vec<PlanError> = Vec::new();
 
-    // Names are unique by construction (see `names`); refuse rather than
+    // Validation rejects slices whose names collide (see
+    // `spec::validate::check_name_collisions`); refuse here too rather than
     // trust it, since two slices sharing a name would fight over one pool.
     let mut seen: BTreeMap<(String, String), String> = BTreeMap::new();
     for d in &desired {
