@@ -279,3 +279,100 @@ fn plan_colour_only_on_a_terminal_without_no_color() {
     let o = run(&["plan", "specs", "--sim"]);
     assert!(!String::from_utf8_lossy(&o.stdout).contains('\u{1b}'));
 }
+
+/// Plain http to a host that is not loopback would carry the Google access
+/// token in clear text: refused before anything is sent (the client is built
+/// before any request, and the refusal is immediate), with what to do instead.
+/// The addresses are never contacted: nothing listens there and nothing is sent.
+#[test]
+fn plain_http_to_a_non_loopback_endpoint_is_refused_before_any_traffic() {
+    for (endpoint, via_env) in [
+        ("http://10.255.255.1:9", false),
+        ("http://[::ffff:10.255.255.1]:9", false),
+        ("http://10.255.255.1:9", true),
+    ] {
+        let mut cmd = Command::new(bin());
+        cmd.args(["plan", "specs"])
+            .env("NO_COLOR", "1")
+            .env_remove("SLICECTL_API_ENDPOINT")
+            // Belt and braces: were the refusal ever to regress, credential
+            // discovery fails on this file instead of asking a metadata server.
+            .env(
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                "/nonexistent/slicectl-test-credentials.json",
+            )
+            .stdin(Stdio::null());
+        if via_env {
+            cmd.env("SLICECTL_API_ENDPOINT", endpoint)
+                .env("SLICECTL_ALLOW_INSECURE_HTTP", "false");
+        } else {
+            cmd.env_remove("SLICECTL_ALLOW_INSECURE_HTTP")
+                .args(["--api-endpoint", endpoint]);
+        }
+        let started = std::time::Instant::now();
+        let o = cmd.output().unwrap();
+        let text = out(&o);
+        assert_eq!(o.status.code(), Some(1), "{endpoint}: {text}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        for want in [
+            "refusing to send Google Cloud credentials",
+            "unencrypted",
+            "https",
+            "loopback",
+            "--allow-insecure-http",
+        ] {
+            assert!(stderr.contains(want), "{endpoint}: {want:?} in {text}");
+        }
+        assert!(o.stdout.is_empty(), "no plan: {text}");
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "refused without connecting (the connect timeout is 10s): {text}"
+        );
+    }
+}
+
+/// A FIFO named like a spec file is an error naming it (not skipped: its
+/// slices would be pruned; not opened: that would block), for validate and plan.
+#[cfg(unix)]
+#[test]
+fn fifo_named_yaml_is_an_error_for_validate_and_plan() {
+    let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 1, ""))]);
+    let fifo = dir.path().join("b.yaml");
+    let status = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo(1)");
+    assert!(status.success());
+    let d = dir.path().to_str().unwrap();
+    for args in [vec!["validate", d], vec!["plan", d, "--sim"]] {
+        let mut child = Command::new(bin())
+            .args(&args)
+            .env("NO_COLOR", "1")
+            .env_remove("SLICECTL_API_ENDPOINT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > Duration::from_secs(20) {
+                child.kill().unwrap();
+                panic!("{args:?} blocked on the FIFO");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().unwrap();
+        let text = out(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {text}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "{} is a FIFO (named pipe), not a regular file",
+                fifo.display()
+            )),
+            "{args:?}: {text}"
+        );
+        assert!(!text.contains("Plan:"), "{args:?}: {text}");
+    }
+}

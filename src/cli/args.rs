@@ -126,7 +126,8 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct Connection {
     /// Send container calls to URL/v1/... and compute calls to URL/compute/v1/...
-    /// (no credentials are used for a loopback URL).
+    /// (no credentials are used for a loopback URL; plain http to any other
+    /// host is refused unless --allow-insecure-http).
     #[arg(
         long,
         env = "SLICECTL_API_ENDPOINT",
@@ -134,6 +135,10 @@ pub struct Connection {
         conflicts_with = "sim"
     )]
     pub api_endpoint: Option<String>,
+    /// Allow sending the Google access token over plain http to an
+    /// --api-endpoint that is not loopback (it travels unencrypted).
+    #[arg(long, env = "SLICECTL_ALLOW_INSECURE_HTTP")]
+    pub allow_insecure_http: bool,
     /// Start the GCP simulator in-process and target it: nothing real is touched.
     #[arg(long)]
     pub sim: bool,

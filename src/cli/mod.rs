@@ -347,9 +347,19 @@ impl Session {
         };
         let client = CloudClient::new(ClientOptions {
             api_endpoint: endpoint,
+            allow_insecure_http: conn.allow_insecure_http,
             ..ClientOptions::default()
         })
         .context("cannot create the Google Cloud client")?;
+        if client.credentials_in_clear() {
+            eprintln!(
+                "{}",
+                color_stderr(&format!(
+                    "*** WARNING: --allow-insecure-http: the Google access token is sent UNENCRYPTED over plain http to {} ***",
+                    client.endpoints().container.trim_end_matches('/')
+                ))
+            );
+        }
         Ok(Session { client, sim })
     }
 

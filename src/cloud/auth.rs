@@ -19,6 +19,13 @@ pub const CLOUD_PLATFORM_SCOPE: &str = "https://www.googleapis.com/auth/cloud-pl
 pub trait TokenSource: Send + Sync {
     /// The token to send with the next request (cached by the implementation).
     fn token(&self) -> BoxFuture<'_, Result<Option<String>, CloudError>>;
+
+    /// Whether this source may ever produce a token. Only a source that never
+    /// does ([`NoAuth`]) may be used over plain `http` to a host that is not
+    /// loopback without `allow_insecure_http`.
+    fn sends_credentials(&self) -> bool {
+        true
+    }
 }
 
 /// Sends no credentials (the simulator, a local proxy).
@@ -28,6 +35,10 @@ pub struct NoAuth;
 impl TokenSource for NoAuth {
     fn token(&self) -> BoxFuture<'_, Result<Option<String>, CloudError>> {
         futures::future::ready(Ok(None)).boxed()
+    }
+
+    fn sends_credentials(&self) -> bool {
+        false
     }
 }
 
@@ -122,6 +133,9 @@ mod tests {
     #[tokio::test]
     async fn no_auth_gives_no_token() {
         assert!(matches!(NoAuth.token().await, Ok(None)));
+        assert!(!NoAuth.sends_credentials());
+        assert!(StaticToken::new("t").sends_credentials());
+        assert!(GcpAuth::new().sends_credentials());
     }
 
     #[test]

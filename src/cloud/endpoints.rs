@@ -1,9 +1,9 @@
 //! Base URLs of the GKE and Compute Engine APIs, and the `--api-endpoint`
 //! override that points both at one server (the simulator, a proxy).
 
-use std::net::IpAddr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
-use reqwest::Url;
+use url::{Host, Url};
 
 use super::error::CloudError;
 
@@ -22,8 +22,11 @@ pub struct Endpoints {
     pub container: String,
     /// Compute base including the version, e.g. `https://compute.googleapis.com/compute/v1/`.
     pub compute: String,
-    /// True when the override names a loopback host (no credentials are sent).
+    /// True when the override names a loopback host (no credentials are sent
+    /// unless a token source is injected).
     pub loopback: bool,
+    /// True when the override uses plain `http` (no TLS).
+    pub plain_http: bool,
 }
 
 impl Default for Endpoints {
@@ -32,6 +35,7 @@ impl Default for Endpoints {
             container: DEFAULT_CONTAINER.to_string(),
             compute: DEFAULT_COMPUTE.to_string(),
             loopback: false,
+            plain_http: false,
         }
     }
 }
@@ -59,8 +63,16 @@ impl Endpoints {
         Ok(Endpoints {
             container: format!("{base}/"),
             compute: format!("{base}/compute/v1/"),
-            loopback: is_loopback_host(url.host_str().unwrap_or_default()),
+            loopback: url.host().is_some_and(|h| is_loopback_host(&h)),
+            plain_http: url.scheme() == "http",
         })
+    }
+
+    /// True when a bearer token sent to these endpoints would travel
+    /// unencrypted over the network: plain `http` to a host that is not
+    /// loopback.
+    pub fn credentials_in_clear(&self) -> bool {
+        self.plain_http && !self.loopback
     }
 
     /// `{container}v1/{path}`.
@@ -74,14 +86,27 @@ impl Endpoints {
     }
 }
 
-/// `localhost` (and `*.localhost`), 127.0.0.0/8 and `[::1]`.
-fn is_loopback_host(host: &str) -> bool {
-    let h = host.trim_start_matches('[').trim_end_matches(']');
-    if let Ok(ip) = h.parse::<IpAddr>() {
-        return ip.is_loopback();
+/// `localhost` (and `*.localhost`), 127.0.0.0/8, `[::1]` and the IPv4-mapped
+/// IPv6 form of 127.0.0.0/8 (`[::ffff:127.0.0.1]`, `[::ffff:7f00:1]`).
+/// The URL parser has already normalised IP literals (`127.1`, `0x7f.1`,
+/// `2130706433` are all `Host::Ipv4(127.0.0.1)`), so no string parsing here.
+fn is_loopback_host(host: &Host<&str>) -> bool {
+    match host {
+        Host::Ipv4(ip) => ip.is_loopback(),
+        Host::Ipv6(ip) => is_loopback_v6(ip),
+        Host::Domain(d) => {
+            let d = d.to_ascii_lowercase();
+            d == "localhost" || d.ends_with(".localhost")
+        }
     }
-    let h = h.to_ascii_lowercase();
-    h == "localhost" || h.ends_with(".localhost")
+}
+
+/// `::1`, or an IPv4-mapped `::ffff:a.b.c.d` with `a.b.c.d` in 127.0.0.0/8.
+fn is_loopback_v6(ip: &Ipv6Addr) -> bool {
+    ip.is_loopback()
+        || ip
+            .to_ipv4_mapped()
+            .is_some_and(|v4: Ipv4Addr| v4.is_loopback())
 }
 
 /// Checks a path segment taken from user input or an operation (project,
@@ -139,16 +164,55 @@ mod tests {
         for (raw, lo) in [
             ("http://127.0.0.1:1", true),
             ("http://127.9.8.7", true),
+            ("http://127.255.255.254", true),
+            ("http://127.1:9", true),
+            ("http://2130706433/", true),
             ("http://localhost:9", true),
             ("http://LOCALHOST", true),
+            ("http://api.localhost:9", true),
             ("http://[::1]:9/", true),
+            ("http://[0:0:0:0:0:0:0:1]", true),
+            ("http://[::ffff:127.0.0.1]", true),
+            ("http://[::ffff:127.0.0.1]:8085/", true),
+            ("http://[::ffff:7f00:1]", true),
+            ("http://[::FFFF:127.1.2.3]", true),
             ("http://10.0.0.1", false),
             ("http://128.0.0.1", false),
+            ("http://0.0.0.0", false),
+            ("http://[::]", false),
+            ("http://[::ffff:10.0.0.1]", false),
+            ("http://[::ffff:8000:1]", false),
+            // IPv4-compatible (deprecated), not mapped: not loopback.
+            ("http://[::127.0.0.1]", false),
+            ("http://[::2]", false),
+            ("http://[fe80::1]", false),
             ("http://localhost.example.com", false),
+            ("http://127.0.0.1.nip.io", false),
             ("https://container.googleapis.com", false),
         ] {
             assert_eq!(Endpoints::new(Some(raw)).unwrap().loopback, lo, "{raw}");
         }
+    }
+
+    #[test]
+    fn credentials_in_clear_only_for_plain_http_off_loopback() {
+        for (raw, clear) in [
+            ("http://10.255.255.1:9", true),
+            ("http://proxy.example.com", true),
+            ("http://[::ffff:10.0.0.1]", true),
+            ("http://[2001:db8::1]", true),
+            ("HTTP://example.com", true),
+            ("https://10.255.255.1:9", false),
+            ("https://proxy.example.com/gcp/", false),
+            ("http://127.0.0.1:8085", false),
+            ("http://[::ffff:127.0.0.1]", false),
+            ("http://[::1]", false),
+            ("http://localhost:8085", false),
+        ] {
+            let e = Endpoints::new(Some(raw)).unwrap();
+            assert_eq!(e.credentials_in_clear(), clear, "{raw}");
+        }
+        assert!(!Endpoints::default().credentials_in_clear());
     }
 
     #[test]

@@ -97,6 +97,11 @@ pub struct ClientOptions {
     /// Token source; `None` chooses: `NoAuth` for a loopback `api_endpoint`,
     /// otherwise `GcpAuth` (discovered lazily on the first call).
     pub token_source: Option<Arc<dyn TokenSource>>,
+    /// `--allow-insecure-http` (env `SLICECTL_ALLOW_INSECURE_HTTP`): allow a
+    /// token source that sends credentials with a plain `http` `api_endpoint`
+    /// that is not loopback. Without it [`CloudClient::new`] refuses, so the
+    /// access token never travels unencrypted by accident.
+    pub allow_insecure_http: bool,
     /// `User-Agent` header.
     pub user_agent: String,
     /// HTTP timeout of an ordinary request.
@@ -112,6 +117,7 @@ impl Default for ClientOptions {
             retry: RetryPolicy::default(),
             poll: PollPolicy::default(),
             token_source: None,
+            allow_insecure_http: false,
             user_agent: format!("slicectl/{}", env!("CARGO_PKG_VERSION")),
             request_timeout: Duration::from_secs(60),
             page_size: 500,
@@ -129,6 +135,7 @@ impl fmt::Debug for ClientOptions {
                 "token_source",
                 &self.token_source.as_ref().map(|_| "<injected>"),
             )
+            .field("allow_insecure_http", &self.allow_insecure_http)
             .field("user_agent", &self.user_agent)
             .field("request_timeout", &self.request_timeout)
             .field("page_size", &self.page_size)
@@ -196,6 +203,11 @@ impl fmt::Debug for CloudClient {
 impl CloudClient {
     /// Builds a client. Never needs credentials: with `GcpAuth` they are
     /// looked up on the first call.
+    ///
+    /// Refuses ([`CloudError::InvalidInput`]) a token source that sends
+    /// credentials together with a plain `http` endpoint that is not loopback,
+    /// unless `allow_insecure_http`; with it, warns that the token travels
+    /// unencrypted. Nothing is sent over the network either way.
     pub fn new(opts: ClientOptions) -> Result<CloudClient, CloudError> {
         // reqwest is built with `rustls-no-provider`: install ring once per process.
         // An error only means a provider is already installed, which is fine.
@@ -223,6 +235,12 @@ impl CloudClient {
             None if endpoints.loopback => Arc::new(NoAuth),
             None => Arc::new(GcpAuth::new()),
         };
+        if check_transport(&endpoints, tokens.as_ref(), opts.allow_insecure_http)? {
+            tracing::warn!(
+                endpoint = %endpoints.container,
+                "--allow-insecure-http: the Google access token is sent unencrypted over plain http to a host that is not loopback"
+            );
+        }
         tracing::debug!(container = %endpoints.container, compute = %endpoints.compute, "Google Cloud client");
         Ok(CloudClient {
             inner: Arc::new(Inner {
@@ -247,6 +265,12 @@ impl CloudClient {
         ComputeApi::new(&self.inner)
     }
 
+    /// True when this client sends its access token unencrypted (plain `http`
+    /// to a host that is not loopback, allowed by `allow_insecure_http`).
+    pub fn credentials_in_clear(&self) -> bool {
+        self.inner.endpoints.credentials_in_clear() && self.inner.tokens.sends_credentials()
+    }
+
     /// The endpoints in use.
     pub fn endpoints(&self) -> &Endpoints {
         &self.inner.endpoints
@@ -261,6 +285,29 @@ impl CloudClient {
             retries: c.retries.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Whether credentials may go to `endpoints`: `Ok(true)` when they would
+/// travel in clear text and `allow_insecure_http` allows it, `Ok(false)` when
+/// they are safe (TLS, loopback, or a source that sends none), an error otherwise.
+fn check_transport(
+    endpoints: &Endpoints,
+    tokens: &dyn TokenSource,
+    allow_insecure_http: bool,
+) -> Result<bool, CloudError> {
+    if !endpoints.credentials_in_clear() || !tokens.sends_credentials() {
+        return Ok(false);
+    }
+    if allow_insecure_http {
+        return Ok(true);
+    }
+    Err(CloudError::InvalidInput(format!(
+        "refusing to send Google Cloud credentials to --api-endpoint {:?}: it is plain http to a host \
+         that is not loopback, so the access token would travel unencrypted. Use an https URL, a \
+         loopback address (127.0.0.1, [::1], localhost) for a local simulator or proxy, or pass \
+         --allow-insecure-http (SLICECTL_ALLOW_INSECURE_HTTP=true) to send it anyway",
+        endpoints.container.trim_end_matches('/')
+    )))
 }
 
 /// Delays between operation polls: exponential (factor 1.5) from
@@ -320,6 +367,93 @@ mod tests {
                 .compute()
                 .wait_operation(&cop, Duration::from_secs(1)),
         );
+    }
+
+    fn insecure(endpoint: &str) -> ClientOptions {
+        ClientOptions {
+            api_endpoint: Some(endpoint.to_string()),
+            ..ClientOptions::default()
+        }
+    }
+
+    #[test]
+    fn refuses_credentials_over_plain_http_off_loopback() {
+        for endpoint in [
+            "http://10.255.255.1:9",
+            "http://proxy.example.com/gcp",
+            "http://[::ffff:10.0.0.1]:9",
+            "http://[2001:db8::1]",
+        ] {
+            // Default token source (GcpAuth) and an injected token alike.
+            for token_source in [None, Some(Arc::new(StaticToken::new("ya29.t")) as Arc<_>)] {
+                let err = CloudClient::new(ClientOptions {
+                    token_source,
+                    ..insecure(endpoint)
+                })
+                .unwrap_err();
+                let msg = err.to_string();
+                assert!(matches!(err, CloudError::InvalidInput(_)), "{msg}");
+                for want in [
+                    "refusing to send Google Cloud credentials",
+                    "unencrypted",
+                    "https",
+                    "loopback",
+                    "--allow-insecure-http",
+                ] {
+                    assert!(msg.contains(want), "{endpoint}: {want:?} in {msg}");
+                }
+                assert!(!msg.contains("ya29"), "{msg}");
+            }
+        }
+    }
+
+    #[test]
+    fn allows_plain_http_with_the_flag_and_says_so() {
+        let client = CloudClient::new(ClientOptions {
+            allow_insecure_http: true,
+            ..insecure("http://10.255.255.1:9")
+        })
+        .unwrap();
+        assert!(client.credentials_in_clear());
+    }
+
+    #[test]
+    fn plain_http_is_fine_without_credentials_tls_or_off_the_network() {
+        // NoAuth sends nothing: no flag needed.
+        let client = CloudClient::new(ClientOptions {
+            token_source: Some(Arc::new(NoAuth)),
+            ..insecure("http://10.255.255.1:9")
+        })
+        .unwrap();
+        assert!(!client.credentials_in_clear());
+        // Loopback in every form, with the default source (NoAuth) or an injected token.
+        for endpoint in [
+            "http://127.0.0.1:9",
+            "http://127.3.2.1:9",
+            "http://[::1]:9",
+            "http://[::ffff:127.0.0.1]:9",
+            "http://[::ffff:7f00:1]:9",
+            "http://localhost:9",
+        ] {
+            for token_source in [None, Some(Arc::new(StaticToken::new("t")) as Arc<_>)] {
+                let client = CloudClient::new(ClientOptions {
+                    token_source,
+                    ..insecure(endpoint)
+                })
+                .unwrap();
+                assert!(!client.credentials_in_clear(), "{endpoint}");
+            }
+        }
+        // TLS.
+        let client = CloudClient::new(insecure("https://10.255.255.1:9")).unwrap();
+        assert!(!client.credentials_in_clear());
+        // The flag changes nothing where nothing is in clear.
+        let client = CloudClient::new(ClientOptions {
+            allow_insecure_http: true,
+            ..insecure("https://proxy.example.com")
+        })
+        .unwrap();
+        assert!(!client.credentials_in_clear());
     }
 
     #[test]

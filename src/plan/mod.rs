@@ -8,7 +8,6 @@
 pub mod hash;
 pub mod human;
 pub mod inventory;
-pub mod names;
 pub mod ownership;
 pub mod provisioner_hash;
 pub mod render;
@@ -22,6 +21,8 @@ use sha2::Digest as _;
 use crate::resource::gke::NodePool;
 use crate::resource::{ClusterRef, RegionRef};
 use crate::spec::Fleet;
+/// Cloud resource names (pure, shared with validation, so lives in [`crate::spec`]).
+pub use crate::spec::names;
 
 use hash::{FieldChange, HASH_VERSION, Projection};
 pub use inventory::Inventory;
@@ -809,9 +810,9 @@ fn build(
     let mut refused: Vec<Refusal> = Vec::new();
     let mut errors: Vec<PlanError> = Vec::new();
 
-    // Names are unique by construction (see `names`, checked by validation);
-    // refuse rather than trust it, since two slices sharing a name would
-    // fight over one pool.
+    // Validation rejects slices whose names collide (see
+    // `spec::validate::check_name_collisions`); refuse here too rather than
+    // trust it, since two slices sharing a name would fight over one pool.
     let mut seen: BTreeMap<(String, String), String> = BTreeMap::new();
     for d in &desired {
         let mut names = vec![(d.cluster.to_string(), d.node_pool.name.clone())];

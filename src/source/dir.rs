@@ -9,11 +9,22 @@
 //!   slices.yaml -> ..data/slices.yaml
 //! ```
 //!
+//! Kubernetes updates such a mount by writing a new timestamped directory,
+//! swapping `..data` to it atomically, then adding and removing the keys'
+//! symlinks and deleting the old directory. Reading the keys' symlinks one by
+//! one would resolve `..data` once per file, so a read that spans an update
+//! could mix versions (a slice moved from one file to another would be seen
+//! twice, or not at all — and then planned as a delete). So a directory that
+//! holds a `..data` symlink is read as one version: `..data` is resolved once,
+//! the files are listed and read from that timestamped directory (shown as
+//! `dir/key`), and `..data` is checked again afterwards; if it moved, the
+//! whole directory is read again (at most [`MAX_READ_ATTEMPTS`] times).
+//!
 //! Entries whose name starts with `.` are skipped (hidden files, `.git`, and
-//! the ConfigMap's `..data` / `..<timestamp>` internals, so each ConfigMap key
-//! is read once, through its symlink), except symlinks to files (a ConfigMap
-//! key may itself start with `.`). Symlinks are followed, and a directory
-//! reached twice (a symlink loop) is read once.
+//! the ConfigMap's `..data` / `..<timestamp>` internals), except symlinks to
+//! files and, in a ConfigMap's data directory, files (a ConfigMap key may
+//! itself start with `.`). Symlinks are followed, and a directory reached
+//! twice (a symlink loop) is read once.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -23,11 +34,28 @@ use std::path::{Path, PathBuf};
 use super::SourceError;
 use crate::spec::{MAX_FILE_BYTES, SourceFile};
 
+/// The symlink through which a mounted ConfigMap (Kubernetes' atomic writer)
+/// names its current version.
+pub const DATA_LINK: &str = "..data";
+
+/// Reads of a directory attempted before giving up because a mounted
+/// ConfigMap in it kept changing during the read.
+pub const MAX_READ_ATTEMPTS: usize = 5;
+
 /// Reads every `*.yaml` / `*.yml` file under `dir` (recursively, sorted by
 /// path, hidden entries skipped, symlinks followed). Paths are shown relative
 /// to the current directory when possible. An empty directory gives an empty
-/// list.
+/// list. Each mounted ConfigMap under `dir` is read as one consistent version.
 pub fn read_dir(dir: &Path) -> Result<Vec<SourceFile>, SourceError> {
+    read_dir_with(dir, &mut |_| {})
+}
+
+/// [`read_dir`], calling `after_file` after each file is read (with the path
+/// it is shown as): tests use it to change the directory mid-read.
+fn read_dir_with(
+    dir: &Path,
+    after_file: &mut dyn FnMut(&Path),
+) -> Result<Vec<SourceFile>, SourceError> {
     let meta = fs::metadata(dir).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             SourceError::Missing {
@@ -45,20 +73,89 @@ pub fn read_dir(dir: &Path) -> Result<Vec<SourceFile>, SourceError> {
             path: dir.to_path_buf(),
         });
     }
-    let mut paths = Vec::new();
-    let mut visited = BTreeSet::new();
-    walk(dir, &mut paths, &mut visited)?;
-    paths.sort();
     let cwd = std::env::current_dir().ok();
-    let mut files = Vec::with_capacity(paths.len());
-    for path in paths {
-        let text = read_text(&path)?;
-        let shown = display_path(&path, cwd.as_deref());
-        tracing::trace!(path = %shown.display(), bytes = text.len(), "read spec file");
-        files.push(SourceFile { path: shown, text });
+    let mut changed = dir.to_path_buf();
+    for attempt in 1..=MAX_READ_ATTEMPTS {
+        match read_once(dir, cwd.as_deref(), after_file) {
+            Ok(files) => {
+                tracing::debug!(dir = %dir.display(), files = files.len(), attempt, "read spec directory");
+                return Ok(files);
+            }
+            Err(Attempt::Failed(err)) => return Err(err),
+            Err(Attempt::Changed(mount)) => {
+                tracing::info!(
+                    dir = %mount.display(),
+                    attempt,
+                    "mounted ConfigMap changed while it was read; reading it again"
+                );
+                changed = mount;
+            }
+        }
     }
-    tracing::debug!(dir = %dir.display(), files = files.len(), "read spec directory");
-    Ok(files)
+    Err(SourceError::KeptChanging {
+        path: changed,
+        attempts: MAX_READ_ATTEMPTS,
+    })
+}
+
+/// Why one read attempt gave no result.
+enum Attempt {
+    /// A mounted ConfigMap (this directory) moved to a new version during the
+    /// read: the attempt may have mixed versions, read again.
+    Changed(PathBuf),
+    /// A real error.
+    Failed(SourceError),
+}
+
+/// A mounted ConfigMap seen during a walk: its directory and the `..data`
+/// target its files were read from.
+struct Mount {
+    dir: PathBuf,
+    version: PathBuf,
+}
+
+/// A spec file found by the walk.
+struct Found {
+    /// Where it is read from (inside a ConfigMap's timestamped directory).
+    real: PathBuf,
+    /// How it is shown (`dir/key`).
+    shown: PathBuf,
+}
+
+#[derive(Default)]
+struct Walk {
+    files: Vec<Found>,
+    mounts: Vec<Mount>,
+    visited: BTreeSet<PathBuf>,
+}
+
+fn read_once(
+    dir: &Path,
+    cwd: Option<&Path>,
+    after_file: &mut dyn FnMut(&Path),
+) -> Result<Vec<SourceFile>, Attempt> {
+    let mut w = Walk::default();
+    let result = walk(dir, dir, &mut w).and_then(|()| {
+        w.files.sort_by(|a, b| a.shown.cmp(&b.shown));
+        let mut files = Vec::with_capacity(w.files.len());
+        for found in &w.files {
+            let text = read_text(&found.real, &found.shown)?;
+            let shown = display_path(&found.shown, cwd);
+            tracing::trace!(path = %shown.display(), bytes = text.len(), "read spec file");
+            after_file(&shown);
+            files.push(SourceFile { path: shown, text });
+        }
+        Ok(files)
+    });
+    // Checked even after an error: Kubernetes deletes the old version's
+    // directory once `..data` has moved, which a read of it sees as missing
+    // files.
+    for m in &w.mounts {
+        if data_link(&m.dir).ok().flatten().as_ref() != Some(&m.version) {
+            return Err(Attempt::Changed(m.dir.clone()));
+        }
+    }
+    result.map_err(Attempt::Failed)
 }
 
 fn is_spec_file(path: &Path) -> bool {
@@ -68,25 +165,64 @@ fn is_spec_file(path: &Path) -> bool {
     )
 }
 
-fn walk(
-    dir: &Path,
-    out: &mut Vec<PathBuf>,
-    visited: &mut BTreeSet<PathBuf>,
-) -> Result<(), SourceError> {
+/// The target of `dir/..data` when it is a symlink (`dir` is a mounted
+/// ConfigMap), `None` when there is no such symlink.
+fn data_link(dir: &Path) -> Result<Option<PathBuf>, SourceError> {
+    let link = dir.join(DATA_LINK);
+    let unreadable = |source| SourceError::Unreadable {
+        path: link.clone(),
+        source,
+    };
+    match fs::symlink_metadata(&link) {
+        Ok(m) if m.file_type().is_symlink() => fs::read_link(&link).map(Some).map_err(unreadable),
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(unreadable(e)),
+    }
+}
+
+/// Collects the spec files under `dir` (shown as under `shown`).
+fn walk(dir: &Path, shown: &Path, w: &mut Walk) -> Result<(), SourceError> {
+    let canonical = fs::canonicalize(dir).map_err(|source| SourceError::Unreadable {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    if !w.visited.insert(canonical) {
+        return Ok(());
+    }
+    match data_link(dir)? {
+        // A mounted ConfigMap: its keys are the files of the version `..data`
+        // names now, read from there (not through the keys' symlinks, each of
+        // which would resolve `..data` again).
+        Some(version) => {
+            let data = dir.join(&version);
+            tracing::trace!(dir = %dir.display(), version = %version.display(), "mounted ConfigMap");
+            w.mounts.push(Mount {
+                dir: dir.to_path_buf(),
+                version,
+            });
+            walk_entries(&data, shown, true, w)
+        }
+        None => walk_entries(dir, shown, false, w),
+    }
+}
+
+/// Collects the spec files among `dir`'s entries; `keys`: `dir` is a mounted
+/// ConfigMap's data directory, whose files are its keys (hidden or not).
+fn walk_entries(dir: &Path, shown: &Path, keys: bool, w: &mut Walk) -> Result<(), SourceError> {
     let unreadable = |source| SourceError::Unreadable {
         path: dir.to_path_buf(),
         source,
     };
-    let canonical = fs::canonicalize(dir).map_err(unreadable)?;
-    if !visited.insert(canonical) {
-        return Ok(());
-    }
     let entries = fs::read_dir(dir).map_err(unreadable)?;
     for entry in entries {
         let entry = entry.map_err(unreadable)?;
         let name = entry.file_name();
         let path = entry.path();
-        if name.to_string_lossy().starts_with('.') && !is_symlink_to_file(&path) {
+        if name.to_string_lossy().starts_with('.')
+            && !is_symlink_to_file(&path)
+            && !(keys && fs::metadata(&path).is_ok_and(|m| m.is_file()))
+        {
             continue;
         }
         // Follows symlinks; a dangling symlink is an unreadable entry.
@@ -95,12 +231,53 @@ fn walk(
             source,
         })?;
         if meta.is_dir() {
-            walk(&path, out, visited)?;
-        } else if meta.is_file() && is_spec_file(&path) {
-            out.push(path);
+            walk(&path, &shown.join(&name), w)?;
+        } else if is_spec_file(&path) {
+            if !meta.is_file() {
+                // Never opened (opening a FIFO blocks), never skipped (a spec
+                // file that is silently left out could prune its slices).
+                return Err(SourceError::NotRegularFile {
+                    kind: special_kind(&path, &meta),
+                    path: shown.join(&name),
+                });
+            }
+            w.files.push(Found {
+                real: path,
+                shown: shown.join(&name),
+            });
         }
     }
     Ok(())
+}
+
+/// What a non-regular, non-directory entry is ("a FIFO (named pipe)", …),
+/// and where it points when it is a symlink.
+fn special_kind(path: &Path, meta: &fs::Metadata) -> String {
+    #[cfg(unix)]
+    let kind = {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_char_device() {
+            "a character device"
+        } else if t.is_block_device() {
+            "a block device"
+        } else {
+            "a special file"
+        }
+    };
+    #[cfg(not(unix))]
+    let kind = {
+        let _ = meta;
+        "a special file"
+    };
+    match fs::read_link(path) {
+        Ok(target) => format!("a symlink to {kind} ({})", target.display()),
+        Err(_) => kind.to_string(),
+    }
 }
 
 /// Whether `path` is a symlink to a regular file: a ConfigMap key whose name
@@ -110,9 +287,10 @@ fn is_symlink_to_file(path: &Path) -> bool {
         && fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
-fn read_text(path: &Path) -> Result<String, SourceError> {
+/// Reads `path`; errors name `shown`.
+fn read_text(path: &Path, shown: &Path) -> Result<String, SourceError> {
     let unreadable = |source| SourceError::Unreadable {
-        path: path.to_path_buf(),
+        path: shown.to_path_buf(),
         source,
     };
     let file = fs::File::open(path).map_err(unreadable)?;
@@ -123,12 +301,12 @@ fn read_text(path: &Path) -> Result<String, SourceError> {
         .map_err(unreadable)?;
     if bytes.len() > MAX_FILE_BYTES {
         return Err(SourceError::TooLarge {
-            path: path.to_path_buf(),
+            path: shown.to_path_buf(),
             limit: MAX_FILE_BYTES,
         });
     }
     String::from_utf8(bytes).map_err(|e| SourceError::NotUtf8 {
-        path: path.to_path_buf(),
+        path: shown.to_path_buf(),
         offset: e.utf8_error().valid_up_to(),
     })
 }
@@ -199,6 +377,223 @@ mod tests {
         assert!(files[1].path.ends_with("slices.yaml"));
     }
 
+    /// A mounted ConfigMap as Kubernetes' atomic writer lays it out: version
+    /// `n` in `..v<n>`, `..data` naming it, each key a symlink through `..data`.
+    /// Version `n` has keys `a.yaml` and `b.yaml`, each saying its version; the
+    /// one Slice is in `a.yaml` for even versions and in `b.yaml` for odd ones
+    /// (a slice moved between files by an update).
+    #[cfg(unix)]
+    mod configmap {
+        use std::os::unix::fs::symlink;
+        use std::path::Path;
+
+        pub const KEYS: [&str; 2] = ["a.yaml", "b.yaml"];
+
+        fn text(version: usize, key: &str) -> String {
+            let slice_in_a = version.is_multiple_of(2);
+            let has_slice = (key == "a.yaml") == slice_in_a;
+            format!(
+                "# version: {version}\n{}",
+                if has_slice { "kind: Slice\n" } else { "" }
+            )
+        }
+
+        fn write_version(root: &Path, version: usize) {
+            let dir = root.join(format!("..v{version}"));
+            std::fs::create_dir(&dir).unwrap();
+            for key in KEYS {
+                std::fs::write(dir.join(key), text(version, key)).unwrap();
+            }
+        }
+
+        fn point_data_at(root: &Path, version: usize) {
+            let tmp = root.join("..data_tmp");
+            symlink(format!("..v{version}"), &tmp).unwrap();
+            std::fs::rename(&tmp, root.join("..data")).unwrap();
+        }
+
+        /// A mount showing `version`.
+        pub fn create(root: &Path, version: usize) {
+            write_version(root, version);
+            point_data_at(root, version);
+            for key in KEYS {
+                symlink(format!("..data/{key}"), root.join(key)).unwrap();
+            }
+        }
+
+        /// Kubernetes' update from `from` to `from + 1`: write the new
+        /// version, swap `..data` atomically, delete the old version.
+        pub fn update(root: &Path, from: usize) {
+            write_version(root, from + 1);
+            point_data_at(root, from + 1);
+            std::fs::remove_dir_all(root.join(format!("..v{from}"))).unwrap();
+        }
+
+        /// The version `files` show; panics unless they are one whole version
+        /// with exactly one definition of the slice.
+        pub fn consistent_version(files: &[crate::spec::SourceFile]) -> usize {
+            assert_eq!(files.len(), 2, "{files:?}");
+            let versions: std::collections::BTreeSet<_> = files
+                .iter()
+                .map(|f| f.text.lines().next().unwrap().to_string())
+                .collect();
+            assert_eq!(versions.len(), 1, "a torn read mixes versions: {files:?}");
+            let slices = files
+                .iter()
+                .filter(|f| f.text.contains("kind: Slice"))
+                .count();
+            assert_eq!(
+                slices, 1,
+                "a torn read: the slice is defined {slices} times: {files:?}"
+            );
+            let v: usize = versions
+                .first()
+                .unwrap()
+                .trim_start_matches("# version: ")
+                .parse()
+                .unwrap();
+            for (f, key) in files.iter().zip(KEYS) {
+                assert_eq!(f.text, text(v, key));
+            }
+            v
+        }
+    }
+
+    /// An update that lands between the reads of two files (the slice moves
+    /// from one file to the other) never gives a mix: the read is retried and
+    /// gives the new version whole.
+    #[cfg(unix)]
+    #[test]
+    fn configmap_updated_mid_read_is_read_as_one_version() {
+        for first in [0, 1] {
+            let tmp = tempfile::tempdir().unwrap();
+            let root = tmp.path();
+            configmap::create(root, first);
+            let mut updated = false;
+            let files = read_dir_with(root, &mut |_| {
+                if !updated {
+                    updated = true;
+                    configmap::update(root, first);
+                }
+            })
+            .unwrap();
+            assert!(updated);
+            assert_eq!(configmap::consistent_version(&files), first + 1);
+            assert!(files[0].path.ends_with("a.yaml"), "{:?}", files[0].path);
+            assert!(
+                !files[0].path.to_string_lossy().contains("..v"),
+                "shown as dir/key"
+            );
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn configmap_that_keeps_changing_is_an_error_after_bounded_attempts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        configmap::create(root, 0);
+        let mut version = 0;
+        let mut files_read = 0;
+        let err = read_dir_with(root, &mut |_| {
+            files_read += 1;
+            configmap::update(root, version);
+            version += 1;
+        })
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SourceError::KeptChanging {
+                    attempts: MAX_READ_ATTEMPTS,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(version, MAX_READ_ATTEMPTS);
+        assert!(files_read <= 2 * MAX_READ_ATTEMPTS);
+        let msg = err.to_string();
+        assert!(msg.contains(&root.display().to_string()), "{msg}");
+        assert!(
+            msg.contains("kept changing") && msg.contains("try again"),
+            "{msg}"
+        );
+    }
+
+    /// A writer updating the mount as fast as it can while it is read many
+    /// times: every read that succeeds is one whole version with exactly one
+    /// definition of the slice; a read that cannot get one says so.
+    #[cfg(unix)]
+    #[test]
+    fn configmap_updated_concurrently_is_never_read_torn() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        configmap::create(&root, 0);
+        let stop = Arc::new(AtomicBool::new(false));
+        let updates = Arc::new(AtomicUsize::new(0));
+        let writer = {
+            let (root, stop, updates) = (root.clone(), stop.clone(), updates.clone());
+            std::thread::spawn(move || {
+                let mut v = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    configmap::update(&root, v);
+                    v += 1;
+                    updates.store(v, Ordering::Relaxed);
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+            })
+        };
+        let (mut seen, mut kept_changing, mut reads) = ([0usize; 2], 0, 0);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // Read until the writer has updated the mount many times.
+        while (reads < 300 || updates.load(Ordering::Relaxed) < 300)
+            && std::time::Instant::now() < deadline
+        {
+            reads += 1;
+            match read_dir(&root) {
+                Ok(files) => seen[configmap::consistent_version(&files) % 2] += 1,
+                Err(SourceError::KeptChanging { .. }) => kept_changing += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        let updates = updates.load(Ordering::Relaxed);
+        assert!(updates >= 300, "the writer ran: {updates} updates");
+        assert!(
+            seen[0] > 0 && seen[1] > 0,
+            "both versions read: {seen:?} of {reads} reads, {kept_changing} kept changing"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn configmap_mounted_below_the_directory_is_shown_as_dir_key() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let mount = root.join("team");
+        fs::create_dir(&mount).unwrap();
+        configmap::create(&mount, 3);
+        write(&root.join("other.yaml"), "o");
+        let files = read_dir(root).unwrap();
+        let names: Vec<_> = files
+            .iter()
+            .map(|f| f.path.strip_prefix(root).unwrap().to_path_buf())
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                PathBuf::from("other.yaml"),
+                PathBuf::from("team/a.yaml"),
+                PathBuf::from("team/b.yaml")
+            ]
+        );
+        assert_eq!(configmap::consistent_version(&files[1..]), 3);
+    }
+
     #[cfg(unix)]
     #[test]
     fn symlink_loop_is_read_once() {
@@ -209,6 +604,79 @@ mod tests {
         symlink("..", root.join("sub/loop")).unwrap();
         let files = read_dir(root).unwrap();
         assert_eq!(files.len(), 1);
+    }
+
+    /// Runs `read_dir` on another thread so that a regression that opens a
+    /// FIFO (which blocks) fails the test instead of hanging it.
+    fn read_dir_within_10s(dir: &Path) -> Result<Vec<SourceFile>, SourceError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dir = dir.to_path_buf();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_dir(&dir));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("read_dir blocked (did it open a FIFO?)")
+    }
+
+    fn assert_not_regular(dir: &Path, name: &str, kind: &str) {
+        let err = read_dir_within_10s(dir).unwrap_err();
+        let msg = err.to_string();
+        let SourceError::NotRegularFile { path, .. } = &err else {
+            panic!("{name}: expected NotRegularFile, got {err:?}");
+        };
+        assert!(path.ends_with(name), "{msg}");
+        assert!(msg.contains(&dir.join(name).display().to_string()), "{msg}");
+        for want in [kind, "not a regular file", "remove it", "rename it"] {
+            assert!(msg.contains(want), "{want:?} in {msg}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn fifo_named_yaml_is_an_error_not_skipped_and_not_opened() {
+        let tmp = tempfile::tempdir().unwrap();
+        write(&tmp.path().join("a.yaml"), "a");
+        let fifo = tmp.path().join("teams/pipe.yaml");
+        fs::create_dir_all(fifo.parent().unwrap()).unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo(1) from coreutils");
+        assert!(status.success());
+        assert_not_regular(tmp.path(), "teams/pipe.yaml", "a FIFO (named pipe)");
+        // A FIFO that is not a spec file by name is none of our business.
+        fs::rename(&fifo, tmp.path().join("teams/pipe")).unwrap();
+        assert_eq!(read_dir_within_10s(tmp.path()).unwrap().len(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn socket_named_yaml_is_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let _listener = std::os::unix::net::UnixListener::bind(tmp.path().join("s.yml")).unwrap();
+        assert_not_regular(tmp.path(), "s.yml", "a socket");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlink_to_a_device_named_yaml_is_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/null", tmp.path().join("x.yaml")).unwrap();
+        assert_not_regular(
+            tmp.path(),
+            "x.yaml",
+            "a symlink to a character device (/dev/null)",
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn dangling_symlink_named_yaml_is_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("nowhere.yaml", tmp.path().join("x.yaml")).unwrap();
+        let err = read_dir(tmp.path()).unwrap_err();
+        assert!(matches!(err, SourceError::Unreadable { .. }), "{err}");
+        assert!(err.to_string().contains("x.yaml"), "{err}");
     }
 
     #[test]

@@ -46,6 +46,34 @@ pub enum SourceError {
         /// Byte offset of the first invalid byte.
         offset: usize,
     },
+    /// An entry named like a spec file (`*.yaml` / `*.yml`) is not a regular
+    /// file or a directory (a FIFO, socket or device, or a symlink to one).
+    /// It is not read (opening a FIFO blocks) and not skipped either: a spec
+    /// file left out silently could prune its slices.
+    #[error(
+        "{} is {kind}, not a regular file; spec files must be regular files (or symlinks to them): \
+         remove it, replace it with the spec file it stands for, or rename it so that it does not end in .yaml or .yml",
+        .path.display()
+    )]
+    NotRegularFile {
+        /// The entry.
+        path: PathBuf,
+        /// What it is, e.g. "a FIFO (named pipe)".
+        kind: String,
+    },
+    /// A mounted ConfigMap moved to a new version during every read attempt,
+    /// so no consistent version could be read.
+    #[error(
+        "{} kept changing while it was read ({attempts} attempts: its `..data` link moved to a new version each time); \
+         no consistent version of the specs could be read, so nothing was planned from a mix of versions; try again once the ConfigMap update settles",
+        .path.display()
+    )]
+    KeptChanging {
+        /// The mounted ConfigMap's directory.
+        path: PathBuf,
+        /// Read attempts made.
+        attempts: usize,
+    },
     /// A file is larger than [`spec::MAX_FILE_BYTES`].
     #[error("{} is larger than {limit} bytes (4 MiB); split it into several files", .path.display())]
     TooLarge {

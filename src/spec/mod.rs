@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod model;
+pub mod names;
 pub mod parse;
 pub mod schema;
 pub mod validate;

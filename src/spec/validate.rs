@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use jiff::SignedDuration;
 
-use super::catalog::{self, CatalogError};
+use super::catalog::{self, CatalogError, Placement};
 use super::model::{Backend, CapacityType, SliceSpec, TargetSpec};
+use super::names;
 use super::parse::{Document, DocumentSpec, FieldIndex, ParsedFile, parse_file};
 use super::{DEFAULT_OPERATION_TIMEOUT, Diagnostic, Fleet, Location, Slice, SourceFile, Target};
 
@@ -160,6 +161,8 @@ fn validate(
             }
         }
     }
+    // Valid slices in document order, for the name collision check.
+    let mut rendered: Vec<Rendered> = Vec::new();
     for doc in slices {
         if let DocumentSpec::Slice(spec) = doc.spec {
             let fields = &doc.fields;
@@ -175,6 +178,18 @@ fn validate(
             if let (true, true, true, Some(shape), Some(operation_timeout)) =
                 (name_ok, target_ok, spec_ok, shape, timeout)
             {
+                if let Some(target) = all_targets.get(&spec.target) {
+                    rendered.push(Rendered {
+                        slice: doc.metadata.name.clone(),
+                        name_at: fields.value(&["metadata", "name"]),
+                        target: target.clone(),
+                        replicas: spec.replicas,
+                        workload_policy: matches!(
+                            shape.placement,
+                            Placement::WorkloadPolicy { .. }
+                        ),
+                    });
+                }
                 fleet.slices.insert(
                     doc.metadata.name.clone(),
                     Slice {
@@ -188,7 +203,81 @@ fn validate(
             }
         }
     }
+    check_name_collisions(&mut d, &rendered);
     fleet
+}
+
+/// A valid slice, as much as the name collision check needs.
+struct Rendered {
+    slice: String,
+    name_at: Location,
+    target: TargetSpec,
+    replicas: u32,
+    workload_policy: bool,
+}
+
+/// Two slices (any replicas) whose cloud resources get one name in one scope:
+/// the same node pool name in one GKE cluster (whichever Targets name it), or
+/// the same workload policy name in one project and region. Names are
+/// distinct when short, but a long name is shortened with a hash, and a short
+/// slice name can equal that shortened form. Both slices are reported at
+/// their `metadata.name`, like a duplicate name.
+fn check_name_collisions(d: &mut Diags<'_>, rendered: &[Rendered]) {
+    // (kind, scope, name) -> (slice, replica, where the slice's name is).
+    let mut seen: BTreeMap<(&str, String, String), (&str, u32, &Location)> = BTreeMap::new();
+    for r in rendered {
+        let t = &r.target;
+        for replica in 0..r.replicas {
+            let mut owned = Vec::with_capacity(2);
+            if let Some(gke) = &t.gke {
+                owned.push((
+                    "node pool",
+                    format!(
+                        "cluster projects/{}/locations/{}/clusters/{}",
+                        t.project, gke.location, gke.name
+                    ),
+                    names::node_pool(&r.slice, replica),
+                    names::NODE_POOL_NAME_MAX,
+                ));
+            }
+            if r.workload_policy {
+                owned.push((
+                    "workload policy",
+                    format!("project {} region {}", t.project, region_of(&t.zone)),
+                    names::workload_policy(&r.slice, replica),
+                    names::COMPUTE_NAME_MAX,
+                ));
+            }
+            for (kind, scope, name, max) in owned {
+                let key = (kind, scope.clone(), name.clone());
+                let Some(&(first, first_replica, first_at)) = seen.get(&key) else {
+                    seen.insert(key, (r.slice.as_str(), replica, &r.name_at));
+                    continue;
+                };
+                let advice = format!(
+                    "(names longer than {max} characters are shortened with a hash of the full name, \
+                     and a shorter slice name can equal the shortened form); \
+                     rename one of the two slices"
+                );
+                d.push(
+                    r.name_at.clone(),
+                    format!(
+                        "{kind} name collision: Slice {:?} replica {replica} renders {kind} {name:?} in {scope}, \
+                         the same name as Slice {first:?} replica {first_replica} (defined at {first_at}) {advice}",
+                        r.slice
+                    ),
+                );
+                d.push(
+                    first_at.clone(),
+                    format!(
+                        "{kind} name collision: Slice {first:?} replica {first_replica} renders {kind} {name:?} in {scope}, \
+                         the same name as Slice {:?} replica {replica} (defined at {}) {advice}",
+                        r.slice, r.name_at
+                    ),
+                );
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -943,6 +1032,109 @@ spec:
         // Without it, the dangling reference is reported.
         let diagnostics = load(&[file("d.yaml", &only_slice)]).expect_err("invalid");
         assert!(diagnostics[0].message.contains("no Target is defined"));
+    }
+
+    /// A short slice name equal to a long one's shortened node pool name:
+    /// both render node pool `<head>-<hash>-0` in one cluster.
+    #[test]
+    fn node_pool_names_colliding_after_truncation_are_rejected() {
+        let long = "research-team-alpha-pretraining-v5p-large";
+        let pool = names::node_pool(long, 0);
+        assert!(
+            long.len() + 2 > names::NODE_POOL_NAME_MAX && pool.len() <= names::NODE_POOL_NAME_MAX
+        );
+        let short = pool.strip_suffix("-0").expect("replica suffix");
+        assert_eq!(
+            names::node_pool(short, 0),
+            pool,
+            "the collision this test is about"
+        );
+        let body = "  accelerator: tpu-v5p-slice\n  topology: 2x2x2\n  replicas: 2\n";
+        let text = format!("{TARGET}{}{}", slice(long, body), slice(short, body));
+        let diagnostics = load(&[file("n.yaml", &text)]).expect_err("collision");
+        let rendered: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+        assert_eq!(diagnostics.len(), 2, "{rendered:#?}");
+        // The second slice's metadata.name (line 27), then the first's (line 16).
+        let second = diagnostics
+            .iter()
+            .find(|d| d.location.line == 27)
+            .expect("at the second");
+        assert_eq!(second.location.column, 9);
+        for want in [
+            "node pool name collision",
+            &format!("Slice {short:?} replica 0 renders node pool {pool:?}"),
+            "in cluster projects/example-project/locations/us-central2/clusters/train",
+            &format!("the same name as Slice {long:?} replica 0 (defined at n.yaml:16:9)"),
+            "rename one of the two slices",
+        ] {
+            assert!(second.message.contains(want), "{want:?} in {second}");
+        }
+        let first = diagnostics
+            .iter()
+            .find(|d| d.location.line == 16)
+            .expect("at the first");
+        assert!(
+            first.message.contains("(defined at n.yaml:27:9)"),
+            "{first}"
+        );
+
+        // The same slices in different clusters do not collide.
+        let other = TARGET.replace("name: train", "name: other");
+        let elsewhere = slice(short, body).replace("target: train", "target: other");
+        let text = format!("{TARGET}---\n{other}{}{elsewhere}", slice(long, body));
+        load(&[file("n.yaml", &text)]).expect("different clusters");
+    }
+
+    /// Two Targets naming one cluster: their slices share its node pool names.
+    #[test]
+    fn node_pool_collisions_count_across_targets_on_one_cluster() {
+        let long = "research-team-alpha-pretraining-v5p-large";
+        let short = names::node_pool(long, 0)
+            .strip_suffix("-0")
+            .expect("suffix")
+            .to_string();
+        let second_target = TARGET
+            .replacen("  name: train\n", "  name: second\n", 1)
+            .replace("ownerId: platform", "ownerId: other-team");
+        let body = "  accelerator: tpu-v6e-slice\n  topology: 2x2\n";
+        let text = format!(
+            "{TARGET}---\n{second_target}{}{}",
+            slice(long, body),
+            slice(&short, body).replace("target: train", "target: second")
+        );
+        let diagnostics = load(&[file("x.yaml", &text)]).expect_err("collision");
+        assert_eq!(diagnostics.len(), 2, "{diagnostics:#?}");
+        assert!(
+            diagnostics
+                .iter()
+                .all(|d| d.message.contains("node pool name collision"))
+        );
+    }
+
+    /// tpu7x multi-host slices' workload policies collide in one project and
+    /// region even when their node pools (in different clusters) do not.
+    #[test]
+    fn workload_policy_names_colliding_after_truncation_are_rejected() {
+        let long = format!("ironwood-{}", "x".repeat(52));
+        assert_eq!(long.len(), 61);
+        let policy = names::workload_policy(&long, 0);
+        let short = policy.strip_suffix("-0-wp").expect("suffix").to_string();
+        assert_eq!(names::workload_policy(&short, 0), policy);
+        assert_ne!(names::node_pool(&short, 0), names::node_pool(&long, 0));
+        let body = "  accelerator: tpu7x\n  topology: 2x2x4\n";
+        let text = format!("{TARGET}{}{}", slice(&long, body), slice(&short, body));
+        let diagnostics = load(&[file("w.yaml", &text)]).expect_err("collision");
+        assert_eq!(diagnostics.len(), 2, "{diagnostics:#?}");
+        assert!(
+            diagnostics.iter().all(|d| d.message.contains(&format!(
+                "renders workload policy {policy:?} in project example-project region us-central2"
+            ))),
+            "{diagnostics:#?}"
+        );
+        // Single-host tpu7x slices have no workload policy: no collision.
+        let body = "  accelerator: tpu7x\n  topology: 1x1x1\n";
+        let text = format!("{TARGET}{}{}", slice(&long, body), slice(&short, body));
+        load(&[file("w.yaml", &text)]).expect("single-host: no workload policy");
     }
 
     #[test]

@@ -1,4 +1,9 @@
-//! Deterministic, valid, collision-free cloud resource names.
+//! Deterministic, valid cloud resource names: node pool `<slice>-<replica>`,
+//! workload policy `<slice>-<replica>-wp`, shortened with a hash of the full
+//! name past the cloud's length limit. Used by rendering ([`crate::plan`],
+//! which re-exports this module) and by validation, which rejects two slices
+//! whose names collide (a short slice name can equal a long one's shortened
+//! form).
 
 use sha2::{Digest, Sha256};
 
@@ -14,8 +19,12 @@ fn short_hash(s: &str) -> String {
 
 /// Joins `base` and `suffix` with `-`, truncating `base` and inserting a
 /// 6-hex hash of the untruncated name when the result would exceed `max`.
-/// Distinct inputs give distinct outputs (up to a 24-bit hash collision of
-/// two long names that share their first `max - 8 - suffix` characters).
+/// Untruncated results of distinct inputs are distinct, and so are two
+/// truncated ones (up to a 24-bit hash collision of two long names that share
+/// their first `max - 8 - suffix` characters), but a short `base` can equal a
+/// long one's truncated `head-hash`: validation rejects that
+/// (`spec::validate`), since it cannot be avoided here without renaming
+/// existing resources.
 fn bounded(base: &str, suffix: &str, max: usize) -> String {
     let full = format!("{base}-{suffix}");
     if full.len() <= max {
