@@ -1,11 +1,48 @@
 //! The TPU catalogue: accelerator ↔ machine types ↔ chips per host ↔ valid
 //! topologies ↔ hosts per slice ↔ placement rule. Pure data and lookups.
 //!
-//! Facts: GKE TPU docs as summarised in `shared/reference/tpu-anchors.md`
-//! (§A.6 tpu-provisioner, §B.9 tpu-operator, §D.2 xpk). Chips per host come from
-//! the machine type suffix (`-1t`, `-4t`, `-8t`), never a constant 4.
+//! Every generation names the Google documents its topologies and machine
+//! types come from ([`Generation::sources`]). Where sources disagree the GKE
+//! documentation wins, since slicectl creates GKE node pools; the disagreement
+//! is noted next to the list. Secondary sources, read to cross-check:
+//! - `AI-Hypercomputer/xpk` `src/xpk/core/system_characteristics.py`
+//!   (commit 367c838): every accelerator, machine type and topology xpk accepts;
+//! - `ai-on-gke/tpu-provisioner` (commit 6789e2a): machine type and node count
+//!   per topology, and `docs/ironwood-policy-bootstrap.sh` (tpu7x topologies);
+//! - `ray-project/ray` `python/ray/_private/accelerators/tpu.py`
+//!   (`VALID_TPU_TOPOLOGY`);
+//! - `google/pathways-job` `internal/controller/pathwaysjob_controller.go`
+//!   (`ValidTpuTopologiesMap`, per machine type).
+//!
+//! (Earlier notes: `shared/reference/tpu-anchors.md` §A.6, §B.9, §D.2.)
+//!
+//! Chips per host come from the machine type suffix (`-1t`, `-4t`, `-8t`),
+//! never a constant 4. The single-host/multi-host rule (`fits`): a `-1t`
+//! type makes only a one-chip slice, a `-8t` type only an 8-chip single-host
+//! slice, and a `-4t` type any slice of four chips or more (one host for four
+//! chips, several otherwise), as GKE's tables have it.
 
 use std::fmt;
+
+/// A Google document the catalogue's facts for a generation come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Source {
+    /// The document's title.
+    pub title: &'static str,
+    /// Where it is published.
+    pub url: &'static str,
+}
+
+const fn doc(title: &'static str, url: &'static str) -> Source {
+    Source { title, url }
+}
+
+/// GKE's planning guide: per TPU version, the machine types, the topologies,
+/// chips and VMs per slice, and whether a node pool is single- or multi-host.
+const PLAN_TPUS_IN_GKE: Source = doc(
+    "Plan TPUs in GKE",
+    "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus",
+);
 
 /// One TPU generation as GKE names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +59,9 @@ pub struct Generation {
     pub topologies: &'static [&'static str],
     /// Multi-host slices need a compute workload policy instead of COMPACT placement.
     pub multi_host_workload_policy: bool,
+    /// The Google documents the machine types and topologies come from; the
+    /// GKE documentation first.
+    pub sources: &'static [Source],
 }
 
 /// A TPU machine type.
@@ -42,17 +82,43 @@ const fn mt(name: &'static str, chips_per_host: u32) -> MachineType {
 
 /// Every generation slicectl knows.
 pub const GENERATIONS: &[Generation] = &[
+    // TPU v4. Machine type ct4p-hightpu-4t (4 chips per VM); 2x2x1 is the only
+    // single-host slice. Below one 4x4x4 cube: 2x2x1, 2x2x2, 2x2x4 and 2x4x4
+    // (every source lists these four); from 4x4x4 up, AxBxC with A ≤ B ≤ C,
+    // each a multiple of 4 ("TPU types and topologies"), up to the largest v4
+    // topology GKE documents, 12x16x16. The list is every such shape that
+    // fits inside 12x16x16 (a test checks it).
+    // Disagreements: Cloud TPU's v4 pod has 4096 chips and its torus examples
+    // include 12x12x24, and xpk accepts up to 64 cubes (16x16x16), but GKE
+    // stops at 12x16x16, so 16x16x16 is not offered; Ray caps v4 at
+    // 12x12x16, leaving out 8x16x16 and 12x16x16, which GKE and xpk list.
     Generation {
         accelerator: "tpu-v4-podslice",
         display: "TPU v4",
         dims: 3,
         machine_types: &[mt("ct4p-hightpu-4t", 4)],
         topologies: &[
-            "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x12",
-            "8x8x16", "8x16x16", "12x12x12", "12x12x16", "12x16x16", "16x16x16",
+            "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x4x12", "4x4x16", "4x8x8",
+            "4x8x12", "4x8x16", "8x8x8", "4x12x12", "4x12x16", "8x8x12", "4x16x16", "8x8x16",
+            "8x12x12", "8x12x16", "12x12x12", "8x16x16", "12x12x16", "12x16x16",
         ],
         multi_host_workload_policy: false,
+        sources: &[
+            PLAN_TPUS_IN_GKE,
+            doc("TPU v4", "https://cloud.google.com/tpu/docs/v4"),
+            doc(
+                "TPU types and topologies",
+                "https://cloud.google.com/tpu/docs/types-topologies",
+            ),
+        ],
     },
+    // TPU v5e. 2D slices 1x1 … 16x16 (256-chip pod). VM types: ct5lp-hightpu-1t
+    // (1x1), ct5lp-hightpu-4t (2x2 on one VM; 2x4 and larger multi-host) and
+    // ct5lp-hightpu-8t (2x4 on one VM); the Cloud TPU v5e page pairs
+    // v5litepod-1/-4/-8 with the 1t/4t/8t types for single-host serving.
+    // Cloud TPU's "hosts" column counts 8-chip hosts (4x4 = 2 hosts); GKE
+    // counts ct5lp-hightpu-4t VMs (4x4 = 4 VMs), which is what slicectl
+    // creates. pathways-job lists no 2x4 for the 4t type; xpk does (2 VMs).
     Generation {
         accelerator: "tpu-v5-lite-podslice",
         display: "TPU v5e",
@@ -64,7 +130,20 @@ pub const GENERATIONS: &[Generation] = &[
         ],
         topologies: &["1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"],
         multi_host_workload_policy: false,
+        sources: &[
+            PLAN_TPUS_IN_GKE,
+            doc("TPU v5e", "https://cloud.google.com/tpu/docs/v5e"),
+        ],
     },
+    // TPU v5p. Machine type ct5p-hightpu-4t for every topology; 2x2x1 is the
+    // only single-host slice. Same rule as v4 (2x2x1, 2x2x2, 2x2x4, 2x4x4,
+    // then A ≤ B ≤ C multiples of 4) up to the largest shape, 16x16x24 (6144
+    // chips, 96 cubes), the maximum the Cloud TPU v5p page names; its table
+    // lists "the most common (but not all)" shapes. The list is every
+    // such shape that fits inside 16x16x24 (a test checks it); Ray's list is
+    // the same envelope. Disagreement: xpk accepts any shape up to 140 cubes
+    // (e.g. 4x4x28, 16x20x28, the whole 8960-chip pod), beyond the documented
+    // largest; those are not offered.
     Generation {
         accelerator: "tpu-v5p-slice",
         display: "TPU v5p",
@@ -72,11 +151,23 @@ pub const GENERATIONS: &[Generation] = &[
         machine_types: &[mt("ct5p-hightpu-4t", 4)],
         topologies: &[
             "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x4x12", "4x4x16", "4x8x8",
-            "4x8x12", "4x8x16", "8x8x8", "8x8x12", "8x8x16", "8x16x16", "12x12x12", "12x12x16",
-            "12x16x16", "16x16x16", "16x16x20", "16x16x24",
+            "4x4x20", "4x4x24", "4x8x12", "4x8x16", "8x8x8", "4x12x12", "4x8x20", "4x8x24",
+            "4x12x16", "8x8x12", "4x12x20", "4x16x16", "8x8x16", "4x12x24", "8x12x12", "4x16x20",
+            "8x8x20", "4x16x24", "8x8x24", "8x12x16", "12x12x12", "8x12x20", "8x16x16", "8x12x24",
+            "12x12x16", "8x16x20", "12x12x20", "8x16x24", "12x16x16", "12x12x24", "12x16x20",
+            "16x16x16", "12x16x24", "16x16x20", "16x16x24",
         ],
         multi_host_workload_policy: false,
+        sources: &[
+            PLAN_TPUS_IN_GKE,
+            doc("TPU v5p", "https://cloud.google.com/tpu/docs/v5p"),
+        ],
     },
+    // TPU v6e (Trillium). 2D slices 1x1 … 16x16 (256-chip pod, up to 8 chips
+    // per host). ct6e-standard-1t: 1x1; ct6e-standard-8t: 2x4 on one VM;
+    // ct6e-standard-4t: 2x2 on one VM, 2x4 on two VMs, larger multi-host.
+    // (Ray's TPU utilities, citing the v6e configurations table, also note that
+    // 2x4 is either one 8-chip VM or two 4-chip VMs.) xpk offers no 8t type.
     Generation {
         accelerator: "tpu-v6e-slice",
         display: "TPU v6e (Trillium)",
@@ -88,7 +179,18 @@ pub const GENERATIONS: &[Generation] = &[
         ],
         topologies: &["1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"],
         multi_host_workload_policy: false,
+        sources: &[
+            PLAN_TPUS_IN_GKE,
+            doc("TPU v6e", "https://cloud.google.com/tpu/docs/v6e"),
+        ],
     },
+    // TPU7x (Ironwood). GKE: multi-host node pools take a workload policy
+    // (`--placement-policy`) in place of `--tpu-topology`, and an Ironwood VM
+    // has 4 chips (tpu7x-standard-4t); 2x2x1 is single-host. The 1-chip
+    // tpu7x-standard-1t (1x1x1) comes from xpk (GKE node pools of it are in
+    // use); the part of the GKE Ironwood page read describes only 4-chip VMs. The topologies are a subset of
+    // the 98 that xpk and tpu-provisioner's workload-policy script list (up to
+    // 144 cubes); Ray's list stops at 8x16x16.
     Generation {
         accelerator: "tpu7x",
         display: "TPU7x (Ironwood)",
@@ -99,6 +201,17 @@ pub const GENERATIONS: &[Generation] = &[
             "8x8x16", "8x16x16", "16x16x16",
         ],
         multi_host_workload_policy: true,
+        sources: &[
+            PLAN_TPUS_IN_GKE,
+            doc(
+                "About Ironwood (TPU7x) in GKE",
+                "https://cloud.google.com/kubernetes-engine/docs/concepts/tpu-ironwood",
+            ),
+            doc(
+                "TPU7x (Ironwood)",
+                "https://cloud.google.com/tpu/docs/tpu7x",
+            ),
+        ],
     },
 ];
 
@@ -419,5 +532,163 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("expected one of: ct5p-hightpu-4t"), "{e}");
+    }
+
+    #[test]
+    fn every_generation_cites_a_google_document() {
+        for g in GENERATIONS {
+            assert!(!g.sources.is_empty(), "{} cites no source", g.accelerator);
+            for s in g.sources {
+                assert!(
+                    !s.title.trim().is_empty(),
+                    "{}: untitled source",
+                    g.accelerator
+                );
+                assert!(
+                    s.url.starts_with("https://cloud.google.com/"),
+                    "{}: {} is not a Google Cloud document",
+                    g.accelerator,
+                    s.url
+                );
+            }
+            // slicectl creates GKE node pools: GKE's own documentation comes first.
+            assert!(
+                g.sources[0].url.contains("/kubernetes-engine/docs/"),
+                "{}: first source {} is not GKE documentation",
+                g.accelerator,
+                g.sources[0].url
+            );
+        }
+    }
+
+    /// Parses `AxBxC` into its dimensions.
+    fn dims(topology: &str) -> Vec<u32> {
+        topology.split('x').map(|d| d.parse().unwrap()).collect()
+    }
+
+    /// The documented 3D rule: below one 4x4x4 cube, GKE's four small shapes;
+    /// from 4x4x4 up, every AxBxC with A ≤ B ≤ C, each a multiple of 4, that
+    /// fits inside the largest documented topology.
+    fn documented_3d(largest: [u32; 3]) -> Vec<String> {
+        let mut want: Vec<String> = ["2x2x1", "2x2x2", "2x2x4", "2x4x4"]
+            .map(String::from)
+            .to_vec();
+        for a in (4..=largest[0]).step_by(4) {
+            for b in (a..=largest[1]).step_by(4) {
+                for c in (b..=largest[2]).step_by(4) {
+                    want.push(format!("{a}x{b}x{c}"));
+                }
+            }
+        }
+        want
+    }
+
+    fn assert_documented_3d(accelerator: &str, largest: [u32; 3]) {
+        let g = generation(accelerator).unwrap();
+        let mut have: Vec<String> = g.topologies.iter().map(|t| t.to_string()).collect();
+        let mut want = documented_3d(largest);
+        // Listed smallest first (chips, then dimensions), so error messages read in order.
+        let key = |t: &str| (chips(t), dims(t));
+        assert!(
+            have.windows(2).all(|w| key(&w[0]) < key(&w[1])),
+            "{accelerator}: topologies not in ascending order: {have:?}"
+        );
+        have.sort();
+        want.sort();
+        assert_eq!(have, want, "{accelerator}");
+    }
+
+    #[test]
+    fn v4_topologies_are_the_documented_ones_up_to_12x16x16() {
+        assert_documented_3d("tpu-v4-podslice", [12, 16, 16]);
+        // GKE documents 12x16x16 as the largest v4 topology.
+        let s = resolve("tpu-v4-podslice", "12x16x16", None).unwrap();
+        assert_eq!((s.chips, s.hosts), (3072, 768));
+        for gone in ["16x16x16", "12x12x24", "4x4x20"] {
+            assert!(
+                matches!(
+                    resolve("tpu-v4-podslice", gone, None),
+                    Err(CatalogError::InvalidTopology { .. })
+                ),
+                "v4 must refuse {gone}"
+            );
+        }
+        // Shapes inside the envelope that the list used to lack.
+        for added in ["4x4x12", "4x16x16", "8x12x16"] {
+            assert!(resolve("tpu-v4-podslice", added, None).is_ok(), "{added}");
+        }
+        // Only ascending AxBxC.
+        assert!(resolve("tpu-v4-podslice", "16x12x16", None).is_err());
+    }
+
+    #[test]
+    fn v5p_topologies_are_the_documented_ones_up_to_16x16x24() {
+        assert_documented_3d("tpu-v5p-slice", [16, 16, 24]);
+        let s = resolve("tpu-v5p-slice", "16x16x24", None).unwrap();
+        assert_eq!((s.chips, s.hosts), (6144, 1536));
+        for beyond in ["4x4x28", "16x20x28", "16x16x28"] {
+            assert!(resolve("tpu-v5p-slice", beyond, None).is_err(), "{beyond}");
+        }
+    }
+
+    #[test]
+    fn single_and_multi_host_by_machine_type() {
+        // (accelerator, topology, machine type, hosts or None when it cannot form it)
+        let cases: &[(&str, &str, &str, Option<u32>)] = &[
+            // v5e: 1t only 1x1, 8t only 2x4 on one VM, 4t from 2x2 up.
+            ("tpu-v5-lite-podslice", "1x1", "ct5lp-hightpu-1t", Some(1)),
+            ("tpu-v5-lite-podslice", "2x2", "ct5lp-hightpu-1t", None),
+            ("tpu-v5-lite-podslice", "1x1", "ct5lp-hightpu-4t", None),
+            ("tpu-v5-lite-podslice", "2x2", "ct5lp-hightpu-4t", Some(1)),
+            ("tpu-v5-lite-podslice", "2x4", "ct5lp-hightpu-4t", Some(2)),
+            (
+                "tpu-v5-lite-podslice",
+                "16x16",
+                "ct5lp-hightpu-4t",
+                Some(64),
+            ),
+            ("tpu-v5-lite-podslice", "2x4", "ct5lp-hightpu-8t", Some(1)),
+            ("tpu-v5-lite-podslice", "2x2", "ct5lp-hightpu-8t", None),
+            ("tpu-v5-lite-podslice", "4x4", "ct5lp-hightpu-8t", None),
+            // v6e: the same shape.
+            ("tpu-v6e-slice", "1x1", "ct6e-standard-1t", Some(1)),
+            ("tpu-v6e-slice", "2x2", "ct6e-standard-4t", Some(1)),
+            ("tpu-v6e-slice", "2x4", "ct6e-standard-4t", Some(2)),
+            ("tpu-v6e-slice", "2x4", "ct6e-standard-8t", Some(1)),
+            ("tpu-v6e-slice", "8x16", "ct6e-standard-8t", None),
+            // v4, v5p: one 4-chip type, 2x2x1 the only single-host slice.
+            ("tpu-v4-podslice", "2x2x1", "ct4p-hightpu-4t", Some(1)),
+            ("tpu-v4-podslice", "2x2x2", "ct4p-hightpu-4t", Some(2)),
+            ("tpu-v5p-slice", "2x2x1", "ct5p-hightpu-4t", Some(1)),
+            ("tpu-v5p-slice", "4x4x4", "ct5p-hightpu-4t", Some(16)),
+            // tpu7x: 1t only 1x1x1; 4t single-host at 2x2x1.
+            ("tpu7x", "1x1x1", "tpu7x-standard-1t", Some(1)),
+            ("tpu7x", "2x2x1", "tpu7x-standard-1t", None),
+            ("tpu7x", "1x1x1", "tpu7x-standard-4t", None),
+            ("tpu7x", "2x2x1", "tpu7x-standard-4t", Some(1)),
+            ("tpu7x", "2x2x2", "tpu7x-standard-4t", Some(2)),
+        ];
+        for &(acc, topo, machine, hosts) in cases {
+            let got = resolve(acc, topo, Some(machine));
+            match hosts {
+                Some(h) => assert_eq!(got.unwrap().hosts, h, "{acc} {topo} {machine}"),
+                None => assert!(
+                    matches!(got, Err(CatalogError::MachineTypeDoesNotFit { .. })),
+                    "{acc} {topo} {machine}: {got:?}"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn every_listed_topology_resolves() {
+        for g in GENERATIONS {
+            for t in g.topologies {
+                let s = resolve(g.accelerator, t, None)
+                    .unwrap_or_else(|e| panic!("{} {t}: {e}", g.accelerator));
+                assert_eq!(t.split('x').count(), g.dims, "{} {t}", g.accelerator);
+                assert_eq!(s.hosts * s.chips_per_host, s.chips, "{} {t}", g.accelerator);
+            }
+        }
     }
 }
