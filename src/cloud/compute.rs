@@ -65,11 +65,12 @@ impl ComputeScope {
     }
 }
 
-/// One page of a compute list (`items`, `nextPageToken`).
-#[derive(Debug, Deserialize)]
+/// One page of a compute list (`items`, `nextPageToken`); its fields are
+/// checked against `ResourcePolicyList`/`OperationList` in the tests below.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", bound(deserialize = "T: DeserializeOwned"))]
 struct Page<T> {
-    #[serde(default = "Vec::new")]
+    #[serde(default)]
     items: Vec<T>,
     #[serde(default)]
     next_page_token: Option<String>,
@@ -364,6 +365,25 @@ pub fn operation_result(op: Operation) -> Result<Operation, CloudError> {
 mod tests {
     use super::*;
     use crate::resource::compute::{OperationError, OperationErrorItem};
+
+    /// `Page` reads with `#[serde(default)]`: a misspelt name would end a
+    /// listing after its first page. See tests/wire_types_discovery.rs.
+    #[test]
+    fn page_fields_are_in_the_compute_discovery_document() {
+        let doc = crate::sim::discovery::compute().unwrap();
+        for (schema, id) in [
+            (
+                schemars::schema_for!(Page<ResourcePolicy>),
+                "ResourcePolicyList",
+            ),
+            (schemars::schema_for!(Page<Operation>), "OperationList"),
+        ] {
+            let check = doc.check_wire_type(id, schema.as_value());
+            assert!(check.mismatches.is_empty(), "{:?}", check.mismatches);
+            assert!(check.checked.iter().any(|p| p.ends_with(".nextPageToken")));
+            assert!(check.checked.iter().any(|p| p.ends_with(".items[].name")));
+        }
+    }
 
     fn op(zone: Option<&str>, region: Option<&str>) -> Operation {
         Operation {

@@ -1,9 +1,10 @@
 //! Compute Engine `ResourcePolicy` (workload policy) and `Operation` (compute v1).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// `ResourcePolicy` (subset: workload policies).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourcePolicy {
     /// Name (RFC1035, ≤ 63 chars).
@@ -36,7 +37,7 @@ pub struct ResourcePolicy {
 }
 
 /// `ResourcePolicyWorkloadPolicy`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadPolicy {
     /// HIGH_THROUGHPUT or HIGH_AVAILABILITY.
@@ -51,7 +52,7 @@ pub struct WorkloadPolicy {
 }
 
 /// `ResourcePolicyList`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourcePolicyList {
     /// Items.
@@ -63,7 +64,7 @@ pub struct ResourcePolicyList {
 }
 
 /// Compute `Operation`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Operation {
     /// Name.
@@ -98,7 +99,7 @@ pub struct Operation {
 }
 
 /// Compute operation error.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationError {
     /// Errors.
@@ -107,7 +108,7 @@ pub struct OperationError {
 }
 
 /// One compute operation error.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationErrorItem {
     /// Code, e.g. ZONE_RESOURCE_POOL_EXHAUSTED.
@@ -119,7 +120,7 @@ pub struct OperationErrorItem {
 }
 
 /// Compute `OperationList`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationList {
     /// Items.

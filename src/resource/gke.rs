@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 fn is_false(b: &bool) -> bool {
@@ -9,7 +10,7 @@ fn is_false(b: &bool) -> bool {
 }
 
 /// `NodePool` (container v1). Output-only fields are `Option` and never sent.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodePool {
     /// Node pool name (≤ 40 chars, `[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?`).
@@ -68,7 +69,7 @@ pub struct NodePool {
 }
 
 /// `NodeConfig` (subset).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeConfig {
     /// Machine type, e.g. `ct5p-hightpu-4t`.
@@ -122,7 +123,9 @@ pub struct NodeConfig {
 }
 
 /// A node taint as GKE spells it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeTaint {
     /// Key.
@@ -135,7 +138,7 @@ pub struct NodeTaint {
 }
 
 /// Reservation affinity.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReservationAffinity {
     /// NO_RESERVATION, ANY_RESERVATION, SPECIFIC_RESERVATION, …
@@ -149,7 +152,7 @@ pub struct ReservationAffinity {
 }
 
 /// Shielded VM settings.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ShieldedInstanceConfig {
     /// Secure boot.
@@ -161,7 +164,7 @@ pub struct ShieldedInstanceConfig {
 }
 
 /// Placement policy.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlacementPolicy {
     /// `COMPACT` (absent when a policy name is used).
@@ -176,7 +179,7 @@ pub struct PlacementPolicy {
 }
 
 /// Queued provisioning.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueuedProvisioning {
     /// Enabled.
@@ -185,7 +188,7 @@ pub struct QueuedProvisioning {
 }
 
 /// Autoscaling.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Autoscaling {
     /// Enabled.
@@ -203,7 +206,7 @@ pub struct Autoscaling {
 }
 
 /// Node management.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeManagement {
     /// Auto-upgrade.
@@ -215,16 +218,17 @@ pub struct NodeManagement {
 }
 
 /// Max pods per node (int64 as a JSON string).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MaxPodsConstraint {
     /// Max pods per node.
     #[serde(with = "super::int64_string")]
+    #[schemars(with = "String")]
     pub max_pods_per_node: i64,
 }
 
 /// Upgrade settings.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UpgradeSettings {
     /// Max surge.
@@ -236,7 +240,7 @@ pub struct UpgradeSettings {
 }
 
 /// Node network config (subset).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeNetworkConfig {
     /// Additional networks.
@@ -245,7 +249,7 @@ pub struct NodeNetworkConfig {
 }
 
 /// An additional node network.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AdditionalNodeNetworkConfig {
     /// Network.
@@ -255,7 +259,7 @@ pub struct AdditionalNodeNetworkConfig {
 }
 
 /// Status condition (output).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusCondition {
     /// Deprecated code, e.g. GCE_STOCKOUT.
@@ -270,7 +274,7 @@ pub struct StatusCondition {
 }
 
 /// `CreateNodePoolRequest`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateNodePoolRequest {
     /// The node pool.
@@ -280,7 +284,7 @@ pub struct CreateNodePoolRequest {
 }
 
 /// `UpdateNodePoolRequest` (the in-place subset: labels, taints, resource labels).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UpdateNodePoolRequest {
     /// Full node pool name.
@@ -297,7 +301,7 @@ pub struct UpdateNodePoolRequest {
 }
 
 /// `NodeLabels`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct NodeLabels {
     /// Labels.
     #[serde(default)]
@@ -305,7 +309,7 @@ pub struct NodeLabels {
 }
 
 /// `NodeTaints`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct NodeTaints {
     /// Taints.
     #[serde(default)]
@@ -313,7 +317,7 @@ pub struct NodeTaints {
 }
 
 /// `ResourceLabels`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct ResourceLabels {
     /// Labels.
     #[serde(default)]
@@ -321,7 +325,7 @@ pub struct ResourceLabels {
 }
 
 /// `ListNodePoolsResponse`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListNodePoolsResponse {
     /// Node pools.
@@ -330,7 +334,7 @@ pub struct ListNodePoolsResponse {
 }
 
 /// GKE `Operation` (not a google.longrunning Operation).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Operation {
     /// Server-assigned name.
@@ -368,7 +372,7 @@ pub struct Operation {
 }
 
 /// `google.rpc.Status`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RpcStatus {
     /// Numeric google.rpc.Code.
@@ -380,7 +384,7 @@ pub struct RpcStatus {
 }
 
 /// `ListOperationsResponse`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListOperationsResponse {
     /// Operations.

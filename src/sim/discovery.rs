@@ -10,6 +10,9 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
+mod wire;
+pub use wire::WireCheck;
+
 /// The container v1 discovery document (verbatim copy).
 const CONTAINER_V1: &str = include_str!("discovery/container-v1.json");
 /// The compute v1 discovery document, pruned by `scripts/prune-discovery.py`.
@@ -92,7 +95,8 @@ impl Discovery {
             .unwrap_or("")
     }
 
-    fn schema(&self, name: &str) -> Option<&Value> {
+    /// The schema with this id (e.g. `NodePool`), as the document spells it.
+    pub fn schema(&self, name: &str) -> Option<&Value> {
         self.doc.get("schemas")?.get(name)
     }
 
