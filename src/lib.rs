@@ -1,12 +1,16 @@
 //! slicectl: a declarative, GitOps-style reconciler for Google Cloud TPU slices.
 //!
 //! The data flows `spec` → `source` → `observe` → `plan` → `apply`, with
-//! `cloud` and `kube` as the edges, `sim` beside them and `cli` on top. The
-//! pure core (`spec`, `resource`, `plan`) never imports the shell.
+//! `cloud` and `kube` as the edges, `sim` beside them, `engine` (one
+//! reconciliation as a library call) and `cli` on top. Each resource kind is
+//! one module under `kinds`. The pure core (`spec`, `resource`, `plan`)
+//! never imports the shell.
 
 pub mod apply;
 pub mod cli;
 pub mod cloud;
+pub mod engine;
+pub mod kinds;
 pub mod kube;
 pub mod observe;
 pub mod plan;
@@ -14,3 +18,4 @@ pub mod resource;
 pub mod sim;
 pub mod source;
 pub mod spec;
+pub mod status;

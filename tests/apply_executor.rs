@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use common::*;
 use slicectl::apply::{self, ApplyOptions, Progress};
-use slicectl::cloud::{ClientOptions, CloudClient, PollPolicy};
+use slicectl::cloud::{ClientOptions, Cloud, CloudClient, PollPolicy};
 use slicectl::plan::{self, ActionKind, PlanOptions};
+use slicectl::resource::compute::ResourcePolicy;
 use slicectl::sim::FaultConfig;
 
 /// Records the steps running at any moment.
@@ -45,17 +46,18 @@ impl Progress for Recorder {
     }
 }
 
-fn client(sim: &slicectl::sim::SimHandle) -> CloudClient {
+fn client(sim: &slicectl::sim::SimHandle) -> Cloud {
     CloudClient::new(ClientOptions {
         api_endpoint: Some(sim.base_url()),
         poll: PollPolicy::fast_for_tests(),
         ..ClientOptions::default()
     })
     .unwrap()
+    .into()
 }
 
 async fn observe_and_plan(
-    c: &CloudClient,
+    c: &Cloud,
     dir: &std::path::Path,
 ) -> (slicectl::spec::Fleet, slicectl::plan::Plan) {
     let fleet = slicectl::source::load_dir(dir).unwrap();
@@ -63,6 +65,7 @@ async fn observe_and_plan(
     let p = plan::plan(
         &fleet,
         &inv,
+        &slicectl::kinds::plan_kinds(),
         &PlanOptions {
             max_destroy: 100,
             ..Default::default()
@@ -89,9 +92,12 @@ async fn a_failed_step_skips_exactly_its_dependents() {
     let pol = p
         .actions
         .iter_mut()
-        .find(|a| a.name == "iron-0-wp")
+        .find(|a| a.id.name == "iron-0-wp")
         .unwrap();
-    pol.after.as_mut().unwrap()["workloadPolicy"]["type"] = "NOT_A_TYPE".into();
+    let mut body: ResourcePolicy =
+        serde_json::from_value(pol.desired.as_ref().unwrap().to_json()).unwrap();
+    body.workload_policy.as_mut().unwrap().kind = "NOT_A_TYPE".into();
+    pol.desired = Some(Arc::new(body));
     let report = apply::execute(
         &c,
         &p,
@@ -142,7 +148,7 @@ async fn replacements_are_limited_and_parallelism_bounded() {
     let (_, p) = observe_and_plan(&c, dir.path()).await;
     assert!(p.actions.iter().all(|a| a.action == ActionKind::Replace));
     let rec = Arc::new(Recorder {
-        replacing: p.actions.iter().map(|a| a.address.clone()).collect(),
+        replacing: p.actions.iter().map(|a| a.address()).collect(),
         ..Recorder::default()
     });
     let report = apply::execute(
@@ -174,7 +180,7 @@ async fn a_busy_cluster_is_waited_out_beyond_the_clients_retry_budget() {
         ..FaultConfig::default()
     };
     let sim = sim(Duration::from_secs(2), 1, faults).await;
-    let c = CloudClient::new(ClientOptions {
+    let c: Cloud = CloudClient::new(ClientOptions {
         api_endpoint: Some(sim.base_url()),
         poll: PollPolicy::fast_for_tests(),
         retry: slicectl::cloud::RetryPolicy {
@@ -183,7 +189,8 @@ async fn a_busy_cluster_is_waited_out_beyond_the_clients_retry_budget() {
         },
         ..ClientOptions::default()
     })
-    .unwrap();
+    .unwrap()
+    .into();
     let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 2, ""))]);
     let (_, p) = observe_and_plan(&c, dir.path()).await;
     let report = apply::execute(
@@ -272,7 +279,7 @@ async fn a_delete_that_finds_the_pool_gone_is_not_counted_destroyed() {
             .success()
     );
     let inv = slicectl::observe::observe(&c, &fleet).await.unwrap();
-    let teardown = plan::plan_destroy(&fleet, &inv, 10).unwrap();
+    let teardown = plan::plan_destroy(&fleet, &inv, &slicectl::kinds::plan_kinds(), 10).unwrap();
     delete_by_hand(&sim, "a-1").await;
     let report = apply::execute(&c, &teardown, &ApplyOptions::default(), rec).await;
     assert!(report.success(), "{report:?}");

@@ -4,31 +4,45 @@
 use std::path::Path;
 
 use regex::Regex;
-use slicectl::plan::{self, ActionKind, Inventory, PlanOptions, ResourceKind};
+use slicectl::kinds::{node_pool, plan_kinds, workload_policy};
+use slicectl::plan::{self, ActionKind, Inventory, PlanOptions};
 use slicectl::source;
 
 #[test]
 fn committed_fleet_renders_and_plans() {
     let fleet = source::load_dir(Path::new("specs")).unwrap();
     assert!(fleet.slices.len() >= 6, "a realistic fleet");
-    let p = plan::plan(&fleet, &Inventory::default(), &PlanOptions::default()).unwrap();
+    let p = plan::plan(
+        &fleet,
+        &Inventory::default(),
+        &plan_kinds(),
+        &PlanOptions::default(),
+    )
+    .unwrap();
     let pool_re = Regex::new(r"^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?$").unwrap();
     let compute_re = Regex::new(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$").unwrap();
     for a in &p.actions {
         assert_eq!(a.action, ActionKind::Create);
-        match a.kind {
-            ResourceKind::NodePool => assert!(pool_re.is_match(&a.name), "{}", a.name),
-            ResourceKind::WorkloadPolicy => assert!(compute_re.is_match(&a.name), "{}", a.name),
-        }
+        let re = if a.id.kind == node_pool::KIND {
+            &pool_re
+        } else {
+            assert_eq!(a.id.kind, workload_policy::KIND);
+            &compute_re
+        };
+        assert!(re.is_match(&a.id.name), "{}", a.id.name);
     }
     let replicas: u32 = fleet.slices.values().map(|s| s.spec.replicas).sum();
     let pools = p
         .actions
         .iter()
-        .filter(|a| a.kind == ResourceKind::NodePool)
+        .filter(|a| a.id.kind == node_pool::KIND)
         .count();
     assert_eq!(pools as u32, replicas);
-    let bodies: Vec<_> = p.actions.iter().map(|a| (&a.address, &a.after)).collect();
+    let bodies: Vec<_> = p
+        .actions
+        .iter()
+        .map(|a| (a.address(), a.desired.as_ref().map(|b| b.to_json())))
+        .collect();
     insta::assert_json_snapshot!("specs_fleet_bodies", bodies);
 }
 
@@ -40,8 +54,13 @@ fn every_example_plans() {
             continue;
         }
         let fleet = source::load_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        let p = plan::plan(&fleet, &Inventory::default(), &PlanOptions::default())
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let p = plan::plan(
+            &fleet,
+            &Inventory::default(),
+            &plan_kinds(),
+            &PlanOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         assert!(p.summary.create >= 1, "{}", dir.display());
     }
 }

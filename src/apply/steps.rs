@@ -1,10 +1,10 @@
 //! Expands a plan's actions into a dependency graph of executable steps:
-//! workload policy → node pool on the way up, node pool → workload policy on
+//! dependencies first on the way up (workload policy → node pool), last on
 //! the way down, delete → create inside a replacement.
 
 use std::collections::BTreeMap;
 
-use crate::plan::{ActionKind, Plan, ResourceKind};
+use crate::plan::{ActionKind, KindId, Plan};
 
 /// What one step does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,18 +44,18 @@ pub struct Step {
     pub deps: Vec<usize>,
 }
 
-/// Expands the plan into steps (in a valid topological order).
-pub fn expand(plan: &Plan) -> Vec<Step> {
+/// Expands the plan into steps (in a valid topological order). Within a
+/// slice replica, a kind is created after the kinds it depends on and
+/// deleted before them (`deps_of`, from the registered kinds).
+pub fn expand<'k>(plan: &Plan, deps_of: impl Fn(KindId) -> &'k [KindId]) -> Vec<Step> {
     let mut steps: Vec<Step> = Vec::new();
-    // (slice, replica, kind) → (first delete step, create step, last step)
     #[derive(Default, Clone, Copy)]
     struct Marks {
         delete: Option<usize>,
         create: Option<usize>,
-        first: Option<usize>,
         last: Option<usize>,
     }
-    let mut marks: BTreeMap<(String, u32, ResourceKind), Marks> = BTreeMap::new();
+    let mut marks: BTreeMap<(&str, u32, KindId), Marks> = BTreeMap::new();
     let push = |steps: &mut Vec<Step>, action: usize, op: StepOp, deps: Vec<usize>| {
         let id = steps.len();
         steps.push(Step {
@@ -71,7 +71,6 @@ pub fn expand(plan: &Plan) -> Vec<Step> {
         let mut prev: Option<usize> = None;
         if a.operation.is_some() {
             prev = Some(push(&mut steps, i, StepOp::WaitInFlight, vec![]));
-            m.first = prev;
         }
         let chain: &[StepOp] = match a.action {
             ActionKind::Create => &[StepOp::Create],
@@ -87,28 +86,28 @@ pub fn expand(plan: &Plan) -> Vec<Step> {
                 StepOp::Create => m.create = Some(id),
                 _ => {}
             }
-            m.first.get_or_insert(id);
             prev = Some(id);
         }
         m.last = prev;
-        marks.insert((a.slice.clone(), a.replica, a.kind), m);
+        marks.insert((a.owner.slice.as_str(), a.owner.replica, a.id.kind), m);
     }
-    // Cross-resource ordering within a slice replica.
-    let keys: std::collections::BTreeSet<(String, u32)> =
-        marks.keys().map(|(s, r, _)| (s.clone(), *r)).collect();
-    for (s, r) in keys {
-        let pol = marks
-            .get(&(s.clone(), r, ResourceKind::WorkloadPolicy))
-            .copied();
-        let pool = marks.get(&(s.clone(), r, ResourceKind::NodePool)).copied();
-        if let (Some(pol), Some(pool)) = (pol, pool) {
-            // The pool is created only once its policy is in place.
-            if let (Some(create), Some(pol_last)) = (pool.create, pol.last) {
-                steps[create].deps.push(pol_last);
+    // Cross-kind ordering within a slice replica.
+    let keys: Vec<(&str, u32, KindId)> = marks.keys().copied().collect();
+    for (s, r, kind) in keys {
+        let Some(me) = marks.get(&(s, r, kind)).copied() else {
+            continue;
+        };
+        for dep in deps_of(kind) {
+            let Some(other) = marks.get(&(s, r, *dep)).copied() else {
+                continue;
+            };
+            // Created only once what it needs is in place.
+            if let (Some(create), Some(other_last)) = (me.create, other.last) {
+                steps[create].deps.push(other_last);
             }
-            // The policy is deleted only after the pool that uses it is gone.
-            if let (Some(pol_del), Some(pool_del)) = (pol.delete, pool.delete) {
-                steps[pol_del].deps.push(pool_del);
+            // What it needs is deleted only after it is gone.
+            if let (Some(other_del), Some(my_del)) = (other.delete, me.delete) {
+                steps[other_del].deps.push(my_del);
             }
         }
     }
@@ -117,34 +116,42 @@ pub fn expand(plan: &Plan) -> Vec<Step> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
     use super::*;
-    use crate::plan::{Action, FORMAT_VERSION, PlanMode, Scope, Summary};
+    use crate::kinds::{node_pool, workload_policy};
+    use crate::plan::{Action, PlanMode, Reason, ResourceId, Scope, SliceRef, Summary};
     use crate::resource::RegionRef;
 
-    fn action(kind: ResourceKind, action: ActionKind) -> Action {
+    fn action(kind: KindId, action: ActionKind) -> Action {
         Action {
+            id: ResourceId {
+                scope: Scope::Region(RegionRef {
+                    project: "p".into(),
+                    region: "r".into(),
+                }),
+                kind,
+                name: "n".into(),
+            },
+            owner: SliceRef {
+                slice: "s".into(),
+                replica: 0,
+            },
             action,
-            kind,
-            name: "n".into(),
-            address: "a".into(),
-            slice: "s".into(),
-            replica: 0,
-            scope: Scope::Region(RegionRef {
-                project: "p".into(),
-                region: "r".into(),
-            }),
-            reason: String::new(),
+            reason: Reason::Missing,
             changes: vec![],
+            groups: BTreeSet::new(),
             before: None,
-            after: None,
+            desired: None,
             operation: None,
-            timeout_secs: 1,
+            timeout: Duration::from_secs(1),
+            noun: "x",
         }
     }
 
     fn plan(actions: Vec<Action>) -> Plan {
         Plan {
-            format_version: FORMAT_VERSION,
             observed_fingerprint: String::new(),
             mode: PlanMode::Apply,
             actions,
@@ -154,13 +161,21 @@ mod tests {
         }
     }
 
+    fn deps(k: KindId) -> &'static [KindId] {
+        if k == node_pool::KIND {
+            &[workload_policy::KIND]
+        } else {
+            &[]
+        }
+    }
+
     #[test]
     fn replacing_a_tpu7x_slice_orders_pool_delete_policy_replace_pool_create() {
         let p = plan(vec![
-            action(ResourceKind::WorkloadPolicy, ActionKind::Replace),
-            action(ResourceKind::NodePool, ActionKind::Replace),
+            action(workload_policy::KIND, ActionKind::Replace),
+            action(node_pool::KIND, ActionKind::Replace),
         ]);
-        let s = expand(&p);
+        let s = expand(&p, deps);
         // 0 policy delete, 1 policy create, 2 pool delete, 3 pool create
         assert_eq!(s.len(), 4);
         assert_eq!(s[0].deps, vec![2], "policy delete waits for pool delete");
@@ -174,9 +189,9 @@ mod tests {
 
     #[test]
     fn in_flight_operation_is_waited_first() {
-        let mut a = action(ResourceKind::NodePool, ActionKind::Create);
+        let mut a = action(node_pool::KIND, ActionKind::Create);
         a.operation = Some("op".into());
-        let s = expand(&plan(vec![a]));
+        let s = expand(&plan(vec![a]), deps);
         assert_eq!(
             s.iter().map(|s| s.op).collect::<Vec<_>>(),
             vec![StepOp::WaitInFlight, StepOp::Create]

@@ -4,7 +4,6 @@
 
 pub mod args;
 mod planfile;
-mod status;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
@@ -14,12 +13,14 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 
-use crate::apply::{self, ApplyOptions, PlainProgress, Progress, TerminalProgress};
-use crate::cloud::{ClientOptions, CloudClient};
-use crate::plan::{self, Inventory, Plan, PlanMode, PlanOptions, human};
+use crate::apply::{ApplyOptions, PlainProgress, Progress, TerminalProgress};
+use crate::cloud::{ClientOptions, Cloud, CloudClient};
+use crate::engine::{self, Approval, Outcome, ReconcileError, ReconcileOptions};
+use crate::plan::{Plan, PlanMode, PlanOptions, human};
 use crate::sim::{FaultConfig, SimConfig, SimHandle, Simulator};
 use crate::source::{self, LoadError};
 use crate::spec::Fleet;
+use crate::status;
 use args::{Cli, Command, Connection, Exec, LogFormat, Output, Safety, SimArgs};
 
 /// Exit code: success / no changes.
@@ -92,15 +93,21 @@ async fn run(cmd: Command) -> Result<u8> {
             };
             let fleet = &loaded.fleet;
             let session = Session::connect(&conn, fleet).await?;
-            let inv = crate::observe::observe(&session.client, fleet).await?;
-            let planner = Planner::apply(fleet, plan_options(&safety));
-            let plan = planner.plan(&inv)?;
+            let opts = plan_options(&safety);
+            let planned =
+                engine::observe_and_plan(fleet, &session.cloud, PlanMode::Apply, &opts).await;
+            let plan = match planned {
+                Ok((_, p)) => p,
+                Err(e) => {
+                    session.close().await;
+                    return Err(e.into());
+                }
+            };
             match output {
                 Output::Human => print!("{}", human::render(&plan, color_stdout())),
-                Output::Json => println!("{}", serde_json::to_string_pretty(&plan)?),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&plan.to_json())?),
             }
             if let Some(path) = out {
-                let opts = plan_options(&safety);
                 planfile::save(
                     &path,
                     &plan,
@@ -147,15 +154,14 @@ async fn run(cmd: Command) -> Result<u8> {
                 let Some(loaded) = load(&path)? else {
                     return Ok(EXIT_ERROR);
                 };
-                let fleet = &loaded.fleet;
-                let session = Session::connect(&conn, fleet).await?;
-                let inv = crate::observe::observe(&session.client, fleet).await?;
-                let planner = Planner::apply(fleet, plan_options(&safety));
-                let plan = planner.plan(&inv)?;
-                let code =
-                    confirm_and_execute(&session, &planner, &inv, &plan, &exec, "apply").await?;
-                session.close().await;
-                Ok(code)
+                reconcile(
+                    &loaded.fleet,
+                    &conn,
+                    PlanMode::Apply,
+                    plan_options(&safety),
+                    &exec,
+                )
+                .await
             }
         }
         Command::Destroy {
@@ -167,22 +173,11 @@ async fn run(cmd: Command) -> Result<u8> {
             let Some(loaded) = load(&dir)? else {
                 return Ok(EXIT_ERROR);
             };
-            let fleet = &loaded.fleet;
-            let session = Session::connect(&conn, fleet).await?;
-            let inv = crate::observe::observe(&session.client, fleet).await?;
-            let planner = Planner {
-                fleet,
-                opts: PlanOptions {
-                    max_destroy,
-                    allow_empty_source: true,
-                },
-                mode: PlanMode::Destroy,
+            let opts = PlanOptions {
+                max_destroy,
+                allow_empty_source: true,
             };
-            let plan = planner.plan(&inv)?;
-            let code =
-                confirm_and_execute(&session, &planner, &inv, &plan, &exec, "destroy").await?;
-            session.close().await;
-            Ok(code)
+            reconcile(&loaded.fleet, &conn, PlanMode::Destroy, opts, &exec).await
         }
         Command::Status { dir, conn, output } => {
             let Some(loaded) = load(&dir)? else {
@@ -190,15 +185,131 @@ async fn run(cmd: Command) -> Result<u8> {
             };
             let fleet = &loaded.fleet;
             let session = Session::connect(&conn, fleet).await?;
-            let inv = crate::observe::observe(&session.client, fleet).await?;
-            let rows = status::rows(fleet, &inv);
+            let rows = engine::status(fleet, &session.cloud).await;
+            session.close().await;
+            let rows = rows?;
             match output {
                 Output::Human => print!("{}", status::table(&rows)),
                 Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
             }
-            session.close().await;
             Ok(EXIT_OK)
         }
+    }
+}
+
+/// `apply DIR` and `destroy DIR`: one reconciliation, printed.
+async fn reconcile(
+    fleet: &Fleet,
+    conn: &Connection,
+    mode: PlanMode,
+    opts: PlanOptions,
+    exec: &Exec,
+) -> Result<u8> {
+    let verb = match mode {
+        PlanMode::Apply => "apply",
+        PlanMode::Destroy => "destroy",
+    };
+    let session = Session::connect(conn, fleet).await?;
+    let ropts = ReconcileOptions {
+        mode,
+        plan: opts,
+        apply: apply_options(exec),
+    };
+    let mut prompt_error = None;
+    let approve = |plan: &Plan| {
+        print!("{}", human::render(plan, color_stdout()));
+        if exec.auto_approve {
+            return Approval::Auto;
+        }
+        match confirm(verb) {
+            Ok(true) => Approval::Confirmed,
+            Ok(false) => Approval::Declined,
+            Err(e) => {
+                prompt_error = Some(e);
+                Approval::Declined
+            }
+        }
+    };
+    let result = engine::reconcile(fleet, &session.cloud, &ropts, approve, progress()).await;
+    session.close().await;
+    if let Some(e) = prompt_error {
+        return Err(e);
+    }
+    let report = match result {
+        Ok(r) => r,
+        Err(ReconcileError::Stale { now }) => {
+            println!(
+                "\nThe live state changed while waiting for confirmation; nothing was changed. The plan now is:\n"
+            );
+            print!("{}", human::render(&now, color_stdout()));
+            bail!(
+                "refusing to {verb}: the confirmed plan no longer matches the live state. Review the plan above and run `slicectl {verb}` again"
+            );
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(print_report(&report, fleet, verb))
+}
+
+/// Prints a reconciliation's outcome; returns the exit code.
+fn print_report(report: &engine::Report, fleet: &Fleet, verb: &str) -> u8 {
+    match report.outcome {
+        Outcome::NoChanges => {
+            print!("{}", human::render(&report.plan, color_stdout()));
+        }
+        Outcome::Declined => {
+            println!("{verb} cancelled.");
+            return EXIT_ERROR;
+        }
+        Outcome::Applied => {}
+    }
+    if let Some(a) = &report.apply {
+        println!("\n{}", a.summary());
+        for (addr, err) in &a.failed {
+            println!("  failed: {addr}: {err}");
+        }
+        for addr in &a.skipped {
+            println!("  skipped (a step it depends on failed): {addr}");
+        }
+        for (addr, why) in &a.not_run {
+            println!("  not run: {addr}: {why}");
+        }
+        for addr in &a.already_gone {
+            println!("  already gone (nothing to destroy): {addr}");
+        }
+        for r in &report.plan.refused {
+            println!("  refused: {}", r.message);
+        }
+    }
+    if !fleet.slices.is_empty() {
+        println!();
+        print!("{}", status::table(&report.status));
+    }
+    if report.apply.as_ref().is_some_and(|a| !a.success()) {
+        println!(
+            "Run `slicectl {verb}` again to retry: it observes what is live and continues from there."
+        );
+        return EXIT_ERROR;
+    }
+    if !report.plan.refused.is_empty() {
+        report_refusals(&report.plan);
+        return EXIT_ERROR;
+    }
+    EXIT_OK
+}
+
+fn apply_options(exec: &Exec) -> ApplyOptions {
+    ApplyOptions {
+        parallelism: exec.parallelism,
+        max_replacements: exec.max_replacements,
+    }
+}
+
+fn progress() -> Arc<dyn Progress> {
+    if std::io::stderr().is_terminal() {
+        Arc::new(TerminalProgress::new())
+    } else {
+        Arc::new(PlainProgress::new())
     }
 }
 
@@ -206,32 +317,6 @@ fn plan_options(s: &Safety) -> PlanOptions {
     PlanOptions {
         max_destroy: s.max_destroy.unwrap_or(args::DEFAULT_MAX_DESTROY),
         allow_empty_source: s.allow_empty_source,
-    }
-}
-
-/// How a plan is made from an observation: the same fleet, options and mode
-/// each time, so that a plan can be made again after the confirmation or
-/// from a saved plan file and compared.
-struct Planner<'a> {
-    fleet: &'a Fleet,
-    opts: PlanOptions,
-    mode: PlanMode,
-}
-
-impl<'a> Planner<'a> {
-    fn apply(fleet: &'a Fleet, opts: PlanOptions) -> Self {
-        Planner {
-            fleet,
-            opts,
-            mode: PlanMode::Apply,
-        }
-    }
-
-    fn plan(&self, inv: &Inventory) -> Result<Plan, plan::PlanError> {
-        match self.mode {
-            PlanMode::Apply => plan::plan(self.fleet, inv, &self.opts),
-            PlanMode::Destroy => plan::plan_destroy(self.fleet, inv, self.opts.max_destroy),
-        }
     }
 }
 
@@ -321,14 +406,14 @@ fn sim_config(clusters: Vec<String>, s: &SimArgs) -> SimConfig {
 
 /// A cloud client, and the embedded simulator behind it with `--sim`.
 struct Session {
-    client: CloudClient,
+    cloud: Cloud,
     sim: Option<SimHandle>,
 }
 
 impl Session {
     async fn connect(conn: &Connection, fleet: &Fleet) -> Result<Session> {
         let (endpoint, sim) = if conn.sim {
-            let (clusters, _) = crate::observe::locations(fleet);
+            let clusters = crate::observe::clusters(fleet);
             let cfg = sim_config(clusters.iter().map(|c| c.path()).collect(), &conn.sim_args);
             let addr = "127.0.0.1:0".parse().context("loopback address")?;
             let handle = Simulator::start(cfg, addr)
@@ -360,7 +445,10 @@ impl Session {
                 ))
             );
         }
-        Ok(Session { client, sim })
+        Ok(Session {
+            cloud: client.into(),
+            sim,
+        })
     }
 
     async fn close(self) {
@@ -394,99 +482,6 @@ fn confirm(verb: &str) -> Result<bool> {
     Ok(line.trim() == "yes")
 }
 
-async fn confirm_and_execute(
-    session: &Session,
-    planner: &Planner<'_>,
-    observed: &Inventory,
-    plan: &Plan,
-    exec: &Exec,
-    verb: &str,
-) -> Result<u8> {
-    let fleet = planner.fleet;
-    print!("{}", human::render(plan, color_stdout()));
-    if !plan.summary.has_changes() {
-        if !fleet.slices.is_empty() {
-            println!();
-            print!("{}", status::table(&status::rows(fleet, observed)));
-        }
-        if !plan.refused.is_empty() {
-            report_refusals(plan);
-            return Ok(EXIT_ERROR);
-        }
-        return Ok(EXIT_OK);
-    }
-    if !exec.auto_approve {
-        if !confirm(verb)? {
-            println!("{verb} cancelled.");
-            return Ok(EXIT_ERROR);
-        }
-        // The answer may come hours later: observe again, and go ahead only
-        // if the plan made now is exactly the one that was confirmed.
-        let now = crate::observe::observe(&session.client, fleet).await?;
-        let fresh = planner.plan(&now);
-        let same = fresh.as_ref().is_ok_and(|p| p.digest() == plan.digest());
-        if !same {
-            println!(
-                "\nThe live state changed while waiting for confirmation; nothing was changed. The plan now is:\n"
-            );
-            match fresh {
-                Ok(p) => print!("{}", human::render(&p, color_stdout())),
-                Err(e) => println!("{e}"),
-            }
-            bail!(
-                "refusing to {verb}: the confirmed plan no longer matches the live state. Review the plan above and run `slicectl {verb}` again"
-            );
-        }
-    }
-    let report = execute(session, plan, exec).await;
-    println!("\n{}", report.summary());
-    for (addr, err) in &report.failed {
-        println!("  failed: {addr}: {err}");
-    }
-    for addr in &report.skipped {
-        println!("  skipped (a step it depends on failed): {addr}");
-    }
-    for (addr, why) in &report.not_run {
-        println!("  not run: {addr}: {why}");
-    }
-    for addr in &report.already_gone {
-        println!("  already gone (nothing to destroy): {addr}");
-    }
-    for r in &plan.refused {
-        println!("  refused: {}", r.message);
-    }
-    // Observe again and show the live state.
-    if !fleet.slices.is_empty() {
-        let inv = crate::observe::observe(&session.client, fleet).await?;
-        println!();
-        print!("{}", status::table(&status::rows(fleet, &inv)));
-    }
-    if !report.success() {
-        println!(
-            "Run `slicectl {verb}` again to retry: it observes what is live and continues from there."
-        );
-        return Ok(EXIT_ERROR);
-    }
-    if !plan.refused.is_empty() {
-        report_refusals(plan);
-        return Ok(EXIT_ERROR);
-    }
-    Ok(EXIT_OK)
-}
-
-async fn execute(session: &Session, plan: &Plan, exec: &Exec) -> apply::ApplyReport {
-    let progress: Arc<dyn Progress> = if std::io::stderr().is_terminal() {
-        Arc::new(TerminalProgress::new())
-    } else {
-        Arc::new(PlainProgress::new())
-    };
-    let opts = ApplyOptions {
-        parallelism: exec.parallelism,
-        max_replacements: exec.max_replacements,
-    };
-    apply::execute(&session.client, plan, &opts, progress).await
-}
-
 async fn apply_saved(path: &Path, conn: &Connection, exec: &Exec) -> Result<u8> {
     let saved = planfile::load(path)?;
     let fleet = match crate::spec::load(&saved.specs) {
@@ -501,9 +496,7 @@ async fn apply_saved(path: &Path, conn: &Connection, exec: &Exec) -> Result<u8> 
             );
         }
     };
-    let planner = Planner::apply(&fleet, saved.options.into());
     let session = Session::connect(conn, &fleet).await?;
-    let inv = crate::observe::observe(&session.client, &fleet).await?;
     let stale = |why: String| {
         anyhow::anyhow!(
             "the live state has changed since {} was saved ({why}); \
@@ -512,30 +505,60 @@ async fn apply_saved(path: &Path, conn: &Connection, exec: &Exec) -> Result<u8> 
             path.display()
         )
     };
-    if inv.fingerprint() != saved.plan.observed_fingerprint {
-        session.close().await;
-        return Err(stale(format!(
-            "observed fingerprint {} ≠ {}",
-            inv.fingerprint(),
-            saved.plan.observed_fingerprint
-        )));
-    }
-    // Every guard runs again: the saved specs are planned against the fresh
+    // Every guard runs again: the saved specs are planned against a fresh
     // observation, and only a plan identical to the saved one is executed.
-    let fresh = match planner.plan(&inv) {
-        Ok(p) => p,
+    let planned = engine::observe_and_plan(
+        &fleet,
+        &session.cloud,
+        PlanMode::Apply,
+        &saved.options.into(),
+    )
+    .await;
+    let fresh = match planned {
+        Ok((_, p)) => p,
         Err(e) => {
             session.close().await;
             return Err(e.into());
         }
     };
-    if fresh.digest() != saved.plan.digest() {
+    if fresh.observed_fingerprint != saved.observed_fingerprint {
+        session.close().await;
+        return Err(stale(format!(
+            "observed fingerprint {} ≠ {}",
+            fresh.observed_fingerprint, saved.observed_fingerprint
+        )));
+    }
+    if fresh.effect() != saved.effect {
         session.close().await;
         return Err(stale(
             "planning its specs again now gives a different plan".to_string(),
         ));
     }
-    let code = confirm_and_execute(&session, &planner, &inv, &fresh, exec, "apply").await?;
+    print!("{}", human::render(&fresh, color_stdout()));
+    if !fresh.summary.has_changes() {
+        session.close().await;
+        let report = engine::Report {
+            outcome: Outcome::NoChanges,
+            status: Vec::new(),
+            slices: Vec::new(),
+            plan: fresh,
+            apply: None,
+        };
+        return Ok(print_report(&report, &Fleet::default(), "apply"));
+    }
+    if !exec.auto_approve && !confirm("apply")? {
+        session.close().await;
+        println!("apply cancelled.");
+        return Ok(EXIT_ERROR);
+    }
+    let report = engine::execute(
+        &fleet,
+        &session.cloud,
+        fresh,
+        &apply_options(exec),
+        progress(),
+    )
+    .await;
     session.close().await;
-    Ok(code)
+    Ok(print_report(&report?, &fleet, "apply"))
 }

@@ -14,6 +14,8 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use serde_json::Value;
+
 use crate::plan::{FORMAT_VERSION, Plan, PlanOptions};
 use crate::spec::SourceFile;
 
@@ -56,7 +58,8 @@ struct Body {
     format_version: u32,
     options: SavedOptions,
     specs: Vec<SavedSpec>,
-    plan: Plan,
+    /// The published JSON of the plan (`plan --output json`).
+    plan: Value,
 }
 
 /// A plan file: the body and its digest.
@@ -74,8 +77,10 @@ pub struct SavedPlan {
     pub options: SavedOptions,
     /// The spec files it was made from.
     pub specs: Vec<SourceFile>,
-    /// The plan as saved.
-    pub plan: Plan,
+    /// The observed fingerprint the plan was made from.
+    pub observed_fingerprint: String,
+    /// What the saved plan does and refuses ([`Plan::effect`]).
+    pub effect: Value,
 }
 
 fn digest(body: &Body) -> Result<String> {
@@ -97,7 +102,7 @@ pub fn save(path: &Path, plan: &Plan, specs: &[SourceFile], options: SavedOption
                 text: f.text.clone(),
             })
             .collect(),
-        plan: plan.clone(),
+        plan: plan.to_json(),
     };
     let file = File {
         digest: digest(&body)?,
@@ -135,7 +140,10 @@ pub fn load(path: &Path) -> Result<SavedPlan> {
             path.display()
         )
     })?;
-    if file.body.format_version != FORMAT_VERSION {
+    let published_version = file.body.plan.get("format_version").and_then(Value::as_u64);
+    if file.body.format_version != FORMAT_VERSION
+        || published_version != Some(u64::from(FORMAT_VERSION))
+    {
         bail!(
             "{} holds a plan of format {}; this slicectl reads format {FORMAT_VERSION}",
             path.display(),
@@ -161,7 +169,14 @@ pub fn load(path: &Path) -> Result<SavedPlan> {
                 text: s.text,
             })
             .collect(),
-        plan: file.body.plan,
+        observed_fingerprint: file
+            .body
+            .plan
+            .get("observed_fingerprint")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        effect: crate::plan::view::effect(&file.body.plan),
     })
 }
 
@@ -172,7 +187,6 @@ mod tests {
 
     fn sample() -> (Plan, Vec<SourceFile>) {
         let plan = Plan {
-            format_version: FORMAT_VERSION,
             observed_fingerprint: "f".into(),
             mode: PlanMode::Apply,
             actions: vec![],
@@ -199,7 +213,8 @@ mod tests {
         let (plan, specs) = sample();
         save(&path, &plan, &specs, OPTS).unwrap();
         let saved = load(&path).unwrap();
-        assert_eq!(saved.plan, plan);
+        assert_eq!(saved.effect, plan.effect());
+        assert_eq!(saved.observed_fingerprint, "f");
         assert_eq!(saved.specs, specs);
         assert_eq!(saved.options, OPTS);
     }

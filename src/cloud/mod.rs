@@ -10,10 +10,12 @@
 //! same across retries. Operations that finish with an error are returned as
 //! [`CloudError::OperationFailed`], never as success.
 
+pub mod api;
 pub mod auth;
 pub mod compute;
 pub mod endpoints;
 pub mod error;
+pub mod fake;
 pub mod gke;
 mod http;
 
@@ -22,6 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+pub use api::{Cloud, ComputeService, GkeService};
 pub use auth::{GcpAuth, NoAuth, StaticToken, TokenSource};
 pub use compute::{ComputeApi, ComputeScope};
 pub use endpoints::{API_ENDPOINT_ENV, Endpoints};

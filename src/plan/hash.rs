@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::resource::compute::ResourcePolicy;
-use crate::resource::gke::NodePool;
+use super::ownership::Ownership;
 
 /// Version of the hash function, stored next to the hash. A release that
 /// hashes differently bumps it; live resources stamped with another version
@@ -20,61 +19,8 @@ pub const HASH_VERSION: &str = "v1";
 /// A flattened view of the replacement-class fields: dotted path → value.
 pub type Projection = BTreeMap<String, Value>;
 
-/// Node pool fields that force replacement (top-level paths; objects are
-/// flattened below them).
-pub const NODE_POOL_REPLACEMENT_FIELDS: &[&str] = &[
-    "config.machineType",
-    "config.spot",
-    "config.flexStart",
-    "config.maxRunDuration",
-    "config.reservationAffinity",
-    "config.serviceAccount",
-    "config.oauthScopes",
-    "config.tags",
-    "config.diskType",
-    "config.diskSizeGb",
-    "config.shieldedInstanceConfig",
-    "initialNodeCount",
-    "locations",
-    "placementPolicy",
-    "queuedProvisioning",
-    "autoscaling",
-    "management",
-    "maxPodsConstraint",
-    "networkConfig",
-];
-
-/// Node pool fields updated in place.
-pub const NODE_POOL_IN_PLACE_FIELDS: &[&str] =
-    &["config.labels", "config.taints", "config.resourceLabels"];
-
-/// Fields GKE fills in when they are not sent: when the desired resource
-/// leaves them unset, the live value is ignored.
-pub const NODE_POOL_SERVER_DEFAULTED: &[&str] = &[
-    "config.diskSizeGb",
-    "config.diskType",
-    "config.oauthScopes",
-    "config.serviceAccount",
-    "config.shieldedInstanceConfig.enableIntegrityMonitoring",
-    "config.shieldedInstanceConfig.enableSecureBoot",
-    "management.upgradeOptions",
-    "networkConfig",
-];
-
-/// Output-only node pool fields: never compared, never shown in diffs.
-pub const NODE_POOL_OUTPUT_ONLY: &[&str] = &[
-    "status",
-    "statusMessage",
-    "conditions",
-    "selfLink",
-    "etag",
-    "version",
-    "instanceGroupUrls",
-    "config.imageType",
-    "config.metadata",
-];
-
-fn remove_path(v: &mut Value, path: &str) {
+/// Removes a dotted path from a JSON object.
+pub fn remove_path(v: &mut Value, path: &str) {
     let mut parts: Vec<&str> = path.split('.').collect();
     let Some(last) = parts.pop() else { return };
     let mut cur = v;
@@ -89,48 +35,8 @@ fn remove_path(v: &mut Value, path: &str) {
     }
 }
 
-/// The live node pool as it should be shown next to the desired one:
-/// output-only fields removed, server defaults the desired pool leaves unset
-/// removed, and the `google.com/tpu` taint GKE adds dropped.
-pub fn display_live_node_pool(live: &NodePool, desired: Option<&NodePool>) -> Value {
-    let mut v = serde_json::to_value(live).unwrap_or(Value::Null);
-    let d = desired
-        .and_then(|d| serde_json::to_value(d).ok())
-        .unwrap_or(Value::Null);
-    for p in NODE_POOL_OUTPUT_ONLY {
-        remove_path(&mut v, p);
-    }
-    for p in NODE_POOL_SERVER_DEFAULTED {
-        if lookup(&d, p).is_none() {
-            remove_path(&mut v, p);
-        }
-    }
-    let want_tpu_taint = desired
-        .and_then(|d| d.config.as_ref())
-        .is_some_and(|c| c.taints.iter().any(|t| t.key == "google.com/tpu"));
-    if !want_tpu_taint
-        && let Some(t) = v
-            .pointer_mut("/config/taints")
-            .and_then(Value::as_array_mut)
-    {
-        t.retain(|t| t.get("key") != Some(&Value::from("google.com/tpu")));
-        if t.is_empty() {
-            remove_path(&mut v, "config.taints");
-        }
-    }
-    // An emptied shieldedInstanceConfig is noise too.
-    if v.pointer("/config/shieldedInstanceConfig")
-        .is_some_and(|x| x.as_object().is_some_and(|m| m.is_empty()))
-    {
-        remove_path(&mut v, "config.shieldedInstanceConfig");
-    }
-    v
-}
-
-/// Workload policy fields that force replacement (policies are immutable).
-pub const POLICY_REPLACEMENT_FIELDS: &[&str] = &["workloadPolicy"];
-
-fn lookup<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+/// The value at a dotted path.
+pub fn lookup<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(v, |v, k| v.get(k))
 }
 
@@ -151,43 +57,13 @@ fn flatten(prefix: &str, v: &Value, out: &mut Projection) {
     }
 }
 
-fn project(v: &Value, fields: &[&str]) -> Projection {
+/// The projection of `v` on `fields` (flattened dotted paths).
+pub fn project(v: &Value, fields: &[&str]) -> Projection {
     let mut out = Projection::new();
     for f in fields {
         if let Some(x) = lookup(v, f) {
             flatten(f, x, &mut out);
         }
-    }
-    out
-}
-
-/// Replacement-class projection of a node pool.
-pub fn node_pool_projection(np: &NodePool) -> Projection {
-    let v = serde_json::to_value(np).unwrap_or(Value::Null);
-    project(&v, NODE_POOL_REPLACEMENT_FIELDS)
-}
-
-/// Replacement-class projection of a live node pool, normalised against the
-/// desired one: server-defaulted paths the desired pool leaves unset are
-/// dropped, so a GKE default never looks like drift.
-pub fn live_node_pool_projection(live: &NodePool, desired: &Projection) -> Projection {
-    let mut p = node_pool_projection(live);
-    p.retain(|path, _| {
-        desired.contains_key(path)
-            || !NODE_POOL_SERVER_DEFAULTED
-                .iter()
-                .any(|d| path == d || path.starts_with(&format!("{d}.")))
-    });
-    p
-}
-
-/// Replacement-class projection of a workload policy.
-pub fn policy_projection(p: &ResourcePolicy) -> Projection {
-    let v = serde_json::to_value(p).unwrap_or(Value::Null);
-    let mut out = project(&v, POLICY_REPLACEMENT_FIELDS);
-    // AUTO_CONNECT is the server default of acceleratorTopologyMode.
-    if out.get("workloadPolicy.acceleratorTopologyMode") == Some(&Value::from("AUTO_CONNECT")) {
-        out.remove("workloadPolicy.acceleratorTopologyMode");
     }
     out
 }
@@ -229,76 +105,17 @@ pub fn diff(before: &Projection, after: &Projection, forces_replacement: bool) -
         .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::resource::gke::{NodeConfig, PlacementPolicy};
-
-    fn pool(machine: &str, topo: &str) -> NodePool {
-        NodePool {
-            name: "p".into(),
-            config: Some(NodeConfig {
-                machine_type: machine.into(),
-                labels: [("team".to_string(), "a".to_string())].into(),
-                ..Default::default()
-            }),
-            initial_node_count: Some(2),
-            locations: vec!["us-central2-b".into()],
-            placement_policy: Some(PlacementPolicy {
-                kind: Some("COMPACT".into()),
-                tpu_topology: Some(topo.into()),
-                policy_name: None,
-            }),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn labels_do_not_change_the_hash() {
-        let a = pool("ct5p-hightpu-4t", "2x2x2");
-        let mut b = a.clone();
-        if let Some(c) = b.config.as_mut() {
-            c.labels.insert("other".into(), "x".into());
-        }
-        assert_eq!(
-            spec_hash(&node_pool_projection(&a)),
-            spec_hash(&node_pool_projection(&b))
-        );
-    }
-
-    #[test]
-    fn topology_changes_the_hash_and_is_located() {
-        let a = node_pool_projection(&pool("ct5p-hightpu-4t", "2x2x2"));
-        let b = node_pool_projection(&pool("ct5p-hightpu-4t", "2x2x4"));
-        assert_ne!(spec_hash(&a), spec_hash(&b));
-        let d = diff(&a, &b, true);
-        assert_eq!(d.len(), 1);
-        assert_eq!(d[0].path, "placementPolicy.tpuTopology");
-    }
-
-    #[test]
-    fn server_defaults_are_ignored_unless_desired() {
-        let desired = pool("ct5p-hightpu-4t", "2x2x2");
-        let mut live = desired.clone();
-        if let Some(c) = live.config.as_mut() {
-            c.disk_size_gb = Some(100);
-            c.image_type = Some("COS_CONTAINERD".into());
-            c.oauth_scopes = vec!["https://www.googleapis.com/auth/devstorage.read_only".into()];
-        }
-        let d = node_pool_projection(&desired);
-        assert_eq!(live_node_pool_projection(&live, &d), d);
-    }
-
-    /// Golden vector: pinned so that an accidental change of the hash
-    /// function (which would replace every live slice) fails this test. A
-    /// deliberate change must bump HASH_VERSION and update this vector.
-    #[test]
-    fn golden_hash_vector() {
-        let p = node_pool_projection(&pool("ct5p-hightpu-4t", "2x2x2"));
-        assert_eq!(
-            serde_json::to_string(&p).unwrap(),
-            r#"{"config.machineType":"ct5p-hightpu-4t","initialNodeCount":2,"locations":["us-central2-b"],"placementPolicy.tpuTopology":"2x2x2","placementPolicy.type":"COMPACT"}"#
-        );
-        assert_eq!(spec_hash(&p), "28769bd0c3ee0981");
+/// Whether a live resource must be replaced. With a stored hash of this
+/// version, the hash is the truth about what was sent. With another version,
+/// or no hash at all (someone replaced the labels by hand), the fields are
+/// compared: equal fields re-stamp the hash in place instead of replacing.
+pub fn stale(
+    own: Option<&Ownership>,
+    desired_hash: &str,
+    replacement_changes: &[FieldChange],
+) -> bool {
+    match own.map(|o| (o.hash_version.as_deref(), o.spec_hash.as_deref())) {
+        Some((Some(v), Some(h))) if v == HASH_VERSION => h != desired_hash,
+        _ => !replacement_changes.is_empty(),
     }
 }

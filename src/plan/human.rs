@@ -63,9 +63,9 @@ fn render_action(out: &mut String, p: &Painter, a: &Action) {
     let _ = writeln!(
         out,
         "  {} {verb}",
-        p.paint(bold(), &format!("# {}", a.address))
+        p.paint(bold(), &format!("# {}", a.address()))
     );
-    let _ = writeln!(out, "  # {}", a.reason);
+    let _ = writeln!(out, "  # {}", a.reason_text());
     if let Some(op) = &a.operation {
         let _ = writeln!(out, "  # waits first for operation {op}");
     }
@@ -73,9 +73,9 @@ fn render_action(out: &mut String, p: &Painter, a: &Action) {
         out,
         "{} {} {:?} in {}",
         p.paint(style, sym),
-        a.kind.as_str(),
-        a.name,
-        a.scope
+        a.id.kind,
+        a.id.name,
+        a.id.scope
     );
     for c in &a.changes {
         let before = c
@@ -101,7 +101,7 @@ fn render_action(out: &mut String, p: &Painter, a: &Action) {
         );
     }
     let before = pretty(&a.before);
-    let after = pretty(&a.after);
+    let after = pretty(&a.desired.as_ref().map(|b| b.to_json()));
     let body = match a.action {
         ActionKind::Create => prefixed(p, &after, "+", green()),
         ActionKind::Delete => prefixed(p, &before, "-", red()),
@@ -150,14 +150,7 @@ pub fn render(plan: &Plan, color: bool) -> String {
     if !plan.unmanaged.is_empty() {
         let _ = writeln!(out, "Unmanaged resources (shown, never changed):");
         for u in &plan.unmanaged {
-            let _ = writeln!(
-                out,
-                "  {} {:?} in {}: {}",
-                u.kind.as_str(),
-                u.name,
-                u.scope,
-                u.note
-            );
+            let _ = writeln!(out, "  {} {:?} in {}: {}", u.kind, u.name, u.scope, u.note);
         }
         out.push('\n');
     }
@@ -216,7 +209,7 @@ fn render_refusals(out: &mut String, p: &Painter, plan: &Plan) {
             "  {} {} {} {:?} in {} [{}]\n      {}",
             p.paint(red(), "!"),
             r.action.as_str(),
-            r.kind.as_str(),
+            r.kind,
             r.name,
             r.scope,
             r.code,

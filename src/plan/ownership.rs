@@ -25,7 +25,7 @@ pub const MANAGER: &str = "slicectl";
 /// tpu-provisioner's manager label and hash label (for recognising its pools).
 pub const TPU_PROVISIONER_MANAGER: &str = "google.com/nodepool-manager";
 /// tpu-provisioner's hash label.
-pub use super::provisioner_hash::TPU_PROVISIONER_HASH_LABEL as TPU_PROVISIONER_HASH;
+pub const TPU_PROVISIONER_HASH: &str = "google.com/tpu-provisioner-nodepool-hash";
 
 /// Who owns a live resource and what it was rendered from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::*;
+use crate::kinds::{node_pool, workload_policy};
 use crate::resource::compute::ResourcePolicy;
 use crate::resource::gke::{self, NodePool, StatusCondition};
 use crate::spec::model::{
@@ -119,38 +120,103 @@ fn live_policy(mut p: ResourcePolicy) -> ResourcePolicy {
     p
 }
 
-/// The inventory after a perfect apply of `f`.
-fn converged(f: &Fleet) -> Inventory {
-    let mut inv = Inventory::default();
-    for d in render::render_fleet(f) {
-        inv.clusters
-            .entry(d.cluster.clone())
-            .or_default()
-            .node_pools
-            .push(as_live(d.node_pool));
-        if let Some(p) = d.workload_policy {
-            inv.regions
-                .entry(p.region)
+/// A typed, mutable inventory for tests; [`TestInv::inventory`] turns it
+/// into the planner's.
+#[derive(Debug, Clone, Default)]
+struct TestInv {
+    node_pools: Vec<NodePool>,
+    policies: Vec<ResourcePolicy>,
+    operations: Vec<gke::Operation>,
+}
+
+impl TestInv {
+    fn inventory(&self) -> Inventory {
+        let mut inv = Inventory::default();
+        let region = Scope::Region(crate::resource::RegionRef {
+            project: "example-project".into(),
+            region: "us-central2".into(),
+        });
+        for np in &self.node_pools {
+            inv.resources
+                .entry(node_pool::KIND)
                 .or_default()
-                .policies
-                .push(live_policy(p.policy));
+                .push(LiveResource {
+                    scope: Scope::Cluster(cluster()),
+                    body: std::sync::Arc::new(np.clone()),
+                });
+        }
+        for p in &self.policies {
+            inv.resources
+                .entry(workload_policy::KIND)
+                .or_default()
+                .push(LiveResource {
+                    scope: region.clone(),
+                    body: std::sync::Arc::new(p.clone()),
+                });
+        }
+        for op in &self.operations {
+            let Some(target) = op.target_link.as_deref().and_then(|l| l.rsplit('/').next()) else {
+                continue;
+            };
+            inv.operations
+                .entry(node_pool::KIND)
+                .or_default()
+                .push(OperationRecord {
+                    scope: Scope::Cluster(cluster()),
+                    target: target.to_string(),
+                    name: op.name.clone(),
+                    operation_type: op.operation_type.clone(),
+                    running: op.status != "DONE",
+                    error: op.error.as_ref().map(|e| e.message.clone()),
+                    end_time: op.end_time.clone(),
+                });
+        }
+        inv
+    }
+}
+
+fn all_kinds() -> Vec<&'static dyn Kind> {
+    crate::kinds::plan_kinds()
+}
+
+fn plan(f: &Fleet, inv: &TestInv, opts: &PlanOptions) -> Result<Plan, PlanError> {
+    super::plan(f, &inv.inventory(), &all_kinds(), opts)
+}
+
+fn plan_destroy(f: &Fleet, inv: &TestInv, max: usize) -> Result<Plan, PlanError> {
+    super::plan_destroy(f, &inv.inventory(), &all_kinds(), max)
+}
+
+fn rendered_pools(f: &Fleet) -> Vec<NodePool> {
+    render_fleet(f, &all_kinds())
+        .into_iter()
+        .filter_map(|d| kind::body_as::<NodePool>(&d.body).cloned())
+        .collect()
+}
+
+/// The inventory after a perfect apply of `f`.
+fn converged(f: &Fleet) -> TestInv {
+    let mut inv = TestInv::default();
+    for d in render_fleet(f, &all_kinds()) {
+        if let Some(np) = kind::body_as::<NodePool>(&d.body) {
+            inv.node_pools.push(as_live(np.clone()));
+        }
+        if let Some(p) = kind::body_as::<ResourcePolicy>(&d.body) {
+            inv.policies.push(live_policy(p.clone()));
         }
     }
     inv
 }
 
 fn kinds(p: &Plan) -> Vec<(String, ActionKind)> {
-    p.actions
-        .iter()
-        .map(|a| (a.address.clone(), a.action))
-        .collect()
+    p.actions.iter().map(|a| (a.address(), a.action)).collect()
 }
 
 #[test]
 fn create_from_empty_orders_policy_with_its_pool() {
     let p = plan(
         &standard_fleet(),
-        &Inventory::default(),
+        &TestInv::default(),
         &PlanOptions::default(),
     )
     .unwrap();
@@ -194,7 +260,7 @@ fn label_change_is_an_in_place_update() {
         vec![("slice.tiny[0].node_pool".to_string(), ActionKind::Update)]
     );
     assert_eq!(
-        p.actions[0].reason,
+        p.actions[0].reason_text(),
         "update in place because labels changed"
     );
     assert!(p.actions[0].changes.iter().all(|c| !c.forces_replacement));
@@ -220,7 +286,7 @@ fn topology_change_is_a_located_replacement() {
     );
     let a = &p.actions[0];
     assert_eq!(
-        a.reason,
+        a.reason_text(),
         "replace because placementPolicy.tpuTopology \"2x2x2\" → \"2x2x4\" forces replacement (and 1 more field)"
     );
     assert!(
@@ -249,7 +315,7 @@ fn removed_slice_is_deleted_pool_before_policy() {
         ]
     );
     assert_eq!(
-        p.actions[1].reason,
+        p.actions[1].reason_text(),
         "delete because slice iron is no longer in the specs"
     );
 }
@@ -267,7 +333,7 @@ fn fewer_replicas_delete_the_extra_ones() {
         kinds(&p),
         vec![("slice.llm[1].node_pool".to_string(), ActionKind::Delete)]
     );
-    assert!(p.actions[0].reason.contains("replicas: 1"));
+    assert!(p.actions[0].reason_text().contains("replicas: 1"));
 }
 
 #[test]
@@ -311,7 +377,7 @@ fn unmanaged_pools_are_listed_and_never_touched() {
     if let Some(c) = modified.config.as_mut() {
         c.spot = true;
     }
-    let pools = &mut inv.clusters.entry(cluster()).or_default().node_pools;
+    let pools = &mut inv.node_pools;
     pools.push(foreign);
     pools.push(provisioned);
     pools.push(modified);
@@ -349,7 +415,7 @@ fn unmanaged_pools_are_listed_and_never_touched() {
     assert!(
         p.actions
             .iter()
-            .all(|a| a.name != "default-pool" && a.name != "jobset-abc")
+            .all(|a| a.id.name != "default-pool" && a.id.name != "jobset-abc")
     );
 }
 
@@ -357,7 +423,7 @@ fn unmanaged_pools_are_listed_and_never_touched() {
 fn another_owners_pools_are_unmanaged_and_a_name_collision_is_refused() {
     let f = standard_fleet();
     let mut inv = converged(&f);
-    for np in &mut inv.clusters.entry(cluster()).or_default().node_pools {
+    for np in &mut inv.node_pools {
         if let Some(c) = np.config.as_mut() {
             c.labels
                 .insert(ownership::OWNER.into(), "someone-else".into());
@@ -384,7 +450,7 @@ fn prevent_destroy_stamped_on_live_survives_yaml_deletion() {
         s.spec.lifecycle.prevent_destroy = true;
     }
     let inv = converged(&f);
-    let live = &inv.clusters[&cluster()].node_pools;
+    let live = &inv.node_pools;
     assert!(live.iter().any(|np| {
         np.config
             .as_ref()
@@ -466,21 +532,17 @@ fn unprotecting_and_replacing_in_one_commit_takes_two_applies() {
         "{:?}",
         p.refused
     );
-    let labels = &p.actions[0].after.as_ref().unwrap()["config"]["labels"];
+    let labels = &p.actions[0].desired.as_ref().unwrap().to_json()["config"]["labels"];
     assert!(labels.get(ownership::PREVENT_DESTROY).is_none(), "{labels}");
     // The recorded hash is kept, so the next plan still sees the replacement.
-    let live_labels = &inv.clusters[&cluster()].node_pools[0]
-        .config
-        .as_ref()
-        .unwrap()
-        .labels;
+    let live_labels = &inv.node_pools[0].config.as_ref().unwrap().labels;
     assert_eq!(
         labels[ownership::SPEC_HASH],
         live_labels[ownership::SPEC_HASH].as_str()
     );
     // Second apply, once the stamp is gone: the replacement goes ahead.
     let mut inv2 = inv.clone();
-    for np in &mut inv2.clusters.get_mut(&cluster()).unwrap().node_pools {
+    for np in &mut inv2.node_pools {
         np.config
             .as_mut()
             .unwrap()
@@ -560,7 +622,7 @@ fn a_protected_slice_in_error_is_refused_while_the_rest_converges() {
         s.spec.lifecycle.prevent_destroy = true;
     }
     let mut inv = converged(&f);
-    for np in &mut inv.clusters.get_mut(&cluster()).unwrap().node_pools {
+    for np in &mut inv.node_pools {
         if np.name == "tiny-0" || np.name == "llm-1" {
             np.status = Some("ERROR".into());
             np.conditions = vec![StatusCondition {
@@ -589,7 +651,7 @@ fn a_missing_spec_hash_is_restamped_in_place_not_replaced() {
     // and slicectl replaced a pool whose fields were all equal.
     let f = standard_fleet();
     let mut inv = converged(&f);
-    for np in &mut inv.clusters.get_mut(&cluster()).unwrap().node_pools {
+    for np in &mut inv.node_pools {
         np.config
             .as_mut()
             .unwrap()
@@ -617,7 +679,7 @@ fn a_missing_spec_hash_is_restamped_in_place_not_replaced() {
 fn a_pool_without_ownership_labels_is_foreign_with_a_way_back() {
     let f = standard_fleet();
     let mut inv = converged(&f);
-    for np in &mut inv.clusters.get_mut(&cluster()).unwrap().node_pools {
+    for np in &mut inv.node_pools {
         if np.name == "tiny-0" {
             let l = &mut np.config.as_mut().unwrap().labels;
             l.remove(ownership::MANAGED_BY);
@@ -661,13 +723,17 @@ fn a_slice_moved_to_another_target_says_so() {
         .iter()
         .find(|a| a.action == ActionKind::Delete)
         .unwrap();
-    assert!(del.reason.contains("moved"), "{}", del.reason);
+    assert!(del.reason_text().contains("moved"), "{}", del.reason_text());
     assert!(
-        del.reason.contains("clusters/serve") && del.reason.contains("target serve"),
+        del.reason_text().contains("clusters/serve") && del.reason_text().contains("target serve"),
         "{}",
-        del.reason
+        del.reason_text()
     );
-    assert!(!del.reason.contains("replicas:"), "{}", del.reason);
+    assert!(
+        !del.reason_text().contains("replicas:"),
+        "{}",
+        del.reason_text()
+    );
 }
 
 #[test]
@@ -684,7 +750,7 @@ fn empty_source_never_prunes_without_override() {
         },
     )
     .unwrap_err();
-    assert!(matches!(err, PlanError::EmptySource { live: 4 }), "{err}");
+    assert!(matches!(err, PlanError::EmptySource { live: 5 }), "{err}");
     let p = plan(
         &empty,
         &inv,
@@ -740,7 +806,7 @@ fn in_flight_operation_is_waited_on_not_duplicated() {
         CapacityType::OnDemand,
     )]);
     let mut inv = converged(&f);
-    let st = inv.clusters.entry(cluster()).or_default();
+    let st = &mut inv;
     st.node_pools[0].status = Some("PROVISIONING".into());
     st.operations.push(gke::Operation {
         name: "operation-1".into(),
@@ -770,7 +836,7 @@ fn pool_in_error_is_replaced() {
         CapacityType::OnDemand,
     )]);
     let mut inv = converged(&f);
-    let np = &mut inv.clusters.entry(cluster()).or_default().node_pools[0];
+    let np = &mut inv.node_pools[0];
     np.status = Some("ERROR".into());
     np.conditions.push(StatusCondition {
         code: Some("GCE_STOCKOUT".into()),
@@ -782,9 +848,11 @@ fn pool_in_error_is_replaced() {
         vec![("slice.tiny[0].node_pool".to_string(), ActionKind::Replace)]
     );
     assert!(
-        p.actions[0].reason.contains("ERROR state (GCE_STOCKOUT)"),
+        p.actions[0]
+            .reason_text()
+            .contains("ERROR state (GCE_STOCKOUT)"),
         "{}",
-        p.actions[0].reason
+        p.actions[0].reason_text()
     );
 }
 
@@ -798,10 +866,7 @@ fn older_hash_version_is_restamped_in_place_not_replaced() {
         CapacityType::OnDemand,
     )]);
     let mut inv = converged(&f);
-    if let Some(c) = inv.clusters.entry(cluster()).or_default().node_pools[0]
-        .config
-        .as_mut()
-    {
+    if let Some(c) = inv.node_pools[0].config.as_mut() {
         c.labels.insert(ownership::HASH_VERSION.into(), "v0".into());
         c.labels
             .insert(ownership::SPEC_HASH.into(), "something-else".into());
@@ -824,15 +889,39 @@ fn destroy_tears_down_everything_owned() {
 #[test]
 fn plans_are_deterministic_and_json_is_stable() {
     let f = standard_fleet();
-    let a = plan(&f, &Inventory::default(), &PlanOptions::default()).unwrap();
-    let b = plan(&f, &Inventory::default(), &PlanOptions::default()).unwrap();
-    assert_eq!(a, b);
-    let json = serde_json::to_value(&a).unwrap();
+    let a = plan(&f, &TestInv::default(), &PlanOptions::default()).unwrap();
+    let b = plan(&f, &TestInv::default(), &PlanOptions::default()).unwrap();
+    assert_eq!(a.to_json(), b.to_json());
+    let json = a.to_json();
     assert_eq!(json["summary"]["create"], 5);
     assert_eq!(json["actions"][0]["action"], "create");
     assert_eq!(json["actions"][0]["kind"], "workload_policy");
-    let back: Plan = serde_json::from_value(json).unwrap();
-    assert_eq!(back, a);
+    assert_eq!(json["actions"][0]["reason_code"], "missing");
+    // Every field of format version 1 is present.
+    for key in [
+        "format_version",
+        "observed_fingerprint",
+        "mode",
+        "actions",
+        "unmanaged",
+        "summary",
+    ] {
+        assert!(json.get(key).is_some(), "{key}");
+    }
+    for key in [
+        "action",
+        "kind",
+        "name",
+        "address",
+        "slice",
+        "replica",
+        "scope",
+        "reason",
+        "after",
+        "timeout_secs",
+    ] {
+        assert!(json["actions"][0].get(key).is_some(), "{key}");
+    }
 }
 
 #[test]
@@ -849,10 +938,7 @@ fn render_covers_every_capacity_model() {
         flex,
         slice("spot", "tpu-v5p-slice", "2x2x1", 1, CapacityType::Spot),
     ]);
-    let rendered: Vec<NodePool> = render::render_fleet(&f)
-        .into_iter()
-        .map(|d| d.node_pool)
-        .collect();
+    let rendered: Vec<NodePool> = rendered_pools(&f);
     insta::assert_json_snapshot!("render_capacity_models", rendered);
 }
 
@@ -892,7 +978,7 @@ fn two_slices_rendering_the_same_pool_name_are_refused() {
     let mut f = standard_fleet();
     let twin = slice("tiny", "tpu-v6e-slice", "2x2", 1, CapacityType::OnDemand);
     f.slices.insert("tiny-twin".into(), twin);
-    let err = plan(&f, &Inventory::default(), &PlanOptions::default()).unwrap_err();
+    let err = plan(&f, &TestInv::default(), &PlanOptions::default()).unwrap_err();
     let text = err.to_string();
     assert!(text.contains("tiny-0"), "{text}");
     assert!(

@@ -77,6 +77,23 @@ impl fmt::Display for RegionRef {
     }
 }
 
+/// A compute zone in a project.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct ZoneRef {
+    /// Project id.
+    pub project: String,
+    /// Zone.
+    pub zone: String,
+}
+
+impl fmt::Display for ZoneRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "projects/{}/zones/{}", self.project, self.zone)
+    }
+}
+
 /// Serde helpers for Google's int64-as-string encoding (accepts numbers too).
 pub mod int64_string {
     use serde::{Deserialize, Deserializer, Serializer};

@@ -23,7 +23,7 @@ use std::fmt::Write as _;
 use crate::resource::gke::ReservationAffinity;
 
 /// Node-pool label under which tpu-provisioner stores its selective hash.
-pub const TPU_PROVISIONER_HASH_LABEL: &str = "google.com/tpu-provisioner-nodepool-hash";
+pub const TPU_PROVISIONER_HASH_LABEL: &str = crate::plan::ownership::TPU_PROVISIONER_HASH;
 
 /// The alphabet of `k8s.io/apimachinery/pkg/util/rand.SafeEncodeString`
 /// (no vowels, no look-alike characters).

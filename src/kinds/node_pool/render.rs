@@ -1,55 +1,23 @@
-//! Rendering: Slice × replica → the cloud resources that realise it.
+//! Rendering a slice replica into the GKE node pool that realises it.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use crate::resource::compute::{ResourcePolicy, WorkloadPolicy};
+use crate::plan::hash::{self, HASH_VERSION};
+use crate::plan::names;
+use crate::plan::ownership::Ownership;
 use crate::resource::gke::{
     AdditionalNodeNetworkConfig, Autoscaling, MaxPodsConstraint, NodeConfig, NodeManagement,
     NodeNetworkConfig, NodePool, NodeTaint, PlacementPolicy, QueuedProvisioning,
     ReservationAffinity, ShieldedInstanceConfig, UpgradeSettings,
 };
-use crate::resource::{ClusterRef, RegionRef};
 use crate::spec::catalog::Placement;
 use crate::spec::model::{CapacityType, TaintEffect};
-use crate::spec::{Fleet, Slice, Target};
+use crate::spec::{Slice, Target};
 
-use super::hash::{self, HASH_VERSION};
-use super::names;
-use super::ownership::Ownership;
+use super::fields::node_pool_projection;
 
 /// Reservation affinity key GKE and gcloud use for a specific reservation.
 pub const RESERVATION_KEY: &str = "compute.googleapis.com/reservation-name";
-
-/// The desired resources of one slice replica.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DesiredReplica {
-    /// Slice name.
-    pub slice: String,
-    /// Replica index.
-    pub replica: u32,
-    /// Owner id (from the target).
-    pub owner: String,
-    /// Cluster the node pool goes to.
-    pub cluster: ClusterRef,
-    /// The node pool, ownership labels and spec hash included.
-    pub node_pool: NodePool,
-    /// The workload policy (tpu7x multi-host), if any.
-    pub workload_policy: Option<DesiredPolicy>,
-    /// Protected against destroy/replace.
-    pub prevent_destroy: bool,
-    /// Timeout of one long-running operation.
-    pub operation_timeout: Duration,
-}
-
-/// A desired workload policy.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DesiredPolicy {
-    /// Where it lives.
-    pub region: RegionRef,
-    /// The policy, ownership description and spec hash included.
-    pub policy: ResourcePolicy,
-}
 
 fn effect(e: TaintEffect) -> &'static str {
     match e {
@@ -66,39 +34,14 @@ fn google_duration(s: &str) -> Option<String> {
     Some(format!("{}s", d.as_secs()))
 }
 
-/// Renders every replica of every slice of the fleet.
-pub fn render_fleet(fleet: &Fleet) -> Vec<DesiredReplica> {
-    let mut out = Vec::new();
-    for slice in fleet.slices.values() {
-        if let Some(target) = fleet.target_of(slice) {
-            for r in 0..slice.spec.replicas {
-                if let Some(d) = render_replica(target, slice, r) {
-                    out.push(d);
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Renders one replica. `None` when the target has no GKE cluster (only
-/// backend `gke` is rendered by this release; validation rejects the rest).
-pub fn render_replica(target: &Target, slice: &Slice, replica: u32) -> Option<DesiredReplica> {
-    let gke = target.spec.gke.as_ref()?;
+/// The node pool of one replica, ownership labels and spec hash included.
+/// `None` when the target has no GKE cluster.
+pub fn node_pool(target: &Target, slice: &Slice, replica: u32) -> Option<NodePool> {
+    target.spec.gke.as_ref()?;
     let t = &target.spec;
     let s = &slice.spec;
     let shape = &slice.shape;
-    let cluster = ClusterRef {
-        project: t.project.clone(),
-        location: gke.location.clone(),
-        name: gke.name.clone(),
-    };
-    let region = RegionRef {
-        project: t.project.clone(),
-        region: crate::spec::validate::region_of(&t.zone).to_string(),
-    };
     let pool_name = names::node_pool(&slice.name, replica);
-
     let mut ownership = Ownership {
         owner: t.owner_id.clone(),
         slice: slice.name.clone(),
@@ -107,29 +50,6 @@ pub fn render_replica(target: &Target, slice: &Slice, replica: u32) -> Option<De
         hash_version: Some(HASH_VERSION.to_string()),
         prevent_destroy: s.lifecycle.prevent_destroy,
     };
-
-    // Workload policy (tpu7x multi-host), rendered first: the pool names it.
-    let workload_policy = match &shape.placement {
-        Placement::WorkloadPolicy { topology } => {
-            let mut policy = ResourcePolicy {
-                name: names::workload_policy(&slice.name, replica),
-                region: Some(region.region.clone()),
-                workload_policy: Some(WorkloadPolicy {
-                    kind: "HIGH_THROUGHPUT".to_string(),
-                    accelerator_topology: Some(topology.clone()),
-                    accelerator_topology_mode: None,
-                }),
-                ..Default::default()
-            };
-            let mut o = ownership.clone();
-            o.prevent_destroy = false;
-            o.spec_hash = Some(hash::spec_hash(&hash::policy_projection(&policy)));
-            policy.description = Some(o.to_description());
-            Some(DesiredPolicy { region, policy })
-        }
-        _ => None,
-    };
-
     let placement_policy = match &shape.placement {
         Placement::None => None,
         Placement::Compact { topology } => Some(PlacementPolicy {
@@ -140,7 +60,7 @@ pub fn render_replica(target: &Target, slice: &Slice, replica: u32) -> Option<De
         Placement::WorkloadPolicy { .. } => Some(PlacementPolicy {
             kind: None,
             tpu_topology: None,
-            policy_name: workload_policy.as_ref().map(|p| p.policy.name.clone()),
+            policy_name: Some(names::workload_policy(&slice.name, replica)),
         }),
     };
 
@@ -249,19 +169,10 @@ pub fn render_replica(target: &Target, slice: &Slice, replica: u32) -> Option<De
         }),
         ..Default::default()
     };
-    ownership.spec_hash = Some(hash::spec_hash(&hash::node_pool_projection(&pool)));
+    ownership.spec_hash = Some(hash::spec_hash(&node_pool_projection(&pool)));
     if let Some(c) = pool.config.as_mut() {
         c.labels.extend(ownership.to_labels());
     }
 
-    Some(DesiredReplica {
-        slice: slice.name.clone(),
-        replica,
-        owner: t.owner_id.clone(),
-        cluster,
-        node_pool: pool,
-        workload_policy,
-        prevent_destroy: s.lifecycle.prevent_destroy,
-        operation_timeout: slice.operation_timeout,
-    })
+    Some(pool)
 }

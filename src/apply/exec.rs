@@ -1,0 +1,43 @@
+//! The shell half of a resource kind: how its live resources are observed
+//! and how its steps are executed, through the cloud seam
+//! ([`crate::cloud::Cloud`]). Implemented once per kind under
+//! `crate::kinds`, next to its pure half ([`crate::plan::Kind`]).
+
+use async_trait::async_trait;
+
+use super::{ApplyError, StepOutcome};
+use crate::cloud::{Cloud, CloudError};
+use crate::plan::{Action, KindId, LiveResource, OperationRecord, Scope};
+
+pub use super::steps::StepOp;
+
+/// What one list of a kind in one scope found.
+#[derive(Debug, Default)]
+pub struct Observed {
+    /// Live resources (managed or not).
+    pub resources: Vec<LiveResource>,
+    /// Operations on resources of this kind.
+    pub operations: Vec<OperationRecord>,
+}
+
+/// Observing and executing one kind.
+#[async_trait]
+pub trait KindExec: Send + Sync {
+    /// The kind this executes.
+    fn kind(&self) -> KindId;
+
+    /// Whether resources of this kind live in scopes like `scope` (a node
+    /// pool in a cluster, a policy in a region).
+    fn observes(&self, scope: &Scope) -> bool;
+
+    /// One list of the kind's resources (and their operations) in `scope`.
+    async fn observe(&self, cloud: &Cloud, scope: &Scope) -> Result<Observed, CloudError>;
+
+    /// Runs one step of an action on a resource of this kind.
+    async fn execute(
+        &self,
+        cloud: &Cloud,
+        action: &Action,
+        op: StepOp,
+    ) -> Result<StepOutcome, ApplyError>;
+}

@@ -1,0 +1,238 @@
+//! The narrow seam between slicectl and Google Cloud: one trait per API
+//! family. Observation and execution only ever go through these. Two
+//! implementations exist: the REST client ([`super::CloudClient`]) and the
+//! in-memory recording fake ([`super::fake::FakeCloud`]) used by the
+//! executor's unit tests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{CloudClient, CloudError};
+use crate::resource::ClusterRef;
+use crate::resource::compute::{self, ResourcePolicy};
+use crate::resource::gke::{self, NodePool, UpdateNodePoolRequest};
+
+/// GKE (container v1): node pools and their operations.
+#[async_trait]
+pub trait GkeService: Send + Sync {
+    /// Every node pool of a cluster.
+    async fn list_node_pools(&self, cluster: &ClusterRef) -> Result<Vec<NodePool>, CloudError>;
+    /// One node pool.
+    async fn get_node_pool(&self, cluster: &ClusterRef, name: &str)
+    -> Result<NodePool, CloudError>;
+    /// Starts creating a node pool.
+    async fn create_node_pool(
+        &self,
+        cluster: &ClusterRef,
+        pool: &NodePool,
+    ) -> Result<gke::Operation, CloudError>;
+    /// Starts an in-place update.
+    async fn update_node_pool(
+        &self,
+        cluster: &ClusterRef,
+        req: &UpdateNodePoolRequest,
+    ) -> Result<gke::Operation, CloudError>;
+    /// Starts deleting a node pool.
+    async fn delete_node_pool(
+        &self,
+        cluster: &ClusterRef,
+        name: &str,
+    ) -> Result<gke::Operation, CloudError>;
+    /// Operations of a location.
+    async fn list_operations(
+        &self,
+        project: &str,
+        location: &str,
+    ) -> Result<Vec<gke::Operation>, CloudError>;
+    /// Waits until an operation is DONE; an error in it is a failure.
+    async fn wait_operation(
+        &self,
+        project: &str,
+        location: &str,
+        op: &gke::Operation,
+        timeout: Duration,
+    ) -> Result<gke::Operation, CloudError>;
+}
+
+/// Compute Engine (compute v1): resource policies and their operations.
+#[async_trait]
+pub trait ComputeService: Send + Sync {
+    /// Every resource policy of a region.
+    async fn list_resource_policies(
+        &self,
+        project: &str,
+        region: &str,
+    ) -> Result<Vec<ResourcePolicy>, CloudError>;
+    /// One resource policy.
+    async fn get_resource_policy(
+        &self,
+        project: &str,
+        region: &str,
+        name: &str,
+    ) -> Result<ResourcePolicy, CloudError>;
+    /// Starts creating a resource policy.
+    async fn insert_resource_policy(
+        &self,
+        project: &str,
+        region: &str,
+        policy: &ResourcePolicy,
+    ) -> Result<compute::Operation, CloudError>;
+    /// Starts deleting a resource policy.
+    async fn delete_resource_policy(
+        &self,
+        project: &str,
+        region: &str,
+        name: &str,
+    ) -> Result<compute::Operation, CloudError>;
+    /// Operations of a region (only the running ones with `only_running`).
+    async fn list_region_operations(
+        &self,
+        project: &str,
+        region: &str,
+        only_running: bool,
+    ) -> Result<Vec<compute::Operation>, CloudError>;
+    /// Waits until an operation is DONE; an error in it is a failure.
+    async fn wait_operation(
+        &self,
+        op: &compute::Operation,
+        timeout: Duration,
+    ) -> Result<compute::Operation, CloudError>;
+}
+
+/// A handle on every API family (cheap to clone).
+#[derive(Clone)]
+pub struct Cloud {
+    /// GKE.
+    pub gke: Arc<dyn GkeService>,
+    /// Compute Engine.
+    pub compute: Arc<dyn ComputeService>,
+}
+
+impl std::fmt::Debug for Cloud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cloud").finish_non_exhaustive()
+    }
+}
+
+impl From<CloudClient> for Cloud {
+    fn from(c: CloudClient) -> Cloud {
+        let shared = Arc::new(c);
+        Cloud {
+            gke: shared.clone(),
+            compute: shared,
+        }
+    }
+}
+
+#[async_trait]
+impl GkeService for CloudClient {
+    async fn list_node_pools(&self, cluster: &ClusterRef) -> Result<Vec<NodePool>, CloudError> {
+        self.gke().list_node_pools(cluster).await
+    }
+    async fn get_node_pool(
+        &self,
+        cluster: &ClusterRef,
+        name: &str,
+    ) -> Result<NodePool, CloudError> {
+        self.gke().get_node_pool(cluster, name).await
+    }
+    async fn create_node_pool(
+        &self,
+        cluster: &ClusterRef,
+        pool: &NodePool,
+    ) -> Result<gke::Operation, CloudError> {
+        self.gke().create_node_pool(cluster, pool).await
+    }
+    async fn update_node_pool(
+        &self,
+        cluster: &ClusterRef,
+        req: &UpdateNodePoolRequest,
+    ) -> Result<gke::Operation, CloudError> {
+        self.gke().update_node_pool(cluster, req).await
+    }
+    async fn delete_node_pool(
+        &self,
+        cluster: &ClusterRef,
+        name: &str,
+    ) -> Result<gke::Operation, CloudError> {
+        self.gke().delete_node_pool(cluster, name).await
+    }
+    async fn list_operations(
+        &self,
+        project: &str,
+        location: &str,
+    ) -> Result<Vec<gke::Operation>, CloudError> {
+        self.gke().list_operations(project, location).await
+    }
+    async fn wait_operation(
+        &self,
+        project: &str,
+        location: &str,
+        op: &gke::Operation,
+        timeout: Duration,
+    ) -> Result<gke::Operation, CloudError> {
+        self.gke()
+            .wait_operation(project, location, op, timeout)
+            .await
+    }
+}
+
+#[async_trait]
+impl ComputeService for CloudClient {
+    async fn list_resource_policies(
+        &self,
+        project: &str,
+        region: &str,
+    ) -> Result<Vec<ResourcePolicy>, CloudError> {
+        self.compute().list_resource_policies(project, region).await
+    }
+    async fn get_resource_policy(
+        &self,
+        project: &str,
+        region: &str,
+        name: &str,
+    ) -> Result<ResourcePolicy, CloudError> {
+        self.compute()
+            .get_resource_policy(project, region, name)
+            .await
+    }
+    async fn insert_resource_policy(
+        &self,
+        project: &str,
+        region: &str,
+        policy: &ResourcePolicy,
+    ) -> Result<compute::Operation, CloudError> {
+        self.compute()
+            .insert_resource_policy(project, region, policy)
+            .await
+    }
+    async fn delete_resource_policy(
+        &self,
+        project: &str,
+        region: &str,
+        name: &str,
+    ) -> Result<compute::Operation, CloudError> {
+        self.compute()
+            .delete_resource_policy(project, region, name)
+            .await
+    }
+    async fn list_region_operations(
+        &self,
+        project: &str,
+        region: &str,
+        only_running: bool,
+    ) -> Result<Vec<compute::Operation>, CloudError> {
+        self.compute()
+            .list_region_operations(project, region, only_running)
+            .await
+    }
+    async fn wait_operation(
+        &self,
+        op: &compute::Operation,
+        timeout: Duration,
+    ) -> Result<compute::Operation, CloudError> {
+        self.compute().wait_operation(op, timeout).await
+    }
+}

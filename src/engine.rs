@@ -1,0 +1,282 @@
+//! Reconciliation as one library call: load → observe → plan → (approve) →
+//! apply → observe → status, with a typed report per slice. The CLI's
+//! `plan`, `apply`, `destroy` and `status` are thin wrappers around it, and
+//! the controller calls the same function in its loop.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::apply::{self, ApplyOptions, ApplyReport, Failure, Progress};
+use crate::cloud::{Cloud, CloudError};
+use crate::plan::{self, Inventory, Kind, Plan, PlanError, PlanMode, PlanOptions, Refusal};
+use crate::spec::Fleet;
+use crate::status;
+
+/// What to reconcile towards, and with which rails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReconcileOptions {
+    /// Converge to the specs, or tear down.
+    pub mode: PlanMode,
+    /// Safety rails of planning.
+    pub plan: PlanOptions,
+    /// Execution limits.
+    pub apply: ApplyOptions,
+}
+
+/// What the caller decided about a plan with changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// Go ahead now (no time passed since the plan was made).
+    Auto,
+    /// A person confirmed it, maybe long after it was made: the world is
+    /// observed again and only an identical plan goes ahead.
+    Confirmed,
+    /// Do nothing.
+    Declined,
+}
+
+/// Why reconciliation stopped before applying anything. Each has a stable
+/// short code (metric labels, controller conditions).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The live state could not be observed.
+    #[error("cannot observe the live state: {0}")]
+    Observe(#[from] CloudError),
+    /// The plan as a whole is refused by a safety rail.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The world changed between the plan and its confirmation.
+    #[error(
+        "the confirmed plan no longer matches the live state; nothing was changed. Review the new plan and run again"
+    )]
+    Stale {
+        /// The plan made now.
+        now: Box<Plan>,
+    },
+}
+
+impl ReconcileError {
+    /// A stable short code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ReconcileError::Observe(_) => "observe_failed",
+            ReconcileError::Plan(PlanError::EmptySource { .. }) => "empty_source",
+            ReconcileError::Plan(PlanError::TooManyDestructive { .. }) => "too_many_destructive",
+            ReconcileError::Plan(_) => "plan_refused",
+            ReconcileError::Stale { .. } => "stale_plan",
+        }
+    }
+}
+
+/// How a reconciliation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Nothing to do.
+    NoChanges,
+    /// The plan was applied (see the apply report for failures).
+    Applied,
+    /// The caller declined the plan.
+    Declined,
+}
+
+/// What happened to one slice.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SliceReport {
+    /// Slice name.
+    pub slice: String,
+    /// Actions completed: `ACTION ADDRESS`.
+    pub done: Vec<String>,
+    /// Actions that failed, with codes.
+    #[serde(skip)]
+    pub failed: Vec<Failure>,
+    /// Actions skipped or not run, with why.
+    pub not_run: Vec<String>,
+    /// Changes refused by a safety rail.
+    #[serde(skip)]
+    pub refused: Vec<Refusal>,
+}
+
+impl SliceReport {
+    /// Whether this slice converged (nothing failed, was skipped or refused).
+    pub fn ok(&self) -> bool {
+        self.failed.is_empty() && self.not_run.is_empty() && self.refused.is_empty()
+    }
+}
+
+/// The result of one reconciliation.
+#[derive(Debug)]
+pub struct Report {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The plan that was (or would have been) applied.
+    pub plan: Plan,
+    /// The executor's report, when something was applied.
+    pub apply: Option<ApplyReport>,
+    /// Per slice, sorted by name.
+    pub slices: Vec<SliceReport>,
+    /// Status rows observed after applying (before, when nothing was).
+    pub status: Vec<status::Row>,
+}
+
+impl Report {
+    /// Whether everything converged: applied without failure, and nothing
+    /// refused.
+    pub fn success(&self) -> bool {
+        self.plan.refused.is_empty() && self.apply.as_ref().is_none_or(ApplyReport::success)
+    }
+}
+
+/// The registered kinds' pure halves.
+pub fn kinds() -> Vec<&'static dyn Kind> {
+    crate::kinds::plan_kinds()
+}
+
+/// Plans against an observation.
+pub fn plan_with(
+    fleet: &Fleet,
+    inv: &Inventory,
+    mode: PlanMode,
+    opts: &PlanOptions,
+) -> Result<Plan, PlanError> {
+    let kinds = kinds();
+    match mode {
+        PlanMode::Apply => plan::plan(fleet, inv, &kinds, opts),
+        PlanMode::Destroy => plan::plan_destroy(fleet, inv, &kinds, opts.max_destroy),
+    }
+}
+
+/// Observes and plans.
+pub async fn observe_and_plan(
+    fleet: &Fleet,
+    cloud: &Cloud,
+    mode: PlanMode,
+    opts: &PlanOptions,
+) -> Result<(Inventory, Plan), ReconcileError> {
+    let inv = crate::observe::observe(cloud, fleet).await?;
+    let plan = plan_with(fleet, &inv, mode, opts)?;
+    Ok((inv, plan))
+}
+
+/// Status rows of the fleet.
+pub async fn status(fleet: &Fleet, cloud: &Cloud) -> Result<Vec<status::Row>, CloudError> {
+    let inv = crate::observe::observe(cloud, fleet).await?;
+    Ok(status::rows(fleet, &inv, &kinds()))
+}
+
+fn slice_reports(plan: &Plan, applied: Option<&ApplyReport>) -> Vec<SliceReport> {
+    let mut by: BTreeMap<String, SliceReport> = BTreeMap::new();
+    let slice_of: BTreeMap<String, (String, &'static str)> = plan
+        .actions
+        .iter()
+        .map(|a| (a.address(), (a.owner.slice.clone(), a.action.as_str())))
+        .collect();
+    let entry = |by: &mut BTreeMap<String, SliceReport>, slice: &str| {
+        by.entry(slice.to_string())
+            .or_insert_with(|| SliceReport {
+                slice: slice.to_string(),
+                ..SliceReport::default()
+            })
+            .slice
+            .clone()
+    };
+    for r in &plan.refused {
+        let k = entry(&mut by, &r.slice);
+        if let Some(s) = by.get_mut(&k) {
+            s.refused.push(r.clone());
+        }
+    }
+    if let Some(rep) = applied {
+        let mut add = |addr: &str, f: &mut dyn FnMut(&mut SliceReport)| {
+            if let Some((slice, _)) = slice_of.get(addr) {
+                let k = entry(&mut by, slice);
+                if let Some(s) = by.get_mut(&k) {
+                    f(s);
+                }
+            }
+        };
+        for addr in &rep.completed {
+            let action = slice_of.get(addr).map(|x| x.1).unwrap_or("");
+            add(addr, &mut |s| s.done.push(format!("{action} {addr}")));
+        }
+        for addr in &rep.already_gone {
+            add(addr, &mut |s| s.done.push(format!("already gone {addr}")));
+        }
+        for f in &rep.failures {
+            add(&f.address, &mut |s| s.failed.push(f.clone()));
+        }
+        for addr in &rep.skipped {
+            add(addr, &mut |s| {
+                s.not_run
+                    .push(format!("{addr}: skipped (a step it depends on failed)"))
+            });
+        }
+        for (addr, why) in &rep.not_run {
+            add(addr, &mut |s| s.not_run.push(format!("{addr}: {why}")));
+        }
+    }
+    by.into_values().collect()
+}
+
+/// Applies a plan already approved, then observes again for the status.
+pub async fn execute(
+    fleet: &Fleet,
+    cloud: &Cloud,
+    plan: Plan,
+    opts: &ApplyOptions,
+    progress: Arc<dyn Progress>,
+) -> Result<Report, ReconcileError> {
+    let report = apply::execute(cloud, &plan, opts, progress).await;
+    let status = status(fleet, cloud).await?;
+    Ok(Report {
+        outcome: Outcome::Applied,
+        slices: slice_reports(&plan, Some(&report)),
+        plan,
+        apply: Some(report),
+        status,
+    })
+}
+
+/// One reconciliation: observe, plan, ask `approve` when there are changes
+/// (never when there are none), apply, observe again. A plan refused as a
+/// whole, or a confirmed plan the world has moved away from, is an error
+/// and nothing is changed.
+pub async fn reconcile(
+    fleet: &Fleet,
+    cloud: &Cloud,
+    opts: &ReconcileOptions,
+    approve: impl FnOnce(&Plan) -> Approval,
+    progress: Arc<dyn Progress>,
+) -> Result<Report, ReconcileError> {
+    let (inv, plan) = observe_and_plan(fleet, cloud, opts.mode, &opts.plan).await?;
+    if !plan.summary.has_changes() {
+        return Ok(Report {
+            outcome: Outcome::NoChanges,
+            status: status::rows(fleet, &inv, &kinds()),
+            slices: slice_reports(&plan, None),
+            plan,
+            apply: None,
+        });
+    }
+    match approve(&plan) {
+        Approval::Declined => Ok(Report {
+            outcome: Outcome::Declined,
+            status: status::rows(fleet, &inv, &kinds()),
+            slices: slice_reports(&plan, None),
+            plan,
+            apply: None,
+        }),
+        Approval::Auto => execute(fleet, cloud, plan, &opts.apply, progress).await,
+        Approval::Confirmed => {
+            // The answer may come hours later: go ahead only if the plan
+            // made now is exactly the one that was confirmed.
+            let (_, now) = observe_and_plan(fleet, cloud, opts.mode, &opts.plan).await?;
+            if now.effect() != plan.effect() {
+                return Err(ReconcileError::Stale { now: Box::new(now) });
+            }
+            execute(fleet, cloud, plan, &opts.apply, progress).await
+        }
+    }
+}

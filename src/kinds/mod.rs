@@ -1,0 +1,37 @@
+//! Every resource kind slicectl manages, each described once in its own
+//! module (its pure half implements [`crate::plan::Kind`], its shell half
+//! [`crate::apply::KindExec`]) and registered in [`REGISTRY`]. The planner,
+//! the step graph, the executor and observation are generic over them.
+//!
+//! Adding a kind: write its module and add one line to [`REGISTRY`]. The
+//! order there is the order of actions within a slice replica in plans.
+
+pub mod node_pool;
+pub mod workload_policy;
+
+use crate::apply::KindExec;
+use crate::plan::{Kind, KindId};
+
+/// Both halves of a kind.
+pub trait RegisteredKind: Kind + KindExec {}
+
+impl<T: Kind + KindExec> RegisteredKind for T {}
+
+/// The registered kinds.
+pub static REGISTRY: &[&dyn RegisteredKind] =
+    &[&workload_policy::WorkloadPolicies, &node_pool::NodePools];
+
+/// The pure halves, for planning.
+pub fn plan_kinds() -> Vec<&'static dyn Kind> {
+    REGISTRY.iter().map(|k| *k as &dyn Kind).collect()
+}
+
+/// The shell halves, for observing and executing.
+pub fn exec_kinds() -> Vec<&'static dyn KindExec> {
+    REGISTRY.iter().map(|k| *k as &dyn KindExec).collect()
+}
+
+/// One kind by name.
+pub fn get(id: KindId) -> Option<&'static dyn RegisteredKind> {
+    REGISTRY.iter().copied().find(|k| Kind::id(*k) == id)
+}

@@ -1,0 +1,272 @@
+//! The node pool's fields, classified: forces replacement (hashed),
+//! updated in place (labels, taints, resource labels, each its own request
+//! group), or ignored (output-only, and server defaults unless desired).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::plan::UpdateGroup;
+use crate::plan::hash::{FieldChange, Projection, diff, lookup, project, remove_path};
+use crate::resource::gke::NodePool;
+
+/// Node pool fields that force replacement (top-level paths; objects are
+/// flattened below them).
+pub const NODE_POOL_REPLACEMENT_FIELDS: &[&str] = &[
+    "config.machineType",
+    "config.spot",
+    "config.flexStart",
+    "config.maxRunDuration",
+    "config.reservationAffinity",
+    "config.serviceAccount",
+    "config.oauthScopes",
+    "config.tags",
+    "config.diskType",
+    "config.diskSizeGb",
+    "config.shieldedInstanceConfig",
+    "initialNodeCount",
+    "locations",
+    "placementPolicy",
+    "queuedProvisioning",
+    "autoscaling",
+    "management",
+    "maxPodsConstraint",
+    "networkConfig",
+];
+
+/// Node pool fields updated in place.
+pub const NODE_POOL_IN_PLACE_FIELDS: &[&str] =
+    &["config.labels", "config.taints", "config.resourceLabels"];
+
+/// Fields GKE fills in when they are not sent: when the desired resource
+/// leaves them unset, the live value is ignored.
+pub const NODE_POOL_SERVER_DEFAULTED: &[&str] = &[
+    "config.diskSizeGb",
+    "config.diskType",
+    "config.oauthScopes",
+    "config.serviceAccount",
+    "config.shieldedInstanceConfig.enableIntegrityMonitoring",
+    "config.shieldedInstanceConfig.enableSecureBoot",
+    "management.upgradeOptions",
+    "networkConfig",
+];
+
+/// Output-only node pool fields: never compared, never shown in diffs.
+pub const NODE_POOL_OUTPUT_ONLY: &[&str] = &[
+    "status",
+    "statusMessage",
+    "conditions",
+    "selfLink",
+    "etag",
+    "version",
+    "instanceGroupUrls",
+    "config.imageType",
+    "config.metadata",
+];
+
+/// In-place group: Kubernetes node labels (`nodePools.update` `labels`).
+pub const LABELS: UpdateGroup = UpdateGroup("labels");
+/// In-place group: node taints (`nodePools.update` `taints`).
+pub const TAINTS: UpdateGroup = UpdateGroup("taints");
+/// In-place group: GCE resource labels (`nodePools.update` `resourceLabels`).
+pub const RESOURCE_LABELS: UpdateGroup = UpdateGroup("resource labels");
+
+/// The live node pool as it should be shown next to the desired one:
+/// output-only fields removed, server defaults the desired pool leaves unset
+/// removed, and the `google.com/tpu` taint GKE adds dropped.
+pub fn display_live_node_pool(live: &NodePool, desired: Option<&NodePool>) -> Value {
+    let mut v = serde_json::to_value(live).unwrap_or(Value::Null);
+    let d = desired
+        .and_then(|d| serde_json::to_value(d).ok())
+        .unwrap_or(Value::Null);
+    for p in NODE_POOL_OUTPUT_ONLY {
+        remove_path(&mut v, p);
+    }
+    for p in NODE_POOL_SERVER_DEFAULTED {
+        if lookup(&d, p).is_none() {
+            remove_path(&mut v, p);
+        }
+    }
+    let want_tpu_taint = desired
+        .and_then(|d| d.config.as_ref())
+        .is_some_and(|c| c.taints.iter().any(|t| t.key == "google.com/tpu"));
+    if !want_tpu_taint
+        && let Some(t) = v
+            .pointer_mut("/config/taints")
+            .and_then(Value::as_array_mut)
+    {
+        t.retain(|t| t.get("key") != Some(&Value::from("google.com/tpu")));
+        if t.is_empty() {
+            remove_path(&mut v, "config.taints");
+        }
+    }
+    // An emptied shieldedInstanceConfig is noise too.
+    if v.pointer("/config/shieldedInstanceConfig")
+        .is_some_and(|x| x.as_object().is_some_and(|m| m.is_empty()))
+    {
+        remove_path(&mut v, "config.shieldedInstanceConfig");
+    }
+    v
+}
+
+/// Replacement-class projection of a node pool.
+pub fn node_pool_projection(np: &NodePool) -> Projection {
+    let v = serde_json::to_value(np).unwrap_or(Value::Null);
+    project(&v, NODE_POOL_REPLACEMENT_FIELDS)
+}
+
+/// Replacement-class projection of a live node pool, normalised against the
+/// desired one: server-defaulted paths the desired pool leaves unset are
+/// dropped, so a GKE default never looks like drift.
+pub fn live_node_pool_projection(live: &NodePool, desired: &Projection) -> Projection {
+    let mut p = node_pool_projection(live);
+    p.retain(|path, _| {
+        desired.contains_key(path)
+            || !NODE_POOL_SERVER_DEFAULTED
+                .iter()
+                .any(|d| path == d || path.starts_with(&format!("{d}.")))
+    });
+    p
+}
+
+/// Labels GKE manages itself on `config.labels`; never compared.
+pub fn is_server_label(k: &str) -> bool {
+    k.starts_with("cloud.google.com/gke-")
+}
+
+/// The in-place fields of a pool, one projection per request group. The
+/// `google.com/tpu` taint GKE adds is ignored unless the desired pool sets it.
+fn in_place_views(np: &NodePool, want_tpu_taint: bool) -> [(UpdateGroup, Projection); 3] {
+    let mut labels = Projection::new();
+    let mut taints = Projection::new();
+    let mut resource_labels = Projection::new();
+    if let Some(c) = &np.config {
+        for (k, v) in &c.labels {
+            if !is_server_label(k) {
+                labels.insert(format!("config.labels[{k:?}]"), Value::from(v.clone()));
+            }
+        }
+        let t: Vec<Value> = c
+            .taints
+            .iter()
+            .filter(|t| want_tpu_taint || t.key != "google.com/tpu")
+            .map(|t| Value::from(format!("{}={}:{}", t.key, t.value, t.effect)))
+            .collect();
+        if !t.is_empty() {
+            taints.insert("config.taints".into(), Value::Array(t));
+        }
+        for (k, v) in &c.resource_labels {
+            if !k.starts_with("goog-") {
+                resource_labels.insert(
+                    format!("config.resourceLabels[{k:?}]"),
+                    Value::from(v.clone()),
+                );
+            }
+        }
+    }
+    [
+        (LABELS, labels),
+        (TAINTS, taints),
+        (RESOURCE_LABELS, resource_labels),
+    ]
+}
+
+/// In-place differences between a live pool and the desired one, with the
+/// request groups that carry them.
+pub fn in_place_changes(
+    live: &NodePool,
+    desired: &NodePool,
+) -> (Vec<FieldChange>, BTreeSet<UpdateGroup>) {
+    let want_tpu_taint = desired
+        .config
+        .as_ref()
+        .is_some_and(|c| c.taints.iter().any(|t| t.key == "google.com/tpu"));
+    let mut changes = Vec::new();
+    let mut groups = BTreeSet::new();
+    for ((group, have), (_, want)) in in_place_views(live, want_tpu_taint)
+        .into_iter()
+        .zip(in_place_views(desired, true))
+    {
+        let d = diff(&have, &want, false);
+        if !d.is_empty() {
+            groups.insert(group);
+            changes.extend(d);
+        }
+    }
+    (changes, groups)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::hash::{diff, spec_hash};
+    use crate::resource::gke::{NodeConfig, PlacementPolicy};
+
+    fn pool(machine: &str, topo: &str) -> NodePool {
+        NodePool {
+            name: "p".into(),
+            config: Some(NodeConfig {
+                machine_type: machine.into(),
+                labels: [("team".to_string(), "a".to_string())].into(),
+                ..Default::default()
+            }),
+            initial_node_count: Some(2),
+            locations: vec!["us-central2-b".into()],
+            placement_policy: Some(PlacementPolicy {
+                kind: Some("COMPACT".into()),
+                tpu_topology: Some(topo.into()),
+                policy_name: None,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn labels_do_not_change_the_hash() {
+        let a = pool("ct5p-hightpu-4t", "2x2x2");
+        let mut b = a.clone();
+        if let Some(c) = b.config.as_mut() {
+            c.labels.insert("other".into(), "x".into());
+        }
+        assert_eq!(
+            spec_hash(&node_pool_projection(&a)),
+            spec_hash(&node_pool_projection(&b))
+        );
+    }
+
+    #[test]
+    fn topology_changes_the_hash_and_is_located() {
+        let a = node_pool_projection(&pool("ct5p-hightpu-4t", "2x2x2"));
+        let b = node_pool_projection(&pool("ct5p-hightpu-4t", "2x2x4"));
+        assert_ne!(spec_hash(&a), spec_hash(&b));
+        let d = diff(&a, &b, true);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].path, "placementPolicy.tpuTopology");
+    }
+
+    #[test]
+    fn server_defaults_are_ignored_unless_desired() {
+        let desired = pool("ct5p-hightpu-4t", "2x2x2");
+        let mut live = desired.clone();
+        if let Some(c) = live.config.as_mut() {
+            c.disk_size_gb = Some(100);
+            c.image_type = Some("COS_CONTAINERD".into());
+            c.oauth_scopes = vec!["https://www.googleapis.com/auth/devstorage.read_only".into()];
+        }
+        let d = node_pool_projection(&desired);
+        assert_eq!(live_node_pool_projection(&live, &d), d);
+    }
+
+    /// Golden vector: pinned so that an accidental change of the hash
+    /// function (which would replace every live slice) fails this test. A
+    /// deliberate change must bump HASH_VERSION and update this vector.
+    #[test]
+    fn golden_hash_vector() {
+        let p = node_pool_projection(&pool("ct5p-hightpu-4t", "2x2x2"));
+        assert_eq!(
+            serde_json::to_string(&p).unwrap(),
+            r#"{"config.machineType":"ct5p-hightpu-4t","initialNodeCount":2,"locations":["us-central2-b"],"placementPolicy.tpuTopology":"2x2x2","placementPolicy.type":"COMPACT"}"#
+        );
+        assert_eq!(spec_hash(&p), "28769bd0c3ee0981");
+    }
+}

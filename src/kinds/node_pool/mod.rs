@@ -1,0 +1,307 @@
+//! The GKE node pool kind: one pool per GKE slice replica.
+//!
+//! Ownership lives in the pool's Kubernetes node labels
+//! (`slicectl.dev/...`), `preventDestroy` too, so the live stamp can be
+//! lifted in place. tpu-provisioner's pools are recognised by recomputing
+//! its selective hash.
+
+mod exec;
+pub mod fields;
+pub mod provisioner_hash;
+pub mod render;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::plan::hash::{self, Projection};
+use crate::plan::kind::{LiveReport, body_as};
+use crate::plan::ownership::{self, Ownership};
+use crate::plan::{
+    Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, ResourceId, Scope, SliceRef,
+};
+use crate::resource::ClusterRef;
+use crate::resource::gke::NodePool;
+
+use fields::{
+    display_live_node_pool, in_place_changes, is_server_label, live_node_pool_projection,
+    node_pool_projection,
+};
+
+/// The kind's name.
+pub const KIND: KindId = KindId("node_pool");
+
+/// The node pool kind.
+#[derive(Debug, Clone, Copy)]
+pub struct NodePools;
+
+fn pool(b: &Body) -> Option<&NodePool> {
+    body_as::<NodePool>(b)
+}
+
+fn desired_pool(d: &Desired) -> Option<&NodePool> {
+    pool(&d.body)
+}
+
+impl Kind for NodePools {
+    fn id(&self) -> KindId {
+        KIND
+    }
+
+    fn noun(&self) -> &'static str {
+        "node pool"
+    }
+
+    fn depends_on(&self) -> &'static [KindId] {
+        &[crate::kinds::workload_policy::KIND]
+    }
+
+    fn is_primary(&self) -> bool {
+        true
+    }
+
+    fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {
+        let (Some(gke), Some(np)) = (
+            ctx.target.spec.gke.as_ref(),
+            render::node_pool(ctx.target, ctx.slice, ctx.replica),
+        ) else {
+            return Vec::new();
+        };
+        let cluster = ClusterRef {
+            project: ctx.target.spec.project.clone(),
+            location: gke.location.clone(),
+            name: gke.name.clone(),
+        };
+        vec![Desired {
+            id: ResourceId {
+                scope: Scope::Cluster(cluster),
+                kind: KIND,
+                name: np.name.clone(),
+            },
+            owner: SliceRef {
+                slice: ctx.slice.name.clone(),
+                replica: ctx.replica,
+            },
+            owner_id: ctx.target.spec.owner_id.clone(),
+            body: Arc::new(np),
+            prevent_destroy: ctx.slice.spec.lifecycle.prevent_destroy,
+            timeout: ctx.slice.operation_timeout,
+        }]
+    }
+
+    fn name(&self, live: &Body) -> String {
+        pool(live).map(|p| p.name.clone()).unwrap_or_default()
+    }
+
+    fn ownership(&self, live: &Body) -> Option<Ownership> {
+        pool(live)?
+            .config
+            .as_ref()
+            .and_then(|c| Ownership::from_labels(&c.labels))
+    }
+
+    fn state(&self, live: &Body) -> LiveState {
+        let Some(p) = pool(live) else {
+            return LiveState::Error("not a node pool".into());
+        };
+        match p.status.as_deref() {
+            Some("STOPPING") => LiveState::Stopping,
+            Some("ERROR") => LiveState::Error(
+                p.conditions
+                    .iter()
+                    .filter_map(|c| c.code.clone().or(c.message.clone()))
+                    .chain(p.status_message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+            _ => LiveState::Ok,
+        }
+    }
+
+    fn compare(&self, desired: &Desired, live: &Body) -> Comparison {
+        let (Some(d), Some(l)) = (desired_pool(desired), pool(live)) else {
+            return Comparison::Equal;
+        };
+        let desired_proj = node_pool_projection(d);
+        let live_proj = live_node_pool_projection(l, &desired_proj);
+        let replacement = hash::diff(&live_proj, &desired_proj, true);
+        let (in_place, groups) = in_place_changes(l, d);
+        let own = self.ownership(live);
+        if hash::stale(own.as_ref(), &hash::spec_hash(&desired_proj), &replacement) {
+            let hash_only = replacement.is_empty();
+            let mut changes = replacement;
+            changes.extend(in_place);
+            return Comparison::Replace { changes, hash_only };
+        }
+        if in_place.is_empty() {
+            Comparison::Equal
+        } else {
+            Comparison::Update {
+                changes: in_place,
+                groups,
+            }
+        }
+    }
+
+    fn display_live(&self, live: &Body, desired: Option<&Desired>) -> Value {
+        match pool(live) {
+            Some(l) => display_live_node_pool(l, desired.and_then(desired_pool)),
+            None => Value::Null,
+        }
+    }
+
+    fn unmanaged_note(&self, live: &Body) -> String {
+        let Some(c) = pool(live).and_then(|p| p.config.as_ref()) else {
+            return "not created by slicectl".to_string();
+        };
+        let l = &c.labels;
+        if l.get(ownership::TPU_PROVISIONER_MANAGER)
+            .map(String::as_str)
+            == Some("tpu-provisioner")
+        {
+            // Recompute tpu-provisioner's selective hash from the live pool: a
+            // match means the pool is as tpu-provisioner made it (adoptable).
+            return match l.get(ownership::TPU_PROVISIONER_HASH) {
+                Some(stored) => {
+                    let mut labels = l.clone();
+                    labels.remove(ownership::TPU_PROVISIONER_HASH);
+                    labels.retain(|k, _| !is_server_label(k));
+                    let computed = provisioner_hash::tpu_provisioner_hash(
+                        &labels,
+                        &c.machine_type,
+                        c.reservation_affinity.as_ref(),
+                        c.spot,
+                    );
+                    if &computed == stored {
+                        "created by tpu-provisioner (its node-pool hash verifies)".to_string()
+                    } else {
+                        format!(
+                            "created by tpu-provisioner, changed since (its hash {stored} ≠ {computed} recomputed)"
+                        )
+                    }
+                }
+                None => "created by tpu-provisioner (no node-pool hash)".to_string(),
+            };
+        }
+        match Ownership::from_labels(l) {
+            Some(o) => format!("owned by another slicectl owner id {:?}", o.owner),
+            None => "not created by slicectl".to_string(),
+        }
+    }
+
+    fn reclaim_hint(&self, d: &Desired, live: &Body) -> String {
+        let labels = pool(live)
+            .and_then(|p| p.config.as_ref())
+            .map(|c| &c.labels);
+        if labels.and_then(Ownership::from_labels).is_some() {
+            // Another owner's: not ours to take.
+            return String::new();
+        }
+        let has = |k: &str| labels.is_some_and(|l| l.contains_key(k));
+        let looks_ours = [
+            ownership::MANAGED_BY,
+            ownership::OWNER,
+            ownership::SLICE,
+            ownership::REPLICA,
+            ownership::SPEC_HASH,
+        ]
+        .iter()
+        .any(|k| has(k));
+        format!(
+            ". If it is this slice's pool and lost its slicectl labels (`gcloud container node-pools update \
+             --node-labels` replaces them all){}, put these labels back and apply again: \
+             {}=slicectl, {}={}, {}={}, {}={} (slicectl then compares it field by field and re-stamps it)",
+            if looks_ours {
+                ": it still has some of them"
+            } else {
+                ""
+            },
+            ownership::MANAGED_BY,
+            ownership::OWNER,
+            d.owner_id,
+            ownership::SLICE,
+            d.owner.slice,
+            ownership::REPLICA,
+            d.owner.replica
+        )
+    }
+
+    fn error_recovery_hint(&self, id: &ResourceId) -> String {
+        let Scope::Cluster(c) = &id.scope else {
+            return String::new();
+        };
+        format!(
+            ". It stays in ERROR until then. To recover it, either lift the protection and apply twice, \
+             or delete it yourself (`gcloud container node-pools delete {} --cluster {} --location {} --project {}`) \
+             and apply to create it again",
+            id.name, c.name, c.location, c.project
+        )
+    }
+
+    fn lift_protection(&self, desired: &Desired, live: &Body) -> Option<(Body, Comparison)> {
+        let (d, l) = (desired_pool(desired)?, pool(live)?);
+        // The desired pool with the live pool's hash labels: an update that
+        // changes labels, taints and protection but not the recorded hash,
+        // so the replacement it defers is still seen by the next plan.
+        let mut out = d.clone();
+        let live_labels = l.config.as_ref().map(|c| &c.labels);
+        if let Some(cfg) = out.config.as_mut() {
+            for k in [ownership::SPEC_HASH, ownership::HASH_VERSION] {
+                match live_labels.and_then(|x| x.get(k)) {
+                    Some(v) => cfg.labels.insert(k.to_string(), v.clone()),
+                    None => cfg.labels.remove(k),
+                };
+            }
+        }
+        let (changes, groups) = in_place_changes(l, &out);
+        Some((Arc::new(out), Comparison::Update { changes, groups }))
+    }
+
+    fn parse(&self, json: Value) -> Result<Body, String> {
+        serde_json::from_value::<NodePool>(json)
+            .map(|p| Arc::new(p) as Body)
+            .map_err(|e| e.to_string())
+    }
+
+    fn report(&self, live: &Body, hosts: u32) -> LiveReport {
+        let Some(p) = pool(live) else {
+            return LiveReport::default();
+        };
+        let state = p.status.clone().unwrap_or_else(|| "UNKNOWN".to_string());
+        // GKE reports no node count for a pool that is not running; the
+        // count of a running pool is its size, not node readiness.
+        let nodes = match (state.as_str(), p.initial_node_count) {
+            ("RUNNING" | "RUNNING_WITH_ERROR" | "RECONCILING", Some(n)) => format!("{n}/{hosts}"),
+            _ => format!("?/{hosts}"),
+        };
+        let error = p
+            .conditions
+            .iter()
+            .filter_map(|c| c.message.clone().or(c.code.clone()))
+            .collect::<Vec<_>>()
+            .join("; ");
+        LiveReport {
+            state,
+            nodes,
+            error,
+        }
+    }
+
+    fn fingerprint_view(&self, live: &Body) -> Value {
+        let Some(p) = pool(live) else {
+            return Value::Null;
+        };
+        let mut p = p.clone();
+        // Output-only fields that change without anyone acting.
+        p.etag = None;
+        p.status_message = None;
+        p.conditions.clear();
+        p.version = None;
+        serde_json::to_value(&p).unwrap_or(Value::Null)
+    }
+}
+
+/// The replacement-class projection of a desired pool (tests, benchmarks).
+pub fn projection(d: &NodePool) -> Projection {
+    node_pool_projection(d)
+}

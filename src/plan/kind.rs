@@ -1,0 +1,326 @@
+//! What the planner knows about a resource kind, and the typed values it
+//! plans with. Each cloud or cluster resource kind (node pool, workload
+//! policy, …) implements [`Kind`] once, in its own module under
+//! `crate::kinds`, and is registered there; the planner, the step graph and
+//! the executor are generic over the registered kinds.
+//!
+//! Pure: no I/O. The shell half of a kind (observing and executing) is
+//! `crate::apply::KindExec`.
+
+use std::any::Any;
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::hash::FieldChange;
+use super::ownership::Ownership;
+use crate::resource::{ClusterRef, RegionRef, ZoneRef};
+use crate::spec::{Slice, Target};
+
+/// A resource kind's stable name (`node_pool`, `workload_policy`): used in
+/// addresses, JSON output and metrics labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct KindId(pub &'static str);
+
+impl KindId {
+    /// The name.
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+impl fmt::Display for KindId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// Where a resource lives.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "scope", rename_all = "lowercase")]
+pub enum Scope {
+    /// A GKE cluster.
+    Cluster(ClusterRef),
+    /// A compute region.
+    Region(RegionRef),
+    /// A compute zone (MIGs, instances).
+    Zone(ZoneRef),
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scope::Cluster(c) => c.fmt(f),
+            Scope::Region(r) => r.fmt(f),
+            Scope::Zone(z) => z.fmt(f),
+        }
+    }
+}
+
+/// One resource: where, what kind, which name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ResourceId {
+    /// Where it lives.
+    pub scope: Scope,
+    /// Its kind.
+    pub kind: KindId,
+    /// Its cloud name.
+    pub name: String,
+}
+
+/// The slice replica a resource realises.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SliceRef {
+    /// Slice name.
+    pub slice: String,
+    /// Replica index.
+    pub replica: u32,
+}
+
+impl SliceRef {
+    /// `slice.NAME[REPLICA].KIND`.
+    pub fn address(&self, kind: KindId) -> String {
+        format!("slice.{}[{}].{}", self.slice, self.replica, kind)
+    }
+}
+
+/// A typed resource body (a node pool, a policy, …): each kind downcasts to
+/// its own wire type, and every body can show itself as JSON.
+pub trait Resource: Any + fmt::Debug + Send + Sync {
+    /// The body as Google's JSON.
+    fn to_json(&self) -> Value;
+    /// For downcasting to the kind's own type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: Serialize + fmt::Debug + Send + Sync + 'static> Resource for T {
+    fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A shared typed body.
+pub type Body = Arc<dyn Resource>;
+
+/// Downcasts a body to a kind's wire type.
+pub fn body_as<T: 'static>(b: &Body) -> Option<&T> {
+    b.as_any().downcast_ref::<T>()
+}
+
+/// A rendered desired resource.
+#[derive(Debug, Clone)]
+pub struct Desired {
+    /// Which resource.
+    pub id: ResourceId,
+    /// The slice replica it realises.
+    pub owner: SliceRef,
+    /// The owner id of its target.
+    pub owner_id: String,
+    /// The exact body to send.
+    pub body: Body,
+    /// The spec protects it (`lifecycle.preventDestroy`).
+    pub prevent_destroy: bool,
+    /// Timeout of one long-running operation on it.
+    pub timeout: Duration,
+}
+
+/// A live resource, as observed.
+#[derive(Debug, Clone)]
+pub struct LiveResource {
+    /// Where it lives.
+    pub scope: Scope,
+    /// Its body as the API returned it.
+    pub body: Body,
+}
+
+/// An operation found in the cloud, attributed to one resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationRecord {
+    /// Where the resource lives.
+    pub scope: Scope,
+    /// The resource's name.
+    pub target: String,
+    /// The operation's name.
+    pub name: String,
+    /// What it does, as the API names it (`CREATE_NODE_POOL`, `insert`, …).
+    pub operation_type: String,
+    /// Whether it is still running.
+    pub running: bool,
+    /// The error it finished with, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When it finished (RFC 3339), for the most recent error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<String>,
+}
+
+/// The state of a live resource as the planner cares about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LiveState {
+    /// Usable, or becoming so.
+    Ok,
+    /// Being deleted.
+    Stopping,
+    /// Broken: it must be replaced. The detail says why.
+    Error(String),
+}
+
+/// A group of in-place fields that is updated by one request (labels,
+/// taints, …). Each kind defines its own; the executor matches on them,
+/// never on field paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct UpdateGroup(pub &'static str);
+
+/// How a live resource differs from its desired state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Comparison {
+    /// Nothing to do.
+    Equal,
+    /// Update in place: the changed fields and the request groups they need.
+    Update {
+        /// Field-level changes.
+        changes: Vec<FieldChange>,
+        /// Request groups to send.
+        groups: BTreeSet<UpdateGroup>,
+    },
+    /// Replace: fields whose change forces a replacement (empty when only
+    /// the stored hash says so), plus any in-place changes.
+    Replace {
+        /// Field-level changes.
+        changes: Vec<FieldChange>,
+        /// Whether only the stored hash differs (no field does).
+        hash_only: bool,
+    },
+}
+
+/// What `status` shows for a live resource.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LiveReport {
+    /// State, as the cloud names it.
+    pub state: String,
+    /// Nodes, `N/H`, or empty.
+    pub nodes: String,
+    /// The error the resource itself reports, if any.
+    pub error: String,
+}
+
+/// What the planner needs to render a slice replica.
+#[derive(Debug, Clone, Copy)]
+pub struct RenderCtx<'a> {
+    /// The slice's target.
+    pub target: &'a Target,
+    /// The slice.
+    pub slice: &'a Slice,
+    /// The replica index.
+    pub replica: u32,
+}
+
+/// The pure half of a resource kind: rendering, picking live resources,
+/// ownership and comparison. Implemented once per kind under `crate::kinds`.
+pub trait Kind: Send + Sync {
+    /// The kind's name.
+    fn id(&self) -> KindId;
+
+    /// Human spelling (`node pool`).
+    fn noun(&self) -> &'static str;
+
+    /// Kinds this one needs first: it is created after them and deleted
+    /// before them (within one slice replica).
+    fn depends_on(&self) -> &'static [KindId] {
+        &[]
+    }
+
+    /// Whether live resources of this kind that slicectl does not own are
+    /// listed as unmanaged (node pools: yes; region-wide policies: no).
+    fn lists_unmanaged(&self) -> bool {
+        true
+    }
+
+    /// Whether this kind's resource is the one `status` reports a replica by.
+    fn is_primary(&self) -> bool {
+        false
+    }
+
+    /// The desired resources of one slice replica (none when the slice's
+    /// backend does not use this kind).
+    fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired>;
+
+    /// The cloud name of a live body.
+    fn name(&self, live: &Body) -> String;
+
+    /// Who owns a live resource, read from it (labels or description):
+    /// the only place ownership is read, for every kind.
+    fn ownership(&self, live: &Body) -> Option<Ownership>;
+
+    /// The live state of a resource.
+    fn state(&self, live: &Body) -> LiveState;
+
+    /// Compares a live resource this reconciler owns with its desired state.
+    fn compare(&self, desired: &Desired, live: &Body) -> Comparison;
+
+    /// The live body as shown next to the desired one (output-only fields
+    /// and unset server defaults removed).
+    fn display_live(&self, live: &Body, desired: Option<&Desired>) -> Value;
+
+    /// What can be said about a resource that is not this reconciler's.
+    fn unmanaged_note(&self, live: &Body) -> String {
+        match self.ownership(live) {
+            Some(o) => format!("owned by another slicectl owner id {:?}", o.owner),
+            None => "not created by slicectl".to_string(),
+        }
+    }
+
+    /// How to take back a resource whose ownership was removed by hand, if
+    /// the kind can say (appended to the refusal).
+    fn reclaim_hint(&self, _desired: &Desired, _live: &Body) -> String {
+        String::new()
+    }
+
+    /// How to recover a protected resource stuck in an error state
+    /// (appended to the refusal).
+    fn error_recovery_hint(&self, _id: &ResourceId) -> String {
+        String::new()
+    }
+
+    /// A body that lifts the live `preventDestroy` stamp in place without
+    /// recording the deferred replacement, when the kind carries a stamp.
+    fn lift_protection(&self, _desired: &Desired, _live: &Body) -> Option<(Body, Comparison)> {
+        None
+    }
+
+    /// Reads a live body from Google's JSON (golden inventories, fakes).
+    fn parse(&self, json: Value) -> Result<Body, String>;
+
+    /// What `status` shows for a live primary resource of a slice needing
+    /// `hosts` hosts.
+    fn report(&self, live: &Body, hosts: u32) -> LiveReport {
+        let _ = hosts;
+        LiveReport {
+            state: match self.state(live) {
+                LiveState::Ok => "OK".into(),
+                LiveState::Stopping => "STOPPING".into(),
+                LiveState::Error(_) => "ERROR".into(),
+            },
+            nodes: String::new(),
+            error: match self.state(live) {
+                LiveState::Error(e) => e,
+                _ => String::new(),
+            },
+        }
+    }
+
+    /// The fingerprint view of a live body: what must not move between a
+    /// plan and its application (output-only noise removed).
+    fn fingerprint_view(&self, live: &Body) -> Value {
+        live.to_json()
+    }
+}

@@ -1,0 +1,148 @@
+//! The published JSON of a plan (`plan --output json`, format version 1).
+//!
+//! Made from the plan by view types that exist only for this output, so
+//! renaming an internal type or field cannot change what is published.
+//! Fields are only ever added within a format version.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::kind::Scope;
+use super::{ActionKind, FORMAT_VERSION, Plan, PlanMode, Summary};
+
+/// The whole plan.
+#[derive(Debug, Serialize)]
+pub struct PlanView<'a> {
+    format_version: u32,
+    observed_fingerprint: &'a str,
+    mode: PlanMode,
+    actions: Vec<ActionView<'a>>,
+    unmanaged: &'a [Unmanaged],
+    #[serde(skip_serializing_if = "<[Refusal]>::is_empty")]
+    refused: &'a [Refusal],
+    summary: Summary,
+}
+
+#[derive(Debug, Serialize)]
+struct ActionView<'a> {
+    action: ActionKind,
+    kind: &'static str,
+    name: &'a str,
+    address: String,
+    slice: &'a str,
+    replica: u32,
+    scope: &'a Scope,
+    reason: String,
+    reason_code: &'static str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    changes: Vec<ChangeView<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    operation: Option<&'a str>,
+    timeout_secs: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct ChangeView<'a> {
+    path: &'a str,
+    before: &'a Option<Value>,
+    after: &'a Option<Value>,
+    forces_replacement: bool,
+}
+
+/// A live resource that is not this reconciler's: shown, never touched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unmanaged {
+    /// Kind.
+    pub kind: &'static str,
+    /// Name.
+    pub name: String,
+    /// Where.
+    pub scope: Scope,
+    /// Who seems to own it.
+    pub note: String,
+}
+
+/// A change the plan refuses to make: shown with why and what to do, never
+/// executed. The rest of the fleet still converges; `plan` and `apply` exit
+/// non-zero while any refusal stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    /// Kind of the resource.
+    pub kind: &'static str,
+    /// Cloud resource name.
+    pub name: String,
+    /// `slice.NAME[REPLICA].KIND`.
+    pub address: String,
+    /// Slice name.
+    pub slice: String,
+    /// Replica index.
+    pub replica: u32,
+    /// Where the resource lives.
+    pub scope: Scope,
+    /// What slicectl would otherwise have done.
+    pub action: ActionKind,
+    /// Stable short code: `protected` (preventDestroy), `protected_live`
+    /// (the live stamp still protects it; this apply lifts it),
+    /// `name_taken` (a resource slicectl does not own has the name),
+    /// `held_back` (another resource of the same slice replica is refused).
+    pub code: String,
+    /// Why, and what to do.
+    pub message: String,
+}
+
+impl<'a> PlanView<'a> {
+    /// The view of a plan.
+    pub fn of(plan: &'a Plan) -> PlanView<'a> {
+        PlanView {
+            format_version: FORMAT_VERSION,
+            observed_fingerprint: &plan.observed_fingerprint,
+            mode: plan.mode,
+            actions: plan
+                .actions
+                .iter()
+                .map(|a| ActionView {
+                    action: a.action,
+                    kind: a.id.kind.as_str(),
+                    name: &a.id.name,
+                    address: a.address(),
+                    slice: &a.owner.slice,
+                    replica: a.owner.replica,
+                    scope: &a.id.scope,
+                    reason: a.reason_text(),
+                    reason_code: a.reason.code(),
+                    changes: a
+                        .changes
+                        .iter()
+                        .map(|c| ChangeView {
+                            path: &c.path,
+                            before: &c.before,
+                            after: &c.after,
+                            forces_replacement: c.forces_replacement,
+                        })
+                        .collect(),
+                    before: a.before.as_ref(),
+                    after: a.desired.as_ref().map(|b| b.to_json()),
+                    operation: a.operation.as_deref(),
+                    timeout_secs: a.timeout.as_secs(),
+                })
+                .collect(),
+            unmanaged: &plan.unmanaged,
+            refused: &plan.refused,
+            summary: plan.count(),
+        }
+    }
+}
+
+/// The part of a published plan that decides what is executed: its mode,
+/// actions (with their bodies) and refusals.
+pub fn effect(published: &Value) -> Value {
+    serde_json::json!({
+        "mode": published.get("mode"),
+        "actions": published.get("actions"),
+        "refused": published.get("refused"),
+    })
+}
