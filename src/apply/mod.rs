@@ -404,3 +404,6 @@ pub async fn execute(
     report.elapsed = start.elapsed();
     report
 }
+
+#[cfg(test)]
+mod tests;

@@ -986,3 +986,56 @@ fn two_slices_rendering_the_same_pool_name_are_refused() {
         "{text}"
     );
 }
+
+#[test]
+fn ownership_guards_workload_policies_too() {
+    // A policy of another owner under the desired name: refused, and its
+    // pool (which would name it) is held back.
+    let f = fleet(vec![slice(
+        "iron",
+        "tpu7x",
+        "2x2x2",
+        1,
+        CapacityType::OnDemand,
+    )]);
+    let mut inv = converged(&f);
+    inv.node_pools.clear();
+    for p in &mut inv.policies {
+        p.description = Some(
+            p.description
+                .clone()
+                .unwrap()
+                .replace("owner=platform", "owner=someone-else"),
+        );
+    }
+    let p = plan(&f, &inv, &PlanOptions::default()).unwrap();
+    assert!(p.actions.is_empty(), "{:#?}", p.actions);
+    let codes: Vec<(&str, &str)> = p
+        .refused
+        .iter()
+        .map(|r| (r.address.as_str(), r.code.as_str()))
+        .collect();
+    assert_eq!(
+        codes,
+        vec![
+            ("slice.iron[0].workload_policy", "name_taken"),
+            ("slice.iron[0].node_pool", "held_back"),
+        ]
+    );
+    assert!(
+        p.refused[0].message.contains("someone-else"),
+        "{}",
+        p.refused[0].message
+    );
+    // Another owner's policies are never deleted either.
+    let p = plan(
+        &fleet(vec![]),
+        &inv,
+        &PlanOptions {
+            max_destroy: 10,
+            allow_empty_source: true,
+        },
+    )
+    .unwrap();
+    assert!(p.actions.is_empty(), "{:#?}", p.actions);
+}
