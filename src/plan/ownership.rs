@@ -22,11 +22,6 @@ pub const PREVENT_DESTROY: &str = "slicectl.dev/prevent-destroy";
 /// Value of [`MANAGED_BY`].
 pub const MANAGER: &str = "slicectl";
 
-/// tpu-provisioner's manager label and hash label (for recognising its pools).
-pub const TPU_PROVISIONER_MANAGER: &str = "google.com/nodepool-manager";
-/// tpu-provisioner's hash label.
-pub const TPU_PROVISIONER_HASH: &str = "google.com/tpu-provisioner-nodepool-hash";
-
 /// Who owns a live resource and what it was rendered from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ownership {

@@ -155,16 +155,16 @@ impl Kind for NodePools {
             return "not created by slicectl".to_string();
         };
         let l = &c.labels;
-        if l.get(ownership::TPU_PROVISIONER_MANAGER)
+        if l.get(provisioner_hash::TPU_PROVISIONER_MANAGER_LABEL)
             .map(String::as_str)
             == Some("tpu-provisioner")
         {
             // Recompute tpu-provisioner's selective hash from the live pool: a
             // match means the pool is as tpu-provisioner made it (adoptable).
-            return match l.get(ownership::TPU_PROVISIONER_HASH) {
+            return match l.get(provisioner_hash::TPU_PROVISIONER_HASH_LABEL) {
                 Some(stored) => {
                     let mut labels = l.clone();
-                    labels.remove(ownership::TPU_PROVISIONER_HASH);
+                    labels.remove(provisioner_hash::TPU_PROVISIONER_HASH_LABEL);
                     labels.retain(|k, _| !is_server_label(k));
                     let computed = provisioner_hash::tpu_provisioner_hash(
                         &labels,

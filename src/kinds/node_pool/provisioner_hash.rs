@@ -23,7 +23,10 @@ use std::fmt::Write as _;
 use crate::resource::gke::ReservationAffinity;
 
 /// Node-pool label under which tpu-provisioner stores its selective hash.
-pub const TPU_PROVISIONER_HASH_LABEL: &str = crate::plan::ownership::TPU_PROVISIONER_HASH;
+pub const TPU_PROVISIONER_HASH_LABEL: &str = "google.com/tpu-provisioner-nodepool-hash";
+
+/// tpu-provisioner's manager label (`google.com/nodepool-manager: tpu-provisioner`).
+pub const TPU_PROVISIONER_MANAGER_LABEL: &str = "google.com/nodepool-manager";
 
 /// The alphabet of `k8s.io/apimachinery/pkg/util/rand.SafeEncodeString`
 /// (no vowels, no look-alike characters).
