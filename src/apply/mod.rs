@@ -96,6 +96,53 @@ pub fn conflict(a: &Action, reason: String) -> ApplyError {
     }
 }
 
+/// What a create that was answered 409 (the name exists) found, judged the
+/// same way for every kind: `Ok` only when the live resource is this
+/// owner's, for the same slice replica, and whatever runs on it is a create
+/// (`create_type`). `running` is the operation on the name (name, type);
+/// `live` is the live resource's ownership, `None` when it was not found.
+pub fn judge_conflict(
+    a: &Action,
+    create_type: &str,
+    running: Option<(&str, &str)>,
+    live: Option<Option<Ownership>>,
+    want: Option<&Ownership>,
+) -> Result<(), ApplyError> {
+    let (noun, name) = (a.noun, &a.id.name);
+    if let Some((op, ty)) = running
+        && ty != create_type
+    {
+        return Err(conflict(
+            a,
+            format!(
+                "{noun} {name} already exists and operation {op} ({ty}) is running on it, \
+                 probably started by another apply; nothing was created. Run apply again once it has finished"
+            ),
+        ));
+    }
+    let Some(theirs) = live else {
+        return Err(conflict(
+            a,
+            format!(
+                "{noun} {name} was reported to exist, then could not be found (deleted meanwhile?); \
+                 nothing was created. Run apply again"
+            ),
+        ));
+    };
+    if !same_owner(theirs.as_ref(), want) {
+        return Err(conflict(
+            a,
+            format!(
+                "{noun} {name} already exists in {} and is {}; slicectl never changes it. \
+                 It was created by someone else after the plan was made: rename the slice, or remove the existing {noun}",
+                a.id.scope,
+                describe_owner(theirs.as_ref())
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Whether two ownerships name the same owner, slice and replica.
 pub fn same_owner(live: Option<&Ownership>, desired: Option<&Ownership>) -> bool {
     match (live, desired) {

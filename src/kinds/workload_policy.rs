@@ -13,7 +13,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome, conflict, same_owner};
+use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome, judge_conflict};
 use crate::cloud::{Cloud, CloudError};
 use crate::plan::hash::{self, HASH_VERSION, Projection, project};
 use crate::plan::kind::body_as;
@@ -198,34 +198,13 @@ async fn resolve_conflict(
         .await?
         .into_iter()
         .find(|o| operation_target(o) == Some(a.id.name.as_str()));
-    if let Some(op) = &running
-        && op.operation_type != "insert"
-    {
-        return Err(conflict(
-            a,
-            format!(
-                "workload policy {} already exists and operation {} ({}) is running on it, \
-                 probably started by another apply; nothing was created. Run apply again once it has finished",
-                a.id.name, op.name, op.operation_type
-            ),
-        ));
-    }
     let live = match cloud
         .compute
         .get_resource_policy(&r.project, &r.region, &a.id.name)
         .await
     {
-        Ok(p) => p,
-        Err(e) if e.is_not_found() => {
-            return Err(conflict(
-                a,
-                format!(
-                    "workload policy {} was reported to exist, then could not be found (deleted meanwhile?); \
-                     nothing was created. Run apply again",
-                    a.id.name
-                ),
-            ));
-        }
+        Ok(p) => Some(p),
+        Err(e) if e.is_not_found() => None,
         Err(e) => return Err(e.into()),
     };
     let own = |p: &ResourcePolicy| {
@@ -233,18 +212,15 @@ async fn resolve_conflict(
             .as_deref()
             .and_then(Ownership::from_description)
     };
-    let theirs = own(&live);
-    if !same_owner(theirs.as_ref(), own(want).as_ref()) {
-        return Err(conflict(
-            a,
-            format!(
-                "workload policy {} already exists in {r} and is {}; slicectl never changes it. \
-                 Rename the slice, or remove the existing policy",
-                a.id.name,
-                crate::apply::describe_owner(theirs.as_ref())
-            ),
-        ));
-    }
+    judge_conflict(
+        a,
+        "insert",
+        running
+            .as_ref()
+            .map(|o| (o.name.as_str(), o.operation_type.as_str())),
+        live.as_ref().map(own),
+        own(want).as_ref(),
+    )?;
     Ok(running)
 }
 

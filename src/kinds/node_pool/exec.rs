@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome, conflict, same_owner};
+use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome, judge_conflict};
 use crate::cloud::{Cloud, CloudError};
 use crate::plan::kind::body_as;
 use crate::plan::ownership::Ownership;
@@ -78,30 +78,9 @@ async fn resolve_conflict(
             && o.target_link.as_deref().is_some_and(|l| c.contains_link(l))
             && operation_target(o) == Some(a.id.name.as_str())
     });
-    if let Some(op) = &running
-        && op.operation_type != "CREATE_NODE_POOL"
-    {
-        return Err(conflict(
-            a,
-            format!(
-                "node pool {} already exists and operation {} ({}) is running on it, \
-                 probably started by another apply; nothing was created. Run apply again once it has finished",
-                a.id.name, op.name, op.operation_type
-            ),
-        ));
-    }
     let live = match cloud.gke.get_node_pool(c, &a.id.name).await {
-        Ok(p) => p,
-        Err(e) if e.is_not_found() => {
-            return Err(conflict(
-                a,
-                format!(
-                    "node pool {} was reported to exist, then could not be found (deleted meanwhile?); \
-                     nothing was created. Run apply again",
-                    a.id.name
-                ),
-            ));
-        }
+        Ok(p) => Some(p),
+        Err(e) if e.is_not_found() => None,
         Err(e) => return Err(e.into()),
     };
     let labels = |p: &NodePool| {
@@ -109,18 +88,15 @@ async fn resolve_conflict(
             .as_ref()
             .and_then(|cfg| Ownership::from_labels(&cfg.labels))
     };
-    let theirs = labels(&live);
-    if !same_owner(theirs.as_ref(), labels(want).as_ref()) {
-        return Err(conflict(
-            a,
-            format!(
-                "node pool {} already exists in {c} and is {}; slicectl never changes it. \
-                 It was created by someone else after the plan was made: rename the slice, or remove the existing pool",
-                a.id.name,
-                crate::apply::describe_owner(theirs.as_ref())
-            ),
-        ));
-    }
+    judge_conflict(
+        a,
+        "CREATE_NODE_POOL",
+        running
+            .as_ref()
+            .map(|o| (o.name.as_str(), o.operation_type.as_str())),
+        live.as_ref().map(labels),
+        labels(want).as_ref(),
+    )?;
     Ok(running)
 }
 
