@@ -407,3 +407,67 @@ async fn the_confirmation_is_checked_against_the_world_again() {
     assert_eq!(theirs["config"]["labels"]["team"], "other");
     sim.shutdown().await;
 }
+
+/// GKE sizes a multi-host TPU slice by the per-zone maxNodeCount; a
+/// flex-start slice rendered with only the total counts was refused by GKE
+/// (and is by the simulator now).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_multi_host_flex_start_slice_is_sized_per_zone() {
+    let flex = "  capacity:\n    type: flex-start\n    maxRunDuration: 24h\n";
+    let (sim, _dir) = converged_sim(&[
+        (
+            "flex.yaml",
+            slice_yaml("flex", "tpu-v6e-slice", "4x4", 1, flex),
+        ),
+        (
+            "one.yaml",
+            slice_yaml("one", "tpu-v6e-slice", "2x2", 1, flex),
+        ),
+    ])
+    .await;
+    let p = pool(&sim, "flex-0").await.unwrap();
+    assert_eq!(p["autoscaling"]["maxNodeCount"], 4, "{p}");
+    assert_eq!(p["autoscaling"]["minNodeCount"], 0, "{p}");
+    let one = pool(&sim, "one-0").await.unwrap();
+    assert_eq!(one["autoscaling"]["totalMaxNodeCount"], 1, "{one}");
+
+    // What GKE answers to the total-only shape, and to a topology on a
+    // single-host pool.
+    let client = reqwest::Client::new();
+    let post = |pool: Value| {
+        client
+            .post(format!("{}/v1/{CLUSTER}/nodePools", sim.base_url()))
+            .json(&serde_json::json!({"parent": CLUSTER, "nodePool": pool}))
+            .send()
+    };
+    let r = post(serde_json::json!({
+        "name": "total-only", "initialNodeCount": 0, "locations": ["us-central2-b"],
+        "config": {"machineType": "ct6e-standard-4t"},
+        "placementPolicy": {"type": "COMPACT", "tpuTopology": "4x4"},
+        "autoscaling": {"enabled": true, "totalMinNodeCount": 0, "totalMaxNodeCount": 4}
+    }))
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 400);
+    let body = r.text().await.unwrap();
+    assert!(
+        body.contains(
+            "Maximum node count 0 is not a valid size of TPU pod slice with topology 4x4"
+        ),
+        "{body}"
+    );
+    let r = post(serde_json::json!({
+        "name": "single", "initialNodeCount": 1, "locations": ["us-central2-b"],
+        "config": {"machineType": "ct6e-standard-4t"},
+        "placementPolicy": {"type": "COMPACT", "tpuTopology": "2x2"}
+    }))
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 400);
+    let body = r.text().await.unwrap();
+    assert!(
+        body.contains("TPU topology can't be specified with single-host TPU slice pool"),
+        "{body}"
+    );
+    sim.shutdown().await;
+}

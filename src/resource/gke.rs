@@ -200,6 +200,13 @@ pub struct Autoscaling {
     /// Total maximum nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_max_node_count: Option<i32>,
+    /// Minimum nodes per zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_node_count: Option<i32>,
+    /// Maximum nodes per zone. GKE sizes a multi-host TPU slice by this one:
+    /// a slice with only the `total*` counts is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_node_count: Option<i32>,
     /// BALANCED or ANY.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location_policy: Option<String>,

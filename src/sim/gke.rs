@@ -258,6 +258,96 @@ fn apply_defaults(pool: &mut Map<String, Value>, location: &str) {
 }
 
 /// Kubernetes label/taint and GCE label rules on a node pool's config.
+/// The TPU slice shape of a pool: (topology, hosts), when it is a TPU pool
+/// whose topology is known (its `tpuTopology`, or its workload policy's
+/// `acceleratorTopology`).
+fn tpu_shape(inner: &Inner, c: &ClusterRef, pool: &Map<String, Value>) -> Option<(String, u32)> {
+    let machine = pool.get("config")?.get("machineType")?.as_str()?;
+    let generation = crate::spec::catalog::generation_of_machine_type(machine)?;
+    let per_host = generation
+        .machine_types
+        .iter()
+        .find(|m| m.name == machine)?
+        .chips_per_host;
+    let placement = pool.get("placementPolicy");
+    let topology = match placement
+        .and_then(|p| p.get("tpuTopology"))
+        .and_then(Value::as_str)
+    {
+        Some(t) => t.to_string(),
+        None => {
+            let policy = placement?.get("policyName")?.as_str()?;
+            let region = c
+                .location
+                .rsplit_once('-')
+                .map_or(c.location.as_str(), |(r, z)| {
+                    if z.len() == 1 { r } else { c.location.as_str() }
+                });
+            let key = format!(
+                "projects/{}/regions/{region}/resourcePolicies/{policy}",
+                c.project
+            );
+            inner
+                .policies
+                .get(&key)?
+                .spec
+                .pointer("/workloadPolicy/acceleratorTopology")?
+                .as_str()?
+                .to_string()
+        }
+    };
+    let chips = crate::spec::catalog::chips(&topology);
+    (per_host > 0 && chips > 0).then(|| (topology.clone(), chips.div_ceil(per_host)))
+}
+
+/// GKE's sizing rules for TPU slice pools.
+fn check_tpu_sizing(
+    inner: &Inner,
+    c: &ClusterRef,
+    pool: &Map<String, Value>,
+    request_id: &str,
+) -> Result<(), ApiError> {
+    let Some((topology, hosts)) = tpu_shape(inner, c, pool) else {
+        return Ok(());
+    };
+    let has_tpu_topology = pool
+        .get("placementPolicy")
+        .and_then(|p| p.get("tpuTopology"))
+        .is_some();
+    // A single-host slice takes no topology: "TPU topology can't be
+    // specified with single-host TPU slice pool" (AI-Hypercomputer/xpk#825).
+    if hosts == 1 && has_tpu_topology {
+        return Err(ApiError::invalid(
+            "badRequest",
+            "TPU topology can't be specified with single-host TPU slice pool".into(),
+        )
+        .with_request_info(request_id));
+    }
+    // A multi-host slice is sized by the per-zone maxNodeCount, which is 0
+    // when only totalMaxNodeCount is set (vllm-project/ci-infra#545).
+    let autoscaling = pool.get("autoscaling");
+    let enabled = autoscaling
+        .and_then(|a| a.get("enabled"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if hosts > 1 && enabled {
+        let max = autoscaling
+            .and_then(|a| a.get("maxNodeCount"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        if max != i64::from(hosts) {
+            return Err(ApiError::invalid(
+                "badRequest",
+                format!(
+                    "Maximum node count {max} is not a valid size of TPU pod slice with topology {topology}"
+                ),
+            )
+            .with_request_info(request_id));
+        }
+    }
+    Ok(())
+}
+
 fn check_pool_labels(pool: &Map<String, Value>, request_id: &str) -> Result<(), ApiError> {
     let config = pool.get("config");
     let get = |f: &str| config.and_then(|c| c.get(f));
@@ -332,6 +422,7 @@ pub(crate) fn create_pool(
         .with_request_info(&ctx.request_id));
     }
     check_pool_labels(&pool, &ctx.request_id)?;
+    check_tpu_sizing(inner, c, &pool, &ctx.request_id)?;
     let key = c.pool_key(&name);
     if inner.pools.contains_key(&key) {
         return Err(ApiError::already_exists(format!("Already exists: {key}.")));

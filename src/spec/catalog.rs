@@ -348,7 +348,8 @@ pub fn generation_of_machine_type(machine_type: &str) -> Option<&'static Generat
         .find(|g| g.machine_types.iter().any(|m| m.name == machine_type))
 }
 
-fn chips(topology: &str) -> u32 {
+/// Chips of a topology (`2x2x4` → 16).
+pub fn chips(topology: &str) -> u32 {
     topology
         .split('x')
         .map(|d| d.parse::<u32>().unwrap_or(0))

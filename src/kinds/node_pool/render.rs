@@ -140,11 +140,27 @@ pub fn node_pool(target: &Target, slice: &Slice, replica: u32) -> Option<NodePoo
         locations: vec![t.zone.clone()],
         placement_policy,
         queued_provisioning: flex.then_some(QueuedProvisioning { enabled: true }),
-        autoscaling: flex.then_some(Autoscaling {
-            enabled: true,
-            total_min_node_count: Some(0),
-            total_max_node_count: Some(hosts),
-            location_policy: Some("ANY".to_string()),
+        // GKE validates a multi-host TPU slice against the per-zone
+        // maxNodeCount (zero when only the total counts are set, which it
+        // refuses): "Maximum node count 0 is not a valid size of TPU pod
+        // slice with topology 2x2x2" (vllm-project/ci-infra#545). The pool
+        // is pinned to one zone, so per-zone and total are the same number.
+        autoscaling: flex.then_some(if shape.hosts > 1 {
+            Autoscaling {
+                enabled: true,
+                min_node_count: Some(0),
+                max_node_count: Some(hosts),
+                location_policy: Some("ANY".to_string()),
+                ..Default::default()
+            }
+        } else {
+            Autoscaling {
+                enabled: true,
+                total_min_node_count: Some(0),
+                total_max_node_count: Some(hosts),
+                location_policy: Some("ANY".to_string()),
+                ..Default::default()
+            }
         }),
         management: Some(NodeManagement {
             auto_upgrade: false,
