@@ -70,6 +70,19 @@ pub(crate) fn check_k8s_labels(field: &str, labels: Option<&Value>) -> Result<()
     };
     let mut total = 0;
     for (k, v) in map {
+        // Labels GKE manages: "Node labels with key "cloud.google.com/compute-class"
+        // are managed by GKE or Kubernetes and must not be manually specified."
+        // (terraform-provider-google#19677), and the node-role prefix:
+        // "Applying kubernetes label is not allowed: node-role.kubernetes.io/x."
+        // (terraform-provider-google#6003).
+        if k == "cloud.google.com/compute-class" {
+            return Err(format!(
+                "Node labels with key \"{k}\" are managed by GKE or Kubernetes and must not be manually specified."
+            ));
+        }
+        if k.starts_with("node-role.kubernetes.io/") {
+            return Err(format!("Applying kubernetes label is not allowed: {k}."));
+        }
         let v = v.as_str().unwrap_or_default();
         total += k.len() + v.len();
         k8s_key(k)
@@ -136,6 +149,25 @@ pub(crate) fn check_gce_labels(field: &str, labels: Option<&Value>) -> Result<()
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn labels_gke_manages_are_refused() {
+        let e = check_k8s_labels(
+            "node_pool.config.labels",
+            Some(&serde_json::json!({"cloud.google.com/compute-class": "x"})),
+        )
+        .unwrap_err();
+        assert!(e.contains("are managed by GKE or Kubernetes"), "{e}");
+        let e = check_k8s_labels(
+            "node_pool.config.labels",
+            Some(&serde_json::json!({"node-role.kubernetes.io/tpu": ""})),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "Applying kubernetes label is not allowed: node-role.kubernetes.io/tpu."
+        );
+    }
 
     #[test]
     fn kubernetes_labels() {

@@ -872,6 +872,15 @@ fn reserved_label_problem(key: &str) -> Option<String> {
             "uses the prefix {RESERVED_LABEL_PREFIX} owned by slicectl (it stamps its own labels there)"
         ));
     }
+    // GKE answers 400 "Node labels with key "cloud.google.com/compute-class"
+    // are managed by GKE or Kubernetes and must not be manually specified."
+    // (terraform-provider-google#19677).
+    if key == "cloud.google.com/compute-class" {
+        return Some(
+            "is managed by GKE (custom compute classes label their own nodes) and must not be set on a TPU slice"
+                .to_string(),
+        );
+    }
     if key.starts_with(GKE_LABEL_PREFIX) {
         return Some(format!(
             "uses the prefix {GKE_LABEL_PREFIX} that GKE sets itself (accelerator and topology labels come from the spec)"
@@ -1205,6 +1214,8 @@ spec:
         assert!(reserved_label_problem("node.k8s.io/x").is_some());
         assert!(reserved_label_problem("cloud.google.com/other").is_none());
         assert!(reserved_label_problem("example.com/k8s.io").is_none());
+        assert!(reserved_label_problem("cloud.google.com/compute-class").is_some());
+        assert!(reserved_label_problem("node-role.kubernetes.io/tpu").is_some());
     }
 
     #[test]
