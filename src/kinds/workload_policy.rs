@@ -4,9 +4,11 @@
 //!
 //! Resource policies have no labels, so ownership is written into the
 //! description. Policies are immutable: every field forces replacement, and
-//! they carry no `preventDestroy` stamp. A policy is protected through its
-//! slice replica: it is never replaced or deleted while the replacement or
-//! deletion of its node pool is refused (see the planner's `held_back`).
+//! they carry no `preventDestroy` stamp. A policy is protected by its slice's
+//! spec (`preventDestroy` refuses its replacement like its pool's), and
+//! through its slice replica: it is never replaced or deleted while the
+//! replacement or deletion of its node pool is refused (the planner's
+//! `held_back`), which covers a slice deleted from the specs.
 
 use std::sync::Arc;
 
@@ -155,7 +157,27 @@ impl Kind for WorkloadPolicies {
     }
 
     fn display_live(&self, live: &Body, _desired: Option<&Desired>) -> Value {
-        live.to_json()
+        // As it would be sent: output-only fields dropped, the region back to
+        // its short name, and the server default of the topology mode gone.
+        let Some(p) = policy(live) else {
+            return Value::Null;
+        };
+        let mut shown = ResourcePolicy {
+            name: p.name.clone(),
+            description: p.description.clone(),
+            region: p
+                .region
+                .as_deref()
+                .map(|r| r.rsplit('/').next().unwrap_or(r).to_string()),
+            workload_policy: p.workload_policy.clone(),
+            ..Default::default()
+        };
+        if let Some(w) = shown.workload_policy.as_mut()
+            && w.accelerator_topology_mode.as_deref() == Some("AUTO_CONNECT")
+        {
+            w.accelerator_topology_mode = None;
+        }
+        serde_json::to_value(&shown).unwrap_or(Value::Null)
     }
 
     fn parse(&self, json: Value) -> Result<Body, String> {

@@ -31,7 +31,8 @@ pub fn remove_path(v: &mut Value, path: &str) {
         }
     }
     if let Some(m) = cur.as_object_mut() {
-        m.remove(last);
+        // shift_remove keeps the other keys in order (diffs stay readable).
+        m.shift_remove(last);
     }
 }
 

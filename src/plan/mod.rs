@@ -230,9 +230,7 @@ pub enum PlanError {
     Multiple(Vec<PlanError>),
     /// A protected slice would be destroyed.
     #[error(
-        "{address} ({name}) is protected by preventDestroy and would be {verb}: {reason}. \
-         To {verb_inf} it deliberately, set `lifecycle.preventDestroy: false` in its Slice spec and apply twice: \
-         the first apply lifts the protection on the live resource, the second one {verb} it"
+        "{address} ({name}) is protected by preventDestroy and would be {verb}: {reason}. {how}"
     )]
     Protected {
         /// Address.
@@ -241,10 +239,10 @@ pub enum PlanError {
         name: String,
         /// `destroyed` or `replaced`.
         verb: &'static str,
-        /// `destroy` or `replace`.
-        verb_inf: &'static str,
         /// The action's reason.
         reason: String,
+        /// What to do to go ahead deliberately.
+        how: String,
     },
     /// The specs define no slice but live slices exist.
     #[error(
@@ -423,12 +421,32 @@ fn refusal(a: &Action, code: &str, message: String) -> Refusal {
     }
 }
 
-fn protected(a: &Action, verb: &'static str, verb_inf: &'static str) -> PlanError {
+/// The refusal of a protected resource, with what to do about it.
+fn protected(a: &Action, mode: PlanMode, in_specs: bool) -> PlanError {
+    let replace = a.action == ActionKind::Replace;
+    let how = match (mode, replace, in_specs) {
+        (PlanMode::Destroy, _, _) => format!(
+            "To destroy it deliberately, set `lifecycle.preventDestroy: false` in slice {}'s spec and run \
+             `slicectl apply` (which lifts the protection on the live resource), then `slicectl destroy` again",
+            a.owner.slice
+        ),
+        (_, true, _) => "To replace it deliberately, set `lifecycle.preventDestroy: false` in its Slice spec and apply \
+             twice: the first apply lifts the protection on the live resource, the second one replaces it"
+            .to_string(),
+        (_, false, true) => "To destroy it deliberately, set `lifecycle.preventDestroy: false` in its Slice spec and apply \
+             twice: the first apply lifts the protection on the live resource, the second one destroys it"
+            .to_string(),
+        (_, false, false) => format!(
+            "To destroy it deliberately, put slice {} back in the specs with `lifecycle.preventDestroy: false` and \
+             apply (which lifts the protection on the live resource), then remove it and apply again",
+            a.owner.slice
+        ),
+    };
     PlanError::Protected {
         address: a.address(),
         name: a.id.name.clone(),
-        verb,
-        verb_inf,
+        verb: if replace { "replaced" } else { "destroyed" },
+        how,
         reason: a.reason_text(),
     }
 }
@@ -678,7 +696,7 @@ fn build(
             continue;
         }
         if d.prevent_destroy {
-            let mut msg = protected(&planned, "replaced", "replace").to_string();
+            let mut msg = protected(&planned, mode, true).to_string();
             if let LiveState::Error(_) = kind.state(&live.body) {
                 msg.push_str(&kind.error_recovery_hint(&d.id));
             }
@@ -712,7 +730,7 @@ fn build(
                 actions.push(lift);
             }
             _ => {
-                let msg = protected(&planned, "replaced", "replace").to_string();
+                let msg = protected(&planned, mode, true).to_string();
                 refused.push(refusal(&planned, "protected", msg));
             }
         }
@@ -778,7 +796,8 @@ fn build(
                 noun: kind.noun(),
             };
             if action == ActionKind::Delete && o.prevent_destroy {
-                let msg = protected(&a, "destroyed", "destroy").to_string();
+                let in_specs = fleet.slices.contains_key(&a.owner.slice);
+                let msg = protected(&a, mode, in_specs).to_string();
                 refused.push(refusal(&a, "protected", msg));
                 continue;
             }
