@@ -471,3 +471,53 @@ async fn a_multi_host_flex_start_slice_is_sized_per_zone() {
     );
     sim.shutdown().await;
 }
+
+/// On a zonal cluster GKE's operation links say `zones/<zone>`, not
+/// `locations/`: an in-flight create left by a killed apply was invisible
+/// there, so nothing waited for it.
+#[tokio::test(flavor = "multi_thread")]
+async fn in_flight_operations_are_found_on_a_zonal_cluster() {
+    const ZONAL: &str = "projects/example-project/locations/us-central2-b/clusters/zonal";
+    let sim = sim(Duration::from_secs(4), 1, FaultConfig::default()).await;
+    sim.add_cluster(ZONAL).unwrap();
+    let target = TARGET
+        .replace("name: train\nspec:", "name: zonal\nspec:")
+        .replace(
+            "location: us-central2\n    name: train",
+            "location: us-central2-b\n    name: zonal",
+        );
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("target.yaml"), target).unwrap();
+    std::fs::write(
+        d.path().join("a.yaml"),
+        slice_yaml("a", "tpu-v6e-slice", "1x1", 1, "").replace("target: train", "target: zonal"),
+    )
+    .unwrap();
+    let dir = d.path().to_str().unwrap();
+    // An apply that is killed once its create is in flight.
+    let mut child = tokio::process::Command::new(bin())
+        .args(["apply", dir, "--auto-approve"])
+        .env("SLICECTL_API_ENDPOINT", sim.base_url())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("{}/v1/{ZONAL}/nodePools", sim.base_url());
+    for _ in 0..100 {
+        let v: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+        if v["nodePools"].as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+    let o = slicectl(&sim, &["plan", dir, "--output", "json"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let a = &plan["actions"][0];
+    assert_eq!(a["action"], "wait", "{plan:#}");
+    assert_eq!(a["reason_code"], "operation_in_flight", "{plan:#}");
+    sim.shutdown().await;
+}

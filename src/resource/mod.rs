@@ -41,8 +41,13 @@ impl ClusterRef {
         };
         let project_ok = project == self.project
             || (!project.is_empty() && project.bytes().all(|b| b.is_ascii_digit()));
-        let want = format!("locations/{}/clusters/{}", self.location, self.name);
-        project_ok && (rest == want || rest.starts_with(&format!("{want}/")))
+        // A zonal cluster's operation links say `zones/<zone>`, a regional
+        // one's `locations/<region>`; accept either spelling.
+        let matches = |segment: &str| {
+            let want = format!("{segment}/{}/clusters/{}", self.location, self.name);
+            rest == want || rest.starts_with(&format!("{want}/"))
+        };
+        project_ok && (matches("locations") || matches("zones"))
     }
 
     /// `projects/P/locations/L/clusters/C`.
@@ -167,6 +172,17 @@ mod tests {
         ));
         assert!(!c.contains_link(
             "https://x/v1/projects/123/locations/europe-west4/clusters/train/nodePools/a"
+        ));
+        let zonal = ClusterRef {
+            project: "p1".into(),
+            location: "us-central2-b".into(),
+            name: "train".into(),
+        };
+        assert!(zonal.contains_link(
+            "https://container.googleapis.com/v1/projects/123/zones/us-central2-b/clusters/train/nodePools/a"
+        ));
+        assert!(!zonal.contains_link(
+            "https://container.googleapis.com/v1/projects/123/zones/us-central2-c/clusters/train/nodePools/a"
         ));
     }
 }

@@ -93,10 +93,13 @@ impl GkeOp {
             "location": self.location,
             "operationType": self.op_type,
             "status": if self.done { "DONE" } else { "RUNNING" },
-            // Like real GKE, operation links name the project by its number.
-            "selfLink": format!("{base}/{version}/projects/{}/locations/{}/operations/{}",
-                project_number(&self.project), self.location, self.name),
-            "targetLink": format!("{base}/{version}/{}", with_project_number(self.effect.pool())),
+            // Like real GKE, operation links name the project by its number,
+            // and a zonal cluster's links say `zones/`, not `locations/`
+            // (`…/projects/<number>/zones/<zone>/clusters/<c>/…`; issue text,
+            // as GKE answers for zonal clusters).
+            "selfLink": format!("{base}/{version}/projects/{}/{}/{}/operations/{}",
+                project_number(&self.project), location_segment(&self.location), self.location, self.name),
+            "targetLink": format!("{base}/{version}/{}", zonal_links(&with_project_number(self.effect.pool()), &self.location)),
             "startTime": self.timing.start_rfc3339(),
         });
         if self.done {
@@ -219,6 +222,29 @@ pub fn project_number(project: &str) -> String {
 }
 
 /// `projects/ID/rest` → `projects/NUMBER/rest`.
+/// `zones` for a zone, `locations` for a region.
+fn location_segment(location: &str) -> &'static str {
+    if super::gke::is_zone(location) {
+        "zones"
+    } else {
+        "locations"
+    }
+}
+
+/// A resource path with `locations/<zone>` spelt `zones/<zone>` for a zonal
+/// cluster, as GKE spells its operation links.
+fn zonal_links(path: &str, location: &str) -> String {
+    if super::gke::is_zone(location) {
+        path.replacen(
+            &format!("/locations/{location}/"),
+            &format!("/zones/{location}/"),
+            1,
+        )
+    } else {
+        path.to_string()
+    }
+}
+
 fn with_project_number(path: &str) -> String {
     match path
         .strip_prefix("projects/")
