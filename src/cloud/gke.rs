@@ -269,11 +269,11 @@ fn short_name(name: &str) -> &str {
 /// code is the most specific one available: a node pool condition code such
 /// as `GCE_STOCKOUT`, else the `google.rpc.Code` name of `error.code`.
 pub fn operation_result(op: Operation) -> Result<Operation, CloudError> {
-    let condition = op
-        .nodepool_conditions
-        .iter()
-        .find(|c| c.code.as_deref().is_some_and(|code| !code.is_empty()));
-    let stockout_condition = op.nodepool_conditions.iter().find(|c| {
+    // GKE reports a create's stockout in `clusterConditions` (with
+    // `nodepoolConditions` empty); older answers used `nodepoolConditions`.
+    let conditions = || op.cluster_conditions.iter().chain(&op.nodepool_conditions);
+    let condition = conditions().find(|c| c.code.as_deref().is_some_and(|code| !code.is_empty()));
+    let stockout_condition = conditions().find(|c| {
         c.code
             .as_deref()
             .is_some_and(|c| STOCKOUT_CODES.contains(&c))
@@ -348,6 +348,28 @@ mod tests {
             nodepool_conditions: conditions,
             ..Operation::default()
         }
+    }
+
+    #[test]
+    fn a_stockout_in_cluster_conditions_is_a_stockout() {
+        let mut op = done(
+            Some(RpcStatus {
+                code: 8,
+                message: "Insufficient capacity.".into(),
+            }),
+            vec![],
+        );
+        op.cluster_conditions = vec![StatusCondition {
+            code: Some("GCE_STOCKOUT".into()),
+            message: Some("no TPU capacity in us-central2-b".into()),
+            ..Default::default()
+        }];
+        let err = operation_result(op).unwrap_err();
+        assert!(err.is_stockout(), "{err}");
+        assert!(
+            matches!(&err, CloudError::OperationFailed { code, .. } if code == "GCE_STOCKOUT"),
+            "{err}"
+        );
     }
 
     #[test]

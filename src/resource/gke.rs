@@ -376,6 +376,10 @@ pub struct Operation {
     /// Deprecated conditions (e.g. GCE_STOCKOUT).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodepool_conditions: Vec<StatusCondition>,
+    /// Conditions of the cluster: where GKE reports a stockout during a
+    /// node pool create (code GCE_STOCKOUT), with `nodepoolConditions` empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_conditions: Vec<StatusCondition>,
 }
 
 /// `google.rpc.Status`.

@@ -112,7 +112,10 @@ impl GkeOp {
             op["error"] = json!({"code": e.code, "message": e.message, "details": []});
             op["statusMessage"] = json!(e.message);
             op["detail"] = json!(e.message);
-            op["nodepoolConditions"] = Value::Array(e.conditions.clone());
+            // GKE reports a create's stockout in the operation's
+            // clusterConditions (code GCE_STOCKOUT) with nodepoolConditions
+            // empty (issue text; terraform-provider-google stockout reports).
+            op["clusterConditions"] = Value::Array(e.conditions.clone());
         }
         op
     }
