@@ -469,6 +469,19 @@ async fn a_multi_host_flex_start_slice_is_sized_per_zone() {
         body.contains("TPU topology can't be specified with single-host TPU slice pool"),
         "{body}"
     );
+    let r = post(serde_json::json!({
+        "name": "queued", "initialNodeCount": 0, "locations": ["us-central2-b"],
+        "config": {"machineType": "ct6e-standard-4t"},
+        "queuedProvisioning": {"enabled": true}
+    }))
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 400);
+    let body = r.text().await.unwrap();
+    assert!(
+        body.contains("Queued_provisioning requires reservation affinity to be set to none"),
+        "{body}"
+    );
     sim.shutdown().await;
 }
 

@@ -350,7 +350,9 @@ async fn stockout_fails_the_operation_and_errors_the_pool() {
     let msg = done["error"]["message"].as_str().unwrap();
     assert!(msg.contains("GCE_STOCKOUT"), "{msg}");
     assert!(msg.contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{msg}");
-    assert_eq!(done["nodepoolConditions"][0]["code"], "GCE_STOCKOUT");
+    // As GKE reports it: in clusterConditions, with nodepoolConditions empty.
+    assert_eq!(done["clusterConditions"][0]["code"], "GCE_STOCKOUT");
+    assert!(done.get("nodepoolConditions").is_none(), "{done}");
     let (_, p) = c.get(&format!("{POOLS}/dry")).await;
     assert_eq!(p["status"], "ERROR");
     assert_eq!(p["conditions"][0]["code"], "GCE_STOCKOUT");

@@ -300,13 +300,31 @@ fn tpu_shape(inner: &Inner, c: &ClusterRef, pool: &Map<String, Value>) -> Option
     (per_host > 0 && chips > 0).then(|| (topology.clone(), chips.div_ceil(per_host)))
 }
 
-/// GKE's sizing rules for TPU slice pools.
+/// GKE's rules for TPU slice pools: queued provisioning and sizing.
 fn check_tpu_sizing(
     inner: &Inner,
     c: &ClusterRef,
     pool: &Map<String, Value>,
     request_id: &str,
 ) -> Result<(), ApiError> {
+    // "Queued_provisioning requires reservation affinity to be set to none"
+    // (terraform-provider-google#18341).
+    let queued = pool
+        .get("queuedProvisioning")
+        .and_then(|q| q.get("enabled"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let affinity = pool
+        .get("config")
+        .and_then(|c| c.pointer("/reservationAffinity/consumeReservationType"))
+        .and_then(Value::as_str);
+    if queued && affinity != Some("NO_RESERVATION") {
+        return Err(ApiError::invalid(
+            "badRequest",
+            "Queued_provisioning requires reservation affinity to be set to none".into(),
+        )
+        .with_request_info(request_id));
+    }
     let Some((topology, hosts)) = tpu_shape(inner, c, pool) else {
         return Ok(());
     };
