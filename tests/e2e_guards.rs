@@ -482,6 +482,25 @@ async fn a_multi_host_flex_start_slice_is_sized_per_zone() {
         body.contains("Queued_provisioning requires reservation affinity to be set to none"),
         "{body}"
     );
+    // tpu7x with COMPACT placement: accepted, then the pool goes to ERROR.
+    let r = post(serde_json::json!({
+        "name": "compact7x", "initialNodeCount": 2, "locations": ["us-central2-b"],
+        "config": {"machineType": "tpu7x-standard-4t"},
+        "placementPolicy": {"type": "COMPACT", "tpuTopology": "2x2x2"}
+    }))
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200, "{:?}", r.text().await);
+    wait_until_done(&sim).await;
+    let p = pool(&sim, "compact7x").await.unwrap();
+    assert_eq!(p["status"], "ERROR", "{p}");
+    assert!(
+        p["statusMessage"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("with placement policy is not supported. Use workload policy instead."),
+        "{p}"
+    );
     sim.shutdown().await;
 }
 

@@ -258,6 +258,27 @@ fn apply_defaults(pool: &mut Map<String, Value>, location: &str) {
 }
 
 /// Kubernetes label/taint and GCE label rules on a node pool's config.
+/// Requests GKE accepts and then fails, leaving the pool in ERROR.
+///
+/// A tpu7x multi-host pool with COMPACT placement: "Creation of a managed
+/// instance group with tpu7x-standard-4t machine type with placement policy
+/// is not supported. Use workload policy instead." (vllm-project/ci-infra#547;
+/// the pool is created, then goes to ERROR). The operation's error code is
+/// not in the source; FAILED_PRECONDITION is this simulator's choice.
+fn accepted_then_failed(pool: &Map<String, Value>) -> Option<String> {
+    let machine = pool.get("config")?.get("machineType")?.as_str()?;
+    let compact = pool
+        .get("placementPolicy")
+        .and_then(|p| p.get("type"))
+        .and_then(Value::as_str)
+        == Some("COMPACT");
+    (machine.starts_with("tpu7x-") && compact).then(|| {
+        format!(
+            "Creation of a managed instance group with {machine} machine type with placement policy is not supported. Use workload policy instead."
+        )
+    })
+}
+
 /// The TPU slice shape of a pool: (topology, hosts), when it is a TPU pool
 /// whose topology is known (its `tpuTopology`, or its workload policy's
 /// `acceleratorTopology`).
@@ -447,7 +468,8 @@ pub(crate) fn create_pool(
     }
     check_incompatible(inner, c)?;
     apply_defaults(&mut pool, &c.location);
-    let stockout = inner.faults.draw_stockout();
+    let fails = accepted_then_failed(&pool);
+    let stockout = fails.is_none() && inner.faults.draw_stockout();
     if stockout {
         inner.stats.faults_injected += 1;
     }
@@ -469,6 +491,7 @@ pub(crate) fn create_pool(
         GkeEffect::Create {
             pool: key,
             stockout,
+            fails,
         },
     ))
 }

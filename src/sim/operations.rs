@@ -44,8 +44,13 @@ impl OpTiming {
 /// What a GKE operation does to the world when it completes.
 #[derive(Debug, Clone)]
 pub(crate) enum GkeEffect {
-    /// Node pool becomes RUNNING (or ERROR on a stockout).
-    Create { pool: String, stockout: bool },
+    /// Node pool becomes RUNNING (or ERROR on a stockout, or with `fails`'s
+    /// message when GKE accepts the request and fails it later).
+    Create {
+        pool: String,
+        stockout: bool,
+        fails: Option<String>,
+    },
     /// Node pool disappears.
     Delete { pool: String },
     /// Node pool goes back to RUNNING after RECONCILING.

@@ -123,14 +123,27 @@ impl Inner {
         };
         op.done = true;
         match op.effect.clone() {
-            GkeEffect::Create { pool, stockout } => {
+            GkeEffect::Create {
+                pool,
+                stockout,
+                fails,
+            } => {
                 let Some(rec) = self.pools.get_mut(&pool) else {
                     return;
                 };
                 if rec.status != "PROVISIONING" {
                     return;
                 }
-                if stockout {
+                if let Some(message) = fails {
+                    op.error = Some(super::operations::GkeOpError {
+                        code: super::errors::rpc_code("FAILED_PRECONDITION"),
+                        message: message.clone(),
+                        conditions: Vec::new(),
+                    });
+                    rec.status = "ERROR";
+                    rec.status_message = Some(message.clone());
+                    rec.conditions = vec![json!({"message": message})];
+                } else if stockout {
                     let zone = first_zone(&rec.spec);
                     let message = format!(
                         "Google Compute Engine: Not all instances running in IGM after {}s. \
