@@ -7,7 +7,10 @@ use async_trait::async_trait;
 
 use super::{ApplyError, StepOutcome};
 use crate::cloud::{Cloud, CloudError};
-use crate::plan::{Action, KindId, LiveResource, OperationRecord, Scope};
+use std::sync::Arc;
+
+use crate::plan::kind::Resource;
+use crate::plan::{Action, Body, KindId, LiveResource, OperationRecord, Scope};
 
 pub use super::steps::StepOp;
 
@@ -18,6 +21,26 @@ pub struct Observed {
     pub resources: Vec<LiveResource>,
     /// Operations on resources of this kind.
     pub operations: Vec<OperationRecord>,
+}
+
+impl Observed {
+    /// The live `items` of one scope, with their operations.
+    pub fn new<T: Resource>(
+        scope: &Scope,
+        items: Vec<T>,
+        operations: Vec<OperationRecord>,
+    ) -> Self {
+        Observed {
+            resources: items
+                .into_iter()
+                .map(|b| LiveResource {
+                    scope: scope.clone(),
+                    body: Arc::new(b) as Body,
+                })
+                .collect(),
+            operations,
+        }
+    }
 }
 
 /// Observing and executing one kind.

@@ -146,15 +146,6 @@ impl FakeCloud {
             .insert(pool.name.clone(), pool);
     }
 
-    /// Puts a live resource policy in place.
-    pub fn seed_policy(&self, project: &str, region: &str, policy: ResourcePolicy) {
-        self.lock()
-            .policies
-            .entry(region_key(project, region))
-            .or_default()
-            .insert(policy.name.clone(), policy);
-    }
-
     /// Starts a GKE operation creating `pool`, as an interrupted apply would
     /// have left it; it finishes when waited on.
     pub fn seed_running_create(&self, cluster: &ClusterRef, mut pool: NodePool) -> String {

@@ -22,8 +22,8 @@ use crate::plan::kind::body_as;
 use crate::plan::names;
 use crate::plan::ownership::Ownership;
 use crate::plan::{
-    Action, Body, Comparison, Desired, Kind, KindId, LiveResource, LiveState, OperationRecord,
-    RenderCtx, ResourceId, Scope, SliceRef,
+    Action, Body, Comparison, Desired, Kind, KindId, LiveState, OperationRecord, RenderCtx,
+    ResourceId, Scope, SliceRef,
 };
 use crate::resource::RegionRef;
 use crate::resource::compute::{self, ResourcePolicy, WorkloadPolicy};
@@ -279,16 +279,10 @@ impl KindExec for WorkloadPolicies {
                 .compute
                 .list_region_operations(&r.project, &r.region, true)
         )?;
-        Ok(Observed {
-            resources: policies
-                .into_iter()
-                .map(|p| LiveResource {
-                    scope: scope.clone(),
-                    body: Arc::new(p) as Body,
-                })
-                .collect(),
-            operations: ops
-                .iter()
+        Ok(Observed::new(
+            scope,
+            policies,
+            ops.iter()
                 .filter_map(|op| {
                     Some(OperationRecord {
                         scope: scope.clone(),
@@ -301,7 +295,7 @@ impl KindExec for WorkloadPolicies {
                     })
                 })
                 .collect(),
-        })
+        ))
     }
 
     async fn execute(

@@ -298,12 +298,11 @@ fn tpu_shape(inner: &Inner, c: &ClusterRef, pool: &Map<String, Value>) -> Option
         Some(t) => t.to_string(),
         None => {
             let policy = placement?.get("policyName")?.as_str()?;
-            let region = c
-                .location
-                .rsplit_once('-')
-                .map_or(c.location.as_str(), |(r, z)| {
-                    if z.len() == 1 { r } else { c.location.as_str() }
-                });
+            let region = if is_zone(&c.location) {
+                crate::spec::validate::region_of(&c.location)
+            } else {
+                c.location.as_str()
+            };
             let key = format!(
                 "projects/{}/regions/{region}/resourcePolicies/{policy}",
                 c.project

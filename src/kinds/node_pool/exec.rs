@@ -1,6 +1,5 @@
 //! Observing and executing node pools through [`crate::cloud::GkeService`].
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -10,7 +9,7 @@ use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome, judge_co
 use crate::cloud::{Cloud, CloudError};
 use crate::plan::kind::body_as;
 use crate::plan::ownership::Ownership;
-use crate::plan::{Action, Body, KindId, LiveResource, OperationRecord, Scope};
+use crate::plan::{Action, KindId, OperationRecord, Scope};
 use crate::resource::ClusterRef;
 use crate::resource::gke::{
     self, NodeLabels, NodePool, NodeTaints, ResourceLabels, UpdateNodePoolRequest,
@@ -139,16 +138,7 @@ impl KindExec for NodePools {
                 })
             })
             .collect();
-        Ok(Observed {
-            resources: pools
-                .into_iter()
-                .map(|p| LiveResource {
-                    scope: scope.clone(),
-                    body: Arc::new(p) as Body,
-                })
-                .collect(),
-            operations,
-        })
+        Ok(Observed::new(scope, pools, operations))
     }
 
     async fn execute(

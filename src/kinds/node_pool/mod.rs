@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::plan::hash::{self, Projection};
+use crate::plan::hash;
 use crate::plan::kind::{LiveReport, body_as};
 use crate::plan::ownership::{self, Ownership};
 use crate::plan::{
@@ -299,9 +299,4 @@ impl Kind for NodePools {
         p.version = None;
         serde_json::to_value(&p).unwrap_or(Value::Null)
     }
-}
-
-/// The replacement-class projection of a desired pool (tests, benchmarks).
-pub fn projection(d: &NodePool) -> Projection {
-    node_pool_projection(d)
 }
