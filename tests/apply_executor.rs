@@ -12,7 +12,7 @@ use slicectl::apply::{self, ApplyOptions, Progress};
 use slicectl::cloud::{ClientOptions, Cloud, CloudClient, PollPolicy};
 use slicectl::plan::{self, ActionKind, PlanOptions};
 use slicectl::resource::compute::ResourcePolicy;
-use slicectl::sim::FaultConfig;
+use slicectl::sim::{FaultConfig, SimHandle};
 
 /// Records the steps running at any moment.
 #[derive(Default)]
@@ -116,7 +116,7 @@ async fn a_failed_step_skips_exactly_its_dependents() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn replacements_are_limited_and_parallelism_bounded() {
+async fn replacements_are_limited_and_waiting_holds_no_worker() {
     let sim = sim(Duration::from_millis(150), 1, FaultConfig::default()).await;
     let c = client(&sim);
     let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 4, ""))]);
@@ -135,8 +135,8 @@ async fn replacements_are_limited_and_parallelism_bounded() {
     assert!(report.success(), "{report:?}");
     assert_eq!(
         *rec.peak.lock().unwrap(),
-        2,
-        "parallelism 2 with 4 independent creates"
+        4,
+        "4 independent creates all run with parallelism 2: waiting on an operation holds no worker"
     );
 
     // Now every replica needs a replacement.
@@ -171,16 +171,8 @@ async fn replacements_are_limited_and_parallelism_bounded() {
     sim.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_busy_cluster_is_waited_out_beyond_the_clients_retry_budget() {
-    // Every write on the cluster is refused while another operation runs,
-    // and operations take 2s; the client itself does not retry at all.
-    let faults = FaultConfig {
-        incompatible_operation: true,
-        ..FaultConfig::default()
-    };
-    let sim = sim(Duration::from_secs(2), 1, faults).await;
-    let c: Cloud = CloudClient::new(ClientOptions {
+fn no_retry_client(sim: &SimHandle) -> Cloud {
+    CloudClient::new(ClientOptions {
         api_endpoint: Some(sim.base_url()),
         poll: PollPolicy::fast_for_tests(),
         retry: slicectl::cloud::RetryPolicy {
@@ -190,8 +182,45 @@ async fn a_busy_cluster_is_waited_out_beyond_the_clients_retry_budget() {
         ..ClientOptions::default()
     })
     .unwrap()
-    .into();
-    let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 2, ""))]);
+    .into()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_level_operation_is_waited_out_then_every_write_goes() {
+    // A control-plane upgrade holds the cluster for 2s; the client itself
+    // does not retry at all. The executor meets it once, waits for that
+    // operation, and holds every other write of the cluster meanwhile.
+    let sim = sim(Duration::from_millis(200), 1, FaultConfig::default()).await;
+    let c = no_retry_client(&sim);
+    let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 3, ""))]);
+    let (_, p) = observe_and_plan(&c, dir.path()).await;
+    sim.start_cluster_operation(CLUSTER, Duration::from_secs(2))
+        .unwrap();
+    let report = apply::execute(
+        &c,
+        &p,
+        &ApplyOptions::default(),
+        Arc::new(Recorder::default()),
+    )
+    .await;
+    assert!(report.success(), "{report:?}");
+    assert_eq!(report.done.get("create"), Some(&3));
+    assert_eq!(pool_names(&sim).await, vec!["a-0", "a-1", "a-2"]);
+    assert_eq!(
+        report.rejected_writes, 1,
+        "one write met the upgrade; the others waited for it: {report:?}"
+    );
+    assert_eq!(sim.stats().writes, 4);
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_operations_quota_is_learned_from_the_first_429_and_never_hit_again() {
+    // GKE's default quota of 5 concurrent operations per cluster, 12 slices
+    // in one cluster, operations long enough to overlap.
+    let sim = sim(Duration::from_millis(400), 1, FaultConfig::default()).await;
+    let c = no_retry_client(&sim);
+    let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 12, ""))]);
     let (_, p) = observe_and_plan(&c, dir.path()).await;
     let report = apply::execute(
         &c,
@@ -201,12 +230,18 @@ async fn a_busy_cluster_is_waited_out_beyond_the_clients_retry_budget() {
     )
     .await;
     assert!(report.success(), "{report:?}");
-    assert_eq!(report.done.get("create"), Some(&2));
-    assert_eq!(pool_names(&sim).await, vec!["a-0", "a-1"]);
-    let refused = sim.stats().faults_injected;
+    assert_eq!(report.done.get("create"), Some(&12));
+    assert_eq!(report.rejected_writes, 1, "{report:?}");
+    assert_eq!(
+        report.learned_quotas.values().copied().collect::<Vec<_>>(),
+        vec![5]
+    );
+    // 12 creates and the one refusal that taught the quota.
+    assert_eq!(sim.stats().writes, 13);
     assert!(
-        refused > 0,
-        "the second create must have met a busy cluster"
+        report.summary().contains("1 write(s) were refused"),
+        "{}",
+        report.summary()
     );
     sim.shutdown().await;
 }

@@ -290,50 +290,29 @@ async fn without_retries_the_injected_faults_surface() {
 }
 
 #[tokio::test]
-async fn incompatible_operation_is_retried_until_the_other_operation_finishes() {
-    let faults = FaultConfig {
-        incompatible_operation: true,
-        ..FaultConfig::default()
-    };
-    let sim = sim(Duration::from_millis(300), 6, faults).await;
+async fn gke_concurrency_refusals_are_not_retried_blindly() {
+    let sim = sim(Duration::from_secs(30), 6, FaultConfig::default()).await;
     let client = client(&sim);
     let gke = client.gke();
     let c = cluster();
     let first = gke.create_node_pool(&c, &tpu_pool("tpu-a")).await.unwrap();
-    assert_ne!(first.status, "DONE");
-    // The cluster is busy with `first`: this create is answered 400
-    // FAILED_PRECONDITION "incompatible operation" until `first` finishes.
-    let second = gke.create_node_pool(&c, &tpu_pool("tpu-b")).await.unwrap();
-    assert!(client.stats().retries > 0, "{:?}", client.stats());
-    let first_done = gke
-        .get_operation(PROJECT, LOCATION, &first.name)
+    // One operation per node pool: the delete is refused at once, naming
+    // the operation to wait for, and not retried by the client.
+    let err = gke.delete_node_pool(&c, "tpu-a").await.unwrap_err();
+    assert!(err.is_cluster_busy() && !err.is_retryable(), "{err}");
+    assert_eq!(err.busy_operation(), Some(first.name.as_str()));
+    // The quota: four more creates fill it, the sixth is refused naming it.
+    for n in ["tpu-b", "tpu-c", "tpu-d", "tpu-e"] {
+        gke.create_node_pool(&c, &tpu_pool(n)).await.unwrap();
+    }
+    let err = gke
+        .create_node_pool(&c, &tpu_pool("tpu-f"))
         .await
-        .unwrap();
-    assert_eq!(
-        first_done.status, "DONE",
-        "second create only went through after the first finished"
-    );
-    gke.wait_operation(PROJECT, LOCATION, &second, WAIT)
-        .await
-        .unwrap();
-    assert_eq!(gke.list_node_pools(&c).await.unwrap().len(), 2);
-
-    // With a single attempt the precondition error surfaces, classified retryable.
-    let once = CloudClient::new(ClientOptions {
-        retry: RetryPolicy {
-            max_attempts: 1,
-            ..RetryPolicy::default()
-        },
-        ..options(&sim)
-    })
-    .unwrap();
-    let _busy = once.gke().delete_node_pool(&c, "tpu-a").await.unwrap();
-    let err = once.gke().delete_node_pool(&c, "tpu-b").await.unwrap_err();
-    assert!(
-        matches!(&err, CloudError::Api { status: 400, code, .. } if code == "FAILED_PRECONDITION"),
-        "{err}"
-    );
-    assert!(err.is_retryable());
+        .unwrap_err();
+    assert_eq!(err.operation_quota(), Some(Some(5)), "{err}");
+    assert!(!err.is_retryable());
+    assert_eq!(client.stats().retries, 0, "{:?}", client.stats());
+    assert_eq!(client.stats().writes, 7);
     sim.shutdown().await;
 }
 

@@ -195,9 +195,9 @@ async fn faults_at_a_steady_rate_still_converge() {
     let faults = FaultConfig {
         rate_429: 0.1,
         rate_503: 0.1,
-        incompatible_operation: true,
         stockout_rate: 0.2,
-        write_rate_limit: None,
+        operation_quota: 2,
+        ..FaultConfig::default()
     };
     let sim = sim(Duration::from_millis(30), 7, faults).await;
     let dir = spec_dir(&fleet());
@@ -267,12 +267,13 @@ async fn stockout_is_a_failure_not_a_success() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn retryable_faults_are_absorbed_within_one_apply() {
-    // 429s, 503s and "incompatible operation" are retried inside the apply:
-    // one run converges, with no second round needed.
+    // 429s and 503s are retried, and GKE's concurrency refusals (a quota of
+    // 2 operations per cluster) waited out, inside the apply: one run
+    // converges, with no second round needed.
     let faults = FaultConfig {
         rate_429: 0.15,
         rate_503: 0.15,
-        incompatible_operation: true,
+        operation_quota: 2,
         ..FaultConfig::default()
     };
     let sim = sim(Duration::from_millis(30), 11, faults).await;

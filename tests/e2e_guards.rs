@@ -553,3 +553,72 @@ async fn in_flight_operations_are_found_on_a_zonal_cluster() {
     assert_eq!(a["reason_code"], "operation_in_flight", "{plan:#}");
     sim.shutdown().await;
 }
+
+/// Issue 8: against GKE's quota of 5 concurrent operations per cluster, the
+/// old executor sent 16 creates at once (its parallelism), and the sixth to
+/// sixteenth met 429 "Too many operations" and were retried blindly until
+/// the retry budget ran out. Now the quota is learned from the first 429 and
+/// every other write waits for an operation to finish.
+#[tokio::test(flavor = "multi_thread")]
+async fn sixteen_slices_in_one_cluster_respect_the_operations_quota() {
+    let sim = sim(Duration::from_millis(1500), 1, FaultConfig::default()).await;
+    let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 16, ""))]);
+    let o = apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(pool_names(&sim).await.len(), 16);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("1 write(s) were refused by the cloud's concurrency limits")
+            && out.contains("(concurrent operations quota: 5 in projects/example-project/locations/us-central2/clusters/train)"),
+        "{}",
+        text(&o)
+    );
+    let stats = sim.stats();
+    assert_eq!(
+        stats.by_method["container.projects.locations.clusters.nodePools.create"], 17,
+        "16 creates and the one refusal that taught the quota: {stats:?}"
+    );
+    sim.shutdown().await;
+}
+
+/// Issue 8: writes per project go through a client-side token bucket. A
+/// project that allows 2 writes a second (the simulator answers any write
+/// beyond that 429) sees none refused with `--write-rate 2 --write-burst 1`,
+/// and some without the limit.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_write_rate_keeps_inside_the_projects_rate_limit() {
+    for (limit, refused) in [("2", false), ("0", true)] {
+        let sim = sim(
+            Duration::from_millis(10),
+            1,
+            FaultConfig {
+                write_rate_limit: Some(2.0),
+                ..FaultConfig::default()
+            },
+        )
+        .await;
+        let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 4, ""))]);
+        let o = slicectl(
+            &sim,
+            &[
+                "apply",
+                dir.path().to_str().unwrap(),
+                "--auto-approve",
+                "--write-rate",
+                limit,
+                "--write-burst",
+                "1",
+            ],
+        )
+        .await;
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(pool_names(&sim).await.len(), 4);
+        assert_eq!(
+            sim.stats().faults_injected > 0,
+            refused,
+            "--write-rate {limit}: {:?}",
+            sim.stats()
+        );
+        sim.shutdown().await;
+    }
+}

@@ -362,32 +362,92 @@ async fn stockout_fails_the_operation_and_errors_the_pool() {
 }
 
 #[tokio::test]
-async fn incompatible_operation_is_a_400_failed_precondition() {
-    let faults = FaultConfig {
-        incompatible_operation: true,
-        ..Default::default()
-    };
-    let sim = start(Duration::from_secs(30), 1, faults).await;
+async fn gke_concurrency_rules_are_on_by_default() {
+    let sim = start(Duration::from_secs(30), 1, FaultConfig::default()).await;
     let c = Client::new(&sim);
-    let (s, op) = c.post(POOLS, tpu_pool("first")).await;
-    assert_eq!(s, 200);
-    let (s, e) = c.post(POOLS, tpu_pool("second")).await;
+    let (s, first) = c.post(POOLS, tpu_pool("first")).await;
+    assert_eq!(s, 200, "{first}");
+    // One operation per node pool: a delete sent while its create runs.
+    let (s, e) = c.send("DELETE", &format!("{POOLS}/first"), None).await;
     assert_eq!(s, 400, "{e}");
     assert_eq!(e["error"]["status"], "FAILED_PRECONDITION");
     assert_eq!(
         e["error"]["message"],
         format!(
             "Cluster is running incompatible operation {}.",
-            op["name"].as_str().unwrap()
+            first["name"].as_str().unwrap()
         )
     );
-    let (s, _) = c.send("DELETE", &format!("{POOLS}/first"), None).await;
-    assert_eq!(s, 400);
-
-    // Without the fault, writes run concurrently.
-    sim.set_faults(FaultConfig::default());
-    let (s, e) = c.post(POOLS, tpu_pool("second")).await;
+    // Operations on different node pools run in parallel, up to the quota (5).
+    for name in ["p2", "p3", "p4", "p5"] {
+        let (s, e) = c.post(POOLS, tpu_pool(name)).await;
+        assert_eq!(s, 200, "{name}: {e}");
+    }
+    let (s, e) = c.post(POOLS, tpu_pool("p6")).await;
+    assert_eq!(s, 429, "{e}");
+    assert_eq!(e["error"]["status"], "RESOURCE_EXHAUSTED");
+    assert_eq!(
+        e["error"]["message"],
+        "Too many operations: cluster \"c1\" hits the concurrent operations quota 5, please try again later."
+    );
+    assert_eq!(
+        e["error"]["details"][0]["@type"],
+        "type.googleapis.com/google.rpc.RequestInfo"
+    );
+    // The quota is settable …
+    sim.set_faults(FaultConfig {
+        operation_quota: 6,
+        ..FaultConfig::default()
+    });
+    let (s, e) = c.post(POOLS, tpu_pool("p6")).await;
     assert_eq!(s, 200, "{e}");
+    // … and the rules can be switched off.
+    sim.set_faults(FaultConfig {
+        concurrency_rules: false,
+        ..FaultConfig::default()
+    });
+    let (s, e) = c.post(POOLS, tpu_pool("p7")).await;
+    assert_eq!(s, 200, "{e}");
+    let (s, e) = c.send("DELETE", &format!("{POOLS}/first"), None).await;
+    assert_eq!(s, 200, "{e}");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_cluster_level_operation_excludes_every_node_pool_write() {
+    let sim = start(Duration::ZERO, 1, FaultConfig::default()).await;
+    let c = Client::new(&sim);
+    let (_, op) = c.post(POOLS, tpu_pool("live")).await;
+    c.wait_gke(&op).await;
+    let upgrade = sim
+        .start_cluster_operation(CLUSTER, Duration::from_secs(30))
+        .unwrap();
+    let (s, e) = c.post(POOLS, tpu_pool("other")).await;
+    assert_eq!(s, 400, "{e}");
+    assert_eq!(
+        e["error"]["message"],
+        format!("Cluster is running incompatible operation {upgrade}.")
+    );
+    let (s, e) = c.send("DELETE", &format!("{POOLS}/live"), None).await;
+    assert_eq!(s, 400, "{e}");
+    // The operation is listed, cluster-level (its target is the cluster).
+    let (_, ops) = c
+        .get("/v1/projects/proj1/locations/us-central2/operations")
+        .await;
+    let listed = ops["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == upgrade.as_str())
+        .unwrap();
+    assert_eq!(listed["operationType"], "UPGRADE_MASTER");
+    assert!(
+        listed["targetLink"]
+            .as_str()
+            .unwrap()
+            .ends_with("/clusters/c1"),
+        "{listed}"
+    );
     sim.shutdown().await;
 }
 

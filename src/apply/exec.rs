@@ -56,10 +56,12 @@ pub trait KindExec: Send + Sync {
     /// One list of the kind's resources (and their operations) in `scope`.
     async fn observe(&self, cloud: &Cloud, scope: &Scope) -> Result<Observed, CloudError>;
 
-    /// Runs one step of an action on a resource of this kind.
+    /// Runs one step of an action on a resource of this kind. Writes go
+    /// through `sched` where the cloud limits concurrency per scope.
     async fn execute(
         &self,
         cloud: &Cloud,
+        sched: &super::schedule::Scheduler,
         action: &Action,
         op: StepOp,
     ) -> Result<StepOutcome, ApplyError>;

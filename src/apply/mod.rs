@@ -7,6 +7,7 @@
 
 pub mod exec;
 pub mod progress;
+pub mod schedule;
 pub mod steps;
 
 use std::collections::{BTreeMap, HashMap};
@@ -27,7 +28,9 @@ pub use steps::StepOp;
 /// Executor settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApplyOptions {
-    /// Maximum steps running at once.
+    /// Maximum requests being sent at once. Waiting on a running operation
+    /// takes no part of it: every ready step runs, and writes are scheduled
+    /// to the cloud's own limits ([`schedule`]).
     pub parallelism: usize,
     /// Maximum slice replicas being replaced at once.
     pub max_replacements: usize,
@@ -201,6 +204,12 @@ pub struct ApplyReport {
     /// Deletes that found the resource already gone (counted apart from
     /// `destroyed`: this apply did not destroy it).
     pub already_gone: Vec<String>,
+    /// Writes the cloud rejected under its concurrency rules (GKE's
+    /// operations quota or an incompatible operation); each waited for an
+    /// operation to finish and was sent again.
+    pub rejected_writes: u64,
+    /// Per-cluster quotas of concurrent operations learned from the cloud.
+    pub learned_quotas: BTreeMap<String, usize>,
     /// Wall-clock time.
     pub elapsed: Duration,
 }
@@ -222,8 +231,24 @@ impl ApplyReport {
             0 => String::new(),
             k => format!(", {k} not run"),
         };
+        let rejected = match self.rejected_writes {
+            0 => String::new(),
+            k => format!(
+                " {k} write(s) were refused by the cloud's concurrency limits and sent again once an operation finished{}.",
+                if self.learned_quotas.is_empty() {
+                    String::new()
+                } else {
+                    let q: Vec<String> = self
+                        .learned_quotas
+                        .iter()
+                        .map(|(c, n)| format!("{n} in {c}"))
+                        .collect();
+                    format!(" (concurrent operations quota: {})", q.join(", "))
+                }
+            ),
+        };
         format!(
-            "{}: {} created, {} updated, {} replaced, {} destroyed{gone}, {} waited on, {} failed, {} skipped{not_run} ({:.1}s).",
+            "{}: {} created, {} updated, {} replaced, {} destroyed{gone}, {} waited on, {} failed, {} skipped{not_run} ({:.1}s).{rejected}",
             if self.success() {
                 "Apply complete"
             } else {
@@ -243,12 +268,13 @@ impl ApplyReport {
 
 async fn run_step(
     cloud: Cloud,
+    sched: Arc<schedule::Scheduler>,
     exec: Option<&'static dyn KindExec>,
     a: Action,
     op: StepOp,
 ) -> Result<StepOutcome, ApplyError> {
     match exec {
-        Some(e) => e.execute(&cloud, &a, op).await,
+        Some(e) => e.execute(&cloud, &sched, &a, op).await,
         None => Err(ApplyError::UnknownKind(a.address())),
     }
 }
@@ -309,12 +335,13 @@ pub async fn execute(
     let mut running: JoinSet<(usize, Duration, Result<StepOutcome, ApplyError>)> = JoinSet::new();
     let mut tasks: HashMap<tokio::task::Id, usize> = HashMap::new();
     let max_replacements = opts.max_replacements.max(1);
+    let sched = Arc::new(schedule::Scheduler::new(opts.parallelism));
 
     loop {
-        // Start what can start.
+        // Start what can start: every ready step (a step waiting on an
+        // operation holds no worker; the scheduler paces the writes).
         let mut deferred = Vec::new();
-        while running.len() < opts.parallelism.max(1) {
-            let Some(id) = ready.pop() else { break };
+        while let Some(id) = ready.pop() {
             let step = &steps[id];
             let a = &plan.actions[step.action];
             if a.action == ActionKind::Replace {
@@ -333,9 +360,10 @@ pub async fn execute(
             let action = a.clone();
             let op = step.op;
             let exec = exec_of(a.id.kind);
+            let sched = sched.clone();
             let handle = running.spawn(async move {
                 let t = Instant::now();
-                let r = run_step(cloud, exec, action, op).await;
+                let r = run_step(cloud, sched, exec, action, op).await;
                 (id, t.elapsed(), r)
             });
             tasks.insert(handle.id(), id);
@@ -448,6 +476,8 @@ pub async fn execute(
             .not_run
             .push((a.address(), format!("{} never ran: {why}", s.op.verb())));
     }
+    report.rejected_writes = sched.rejected_writes();
+    report.learned_quotas = sched.learned_quotas();
     report.elapsed = start.elapsed();
     report
 }

@@ -139,6 +139,19 @@ pub struct Connection {
     /// --api-endpoint that is not loopback (it travels unencrypted).
     #[arg(long, env = "SLICECTL_ALLOW_INSECURE_HTTP")]
     pub allow_insecure_http: bool,
+    /// Writes per second per project, client-side (a token bucket; 0: no
+    /// limit). The default stays well inside GKE's documented project rate
+    /// limit of 3000 requests per minute.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20.0,
+        env = "SLICECTL_WRITE_RATE"
+    )]
+    pub write_rate: f64,
+    /// Writes that may go at once before --write-rate paces them.
+    #[arg(long, value_name = "N", default_value_t = 40)]
+    pub write_burst: u32,
     /// Start the GCP simulator in-process and target it: nothing real is touched.
     #[arg(long)]
     pub sim: bool,
@@ -165,9 +178,14 @@ pub struct SimArgs {
     /// Fraction of node pool creates that end in a stockout.
     #[arg(long, default_value_t = 0.0)]
     pub sim_stockout_rate: f64,
-    /// Reject writes on a cluster while another operation runs on it.
+    /// Concurrent operations GKE allows per cluster (past it: 429 "Too many
+    /// operations").
+    #[arg(long, value_name = "N", default_value_t = crate::sim::DEFAULT_OPERATION_QUOTA)]
+    pub sim_operation_quota: u32,
+    /// Switch off GKE's concurrency rules (one operation per node pool, a
+    /// cluster-level operation excludes the rest, the per-cluster quota).
     #[arg(long)]
-    pub sim_incompatible_operation: bool,
+    pub sim_no_concurrency_rules: bool,
 }
 
 /// Default of `--max-destroy`.
@@ -191,7 +209,10 @@ pub struct Exec {
     /// Do not ask for confirmation.
     #[arg(long)]
     pub auto_approve: bool,
-    /// Maximum operations in flight.
+    /// Maximum requests being sent at once. Operations in flight are not
+    /// limited by it: a running operation holds no worker, and writes are
+    /// paced by the cloud's own limits (GKE's per-cluster operations quota,
+    /// learned from its first 429, and --write-rate).
     #[arg(long, default_value_t = 16)]
     pub parallelism: usize,
     /// Maximum replacements in flight.

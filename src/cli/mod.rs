@@ -397,9 +397,10 @@ fn sim_config(clusters: Vec<String>, s: &SimArgs) -> SimConfig {
         faults: FaultConfig {
             rate_429: s.sim_fault_429,
             rate_503: s.sim_fault_503,
-            incompatible_operation: s.sim_incompatible_operation,
             stockout_rate: s.sim_stockout_rate,
-            write_rate_limit: None,
+            concurrency_rules: !s.sim_no_concurrency_rules,
+            operation_quota: s.sim_operation_quota,
+            ..FaultConfig::default()
         },
     }
 }
@@ -433,6 +434,10 @@ impl Session {
         let client = CloudClient::new(ClientOptions {
             api_endpoint: endpoint,
             allow_insecure_http: conn.allow_insecure_http,
+            write_rate: (conn.write_rate != 0.0).then_some(crate::cloud::WriteRate {
+                per_second: conn.write_rate,
+                burst: conn.write_burst,
+            }),
             ..ClientOptions::default()
         })
         .context("cannot create the Google Cloud client")?;

@@ -46,6 +46,13 @@ pub trait GkeService: Send + Sync {
         project: &str,
         location: &str,
     ) -> Result<Vec<gke::Operation>, CloudError>;
+    /// One operation, as it is now.
+    async fn get_operation(
+        &self,
+        project: &str,
+        location: &str,
+        name: &str,
+    ) -> Result<gke::Operation, CloudError>;
     /// Waits until an operation is DONE; an error in it is a failure.
     async fn wait_operation(
         &self,
@@ -165,6 +172,14 @@ impl GkeService for CloudClient {
         location: &str,
     ) -> Result<Vec<gke::Operation>, CloudError> {
         self.gke().list_operations(project, location).await
+    }
+    async fn get_operation(
+        &self,
+        project: &str,
+        location: &str,
+        name: &str,
+    ) -> Result<gke::Operation, CloudError> {
+        self.gke().get_operation(project, location, name).await
     }
     async fn wait_operation(
         &self,

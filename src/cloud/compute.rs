@@ -272,7 +272,7 @@ impl<'a> ComputeApi<'a> {
         );
         let poll = self.inner.poll;
         let work = async {
-            let mut delays = super::poll_delays(&poll);
+            let waiting = Instant::now();
             loop {
                 let started = Instant::now();
                 let req = Request::new(Method::POST, wait_method, url.clone())
@@ -284,7 +284,7 @@ impl<'a> ComputeApi<'a> {
                 }
                 // `wait` may return early (Google: "might return after zero
                 // seconds"); never spin faster than the poll backoff.
-                let delay = delays.next().unwrap_or(poll.max_interval);
+                let delay = super::poll_delay(&poll, waiting.elapsed());
                 tracing::debug!(operation = %op.name, status = %current.status, "waiting for compute operation");
                 if let Some(rest) = delay.checked_sub(started.elapsed()) {
                     tokio::time::sleep(rest).await;

@@ -114,25 +114,62 @@ impl CloudError {
             if code == "FAILED_PRECONDITION" && is_cluster_busy_message(message))
     }
 
-    /// True for errors worth retrying the same request for: HTTP 429, 500, 502,
-    /// 503, 504; a 403 `rateLimitExceeded`; transport failures; and GKE's
-    /// 400 FAILED_PRECONDITION "Cluster is running incompatible operation"
-    /// (another operation on the cluster is still running).
-    pub fn is_retryable(&self) -> bool {
+    /// GKE's 429 for its per-cluster quota of concurrent operations ("Too
+    /// many operations: cluster \"c\" hits the concurrent operations quota 5,
+    /// please try again later."): `Some(quota)` with the number the message
+    /// names (`Some(None)` when it names none), `None` for any other error.
+    /// Not retried blindly: the executor waits for one of the cluster's
+    /// operations to finish, and learns the quota.
+    pub fn operation_quota(&self) -> Option<Option<u32>> {
         match self {
             CloudError::Api {
-                status,
-                code,
-                reason,
+                status: 429,
                 message,
                 ..
-            } => match status {
+            } if message.starts_with("Too many operations") => Some(
+                message
+                    .split("quota")
+                    .nth(1)
+                    .and_then(|rest| {
+                        rest.trim_start()
+                            .split(|c: char| !c.is_ascii_digit())
+                            .next()
+                    })
+                    .and_then(|n| n.parse().ok()),
+            ),
+            _ => None,
+        }
+    }
+
+    /// The operation GKE names in a "Cluster is running incompatible
+    /// operation OP" answer.
+    pub fn busy_operation(&self) -> Option<&str> {
+        match self {
+            CloudError::Api { message, .. } if self.is_cluster_busy() => message
+                .split_whitespace()
+                .find(|w| w.starts_with("operation-"))
+                .map(|w| w.trim_end_matches(['.', ',', ';'])),
+            _ => None,
+        }
+    }
+
+    /// True for errors worth retrying the same request for, at once, with
+    /// backoff: HTTP 429 (except GKE's concurrent-operations quota), 500,
+    /// 502, 503, 504; a 403 `rateLimitExceeded`; transport failures. GKE's
+    /// 400 "incompatible operation" and its operations quota are not: they
+    /// last as long as other operations run, and the executor waits for
+    /// those (see `apply::schedule`).
+    pub fn is_retryable(&self) -> bool {
+        if self.operation_quota().is_some() {
+            return false;
+        }
+        match self {
+            CloudError::Api { status, reason, .. } => match status {
                 429 | 500 | 502 | 503 | 504 => true,
                 403 => matches!(
                     reason.as_deref(),
                     Some("rateLimitExceeded" | "userRateLimitExceeded" | "RATE_LIMIT_EXCEEDED")
                 ),
-                400 if code == "FAILED_PRECONDITION" => is_cluster_busy_message(message),
                 _ => false,
             },
             CloudError::Transport { source, .. } => !source.is_builder(),
@@ -343,14 +380,39 @@ mod tests {
             Some("failedPrecondition"),
             "Cluster is running incompatible operation operation-1234-abcd.",
         );
-        assert!(busy.is_retryable());
+        // Not retried blindly: the executor waits for the operation it names.
+        assert!(busy.is_cluster_busy() && !busy.is_retryable());
+        assert_eq!(busy.busy_operation(), Some("operation-1234-abcd"));
         let old_busy = api(
             400,
             "FAILED_PRECONDITION",
             None,
             "Operation operation-1558074043943-c4492e58 is currently upgrading cluster X. Please wait and try again once it is done.",
         );
-        assert!(old_busy.is_retryable());
+        assert!(old_busy.is_cluster_busy() && !old_busy.is_retryable());
+        assert_eq!(
+            old_busy.busy_operation(),
+            Some("operation-1558074043943-c4492e58")
+        );
+        // GKE's per-cluster operations quota: learned, never retried blindly.
+        let quota = api(
+            429,
+            "RESOURCE_EXHAUSTED",
+            Some("rateLimitExceeded"),
+            "Too many operations: cluster \"c\" hits the concurrent operations quota 5, please try again later.",
+        );
+        assert_eq!(quota.operation_quota(), Some(Some(5)));
+        assert!(!quota.is_retryable());
+        let vague = api(429, "RESOURCE_EXHAUSTED", None, "Too many operations.");
+        assert_eq!(vague.operation_quota(), Some(None));
+        let rate = api(
+            429,
+            "RESOURCE_EXHAUSTED",
+            Some("rateLimitExceeded"),
+            "Quota exceeded",
+        );
+        assert_eq!(rate.operation_quota(), None);
+        assert!(rate.is_retryable());
         // Other preconditions and invalid arguments are permanent.
         assert!(!api(400, "FAILED_PRECONDITION", None, "node pool is too big").is_retryable());
         assert!(!api(400, "INVALID_ARGUMENT", None, "incompatible operation").is_retryable());

@@ -27,6 +27,8 @@ pub enum Fault {
     AlreadyExists,
     /// GKE's 400 FAILED_PRECONDITION "incompatible operation".
     ClusterBusy,
+    /// GKE's 429 "Too many operations" naming a quota of 2.
+    OperationQuota,
     /// 503 UNAVAILABLE.
     Unavailable,
     /// The operation ends DONE with a stockout.
@@ -51,6 +53,11 @@ impl Fault {
                 400,
                 "FAILED_PRECONDITION",
                 "Cluster is running incompatible operation operation-fake.",
+            ),
+            Fault::OperationQuota => api(
+                429,
+                "RESOURCE_EXHAUSTED",
+                "Too many operations: cluster \"c\" hits the concurrent operations quota 2, please try again later.",
             ),
             Fault::Unavailable => api(503, "UNAVAILABLE", "try again"),
             Fault::Stockout => CloudError::OperationFailed {
@@ -381,6 +388,22 @@ impl GkeService for FakeCloud {
             .filter(|(c, _, _)| c.starts_with(&prefix))
             .map(|(_, op, _)| op.clone())
             .collect())
+    }
+
+    async fn get_operation(
+        &self,
+        _project: &str,
+        _location: &str,
+        name: &str,
+    ) -> Result<gke::Operation, CloudError> {
+        let short = name.rsplit('/').next().unwrap_or(name).to_string();
+        self.call("get_operation", &short)?;
+        let st = self.lock();
+        st.gke_ops
+            .iter()
+            .find(|(_, o, _)| o.name == short)
+            .map(|(_, o, _)| o.clone())
+            .ok_or_else(|| Fault::NotFound.error("get_operation"))
     }
 
     async fn wait_operation(

@@ -225,8 +225,8 @@ impl<'a> GkeApi<'a> {
         self.inner.call(&req).await
     }
 
-    /// Polls `op` (backoff from `PollPolicy::min_interval` up to
-    /// `max_interval`) until it is DONE. A DONE operation with an `error` (or a
+    /// Polls `op` until it is DONE, every tenth of the time waited so far
+    /// (within `PollPolicy`'s bounds, see [`super::poll_delay`]). A DONE operation with an `error` (or a
     /// stockout condition) is [`CloudError::OperationFailed`]; not DONE within
     /// `timeout` is [`CloudError::Timeout`].
     pub async fn wait_operation(
@@ -239,12 +239,12 @@ impl<'a> GkeApi<'a> {
         let name = short_name(&op.name).to_string();
         let poll = async {
             let mut current = op.clone();
-            let mut delays = super::poll_delays(&self.inner.poll);
+            let started = tokio::time::Instant::now();
             loop {
                 if current.status == "DONE" {
                     return operation_result(current);
                 }
-                let delay = delays.next().unwrap_or(self.inner.poll.max_interval);
+                let delay = super::poll_delay(&self.inner.poll, started.elapsed());
                 tracing::debug!(operation = %name, status = %current.status, delay_ms = delay.as_millis() as u64, "waiting for GKE operation");
                 tokio::time::sleep(delay).await;
                 current = self.get_operation(project, location, &name).await?;

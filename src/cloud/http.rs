@@ -144,6 +144,11 @@ impl Inner {
         if let Some(t) = req.timeout {
             rb = rb.timeout(t);
         }
+        if req.access == Access::Write
+            && let Some(limiter) = &self.writes
+        {
+            limiter.until_key_ready(&project_of_url(&req.url)).await;
+        }
         self.stats.record(req.access);
         let started = Instant::now();
         let transport = |source: reqwest::Error| CloudError::Transport {
@@ -173,6 +178,15 @@ impl Inner {
             Err(api_error(status.as_u16(), &body, req.api_method))
         }
     }
+}
+
+/// The project a request URL names (`…/projects/P/…`), the key of the
+/// per-project write limit; empty when it names none.
+fn project_of_url(url: &str) -> String {
+    url.split_once("/projects/")
+        .and_then(|(_, rest)| rest.split('/').next())
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[cfg(test)]

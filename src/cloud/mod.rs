@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use api::{Cloud, ComputeService, GkeService};
+
 pub use auth::{GcpAuth, NoAuth, StaticToken, TokenSource};
 pub use compute::{ComputeApi, ComputeScope};
 pub use endpoints::{API_ENDPOINT_ENV, Endpoints};
@@ -57,8 +58,9 @@ impl Default for RetryPolicy {
 /// Polling of long-running operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PollPolicy {
-    /// First delay between polls (GKE `operations.get`), and the least time
-    /// between two compute `wait` calls that return early.
+    /// Least delay between polls (GKE `operations.get`), and the least time
+    /// between two compute `wait` calls that return early. Between the two
+    /// bounds, the delay is 10 % of the time waited so far ([`poll_delay`]).
     pub min_interval: Duration,
     /// Largest delay between polls.
     pub max_interval: Duration,
@@ -71,7 +73,7 @@ impl Default for PollPolicy {
     fn default() -> Self {
         PollPolicy {
             min_interval: Duration::from_secs(1),
-            max_interval: Duration::from_secs(10),
+            max_interval: Duration::from_secs(30),
             long_poll_timeout: Duration::from_secs(150),
         }
     }
@@ -111,6 +113,8 @@ pub struct ClientOptions {
     pub request_timeout: Duration,
     /// `maxResults` of compute list calls (Google's maximum is 500).
     pub page_size: u32,
+    /// Client-side limit on writes per project; `None`: unlimited.
+    pub write_rate: Option<WriteRate>,
 }
 
 impl Default for ClientOptions {
@@ -124,6 +128,7 @@ impl Default for ClientOptions {
             user_agent: format!("slicectl/{}", env!("CARGO_PKG_VERSION")),
             request_timeout: Duration::from_secs(60),
             page_size: 500,
+            write_rate: Some(WriteRate::default()),
         }
     }
 }
@@ -142,6 +147,7 @@ impl fmt::Debug for ClientOptions {
             .field("user_agent", &self.user_agent)
             .field("request_timeout", &self.request_timeout)
             .field("page_size", &self.page_size)
+            .field("write_rate", &self.write_rate)
             .finish()
     }
 }
@@ -185,6 +191,54 @@ pub(crate) struct Inner {
     poll: PollPolicy,
     page_size: u32,
     stats: Counters,
+    writes: Option<governor::DefaultKeyedRateLimiter<String>>,
+}
+
+/// The client-side limit on writes per project: a token bucket refilled at
+/// `per_second`, holding at most `burst` (every write attempt, retries
+/// included, takes a token).
+///
+/// The default, 20 writes/s with bursts of 40, stays well inside GKE's
+/// documented project rate limit — "The default rate limit for the
+/// Kubernetes Engine API is 3000 requests per min" (50/s, reads and writes
+/// together; <https://cloud.google.com/kubernetes-engine/quotas>) — leaving
+/// room for reads and for other clients of the project, and inside Compute
+/// Engine's per-project mutation rate quotas
+/// (<https://cloud.google.com/compute/api-quota>).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WriteRate {
+    /// Tokens added per second.
+    pub per_second: f64,
+    /// Bucket size.
+    pub burst: u32,
+}
+
+impl Default for WriteRate {
+    fn default() -> Self {
+        WriteRate {
+            per_second: 20.0,
+            burst: 40,
+        }
+    }
+}
+
+impl WriteRate {
+    fn limiter(self) -> Result<governor::DefaultKeyedRateLimiter<String>, CloudError> {
+        let invalid = || {
+            CloudError::InvalidInput(format!(
+                "the write rate must be a positive number of writes per second and the burst at least 1, not {} and {}",
+                self.per_second, self.burst
+            ))
+        };
+        if !(self.per_second.is_finite() && self.per_second > 0.0) {
+            return Err(invalid());
+        }
+        let burst = std::num::NonZeroU32::new(self.burst).ok_or_else(invalid)?;
+        let quota = governor::Quota::with_period(Duration::from_secs_f64(1.0 / self.per_second))
+            .ok_or_else(invalid)?
+            .allow_burst(burst);
+        Ok(governor::RateLimiter::keyed(quota))
+    }
 }
 
 /// The Google Cloud client (cheap to clone; clones share counters).
@@ -254,6 +308,7 @@ impl CloudClient {
                 poll: opts.poll,
                 page_size: opts.page_size,
                 stats: Counters::default(),
+                writes: opts.write_rate.map(WriteRate::limiter).transpose()?,
             }),
         })
     }
@@ -313,22 +368,45 @@ fn check_transport(
     )))
 }
 
-/// Delays between operation polls: exponential (factor 1.5) from
-/// `min_interval` to `max_interval`, each plus a random jitter of up to itself.
-pub(crate) fn poll_delays(p: &PollPolicy) -> impl Iterator<Item = Duration> + use<> {
-    use backon::BackoffBuilder;
-    backon::ExponentialBuilder::default()
-        .with_jitter()
-        .with_factor(1.5)
-        .with_min_delay(p.min_interval)
-        .with_max_delay(p.max_interval)
-        .without_max_times()
-        .build()
+/// The delay before the next poll of an operation that has been waited on
+/// for `elapsed`: a tenth of that, at least `min_interval` and at most
+/// `max_interval`, less a random jitter of up to a quarter. So an operation of
+/// latency L is seen DONE within max(`min_interval`, 10 % of L) of finishing,
+/// while the reads stay logarithmic in L up to `max_interval`, then linear
+/// at one per `max_interval` (about 150 reads for an hour with the defaults).
+pub(crate) fn poll_delay(p: &PollPolicy, elapsed: Duration) -> Duration {
+    let base = elapsed
+        .mul_f64(0.1)
+        .clamp(p.min_interval, p.max_interval.max(p.min_interval));
+    base.mul_f64(1.0 - rand::random::<f64>() * 0.25)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn polls_notice_completion_within_a_tenth_of_the_latency() {
+        let p = PollPolicy::default();
+        // Simulate waiting on operations of many latencies: the delay from
+        // completion to the first poll that sees it, and the reads taken.
+        for latency_s in [0.5, 3.0, 20.0, 90.0, 600.0, 3600.0] {
+            let latency = Duration::from_secs_f64(latency_s);
+            let mut t = Duration::ZERO;
+            let mut reads = 0;
+            while t < latency {
+                t += poll_delay(&p, t);
+                reads += 1;
+            }
+            let late = t - latency;
+            let bound = p.min_interval.max(latency.mul_f64(0.1));
+            assert!(
+                late <= bound,
+                "L={latency_s}s: seen {late:?} late (bound {bound:?})"
+            );
+            assert!(reads <= 250, "L={latency_s}s: {reads} reads");
+        }
+    }
 
     #[test]
     fn options_debug_hides_the_token_source() {

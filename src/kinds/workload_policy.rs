@@ -301,6 +301,7 @@ impl KindExec for WorkloadPolicies {
     async fn execute(
         &self,
         cloud: &Cloud,
+        _sched: &crate::apply::schedule::Scheduler,
         a: &Action,
         op: StepOp,
     ) -> Result<StepOutcome, ApplyError> {

@@ -76,6 +76,12 @@ impl ApiError {
         e
     }
 
+    /// 429 RESOURCE_EXHAUSTED for GKE's per-cluster concurrent operations
+    /// quota ("Too many operations: …").
+    pub fn too_many_operations(message: String) -> Self {
+        Self::new(429, "RESOURCE_EXHAUSTED", "rateLimitExceeded", message)
+    }
+
     /// 503 UNAVAILABLE / backendError.
     pub fn unavailable() -> Self {
         Self::new(

@@ -7,21 +7,48 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-/// Which faults the simulator injects. All rates are probabilities in `[0, 1]`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// GKE's default per-cluster quota of concurrent operations: "Too many
+/// operations: cluster \"c\" hits the concurrent operations quota 5, please
+/// try again later." (hashicorp/terraform-provider-google#15205, #15579). The
+/// number is not fixed across clusters and time (AI-Hypercomputer/xpk#1068
+/// starts up to 100 node pool creates at once), so it is settable.
+pub const DEFAULT_OPERATION_QUOTA: u32 = 5;
+
+/// The simulator's rules that can be switched off, and the faults it
+/// injects. All rates are probabilities in `[0, 1]`. `Default` enforces GKE's
+/// concurrency rules and injects no fault.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct FaultConfig {
+    /// GKE's concurrency rules, on unless switched off: one operation per
+    /// node pool at a time, a cluster-level operation excludes every other
+    /// write (400 FAILED_PRECONDITION "Cluster is running incompatible
+    /// operation …"), and at most `operation_quota` operations run on a
+    /// cluster at once (429 RESOURCE_EXHAUSTED "Too many operations …").
+    pub concurrency_rules: bool,
+    /// Concurrent operations allowed per cluster (with `concurrency_rules`).
+    pub operation_quota: u32,
     /// Probability that any API request gets 429 RESOURCE_EXHAUSTED (rateLimitExceeded).
     pub rate_429: f64,
     /// Probability that any API request gets 503 UNAVAILABLE.
     pub rate_503: f64,
-    /// Reject a GKE write on a cluster while another operation RUNs on it
-    /// (400 FAILED_PRECONDITION "Cluster is running incompatible operation …").
-    pub incompatible_operation: bool,
     /// Probability that a node pool create operation ends in a GCE stockout.
     pub stockout_rate: f64,
     /// Writes per second (token bucket, burst of one second); excess writes get 429.
     pub write_rate_limit: Option<f64>,
+}
+
+impl Default for FaultConfig {
+    fn default() -> Self {
+        FaultConfig {
+            concurrency_rules: true,
+            operation_quota: DEFAULT_OPERATION_QUOTA,
+            rate_429: 0.0,
+            rate_503: 0.0,
+            stockout_rate: 0.0,
+            write_rate_limit: None,
+        }
+    }
 }
 
 /// What the per-request draw decided.

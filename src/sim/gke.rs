@@ -87,22 +87,86 @@ fn require_cluster(inner: &Inner, c: &ClusterRef) -> Result<(), ApiError> {
     }
 }
 
-/// Rejects a write while another operation runs on the cluster, when the
-/// `incompatible_operation` fault is on.
-fn check_incompatible(inner: &mut Inner, c: &ClusterRef) -> Result<(), ApiError> {
-    if !inner.faults.config.incompatible_operation {
+/// GKE's concurrency rules for a write on `pool_key` (unless switched off
+/// with `concurrency_rules: false`):
+///
+/// - a cluster-level operation excludes every other operation on the cluster,
+///   and a node pool runs one operation at a time; a conflicting request gets
+///   400 FAILED_PRECONDITION "Cluster is running incompatible operation OP."
+///   (GKE "Troubleshoot concurrent operations" and "Add and manage node
+///   pools"; the message, for a delete sent while that pool's create runs:
+///   hashicorp/terraform-provider-google#10366). Operations on different
+///   node pools run in parallel.
+/// - at most `operation_quota` operations run on a cluster at once; past it,
+///   429 RESOURCE_EXHAUSTED "Too many operations: cluster \"c\" hits the
+///   concurrent operations quota 5, please try again later." with a
+///   RequestInfo detail (hashicorp/terraform-provider-google#15205, #15579).
+fn check_concurrency(
+    inner: &mut Inner,
+    ctx: &Ctx,
+    c: &ClusterRef,
+    pool_key: &str,
+) -> Result<(), ApiError> {
+    let config = &inner.faults.config;
+    if !config.concurrency_rules {
         return Ok(());
     }
-    if let Some(op) = inner.running_gke_op(&c.key()) {
-        let err = incompatible(&op.name);
-        inner.stats.faults_injected += 1;
-        return Err(err);
+    let quota = config.operation_quota as usize;
+    let key = c.key();
+    let running: Vec<&GkeOp> = inner.running_gke_ops(&key).collect();
+    let conflicting = running
+        .iter()
+        .find(|op| op.effect.is_cluster_level())
+        .or_else(|| running.iter().find(|op| op.effect.target() == pool_key));
+    if let Some(op) = conflicting {
+        return Err(incompatible(&op.name).with_request_info(&ctx.request_id));
+    }
+    if running.len() >= quota {
+        return Err(ApiError::too_many_operations(format!(
+            "Too many operations: cluster \"{}\" hits the concurrent operations quota {quota}, please try again later.",
+            c.cluster
+        ))
+        .with_request_info(&ctx.request_id));
     }
     Ok(())
 }
 
 fn incompatible(op: &str) -> ApiError {
     ApiError::failed_precondition(format!("Cluster is running incompatible operation {op}."))
+}
+
+/// Starts a cluster-level operation (`UPGRADE_MASTER`, as a control-plane
+/// upgrade) on `cluster` that runs for `duration`: while it runs, every node
+/// pool write on the cluster is refused as incompatible. For tests and
+/// experiments (`POST /_sim/cluster-operations`).
+pub(crate) fn start_cluster_operation(
+    inner: &mut Inner,
+    ctx: &Ctx,
+    cluster: &str,
+    duration: std::time::Duration,
+) -> Result<Value, ApiError> {
+    let c = crate::cloud::ClusterRef::parse(cluster)
+        .map(|c| ClusterRef {
+            project: c.project,
+            location: c.location,
+            cluster: c.name,
+        })
+        .map_err(|e| ApiError::invalid("badRequest", e.to_string()))?;
+    require_cluster(inner, &c)?;
+    let op = GkeOp {
+        name: inner.op_name(),
+        project: c.project.clone(),
+        location: c.location.clone(),
+        cluster: c.key(),
+        op_type: "UPGRADE_MASTER",
+        effect: GkeEffect::Cluster { cluster: c.key() },
+        timing: OpTiming::new(ctx.now, duration),
+        done: false,
+        error: None,
+    };
+    let rendered = op.to_json(&ctx.base, &ctx.version);
+    inner.gke_ops.push(op);
+    Ok(rendered)
 }
 
 /// `GET v1/projects/P/locations/L/clusters/C` (a minimal Cluster).
@@ -465,7 +529,7 @@ pub(crate) fn create_pool(
     if inner.pools.contains_key(&key) {
         return Err(ApiError::already_exists(format!("Already exists: {key}.")));
     }
-    check_incompatible(inner, c)?;
+    check_concurrency(inner, ctx, c, &key)?;
     apply_defaults(&mut pool, &c.location);
     let fails = accepted_then_failed(&pool);
     let stockout = fails.is_none() && inner.faults.draw_stockout();
@@ -509,12 +573,15 @@ pub(crate) fn delete_pool(
         .get(&key)
         .map(|r| r.status)
         .ok_or_else(|| not_found(&key))?;
+    // A pool being deleted is not deleted twice, whatever the rules say.
     if status == "STOPPING"
-        && let Some(op) = inner.running_gke_op(&c.key())
+        && let Some(op) = inner
+            .running_gke_ops(&c.key())
+            .find(|op| op.effect.target() == key)
     {
         return Err(incompatible(&op.name));
     }
-    check_incompatible(inner, c)?;
+    check_concurrency(inner, ctx, c, &key)?;
     if let Some(rec) = inner.pools.get_mut(&key) {
         rec.status = "STOPPING";
     }
@@ -549,7 +616,7 @@ pub(crate) fn update_pool(
             "Provided etag \"{want}\" does not match the current etag of node pool \"{pool}\"."
         )));
     }
-    check_incompatible(inner, c)?;
+    check_concurrency(inner, ctx, c, &key)?;
     let Some(rec) = inner.pools.get_mut(&key) else {
         return Err(not_found(&key));
     };

@@ -12,7 +12,8 @@
 //! | `GET /_sim/stats` | [`SimStats`] as JSON |
 //! | `POST /_sim/reset-stats` | zero the counters |
 //! | `POST /_sim/clusters` `{"name":"projects/P/locations/L/clusters/C"}` | register a GKE cluster |
-//! | `PUT /_sim/faults` (a [`FaultConfig`] as JSON) | replace the fault configuration |
+//! | `PUT /_sim/faults` (a [`FaultConfig`] as JSON) | replace the rules and fault configuration |
+//! | `POST /_sim/cluster-operations` `{"cluster":"projects/P/locations/L/clusters/C","seconds":N}` | start a cluster-level operation (an upgrade) that excludes node pool writes for N seconds |
 
 mod compute;
 pub mod discovery;
@@ -35,7 +36,7 @@ use anyhow::Context;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-pub use faults::FaultConfig;
+pub use faults::{DEFAULT_OPERATION_QUOTA, FaultConfig};
 pub use stats::SimStats;
 
 use server::Sim;
@@ -129,6 +130,18 @@ impl SimHandle {
     /// Replaces the fault configuration (the random stream continues).
     pub fn set_faults(&self, f: FaultConfig) {
         self.sim.lock().faults.set(f);
+    }
+
+    /// Starts a cluster-level operation (`UPGRADE_MASTER`) on `cluster`
+    /// that runs for `duration`; returns the operation's name.
+    pub fn start_cluster_operation(
+        &self,
+        cluster: &str,
+        duration: Duration,
+    ) -> anyhow::Result<String> {
+        self.sim
+            .start_cluster_operation(cluster, duration)
+            .map_err(anyhow::Error::msg)
     }
 
     /// Registers a GKE cluster `projects/P/locations/L/clusters/C`.

@@ -55,13 +55,24 @@ pub(crate) enum GkeEffect {
     Delete { pool: String },
     /// Node pool goes back to RUNNING after RECONCILING.
     Update { pool: String },
+    /// A cluster-level operation (a control-plane upgrade): while it runs,
+    /// no node pool operation may start on the cluster.
+    Cluster { cluster: String },
 }
 
 impl GkeEffect {
-    pub fn pool(&self) -> &str {
+    /// The path of the resource the operation targets (a node pool, or the
+    /// cluster for a cluster-level operation).
+    pub fn target(&self) -> &str {
         match self {
             Self::Create { pool, .. } | Self::Delete { pool } | Self::Update { pool } => pool,
+            Self::Cluster { cluster } => cluster,
         }
+    }
+
+    /// Whether this is a cluster-level operation.
+    pub fn is_cluster_level(&self) -> bool {
+        matches!(self, Self::Cluster { .. })
     }
 }
 
@@ -81,7 +92,7 @@ pub(crate) struct GkeOp {
     pub location: String,
     /// `projects/P/locations/L/clusters/C`.
     pub cluster: String,
-    /// CREATE_NODE_POOL, DELETE_NODE_POOL, UPDATE_CLUSTER.
+    /// CREATE_NODE_POOL, DELETE_NODE_POOL, UPDATE_CLUSTER, UPGRADE_MASTER.
     pub op_type: &'static str,
     pub effect: GkeEffect,
     pub timing: OpTiming,
@@ -104,7 +115,7 @@ impl GkeOp {
             // as GKE answers for zonal clusters).
             "selfLink": format!("{base}/{version}/projects/{}/{}/{}/operations/{}",
                 project_number(&self.project), location_segment(&self.location), self.location, self.name),
-            "targetLink": format!("{base}/{version}/{}", zonal_links(&with_project_number(self.effect.pool()), &self.location)),
+            "targetLink": format!("{base}/{version}/{}", zonal_links(&with_project_number(self.effect.target()), &self.location)),
             "startTime": self.timing.start_rfc3339(),
         });
         if self.done {

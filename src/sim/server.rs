@@ -47,6 +47,38 @@ impl Sim {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Starts a cluster-level operation on `cluster` for `duration` and
+    /// renders it.
+    fn cluster_operation_json(&self, cluster: &str, duration: Duration) -> Result<Value, ApiError> {
+        let now = Instant::now();
+        let ctx = Ctx {
+            base: format!("http://{}", self.addr),
+            version: "v1".into(),
+            now,
+            query: Vec::new(),
+            request_id: String::new(),
+        };
+        let mut inner = self.lock();
+        inner.advance(now);
+        gke::start_cluster_operation(&mut inner, &ctx, cluster, duration)
+    }
+
+    /// Starts a cluster-level operation; returns its name.
+    pub fn start_cluster_operation(
+        &self,
+        cluster: &str,
+        duration: Duration,
+    ) -> Result<String, String> {
+        self.cluster_operation_json(cluster, duration)
+            .map(|v| {
+                v.get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .map_err(|e| e.message)
+    }
+
     /// Registers a cluster `projects/P/locations/L/clusters/C`.
     pub fn add_cluster(&self, name: &str) -> Result<(), String> {
         let parts: Vec<&str> = name.split('/').collect();
@@ -325,6 +357,26 @@ fn admin_endpoint(sim: &Sim, method: &Method, path: &str, body: &Bytes) -> Respo
             }
             Err(e) => bad(format!("invalid FaultConfig: {e}")),
         },
+        ("POST", "cluster-operations") => {
+            let req = serde_json::from_slice::<Value>(body).ok();
+            let cluster = req
+                .as_ref()
+                .and_then(|v| v.get("cluster").and_then(Value::as_str));
+            let seconds = req
+                .as_ref()
+                .and_then(|v| v.get("seconds").and_then(Value::as_f64))
+                .filter(|s| s.is_finite() && *s >= 0.0);
+            let (Some(cluster), Some(seconds)) = (cluster, seconds) else {
+                return bad(
+                    "expected {\"cluster\": \"projects/P/locations/L/clusters/C\", \"seconds\": N}"
+                        .into(),
+                );
+            };
+            match sim.cluster_operation_json(cluster, Duration::from_secs_f64(seconds)) {
+                Ok(v) => Json(v).into_response(),
+                Err(e) => e.into_response(),
+            }
+        }
         ("POST", "clusters") => {
             let name = serde_json::from_slice::<Value>(body)
                 .ok()

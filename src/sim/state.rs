@@ -87,11 +87,11 @@ impl Inner {
             .random_range(1_000_000_000_000_000_000..=u64::MAX / 2)
     }
 
-    /// The RUNNING GKE operation on `cluster`, if any.
-    pub fn running_gke_op(&self, cluster: &str) -> Option<&GkeOp> {
+    /// The RUNNING GKE operations on `cluster`.
+    pub fn running_gke_ops<'a>(&'a self, cluster: &'a str) -> impl Iterator<Item = &'a GkeOp> {
         self.gke_ops
             .iter()
-            .find(|op| !op.done && op.cluster == cluster)
+            .filter(move |op| !op.done && op.cluster == cluster)
     }
 
     /// Completes every operation whose time has come, oldest completion first.
@@ -185,6 +185,7 @@ impl Inner {
                     rec.status = "RUNNING";
                 }
             }
+            GkeEffect::Cluster { .. } => {}
         }
     }
 

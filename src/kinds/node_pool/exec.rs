@@ -5,6 +5,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+use crate::apply::schedule::{OpSlot, Rejection, Scheduler};
 use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome, judge_conflict};
 use crate::cloud::{Cloud, CloudError};
 use crate::plan::kind::body_as;
@@ -39,26 +40,123 @@ fn desired(a: &Action) -> Result<&NodePool, ApplyError> {
         .ok_or_else(|| ApplyError::Body(a.address()))
 }
 
-/// Retries `call` while GKE answers "incompatible operation" (another
-/// operation runs on the cluster), until `timeout`: a TPU node pool operation
-/// can hold the cluster for many minutes, longer than the client's own retry
-/// budget. Other errors return at once.
-async fn while_cluster_busy<T, F, Fut>(timeout: Duration, mut call: F) -> Result<T, CloudError>
+/// The scheduler's scope of a cluster (GKE's concurrency rules are per cluster).
+fn gate_of(c: &ClusterRef) -> String {
+    c.path()
+}
+
+/// The time left until `deadline`, as a timeout for a wait.
+fn left(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
+}
+
+fn timed_out(a: &Action, after: Duration) -> CloudError {
+    CloudError::Timeout {
+        operation: format!("waiting for room to write {}", a.address()),
+        after,
+    }
+}
+
+/// Sends one write on the cluster through the scheduler, following GKE's
+/// concurrency rules, and returns the operation it started with its place
+/// in the cluster (hold it until the operation has finished).
+///
+/// - 429 "Too many operations … quota N": the quota is learned, the write
+///   waits until one of the cluster's operations finishes (ours wake the
+///   gate; someone else's are waited on here) and is sent again.
+/// - 400 "incompatible operation OP": the write waits for OP (a
+///   cluster-level OP holds every write of this apply on the cluster) and is
+///   sent again.
+///
+/// Both are counted as rejected writes. Anything else is returned.
+async fn send_write<F, Fut>(
+    cloud: &Cloud,
+    sched: &Scheduler,
+    a: &Action,
+    c: &ClusterRef,
+    deadline: Instant,
+    mut call: F,
+) -> Result<(gke::Operation, OpSlot), CloudError>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, CloudError>>,
+    Fut: std::future::Future<Output = Result<gke::Operation, CloudError>>,
 {
-    let deadline = Instant::now() + timeout;
-    let mut delay = Duration::from_secs(5);
+    let gate = gate_of(c);
+    let gke = &cloud.gke;
     loop {
-        match call().await {
-            Err(e) if e.is_cluster_busy() && Instant::now() + delay < deadline => {
-                tracing::info!(error = %e, delay_s = delay.as_secs(), "cluster busy; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(60));
+        let permit = tokio::time::timeout_at(deadline, sched.send(&gate))
+            .await
+            .map_err(|_| timed_out(a, a.timeout))?;
+        let err = match call().await {
+            Ok(op) => return Ok((op, permit.accepted())),
+            Err(e) => e,
+        };
+        if let Some(quota) = err.operation_quota() {
+            let foreign = permit.rejected(sched, Rejection::Quota(quota));
+            tracing::info!(address = %a.address(), cluster = %gate, ?quota, foreign,
+                "GKE's concurrent operations quota is full; waiting for an operation on the cluster to finish");
+            if foreign > 0 {
+                wait_for_any_operation(cloud, c, deadline).await?;
+                sched.foreign_finished(&gate);
             }
-            other => return other,
+            continue;
         }
+        let Some(blocking) = err.busy_operation().map(str::to_string) else {
+            return Err(err);
+        };
+        let busy = match gke.get_operation(&c.project, &c.location, &blocking).await {
+            Ok(op) => Some(op),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(e),
+        };
+        let cluster_level = busy
+            .as_ref()
+            .is_some_and(|op| operation_target(op).is_none());
+        // Block the cluster before giving the place back, so no other write
+        // slips in while the cluster-level operation runs.
+        let _held = cluster_level.then(|| sched.block(&gate));
+        permit.rejected(sched, Rejection::Busy { cluster_level });
+        tracing::info!(address = %a.address(), operation = %blocking, cluster_level,
+            "GKE: an incompatible operation is running; waiting for it to finish");
+        let Some(busy) = busy else { continue };
+        match gke
+            .wait_operation(&c.project, &c.location, &busy, left(deadline))
+            .await
+        {
+            // How it ended is not ours to judge: only that it ended.
+            Ok(_) => {}
+            Err(CloudError::Timeout { .. }) => return Err(timed_out(a, a.timeout)),
+            Err(e) if e.is_not_found() || matches!(e, CloudError::OperationFailed { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Waits until one of the operations running on the cluster finishes (or
+/// none runs any more).
+async fn wait_for_any_operation(
+    cloud: &Cloud,
+    c: &ClusterRef,
+    deadline: Instant,
+) -> Result<(), CloudError> {
+    let ops = cloud.gke.list_operations(&c.project, &c.location).await?;
+    let mut waits: futures::stream::FuturesUnordered<_> = ops
+        .into_iter()
+        .filter(|o| o.status != "DONE")
+        .filter(|o| o.target_link.as_deref().is_some_and(|l| c.contains_link(l)))
+        .map(|o| async move {
+            cloud
+                .gke
+                .wait_operation(&c.project, &c.location, &o, left(deadline))
+                .await
+        })
+        .collect();
+    use futures::StreamExt;
+    match waits.next().await {
+        Some(Err(CloudError::Timeout { operation, after })) => {
+            Err(CloudError::Timeout { operation, after })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -144,27 +242,36 @@ impl KindExec for NodePools {
     async fn execute(
         &self,
         cloud: &Cloud,
+        sched: &Scheduler,
         a: &Action,
         op: StepOp,
     ) -> Result<StepOutcome, ApplyError> {
         let c = cluster_of(a)?;
         let timeout = a.timeout.max(Duration::from_secs(1));
+        let deadline = Instant::now() + timeout;
         let gke = &cloud.gke;
-        let started = match op {
-            StepOp::WaitInFlight => gke::Operation {
-                name: a.operation.clone().unwrap_or_default(),
-                ..Default::default()
-            },
+        let (started, _slot) = match op {
+            StepOp::WaitInFlight => (
+                gke::Operation {
+                    name: a.operation.clone().unwrap_or_default(),
+                    ..Default::default()
+                },
+                sched.track(&gate_of(c)),
+            ),
             StepOp::Create => {
                 let pool = desired(a)?;
-                match while_cluster_busy(timeout, || gke.create_node_pool(c, pool)).await {
-                    Ok(op) => op,
+                match send_write(cloud, sched, a, c, deadline, || {
+                    gke.create_node_pool(c, pool)
+                })
+                .await
+                {
+                    Ok(started) => started,
                     // The name is taken. It may be our own pool, created by an
                     // earlier attempt whose answer was lost (then wait for that
                     // create); anything else fails the step with the reason.
                     Err(e) if e.is_already_exists() => {
                         match resolve_conflict(cloud, a, c, pool).await? {
-                            Some(op) => op,
+                            Some(op) => (op, sched.track(&gate_of(c))),
                             None => return Ok(StepOutcome::Done),
                         }
                     }
@@ -173,7 +280,7 @@ impl KindExec for NodePools {
             }
             StepOp::Update => {
                 // One request per changed group, as Terraform does: GKE applies
-                // them as separate operations.
+                // them as separate operations, one at a time per node pool.
                 let config = desired(a)?.config.clone().unwrap_or_default();
                 let name = c.node_pool_path(&a.id.name);
                 let mut requests = Vec::new();
@@ -201,27 +308,36 @@ impl KindExec for NodePools {
                 }
                 let mut last = None;
                 for req in &requests {
-                    if let Some(op) = last.take() {
-                        gke.wait_operation(&c.project, &c.location, &op, timeout)
+                    if let Some((op, slot)) = last.take() {
+                        gke.wait_operation(&c.project, &c.location, &op, left(deadline))
                             .await?;
+                        drop(slot);
                     }
-                    last =
-                        Some(while_cluster_busy(timeout, || gke.update_node_pool(c, req)).await?);
+                    last = Some(
+                        send_write(cloud, sched, a, c, deadline, || {
+                            gke.update_node_pool(c, req)
+                        })
+                        .await?,
+                    );
                 }
                 match last {
-                    Some(op) => op,
+                    Some(started) => started,
                     None => return Ok(StepOutcome::Done),
                 }
             }
             StepOp::Delete => {
-                match while_cluster_busy(timeout, || gke.delete_node_pool(c, &a.id.name)).await {
-                    Ok(op) => op,
+                match send_write(cloud, sched, a, c, deadline, || {
+                    gke.delete_node_pool(c, &a.id.name)
+                })
+                .await
+                {
+                    Ok(started) => started,
                     Err(e) if e.is_not_found() => return Ok(StepOutcome::AlreadyGone),
                     Err(e) => return Err(e.into()),
                 }
             }
         };
-        gke.wait_operation(&c.project, &c.location, &started, timeout)
+        gke.wait_operation(&c.project, &c.location, &started, left(deadline))
             .await?;
         Ok(StepOutcome::Done)
     }
