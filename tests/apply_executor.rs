@@ -330,3 +330,67 @@ async fn a_delete_that_finds_the_pool_gone_is_not_counted_destroyed() {
     );
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn five_hundred_slices_are_in_flight_at_once() {
+    // A cluster that allows them (GKE's concurrency rules off, as a raised
+    // quota would): every operation overlaps every other, though only 16
+    // requests may be sent at once, because waiting holds no worker.
+    let sim = sim(
+        Duration::from_secs(3),
+        1,
+        FaultConfig {
+            concurrency_rules: false,
+            ..FaultConfig::default()
+        },
+    )
+    .await;
+    let c: Cloud = CloudClient::new(ClientOptions {
+        api_endpoint: Some(sim.base_url()),
+        poll: PollPolicy {
+            min_interval: Duration::from_millis(200),
+            ..PollPolicy::default()
+        },
+        write_rate: None,
+        ..ClientOptions::default()
+    })
+    .unwrap()
+    .into();
+    let files: Vec<(String, String)> = (0..10)
+        .map(|i| {
+            let name = format!("s{i}");
+            let yaml = slice_yaml(&name, "tpu-v6e-slice", "1x1", 50, "");
+            (format!("{name}.yaml"), yaml)
+        })
+        .collect();
+    let files: Vec<(&str, String)> = files.iter().map(|(n, y)| (n.as_str(), y.clone())).collect();
+    let dir = spec_dir(&files);
+    let (_, p) = observe_and_plan(&c, dir.path()).await;
+    let report = apply::execute(
+        &c,
+        &p,
+        &ApplyOptions::default(),
+        Arc::new(Recorder::default()),
+    )
+    .await;
+    assert!(report.success(), "{report:?}");
+    assert_eq!(report.done.get("create"), Some(&500));
+    // Every create started before the first one finished.
+    let url = format!(
+        "{}/v1/projects/example-project/locations/us-central2/operations",
+        sim.base_url()
+    );
+    let ops: serde_json::Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    let ops = ops["operations"].as_array().unwrap();
+    assert_eq!(ops.len(), 500);
+    let ts = |o: &serde_json::Value, f: &str| -> jiff::Timestamp {
+        o[f].as_str().unwrap().parse().unwrap()
+    };
+    let last_start = ops.iter().map(|o| ts(o, "startTime")).max().unwrap();
+    let first_end = ops.iter().map(|o| ts(o, "endTime")).min().unwrap();
+    assert!(
+        last_start < first_end,
+        "500 operations in flight at once: last started {last_start}, first ended {first_end}"
+    );
+    sim.shutdown().await;
+}
