@@ -15,7 +15,7 @@ pub struct SimStats {
     /// Requests per discovery method id, e.g.
     /// `container.projects.locations.clusters.nodePools.create`.
     pub by_method: BTreeMap<String, u64>,
-    /// Injected faults (429, 503, rate limit, incompatible operation, stockout).
+    /// Injected faults (429, 503, write rate limit, stockout).
     pub faults_injected: u64,
 }
 
