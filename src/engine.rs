@@ -293,7 +293,12 @@ mod tests {
             text: "apiVersion: slicectl.dev/v1alpha1
 kind: Target
 metadata: {name: t}
-spec: {project: unit-project, zone: us-central2-b, ownerId: unit, gke: {location: us-central2, name: c}}
+spec: {project: unit-project, zone: us-central1-b, ownerId: unit, gke: {location: us-central1, name: c}}
+---
+apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata: {name: t-c}
+spec: {project: unit-project, zone: us-central1-c, ownerId: unit, gke: {location: us-central1, name: c}}
 ---
 apiVersion: slicectl.dev/v1alpha1
 kind: Slice
@@ -303,7 +308,7 @@ spec: {target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1, repli
 apiVersion: slicectl.dev/v1alpha1
 kind: Slice
 metadata: {name: iron}
-spec: {target: t, backend: gke, accelerator: tpu7x, topology: 2x2x2, replicas: 1}
+spec: {target: t-c, backend: gke, accelerator: tpu7x, topology: 2x2x2, replicas: 1}
 "
             .into(),
         }];
@@ -395,7 +400,7 @@ spec: {target: t, backend: gke, accelerator: tpu7x, topology: 2x2x2, replicas: 1
                 fake.seed_pool(
                     &crate::resource::ClusterRef {
                         project: "unit-project".into(),
-                        location: "us-central2".into(),
+                        location: "us-central1".into(),
                         name: "c".into(),
                     },
                     crate::resource::gke::NodePool {

@@ -377,7 +377,7 @@ async fn five_hundred_slices_are_in_flight_at_once() {
     assert_eq!(report.done.get("create"), Some(&500));
     // Every create started before the first one finished.
     let url = format!(
-        "{}/v1/projects/example-project/locations/us-central2/operations",
+        "{}/v1/projects/example-project/locations/us-central1/operations",
         sim.base_url()
     );
     let ops: serde_json::Value = reqwest::get(url).await.unwrap().json().await.unwrap();

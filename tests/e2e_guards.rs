@@ -32,7 +32,7 @@ async fn pool(sim: &SimHandle, name: &str) -> Option<Value> {
 
 async fn policies(sim: &SimHandle) -> Vec<Value> {
     let url = format!(
-        "{}/compute/v1/projects/example-project/regions/us-central2/resourcePolicies",
+        "{}/compute/v1/projects/example-project/regions/{REGION}/resourcePolicies",
         sim.base_url()
     );
     let v: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
@@ -441,7 +441,7 @@ async fn a_multi_host_flex_start_slice_is_sized_per_zone() {
             .send()
     };
     let r = post(serde_json::json!({
-        "name": "total-only", "initialNodeCount": 0, "locations": ["us-central2-b"],
+        "name": "total-only", "initialNodeCount": 0, "locations": ["us-central1-b"],
         "config": {"machineType": "ct6e-standard-4t"},
         "placementPolicy": {"type": "COMPACT", "tpuTopology": "4x4"},
         "autoscaling": {"enabled": true, "totalMinNodeCount": 0, "totalMaxNodeCount": 4}
@@ -457,7 +457,7 @@ async fn a_multi_host_flex_start_slice_is_sized_per_zone() {
         "{body}"
     );
     let r = post(serde_json::json!({
-        "name": "single", "initialNodeCount": 1, "locations": ["us-central2-b"],
+        "name": "single", "initialNodeCount": 1, "locations": ["us-central1-b"],
         "config": {"machineType": "ct6e-standard-4t"},
         "placementPolicy": {"type": "COMPACT", "tpuTopology": "2x2"}
     }))
@@ -470,7 +470,7 @@ async fn a_multi_host_flex_start_slice_is_sized_per_zone() {
         "{body}"
     );
     let r = post(serde_json::json!({
-        "name": "queued", "initialNodeCount": 0, "locations": ["us-central2-b"],
+        "name": "queued", "initialNodeCount": 0, "locations": ["us-central1-b"],
         "config": {"machineType": "ct6e-standard-4t"},
         "queuedProvisioning": {"enabled": true}
     }))
@@ -484,7 +484,7 @@ async fn a_multi_host_flex_start_slice_is_sized_per_zone() {
     );
     // tpu7x with COMPACT placement: accepted, then the pool goes to ERROR.
     let r = post(serde_json::json!({
-        "name": "compact7x", "initialNodeCount": 2, "locations": ["us-central2-b"],
+        "name": "compact7x", "initialNodeCount": 2, "locations": ["us-central1-c"],
         "config": {"machineType": "tpu7x-standard-4t"},
         "placementPolicy": {"type": "COMPACT", "tpuTopology": "2x2x2"}
     }))
@@ -509,14 +509,16 @@ async fn a_multi_host_flex_start_slice_is_sized_per_zone() {
 /// there, so nothing waited for it.
 #[tokio::test(flavor = "multi_thread")]
 async fn in_flight_operations_are_found_on_a_zonal_cluster() {
-    const ZONAL: &str = "projects/example-project/locations/us-central2-b/clusters/zonal";
+    const ZONAL: &str = "projects/example-project/locations/us-central1-b/clusters/zonal";
     let sim = sim(Duration::from_secs(4), 1, FaultConfig::default()).await;
     sim.add_cluster(ZONAL).unwrap();
+    // The first target (us-central1-b, which offers v6e) on a zonal cluster there.
     let target = TARGET
-        .replace("name: train\nspec:", "name: zonal\nspec:")
-        .replace(
-            "location: us-central2\n    name: train",
-            "location: us-central2-b\n    name: zonal",
+        .replacen("name: train\nspec:", "name: zonal\nspec:", 1)
+        .replacen(
+            "location: us-central1\n    name: train",
+            "location: us-central1-b\n    name: zonal",
+            1,
         );
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("target.yaml"), target).unwrap();
@@ -569,7 +571,7 @@ async fn sixteen_slices_in_one_cluster_respect_the_operations_quota() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         out.contains("1 write(s) were refused by the cloud's concurrency limits")
-            && out.contains("(concurrent operations quota: 5 in projects/example-project/locations/us-central2/clusters/train)"),
+            && out.contains("(concurrent operations quota: 5 in projects/example-project/locations/us-central1/clusters/train)"),
         "{}",
         text(&o)
     );

@@ -244,8 +244,18 @@ fn assert_loads(dir: &Path) -> spec::Fleet {
 #[test]
 fn committed_specs_load_cleanly() {
     let fleet = assert_loads(Path::new("specs"));
-    assert_eq!(fleet.targets.len(), 1);
+    // One Target per zone: each TPU generation is offered only in some zones.
+    assert_eq!(fleet.targets.len(), 4);
     assert!(fleet.slices.len() >= 8, "{:?}", fleet.slices.keys());
+    for s in fleet.slices.values() {
+        let t = fleet.target_of(s).expect("target");
+        assert!(
+            s.shape.generation.offered_in(&t.spec.zone) && !t.spec.allow_unlisted_zone,
+            "{} in {}",
+            s.name,
+            t.spec.zone
+        );
+    }
     let pretrain = &fleet.slices["llm-pretrain-v5p"];
     assert_eq!(pretrain.spec.replicas, 2);
     assert_eq!(pretrain.shape.hosts, 16);

@@ -16,14 +16,26 @@ kind: Target
 metadata: {name: train}
 spec:
   project: unit-project
-  zone: us-central2-b
+  zone: us-central1-b
   ownerId: unit
-  gke: {location: us-central2, name: train}
+  gke: {location: us-central1, name: train}
+---
+apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata: {name: train-c}
+spec:
+  project: unit-project
+  zone: us-central1-c
+  ownerId: unit
+  gke: {location: us-central1, name: train}
 ";
 
+/// A slice on the target whose zone offers its generation (tpu7x in
+/// us-central1-c, v6e in us-central1-b).
 fn slice(name: &str, acc: &str, topo: &str, replicas: u32) -> String {
+    let target = if acc == "tpu7x" { "train-c" } else { "train" };
     format!(
-        "apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: {name}}}\nspec:\n  target: train\n  backend: gke\n  accelerator: {acc}\n  topology: \"{topo}\"\n  replicas: {replicas}\n"
+        "apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: {name}}}\nspec:\n  target: {target}\n  backend: gke\n  accelerator: {acc}\n  topology: \"{topo}\"\n  replicas: {replicas}\n"
     )
 }
 
@@ -44,7 +56,7 @@ fn fleet(slices: &[String]) -> Fleet {
 fn cluster() -> ClusterRef {
     ClusterRef {
         project: "unit-project".into(),
-        location: "us-central2".into(),
+        location: "us-central1".into(),
         name: "train".into(),
     }
 }
@@ -111,7 +123,7 @@ async fn a_policy_is_created_and_done_before_its_pool() {
             < position(&calls, "delete_resource_policy iron-0-wp")
     );
     assert!(fake.pools(&cluster()).is_empty());
-    assert!(fake.policies("unit-project", "us-central2").is_empty());
+    assert!(fake.policies("unit-project", "us-central1").is_empty());
 }
 
 #[tokio::test]

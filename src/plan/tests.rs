@@ -20,15 +20,23 @@ fn loc() -> Location {
     }
 }
 
+/// The target every TPU v6e slice uses: cluster `train` in us-central1,
+/// zone us-central1-b (where Google offers v6e).
 fn target() -> Target {
+    target_in("train", "us-central1-b")
+}
+
+/// A target on the same cluster in `zone`.
+fn target_in(name: &str, zone: &str) -> Target {
     Target {
-        name: "train".into(),
+        name: name.into(),
         spec: TargetSpec {
             project: "example-project".into(),
-            zone: "us-central2-b".into(),
+            zone: zone.into(),
+            allow_unlisted_zone: false,
             owner_id: "platform".into(),
             gke: Some(GkeCluster {
-                location: "us-central2".into(),
+                location: "us-central1".into(),
                 name: "train".into(),
             }),
             node_defaults: NodeDefaults {
@@ -40,9 +48,20 @@ fn target() -> Target {
     }
 }
 
+/// The target of a generation: one zone that offers it, on the one cluster
+/// (v5p and v5e in us-central1-a, tpu7x in us-central1-c, v6e in
+/// us-central1-b).
+fn target_of(acc: &str) -> &'static str {
+    match acc {
+        "tpu-v5p-slice" | "tpu-v5-lite-podslice" => "train-a",
+        "tpu7x" => "train-c",
+        _ => "train",
+    }
+}
+
 fn slice(name: &str, acc: &str, topo: &str, replicas: u32, cap: CapacityType) -> Slice {
     let spec = SliceSpec {
-        target: "train".into(),
+        target: target_of(acc).into(),
         backend: Backend::Gke,
         accelerator: acc.into(),
         topology: topo.into(),
@@ -68,7 +87,11 @@ fn slice(name: &str, acc: &str, topo: &str, replicas: u32, cap: CapacityType) ->
 
 fn fleet(slices: Vec<Slice>) -> Fleet {
     Fleet {
-        targets: BTreeMap::from([("train".to_string(), target())]),
+        targets: BTreeMap::from([
+            ("train".to_string(), target()),
+            ("train-a".to_string(), target_in("train-a", "us-central1-a")),
+            ("train-c".to_string(), target_in("train-c", "us-central1-c")),
+        ]),
         slices: slices.into_iter().map(|s| (s.name.clone(), s)).collect(),
         files: 2,
     }
@@ -85,7 +108,7 @@ fn standard_fleet() -> Fleet {
 fn cluster() -> ClusterRef {
     ClusterRef {
         project: "example-project".into(),
-        location: "us-central2".into(),
+        location: "us-central1".into(),
         name: "train".into(),
     }
 }
@@ -134,7 +157,7 @@ impl TestInv {
         let mut inv = Inventory::default();
         let region = Scope::Region(crate::resource::RegionRef {
             project: "example-project".into(),
-            region: "us-central2".into(),
+            region: "us-central1".into(),
         });
         for np in &self.node_pools {
             inv.resources
@@ -712,7 +735,7 @@ fn a_slice_moved_to_another_target_says_so() {
     let mut t2 = target();
     t2.name = "serve".into();
     t2.spec.gke = Some(GkeCluster {
-        location: "us-central2".into(),
+        location: "us-central1".into(),
         name: "serve".into(),
     });
     f2.targets.insert("serve".into(), t2);

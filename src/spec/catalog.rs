@@ -44,6 +44,34 @@ const PLAN_TPUS_IN_GKE: Source = doc(
     "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus",
 );
 
+/// Where the zones of each generation ([`Generation::zones`]) come from.
+///
+/// The primary source is Cloud TPU's "TPU regions and zones" page
+/// (<https://cloud.google.com/tpu/docs/regions-zones>, also served as
+/// <https://docs.cloud.google.com/tpu/docs/regions-zones.md.txt>), whose North
+/// America tables read: TPU7x `us-central1-c` (and the AI zone
+/// `us-central1-ai1a`); v6e `us-central1-b`, `us-east1-d`, `us-east5-a`,
+/// `us-east5-b`; v5p `us-central1-a`, `us-east5-a`; v5e `us-central1-a`,
+/// `us-south1-a`, `us-west1-c`, `us-west4-a`; v4 `us-central2-b`; Europe: v6e
+/// `europe-west4-a`. Its Europe rows for v5p and v5e, and its Asia Pacific and
+/// South America rows for v6e, were not legible in the copy read; for those,
+/// GKE's "Plan TPUs in GKE" (<https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus>,
+/// "Validate TPU availability") as transcribed by a public GKE availability
+/// script: v5p and v5e `europe-west4-b`, v6e `asia-northeast1-b` and
+/// `southamerica-west1-a`. That transcription also lists v6e in
+/// `us-south1-a`/`us-south1-b`, which the primary page's North America table
+/// does not: left out (the stricter reading). AI zones (`us-central1-ai1a`,
+/// `us-south1-ai1b`) and single-tenant-only zones are left out too. A Target
+/// whose zone Google offers now but this table lacks sets
+/// `allowUnlistedZone: true`.
+pub const ZONE_SOURCES: &[Source] = &[
+    doc(
+        "TPU regions and zones",
+        "https://cloud.google.com/tpu/docs/regions-zones",
+    ),
+    PLAN_TPUS_IN_GKE,
+];
+
 /// One TPU generation as GKE names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Generation {
@@ -62,6 +90,8 @@ pub struct Generation {
     /// The Google documents the machine types and topologies come from; the
     /// GKE documentation first.
     pub sources: &'static [Source],
+    /// The zones Google offers the generation in ([`ZONE_SOURCES`]), sorted.
+    pub zones: &'static [&'static str],
 }
 
 /// A TPU machine type.
@@ -111,6 +141,7 @@ pub const GENERATIONS: &[Generation] = &[
                 "https://cloud.google.com/tpu/docs/types-topologies",
             ),
         ],
+        zones: &["us-central2-b"],
     },
     // TPU v5e. 2D slices 1x1 … 16x16 (256-chip pod). VM types: ct5lp-hightpu-1t
     // (1x1), ct5lp-hightpu-4t (2x2 on one VM; 2x4 and larger multi-host) and
@@ -133,6 +164,13 @@ pub const GENERATIONS: &[Generation] = &[
         sources: &[
             PLAN_TPUS_IN_GKE,
             doc("TPU v5e", "https://cloud.google.com/tpu/docs/v5e"),
+        ],
+        zones: &[
+            "europe-west4-b",
+            "us-central1-a",
+            "us-south1-a",
+            "us-west1-c",
+            "us-west4-a",
         ],
     },
     // TPU v5p. Machine type ct5p-hightpu-4t for every topology; 2x2x1 is the
@@ -162,6 +200,7 @@ pub const GENERATIONS: &[Generation] = &[
             PLAN_TPUS_IN_GKE,
             doc("TPU v5p", "https://cloud.google.com/tpu/docs/v5p"),
         ],
+        zones: &["europe-west4-b", "us-central1-a", "us-east5-a"],
     },
     // TPU v6e (Trillium). 2D slices 1x1 … 16x16 (256-chip pod, up to 8 chips
     // per host). ct6e-standard-1t: 1x1; ct6e-standard-8t: 2x4 on one VM;
@@ -182,6 +221,15 @@ pub const GENERATIONS: &[Generation] = &[
         sources: &[
             PLAN_TPUS_IN_GKE,
             doc("TPU v6e", "https://cloud.google.com/tpu/docs/v6e"),
+        ],
+        zones: &[
+            "asia-northeast1-b",
+            "europe-west4-a",
+            "southamerica-west1-a",
+            "us-central1-b",
+            "us-east1-d",
+            "us-east5-a",
+            "us-east5-b",
         ],
     },
     // TPU7x (Ironwood). GKE: multi-host node pools take a workload policy
@@ -212,6 +260,7 @@ pub const GENERATIONS: &[Generation] = &[
                 "https://cloud.google.com/tpu/docs/tpu7x",
             ),
         ],
+        zones: &["us-central1-c"],
     },
 ];
 
@@ -346,6 +395,13 @@ pub fn generation_of_machine_type(machine_type: &str) -> Option<&'static Generat
     GENERATIONS
         .iter()
         .find(|g| g.machine_types.iter().any(|m| m.name == machine_type))
+}
+
+impl Generation {
+    /// Whether Google offers this generation in `zone` ([`Generation::zones`]).
+    pub fn offered_in(&self, zone: &str) -> bool {
+        self.zones.contains(&zone)
+    }
 }
 
 /// Chips of a topology (`2x2x4` → 16).
@@ -560,6 +616,26 @@ mod tests {
                 g.sources[0].url
             );
         }
+    }
+
+    #[test]
+    fn zones_are_sorted_real_zones_and_cited() {
+        for g in GENERATIONS {
+            assert!(!g.zones.is_empty(), "{} lists no zone", g.accelerator);
+            assert!(
+                g.zones.windows(2).all(|w| w[0] < w[1]),
+                "{}: zones not sorted: {:?}",
+                g.accelerator,
+                g.zones
+            );
+            for z in g.zones {
+                assert!(crate::spec::validate::is_zone(z), "{z}");
+                assert!(g.offered_in(z));
+            }
+        }
+        assert!(generation("tpu-v4-podslice").is_some_and(|g| g.offered_in("us-central2-b")));
+        assert!(!generation("tpu-v6e-slice").is_some_and(|g| g.offered_in("us-central2-b")));
+        assert!(ZONE_SOURCES[0].url.ends_with("/tpu/docs/regions-zones"));
     }
 
     /// Parses `AxBxC` into its dimensions.

@@ -34,7 +34,15 @@ pub struct TargetSpec {
     /// Google Cloud project id.
     pub project: String,
     /// Zone the slices of this target are placed in (a TPU slice is single-zone).
+    /// `validate` checks it against the zones Google offers each slice's TPU
+    /// generation in (see `allowUnlistedZone`).
     pub zone: String,
+    /// Accept a zone slicectl's table does not list for a slice's TPU
+    /// generation (Google adds zones; the table, from Google's "TPU regions
+    /// and zones", may lag). Default false: such a zone is rejected by
+    /// `validate`, naming the zones that offer the generation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_unlisted_zone: bool,
     /// Owner id stamped on every resource this reconciler creates. Only
     /// resources carrying this owner id are ever changed or deleted.
     pub owner_id: String,

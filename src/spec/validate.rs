@@ -144,8 +144,14 @@ fn validate(
         .into_iter()
         .partition(|doc| matches!(doc.spec, DocumentSpec::Target(_)));
     let mut all_targets: BTreeMap<String, TargetSpec> = BTreeMap::new();
+    // Where each target's zone is written, for the zone check of its slices.
+    let mut zone_at: BTreeMap<String, Location> = BTreeMap::new();
     for doc in targets {
         if let DocumentSpec::Target(spec) = doc.spec {
+            zone_at.insert(
+                doc.metadata.name.clone(),
+                doc.fields.value(&["spec", "zone"]),
+            );
             let name_ok = check_name(&mut d, &doc.fields, "Target", &doc.metadata.name);
             let spec_ok = check_target(&mut d, &doc.fields, &spec);
             all_targets.insert(doc.metadata.name.clone(), spec.clone());
@@ -173,7 +179,18 @@ fn validate(
                 check_target_ref(&mut d, fields, &spec, &all_targets, refs)
             };
             let shape = check_shape(&mut d, fields, &spec);
-            let spec_ok = check_slice(&mut d, fields, &spec);
+            let zone_ok = match (&shape, target_ok, all_targets.get(&spec.target)) {
+                (Some(shape), true, Some(target)) => check_zone(
+                    &mut d,
+                    fields,
+                    shape.generation,
+                    &spec.target,
+                    target,
+                    zone_at.get(&spec.target),
+                ),
+                _ => true,
+            };
+            let spec_ok = check_slice(&mut d, fields, &spec) && zone_ok;
             let timeout = check_operation_timeout(&mut d, fields, &spec);
             if let (true, true, true, Some(shape), Some(operation_timeout)) =
                 (name_ok, target_ok, spec_ok, shape, timeout)
@@ -512,6 +529,39 @@ fn check_target_ref(
         return false;
     }
     true
+}
+
+/// The zone check: the slice's TPU generation must be offered in its
+/// target's zone ([`catalog::Generation::zones`]), unless the target sets
+/// `allowUnlistedZone`. Reported at the slice's accelerator, naming the
+/// target's zone and where it is written, and the zones that offer it.
+fn check_zone(
+    d: &mut Diags<'_>,
+    f: &FieldIndex,
+    generation: &catalog::Generation,
+    target_name: &str,
+    target: &TargetSpec,
+    zone_at: Option<&Location>,
+) -> bool {
+    if target.allow_unlisted_zone || !is_zone(&target.zone) || generation.offered_in(&target.zone) {
+        return true;
+    }
+    let written = zone_at.map(|l| format!(" ({l})")).unwrap_or_default();
+    d.push(
+        f.value(&["spec", "accelerator"]),
+        format!(
+            "accelerator {} ({}) is not offered in zone {:?} of Target {target_name:?}{written}; \
+             Google offers it in: {} ({}). Use a Target in one of those zones, or, if Google \
+             offers it in {:?} now, set `allowUnlistedZone: true` in Target {target_name:?}'s spec",
+            generation.accelerator,
+            generation.display,
+            target.zone,
+            generation.zones.join(", "),
+            catalog::ZONE_SOURCES[0].url,
+            target.zone,
+        ),
+    );
+    false
 }
 
 fn check_shape(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> Option<catalog::SliceShape> {
@@ -949,12 +999,17 @@ metadata:
   name: train
 spec:
   project: example-project
-  zone: us-central2-b
+  zone: us-central1-a
   ownerId: platform
   gke:
-    location: us-central2
+    location: us-central1
     name: train
 ";
+
+    /// [`TARGET`] in us-central1-c, where Google offers tpu7x.
+    fn target_c() -> String {
+        TARGET.replace("us-central1-a", "us-central1-c")
+    }
 
     fn file(path: &str, text: &str) -> SourceFile {
         SourceFile {
@@ -971,13 +1026,18 @@ spec:
 
     #[test]
     fn a_valid_fleet_resolves_shapes_and_defaults() {
+        let serve = TARGET
+            .replace("name: train\nspec", "name: serve\nspec")
+            .replace("us-central1-a", "us-central1-b");
         let text = format!(
-            "{TARGET}{}{}",
+            "{}{}---\n{serve}{}",
+            target_c(),
             slice(
                 "big",
                 "  accelerator: tpu7x\n  topology: 2x2x4\n  replicas: 3\n  lifecycle:\n    operationTimeout: 45m\n"
             ),
             slice("small", "  accelerator: tpu-v6e-slice\n  topology: 2x2\n")
+                .replace("target: train", "target: serve")
         );
         let fleet = load(&[file("a.yaml", &text), file("empty.yaml", "")]).expect("valid");
         assert_eq!(fleet.files, 2);
@@ -1020,7 +1080,7 @@ spec:
 
     #[test]
     fn a_broken_target_does_not_make_references_dangle() {
-        let broken = TARGET.replace("zone: us-central2-b", "zone: [us-central2-b]");
+        let broken = TARGET.replace("zone: us-central1-a", "zone: [us-central1-a]");
         let text = format!(
             "{broken}{}",
             slice("s", "  accelerator: tpu-v4-podslice\n  topology: 2x2x1\n")
@@ -1041,6 +1101,37 @@ spec:
         // Without it, the dangling reference is reported.
         let diagnostics = load(&[file("d.yaml", &only_slice)]).expect_err("invalid");
         assert!(diagnostics[0].message.contains("no Target is defined"));
+    }
+
+    /// A slice whose TPU generation Google does not offer in its target's
+    /// zone is rejected at its accelerator, naming the target's zone (and
+    /// where it is written) and the zones that offer it; `allowUnlistedZone`
+    /// lets it through.
+    #[test]
+    fn a_generation_not_offered_in_the_zone_is_rejected_and_located() {
+        let text = format!(
+            "{TARGET}{}",
+            slice("tiny", "  accelerator: tpu-v6e-slice\n  topology: 1x1\n")
+        );
+        let diagnostics = load(&[file("z.yaml", &text)]).expect_err("zone");
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+        let d = &diagnostics[0];
+        // spec.accelerator of the slice (line 20, after `  accelerator: `).
+        assert_eq!((d.location.line, d.location.column), (20, 16), "{d}");
+        for want in [
+            "accelerator tpu-v6e-slice (TPU v6e (Trillium)) is not offered in zone \"us-central1-a\"",
+            "of Target \"train\" (z.yaml:7:9)",
+            "Google offers it in: asia-northeast1-b, europe-west4-a, southamerica-west1-a, us-central1-b,",
+            "https://cloud.google.com/tpu/docs/regions-zones",
+            "set `allowUnlistedZone: true`",
+        ] {
+            assert!(d.message.contains(want), "{want:?} in {d}");
+        }
+        let allowed = text.replace("  ownerId:", "  allowUnlistedZone: true\n  ownerId:");
+        load(&[file("z.yaml", &allowed)]).expect("allowUnlistedZone");
+        // A generation offered there passes.
+        let ok = text.replace("tpu-v6e-slice", "tpu-v5-lite-podslice");
+        load(&[file("z.yaml", &ok)]).expect("v5e is offered in us-central1-a");
     }
 
     /// A short slice name equal to a long one's shortened node pool name:
@@ -1072,7 +1163,7 @@ spec:
         for want in [
             "node pool name collision",
             &format!("Slice {short:?} replica 0 renders node pool {pool:?}"),
-            "in cluster projects/example-project/locations/us-central2/clusters/train",
+            "in cluster projects/example-project/locations/us-central1/clusters/train",
             &format!("the same name as Slice {long:?} replica 0 (defined at n.yaml:16:9)"),
             "rename one of the two slices",
         ] {
@@ -1105,7 +1196,7 @@ spec:
         let second_target = TARGET
             .replacen("  name: train\n", "  name: second\n", 1)
             .replace("ownerId: platform", "ownerId: other-team");
-        let body = "  accelerator: tpu-v6e-slice\n  topology: 2x2\n";
+        let body = "  accelerator: tpu-v5-lite-podslice\n  topology: 2x2\n";
         let text = format!(
             "{TARGET}---\n{second_target}{}{}",
             slice(long, body),
@@ -1131,18 +1222,19 @@ spec:
         assert_eq!(names::workload_policy(&short, 0), policy);
         assert_ne!(names::node_pool(&short, 0), names::node_pool(&long, 0));
         let body = "  accelerator: tpu7x\n  topology: 2x2x4\n";
-        let text = format!("{TARGET}{}{}", slice(&long, body), slice(&short, body));
+        let target = target_c();
+        let text = format!("{target}{}{}", slice(&long, body), slice(&short, body));
         let diagnostics = load(&[file("w.yaml", &text)]).expect_err("collision");
         assert_eq!(diagnostics.len(), 2, "{diagnostics:#?}");
         assert!(
             diagnostics.iter().all(|d| d.message.contains(&format!(
-                "renders workload policy {policy:?} in project example-project region us-central2"
+                "renders workload policy {policy:?} in project example-project region us-central1"
             ))),
             "{diagnostics:#?}"
         );
         // Single-host tpu7x slices have no workload policy: no collision.
         let body = "  accelerator: tpu7x\n  topology: 1x1x1\n";
-        let text = format!("{TARGET}{}{}", slice(&long, body), slice(&short, body));
+        let text = format!("{target}{}{}", slice(&long, body), slice(&short, body));
         load(&[file("w.yaml", &text)]).expect("single-host: no workload policy");
     }
 
@@ -1152,7 +1244,7 @@ spec:
             "{TARGET}{}",
             slice(
                 "s",
-                "  accelerator: tpu-v4-podslice\n  topology: 2x2x1\n  taints:\n    - {key: a, effect: NoSchedule}\n    - {key: a, value: b, effect: NoSchedule}\n"
+                "  accelerator: tpu-v5p-slice\n  topology: 2x2x1\n  taints:\n    - {key: a, effect: NoSchedule}\n    - {key: a, value: b, effect: NoSchedule}\n"
             )
         );
         let diagnostics = load(&[file("t.yaml", &text)]).expect_err("invalid");

@@ -9,7 +9,10 @@ use std::time::Duration;
 use serde_json::Value;
 use slicectl::sim::{FaultConfig, SimConfig, SimHandle, Simulator};
 
-pub const CLUSTER: &str = "projects/example-project/locations/us-central2/clusters/train";
+pub const CLUSTER: &str = "projects/example-project/locations/us-central1/clusters/train";
+
+/// The test cluster's region (workload policies live there).
+pub const REGION: &str = "us-central1";
 
 pub async fn sim(latency: Duration, seed: u64, faults: FaultConfig) -> SimHandle {
     // reqwest is built without a default TLS provider.
@@ -27,22 +30,61 @@ pub async fn sim(latency: Duration, seed: u64, faults: FaultConfig) -> SimHandle
     .unwrap()
 }
 
+/// Targets on the one test cluster (regional, us-central1), one per zone
+/// that offers a TPU generation (Google's "TPU regions and zones"): `train`
+/// in us-central1-b (v6e), `train-a` in us-central1-a (v5p, v5e) and
+/// `train-c` in us-central1-c (tpu7x). [`slice_yaml`] picks the target of a
+/// slice's generation.
 pub const TARGET: &str = r#"apiVersion: slicectl.dev/v1alpha1
 kind: Target
 metadata:
   name: train
 spec:
   project: example-project
-  zone: us-central2-b
+  zone: us-central1-b
   ownerId: e2e
   gke:
-    location: us-central2
+    location: us-central1
+    name: train
+---
+apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata:
+  name: train-a
+spec:
+  project: example-project
+  zone: us-central1-a
+  ownerId: e2e
+  gke:
+    location: us-central1
+    name: train
+---
+apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata:
+  name: train-c
+spec:
+  project: example-project
+  zone: us-central1-c
+  ownerId: e2e
+  gke:
+    location: us-central1
     name: train
 "#;
 
+/// The target (in [`TARGET`]) whose zone offers the accelerator.
+pub fn target_of(acc: &str) -> &'static str {
+    match acc {
+        "tpu-v5p-slice" | "tpu-v5-lite-podslice" => "train-a",
+        "tpu7x" => "train-c",
+        _ => "train",
+    }
+}
+
 pub fn slice_yaml(name: &str, acc: &str, topo: &str, replicas: u32, extra: &str) -> String {
+    let target = target_of(acc);
     format!(
-        "apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata:\n  name: {name}\nspec:\n  target: train\n  backend: gke\n  accelerator: {acc}\n  topology: \"{topo}\"\n  replicas: {replicas}\n{extra}"
+        "apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata:\n  name: {name}\nspec:\n  target: {target}\n  backend: gke\n  accelerator: {acc}\n  topology: \"{topo}\"\n  replicas: {replicas}\n{extra}"
     )
 }
 
@@ -102,7 +144,7 @@ pub async fn pool_names(sim: &SimHandle) -> Vec<String> {
 
 pub async fn policy_names(sim: &SimHandle) -> Vec<String> {
     let url = format!(
-        "{}/compute/v1/projects/example-project/regions/us-central2/resourcePolicies",
+        "{}/compute/v1/projects/example-project/regions/{REGION}/resourcePolicies",
         sim.base_url()
     );
     let v: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
@@ -152,7 +194,7 @@ pub async fn start_delete_by_hand(sim: &SimHandle, name: &str) {
 /// Waits until no operation runs in the test cluster's location.
 pub async fn wait_until_done(sim: &SimHandle) {
     let url = format!(
-        "{}/v1/projects/example-project/locations/us-central2/operations",
+        "{}/v1/projects/example-project/locations/{REGION}/operations",
         sim.base_url()
     );
     for _ in 0..200 {

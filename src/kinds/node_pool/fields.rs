@@ -211,7 +211,7 @@ mod tests {
                 ..Default::default()
             }),
             initial_node_count: Some(2),
-            locations: vec!["us-central2-b".into()],
+            locations: vec!["us-central1-a".into()],
             placement_policy: Some(PlacementPolicy {
                 kind: Some("COMPACT".into()),
                 tpu_topology: Some(topo.into()),
@@ -265,8 +265,8 @@ mod tests {
         let p = node_pool_projection(&pool("ct5p-hightpu-4t", "2x2x2"));
         assert_eq!(
             serde_json::to_string(&p).unwrap(),
-            r#"{"config.machineType":"ct5p-hightpu-4t","initialNodeCount":2,"locations":["us-central2-b"],"placementPolicy.tpuTopology":"2x2x2","placementPolicy.type":"COMPACT"}"#
+            r#"{"config.machineType":"ct5p-hightpu-4t","initialNodeCount":2,"locations":["us-central1-a"],"placementPolicy.tpuTopology":"2x2x2","placementPolicy.type":"COMPACT"}"#
         );
-        assert_eq!(spec_hash(&p), "28769bd0c3ee0981");
+        assert_eq!(spec_hash(&p), "d0f69f0d45161c5d");
     }
 }
