@@ -54,14 +54,14 @@ fn client(sim: &SimHandle) -> CloudClient {
     CloudClient::new(options(sim)).expect("client")
 }
 
-/// A v5p 2x2x4 slice: 16 chips on 4 VMs.
+/// A v4 2x2x4 slice: 16 chips on 4 VMs (v4 is offered in us-central2-b).
 fn tpu_pool(name: &str) -> NodePool {
     NodePool {
         name: name.into(),
         initial_node_count: Some(4),
         locations: vec![ZONE.into()],
         config: Some(NodeConfig {
-            machine_type: "ct5p-hightpu-4t".into(),
+            machine_type: "ct4p-hightpu-4t".into(),
             labels: BTreeMap::from([("team".to_string(), "ml".to_string())]),
             ..NodeConfig::default()
         }),
@@ -119,7 +119,7 @@ async fn node_pool_crud_with_operation_waits() {
     let placement = pool.placement_policy.clone().unwrap();
     assert_eq!(placement.tpu_topology.as_deref(), Some("2x2x4"));
     let config = pool.config.clone().unwrap();
-    assert_eq!(config.machine_type, "ct5p-hightpu-4t");
+    assert_eq!(config.machine_type, "ct4p-hightpu-4t");
     assert_eq!(config.labels.get("team").map(String::as_str), Some("ml"));
 
     // Update the Kubernetes labels in place.

@@ -92,7 +92,7 @@ async fn gcloud_reads_back_and_drives_the_simulator() {
     let list: Value = serde_json::from_str(&gcloud(&base, cfg.path(), &args).await).unwrap();
     assert_eq!(names(&list), ["tpu-a", "tpu-b"]);
     for p in list.as_array().unwrap() {
-        assert_eq!(p["config"]["machineType"], "ct5p-hightpu-4t");
+        assert_eq!(p["config"]["machineType"], "ct4p-hightpu-4t");
         assert_eq!(p["placementPolicy"]["type"], "COMPACT");
         assert_eq!(p["placementPolicy"]["tpuTopology"], "4x4x4");
         assert_eq!(p["config"]["labels"]["team"], "ml");
@@ -117,7 +117,7 @@ async fn gcloud_reads_back_and_drives_the_simulator() {
         "--cluster=c1",
         "--location=us-central2",
         "--node-locations=us-central2-b",
-        "--machine-type=ct5p-hightpu-4t",
+        "--machine-type=ct4p-hightpu-4t",
         "--tpu-topology=4x4x4",
         "--placement-type=COMPACT",
         "--num-nodes=16",

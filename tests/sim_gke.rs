@@ -52,7 +52,7 @@ async fn node_pool_round_trip_with_server_defaults() {
     assert_eq!(p["name"], "tpu-a");
     assert_eq!(p["initialNodeCount"], 16);
     assert_eq!(p["locations"], json!(["us-central2-b"]));
-    assert_eq!(p["config"]["machineType"], "ct5p-hightpu-4t");
+    assert_eq!(p["config"]["machineType"], "ct4p-hightpu-4t");
     assert_eq!(p["config"]["spot"], true);
     assert_eq!(p["config"]["resourceLabels"]["owner"], "o1");
     assert_eq!(
@@ -480,5 +480,136 @@ async fn label_rules_are_enforced() {
     let upd = json!({"name": "x", "resourceLabels": {"labels": {"UP": "x"}}});
     let (s, e) = c.send("PUT", &format!("{POOLS}/l3"), Some(upd)).await;
     assert_eq!(s, 400, "{e}");
+    sim.shutdown().await;
+}
+
+fn error_of(v: &Value) -> (&str, &str) {
+    (
+        v["error"]["status"].as_str().unwrap_or_default(),
+        v["error"]["message"].as_str().unwrap_or_default(),
+    )
+}
+
+/// `placementPolicy.policyName` must name a resource policy in the pool's
+/// project and region (400 INVALID_ARGUMENT), and a TPU machine type must be
+/// offered in each of the pool's zones (400 "Invalid machine type … in zone
+/// …: GCE_NOT_FOUND").
+#[tokio::test]
+async fn placement_policy_and_machine_type_zones_are_checked() {
+    let sim = start(Duration::ZERO, 1, FaultConfig::default()).await;
+    let c = Client::new(&sim);
+    let mut pool = tpu_pool("named");
+    pool["nodePool"]["placementPolicy"] = json!({"policyName": "nope"});
+    let (s, v) = c.post(POOLS, pool.clone()).await;
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(
+        error_of(&v),
+        (
+            "INVALID_ARGUMENT",
+            "Placement policy \"nope\" was not found in project \"proj1\" region \"us-central2\": the resource policy must be in the same project and region as the node pool."
+        )
+    );
+    // A policy of that name in another region is not the pool's.
+    let wp = json!({"name": "nope", "workloadPolicy": {"type": "HIGH_THROUGHPUT", "acceleratorTopology": "4x4x4"}});
+    let (s, _) = c
+        .post(
+            "/compute/v1/projects/proj1/regions/us-central1/resourcePolicies",
+            wp.clone(),
+        )
+        .await;
+    assert_eq!(s, 200);
+    let (s, v) = c.post(POOLS, pool.clone()).await;
+    assert_eq!(s, 400, "{v}");
+    // In the pool's region it is found.
+    let (s, _) = c
+        .post(
+            "/compute/v1/projects/proj1/regions/us-central2/resourcePolicies",
+            wp,
+        )
+        .await;
+    assert_eq!(s, 200);
+    let (s, v) = c.post(POOLS, pool).await;
+    assert_eq!(s, 200, "{v}");
+
+    // tpu7x is offered in us-central1-c only.
+    let mut iron = tpu_pool("iron");
+    iron["nodePool"]["config"]["machineType"] = json!("tpu7x-standard-4t");
+    iron["nodePool"]["placementPolicy"] = json!(null);
+    iron["nodePool"]["initialNodeCount"] = json!(1);
+    let (s, v) = c.post(POOLS, iron).await;
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(
+        error_of(&v),
+        (
+            "INVALID_ARGUMENT",
+            "Invalid machine type \"tpu7x-standard-4t\" in zone \"us-central2-b\": GCE_NOT_FOUND"
+        )
+    );
+    // Without locations a regional cluster's pool spans its zones, and v4
+    // is offered in us-central2-b only.
+    let mut spread = tpu_pool("spread");
+    spread["nodePool"]["locations"] = json!(null);
+    let (s, v) = c.post(POOLS, spread).await;
+    assert_eq!(s, 400, "{v}");
+    assert!(error_of(&v).1.contains("in zone \"us-central2-a\""), "{v}");
+    sim.shutdown().await;
+}
+
+/// A specific reservation must exist in the pool's zone (404) and have room
+/// for its nodes next to the live pools consuming it (429 "Reservation does
+/// not have enough resources …"); a deleted pool gives its room back.
+#[tokio::test]
+async fn specific_reservations_have_a_size() {
+    let faults = FaultConfig {
+        reservations: [(
+            "projects/proj1/zones/us-central2-b/reservations/r1".to_string(),
+            20,
+        )]
+        .into(),
+        ..FaultConfig::default()
+    };
+    let sim = start(Duration::ZERO, 1, faults).await;
+    let c = Client::new(&sim);
+    let reserved = |name: &str, res: &str| {
+        let mut p = tpu_pool(name);
+        p["nodePool"]["config"]["spot"] = json!(false);
+        p["nodePool"]["config"]["reservationAffinity"] = json!({
+            "consumeReservationType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [res]
+        });
+        p
+    };
+    let (s, op) = c.post(POOLS, reserved("first", "r1")).await;
+    assert_eq!(s, 200, "{op}");
+    c.wait_gke(&op).await;
+    let (s, v) = c.post(POOLS, reserved("second", "r1")).await;
+    assert_eq!(s, 429, "{v}");
+    assert_eq!(
+        error_of(&v),
+        (
+            "RESOURCE_EXHAUSTED",
+            "Reservation does not have enough resources for the request: specific reservation \"r1\" is insufficient for node pool \"second\" at zone \"us-central2-b\": required 16 and short of 12 VM count of machine type ct4p-hightpu-4t."
+        )
+    );
+    let (s, v) = c.post(POOLS, reserved("third", "missing")).await;
+    assert_eq!(s, 404, "{v}");
+    assert_eq!(
+        error_of(&v),
+        (
+            "NOT_FOUND",
+            "Google Compute Engine: reservation \"missing\" not found for node pool \"third\" at zone \"us-central2-b\"."
+        )
+    );
+    // A shared reservation is looked up in its own project.
+    let (s, v) = c
+        .post(POOLS, reserved("shared", "projects/other/reservations/r1"))
+        .await;
+    assert_eq!(s, 404, "{v}");
+    let (s, op) = c.send("DELETE", &format!("{POOLS}/first"), None).await;
+    assert_eq!(s, 200, "{op}");
+    c.wait_gke(&op).await;
+    let (s, v) = c.post(POOLS, reserved("second", "r1")).await;
+    assert_eq!(s, 200, "{v}");
     sim.shutdown().await;
 }

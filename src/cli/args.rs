@@ -178,6 +178,18 @@ pub struct SimArgs {
     /// Fraction of node pool creates that end in a stockout.
     #[arg(long, default_value_t = 0.0)]
     pub sim_stockout_rate: f64,
+    /// How a stocked-out create ends: ERROR (the operation fails, the pool
+    /// is left in ERROR) or RUNNING_WITH_ERROR (the operation ends DONE with
+    /// the GCE_STOCKOUT condition and the pool stays RUNNING_WITH_ERROR while
+    /// GKE keeps retrying).
+    #[arg(long, value_name = "STATUS", default_value = "ERROR", value_parser = ["ERROR", "RUNNING_WITH_ERROR"])]
+    pub sim_stockout_status: String,
+    /// Size (VMs) of a specific reservation, as NAME=SIZE (a reservation the
+    /// specs name) or projects/P/zones/Z/reservations/NAME=SIZE; repeatable.
+    /// With --sim, every reservation the specs name exists, sized to what
+    /// their slices need, unless set here.
+    #[arg(long, value_name = "NAME=SIZE")]
+    pub sim_reservation: Vec<String>,
     /// Concurrent operations GKE allows per cluster (past it: 429 "Too many
     /// operations").
     #[arg(long, value_name = "N", default_value_t = crate::sim::DEFAULT_OPERATION_QUOTA)]

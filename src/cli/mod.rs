@@ -5,6 +5,7 @@
 pub mod args;
 mod planfile;
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
@@ -17,7 +18,7 @@ use crate::apply::{ApplyOptions, PlainProgress, Progress, TerminalProgress};
 use crate::cloud::{ClientOptions, Cloud, CloudClient};
 use crate::engine::{self, Approval, Outcome, ReconcileError, ReconcileOptions};
 use crate::plan::{Plan, PlanMode, PlanOptions, human};
-use crate::sim::{FaultConfig, SimConfig, SimHandle, Simulator};
+use crate::sim::{FaultConfig, SimConfig, SimHandle, Simulator, StockoutStatus};
 use crate::source::{self, LoadError};
 use crate::spec::Fleet;
 use crate::status;
@@ -77,7 +78,7 @@ async fn run(cmd: Command) -> Result<u8> {
             clusters,
             sim,
         } => {
-            crate::sim::serve_forever(sim_config(clusters, &sim), listen).await?;
+            crate::sim::serve_forever(sim_config(clusters, &sim, None)?, listen).await?;
             Ok(EXIT_OK)
         }
         Command::Plan {
@@ -265,8 +266,8 @@ fn print_report(report: &engine::Report, fleet: &Fleet, verb: &str) -> u8 {
     }
     if let Some(a) = &report.apply {
         println!("\n{}", a.summary());
-        for (addr, err) in &a.failed {
-            println!("  failed: {addr}: {err}");
+        for f in &a.failures {
+            println!("  failed [{}]: {}: {}", f.code, f.address, f.message);
         }
         for addr in &a.skipped {
             println!("  skipped (a step it depends on failed): {addr}");
@@ -389,8 +390,8 @@ fn validate(dir: &Path) -> Result<u8> {
     })
 }
 
-fn sim_config(clusters: Vec<String>, s: &SimArgs) -> SimConfig {
-    SimConfig {
+fn sim_config(clusters: Vec<String>, s: &SimArgs, fleet: Option<&Fleet>) -> Result<SimConfig> {
+    Ok(SimConfig {
         clusters,
         operation_latency: s.sim_latency,
         seed: s.sim_seed,
@@ -398,11 +399,70 @@ fn sim_config(clusters: Vec<String>, s: &SimArgs) -> SimConfig {
             rate_429: s.sim_fault_429,
             rate_503: s.sim_fault_503,
             stockout_rate: s.sim_stockout_rate,
+            stockout_status: match s.sim_stockout_status.as_str() {
+                "RUNNING_WITH_ERROR" => StockoutStatus::RunningWithError,
+                _ => StockoutStatus::Error,
+            },
+            reservations: sim_reservations(fleet, &s.sim_reservation)?,
             concurrency_rules: !s.sim_no_concurrency_rules,
             operation_quota: s.sim_operation_quota,
             ..FaultConfig::default()
         },
+    })
+}
+
+/// The specific reservations the simulator knows: with a fleet (`--sim`),
+/// every reservation its slices consume, at
+/// `projects/P/zones/Z/reservations/NAME` (P the reservation's project or
+/// the target's, Z the target's zone), sized to what those slices need
+/// (hosts × replicas); then the `--sim-reservation NAME=SIZE` sizes, a bare
+/// NAME applying to every reservation of that name the specs consume.
+fn sim_reservations(fleet: Option<&Fleet>, flags: &[String]) -> Result<BTreeMap<String, u32>> {
+    let mut out: BTreeMap<String, u32> = BTreeMap::new();
+    for s in fleet.map(|f| f.slices.values()).into_iter().flatten() {
+        let (Some(r), Some(t)) = (
+            s.spec.capacity.reservation.as_ref(),
+            fleet.and_then(|f| f.target_of(s)),
+        ) else {
+            continue;
+        };
+        if s.spec.capacity.kind != crate::spec::model::CapacityType::Reservation {
+            continue;
+        }
+        let project = r.project.as_deref().unwrap_or(&t.spec.project);
+        let key = format!(
+            "projects/{project}/zones/{}/reservations/{}",
+            t.spec.zone, r.name
+        );
+        *out.entry(key).or_default() += s.shape.hosts * s.spec.replicas;
     }
+    for flag in flags {
+        let Some((name, size)) = flag.rsplit_once('=') else {
+            anyhow::bail!("--sim-reservation {flag:?}: expected NAME=SIZE, e.g. v6e-res=8");
+        };
+        let size: u32 = size.parse().with_context(|| {
+            format!("--sim-reservation {flag:?}: SIZE must be a whole number of VMs")
+        })?;
+        if name.starts_with("projects/") {
+            out.insert(name.to_string(), size);
+            continue;
+        }
+        let suffix = format!("/reservations/{name}");
+        let mut matched = false;
+        for (key, v) in out.iter_mut() {
+            if key.ends_with(&suffix) {
+                *v = size;
+                matched = true;
+            }
+        }
+        if !matched {
+            anyhow::bail!(
+                "--sim-reservation {flag:?}: no slice consumes a reservation named {name:?}; \
+                 give its full path, projects/P/zones/Z/reservations/{name}={size}"
+            );
+        }
+    }
+    Ok(out)
 }
 
 /// A cloud client, and the embedded simulator behind it with `--sim`.
@@ -415,7 +475,11 @@ impl Session {
     async fn connect(conn: &Connection, fleet: &Fleet) -> Result<Session> {
         let (endpoint, sim) = if conn.sim {
             let clusters = crate::observe::clusters(fleet);
-            let cfg = sim_config(clusters.iter().map(|c| c.path()).collect(), &conn.sim_args);
+            let cfg = sim_config(
+                clusters.iter().map(|c| c.path()).collect(),
+                &conn.sim_args,
+                Some(fleet),
+            )?;
             let addr = "127.0.0.1:0".parse().context("loopback address")?;
             let handle = Simulator::start(cfg, addr)
                 .await

@@ -82,6 +82,12 @@ impl ApiError {
         Self::new(429, "RESOURCE_EXHAUSTED", "rateLimitExceeded", message)
     }
 
+    /// 429 RESOURCE_EXHAUSTED for a capacity shortage (not a rate limit),
+    /// such as a specific reservation without room for a node pool.
+    pub fn capacity_exhausted(message: String) -> Self {
+        Self::new(429, "RESOURCE_EXHAUSTED", "resourceExhausted", message)
+    }
+
     /// 503 UNAVAILABLE / backendError.
     pub fn unavailable() -> Self {
         Self::new(

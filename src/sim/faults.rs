@@ -2,6 +2,8 @@
 //! arrival order) decides 429 / 503, one draw per node pool create decides a
 //! stockout, and an optional token bucket limits writes per second.
 
+use std::collections::BTreeMap;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -36,6 +38,29 @@ pub struct FaultConfig {
     pub stockout_rate: f64,
     /// Writes per second (token bucket, burst of one second); excess writes get 429.
     pub write_rate_limit: Option<f64>,
+    /// How a stocked-out node pool create ends (see [`StockoutStatus`]).
+    pub stockout_status: StockoutStatus,
+    /// Specific reservations that exist, by
+    /// `projects/P/zones/Z/reservations/NAME`, with their size in VMs (hosts).
+    /// A node pool create that consumes a reservation (`SPECIFIC_RESERVATION`)
+    /// gets 404 when it does not exist here and 429 when it lacks room for
+    /// the pool's nodes (`sim::tpu_rules`).
+    pub reservations: BTreeMap<String, u32>,
+}
+
+/// How a node pool create that meets a stockout ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StockoutStatus {
+    /// The create operation fails (`error` and a `GCE_STOCKOUT` condition)
+    /// and the pool is left in `ERROR`.
+    #[default]
+    #[serde(rename = "ERROR")]
+    Error,
+    /// The create operation ends `DONE` without `error`, with the
+    /// `GCE_STOCKOUT` condition in its `clusterConditions`, and the pool
+    /// stays `RUNNING_WITH_ERROR` while GKE keeps retrying.
+    #[serde(rename = "RUNNING_WITH_ERROR")]
+    RunningWithError,
 }
 
 impl Default for FaultConfig {
@@ -47,6 +72,8 @@ impl Default for FaultConfig {
             rate_503: 0.0,
             stockout_rate: 0.0,
             write_rate_limit: None,
+            stockout_status: StockoutStatus::Error,
+            reservations: BTreeMap::new(),
         }
     }
 }

@@ -64,7 +64,7 @@ pub(crate) fn is_zone(location: &str) -> bool {
         .is_some_and(|s| s.len() == 1 && s.chars().all(|c| c.is_ascii_lowercase()))
 }
 
-fn default_locations(location: &str) -> Vec<String> {
+pub(crate) fn default_locations(location: &str) -> Vec<String> {
     if is_zone(location) {
         vec![location.to_string()]
     } else {
@@ -524,12 +524,14 @@ pub(crate) fn create_pool(
         .with_request_info(&ctx.request_id));
     }
     check_pool_labels(&pool, &ctx.request_id)?;
+    super::tpu_rules::check_request(inner, c, &pool, &ctx.request_id)?;
     check_tpu_sizing(inner, c, &pool, &ctx.request_id)?;
     let key = c.pool_key(&name);
     if inner.pools.contains_key(&key) {
         return Err(ApiError::already_exists(format!("Already exists: {key}.")));
     }
     check_concurrency(inner, ctx, c, &key)?;
+    super::tpu_rules::check_reservation(inner, c, &name, &pool, &ctx.request_id)?;
     apply_defaults(&mut pool, &c.location);
     let fails = accepted_then_failed(&pool);
     let stockout = fails.is_none() && inner.faults.draw_stockout();

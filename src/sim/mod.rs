@@ -12,7 +12,7 @@
 //! | `GET /_sim/stats` | [`SimStats`] as JSON |
 //! | `POST /_sim/reset-stats` | zero the counters |
 //! | `POST /_sim/clusters` `{"name":"projects/P/locations/L/clusters/C"}` | register a GKE cluster |
-//! | `PUT /_sim/faults` (a [`FaultConfig`] as JSON) | replace the rules and fault configuration |
+//! | `PUT /_sim/faults` (a [`FaultConfig`] as JSON) | replace the rules and fault configuration (reservations, stockout mode included) |
 //! | `POST /_sim/cluster-operations` `{"cluster":"projects/P/locations/L/clusters/C","seconds":N}` | start a cluster-level operation (an upgrade) that excludes node pool writes for N seconds |
 
 mod compute;
@@ -27,6 +27,7 @@ mod routes;
 mod server;
 mod state;
 mod stats;
+mod tpu_rules;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,7 +37,7 @@ use anyhow::Context;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-pub use faults::{DEFAULT_OPERATION_QUOTA, FaultConfig};
+pub use faults::{DEFAULT_OPERATION_QUOTA, FaultConfig, StockoutStatus};
 pub use stats::SimStats;
 
 use server::Sim;

@@ -76,7 +76,10 @@ impl GkeEffect {
     }
 }
 
-/// A failed GKE operation's `error` (google.rpc.Status) and conditions.
+/// A failed GKE operation's `error` (google.rpc.Status) and conditions. A
+/// `code` of 0 (OK) is an operation that succeeded but reports conditions:
+/// it renders `clusterConditions` only, no `error` (a create that left its
+/// pool `RUNNING_WITH_ERROR` after a stockout).
 #[derive(Debug, Clone)]
 pub(crate) struct GkeOpError {
     pub code: i32,
@@ -125,9 +128,11 @@ impl GkeOp {
             op["progress"] = json!({"status": "RUNNING"});
         }
         if let (true, Some(e)) = (self.done, &self.error) {
-            op["error"] = json!({"code": e.code, "message": e.message, "details": []});
-            op["statusMessage"] = json!(e.message);
-            op["detail"] = json!(e.message);
+            if e.code != 0 {
+                op["error"] = json!({"code": e.code, "message": e.message, "details": []});
+                op["statusMessage"] = json!(e.message);
+                op["detail"] = json!(e.message);
+            }
             // GKE reports a create's stockout in the operation's
             // clusterConditions (code GCE_STOCKOUT) with nodepoolConditions
             // empty (issue text; terraform-provider-google stockout reports).

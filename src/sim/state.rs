@@ -21,7 +21,7 @@ use super::stats::SimStats;
 pub(crate) struct PoolRec {
     /// `NodePool` JSON without status/selfLink/etag/instanceGroupUrls.
     pub spec: Value,
-    /// PROVISIONING, RUNNING, RECONCILING, STOPPING, ERROR.
+    /// PROVISIONING, RUNNING, RUNNING_WITH_ERROR, RECONCILING, STOPPING, ERROR.
     pub status: &'static str,
     pub status_message: Option<String>,
     pub conditions: Vec<Value>,
@@ -163,12 +163,32 @@ impl Inner {
                         "message": message,
                         "canonicalCode": "RESOURCE_EXHAUSTED",
                     });
+                    // Two ways GKE ends it. The create fails and the pool is
+                    // left in ERROR; or the operation ends DONE with no
+                    // `error` while the pool stays RUNNING_WITH_ERROR and
+                    // GKE keeps retrying ("GCP behavior is to create a node
+                    // pool in error state and keep waiting for resources":
+                    // GoogleCloudPlatform/magic-modules#5225; terraform's
+                    // "NodePool … was created in the error state
+                    // \"RUNNING_WITH_ERROR\"" is raised after the create
+                    // operation succeeded: hashicorp/terraform-provider-google#10823).
+                    // The stockout stays reported in clusterConditions.
+                    let running_with_error = self.faults.config.stockout_status
+                        == super::faults::StockoutStatus::RunningWithError;
                     op.error = Some(super::operations::GkeOpError {
-                        code: super::errors::rpc_code("RESOURCE_EXHAUSTED"),
+                        code: if running_with_error {
+                            0
+                        } else {
+                            super::errors::rpc_code("RESOURCE_EXHAUSTED")
+                        },
                         message: message.clone(),
                         conditions: vec![condition.clone()],
                     });
-                    rec.status = "ERROR";
+                    rec.status = if running_with_error {
+                        "RUNNING_WITH_ERROR"
+                    } else {
+                        "ERROR"
+                    };
                     rec.status_message = Some(message);
                     rec.conditions = vec![condition];
                 } else {

@@ -90,7 +90,7 @@ pub fn tpu_pool(name: &str) -> Value {
             "initialNodeCount": 16,
             "locations": ["us-central2-b"],
             "config": {
-                "machineType": "ct5p-hightpu-4t",
+                "machineType": "ct4p-hightpu-4t",
                 "labels": {"slicectl.dev/slice": name, "team": "ml"},
                 "resourceLabels": {"managed-by": "slicectl", "owner": "o1"},
                 "taints": [{"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"}],
