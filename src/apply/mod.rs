@@ -79,6 +79,7 @@ impl ApplyError {
     pub fn code(&self) -> &'static str {
         match self {
             ApplyError::Cloud(e) if e.is_stockout() => "stockout",
+            ApplyError::Cloud(CloudError::ReservationFull { .. }) => "reservation_insufficient",
             ApplyError::Cloud(CloudError::Timeout { .. }) => "timeout",
             ApplyError::Cloud(CloudError::OperationFailed { .. }) => "operation_failed",
             ApplyError::Cloud(CloudError::Auth(_)) => "auth",

@@ -22,6 +22,22 @@ pub enum CloudError {
         /// What we were doing (API method id, e.g. `compute.resourcePolicies.insert`).
         method: String,
     },
+    /// GKE's 429 "Reservation does not have enough resources for the
+    /// request: specific reservation … is insufficient …": the specific
+    /// reservation a node pool consumes has no room for its nodes. Capacity,
+    /// not a rate limit: never retried by the request loop.
+    #[error(
+        "{method}: the specific reservation has no room for this node pool (HTTP 429 RESOURCE_EXHAUSTED: {message}). \
+         This is capacity, not a rate limit, so slicectl does not retry it. Free room in the reservation \
+         (delete or shrink the node pools that consume it), grow the reservation, or give the slice another \
+         reservation or capacity type (spec.capacity), then apply again"
+    )]
+    ReservationFull {
+        /// Server message (names the reservation, pool, zone and shortfall).
+        message: String,
+        /// What we were doing.
+        method: String,
+    },
     /// A long-running operation finished (DONE) with an error. This is a failure, never a success.
     #[error("operation {operation} failed: {code}: {message}")]
     OperationFailed {
@@ -73,6 +89,10 @@ pub enum CloudError {
     #[error("invalid input: {0}")]
     InvalidInput(String),
 }
+
+/// How GKE's 429 for a full specific reservation begins.
+pub const RESERVATION_FULL_PREFIX: &str =
+    "Reservation does not have enough resources for the request";
 
 /// Error codes (compute operations, GKE conditions) that mean "no capacity in this zone".
 pub const STOCKOUT_CODES: &[&str] = &[
@@ -216,6 +236,19 @@ struct LegacyError {
 /// error with the code derived from the HTTP status.
 pub(crate) fn api_error(status: u16, body: &[u8], method: &str) -> CloudError {
     match serde_json::from_slice::<Envelope>(body) {
+        // GKE's answer when a specific reservation lacks room:
+        // "Reservation does not have enough resources for the request:
+        // specific reservation \"r\" is insufficient for node pool \"np\" at
+        // zone \"z\": required 1 and short of 1 VM count of machine type m."
+        // (HTTP 429; GoogleCloudPlatform/gsutil#1000).
+        Ok(Envelope { error })
+            if status == 429 && error.message.starts_with(RESERVATION_FULL_PREFIX) =>
+        {
+            CloudError::ReservationFull {
+                message: error.message,
+                method: method.to_string(),
+            }
+        }
         Ok(Envelope { error }) => {
             let reason = error
                 .errors
@@ -440,6 +473,31 @@ mod tests {
             }
             .is_retryable()
         );
+    }
+
+    #[test]
+    fn a_full_reservation_is_capacity_not_a_rate_limit() {
+        let body = br#"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","message":"Reservation does not have enough resources for the request: specific reservation \"r1\" is insufficient for node pool \"np\" at zone \"us-central1-b\": required 4 and short of 2 VM count of machine type ct6e-standard-4t.","errors":[{"message":"x","domain":"global","reason":"resourceExhausted"}]}}"#;
+        let e = api_error(
+            429,
+            body,
+            "container.projects.locations.clusters.nodePools.create",
+        );
+        assert!(matches!(e, CloudError::ReservationFull { .. }), "{e:?}");
+        assert!(!e.is_retryable());
+        assert_eq!(e.operation_quota(), None);
+        let text = e.to_string();
+        assert!(
+            text.contains("specific reservation \"r1\" is insufficient"),
+            "{text}"
+        );
+        assert!(
+            text.contains("does not retry it") && text.contains("grow the reservation"),
+            "{text}"
+        );
+        // Any other 429 is still a rate limit.
+        let rate = br#"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","message":"Quota exceeded for quota metric 'Requests'"}}"#;
+        assert!(api_error(429, rate, "m").is_retryable());
     }
 
     #[test]
