@@ -133,7 +133,10 @@ impl Kind for WorkloadPolicies {
     fn state(&self, live: &Body) -> LiveState {
         match policy(live).and_then(|p| p.status.as_deref()) {
             Some("DELETING") => LiveState::Stopping,
-            Some(s @ ("INVALID" | "EXPIRED")) => LiveState::Error(s.to_string()),
+            Some(s @ ("INVALID" | "EXPIRED")) => LiveState::Error {
+                status: s.to_string(),
+                detail: String::new(),
+            },
             _ => LiveState::Ok,
         }
     }

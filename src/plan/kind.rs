@@ -169,8 +169,15 @@ pub enum LiveState {
     Ok,
     /// Being deleted.
     Stopping,
-    /// Broken: it must be replaced. The detail says why.
-    Error(String),
+    /// Not a working resource: it must be replaced, once no operation runs
+    /// on it. For a node pool: `ERROR`, or `RUNNING_WITH_ERROR` (some nodes
+    /// failed; a TPU slice is all-or-nothing).
+    Error {
+        /// The status the cloud reports (`ERROR`, `RUNNING_WITH_ERROR`, `INVALID`, …).
+        status: String,
+        /// What the cloud says about it (conditions, status message).
+        detail: String,
+    },
 }
 
 /// A group of in-place fields that is updated by one request (labels,
@@ -287,7 +294,7 @@ pub trait Kind: Send + Sync {
 
     /// How to recover a protected resource stuck in an error state
     /// (appended to the refusal).
-    fn error_recovery_hint(&self, _id: &ResourceId) -> String {
+    fn error_recovery_hint(&self, _id: &ResourceId, _status: &str) -> String {
         String::new()
     }
 
@@ -308,11 +315,11 @@ pub trait Kind: Send + Sync {
             state: match self.state(live) {
                 LiveState::Ok => "OK".into(),
                 LiveState::Stopping => "STOPPING".into(),
-                LiveState::Error(_) => "ERROR".into(),
+                LiveState::Error { status, .. } => status,
             },
             nodes: String::new(),
             error: match self.state(live) {
-                LiveState::Error(e) => e,
+                LiveState::Error { detail, .. } => detail,
                 _ => String::new(),
             },
         }

@@ -631,7 +631,24 @@ fn build(
                 Some(d.body.clone()),
                 op,
             ),
-            LiveState::Error(detail) => {
+            // An operation still runs on it (GKE retrying a stockout that
+            // left the pool RUNNING_WITH_ERROR, say): wait for it, as for a
+            // healthy resource, rather than replace under it.
+            LiveState::Error { .. } if running.is_some() => mk(
+                ActionKind::Wait,
+                Reason::OperationInFlight {
+                    operation: running.map(|o| o.name.clone()).unwrap_or_default(),
+                    operation_type: running
+                        .map(|o| o.operation_type.clone())
+                        .unwrap_or_default(),
+                },
+                Vec::new(),
+                BTreeSet::new(),
+                before,
+                None,
+                op,
+            ),
+            LiveState::Error { status, detail } => {
                 let changes = match kind.compare(d, &live.body) {
                     Comparison::Equal => Vec::new(),
                     Comparison::Update { changes, .. } | Comparison::Replace { changes, .. } => {
@@ -640,7 +657,7 @@ fn build(
                 };
                 mk(
                     ActionKind::Replace,
-                    Reason::ErrorState { detail },
+                    Reason::ErrorState { status, detail },
                     changes,
                     BTreeSet::new(),
                     before,
@@ -697,8 +714,8 @@ fn build(
         }
         if d.prevent_destroy {
             let mut msg = protected(&planned, mode, true).to_string();
-            if let LiveState::Error(_) = kind.state(&live.body) {
-                msg.push_str(&kind.error_recovery_hint(&d.id));
+            if let LiveState::Error { status, .. } = kind.state(&live.body) {
+                msg.push_str(&kind.error_recovery_hint(&d.id, &status));
             }
             refused.push(refusal(&planned, "protected", msg));
             continue;

@@ -27,8 +27,11 @@ pub enum Reason {
     },
     /// Only the stored spec hash differs from the desired one.
     StoredHashDiffers,
-    /// The live resource is in an error state and must be replaced.
+    /// The live resource is in an error state (`ERROR`,
+    /// `RUNNING_WITH_ERROR`, …) and must be replaced.
     ErrorState {
+        /// The status the cloud reports.
+        status: String,
         /// What the cloud says.
         detail: String,
     },
@@ -121,8 +124,8 @@ impl Reason {
             Reason::StoredHashDiffers => {
                 "replace because the stored spec hash differs from the desired one".to_string()
             }
-            Reason::ErrorState { detail } => format!(
-                "replace because the {noun} is in ERROR state{}",
+            Reason::ErrorState { status, detail } => format!(
+                "replace because the {noun} is in {status} state{}",
                 if detail.is_empty() {
                     String::new()
                 } else {
@@ -189,7 +192,10 @@ mod tests {
                 more: 0,
             },
             Reason::StoredHashDiffers,
-            Reason::ErrorState { detail: "x".into() },
+            Reason::ErrorState {
+                status: "ERROR".into(),
+                detail: "x".into(),
+            },
             Reason::InPlaceFieldsChanged { groups: vec![] },
             Reason::LiftProtection,
             Reason::OperationInFlight {

@@ -879,6 +879,86 @@ fn pool_in_error_is_replaced() {
     );
 }
 
+/// A pool GKE left RUNNING_WITH_ERROR (a stockout it keeps retrying) is not
+/// a working TPU slice: it is waited for while an operation runs on it, then
+/// replaced like an ERROR pool (with the same guards), the reason naming
+/// its state and quoting its status message. It used to plan as healthy.
+#[test]
+fn pool_running_with_error_is_waited_for_then_replaced() {
+    let f = fleet(vec![slice(
+        "tiny",
+        "tpu-v6e-slice",
+        "2x4",
+        1,
+        CapacityType::OnDemand,
+    )]);
+    let mut inv = converged(&f);
+    let np = &mut inv.node_pools[0];
+    np.status = Some("RUNNING_WITH_ERROR".into());
+    np.status_message =
+        Some("Not all instances running in IGM: ZONE_RESOURCE_POOL_EXHAUSTED".into());
+    np.conditions.push(StatusCondition {
+        code: Some("GCE_STOCKOUT".into()),
+        ..Default::default()
+    });
+    let mut running = inv.clone();
+    running.operations.push(gke::Operation {
+        name: "operation-7".into(),
+        operation_type: "CREATE_NODE_POOL".into(),
+        status: "RUNNING".into(),
+        target_link: Some(format!(
+            "https://container.googleapis.com/v1/{}/nodePools/tiny-0",
+            cluster().path()
+        )),
+        ..Default::default()
+    });
+    let p = plan(&f, &running, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.tiny[0].node_pool".to_string(), ActionKind::Wait)]
+    );
+    assert_eq!(p.actions[0].operation.as_deref(), Some("operation-7"));
+
+    let p = plan(&f, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.tiny[0].node_pool".to_string(), ActionKind::Replace)]
+    );
+    let reason = p.actions[0].reason_text();
+    assert_eq!(p.actions[0].reason.code(), "error_state");
+    for want in [
+        "replace because the node pool is in RUNNING_WITH_ERROR state",
+        "a TPU slice is all-or-nothing",
+        "GCE_STOCKOUT; Not all instances running in IGM: ZONE_RESOURCE_POOL_EXHAUSTED",
+    ] {
+        assert!(reason.contains(want), "{want:?} in {reason}");
+    }
+    // The same guards as for ERROR: protected, it is refused with the way out.
+    let mut protected = f.clone();
+    if let Some(s) = protected.slices.get_mut("tiny") {
+        s.spec.lifecycle.prevent_destroy = true;
+    }
+    let p = plan(&protected, &inv, &PlanOptions::default()).unwrap();
+    assert!(p.actions.is_empty(), "{:?}", kinds(&p));
+    let m = &p.refused[0].message;
+    assert!(
+        m.contains("It stays in RUNNING_WITH_ERROR until then")
+            && m.contains("gcloud container node-pools delete tiny-0"),
+        "{m}"
+    );
+    // And it counts against --max-destroy.
+    let err = plan(
+        &f,
+        &inv,
+        &PlanOptions {
+            max_destroy: 0,
+            ..PlanOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("--max-destroy=0"), "{err}");
+}
+
 #[test]
 fn older_hash_version_is_restamped_in_place_not_replaced() {
     let f = fleet(vec![slice(

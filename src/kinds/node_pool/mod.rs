@@ -102,18 +102,38 @@ impl Kind for NodePools {
 
     fn state(&self, live: &Body) -> LiveState {
         let Some(p) = pool(live) else {
-            return LiveState::Error("not a node pool".into());
+            return LiveState::Error {
+                status: "UNKNOWN".into(),
+                detail: "not a node pool".into(),
+            };
+        };
+        let detail = || {
+            p.conditions
+                .iter()
+                .filter_map(|c| c.code.clone().or(c.message.clone()))
+                .chain(p.status_message.clone())
+                .collect::<Vec<_>>()
+                .join("; ")
         };
         match p.status.as_deref() {
             Some("STOPPING") => LiveState::Stopping,
-            Some("ERROR") => LiveState::Error(
-                p.conditions
-                    .iter()
-                    .filter_map(|c| c.code.clone().or(c.message.clone()))
-                    .chain(p.status_message.clone())
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            ),
+            Some("ERROR") => LiveState::Error {
+                status: "ERROR".into(),
+                detail: detail(),
+            },
+            // Some of the pool's nodes failed (a stockout GKE keeps retrying,
+            // say). A TPU slice is all-or-nothing ("If GKE cannot deploy one
+            // node in the slice, no nodes in the slice are deployed",
+            // About TPUs in GKE), so a partly running pool is not a working
+            // slice: it is replaced like an ERROR pool, once no operation
+            // runs on it.
+            Some("RUNNING_WITH_ERROR") => LiveState::Error {
+                status: "RUNNING_WITH_ERROR".into(),
+                detail: format!(
+                    "a TPU slice is all-or-nothing, so a pool with failed nodes is not a working slice: {}",
+                    detail()
+                ),
+            },
             _ => LiveState::Ok,
         }
     }
@@ -226,12 +246,12 @@ impl Kind for NodePools {
         )
     }
 
-    fn error_recovery_hint(&self, id: &ResourceId) -> String {
+    fn error_recovery_hint(&self, id: &ResourceId, status: &str) -> String {
         let Scope::Cluster(c) = &id.scope else {
             return String::new();
         };
         format!(
-            ". It stays in ERROR until then. To recover it, either lift the protection and apply twice, \
+            ". It stays in {status} until then. To recover it, either lift the protection and apply twice, \
              or delete it yourself (`gcloud container node-pools delete {} --cluster {} --location {} --project {}`) \
              and apply to create it again",
             id.name, c.name, c.location, c.project
@@ -270,16 +290,23 @@ impl Kind for NodePools {
         let state = p.status.clone().unwrap_or_else(|| "UNKNOWN".to_string());
         // GKE reports no node count for a pool that is not running; the
         // count of a running pool is its size, not node readiness.
+        // A RUNNING_WITH_ERROR pool's size is what it asked for, not what runs.
         let nodes = match (state.as_str(), p.initial_node_count) {
-            ("RUNNING" | "RUNNING_WITH_ERROR" | "RECONCILING", Some(n)) => format!("{n}/{hosts}"),
+            ("RUNNING" | "RECONCILING", Some(n)) => format!("{n}/{hosts}"),
             _ => format!("?/{hosts}"),
         };
-        let error = p
+        let mut error = p
             .conditions
             .iter()
             .filter_map(|c| c.message.clone().or(c.code.clone()))
             .collect::<Vec<_>>()
             .join("; ");
+        if error.is_empty()
+            && matches!(state.as_str(), "ERROR" | "RUNNING_WITH_ERROR")
+            && let Some(m) = &p.status_message
+        {
+            error = m.clone();
+        }
         LiveReport {
             state,
             nodes,
