@@ -46,6 +46,16 @@ pub trait GkeService: Send + Sync {
         project: &str,
         location: &str,
     ) -> Result<Vec<gke::Operation>, CloudError>;
+    /// Operations of a location, shareable: an observation wraps the
+    /// service so that each location is listed once, however many of its
+    /// clusters are observed ([`crate::observe`]). By default, a fresh list.
+    async fn list_operations_shared(
+        &self,
+        project: &str,
+        location: &str,
+    ) -> Result<Arc<Vec<gke::Operation>>, CloudError> {
+        Ok(Arc::new(self.list_operations(project, location).await?))
+    }
     /// One operation, as it is now.
     async fn get_operation(
         &self,

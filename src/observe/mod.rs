@@ -3,6 +3,8 @@
 //! against. Generic over the registered kinds: each kind's
 //! [`crate::apply::KindExec::observe`] lists its own resources.
 
+mod shared;
+
 use std::collections::BTreeSet;
 
 use futures::future::try_join_all;
@@ -26,6 +28,12 @@ pub fn clusters(fleet: &Fleet) -> BTreeSet<ClusterRef> {
 /// Observes every scope the fleet's targets name, with every registered kind.
 pub async fn observe(cloud: &Cloud, fleet: &Fleet) -> Result<Inventory, CloudError> {
     let owners = Owners::of(fleet);
+    // Each location's operations are listed once for all its clusters.
+    let shared = Cloud {
+        gke: std::sync::Arc::new(shared::SharedListings::new(cloud.gke.clone())),
+        compute: cloud.compute.clone(),
+    };
+    let cloud = &shared;
     let kinds = crate::kinds::exec_kinds();
     let lists = kinds.iter().flat_map(|k| {
         owners

@@ -213,7 +213,7 @@ impl KindExec for NodePools {
         };
         let (pools, ops) = tokio::try_join!(
             cloud.gke.list_node_pools(c),
-            cloud.gke.list_operations(&c.project, &c.location)
+            cloud.gke.list_operations_shared(&c.project, &c.location)
         )?;
         // The location's operations, narrowed to this cluster's node pools
         // (GKE names the project by number in operation links).
