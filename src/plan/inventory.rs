@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::kind::{Kind, KindId, LiveResource, OperationRecord, Scope};
@@ -63,22 +62,20 @@ impl Inventory {
         let mut h = Sha256::new();
         for kind in kinds {
             let id = kind.id();
-            let mut items: Vec<(String, String, Value)> = self
+            // Sorted by scope and name first; each resource's view is built,
+            // hashed and dropped in turn, so the fleet's JSON is never held
+            // at once (10,000 pools would take hundreds of MB).
+            let mut items: Vec<(String, String, &LiveResource)> = self
                 .live(id)
                 .iter()
-                .map(|l| {
-                    (
-                        l.scope.to_string(),
-                        kind.name(&l.body),
-                        kind.fingerprint_view(&l.body),
-                    )
-                })
+                .map(|l| (l.scope.to_string(), kind.name(&l.body), l))
                 .collect();
             items.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
             h.update(id.as_str().as_bytes());
-            for (scope, name, view) in items {
+            for (scope, name, l) in items {
                 h.update(scope.as_bytes());
                 h.update(name.as_bytes());
+                let view = kind.fingerprint_view(&l.body);
                 h.update(serde_json::to_string(&view).unwrap_or_default().as_bytes());
             }
             let mut running: Vec<&str> = self
