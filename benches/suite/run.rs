@@ -1,5 +1,5 @@
 //! The impure half of the suite: running a child process and measuring its
-//! wall time and its own peak RSS (wait4), and the machine's description.
+//! wall time and its own peak RSS, and the machine's description.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -46,9 +46,45 @@ impl Run {
 }
 
 /// Runs `cmd` to completion with stdin closed and stdout/stderr written to
-/// `<logs>/<tag>.out` / `.err`, measuring it with `wait4` so the peak RSS is
-/// the child's own (not this process's, nor other children's).
+/// `<logs>/<tag>.out` / `.err`, measuring its wall and CPU time with `wait4`
+/// and its own peak RSS with GNU time when installed (see below).
 pub fn run(cmd: &mut Command, logs: &Path, tag: &str) -> Run {
+    // The child's `ru_maxrss` from wait4 is not its own when it was started
+    // by posix_spawn (vfork-style, sharing this big process's memory until
+    // exec): Linux records the parent's high-water mark into the child at
+    // exec. GNU time forks its own (small) child, whose peak is then truly
+    // its own; use it when installed.
+    const TIME: &str = "/usr/bin/time";
+    let rss_file = logs.join(format!("{tag}.rss"));
+    let mut timed = Path::new(TIME).exists().then(|| {
+        let mut t = Command::new(TIME);
+        t.arg("-f").arg("%M").arg("-o").arg(&rss_file);
+        t.arg(cmd.get_program()).args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => t.env(k, v),
+                None => t.env_remove(k),
+            };
+        }
+        if let Some(d) = cmd.get_current_dir() {
+            t.current_dir(d);
+        }
+        t
+    });
+    let cmd = timed.as_mut().unwrap_or(cmd);
+    let mut r = run_direct(cmd, logs, tag);
+    if timed.is_some() {
+        let kib = std::fs::read_to_string(&rss_file)
+            .ok()
+            .and_then(|s| s.lines().last().and_then(|l| l.trim().parse::<u64>().ok()));
+        if let Some(kib) = kib {
+            r.max_rss = kib * 1024;
+        }
+    }
+    r
+}
+
+fn run_direct(cmd: &mut Command, logs: &Path, tag: &str) -> Run {
     let stdout = logs.join(format!("{tag}.out"));
     let stderr = logs.join(format!("{tag}.err"));
     cmd.stdin(Stdio::null())
