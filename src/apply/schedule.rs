@@ -28,12 +28,9 @@ pub enum Rejection {
     /// operations"), with the number it named.
     Quota(Option<u32>),
     /// Another operation excludes this one (GKE's 400 "incompatible
-    /// operation"); `cluster_level` when it holds the whole scope.
-    Busy {
-        /// Whether the blocking operation is cluster-level (it excludes
-        /// every write in the scope, not just this resource's).
-        cluster_level: bool,
-    },
+    /// operation"). A cluster-level one holds the whole scope: the caller
+    /// [`Scheduler::block`]s it until that operation ends.
+    Busy,
 }
 
 #[derive(Debug, Default)]
@@ -142,8 +139,9 @@ impl Scheduler {
         OpSlot { gate }
     }
 
-    /// Whether operations of ours run in `scope` (their ends wake waiters).
-    pub fn ours_running(&self, scope: &str) -> usize {
+    /// How many operations of ours run in `scope`.
+    #[cfg(test)]
+    fn ours_running(&self, scope: &str) -> usize {
         self.gate(scope).lock().running
     }
 

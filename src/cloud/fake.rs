@@ -27,8 +27,6 @@ pub enum Fault {
     AlreadyExists,
     /// GKE's 400 FAILED_PRECONDITION "incompatible operation".
     ClusterBusy,
-    /// GKE's 429 "Too many operations" naming a quota of 2.
-    OperationQuota,
     /// 503 UNAVAILABLE.
     Unavailable,
     /// The operation ends DONE with a stockout.
@@ -53,11 +51,6 @@ impl Fault {
                 400,
                 "FAILED_PRECONDITION",
                 "Cluster is running incompatible operation operation-fake.",
-            ),
-            Fault::OperationQuota => api(
-                429,
-                "RESOURCE_EXHAUSTED",
-                "Too many operations: cluster \"c\" hits the concurrent operations quota 2, please try again later.",
             ),
             Fault::Unavailable => api(503, "UNAVAILABLE", "try again"),
             Fault::Stockout => CloudError::OperationFailed {

@@ -153,20 +153,15 @@ pub(crate) fn start_cluster_operation(
         })
         .map_err(|e| ApiError::invalid("badRequest", e.to_string()))?;
     require_cluster(inner, &c)?;
-    let op = GkeOp {
-        name: inner.op_name(),
-        project: c.project.clone(),
-        location: c.location.clone(),
-        cluster: c.key(),
-        op_type: "UPGRADE_MASTER",
-        effect: GkeEffect::Cluster { cluster: c.key() },
-        timing: OpTiming::new(ctx.now, duration),
-        done: false,
-        error: None,
-    };
-    let rendered = op.to_json(&ctx.base, &ctx.version);
-    inner.gke_ops.push(op);
-    Ok(rendered)
+    let effect = GkeEffect::Cluster { cluster: c.key() };
+    Ok(new_op_lasting(
+        inner,
+        ctx,
+        &c,
+        "UPGRADE_MASTER",
+        effect,
+        duration,
+    ))
 }
 
 /// `GET v1/projects/P/locations/L/clusters/C` (a minimal Cluster).
@@ -479,6 +474,19 @@ fn new_op(
     op_type: &'static str,
     effect: GkeEffect,
 ) -> Value {
+    let latency = inner.latency;
+    new_op_lasting(inner, ctx, c, op_type, effect, latency)
+}
+
+/// Starts an operation that runs for `latency`; returns it rendered.
+fn new_op_lasting(
+    inner: &mut Inner,
+    ctx: &Ctx,
+    c: &ClusterRef,
+    op_type: &'static str,
+    effect: GkeEffect,
+    latency: std::time::Duration,
+) -> Value {
     let op = GkeOp {
         name: inner.op_name(),
         project: c.project.clone(),
@@ -486,7 +494,7 @@ fn new_op(
         cluster: c.key(),
         op_type,
         effect,
-        timing: OpTiming::new(ctx.now, inner.latency),
+        timing: OpTiming::new(ctx.now, latency),
         done: false,
         error: None,
     };

@@ -115,7 +115,7 @@ where
         // Block the cluster before giving the place back, so no other write
         // slips in while the cluster-level operation runs.
         let _held = cluster_level.then(|| sched.block(&gate));
-        permit.rejected(sched, Rejection::Busy { cluster_level });
+        permit.rejected(sched, Rejection::Busy);
         tracing::info!(address = %a.address(), operation = %blocking, cluster_level,
             "GKE: an incompatible operation is running; waiting for it to finish");
         let Some(busy) = busy else { continue };
@@ -139,11 +139,9 @@ async fn wait_for_any_operation(
     c: &ClusterRef,
     deadline: Instant,
 ) -> Result<(), CloudError> {
-    let ops = cloud.gke.list_operations(&c.project, &c.location).await?;
-    let mut waits: futures::stream::FuturesUnordered<_> = ops
+    let mut waits: futures::stream::FuturesUnordered<_> = running_on(cloud, c)
+        .await?
         .into_iter()
-        .filter(|o| o.status != "DONE")
-        .filter(|o| o.target_link.as_deref().is_some_and(|l| c.contains_link(l)))
         .map(|o| async move {
             cloud
                 .gke
@@ -153,11 +151,19 @@ async fn wait_for_any_operation(
         .collect();
     use futures::StreamExt;
     match waits.next().await {
-        Some(Err(CloudError::Timeout { operation, after })) => {
-            Err(CloudError::Timeout { operation, after })
-        }
+        Some(Err(e @ CloudError::Timeout { .. })) => Err(e),
         _ => Ok(()),
     }
+}
+
+/// The operations running on the cluster now (GKE lists them per location).
+async fn running_on(cloud: &Cloud, c: &ClusterRef) -> Result<Vec<gke::Operation>, CloudError> {
+    let ops = cloud.gke.list_operations(&c.project, &c.location).await?;
+    Ok(ops
+        .into_iter()
+        .filter(|o| o.status != "DONE")
+        .filter(|o| o.target_link.as_deref().is_some_and(|l| c.contains_link(l)))
+        .collect())
 }
 
 /// After a create answered 409: `Some(op)` when the pool is ours and still
@@ -169,12 +175,10 @@ async fn resolve_conflict(
     c: &ClusterRef,
     want: &NodePool,
 ) -> Result<Option<gke::Operation>, ApplyError> {
-    let ops = cloud.gke.list_operations(&c.project, &c.location).await?;
-    let running = ops.into_iter().find(|o| {
-        o.status != "DONE"
-            && o.target_link.as_deref().is_some_and(|l| c.contains_link(l))
-            && operation_target(o) == Some(a.id.name.as_str())
-    });
+    let running = running_on(cloud, c)
+        .await?
+        .into_iter()
+        .find(|o| operation_target(o) == Some(a.id.name.as_str()));
     let live = match cloud.gke.get_node_pool(c, &a.id.name).await {
         Ok(p) => Some(p),
         Err(e) if e.is_not_found() => None,
