@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::hash::FieldChange;
 use super::ownership::Ownership;
-use crate::resource::{ClusterRef, RegionRef, ZoneRef};
+use crate::resource::{ClusterRef, KubeRef, ProjectRef, RegionRef, ZoneRef};
 use crate::spec::{Slice, Target};
 
 /// A resource kind's stable name (`node_pool`, `workload_policy`): used in
@@ -50,6 +50,11 @@ pub enum Scope {
     Region(RegionRef),
     /// A compute zone (MIGs, instances).
     Zone(ZoneRef),
+    /// A project's global scope (instance templates).
+    Global(ProjectRef),
+    /// A self-managed Kubernetes cluster (Nodes, bootstrap Secrets, the
+    /// device plugin).
+    Kube(KubeRef),
 }
 
 impl fmt::Display for Scope {
@@ -58,6 +63,8 @@ impl fmt::Display for Scope {
             Scope::Cluster(c) => c.fmt(f),
             Scope::Region(r) => r.fmt(f),
             Scope::Zone(z) => z.fmt(f),
+            Scope::Global(p) => p.fmt(f),
+            Scope::Kube(k) => k.fmt(f),
         }
     }
 }

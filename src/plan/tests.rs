@@ -39,6 +39,7 @@ fn target_in(name: &str, zone: &str) -> Target {
                 location: "us-central1".into(),
                 name: "train".into(),
             }),
+            gce: None,
             node_defaults: NodeDefaults {
                 service_account: Some("tpu-nodes@example-project.iam.gserviceaccount.com".into()),
                 ..NodeDefaults::default()
@@ -75,6 +76,7 @@ fn slice(name: &str, acc: &str, topo: &str, replicas: u32, cap: CapacityType) ->
         node_labels: BTreeMap::from([("team".to_string(), "llm".to_string())]),
         taints: Vec::new(),
         lifecycle: Lifecycle::default(),
+        gce: None,
     };
     Slice {
         name: name.into(),

@@ -99,6 +99,37 @@ impl fmt::Display for ZoneRef {
     }
 }
 
+/// A project's global scope (instance templates).
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct ProjectRef {
+    /// Project id.
+    pub project: String,
+}
+
+impl fmt::Display for ProjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "projects/{}/global", self.project)
+    }
+}
+
+/// A self-managed Kubernetes cluster, identified by the control-plane
+/// endpoint its nodes join (`HOST:PORT`).
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct KubeRef {
+    /// The control-plane endpoint, `HOST:PORT`.
+    pub endpoint: String,
+}
+
+impl fmt::Display for KubeRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "kubernetes {}", self.endpoint)
+    }
+}
+
 /// Serde helpers for Google's int64-as-string encoding (accepts numbers too).
 pub mod int64_string {
     use serde::{Deserialize, Deserializer, Serializer};

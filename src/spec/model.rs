@@ -49,6 +49,10 @@ pub struct TargetSpec {
     /// GKE cluster the node pools are created in (backend `gke`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gke: Option<GkeCluster>,
+    /// Self-managed Kubernetes cluster whose nodes are GCE TPU VMs joined with
+    /// kubeadm (backend `gce`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gce: Option<GceCluster>,
     /// Defaults applied to every node of every slice of this target.
     #[serde(default)]
     pub node_defaults: NodeDefaults,
@@ -62,6 +66,75 @@ pub struct GkeCluster {
     pub location: String,
     /// Cluster name.
     pub name: String,
+}
+
+/// A self-managed Kubernetes cluster on GCE (backend `gce`): where its API
+/// is, how slicectl reaches it, and the network its TPU VMs join from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GceCluster {
+    /// The control-plane endpoint the nodes join, `HOST:PORT` (an IP address
+    /// or DNS name, and the API server's port, usually 6443). Written into
+    /// each VM's metadata for `kubeadm join`.
+    pub control_plane_endpoint: String,
+    /// How slicectl reaches this cluster's Kubernetes API (to mint bootstrap
+    /// tokens, label Nodes, ensure the device plugin).
+    pub kube_api: KubeApi,
+    /// VPC network of the VMs (name or URL). Default `default`.
+    #[serde(default = "default_network")]
+    pub network: String,
+    /// Subnetwork of the VMs (name or URL, in the target's region). Omitted:
+    /// the network's subnetwork in that region (auto-mode networks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnetwork: Option<String>,
+    /// The TPU device plugin DaemonSet slicectl ensures in `kube-system`.
+    #[serde(default)]
+    pub device_plugin: DevicePlugin,
+}
+
+fn default_network() -> String {
+    "default".to_string()
+}
+
+/// How slicectl reaches a cluster's Kubernetes API: a kubeconfig (and
+/// optionally one of its contexts), or the in-cluster service account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeApi {
+    /// Path of a kubeconfig file (`~` is expanded; relative paths are relative
+    /// to the working directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<String>,
+    /// Context in that kubeconfig. Omitted: its current context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// Use the pod's service account (slicectl runs inside this cluster).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_cluster: bool,
+}
+
+/// The TPU device plugin DaemonSet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DevicePlugin {
+    /// Container image of the plugin.
+    #[serde(default = "default_device_plugin_image")]
+    pub image: String,
+}
+
+/// The device plugin image tpu-operator deploys (its `device_plugin_test.go`).
+pub const DEFAULT_DEVICE_PLUGIN_IMAGE: &str = "gcr.io/gke-release/tpu-device-plugin:1.35.7-gke.0";
+
+fn default_device_plugin_image() -> String {
+    DEFAULT_DEVICE_PLUGIN_IMAGE.to_string()
+}
+
+impl Default for DevicePlugin {
+    fn default() -> Self {
+        DevicePlugin {
+            image: default_device_plugin_image(),
+        }
+    }
 }
 
 /// Node settings shared by all slices of a target.
@@ -191,6 +264,67 @@ pub struct SliceSpec {
     /// Lifecycle and safety settings.
     #[serde(default)]
     pub lifecycle: Lifecycle,
+    /// Settings of a self-managed GCE slice (backend `gce`; required there,
+    /// refused for `gke`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gce: Option<GceSlice>,
+}
+
+/// A `gce` slice's VMs: image, disk, metadata, and how they join.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GceSlice {
+    /// Boot image: an image or image-family URL, e.g.
+    /// `projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-tpu7x`.
+    /// Required unless `instanceTemplate` is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Boot disk; omitted fields fall back to the target's `nodeDefaults`.
+    #[serde(default)]
+    pub boot_disk: BootDisk,
+    /// Extra instance metadata (keys slicectl uses itself are refused).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
+    /// How the VMs join the cluster. Exactly one of `bootstrap` and
+    /// `instanceTemplate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<Bootstrap>,
+    /// Bring your own instance template (URL or `projects/P/global/instanceTemplates/NAME`):
+    /// slicectl validates it (TPU machine type, TERMINATE on host maintenance,
+    /// a provisioning model and termination action that fit) and uses it for
+    /// the MIG, but does not bootstrap its VMs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_template: Option<String>,
+}
+
+/// Boot disk of a `gce` slice's VMs.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BootDisk {
+    /// Size in GB. Default: the target's `nodeDefaults.diskSizeGb`, else 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_gb: Option<u32>,
+    /// Disk type, e.g. `hyperdisk-balanced`, `pd-balanced`. Default: the
+    /// target's `nodeDefaults.diskType`, else `hyperdisk-balanced`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+/// How a `gce` slice's VMs join the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Bootstrap {
+    /// Pull-model kubeadm join, driven by slicectl.
+    pub kubeadm: Kubeadm,
+}
+
+/// kubeadm bootstrap settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Kubeadm {
+    /// Kubernetes minor version of kubelet and kubeadm on the VMs, e.g. `"1.36"`
+    /// (the control plane's minor or up to three older, per Kubernetes' skew policy).
+    pub kubernetes_version: String,
 }
 
 /// Capacity model.
