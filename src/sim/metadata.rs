@@ -29,6 +29,11 @@ pub struct VmMetadata {
     pub attributes: BTreeMap<String, String>,
 }
 
+/// Guest attributes a VM wrote (`PUT instance/guest-attributes/NS/KEY`),
+/// keyed `NS/KEY`; the compute simulator serves them back through
+/// `instances.getGuestAttributes`.
+pub type GuestAttributes = std::sync::Arc<std::sync::Mutex<BTreeMap<String, String>>>;
+
 /// A running metadata server.
 #[derive(Debug)]
 pub struct MetadataServer {
@@ -40,11 +45,15 @@ pub struct MetadataServer {
 impl MetadataServer {
     /// Starts a server for one VM on 127.0.0.1 (ephemeral port) serving the
     /// current value of `rx`; `wait_for_change` requests wake when it changes.
-    pub async fn start(rx: watch::Receiver<VmMetadata>) -> std::io::Result<MetadataServer> {
+    /// Guest attributes written by the VM land in `guest`.
+    pub async fn start(
+        rx: watch::Receiver<VmMetadata>,
+        guest: GuestAttributes,
+    ) -> std::io::Result<MetadataServer> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let task = tokio::spawn(async move {
-            let _keep = (listener, rx);
+            let _keep = (listener, rx, guest);
             std::future::pending::<()>().await;
         });
         Ok(MetadataServer { addr, task })
