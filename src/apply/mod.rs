@@ -72,6 +72,18 @@ pub enum ApplyError {
     /// The step's task panicked (a bug): reported, never silently dropped.
     #[error("internal error in this step: {0}")]
     Panicked(String),
+    /// A Kubernetes call failed.
+    #[error(transparent)]
+    Kube(#[from] crate::kube::KubeError),
+    /// A self-managed slice's VMs did not join (a VM reported a failure, or
+    /// the step timed out): what is known, never a token.
+    #[error("{address}: {message}")]
+    Bootstrap {
+        /// Address.
+        address: String,
+        /// What happened.
+        message: String,
+    },
 }
 
 impl ApplyError {
@@ -88,6 +100,8 @@ impl ApplyError {
             ApplyError::Body(_) | ApplyError::Scope(_) | ApplyError::UnknownKind(_) => "internal",
             ApplyError::Conflict { .. } => "conflict",
             ApplyError::Panicked(_) => "panicked",
+            ApplyError::Kube(e) => e.code(),
+            ApplyError::Bootstrap { .. } => "bootstrap_failed",
         }
     }
 }
@@ -300,7 +314,11 @@ pub async fn execute(
     let execs = crate::kinds::exec_kinds();
     let exec_of = |id| execs.iter().copied().find(|e| e.kind() == id);
     let steps: Vec<Step> = steps::expand(plan, |k| {
-        crate::kinds::get(k).map_or(&[][..], |x| x.depends_on())
+        crate::kinds::get(k).map_or(steps::KindInfo::default(), |x| steps::KindInfo {
+            depends_on: x.depends_on(),
+            shared: x.shared(),
+            cleanup: x.cleanup_after_dependencies(),
+        })
     });
     let mut pending: Vec<usize> = steps.iter().map(|s| s.deps.len()).collect();
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];

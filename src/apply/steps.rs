@@ -17,6 +17,9 @@ pub enum StepOp {
     Update,
     /// Delete it.
     Delete,
+    /// Clean up after it and the kinds it depends on are deleted (Node
+    /// objects and bootstrap Secrets after the VMs).
+    Cleanup,
 }
 
 impl StepOp {
@@ -27,6 +30,7 @@ impl StepOp {
             StepOp::Create => "creating",
             StepOp::Update => "updating",
             StepOp::Delete => "deleting",
+            StepOp::Cleanup => "cleaning up",
         }
     }
 }
@@ -44,18 +48,38 @@ pub struct Step {
     pub deps: Vec<usize>,
 }
 
+/// What the step graph needs to know about a kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KindInfo<'k> {
+    /// Kinds created before it and deleted after it.
+    pub depends_on: &'k [KindId],
+    /// One resource per scope serving every slice there
+    /// ([`crate::plan::Kind::shared`]).
+    pub shared: bool,
+    /// Deleting it ends with a [`StepOp::Cleanup`] after its dependencies'
+    /// deletes ([`crate::plan::Kind::cleanup_after_dependencies`]).
+    pub cleanup: bool,
+}
+
 /// Expands the plan into steps (in a valid topological order). Within a
 /// slice replica, a kind is created after the kinds it depends on and
-/// deleted before them (`deps_of`, from the registered kinds).
-pub fn expand<'k>(plan: &Plan, deps_of: impl Fn(KindId) -> &'k [KindId]) -> Vec<Step> {
+/// deleted before them (`info`, from the registered kinds). A kind with a
+/// cleanup step cleans up once everything else of its replica is deleted.
+/// A shared kind (one per scope) is created before, and deleted after, the
+/// resources of every slice replica in that scope that depend on it.
+pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Step> {
     let mut steps: Vec<Step> = Vec::new();
     #[derive(Default, Clone, Copy)]
     struct Marks {
         delete: Option<usize>,
         create: Option<usize>,
+        cleanup: Option<usize>,
         last: Option<usize>,
     }
-    let mut marks: BTreeMap<(&str, u32, KindId), Marks> = BTreeMap::new();
+    type Key<'a> = (&'a str, u32, KindId);
+    let mut marks: BTreeMap<Key<'_>, Marks> = BTreeMap::new();
+    // Shared kinds: by (kind, scope).
+    let mut shared: BTreeMap<(KindId, &crate::plan::Scope), Marks> = BTreeMap::new();
     let push = |steps: &mut Vec<Step>, action: usize, op: StepOp, deps: Vec<usize>| {
         let id = steps.len();
         steps.push(Step {
@@ -67,37 +91,45 @@ pub fn expand<'k>(plan: &Plan, deps_of: impl Fn(KindId) -> &'k [KindId]) -> Vec<
         id
     };
     for (i, a) in plan.actions.iter().enumerate() {
+        let ki = info(a.id.kind);
         let mut m = Marks::default();
         let mut prev: Option<usize> = None;
         if a.operation.is_some() {
             prev = Some(push(&mut steps, i, StepOp::WaitInFlight, vec![]));
         }
-        let chain: &[StepOp] = match a.action {
-            ActionKind::Create => &[StepOp::Create],
-            ActionKind::Update => &[StepOp::Update],
-            ActionKind::Delete => &[StepOp::Delete],
-            ActionKind::Replace => &[StepOp::Delete, StepOp::Create],
-            ActionKind::Wait => &[],
+        let chain: &[StepOp] = match (a.action, ki.cleanup) {
+            (ActionKind::Create, _) => &[StepOp::Create],
+            (ActionKind::Update, _) => &[StepOp::Update],
+            (ActionKind::Delete, false) => &[StepOp::Delete],
+            (ActionKind::Delete, true) => &[StepOp::Delete, StepOp::Cleanup],
+            (ActionKind::Replace, false) => &[StepOp::Delete, StepOp::Create],
+            (ActionKind::Replace, true) => &[StepOp::Delete, StepOp::Cleanup, StepOp::Create],
+            (ActionKind::Wait, _) => &[],
         };
         for op in chain {
             let id = push(&mut steps, i, *op, prev.into_iter().collect());
             match op {
                 StepOp::Delete => m.delete = Some(id),
                 StepOp::Create => m.create = Some(id),
+                StepOp::Cleanup => m.cleanup = Some(id),
                 _ => {}
             }
             prev = Some(id);
         }
         m.last = prev;
-        marks.insert((a.owner.slice.as_str(), a.owner.replica, a.id.kind), m);
+        if ki.shared {
+            shared.insert((a.id.kind, &a.id.scope), m);
+        } else {
+            marks.insert((a.owner.slice.as_str(), a.owner.replica, a.id.kind), m);
+        }
     }
     // Cross-kind ordering within a slice replica.
-    let keys: Vec<(&str, u32, KindId)> = marks.keys().copied().collect();
-    for (s, r, kind) in keys {
+    let keys: Vec<Key<'_>> = marks.keys().copied().collect();
+    for (s, r, kind) in keys.iter().copied() {
         let Some(me) = marks.get(&(s, r, kind)).copied() else {
             continue;
         };
-        for dep in deps_of(kind) {
+        for dep in info(kind).depends_on {
             let Some(other) = marks.get(&(s, r, *dep)).copied() else {
                 continue;
             };
@@ -108,6 +140,41 @@ pub fn expand<'k>(plan: &Plan, deps_of: impl Fn(KindId) -> &'k [KindId]) -> Vec<
             // What it needs is deleted only after it is gone.
             if let (Some(other_del), Some(my_del)) = (other.delete, me.delete) {
                 steps[other_del].deps.push(my_del);
+            }
+        }
+        // The cleanup runs once every other resource of the replica is deleted.
+        if let Some(cleanup) = me.cleanup {
+            for (s2, r2, k2) in keys.iter().copied() {
+                if (s2, r2) != (s, r) || k2 == kind {
+                    continue;
+                }
+                if let Some(del) = marks.get(&(s2, r2, k2)).and_then(|o| o.delete) {
+                    steps[cleanup].deps.push(del);
+                }
+            }
+        }
+    }
+    // Shared kinds: before every dependent in their scope on the way up,
+    // after all of them (their cleanups included) on the way down.
+    for ((skind, sscope), sm) in &shared {
+        for (i, a) in plan.actions.iter().enumerate() {
+            if &&a.id.scope != sscope || !info(a.id.kind).depends_on.contains(skind) {
+                continue;
+            }
+            let Some(me) = marks
+                .get(&(a.owner.slice.as_str(), a.owner.replica, a.id.kind))
+                .copied()
+            else {
+                continue;
+            };
+            let _ = i;
+            if let (Some(create), Some(s_last)) = (me.create, sm.last) {
+                steps[create].deps.push(s_last);
+            }
+            if let Some(s_del) = sm.delete
+                && let Some(mine) = me.cleanup.or(me.delete)
+            {
+                steps[s_del].deps.push(mine);
             }
         }
     }
@@ -157,15 +224,19 @@ mod tests {
             actions,
             unmanaged: vec![],
             refused: vec![],
+            deferred: vec![],
             summary: Summary::default(),
         }
     }
 
-    fn deps(k: KindId) -> &'static [KindId] {
-        if k == node_pool::KIND {
-            &[workload_policy::KIND]
-        } else {
-            &[]
+    fn deps(k: KindId) -> KindInfo<'static> {
+        KindInfo {
+            depends_on: if k == node_pool::KIND {
+                &[workload_policy::KIND]
+            } else {
+                &[]
+            },
+            ..KindInfo::default()
         }
     }
 

@@ -192,6 +192,7 @@ mod tests {
             actions: vec![],
             unmanaged: vec![],
             refused: vec![],
+            deferred: vec![],
             summary: Summary::default(),
         };
         let specs = vec![SourceFile {

@@ -6,6 +6,7 @@
 //! Adding a kind: write its module and add one line to [`REGISTRY`]. The
 //! order there is the order of actions within a slice replica in plans.
 
+pub mod gce;
 pub mod node_pool;
 pub mod workload_policy;
 
@@ -18,8 +19,14 @@ pub trait RegisteredKind: Kind + KindExec {}
 impl<T: Kind + KindExec> RegisteredKind for T {}
 
 /// The registered kinds.
-pub static REGISTRY: &[&dyn RegisteredKind] =
-    &[&workload_policy::WorkloadPolicies, &node_pool::NodePools];
+pub static REGISTRY: &[&dyn RegisteredKind] = &[
+    &gce::device_plugin::DevicePlugins,
+    &workload_policy::WorkloadPolicies,
+    &gce::template::InstanceTemplates,
+    &gce::mig::Migs,
+    &gce::nodes::Nodes,
+    &node_pool::NodePools,
+];
 
 /// The pure halves, for planning.
 pub fn plan_kinds() -> Vec<&'static dyn Kind> {

@@ -75,6 +75,31 @@ impl Kind for WorkloadPolicies {
     }
 
     fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {
+        // A `gce` slice's policy (any multi-host slice) comes from its render.
+        if let Some(r) = crate::kinds::gce::render::render(ctx.target, ctx.slice, ctx.replica) {
+            return r
+                .policy
+                .map(|p| Desired {
+                    id: ResourceId {
+                        scope: Scope::Region(r.region),
+                        kind: KIND,
+                        name: p.name.clone(),
+                    },
+                    owner: SliceRef {
+                        slice: ctx.slice.name.clone(),
+                        replica: ctx.replica,
+                    },
+                    owner_id: ctx.target.spec.owner_id.clone(),
+                    body: Arc::new(p),
+                    prevent_destroy: ctx.slice.spec.lifecycle.prevent_destroy,
+                    timeout: ctx.slice.operation_timeout,
+                })
+                .into_iter()
+                .collect();
+        }
+        if ctx.slice.spec.backend != crate::spec::model::Backend::Gke {
+            return Vec::new();
+        }
         let Placement::WorkloadPolicy { topology } = &ctx.slice.shape.placement else {
             return Vec::new();
         };
@@ -333,8 +358,9 @@ impl KindExec for WorkloadPolicies {
                     Err(e) => return Err(e.into()),
                 }
             }
-            // Immutable: the planner never plans an update of a policy.
-            StepOp::Update => return Ok(StepOutcome::Done),
+            // Immutable: the planner never plans an update of a policy; and
+            // policies have no cleanup step.
+            StepOp::Update | StepOp::Cleanup => return Ok(StepOutcome::Done),
             StepOp::Delete => match cloud
                 .compute
                 .delete_resource_policy(&r.project, &r.region, &a.id.name)

@@ -155,6 +155,16 @@ pub fn render(plan: &Plan, color: bool) -> String {
         out.push('\n');
     }
     render_refusals(&mut out, &p, plan);
+    for d in &plan.deferred {
+        let _ = writeln!(
+            out,
+            "{} {} left out of this plan ({} resource(s)): {}\n",
+            p.paint(yellow().bold(), "Deferred:"),
+            d.scope,
+            d.resources,
+            d.reason
+        );
+    }
     if plan.actions.is_empty() {
         let msg = if plan.refused.is_empty() {
             p.paint(

@@ -16,6 +16,10 @@ pub struct Inventory {
     /// Operations by the kind of the resource they act on (running ones,
     /// and recently finished ones where the API lists them).
     pub operations: BTreeMap<KindId, Vec<OperationRecord>>,
+    /// Scopes that could not be observed, with why (`--sim` with a
+    /// self-managed cluster whose Kubernetes API is not reachable): their
+    /// desired resources are left out of the plan, never planned blind.
+    pub deferred: BTreeMap<Scope, String>,
 }
 
 impl Inventory {

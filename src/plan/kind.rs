@@ -90,8 +90,25 @@ pub struct SliceRef {
 }
 
 impl SliceRef {
-    /// `slice.NAME[REPLICA].KIND`.
+    /// The owner of a resource shared by every slice in its scope (one per
+    /// cluster, like the device plugin): no slice of its own.
+    pub fn shared() -> SliceRef {
+        SliceRef {
+            slice: String::new(),
+            replica: 0,
+        }
+    }
+
+    /// Whether this is [`SliceRef::shared`].
+    pub fn is_shared(&self) -> bool {
+        self.slice.is_empty()
+    }
+
+    /// `slice.NAME[REPLICA].KIND`, or `shared.KIND` for a shared resource.
     pub fn address(&self, kind: KindId) -> String {
+        if self.is_shared() {
+            return format!("shared.{kind}");
+        }
         format!("slice.{}[{}].{}", self.slice, self.replica, kind)
     }
 }
@@ -261,6 +278,21 @@ pub trait Kind: Send + Sync {
 
     /// Whether this kind's resource is the one `status` reports a replica by.
     fn is_primary(&self) -> bool {
+        false
+    }
+
+    /// Whether one resource of this kind serves every slice in its scope
+    /// (the device plugin of a cluster): rendered by each slice that needs
+    /// it, planned once (owner [`SliceRef::shared`]), created before any
+    /// slice resource that depends on it and deleted after all of them.
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// Whether deleting a resource of this kind ends with a cleanup step
+    /// that runs after the kinds it depends on are deleted too (Node objects
+    /// and bootstrap Secrets go after the VMs that were those nodes).
+    fn cleanup_after_dependencies(&self) -> bool {
         false
     }
 

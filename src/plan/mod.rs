@@ -156,8 +156,22 @@ pub struct Plan {
     pub unmanaged: Vec<Unmanaged>,
     /// Changes refused by a safety rail (never executed).
     pub refused: Vec<Refusal>,
+    /// Scopes that could not be observed and are left out of the plan
+    /// (`--sim` with a self-managed cluster whose API is not reachable).
+    pub deferred: Vec<Deferred>,
     /// Counts.
     pub summary: Summary,
+}
+
+/// A scope left out of a plan, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Deferred {
+    /// The scope.
+    pub scope: Scope,
+    /// Why it could not be observed, and what that means.
+    pub reason: String,
+    /// How many desired resources in it were left out.
+    pub resources: usize,
 }
 
 impl Plan {
@@ -396,11 +410,29 @@ pub fn render_fleet(fleet: &Fleet, kinds: &[&dyn Kind]) -> Vec<Desired> {
         };
         for replica in 0..slice.spec.replicas {
             for kind in kinds {
-                out.extend(kind.render(RenderCtx {
+                for d in kind.render(RenderCtx {
                     target,
                     slice,
                     replica,
-                }));
+                }) {
+                    // A shared resource is planned once per scope, owned by
+                    // no slice: the first slice that renders it says what it is.
+                    if kind.shared() {
+                        if out
+                            .iter()
+                            .any(|o: &Desired| o.id == d.id && o.owner.is_shared())
+                        {
+                            continue;
+                        }
+                        out.push(Desired {
+                            owner: SliceRef::shared(),
+                            prevent_destroy: false,
+                            ..d
+                        });
+                    } else {
+                        out.push(d);
+                    }
+                }
             }
         }
     }
@@ -486,6 +518,10 @@ fn replace_reason(changes: &[FieldChange], hash_only: bool) -> Reason {
 
 /// Why an owned live resource no longer desired is deleted (apply mode).
 fn delete_reason(fleet: &Fleet, desired: &[Desired], kind: &dyn Kind, o: &Ownership) -> Reason {
+    if o.slice.is_empty() {
+        // A shared resource: no slice of its scope renders it any more.
+        return Reason::NotNeeded;
+    }
     let Some(s) = fleet.slices.get(&o.slice) else {
         return Reason::NotInSpecs;
     };
@@ -517,10 +553,22 @@ fn build(
     opts: &PlanOptions,
     mode: PlanMode,
 ) -> Result<Plan, PlanError> {
-    let desired: Vec<Desired> = match mode {
+    let mut desired: Vec<Desired> = match mode {
         PlanMode::Apply => render_fleet(fleet, kinds),
         PlanMode::Destroy => Vec::new(),
     };
+    // Scopes that could not be observed are left out, and said so.
+    let mut deferred: Vec<Deferred> = inv
+        .deferred
+        .iter()
+        .map(|(scope, reason)| Deferred {
+            scope: scope.clone(),
+            reason: reason.clone(),
+            resources: desired.iter().filter(|d| &d.id.scope == scope).count(),
+        })
+        .collect();
+    deferred.sort_by(|a, b| a.scope.cmp(&b.scope));
+    desired.retain(|d| !inv.deferred.contains_key(&d.id.scope));
     let owners = Owners::of(fleet);
     let kind_of = |id: KindId| kinds.iter().copied().find(|k| k.id() == id);
     let mut actions: Vec<Action> = Vec::new();
@@ -902,6 +950,7 @@ fn build(
         actions,
         unmanaged,
         refused,
+        deferred,
         summary: Summary::default(),
     };
     plan.summary = plan.count();

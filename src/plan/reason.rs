@@ -97,6 +97,23 @@ impl Reason {
     /// The reason for people. `noun` names the kind (`node pool`).
     pub fn text(&self, noun: &str, owner: &SliceRef) -> String {
         let (s, r) = (&owner.slice, owner.replica);
+        // A resource shared by every slice of a cluster (the device plugin).
+        if owner.is_shared() {
+            match self {
+                Reason::Missing => {
+                    return format!("create because slices on this cluster need the {noun}");
+                }
+                Reason::Destroy => {
+                    return format!(
+                        "delete because `slicectl destroy` tears down every slice that used the {noun}"
+                    );
+                }
+                Reason::NotInSpecs | Reason::NotNeeded | Reason::ReplicaNotDesired { .. } => {
+                    return format!("delete because no slice on this cluster needs the {noun} any more");
+                }
+                _ => {}
+            }
+        }
         match self {
             Reason::Missing => {
                 format!("create because replica {r} of slice {s} has no {noun} yet")

@@ -20,6 +20,8 @@ pub struct PlanView<'a> {
     unmanaged: &'a [Unmanaged],
     #[serde(skip_serializing_if = "<[Refusal]>::is_empty")]
     refused: &'a [Refusal],
+    #[serde(skip_serializing_if = "<[super::Deferred]>::is_empty")]
+    deferred: &'a [super::Deferred],
     summary: Summary,
 }
 
@@ -132,6 +134,7 @@ impl<'a> PlanView<'a> {
                 .collect(),
             unmanaged: &plan.unmanaged,
             refused: &plan.refused,
+            deferred: &plan.deferred,
             summary: plan.count(),
         }
     }

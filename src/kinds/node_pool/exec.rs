@@ -340,6 +340,8 @@ impl KindExec for NodePools {
                     Err(e) => return Err(e.into()),
                 }
             }
+            // Node pools have no cleanup step.
+            StepOp::Cleanup => return Ok(StepOutcome::Done),
         };
         gke.wait_operation(&c.project, &c.location, &started, left(deadline))
             .await?;

@@ -38,6 +38,9 @@ fn google_duration(s: &str) -> Option<String> {
 /// `None` when the target has no GKE cluster.
 pub fn node_pool(target: &Target, slice: &Slice, replica: u32) -> Option<NodePool> {
     target.spec.gke.as_ref()?;
+    if slice.spec.backend != crate::spec::model::Backend::Gke {
+        return None;
+    }
     let t = &target.spec;
     let s = &slice.spec;
     let shape = &slice.shape;

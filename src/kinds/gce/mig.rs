@@ -1,0 +1,311 @@
+//! The managed instance group kind: one zonal MIG per `gce` slice replica,
+//! `targetSize` = hosts, `targetSizePolicy.mode: BULK` (all VMs or none),
+//! the workload policy attached for multi-host slices. A MIG is never
+//! updated in place: its selective hash chains its template's and policy's,
+//! so any change replaces the slice replica. Ownership lives in the
+//! description (MIGs have no labels).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::render::{self, mig_projection};
+use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome, conflict, same_owner};
+use crate::cloud::{Cloud, CloudError};
+use crate::plan::hash;
+use crate::plan::kind::{LiveReport, body_as};
+use crate::plan::ownership::Ownership;
+use crate::plan::{
+    Action, Body, Comparison, Desired, Kind, KindId, LiveState, OperationRecord, RenderCtx,
+    ResourceId, Scope, SliceRef,
+};
+use crate::resource::ZoneRef;
+use crate::resource::compute::{self, InstanceGroupManager};
+
+/// The kind's name.
+pub const KIND: KindId = KindId("mig");
+
+/// The MIG kind.
+#[derive(Debug, Clone, Copy)]
+pub struct Migs;
+
+fn mig(b: &Body) -> Option<&InstanceGroupManager> {
+    body_as::<InstanceGroupManager>(b)
+}
+
+fn ownership_of(m: &InstanceGroupManager) -> Option<Ownership> {
+    m.description
+        .as_deref()
+        .and_then(Ownership::from_description)
+}
+
+/// The MIG name a compute operation targets.
+pub fn operation_target(op: &compute::Operation) -> Option<&str> {
+    let link = op.target_link.as_deref()?;
+    let (head, name) = link.rsplit_once('/')?;
+    head.ends_with("/instanceGroupManagers").then_some(name)
+}
+
+/// The MIG's last bulk-creation error (`CODE: message`), if any.
+pub fn bulk_error(m: &InstanceGroupManager) -> Option<String> {
+    let e = m
+        .status
+        .as_ref()?
+        .bulk_instance_operation
+        .as_ref()?
+        .last_progress_check
+        .as_ref()?
+        .error
+        .as_ref()?
+        .errors
+        .first()?;
+    Some(format!("{}: {}", e.code, e.message))
+}
+
+fn shown(m: &InstanceGroupManager) -> Value {
+    let mut v = serde_json::to_value(InstanceGroupManager {
+        name: m.name.clone(),
+        description: m.description.clone(),
+        base_instance_name: m.base_instance_name.clone(),
+        instance_template: m.instance_template.clone(),
+        target_size: m.target_size,
+        target_size_policy: m.target_size_policy.clone(),
+        resource_policies: m.resource_policies.clone(),
+        ..Default::default()
+    })
+    .unwrap_or(Value::Null);
+    // Links as partial URLs, as they were sent.
+    for key in ["instanceTemplate"] {
+        if let Some(s) = v[key].as_str()
+            && let Some(i) = s.find("projects/")
+        {
+            v[key] = Value::from(&s[i..]);
+        }
+    }
+    if let Some(s) = v
+        .pointer("/resourcePolicies/workloadPolicy")
+        .and_then(Value::as_str)
+        && let Some(i) = s.find("projects/")
+    {
+        v["resourcePolicies"]["workloadPolicy"] = Value::from(&s[i..]);
+    }
+    v
+}
+
+impl Kind for Migs {
+    fn id(&self) -> KindId {
+        KIND
+    }
+
+    fn noun(&self) -> &'static str {
+        "managed instance group"
+    }
+
+    fn depends_on(&self) -> &'static [KindId] {
+        &[
+            super::template::KIND,
+            crate::kinds::workload_policy::KIND,
+        ]
+    }
+
+    fn is_primary(&self) -> bool {
+        true
+    }
+
+    fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {
+        let Some(r) = render::render(ctx.target, ctx.slice, ctx.replica) else {
+            return Vec::new();
+        };
+        vec![Desired {
+            id: ResourceId {
+                scope: Scope::Zone(r.zone),
+                kind: KIND,
+                name: r.mig.name.clone(),
+            },
+            owner: SliceRef {
+                slice: ctx.slice.name.clone(),
+                replica: ctx.replica,
+            },
+            owner_id: ctx.target.spec.owner_id.clone(),
+            body: Arc::new(r.mig),
+            prevent_destroy: ctx.slice.spec.lifecycle.prevent_destroy,
+            timeout: ctx.slice.operation_timeout,
+        }]
+    }
+
+    fn name(&self, live: &Body) -> String {
+        mig(live).map(|m| m.name.clone()).unwrap_or_default()
+    }
+
+    fn ownership(&self, live: &Body) -> Option<Ownership> {
+        ownership_of(mig(live)?)
+    }
+
+    fn state(&self, _live: &Body) -> LiveState {
+        // A MIG in a stockout is not broken: it keeps retrying (BULK: all
+        // or none). The Nodes step reports it and fails the apply.
+        LiveState::Ok
+    }
+
+    fn compare(&self, desired: &Desired, live: &Body) -> Comparison {
+        let (Some(d), Some(l)) = (mig(&desired.body), mig(live)) else {
+            return Comparison::Equal;
+        };
+        let want_hash = ownership_of(d).and_then(|o| o.spec_hash).unwrap_or_default();
+        let changes = hash::diff(&mig_projection(l), &mig_projection(d), true);
+        if hash::stale(ownership_of(l).as_ref(), &want_hash, &changes) {
+            let hash_only = changes.is_empty();
+            Comparison::Replace { changes, hash_only }
+        } else {
+            Comparison::Equal
+        }
+    }
+
+    fn display_live(&self, live: &Body, _desired: Option<&Desired>) -> Value {
+        mig(live).map(shown).unwrap_or(Value::Null)
+    }
+
+    fn parse(&self, json: Value) -> Result<Body, String> {
+        serde_json::from_value::<InstanceGroupManager>(json)
+            .map(|m| Arc::new(m) as Body)
+            .map_err(|e| e.to_string())
+    }
+
+    fn report(&self, live: &Body, hosts: u32) -> LiveReport {
+        let Some(m) = mig(live) else {
+            return LiveReport::default();
+        };
+        let running = m
+            .status
+            .as_ref()
+            .and_then(|s| s.current_instance_statuses.as_ref())
+            .and_then(|c| c.running)
+            .unwrap_or(0);
+        let stable = m.status.as_ref().is_some_and(|s| s.is_stable);
+        let error = bulk_error(m).unwrap_or_default();
+        let state = match (stable, error.is_empty()) {
+            (true, _) => "STABLE",
+            (false, false) => "RETRYING",
+            (false, true) => "CREATING",
+        };
+        LiveReport {
+            state: format!("MIG {state}, VMs {running}/{hosts}"),
+            nodes: String::new(),
+            error,
+        }
+    }
+
+    fn fingerprint_view(&self, live: &Body) -> Value {
+        mig(live).map(shown).unwrap_or(Value::Null)
+    }
+}
+
+fn zone_of(a: &Action) -> Result<&ZoneRef, ApplyError> {
+    match &a.id.scope {
+        Scope::Zone(z) => Ok(z),
+        _ => Err(ApplyError::Scope(a.address())),
+    }
+}
+
+#[async_trait]
+impl KindExec for Migs {
+    fn kind(&self) -> KindId {
+        KIND
+    }
+
+    fn observes(&self, scope: &Scope) -> bool {
+        matches!(scope, Scope::Zone(_))
+    }
+
+    async fn observe(&self, cloud: &Cloud, scope: &Scope) -> Result<Observed, CloudError> {
+        let Scope::Zone(z) = scope else {
+            return Ok(Observed::default());
+        };
+        let (migs, ops) = tokio::try_join!(
+            cloud.compute.list_instance_group_managers(z),
+            cloud.compute.list_zone_operations(z)
+        )?;
+        Ok(Observed::new(
+            scope,
+            migs,
+            ops.iter()
+                .filter(|op| op.status != "DONE")
+                .filter_map(|op| {
+                    Some(OperationRecord {
+                        scope: scope.clone(),
+                        target: operation_target(op)?.to_string(),
+                        name: op.name.clone(),
+                        operation_type: op.operation_type.clone(),
+                        running: true,
+                        error: None,
+                        end_time: None,
+                    })
+                })
+                .collect(),
+        ))
+    }
+
+    async fn execute(
+        &self,
+        cloud: &Cloud,
+        _sched: &crate::apply::schedule::Scheduler,
+        a: &Action,
+        op: StepOp,
+    ) -> Result<StepOutcome, ApplyError> {
+        let z = zone_of(a)?;
+        let timeout = a.timeout.max(std::time::Duration::from_secs(1));
+        let started = match op {
+            StepOp::WaitInFlight => {
+                super::zone_operation(z, a.operation.as_deref().unwrap_or_default())
+            }
+            StepOp::Create => {
+                let m = a
+                    .desired
+                    .as_ref()
+                    .and_then(body_as::<InstanceGroupManager>)
+                    .ok_or_else(|| ApplyError::Body(a.address()))?;
+                match cloud.compute.insert_instance_group_manager(z, m).await {
+                    Ok(op) => op,
+                    Err(e) if e.is_already_exists() => {
+                        let live = cloud
+                            .compute
+                            .list_instance_group_managers(z)
+                            .await?
+                            .into_iter()
+                            .find(|l| l.name == m.name);
+                        let theirs = live.as_ref().and_then(ownership_of);
+                        let want = ownership_of(m);
+                        if same_owner(theirs.as_ref(), want.as_ref())
+                            && theirs.and_then(|o| o.spec_hash) == want.and_then(|o| o.spec_hash)
+                        {
+                            return Ok(StepOutcome::Done);
+                        }
+                        return Err(conflict(
+                            a,
+                            format!(
+                                "managed instance group {} already exists in {z} and is not this slice replica's; \
+                                 slicectl never changes it. Delete or rename it, or rename the slice",
+                                m.name
+                            ),
+                        ));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            // Never updated in place; no cleanup.
+            StepOp::Update | StepOp::Cleanup => return Ok(StepOutcome::Done),
+            StepOp::Delete => match cloud
+                .compute
+                .delete_instance_group_manager(z, &a.id.name)
+                .await
+            {
+                Ok(op) => op,
+                Err(e) if e.is_not_found() => return Ok(StepOutcome::AlreadyGone),
+                Err(e) => return Err(e.into()),
+            },
+        };
+        cloud.compute.wait_operation(&started, timeout).await?;
+        Ok(StepOutcome::Done)
+    }
+}

@@ -1,0 +1,348 @@
+//! The Nodes of a `gce` slice replica, as a kind: the Kubernetes side of a
+//! self-managed slice. Desired: `hosts` Nodes, matched to the MIG's VMs by
+//! providerID (`gce://PROJECT/ZONE/INSTANCE`), labelled and tainted, Ready
+//! with `google.com/tpu` = chips per host, and no bootstrap token left.
+//! Live: the Nodes carrying the slice replica's ownership labels (registered
+//! with them through `kube-labels`), and its bootstrap-token Secrets.
+//!
+//! Creating or updating drives the pull-model bootstrap (see [`super::drive`]);
+//! deleting cordons the Nodes (before the MIG goes), and the cleanup step,
+//! after the MIG, template and policy are gone, deletes the Node objects and
+//! the Secrets. Nodes registered under another generation (the MIG's hash)
+//! belong to VMs being replaced: the group is replaced with them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::render::{self, NodeGroup};
+use crate::plan::hash::FieldChange;
+use crate::plan::kind::{LiveReport, body_as};
+use crate::plan::ownership::{self, Ownership};
+use crate::plan::{
+    Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, ResourceId, Scope, SliceRef,
+    UpdateGroup,
+};
+
+/// The kind's name.
+pub const KIND: KindId = KindId("nodes");
+
+/// Join VMs, wait for Ready, remove tokens.
+pub const GROUP_JOIN: UpdateGroup = UpdateGroup("join");
+/// Patch labels and taints onto joined Nodes.
+pub const GROUP_LABELS: UpdateGroup = UpdateGroup("labels");
+
+/// The Nodes kind.
+#[derive(Debug, Clone, Copy)]
+pub struct Nodes;
+
+/// One observed Node, as the planner needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    /// Node name.
+    pub name: String,
+    /// `spec.providerID`.
+    #[serde(default)]
+    pub provider_id: String,
+    /// `Ready=True`.
+    #[serde(default)]
+    pub ready: bool,
+    /// `google.com/tpu` capacity.
+    #[serde(default)]
+    pub tpu_capacity: Option<u32>,
+    /// `google.com/tpu` allocatable.
+    #[serde(default)]
+    pub tpu_allocatable: Option<u32>,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Taints, `key=value:Effect`.
+    #[serde(default)]
+    pub taints: Vec<String>,
+    /// `spec.unschedulable` (cordoned).
+    #[serde(default)]
+    pub unschedulable: bool,
+}
+
+impl NodeView {
+    /// Ready with `chips` TPU chips, capacity = allocatable (tpu-anchors §B.6).
+    pub fn ready_with(&self, chips: u32) -> bool {
+        self.ready && self.tpu_capacity == Some(chips) && self.tpu_allocatable == Some(chips)
+    }
+}
+
+/// The live Nodes and bootstrap Secrets of one slice replica.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeGroupLive {
+    /// The group's name (its MIG's).
+    pub name: String,
+    /// Ownership read from the labels.
+    pub owner: String,
+    /// Slice.
+    pub slice: String,
+    /// Replica.
+    pub replica: u32,
+    /// The Nodes.
+    #[serde(default)]
+    pub nodes: Vec<NodeView>,
+    /// Names of the replica's bootstrap-token Secrets (never their tokens).
+    #[serde(default)]
+    pub token_secrets: Vec<String>,
+}
+
+impl NodeGroupLive {
+    /// Ownership, as the labels say (the protection stamp from any Node).
+    pub fn ownership(&self) -> Ownership {
+        let generation = self
+            .nodes
+            .iter()
+            .find_map(|n| n.labels.get(ownership::SPEC_HASH).cloned());
+        Ownership {
+            owner: self.owner.clone(),
+            slice: self.slice.clone(),
+            replica: self.replica,
+            spec_hash: generation,
+            hash_version: Some(crate::plan::hash::HASH_VERSION.to_string()),
+            prevent_destroy: self.nodes.iter().any(|n| {
+                n.labels.get(ownership::PREVENT_DESTROY).map(String::as_str) == Some("true")
+            }),
+        }
+    }
+}
+
+fn group(b: &Body) -> Option<&NodeGroupLive> {
+    body_as::<NodeGroupLive>(b)
+}
+
+fn desired_group(b: &Body) -> Option<&NodeGroup> {
+    body_as::<NodeGroup>(b)
+}
+
+/// How the live Nodes differ from the desired ones.
+pub fn differences(want: &NodeGroup, live: &NodeGroupLive) -> (Vec<FieldChange>, BTreeSet<UpdateGroup>, bool) {
+    let mut changes = Vec::new();
+    let mut groups = BTreeSet::new();
+    let ours: Vec<&NodeView> = live
+        .nodes
+        .iter()
+        .filter(|n| n.provider_id.starts_with(&want.provider_id_prefix))
+        .collect();
+    // Another generation: the VMs these Nodes were are being replaced.
+    let stale: Vec<&str> = ours
+        .iter()
+        .filter(|n| {
+            n.labels
+                .get(ownership::SPEC_HASH)
+                .is_some_and(|h| h != &want.generation)
+        })
+        .map(|n| n.name.as_str())
+        .collect();
+    if !stale.is_empty() {
+        changes.push(FieldChange {
+            path: "nodes.generation".into(),
+            before: Some(Value::from(stale.join(","))),
+            after: Some(Value::from(want.generation.clone())),
+            forces_replacement: true,
+        });
+        return (changes, groups, true);
+    }
+    let ready = ours.iter().filter(|n| n.ready_with(want.chips)).count();
+    if ready != want.hosts as usize {
+        changes.push(FieldChange {
+            path: "nodes.ready".into(),
+            before: Some(Value::from(ready)),
+            after: Some(Value::from(want.hosts)),
+            forces_replacement: false,
+        });
+        groups.insert(GROUP_JOIN);
+    }
+    if !live.token_secrets.is_empty() {
+        changes.push(FieldChange {
+            path: "bootstrapTokens".into(),
+            before: Some(Value::from(live.token_secrets.len())),
+            after: Some(Value::from(0)),
+            forces_replacement: false,
+        });
+        groups.insert(GROUP_JOIN);
+    }
+    let cordoned = ours.iter().filter(|n| n.unschedulable).count();
+    if cordoned > 0 {
+        changes.push(FieldChange {
+            path: "nodes.unschedulable".into(),
+            before: Some(Value::from(cordoned)),
+            after: Some(Value::from(0)),
+            forces_replacement: false,
+        });
+        groups.insert(GROUP_JOIN);
+    }
+    for n in &ours {
+        for (k, v) in &want.labels {
+            if n.labels.get(k) != Some(v) {
+                changes.push(FieldChange {
+                    path: format!("nodes[{}].labels[{k:?}]", n.name),
+                    before: n.labels.get(k).cloned().map(Value::from),
+                    after: Some(Value::from(v.clone())),
+                    forces_replacement: false,
+                });
+                groups.insert(GROUP_LABELS);
+            }
+        }
+        if !want.labels.contains_key(ownership::PREVENT_DESTROY)
+            && n.labels.contains_key(ownership::PREVENT_DESTROY)
+        {
+            changes.push(FieldChange {
+                path: format!("nodes[{}].labels[{:?}]", n.name, ownership::PREVENT_DESTROY),
+                before: Some(Value::from("true")),
+                after: None,
+                forces_replacement: false,
+            });
+            groups.insert(GROUP_LABELS);
+        }
+        for t in &want.taints {
+            if !n.taints.contains(t) {
+                changes.push(FieldChange {
+                    path: format!("nodes[{}].taints", n.name),
+                    before: None,
+                    after: Some(Value::from(t.clone())),
+                    forces_replacement: false,
+                });
+                groups.insert(GROUP_LABELS);
+            }
+        }
+    }
+    (changes, groups, false)
+}
+
+impl Kind for Nodes {
+    fn id(&self) -> KindId {
+        KIND
+    }
+
+    fn noun(&self) -> &'static str {
+        "nodes"
+    }
+
+    fn depends_on(&self) -> &'static [KindId] {
+        &[super::mig::KIND, super::device_plugin::KIND]
+    }
+
+    fn lists_unmanaged(&self) -> bool {
+        false
+    }
+
+    fn cleanup_after_dependencies(&self) -> bool {
+        true
+    }
+
+    fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {
+        let Some(r) = render::render(ctx.target, ctx.slice, ctx.replica) else {
+            return Vec::new();
+        };
+        vec![Desired {
+            id: ResourceId {
+                scope: Scope::Kube(r.kube),
+                kind: KIND,
+                name: r.nodes.mig.clone(),
+            },
+            owner: SliceRef {
+                slice: ctx.slice.name.clone(),
+                replica: ctx.replica,
+            },
+            owner_id: ctx.target.spec.owner_id.clone(),
+            body: Arc::new(r.nodes),
+            prevent_destroy: ctx.slice.spec.lifecycle.prevent_destroy,
+            timeout: ctx.slice.operation_timeout,
+        }]
+    }
+
+    fn name(&self, live: &Body) -> String {
+        group(live).map(|g| g.name.clone()).unwrap_or_default()
+    }
+
+    fn ownership(&self, live: &Body) -> Option<Ownership> {
+        group(live).map(NodeGroupLive::ownership)
+    }
+
+    fn state(&self, _live: &Body) -> LiveState {
+        LiveState::Ok
+    }
+
+    fn compare(&self, desired: &Desired, live: &Body) -> Comparison {
+        let (Some(want), Some(l)) = (desired_group(&desired.body), group(live)) else {
+            return Comparison::Equal;
+        };
+        let (changes, groups, replace) = differences(want, l);
+        if replace {
+            Comparison::Replace {
+                changes,
+                hash_only: false,
+            }
+        } else if groups.is_empty() {
+            Comparison::Equal
+        } else {
+            Comparison::Update { changes, groups }
+        }
+    }
+
+    fn lift_protection(&self, desired: &Desired, live: &Body) -> Option<(Body, Comparison)> {
+        let (Some(want), Some(l)) = (desired_group(&desired.body), group(live)) else {
+            return None;
+        };
+        // Lift the stamp only: keep the Nodes' generation as it is.
+        let mut lifted = want.clone();
+        lifted.labels.remove(ownership::PREVENT_DESTROY);
+        lifted.generation = l.ownership().spec_hash.unwrap_or(lifted.generation);
+        if let Some(h) = lifted.labels.get_mut(ownership::SPEC_HASH) {
+            *h = lifted.generation.clone();
+        }
+        let changes = vec![FieldChange {
+            path: format!("nodes.labels[{:?}]", ownership::PREVENT_DESTROY),
+            before: Some(Value::from("true")),
+            after: None,
+            forces_replacement: false,
+        }];
+        Some((
+            Arc::new(lifted) as Body,
+            Comparison::Update {
+                changes,
+                groups: BTreeSet::from([GROUP_LABELS]),
+            },
+        ))
+    }
+
+    fn display_live(&self, live: &Body, _desired: Option<&Desired>) -> Value {
+        serde_json::to_value(group(live)).unwrap_or(Value::Null)
+    }
+
+    fn parse(&self, json: Value) -> Result<Body, String> {
+        serde_json::from_value::<NodeGroupLive>(json)
+            .map(|g| Arc::new(g) as Body)
+            .map_err(|e| e.to_string())
+    }
+
+    fn report(&self, live: &Body, hosts: u32) -> LiveReport {
+        let Some(g) = group(live) else {
+            return LiveReport::default();
+        };
+        let chips = g
+            .nodes
+            .iter()
+            .filter_map(|n| n.labels.get(render::LABEL_ACCELERATOR_COUNT))
+            .find_map(|c| c.parse().ok())
+            .unwrap_or(0);
+        let ready = g.nodes.iter().filter(|n| n.ready_with(chips)).count();
+        LiveReport {
+            state: if g.nodes.iter().any(|n| n.unschedulable) {
+                "CORDONED".into()
+            } else {
+                String::new()
+            },
+            nodes: format!("{ready}/{hosts} ready ({} joined)", g.nodes.len()),
+            error: String::new(),
+        }
+    }
+}
