@@ -19,6 +19,12 @@ METHODS = {
     "globalOperations": ["get", "list", "wait"],
     "zones": ["get"],
     "regions": ["get"],
+    "instanceTemplates": ["insert", "get", "list", "delete"],
+    "instanceGroupManagers": ["insert", "get", "list", "delete",
+                              "listManagedInstances", "listErrors"],
+    "instances": ["list", "get", "setMetadata", "getGuestAttributes",
+                  "aggregatedList"],
+    "autoscalers": ["list"],
 }
 
 KEEP_TOP = ["kind", "discoveryVersion", "id", "name", "version", "revision",

@@ -10,9 +10,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{CloudClient, CloudError};
-use crate::resource::ClusterRef;
-use crate::resource::compute::{self, ResourcePolicy};
+use crate::resource::compute::{
+    self, GuestAttributeEntry, Instance, InstanceGroupManager, InstanceManagedByIgmError,
+    InstanceTemplate, ManagedInstance, Metadata, ResourcePolicy,
+};
 use crate::resource::gke::{self, NodePool, UpdateNodePoolRequest};
+use crate::resource::{ClusterRef, ProjectRef, ZoneRef};
 
 /// GKE (container v1): node pools and their operations.
 #[async_trait]
@@ -73,7 +76,8 @@ pub trait GkeService: Send + Sync {
     ) -> Result<gke::Operation, CloudError>;
 }
 
-/// Compute Engine (compute v1): resource policies and their operations.
+/// Compute Engine (compute v1): resource policies, instance templates,
+/// managed instance groups, instances and their operations.
 #[async_trait]
 pub trait ComputeService: Send + Sync {
     /// Every resource policy of a region.
@@ -116,6 +120,85 @@ pub trait ComputeService: Send + Sync {
         op: &compute::Operation,
         timeout: Duration,
     ) -> Result<compute::Operation, CloudError>;
+    /// Every instance template of a project.
+    async fn list_instance_templates(
+        &self,
+        project: &ProjectRef,
+    ) -> Result<Vec<InstanceTemplate>, CloudError>;
+    /// One instance template, by URL or `projects/P/global/instanceTemplates/N`
+    /// (a bring-your-own template).
+    async fn get_instance_template(&self, link: &str) -> Result<InstanceTemplate, CloudError>;
+    /// Starts creating an instance template (a global operation).
+    async fn insert_instance_template(
+        &self,
+        project: &ProjectRef,
+        template: &InstanceTemplate,
+    ) -> Result<compute::Operation, CloudError>;
+    /// Starts deleting an instance template (a global operation).
+    async fn delete_instance_template(
+        &self,
+        project: &ProjectRef,
+        name: &str,
+    ) -> Result<compute::Operation, CloudError>;
+    /// Every MIG of a zone.
+    async fn list_instance_group_managers(
+        &self,
+        zone: &ZoneRef,
+    ) -> Result<Vec<InstanceGroupManager>, CloudError>;
+    /// Starts creating a MIG (a zonal operation).
+    async fn insert_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        mig: &InstanceGroupManager,
+    ) -> Result<compute::Operation, CloudError>;
+    /// Starts deleting a MIG and its VMs (a zonal operation).
+    async fn delete_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+    ) -> Result<compute::Operation, CloudError>;
+    /// The VMs of a MIG, existing or not yet.
+    async fn list_managed_instances(
+        &self,
+        zone: &ZoneRef,
+        mig: &str,
+    ) -> Result<Vec<ManagedInstance>, CloudError>;
+    /// The errors a MIG met creating its VMs (stockouts).
+    async fn list_mig_errors(
+        &self,
+        zone: &ZoneRef,
+        mig: &str,
+    ) -> Result<Vec<InstanceManagedByIgmError>, CloudError>;
+    /// Every VM of a zone.
+    async fn list_instances(&self, zone: &ZoneRef) -> Result<Vec<Instance>, CloudError>;
+    /// One VM.
+    async fn get_instance(&self, zone: &ZoneRef, name: &str) -> Result<Instance, CloudError>;
+    /// Replaces a VM's metadata (with its current fingerprint); a stale
+    /// fingerprint is an error with [`CloudError::is_stale_fingerprint`].
+    async fn set_instance_metadata(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+        metadata: &Metadata,
+    ) -> Result<compute::Operation, CloudError>;
+    /// The guest attributes a VM wrote under `query_path` (`NS/`); none yet
+    /// is an empty list.
+    async fn get_guest_attributes(
+        &self,
+        zone: &ZoneRef,
+        instance: &str,
+        query_path: &str,
+    ) -> Result<Vec<GuestAttributeEntry>, CloudError>;
+    /// Every operation of a zone.
+    async fn list_zone_operations(
+        &self,
+        zone: &ZoneRef,
+    ) -> Result<Vec<compute::Operation>, CloudError>;
+    /// Every global operation of a project.
+    async fn list_global_operations(
+        &self,
+        project: &ProjectRef,
+    ) -> Result<Vec<compute::Operation>, CloudError>;
 }
 
 /// A handle on every API family (cheap to clone).
@@ -259,5 +342,106 @@ impl ComputeService for CloudClient {
         timeout: Duration,
     ) -> Result<compute::Operation, CloudError> {
         self.compute().wait_operation(op, timeout).await
+    }
+    async fn list_instance_templates(
+        &self,
+        project: &ProjectRef,
+    ) -> Result<Vec<InstanceTemplate>, CloudError> {
+        self.compute().list_instance_templates(project).await
+    }
+    async fn get_instance_template(&self, link: &str) -> Result<InstanceTemplate, CloudError> {
+        self.compute().get_instance_template(link).await
+    }
+    async fn insert_instance_template(
+        &self,
+        project: &ProjectRef,
+        template: &InstanceTemplate,
+    ) -> Result<compute::Operation, CloudError> {
+        self.compute()
+            .insert_instance_template(project, template)
+            .await
+    }
+    async fn delete_instance_template(
+        &self,
+        project: &ProjectRef,
+        name: &str,
+    ) -> Result<compute::Operation, CloudError> {
+        self.compute().delete_instance_template(project, name).await
+    }
+    async fn list_instance_group_managers(
+        &self,
+        zone: &ZoneRef,
+    ) -> Result<Vec<InstanceGroupManager>, CloudError> {
+        self.compute().list_instance_group_managers(zone).await
+    }
+    async fn insert_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        mig: &InstanceGroupManager,
+    ) -> Result<compute::Operation, CloudError> {
+        self.compute()
+            .insert_instance_group_manager(zone, mig)
+            .await
+    }
+    async fn delete_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+    ) -> Result<compute::Operation, CloudError> {
+        self.compute()
+            .delete_instance_group_manager(zone, name)
+            .await
+    }
+    async fn list_managed_instances(
+        &self,
+        zone: &ZoneRef,
+        mig: &str,
+    ) -> Result<Vec<ManagedInstance>, CloudError> {
+        self.compute().list_managed_instances(zone, mig).await
+    }
+    async fn list_mig_errors(
+        &self,
+        zone: &ZoneRef,
+        mig: &str,
+    ) -> Result<Vec<InstanceManagedByIgmError>, CloudError> {
+        self.compute().list_mig_errors(zone, mig).await
+    }
+    async fn list_instances(&self, zone: &ZoneRef) -> Result<Vec<Instance>, CloudError> {
+        self.compute().list_instances(zone).await
+    }
+    async fn get_instance(&self, zone: &ZoneRef, name: &str) -> Result<Instance, CloudError> {
+        self.compute().get_instance(zone, name).await
+    }
+    async fn set_instance_metadata(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+        metadata: &Metadata,
+    ) -> Result<compute::Operation, CloudError> {
+        self.compute()
+            .set_instance_metadata(zone, name, metadata)
+            .await
+    }
+    async fn get_guest_attributes(
+        &self,
+        zone: &ZoneRef,
+        instance: &str,
+        query_path: &str,
+    ) -> Result<Vec<GuestAttributeEntry>, CloudError> {
+        self.compute()
+            .get_guest_attributes(zone, instance, query_path)
+            .await
+    }
+    async fn list_zone_operations(
+        &self,
+        zone: &ZoneRef,
+    ) -> Result<Vec<compute::Operation>, CloudError> {
+        self.compute().list_zone_operations(zone).await
+    }
+    async fn list_global_operations(
+        &self,
+        project: &ProjectRef,
+    ) -> Result<Vec<compute::Operation>, CloudError> {
+        self.compute().list_global_operations(project).await
     }
 }

@@ -1,4 +1,6 @@
-//! Compute Engine (compute v1): resource (workload) policies and operations.
+//! Compute Engine (compute v1): resource (workload) policies, instance
+//! templates, managed instance groups, instances (metadata, guest
+//! attributes) and zone / region / global operations.
 //!
 //! Built from generic pieces — a [`ComputeScope`] (global / region / zone),
 //! paged `list`, `get`, and `write` (which adds a `requestId` that stays the
@@ -15,7 +17,12 @@ use super::Inner;
 use super::endpoints::segment;
 use super::error::CloudError;
 use super::http::{Access, Request};
-use crate::resource::compute::{Operation, ResourcePolicy};
+use crate::resource::compute::{
+    GuestAttributeEntry, GuestAttributes, Instance, InstanceGroupManager,
+    InstanceManagedByIgmError, InstanceTemplate, ManagedInstance, ManagedInstanceList, Metadata,
+    Operation, ResourcePolicy,
+};
+use crate::resource::{ProjectRef, ZoneRef};
 
 /// Where a compute resource or operation lives.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -244,6 +251,265 @@ impl<'a> ComputeApi<'a> {
         Ok(ops)
     }
 
+    // ---- instance templates (global) ----------------------------------
+
+    /// All instance templates of a project (follows `nextPageToken`).
+    pub async fn list_instance_templates(
+        &self,
+        project: &ProjectRef,
+    ) -> Result<Vec<InstanceTemplate>, CloudError> {
+        let url = self.url(
+            &project.project,
+            &ComputeScope::Global,
+            "instanceTemplates",
+            None,
+        )?;
+        self.list("compute.instanceTemplates.list", url, None).await
+    }
+
+    /// One instance template, by URL (any host) or
+    /// `projects/P/global/instanceTemplates/N` (a bring-your-own template).
+    pub async fn get_instance_template(&self, link: &str) -> Result<InstanceTemplate, CloudError> {
+        let (project, name) = template_of_link(link)?;
+        let url = self.url(
+            &project,
+            &ComputeScope::Global,
+            "instanceTemplates",
+            Some(&name),
+        )?;
+        self.get("compute.instanceTemplates.get", url).await
+    }
+
+    /// Starts creating an instance template (a global operation).
+    pub async fn insert_instance_template(
+        &self,
+        project: &ProjectRef,
+        template: &InstanceTemplate,
+    ) -> Result<Operation, CloudError> {
+        segment("instance template", &template.name)?;
+        let url = self.url(
+            &project.project,
+            &ComputeScope::Global,
+            "instanceTemplates",
+            None,
+        )?;
+        self.write(
+            Method::POST,
+            "compute.instanceTemplates.insert",
+            url,
+            Some(template),
+        )
+        .await
+    }
+
+    /// Starts deleting an instance template (a global operation).
+    pub async fn delete_instance_template(
+        &self,
+        project: &ProjectRef,
+        name: &str,
+    ) -> Result<Operation, CloudError> {
+        let url = self.url(
+            &project.project,
+            &ComputeScope::Global,
+            "instanceTemplates",
+            Some(name),
+        )?;
+        self.write::<()>(
+            Method::DELETE,
+            "compute.instanceTemplates.delete",
+            url,
+            None,
+        )
+        .await
+    }
+
+    // ---- managed instance groups (zonal) --------------------------------
+
+    fn zone_url(
+        &self,
+        zone: &ZoneRef,
+        collection: &str,
+        name: Option<&str>,
+    ) -> Result<String, CloudError> {
+        self.url(
+            &zone.project,
+            &ComputeScope::Zone(zone.zone.clone()),
+            collection,
+            name,
+        )
+    }
+
+    /// All MIGs of a zone (follows `nextPageToken`).
+    pub async fn list_instance_group_managers(
+        &self,
+        zone: &ZoneRef,
+    ) -> Result<Vec<InstanceGroupManager>, CloudError> {
+        let url = self.zone_url(zone, "instanceGroupManagers", None)?;
+        self.list("compute.instanceGroupManagers.list", url, None)
+            .await
+    }
+
+    /// Starts creating a MIG (a zonal operation, DONE once the group exists,
+    /// before its VMs do).
+    pub async fn insert_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        mig: &InstanceGroupManager,
+    ) -> Result<Operation, CloudError> {
+        segment("instance group manager", &mig.name)?;
+        let url = self.zone_url(zone, "instanceGroupManagers", None)?;
+        self.write(
+            Method::POST,
+            "compute.instanceGroupManagers.insert",
+            url,
+            Some(mig),
+        )
+        .await
+    }
+
+    /// Starts deleting a MIG and its VMs (a zonal operation).
+    pub async fn delete_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+    ) -> Result<Operation, CloudError> {
+        let url = self.zone_url(zone, "instanceGroupManagers", Some(name))?;
+        self.write::<()>(
+            Method::DELETE,
+            "compute.instanceGroupManagers.delete",
+            url,
+            None,
+        )
+        .await
+    }
+
+    /// The VMs of a MIG (`POST …/listManagedInstances`, a read; follows
+    /// `nextPageToken` when the group pages its answer).
+    pub async fn list_managed_instances(
+        &self,
+        zone: &ZoneRef,
+        mig: &str,
+    ) -> Result<Vec<ManagedInstance>, CloudError> {
+        const METHOD: &str = "compute.instanceGroupManagers.listManagedInstances";
+        let url = format!(
+            "{}/listManagedInstances",
+            self.zone_url(zone, "instanceGroupManagers", Some(mig))?
+        );
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        let mut seen = std::collections::HashSet::new();
+        loop {
+            let mut req = Request::new(Method::POST, METHOD, url.clone())
+                .access(Access::Read)
+                .query("maxResults", self.inner.page_size.to_string());
+            if let Some(t) = &token {
+                req = req.query("pageToken", t.clone());
+            }
+            let page: ManagedInstanceList = self.inner.call(&req).await?;
+            out.extend(page.managed_instances);
+            match page.next_page_token.filter(|t| !t.is_empty()) {
+                Some(next) if seen.insert(next.clone()) => token = Some(next),
+                Some(next) => {
+                    return Err(CloudError::InvalidInput(format!(
+                        "{METHOD}: server repeated page token {next:?}"
+                    )));
+                }
+                None => return Ok(out),
+            }
+        }
+    }
+
+    /// The errors a MIG met creating or deleting its VMs (`listErrors`,
+    /// e.g. `ZONE_RESOURCE_POOL_EXHAUSTED`).
+    pub async fn list_mig_errors(
+        &self,
+        zone: &ZoneRef,
+        mig: &str,
+    ) -> Result<Vec<InstanceManagedByIgmError>, CloudError> {
+        let url = format!(
+            "{}/listErrors",
+            self.zone_url(zone, "instanceGroupManagers", Some(mig))?
+        );
+        // `InstanceGroupManagersListErrorsResponse` has the `items` /
+        // `nextPageToken` shape of every list (checked in the tests below).
+        self.list("compute.instanceGroupManagers.listErrors", url, None)
+            .await
+    }
+
+    // ---- instances ----------------------------------------------------------
+
+    /// All VMs of a zone (follows `nextPageToken`).
+    pub async fn list_instances(&self, zone: &ZoneRef) -> Result<Vec<Instance>, CloudError> {
+        let url = self.zone_url(zone, "instances", None)?;
+        self.list("compute.instances.list", url, None).await
+    }
+
+    /// One VM.
+    pub async fn get_instance(&self, zone: &ZoneRef, name: &str) -> Result<Instance, CloudError> {
+        let url = self.zone_url(zone, "instances", Some(name))?;
+        self.get("compute.instances.get", url).await
+    }
+
+    /// Replaces a VM's metadata items; `metadata.fingerprint` must be the
+    /// VM's current one. A stale one is HTTP 412 `conditionNotMet`
+    /// ([`CloudError::is_stale_fingerprint`]): read the VM again and retry.
+    pub async fn set_instance_metadata(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+        metadata: &Metadata,
+    ) -> Result<Operation, CloudError> {
+        let url = format!(
+            "{}/setMetadata",
+            self.zone_url(zone, "instances", Some(name))?
+        );
+        self.write(
+            Method::POST,
+            "compute.instances.setMetadata",
+            url,
+            Some(metadata),
+        )
+        .await
+    }
+
+    /// The guest attributes a VM wrote under `query_path` (`NS/` or
+    /// `NS/KEY`). None written yet (HTTP 404) is an empty list.
+    pub async fn get_guest_attributes(
+        &self,
+        zone: &ZoneRef,
+        instance: &str,
+        query_path: &str,
+    ) -> Result<Vec<GuestAttributeEntry>, CloudError> {
+        let url = format!(
+            "{}/getGuestAttributes",
+            self.zone_url(zone, "instances", Some(instance))?
+        );
+        let req = Request::new(Method::GET, "compute.instances.getGuestAttributes", url)
+            .query("queryPath", query_path);
+        match self.inner.call::<GuestAttributes>(&req).await {
+            Ok(g) => Ok(g.query_value.map(|v| v.items).unwrap_or_default()),
+            Err(e) if e.is_not_found() => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
+    // ---- operations ---------------------------------------------------------
+
+    /// Every operation of a zone.
+    pub async fn list_zone_operations(&self, zone: &ZoneRef) -> Result<Vec<Operation>, CloudError> {
+        let url = self.zone_url(zone, "operations", None)?;
+        self.list("compute.zoneOperations.list", url, None).await
+    }
+
+    /// Every global operation of a project.
+    pub async fn list_global_operations(
+        &self,
+        project: &ProjectRef,
+    ) -> Result<Vec<Operation>, CloudError> {
+        let url = self.url(&project.project, &ComputeScope::Global, "operations", None)?;
+        self.list("compute.globalOperations.list", url, None).await
+    }
+
     /// Reads an operation again (`{zone,region,global}Operations.get`).
     pub async fn get_operation(&self, op: &Operation) -> Result<Operation, CloudError> {
         let (project, scope) = operation_location(op)?;
@@ -316,6 +582,25 @@ fn operation_location(op: &Operation) -> Result<(String, ComputeScope), CloudErr
     Ok((project.to_string(), ComputeScope::of_operation(op)))
 }
 
+/// `(project, name)` of an instance template link: a full URL (any host
+/// and version) or `projects/P/global/instanceTemplates/N`.
+fn template_of_link(link: &str) -> Result<(String, String), CloudError> {
+    let path = link
+        .find("projects/")
+        .map(|i| &link[i..])
+        .unwrap_or_default()
+        .trim_end_matches('/');
+    match path.split('/').collect::<Vec<_>>().as_slice() {
+        ["projects", p, "global", "instanceTemplates", n] if !p.is_empty() && !n.is_empty() => {
+            Ok(((*p).to_string(), (*n).to_string()))
+        }
+        _ => Err(CloudError::InvalidInput(format!(
+            "{link:?} is not a global instance template (expected a URL or \
+             projects/P/global/instanceTemplates/NAME)"
+        ))),
+    }
+}
+
 /// `P` from `…/projects/P/…`.
 fn project_of_link(link: &str) -> Option<&str> {
     let mut parts = link.split('/');
@@ -377,6 +662,19 @@ mod tests {
                 "ResourcePolicyList",
             ),
             (schemars::schema_for!(Page<Operation>), "OperationList"),
+            (
+                schemars::schema_for!(Page<InstanceTemplate>),
+                "InstanceTemplateList",
+            ),
+            (
+                schemars::schema_for!(Page<InstanceGroupManager>),
+                "InstanceGroupManagerList",
+            ),
+            (schemars::schema_for!(Page<Instance>), "InstanceList"),
+            (
+                schemars::schema_for!(Page<InstanceManagedByIgmError>),
+                "InstanceGroupManagersListErrorsResponse",
+            ),
         ] {
             let check = doc.check_wire_type(id, schema.as_value());
             assert!(check.mismatches.is_empty(), "{:?}", check.mismatches);
@@ -457,6 +755,23 @@ mod tests {
         // Clean.
         o.http_error_status_code = None;
         assert!(operation_result(o).is_ok());
+    }
+
+    #[test]
+    fn template_links() {
+        assert_eq!(
+            template_of_link(
+                "https://compute.googleapis.com/compute/v1/projects/p/global/instanceTemplates/t"
+            )
+            .unwrap(),
+            ("p".to_string(), "t".to_string())
+        );
+        assert_eq!(
+            template_of_link("projects/p2/global/instanceTemplates/t2").unwrap(),
+            ("p2".to_string(), "t2".to_string())
+        );
+        assert!(template_of_link("projects/p/regions/r/instanceTemplates/t").is_err());
+        assert!(template_of_link("t").is_err());
     }
 
     #[test]

@@ -114,6 +114,24 @@ impl CloudError {
             || matches!(self, CloudError::Api { status: 409, reason: Some(r), .. } if r == "alreadyExists")
     }
 
+    /// True for a stale or missing metadata fingerprint: HTTP 412
+    /// `conditionNotMet` from `setMetadata`, or its asynchronous form, an
+    /// operation failing with "Supplied fingerprint does not match current
+    /// metadata fingerprint." (gcp-api.md §2.5). Read the resource again and
+    /// retry with its current fingerprint.
+    pub fn is_stale_fingerprint(&self) -> bool {
+        match self {
+            CloudError::Api { status: 412, .. } => true,
+            CloudError::Api {
+                reason: Some(r), ..
+            } => r == "conditionNotMet",
+            CloudError::OperationFailed { message, .. } => {
+                message.contains("Supplied fingerprint does not match")
+            }
+            _ => false,
+        }
+    }
+
     /// True when a failed operation reports a capacity stockout
     /// (`GCE_STOCKOUT`, `ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS]`).
     pub fn is_stockout(&self) -> bool {

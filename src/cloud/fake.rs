@@ -14,9 +14,14 @@ use async_trait::async_trait;
 
 use super::CloudError;
 use super::api::{Cloud, ComputeService, GkeService};
-use crate::resource::ClusterRef;
-use crate::resource::compute::{self, ResourcePolicy};
+use crate::resource::compute::{
+    self, ActionsSummary, GuestAttributeEntry, IgmErrorActionDetails, IgmErrorDetail, Instance,
+    InstanceGroupManager, InstanceGroupManagerStatus, InstanceManagedByIgmError, InstanceTemplate,
+    ManagedInstance, ManagedInstanceLastAttempt, Metadata, MetadataItem, OperationError,
+    OperationErrorItem, ResourcePolicy,
+};
 use crate::resource::gke::{self, NodePool, UpdateNodePoolRequest};
+use crate::resource::{ClusterRef, ProjectRef, ZoneRef};
 
 /// A failure the fake can be told to return from the next call of a method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +38,8 @@ pub enum Fault {
     Stockout,
     /// The call panics (a bug in a step must be reported, not lost).
     Panic,
+    /// 412 conditionNotMet: a stale metadata fingerprint.
+    StaleFingerprint,
 }
 
 impl Fault {
@@ -59,6 +66,13 @@ impl Fault {
                 message: "no capacity".into(),
             },
             Fault::Panic => api(500, "INTERNAL", "unreachable"),
+            Fault::StaleFingerprint => CloudError::Api {
+                status: 412,
+                code: "FAILED_PRECONDITION".into(),
+                reason: Some("conditionNotMet".into()),
+                message: "Supplied fingerprint does not match current metadata fingerprint.".into(),
+                method: method.to_string(),
+            },
         }
     }
 }
@@ -70,6 +84,20 @@ enum Effect {
     None,
     InsertPolicy(String, Box<ResourcePolicy>),
     DeletePolicy(String, String),
+    InsertTemplate(String, Box<InstanceTemplate>),
+    DeleteTemplate(String, String),
+    /// Zone key, the MIG, whether its VMs meet a stockout.
+    InsertMig(String, Box<InstanceGroupManager>, bool),
+    DeleteMig(String, String),
+}
+
+/// A MIG in the fake: the group, its VMs' names, and whether it is stuck
+/// on a stockout (no VM, `ZONE_RESOURCE_POOL_EXHAUSTED` errors).
+#[derive(Debug, Clone)]
+struct FakeMig {
+    mig: InstanceGroupManager,
+    members: Vec<String>,
+    stockout: bool,
 }
 
 #[derive(Default)]
@@ -78,6 +106,14 @@ struct State {
     policies: BTreeMap<String, BTreeMap<String, ResourcePolicy>>,
     gke_ops: Vec<(String, gke::Operation, Effect)>,
     compute_ops: Vec<(String, compute::Operation, Effect)>,
+    /// Templates by project, then name.
+    templates: BTreeMap<String, BTreeMap<String, InstanceTemplate>>,
+    /// MIGs by zone key (`projects/P/zones/Z`), then name.
+    migs: BTreeMap<String, BTreeMap<String, FakeMig>>,
+    /// VMs by zone key, then name.
+    instances: BTreeMap<String, BTreeMap<String, Instance>>,
+    /// Guest attributes by zone key, VM, then `NS/KEY`.
+    guest: BTreeMap<(String, String), BTreeMap<String, String>>,
     calls: Vec<String>,
     faults: VecDeque<(String, Fault)>,
     seq: u64,
@@ -99,6 +135,12 @@ impl std::fmt::Debug for FakeCloud {
 fn region_key(project: &str, region: &str) -> String {
     format!("projects/{project}/regions/{region}")
 }
+
+fn zone_key(zone: &ZoneRef) -> String {
+    zone.to_string()
+}
+
+const FAKE_API: &str = "https://compute.googleapis.com/compute/v1";
 
 impl FakeCloud {
     /// An empty cloud.
@@ -183,6 +225,68 @@ impl FakeCloud {
             .unwrap_or_default()
     }
 
+    /// The instance templates of a project now.
+    pub fn templates(&self, project: &str) -> Vec<InstanceTemplate> {
+        self.lock()
+            .templates
+            .get(project)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The MIGs of a zone now.
+    pub fn migs(&self, zone: &ZoneRef) -> Vec<InstanceGroupManager> {
+        self.lock()
+            .migs
+            .get(&zone_key(zone))
+            .map(|m| m.values().map(|f| f.mig.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The VMs of a zone now.
+    pub fn instances(&self, zone: &ZoneRef) -> Vec<Instance> {
+        self.lock()
+            .instances
+            .get(&zone_key(zone))
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Puts a live instance template in place (a bring-your-own one).
+    pub fn seed_template(&self, project: &str, template: InstanceTemplate) {
+        let mut t = template;
+        t.self_link = Some(format!(
+            "{FAKE_API}/projects/{project}/global/instanceTemplates/{}",
+            t.name
+        ));
+        self.lock()
+            .templates
+            .entry(project.to_string())
+            .or_default()
+            .insert(t.name.clone(), t);
+    }
+
+    /// A guest attribute `NS/KEY` the VM wrote.
+    pub fn set_guest_attribute(&self, zone: &ZoneRef, instance: &str, path: &str, value: &str) {
+        self.lock()
+            .guest
+            .entry((zone_key(zone), instance.to_string()))
+            .or_default()
+            .insert(path.to_string(), value.to_string());
+    }
+
+    /// Ends a MIG's stockout: its VMs are created (RUNNING).
+    pub fn end_stockout(&self, zone: &ZoneRef, mig: &str) {
+        let mut st = self.lock();
+        let key = zone_key(zone);
+        let Some(f) = st.migs.get_mut(&key).and_then(|m| m.get_mut(mig)) else {
+            return;
+        };
+        f.stockout = false;
+        let (m, members) = (f.mig.clone(), f.members.clone());
+        create_vms(&mut st, &key, &m, &members);
+    }
+
     /// Records a call; returns the fault queued for it, if any.
     fn call(&self, method: &str, target: &str) -> Result<(), CloudError> {
         let mut st = self.lock();
@@ -238,6 +342,76 @@ fn new_compute_op(
     }
 }
 
+/// A zonal or global operation (`scope` = `projects/P/zones/Z` or
+/// `projects/P/global`) targeting `target` (a path under `scope`).
+fn new_scoped_op(st: &mut State, scope: &str, target: &str, ty: &str) -> compute::Operation {
+    st.seq += 1;
+    let base = format!("{FAKE_API}/{scope}");
+    compute::Operation {
+        name: format!("operation-fake-{}", st.seq),
+        operation_type: ty.to_string(),
+        status: "RUNNING".into(),
+        target_link: Some(format!("{base}/{target}")),
+        self_link: Some(format!("{base}/operations/operation-fake-{}", st.seq)),
+        zone: scope.contains("/zones/").then(|| base.clone()),
+        ..Default::default()
+    }
+}
+
+fn fingerprint(seq: u64) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE.encode(seq.to_be_bytes())
+}
+
+/// Creates a MIG's VMs, RUNNING, with the template's metadata plus
+/// `created-by` naming the MIG.
+fn create_vms(st: &mut State, zone: &str, mig: &InstanceGroupManager, members: &[String]) {
+    let template = mig
+        .instance_template
+        .as_deref()
+        .and_then(|l| l.rsplit_once("/instanceTemplates/"))
+        .map(|(_, n)| n.to_string())
+        .unwrap_or_default();
+    let project = zone.split('/').nth(1).unwrap_or_default().to_string();
+    let props = st
+        .templates
+        .get(&project)
+        .and_then(|m| m.get(&template))
+        .map(|t| t.properties.clone())
+        .unwrap_or_default();
+    for name in members {
+        st.seq += 1;
+        let mut items = props.metadata.clone().unwrap_or_default().items;
+        items.push(MetadataItem {
+            key: "created-by".into(),
+            value: Some(format!("{zone}/instanceGroupManagers/{}", mig.name)),
+        });
+        let vm = Instance {
+            name: name.clone(),
+            id: Some(st.seq.to_string()),
+            status: "RUNNING".into(),
+            machine_type: Some(format!(
+                "{FAKE_API}/{zone}/machineTypes/{}",
+                props.machine_type
+            )),
+            zone: Some(format!("{FAKE_API}/{zone}")),
+            labels: props.labels.clone(),
+            metadata: Metadata {
+                kind: Some("compute#metadata".into()),
+                fingerprint: Some(fingerprint(st.seq)),
+                items,
+            },
+            self_link: Some(format!("{FAKE_API}/{zone}/instances/{name}")),
+            scheduling: props.scheduling.clone(),
+            ..Default::default()
+        };
+        st.instances
+            .entry(zone.to_string())
+            .or_default()
+            .insert(name.clone(), vm);
+    }
+}
+
 fn apply_effect(st: &mut State, effect: &Effect) {
     match effect {
         Effect::CreatePool(c, p) => {
@@ -266,8 +440,84 @@ fn apply_effect(st: &mut State, effect: &Effect) {
                 m.remove(name);
             }
         }
+        Effect::InsertTemplate(project, t) => {
+            let mut t = (**t).clone();
+            t.self_link = Some(format!(
+                "{FAKE_API}/projects/{project}/global/instanceTemplates/{}",
+                t.name
+            ));
+            st.templates
+                .entry(project.clone())
+                .or_default()
+                .insert(t.name.clone(), t);
+        }
+        Effect::DeleteTemplate(project, name) => {
+            if let Some(m) = st.templates.get_mut(project) {
+                m.remove(name);
+            }
+        }
+        Effect::InsertMig(zone, m, stockout) => {
+            let mut mig = (**m).clone();
+            mig.self_link = Some(format!(
+                "{FAKE_API}/{zone}/instanceGroupManagers/{}",
+                mig.name
+            ));
+            let base = mig
+                .base_instance_name
+                .clone()
+                .unwrap_or_else(|| mig.name.clone());
+            let members: Vec<String> = (0..mig.target_size.max(0))
+                .map(|i| format!("{base}-{i:04}"))
+                .collect();
+            if !stockout {
+                create_vms(st, zone, &mig, &members);
+            }
+            st.migs.entry(zone.clone()).or_default().insert(
+                mig.name.clone(),
+                FakeMig {
+                    mig,
+                    members,
+                    stockout: *stockout,
+                },
+            );
+        }
+        Effect::DeleteMig(zone, name) => {
+            if let Some(f) = st.migs.get_mut(zone).and_then(|m| m.remove(name))
+                && let Some(vms) = st.instances.get_mut(zone)
+            {
+                for n in &f.members {
+                    vms.remove(n);
+                }
+            }
+        }
         Effect::None => {}
     }
+}
+
+fn stockout_error() -> OperationError {
+    OperationError {
+        errors: vec![OperationErrorItem {
+            code: "ZONE_RESOURCE_POOL_EXHAUSTED".into(),
+            message: "The zone does not have enough resources available to fulfill the request."
+                .into(),
+        }],
+    }
+}
+
+/// A MIG's status and current actions as the fake reports them.
+fn with_status(f: &FakeMig, running: i32) -> InstanceGroupManager {
+    let mut m = f.mig.clone();
+    let size = m.target_size;
+    m.status = Some(InstanceGroupManagerStatus {
+        is_stable: !f.stockout && running == size,
+        ..Default::default()
+    });
+    m.current_actions = Some(ActionsSummary {
+        creating: size - running,
+        none: running,
+        ..Default::default()
+    });
+    m
 }
 
 #[async_trait]
@@ -529,5 +779,331 @@ impl ComputeService for FakeCloud {
             st.compute_ops[i].1.status = "DONE".into();
         }
         Ok(st.compute_ops[i].1.clone())
+    }
+    async fn list_instance_templates(
+        &self,
+        project: &ProjectRef,
+    ) -> Result<Vec<InstanceTemplate>, CloudError> {
+        self.call("list_instance_templates", &project.to_string())?;
+        Ok(self.templates(&project.project))
+    }
+
+    async fn get_instance_template(&self, link: &str) -> Result<InstanceTemplate, CloudError> {
+        self.call("get_instance_template", link)?;
+        let path = link.find("projects/").map(|i| &link[i..]).unwrap_or(link);
+        let parts: Vec<&str> = path.split('/').collect();
+        let found = match parts.as_slice() {
+            ["projects", p, "global", "instanceTemplates", n] => self
+                .lock()
+                .templates
+                .get(*p)
+                .and_then(|m| m.get(*n).cloned()),
+            _ => None,
+        };
+        found.ok_or_else(|| Fault::NotFound.error("get_instance_template"))
+    }
+
+    async fn insert_instance_template(
+        &self,
+        project: &ProjectRef,
+        template: &InstanceTemplate,
+    ) -> Result<compute::Operation, CloudError> {
+        self.call("insert_instance_template", &template.name)?;
+        let mut st = self.lock();
+        if st
+            .templates
+            .get(&project.project)
+            .is_some_and(|m| m.contains_key(&template.name))
+        {
+            return Err(Fault::AlreadyExists.error("insert_instance_template"));
+        }
+        let scope = project.to_string();
+        let op = new_scoped_op(
+            &mut st,
+            &scope,
+            &format!("instanceTemplates/{}", template.name),
+            "compute.instanceTemplates.insert",
+        );
+        st.compute_ops.push((
+            scope,
+            op.clone(),
+            Effect::InsertTemplate(project.project.clone(), Box::new(template.clone())),
+        ));
+        Ok(op)
+    }
+
+    async fn delete_instance_template(
+        &self,
+        project: &ProjectRef,
+        name: &str,
+    ) -> Result<compute::Operation, CloudError> {
+        self.call("delete_instance_template", name)?;
+        let mut st = self.lock();
+        if !st
+            .templates
+            .get(&project.project)
+            .is_some_and(|m| m.contains_key(name))
+        {
+            return Err(Fault::NotFound.error("delete_instance_template"));
+        }
+        let scope = project.to_string();
+        let op = new_scoped_op(
+            &mut st,
+            &scope,
+            &format!("instanceTemplates/{name}"),
+            "compute.instanceTemplates.delete",
+        );
+        st.compute_ops.push((
+            scope,
+            op.clone(),
+            Effect::DeleteTemplate(project.project.clone(), name.to_string()),
+        ));
+        Ok(op)
+    }
+
+    async fn list_instance_group_managers(
+        &self,
+        zone: &ZoneRef,
+    ) -> Result<Vec<InstanceGroupManager>, CloudError> {
+        let key = zone_key(zone);
+        self.call("list_instance_group_managers", &key)?;
+        let st = self.lock();
+        let vms = st.instances.get(&key);
+        Ok(st
+            .migs
+            .get(&key)
+            .map(|m| {
+                m.values()
+                    .map(|f| {
+                        let running = f
+                            .members
+                            .iter()
+                            .filter(|n| vms.is_some_and(|v| v.contains_key(*n)))
+                            .count();
+                        with_status(f, i32::try_from(running).unwrap_or(i32::MAX))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    async fn insert_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        mig: &InstanceGroupManager,
+    ) -> Result<compute::Operation, CloudError> {
+        // A queued `Fault::Stockout` makes this MIG's VMs meet a stockout.
+        let stockout = match self.call("insert_instance_group_manager", &mig.name) {
+            Err(CloudError::OperationFailed { .. }) => true,
+            Err(e) => return Err(e),
+            Ok(()) => false,
+        };
+        let mut st = self.lock();
+        let key = zone_key(zone);
+        if st.migs.get(&key).is_some_and(|m| m.contains_key(&mig.name)) {
+            return Err(Fault::AlreadyExists.error("insert_instance_group_manager"));
+        }
+        let op = new_scoped_op(
+            &mut st,
+            &key,
+            &format!("instanceGroupManagers/{}", mig.name),
+            "compute.instanceGroupManagers.insert",
+        );
+        st.compute_ops.push((
+            key.clone(),
+            op.clone(),
+            Effect::InsertMig(key, Box::new(mig.clone()), stockout),
+        ));
+        Ok(op)
+    }
+
+    async fn delete_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+    ) -> Result<compute::Operation, CloudError> {
+        self.call("delete_instance_group_manager", name)?;
+        let mut st = self.lock();
+        let key = zone_key(zone);
+        if !st.migs.get(&key).is_some_and(|m| m.contains_key(name)) {
+            return Err(Fault::NotFound.error("delete_instance_group_manager"));
+        }
+        let op = new_scoped_op(
+            &mut st,
+            &key,
+            &format!("instanceGroupManagers/{name}"),
+            "compute.instanceGroupManagers.delete",
+        );
+        st.compute_ops.push((
+            key.clone(),
+            op.clone(),
+            Effect::DeleteMig(key, name.to_string()),
+        ));
+        Ok(op)
+    }
+
+    async fn list_managed_instances(
+        &self,
+        zone: &ZoneRef,
+        mig: &str,
+    ) -> Result<Vec<ManagedInstance>, CloudError> {
+        self.call("list_managed_instances", mig)?;
+        let st = self.lock();
+        let key = zone_key(zone);
+        let f = st
+            .migs
+            .get(&key)
+            .and_then(|m| m.get(mig))
+            .ok_or_else(|| Fault::NotFound.error("list_managed_instances"))?;
+        Ok(f.members
+            .iter()
+            .map(|n| {
+                let vm = st.instances.get(&key).and_then(|v| v.get(n));
+                ManagedInstance {
+                    name: Some(n.clone()),
+                    instance: format!("{FAKE_API}/{key}/instances/{n}"),
+                    id: vm.and_then(|v| v.id.clone()),
+                    current_action: if vm.is_some() { "NONE" } else { "CREATING" }.into(),
+                    instance_status: vm.map(|v| v.status.clone()),
+                    target_status: Some("RUNNING".into()),
+                    last_attempt: f.stockout.then(|| ManagedInstanceLastAttempt {
+                        errors: Some(stockout_error()),
+                    }),
+                }
+            })
+            .collect())
+    }
+
+    async fn list_mig_errors(
+        &self,
+        zone: &ZoneRef,
+        mig: &str,
+    ) -> Result<Vec<InstanceManagedByIgmError>, CloudError> {
+        self.call("list_mig_errors", mig)?;
+        let st = self.lock();
+        let key = zone_key(zone);
+        let f = st
+            .migs
+            .get(&key)
+            .and_then(|m| m.get(mig))
+            .ok_or_else(|| Fault::NotFound.error("list_mig_errors"))?;
+        if !f.stockout {
+            return Ok(Vec::new());
+        }
+        Ok(f.members
+            .iter()
+            .map(|n| {
+                let e = stockout_error().errors.remove(0);
+                InstanceManagedByIgmError {
+                    timestamp: "2026-01-01T00:00:00Z".into(),
+                    error: IgmErrorDetail {
+                        code: e.code,
+                        message: e.message,
+                    },
+                    instance_action_details: Some(IgmErrorActionDetails {
+                        action: "CREATING".into(),
+                        instance: Some(format!("{FAKE_API}/{key}/instances/{n}")),
+                        version: None,
+                    }),
+                }
+            })
+            .collect())
+    }
+
+    async fn list_instances(&self, zone: &ZoneRef) -> Result<Vec<Instance>, CloudError> {
+        self.call("list_instances", &zone_key(zone))?;
+        Ok(self.instances(zone))
+    }
+
+    async fn get_instance(&self, zone: &ZoneRef, name: &str) -> Result<Instance, CloudError> {
+        self.call("get_instance", name)?;
+        self.lock()
+            .instances
+            .get(&zone_key(zone))
+            .and_then(|m| m.get(name).cloned())
+            .ok_or_else(|| Fault::NotFound.error("get_instance"))
+    }
+
+    async fn set_instance_metadata(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+        metadata: &Metadata,
+    ) -> Result<compute::Operation, CloudError> {
+        self.call("set_instance_metadata", name)?;
+        let mut st = self.lock();
+        st.seq += 1;
+        let next = fingerprint(st.seq);
+        let key = zone_key(zone);
+        let Some(vm) = st.instances.get_mut(&key).and_then(|m| m.get_mut(name)) else {
+            return Err(Fault::NotFound.error("set_instance_metadata"));
+        };
+        if metadata.fingerprint.is_none() || metadata.fingerprint != vm.metadata.fingerprint {
+            return Err(Fault::StaleFingerprint.error("set_instance_metadata"));
+        }
+        vm.metadata.items = metadata.items.clone();
+        vm.metadata.fingerprint = Some(next);
+        let mut op = new_scoped_op(&mut st, &key, &format!("instances/{name}"), "setMetadata");
+        op.status = "DONE".into();
+        st.compute_ops.push((key, op.clone(), Effect::None));
+        Ok(op)
+    }
+
+    async fn get_guest_attributes(
+        &self,
+        zone: &ZoneRef,
+        instance: &str,
+        query_path: &str,
+    ) -> Result<Vec<GuestAttributeEntry>, CloudError> {
+        self.call("get_guest_attributes", instance)?;
+        let st = self.lock();
+        Ok(st
+            .guest
+            .get(&(zone_key(zone), instance.to_string()))
+            .map(|attrs| {
+                attrs
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(query_path))
+                    .filter_map(|(k, v)| {
+                        let (ns, key) = k.split_once('/')?;
+                        Some(GuestAttributeEntry {
+                            namespace: ns.into(),
+                            key: key.into(),
+                            value: v.clone(),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    async fn list_zone_operations(
+        &self,
+        zone: &ZoneRef,
+    ) -> Result<Vec<compute::Operation>, CloudError> {
+        let key = zone_key(zone);
+        self.call("list_zone_operations", &key)?;
+        Ok(self.ops_of(&key))
+    }
+
+    async fn list_global_operations(
+        &self,
+        project: &ProjectRef,
+    ) -> Result<Vec<compute::Operation>, CloudError> {
+        let key = project.to_string();
+        self.call("list_global_operations", &key)?;
+        Ok(self.ops_of(&key))
+    }
+}
+
+impl FakeCloud {
+    /// The compute operations of one scope key.
+    fn ops_of(&self, key: &str) -> Vec<compute::Operation> {
+        self.lock()
+            .compute_ops
+            .iter()
+            .filter(|(k, _, _)| k == key)
+            .map(|(_, op, _)| op.clone())
+            .collect()
     }
 }

@@ -1,4 +1,9 @@
-//! Compute Engine `ResourcePolicy` (workload policy) and `Operation` (compute v1).
+//! Compute Engine wire types (compute v1): `ResourcePolicy` (workload
+//! policy), `Operation`, `InstanceTemplate`, `InstanceGroupManager` (with
+//! `listManagedInstances` and `listErrors` items), `Instance`, `Metadata` and
+//! `GuestAttributes`.
+
+use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -129,4 +134,702 @@ pub struct OperationList {
     /// Next page token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_page_token: Option<String>,
+}
+
+// ---- instance templates, MIGs, instances (compute v1) ---------------------
+
+/// `InstanceTemplate` (global).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceTemplate {
+    /// Name (RFC1035, ≤ 63 chars).
+    pub name: String,
+    /// Description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// What every VM made from the template gets.
+    #[serde(default)]
+    pub properties: InstanceProperties,
+    /// Output: self link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_link: Option<String>,
+    /// Output: id (uint64 as a string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Output: `compute#instanceTemplate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Output: creation timestamp (RFC3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
+}
+
+/// `InstanceProperties` (the TPU-relevant subset).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceProperties {
+    /// Machine type: a **name** (`tpu7x-standard-4t`), not a URL.
+    #[serde(default)]
+    pub machine_type: String,
+    /// Description of the VMs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Disks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disks: Vec<AttachedDisk>,
+    /// Network interfaces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_interfaces: Vec<NetworkInterface>,
+    /// Instance metadata (startup script and friends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    /// Labels of the VMs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Scheduling (capacity model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<Scheduling>,
+    /// Reservation affinity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_affinity: Option<ReservationAffinity>,
+    /// Resource policies (names, not URLs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_policies: Vec<String>,
+    /// Service accounts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_accounts: Vec<ServiceAccount>,
+    /// Network tags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Tags>,
+    /// Shielded VM options.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shielded_instance_config: Option<ShieldedInstanceConfig>,
+}
+
+/// `AttachedDisk`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachedDisk {
+    /// Whether this is the boot disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot: Option<bool>,
+    /// Deleted with the VM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_delete: Option<bool>,
+    /// PERSISTENT or SCRATCH.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// How to create the disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initialize_params: Option<AttachedDiskInitializeParams>,
+}
+
+/// `AttachedDiskInitializeParams`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachedDiskInitializeParams {
+    /// Image URL or `projects/P/global/images/…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_image: Option<String>,
+    /// Size in GB (int64 as a string on the wire).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "super::opt_int64_string"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub disk_size_gb: Option<i64>,
+    /// Disk type name (`pd-balanced`, `hyperdisk-balanced`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_type: Option<String>,
+}
+
+/// `NetworkInterface`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkInterface {
+    /// Network URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// Subnetwork URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnetwork: Option<String>,
+    /// Output: internal IP.
+    #[serde(default, rename = "networkIP", skip_serializing_if = "Option::is_none")]
+    pub network_ip: Option<String>,
+    /// External access (none: no external IP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_configs: Option<Vec<AccessConfig>>,
+}
+
+/// `AccessConfig`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccessConfig {
+    /// Name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// ONE_TO_ONE_NAT.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// PREMIUM or STANDARD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_tier: Option<String>,
+}
+
+/// `Metadata`: the custom key/value items of an instance or template.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    /// Output: `compute#metadata`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Fingerprint (URL-safe base64) to send back with `setMetadata`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// Items.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<MetadataItem>,
+}
+
+impl Metadata {
+    /// The value of `key`, if set.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.items
+            .iter()
+            .find(|i| i.key == key)
+            .and_then(|i| i.value.as_deref())
+    }
+}
+
+/// One metadata item.
+#[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetadataItem {
+    /// Key (`[a-zA-Z0-9-_]{1,128}`).
+    pub key: String,
+    /// Value (≤ 256 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+/// Values can hold secrets (bootstrap tokens): `Debug` shows only sizes.
+impl std::fmt::Debug for MetadataItem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetadataItem")
+            .field("key", &self.key)
+            .field(
+                "value",
+                &self.value.as_ref().map(|v| format!("<{} bytes>", v.len())),
+            )
+            .finish()
+    }
+}
+
+/// `Scheduling`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Scheduling {
+    /// STANDARD, SPOT, FLEX_START, RESERVATION_BOUND.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning_model: Option<String>,
+    /// STOP or DELETE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_termination_action: Option<String>,
+    /// MIGRATE or TERMINATE (TPUs: TERMINATE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_host_maintenance: Option<String>,
+    /// Restart after a crash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub automatic_restart: Option<bool>,
+    /// Legacy preemptible VM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemptible: Option<bool>,
+    /// Longest run (flex-start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_run_duration: Option<Duration>,
+}
+
+/// `Duration` (`seconds` int64 as a string).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Duration {
+    /// Seconds.
+    #[serde(with = "super::int64_string")]
+    #[schemars(with = "String")]
+    pub seconds: i64,
+    /// Nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nanos: Option<i32>,
+}
+
+/// `ReservationAffinity`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservationAffinity {
+    /// ANY_RESERVATION, NO_RESERVATION, SPECIFIC_RESERVATION.
+    #[serde(default)]
+    pub consume_reservation_type: String,
+    /// `compute.googleapis.com/reservation-name` for a specific reservation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Reservation names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+/// `ServiceAccount`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceAccount {
+    /// Email.
+    pub email: String,
+    /// OAuth scopes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+}
+
+/// `Tags`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Tags {
+    /// Network tags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<String>,
+}
+
+/// `ShieldedInstanceConfig`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShieldedInstanceConfig {
+    /// Secure boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_secure_boot: Option<bool>,
+    /// vTPM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_vtpm: Option<bool>,
+    /// Integrity monitoring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_integrity_monitoring: Option<bool>,
+}
+
+/// `InstanceTemplateList`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceTemplateList {
+    /// Items.
+    #[serde(default)]
+    pub items: Vec<InstanceTemplate>,
+    /// Next page token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_page_token: Option<String>,
+}
+
+/// `InstanceGroupManager` (zonal MIG).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceGroupManager {
+    /// Name.
+    pub name: String,
+    /// Description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Prefix of the VM names (defaults to the MIG's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_instance_name: Option<String>,
+    /// Template URL (full or partial).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_template: Option<String>,
+    /// Number of VMs.
+    #[serde(default)]
+    pub target_size: i32,
+    /// BULK (all VMs at once) or INDIVIDUAL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_size_policy: Option<TargetSizePolicy>,
+    /// The workload policy the VMs are placed by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_policies: Option<MigResourcePolicies>,
+    /// What to do when a VM fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_lifecycle_policy: Option<InstanceLifecyclePolicy>,
+    /// Output: status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<InstanceGroupManagerStatus>,
+    /// Output: what the MIG is doing to its VMs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_actions: Option<ActionsSummary>,
+    /// Output: self link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_link: Option<String>,
+    /// Output: id (uint64 as a string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Output: zone URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// Output: creation timestamp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
+    /// Fingerprint (URL-safe base64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// Output: `compute#instanceGroupManager`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Output: the instance group URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_group: Option<String>,
+}
+
+/// `InstanceGroupManagerTargetSizePolicy`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetSizePolicy {
+    /// BULK, INDIVIDUAL or UNSPECIFIED_MODE.
+    #[serde(default)]
+    pub mode: String,
+}
+
+/// `InstanceGroupManagerResourcePolicies`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MigResourcePolicies {
+    /// Workload policy URL (or partial path / name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_policy: Option<String>,
+}
+
+/// `InstanceGroupManagerInstanceLifecyclePolicy`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceLifecyclePolicy {
+    /// REPAIR or DO_NOTHING.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_action_on_failure: Option<String>,
+}
+
+/// `InstanceGroupManagerStatus`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceGroupManagerStatus {
+    /// No VM is changing and nothing is scheduled.
+    #[serde(default)]
+    pub is_stable: bool,
+    /// BULK creation progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bulk_instance_operation: Option<BulkInstanceOperation>,
+    /// The accelerator topology applied from the workload policy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied_accelerator_topologies: Vec<AppliedAcceleratorTopology>,
+    /// Per-status VM counts (TPU MIGs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_instance_statuses: Option<InstanceStatusSummary>,
+}
+
+/// `InstanceGroupManagerStatusBulkInstanceOperation`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BulkInstanceOperation {
+    /// The bulk creation is still trying.
+    #[serde(default)]
+    pub in_progress: bool,
+    /// The last check and its errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_progress_check: Option<LastProgressCheck>,
+}
+
+/// `InstanceGroupManagerStatusBulkInstanceOperationLastProgressCheck`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastProgressCheck {
+    /// When (RFC3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+    /// Errors of the last attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<OperationError>,
+}
+
+/// `InstanceGroupManagerStatusAcceleratorTopology`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedAcceleratorTopology {
+    /// Topology, e.g. `4x4x4`.
+    #[serde(default)]
+    pub accelerator_topology: String,
+    /// ACTIVATING, ACTIVE, ACTIVE_DEGRADED, DEACTIVATING, FAILED, INCOMPLETE, REACTIVATING.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+}
+
+/// `InstanceGroupManagerStatusInstanceStatusSummary` (counts by VM status).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStatusSummary {
+    /// VMs that do not exist yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub non_existent: Option<i32>,
+    /// PROVISIONING.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning: Option<i32>,
+    /// STAGING.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging: Option<i32>,
+    /// RUNNING.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<i32>,
+    /// STOPPING.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopping: Option<i32>,
+    /// DEPROVISIONING.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deprovisioning: Option<i32>,
+}
+
+/// `InstanceGroupManagerActionsSummary`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionsSummary {
+    /// VMs running with nothing to do.
+    #[serde(default)]
+    pub none: i32,
+    /// VMs being (or to be) created.
+    #[serde(default)]
+    pub creating: i32,
+    /// VMs created once, without retries.
+    #[serde(default)]
+    pub creating_without_retries: i32,
+    /// VMs being recreated.
+    #[serde(default)]
+    pub recreating: i32,
+    /// VMs being deleted.
+    #[serde(default)]
+    pub deleting: i32,
+    /// VMs being abandoned.
+    #[serde(default)]
+    pub abandoning: i32,
+    /// VMs restarting.
+    #[serde(default)]
+    pub restarting: i32,
+    /// VMs refreshing.
+    #[serde(default)]
+    pub refreshing: i32,
+    /// VMs verifying.
+    #[serde(default)]
+    pub verifying: i32,
+}
+
+/// `InstanceGroupManagerList`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceGroupManagerList {
+    /// Items.
+    #[serde(default)]
+    pub items: Vec<InstanceGroupManager>,
+    /// Next page token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_page_token: Option<String>,
+}
+
+/// `ManagedInstance` (one item of `listManagedInstances`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedInstance {
+    /// VM name (present even before the VM exists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// VM URL.
+    #[serde(default)]
+    pub instance: String,
+    /// VM id (empty until it exists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// NONE, CREATING, DELETING, …
+    #[serde(default)]
+    pub current_action: String,
+    /// The VM's status (absent until it exists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_status: Option<String>,
+    /// RUNNING, STOPPED, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_status: Option<String>,
+    /// Errors of the last create/delete attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempt: Option<ManagedInstanceLastAttempt>,
+}
+
+/// `ManagedInstanceLastAttempt`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedInstanceLastAttempt {
+    /// The errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<OperationError>,
+}
+
+/// `InstanceGroupManagersListManagedInstancesResponse`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedInstanceList {
+    /// The VMs.
+    #[serde(default)]
+    pub managed_instances: Vec<ManagedInstance>,
+    /// Next page token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_page_token: Option<String>,
+}
+
+/// `InstanceManagedByIgmError` (one item of `listErrors`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceManagedByIgmError {
+    /// When (RFC3339).
+    #[serde(default)]
+    pub timestamp: String,
+    /// The error.
+    #[serde(default)]
+    pub error: IgmErrorDetail,
+    /// What the MIG was doing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_action_details: Option<IgmErrorActionDetails>,
+}
+
+/// `InstanceManagedByIgmErrorManagedInstanceError`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IgmErrorDetail {
+    /// Code, e.g. `ZONE_RESOURCE_POOL_EXHAUSTED`.
+    #[serde(default)]
+    pub code: String,
+    /// Message.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// `InstanceManagedByIgmErrorInstanceActionDetails`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IgmErrorActionDetails {
+    /// CREATING, DELETING, …
+    #[serde(default)]
+    pub action: String,
+    /// VM URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    /// Template version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<ManagedInstanceVersion>,
+}
+
+/// `ManagedInstanceVersion`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedInstanceVersion {
+    /// Template URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_template: Option<String>,
+    /// Version name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// `InstanceGroupManagersListErrorsResponse`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IgmErrorList {
+    /// The errors.
+    #[serde(default)]
+    pub items: Vec<InstanceManagedByIgmError>,
+    /// Next page token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_page_token: Option<String>,
+}
+
+/// `Instance` (a VM; output subset).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Instance {
+    /// Name.
+    pub name: String,
+    /// Id (uint64 as a string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED, …
+    #[serde(default)]
+    pub status: String,
+    /// Why it is in that status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<String>,
+    /// Machine type URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_type: Option<String>,
+    /// Zone URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// Labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Metadata with its fingerprint.
+    #[serde(default)]
+    pub metadata: Metadata,
+    /// Self link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_link: Option<String>,
+    /// Creation timestamp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
+    /// Network interfaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_interfaces: Option<Vec<NetworkInterface>>,
+    /// Scheduling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<Scheduling>,
+}
+
+/// `InstanceList`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceList {
+    /// Items.
+    #[serde(default)]
+    pub items: Vec<Instance>,
+    /// Next page token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_page_token: Option<String>,
+}
+
+/// `GuestAttributes` (answer of `instances.getGuestAttributes`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GuestAttributes {
+    /// The path asked for (`NS/` or `NS/KEY`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_path: Option<String>,
+    /// The entries under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_value: Option<GuestAttributesValue>,
+}
+
+/// `GuestAttributesValue`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GuestAttributesValue {
+    /// Entries.
+    #[serde(default)]
+    pub items: Vec<GuestAttributeEntry>,
+}
+
+/// `GuestAttributesEntry`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GuestAttributeEntry {
+    /// Namespace.
+    #[serde(default)]
+    pub namespace: String,
+    /// Key.
+    #[serde(default)]
+    pub key: String,
+    /// Value.
+    #[serde(default)]
+    pub value: String,
 }

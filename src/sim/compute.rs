@@ -1,8 +1,8 @@
 //! Compute Engine (v1; also served under beta/alpha): resource policies
 //! (insert, get, list, aggregatedList, delete), region/zone/global operations
 //! (get, list; `wait` lives in `server`), and minimal zones/regions.
-//! Instance templates, MIGs and instances slot in here as more handlers over
-//! the same `Inner` and operation store.
+//! Instance templates, MIGs and instances are in `gce`, over the same
+//! `Inner`, operation store and helpers.
 
 use std::sync::LazyLock;
 
@@ -17,20 +17,21 @@ use super::operations::{ComputeEffect, ComputeOp, OpTiming, Scope};
 use super::server::Ctx;
 use super::state::{Inner, PolicyRec};
 
-const NAME_RE: &str = "(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)";
-static NAME: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(&format!("^{NAME_RE}$")).ok());
-static ZONE: LazyLock<Option<Regex>> =
+pub(crate) const NAME_RE: &str = "(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)";
+pub(crate) static NAME: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(&format!("^{NAME_RE}$")).ok());
+pub(crate) static ZONE: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new("^[a-z]+-[a-z]+[0-9]+-[a-z]$").ok());
 static REGION: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new("^[a-z]+-[a-z]+[0-9]+$").ok());
 
 /// Default and maximum `maxResults`.
 const MAX_RESULTS: usize = 500;
 
-fn not_found(path: &str) -> ApiError {
+pub(crate) fn not_found(path: &str) -> ApiError {
     ApiError::not_found(format!("The resource '{path}' was not found"))
 }
 
-fn matches(re: &LazyLock<Option<Regex>>, s: &str) -> bool {
+pub(crate) fn matches(re: &LazyLock<Option<Regex>>, s: &str) -> bool {
     re.as_ref().is_some_and(|r| r.is_match(s))
 }
 
@@ -122,13 +123,13 @@ fn render_policy(key: &str, rec: &PolicyRec, ctx: &Ctx) -> Value {
     v
 }
 
-fn client_op_id(ctx: &Ctx) -> Option<String> {
+pub(crate) fn client_op_id(ctx: &Ctx) -> Option<String> {
     ctx.query("requestId")
         .filter(|s| !s.is_empty())
         .map(str::to_string)
 }
 
-fn new_op(
+pub(crate) fn new_op(
     inner: &mut Inner,
     ctx: &Ctx,
     scope: Scope,
@@ -156,7 +157,7 @@ fn new_op(
 }
 
 /// A retried write with the same `requestId` returns the original operation.
-fn replayed(inner: &Inner, ctx: &Ctx) -> Option<Value> {
+pub(crate) fn replayed(inner: &Inner, ctx: &Ctx) -> Option<Value> {
     let id = client_op_id(ctx)?;
     inner
         .compute_ops
@@ -297,7 +298,10 @@ pub(crate) fn delete_policy(
 
 /// Applies `maxResults` / `pageToken` to `items`; returns the page and the
 /// next token.
-fn paginate(ctx: &Ctx, items: Vec<Value>) -> Result<(Vec<Value>, Option<String>), ApiError> {
+pub(crate) fn paginate(
+    ctx: &Ctx,
+    items: Vec<Value>,
+) -> Result<(Vec<Value>, Option<String>), ApiError> {
     let max = match ctx.query("maxResults") {
         Some(s) if !s.is_empty() => s
             .parse::<usize>()
@@ -330,7 +334,7 @@ fn paginate(ctx: &Ctx, items: Vec<Value>) -> Result<(Vec<Value>, Option<String>)
     Ok((page, next))
 }
 
-fn list_body(
+pub(crate) fn list_body(
     kind: &str,
     id: String,
     self_link: String,

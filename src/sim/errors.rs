@@ -52,6 +52,25 @@ impl ApiError {
         Self::new(400, "FAILED_PRECONDITION", "failedPrecondition", message)
     }
 
+    /// 412 FAILED_PRECONDITION / conditionNotMet (a stale or missing
+    /// fingerprint). The legacy reason is from the compute `Metadata`
+    /// schema ("the request will fail with error 412 conditionNotMet"); the
+    /// `status` name is the canonical code for HTTP 412 (AIP-193 mapping).
+    pub fn condition_not_met(message: String) -> Self {
+        Self::new(412, "FAILED_PRECONDITION", "conditionNotMet", message)
+    }
+
+    /// 400 / resourceInUseByAnotherResource (deleting a resource another
+    /// one still uses, e.g. an instance template of a MIG).
+    pub fn in_use(message: String) -> Self {
+        Self::new(
+            400,
+            "FAILED_PRECONDITION",
+            "resourceInUseByAnotherResource",
+            message,
+        )
+    }
+
     /// 409 ABORTED (GKE etag mismatch).
     pub fn aborted(message: String) -> Self {
         Self::new(409, "ABORTED", "aborted", message)

@@ -1,6 +1,6 @@
 //! Deterministic fault injection: one ChaCha8 draw per API request (in
-//! arrival order) decides 429 / 503, one draw per node pool create decides a
-//! stockout, and an optional token bucket limits writes per second.
+//! arrival order) decides 429 / 503, one draw per node pool or MIG create
+//! decides a stockout (or a listed zone always stocks out), and an optional token bucket limits writes per second.
 
 use std::collections::BTreeMap;
 
@@ -34,7 +34,8 @@ pub struct FaultConfig {
     pub rate_429: f64,
     /// Probability that any API request gets 503 UNAVAILABLE.
     pub rate_503: f64,
-    /// Probability that a node pool create operation ends in a GCE stockout.
+    /// Probability that a node pool create operation ends in a GCE stockout,
+    /// and that a MIG create stocks out (its VMs cannot be created).
     pub stockout_rate: f64,
     /// Writes per second (token bucket, burst of one second); excess writes get 429.
     pub write_rate_limit: Option<f64>,
@@ -46,6 +47,16 @@ pub struct FaultConfig {
     /// gets 404 when it does not exist here and 429 when it lacks room for
     /// the pool's nodes (`sim::tpu_rules`).
     pub reservations: BTreeMap<String, u32>,
+    /// Zones where every MIG create meets a stockout (deterministic, for
+    /// tests): the MIG exists but no VM is created, and `listErrors`,
+    /// `listManagedInstances` and the MIG's status report
+    /// `ZONE_RESOURCE_POOL_EXHAUSTED` until the zone is removed from this
+    /// list, when the MIG's retry succeeds.
+    pub stockout_zones: Vec<String>,
+    /// Whether a simulated VM that reaches RUNNING starts its node agent
+    /// (`sim::kubelet`): the startup script, `kubeadm join` and a kubelet
+    /// against the cluster its metadata names.
+    pub node_agents: bool,
 }
 
 /// How a node pool create that meets a stockout ends.
@@ -74,6 +85,8 @@ impl Default for FaultConfig {
             write_rate_limit: None,
             stockout_status: StockoutStatus::Error,
             reservations: BTreeMap::new(),
+            stockout_zones: Vec::new(),
+            node_agents: true,
         }
     }
 }
@@ -120,6 +133,16 @@ impl Faults {
         } else {
             RequestFault::None
         }
+    }
+
+    /// Whether a MIG create in `zone` meets a stockout: always in
+    /// `stockout_zones`, else one draw against `stockout_rate` (exactly one
+    /// draw per MIG create outside those zones).
+    pub fn draw_mig_stockout(&mut self, zone: &str) -> bool {
+        if self.config.stockout_zones.iter().any(|z| z == zone) {
+            return true;
+        }
+        self.draw_stockout()
     }
 
     /// Exactly one draw per node pool create.

@@ -14,11 +14,13 @@
 //! | `POST /_sim/clusters` `{"name":"projects/P/locations/L/clusters/C"}` | register a GKE cluster |
 //! | `PUT /_sim/faults` (a [`FaultConfig`] as JSON) | replace the rules and fault configuration (reservations, stockout mode included) |
 //! | `POST /_sim/cluster-operations` `{"cluster":"projects/P/locations/L/clusters/C","seconds":N}` | start a cluster-level operation (an upgrade) that excludes node pool writes for N seconds |
+//! | `GET /_sim/instances` | the simulated VMs: `[{"name","zone","project","status","metadataHost"}]` (`metadataHost` = the VM's metadata server, `HOST:PORT`, once it listens) |
 
 mod compute;
 pub mod discovery;
 mod errors;
 mod faults;
+mod gce;
 mod gke;
 pub mod kubelet;
 mod labels;
@@ -89,12 +91,14 @@ impl Simulator {
                 })
                 .await
         });
+        let clock = spawn_clock(Arc::downgrade(&sim));
         tracing::info!(%addr, "GCP simulator started");
         Ok(SimHandle {
             sim,
             addr,
             shutdown: tx,
             task,
+            clock,
         })
     }
 }
@@ -107,6 +111,40 @@ pub struct SimHandle {
     addr: SocketAddr,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<std::io::Result<()>>,
+    clock: JoinHandle<()>,
+}
+
+/// One simulated VM, as `GET /_sim/instances` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimInstance {
+    /// VM name.
+    pub name: String,
+    /// Zone.
+    pub zone: String,
+    /// Project id.
+    pub project: String,
+    /// PROVISIONING, STAGING, RUNNING, STOPPING.
+    pub status: String,
+    /// Its metadata server (what `GCE_METADATA_HOST` is set to), once it listens.
+    pub metadata_host: Option<String>,
+}
+
+/// How often the simulator's clock moves VMs along while no request comes.
+const CLOCK_TICK: Duration = Duration::from_millis(50);
+
+/// Advances the world on its own (VMs boot and start their node agents with
+/// no request arriving); ends when the simulator is gone.
+fn spawn_clock(sim: std::sync::Weak<Sim>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(CLOCK_TICK).await;
+            let Some(sim) = sim.upgrade() else {
+                return;
+            };
+            sim.tick();
+        }
+    })
 }
 
 impl SimHandle {
@@ -152,8 +190,19 @@ impl SimHandle {
         self.sim.add_cluster(name).map_err(anyhow::Error::msg)
     }
 
+    /// The simulated VMs (MIG members) and their metadata servers.
+    pub fn instances(&self) -> Vec<SimInstance> {
+        self.sim
+            .instance_rows()
+            .into_iter()
+            .filter_map(|v| serde_json::from_value(v).ok())
+            .collect()
+    }
+
     /// Stops accepting connections and waits for the server task.
     pub async fn shutdown(self) {
+        self.clock.abort();
+        self.sim.drop_vms();
         let _ = self.shutdown.send(());
         match self.task.await {
             Ok(Ok(())) => {}

@@ -168,6 +168,23 @@ pub(crate) enum ComputeEffect {
     PolicyReady { key: String },
     /// Resource policy removed.
     PolicyDelete { key: String },
+    /// Instance template becomes visible.
+    TemplateReady { key: String },
+    /// Instance template removed.
+    TemplateDelete { key: String },
+    /// MIG exists; it creates its VMs (or meets a stockout).
+    MigReady { key: String },
+    /// MIG and its VMs removed.
+    MigDelete { key: String },
+    /// The operation fails with this error and changes nothing.
+    Fail {
+        code: String,
+        message: String,
+        http_status: u16,
+        http_message: String,
+    },
+    /// Nothing more happens (the change was applied at request time).
+    None,
 }
 
 /// A failed compute operation's `error.errors[]` and HTTP status.

@@ -1,7 +1,7 @@
 //! URL → endpoint resolution for both APIs. Each endpoint knows its
 //! discovery method id (for counters and body validation) and whether it is
-//! a write. New Compute collections (instance templates, MIGs, instances)
-//! add variants here and handlers in `compute`.
+//! a write. Compute handlers live in `compute` (resource policies,
+//! operations, zones) and `gce` (instance templates, MIGs, instances).
 
 use axum::http::Method;
 
@@ -65,6 +65,25 @@ pub(crate) enum Endpoint {
         project: String,
         region: String,
     },
+    /// Instance templates (global): project, and the name for one.
+    TemplateInsert(String),
+    TemplateList(String),
+    TemplateGet(String, String),
+    TemplateDelete(String, String),
+    /// MIGs: project, zone, and the name for one.
+    MigInsert(String, String),
+    MigList(String, String),
+    MigGet(String, String, String),
+    MigDelete(String, String, String),
+    MigListManaged(String, String, String),
+    MigListErrors(String, String, String),
+    AutoscalerList(String, String),
+    /// Instances: project, zone, and the name for one.
+    InstanceList(String, String),
+    InstanceAggregated(String),
+    InstanceGet(String, String, String),
+    InstanceSetMetadata(String, String, String),
+    InstanceGuestAttributes(String, String, String),
 }
 
 fn ops_family(scope: &Scope) -> &'static str {
@@ -98,6 +117,22 @@ impl Endpoint {
             Self::OpList(s) => format!("compute.{}.list", ops_family(s)),
             Self::ZoneGet { .. } => "compute.zones.get".into(),
             Self::RegionGet { .. } => "compute.regions.get".into(),
+            Self::TemplateInsert(_) => "compute.instanceTemplates.insert".into(),
+            Self::TemplateList(_) => "compute.instanceTemplates.list".into(),
+            Self::TemplateGet(..) => "compute.instanceTemplates.get".into(),
+            Self::TemplateDelete(..) => "compute.instanceTemplates.delete".into(),
+            Self::MigInsert(..) => "compute.instanceGroupManagers.insert".into(),
+            Self::MigList(..) => "compute.instanceGroupManagers.list".into(),
+            Self::MigGet(..) => "compute.instanceGroupManagers.get".into(),
+            Self::MigDelete(..) => "compute.instanceGroupManagers.delete".into(),
+            Self::MigListManaged(..) => "compute.instanceGroupManagers.listManagedInstances".into(),
+            Self::MigListErrors(..) => "compute.instanceGroupManagers.listErrors".into(),
+            Self::AutoscalerList(..) => "compute.autoscalers.list".into(),
+            Self::InstanceList(..) => "compute.instances.list".into(),
+            Self::InstanceAggregated(_) => "compute.instances.aggregatedList".into(),
+            Self::InstanceGet(..) => "compute.instances.get".into(),
+            Self::InstanceSetMetadata(..) => "compute.instances.setMetadata".into(),
+            Self::InstanceGuestAttributes(..) => "compute.instances.getGuestAttributes".into(),
         }
     }
 
@@ -110,6 +145,11 @@ impl Endpoint {
                 | Self::GkePoolDelete(..)
                 | Self::PolicyInsert { .. }
                 | Self::PolicyDelete { .. }
+                | Self::TemplateInsert(_)
+                | Self::TemplateDelete(..)
+                | Self::MigInsert(..)
+                | Self::MigDelete(..)
+                | Self::InstanceSetMetadata(..)
         )
     }
 }
@@ -218,6 +258,9 @@ fn compute(method: &Method, p: &str, rest: &[&str]) -> Option<Endpoint> {
         ["aggregated", "resourcePolicies"] if method == Method::GET => {
             return Some(Endpoint::PolicyAggregated { project });
         }
+        ["aggregated", "instances"] if method == Method::GET => {
+            return Some(Endpoint::InstanceAggregated(project));
+        }
         _ => return None,
     };
     let m = method.as_str();
@@ -245,6 +288,48 @@ fn compute(method: &Method, p: &str, rest: &[&str]) -> Option<Endpoint> {
                     region,
                     name: (*n).into(),
                 }),
+                _ => None,
+            }
+        }
+        (_, Scope::Global { .. }, ["instanceTemplates", rest @ ..]) => match (m, rest) {
+            ("POST", []) => Some(Endpoint::TemplateInsert(project)),
+            ("GET", []) => Some(Endpoint::TemplateList(project)),
+            ("GET", [n]) => Some(Endpoint::TemplateGet(project, (*n).into())),
+            ("DELETE", [n]) => Some(Endpoint::TemplateDelete(project, (*n).into())),
+            _ => None,
+        },
+        (_, Scope::Zone { zone, .. }, ["instanceGroupManagers", rest @ ..]) => {
+            let zone = zone.clone();
+            match (m, rest) {
+                ("POST", []) => Some(Endpoint::MigInsert(project, zone)),
+                ("GET", []) => Some(Endpoint::MigList(project, zone)),
+                ("GET", [n]) => Some(Endpoint::MigGet(project, zone, (*n).into())),
+                ("DELETE", [n]) => Some(Endpoint::MigDelete(project, zone, (*n).into())),
+                ("POST", [n, "listManagedInstances"]) => {
+                    Some(Endpoint::MigListManaged(project, zone, (*n).into()))
+                }
+                ("GET", [n, "listErrors"]) => {
+                    Some(Endpoint::MigListErrors(project, zone, (*n).into()))
+                }
+                _ => None,
+            }
+        }
+        ("GET", Scope::Zone { zone, .. }, ["autoscalers"]) => {
+            Some(Endpoint::AutoscalerList(project, zone.clone()))
+        }
+        (_, Scope::Zone { zone, .. }, ["instances", rest @ ..]) => {
+            let zone = zone.clone();
+            match (m, rest) {
+                ("GET", []) => Some(Endpoint::InstanceList(project, zone)),
+                ("GET", [n]) => Some(Endpoint::InstanceGet(project, zone, (*n).into())),
+                ("POST", [n, "setMetadata"]) => {
+                    Some(Endpoint::InstanceSetMetadata(project, zone, (*n).into()))
+                }
+                ("GET", [n, "getGuestAttributes"]) => Some(Endpoint::InstanceGuestAttributes(
+                    project,
+                    zone,
+                    (*n).into(),
+                )),
                 _ => None,
             }
         }
@@ -297,6 +382,49 @@ mod tests {
             ("GET", "/compute/v1/projects/p/global/operations"),
             ("GET", "/compute/v1/projects/p/zones/z"),
             ("GET", "/compute/v1/projects/p/regions/r"),
+            ("POST", "/compute/v1/projects/p/global/instanceTemplates"),
+            ("GET", "/compute/v1/projects/p/global/instanceTemplates"),
+            ("GET", "/compute/v1/projects/p/global/instanceTemplates/t"),
+            (
+                "DELETE",
+                "/compute/v1/projects/p/global/instanceTemplates/t",
+            ),
+            (
+                "POST",
+                "/compute/v1/projects/p/zones/z/instanceGroupManagers",
+            ),
+            (
+                "GET",
+                "/compute/v1/projects/p/zones/z/instanceGroupManagers",
+            ),
+            (
+                "GET",
+                "/compute/v1/projects/p/zones/z/instanceGroupManagers/m",
+            ),
+            (
+                "DELETE",
+                "/compute/v1/projects/p/zones/z/instanceGroupManagers/m",
+            ),
+            (
+                "POST",
+                "/compute/v1/projects/p/zones/z/instanceGroupManagers/m/listManagedInstances",
+            ),
+            (
+                "GET",
+                "/compute/v1/projects/p/zones/z/instanceGroupManagers/m/listErrors",
+            ),
+            ("GET", "/compute/v1/projects/p/zones/z/autoscalers"),
+            ("GET", "/compute/v1/projects/p/zones/z/instances"),
+            ("GET", "/compute/v1/projects/p/aggregated/instances"),
+            ("GET", "/compute/v1/projects/p/zones/z/instances/i"),
+            (
+                "POST",
+                "/compute/v1/projects/p/zones/z/instances/i/setMetadata",
+            ),
+            (
+                "GET",
+                "/compute/v1/projects/p/zones/z/instances/i/getGuestAttributes",
+            ),
         ];
         for (m, path) in cases {
             let method = Method::from_bytes(m.as_bytes()).unwrap();

@@ -19,6 +19,7 @@ use super::compute;
 use super::discovery::{self, Violation, snake};
 use super::errors::ApiError;
 use super::faults::{FaultConfig, RequestFault};
+use super::gce;
 use super::gke;
 use super::routes::{Api, Endpoint, Resolved, resolve};
 use super::state::Inner;
@@ -77,6 +78,26 @@ impl Sim {
                     .to_string()
             })
             .map_err(|e| e.message)
+    }
+
+    /// Advances the clock when VMs are booting or MIGs retrying.
+    pub fn tick(&self) {
+        let mut inner = self.lock();
+        if gce::has_pending(&inner) {
+            inner.advance(Instant::now());
+        }
+    }
+
+    /// The rows of `GET /_sim/instances`.
+    pub fn instance_rows(&self) -> Vec<Value> {
+        let mut inner = self.lock();
+        inner.advance(Instant::now());
+        gce::instance_rows(&inner)
+    }
+
+    /// Stops every VM (metadata servers and node agents).
+    pub fn drop_vms(&self) {
+        self.lock().instances.clear();
     }
 
     /// Registers a cluster `projects/P/locations/L/clusters/C`.
@@ -310,6 +331,24 @@ fn call(sim: &Sim, r: &Resolved, ctx: &Ctx, body: &Bytes) -> Result<Value, ApiEr
         }
         Endpoint::ZoneGet { project, zone } => compute::get_zone(ctx, project, zone),
         Endpoint::RegionGet { project, region } => compute::get_region(ctx, project, region),
+        Endpoint::TemplateInsert(p) => gce::insert_template(inner, ctx, p, &body),
+        Endpoint::TemplateList(p) => gce::list_templates(inner, ctx, p),
+        Endpoint::TemplateGet(p, n) => gce::get_template(inner, ctx, p, n),
+        Endpoint::TemplateDelete(p, n) => gce::delete_template(inner, ctx, p, n),
+        Endpoint::MigInsert(p, z) => gce::insert_mig(inner, ctx, p, z, &body),
+        Endpoint::MigList(p, z) => gce::list_migs(inner, ctx, p, z),
+        Endpoint::MigGet(p, z, n) => gce::get_mig(inner, ctx, p, z, n),
+        Endpoint::MigDelete(p, z, n) => gce::delete_mig(inner, ctx, p, z, n),
+        Endpoint::MigListManaged(p, z, n) => gce::list_managed_instances(inner, ctx, p, z, n),
+        Endpoint::MigListErrors(p, z, n) => gce::list_errors(inner, ctx, p, z, n),
+        Endpoint::AutoscalerList(p, z) => gce::list_autoscalers(ctx, p, z),
+        Endpoint::InstanceList(p, z) => gce::list_instances(inner, ctx, p, z),
+        Endpoint::InstanceAggregated(p) => Ok(gce::aggregated_instances(inner, ctx, p)),
+        Endpoint::InstanceGet(p, z, n) => gce::get_instance(inner, ctx, p, z, n),
+        Endpoint::InstanceSetMetadata(p, z, n) => gce::set_metadata(inner, ctx, p, z, n, &body),
+        Endpoint::InstanceGuestAttributes(p, z, n) => {
+            gce::get_guest_attributes(inner, ctx, p, z, n)
+        }
     }
 }
 
@@ -346,6 +385,7 @@ fn admin_endpoint(sim: &Sim, method: &Method, path: &str, body: &Bytes) -> Respo
     let bad = |m: String| ApiError::invalid("badRequest", m).into_response();
     match (method.as_str(), path) {
         ("GET", "stats") => Json(sim.lock().stats.clone()).into_response(),
+        ("GET", "instances") => Json(sim.instance_rows()).into_response(),
         ("POST", "reset-stats") => {
             sim.lock().stats = Default::default();
             Json(json!({})).into_response()

@@ -1,5 +1,5 @@
-//! The simulator's world: clusters, node pools, resource policies and
-//! operations, behind one mutex. Operations complete lazily: every request
+//! The simulator's world: clusters, node pools, resource policies,
+//! instance templates, MIGs, VMs and operations, behind one mutex. Operations complete lazily: every request
 //! first calls [`Inner::advance`], which finishes the operations whose
 //! completion time has passed (in completion order) and applies their effects.
 
@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::faults::Faults;
+use super::gce::{self, MigRec, TemplateRec, VmRec};
 use super::operations::{ComputeEffect, ComputeOp, GkeEffect, GkeOp};
 use super::stats::SimStats;
 
@@ -51,6 +52,12 @@ pub(crate) struct Inner {
     pub policies: BTreeMap<String, PolicyRec>,
     /// Compute operations in creation order.
     pub compute_ops: Vec<ComputeOp>,
+    /// Instance templates by `projects/P/global/instanceTemplates/N`.
+    pub templates: BTreeMap<String, TemplateRec>,
+    /// MIGs by `projects/P/zones/Z/instanceGroupManagers/N`.
+    pub migs: BTreeMap<String, MigRec>,
+    /// VMs by `projects/P/zones/Z/instances/N`.
+    pub instances: BTreeMap<String, VmRec>,
     pub faults: Faults,
     pub stats: SimStats,
     pub latency: Duration,
@@ -67,6 +74,9 @@ impl Inner {
             gke_ops: Vec::new(),
             policies: BTreeMap::new(),
             compute_ops: Vec::new(),
+            templates: BTreeMap::new(),
+            migs: BTreeMap::new(),
+            instances: BTreeMap::new(),
             faults,
             stats: SimStats::default(),
             latency,
@@ -85,6 +95,12 @@ impl Inner {
     pub fn numeric_id(&mut self) -> u64 {
         self.ids
             .random_range(1_000_000_000_000_000_000..=u64::MAX / 2)
+    }
+
+    /// A fresh random number from the id stream (VM name suffixes,
+    /// fingerprints).
+    pub fn random_u64(&mut self) -> u64 {
+        self.ids.random()
     }
 
     /// The RUNNING GKE operations on `cluster`.
@@ -115,6 +131,7 @@ impl Inner {
                 self.complete_compute(i);
             }
         }
+        gce::advance_vms(self, now);
     }
 
     fn complete_gke(&mut self, i: usize) {
@@ -214,17 +231,46 @@ impl Inner {
             return;
         };
         op.done = true;
+        let done_at = op.timing.done_at;
         match op.effect.clone() {
+            ComputeEffect::TemplateReady { key } => gce::template_ready(self, &key),
+            ComputeEffect::TemplateDelete { key } => gce::template_delete(self, &key),
+            ComputeEffect::MigReady { key } => gce::mig_ready(self, &key, done_at),
+            ComputeEffect::MigDelete { key } => gce::mig_delete(self, &key),
+            ComputeEffect::Fail {
+                code,
+                message,
+                http_status,
+                http_message,
+            } => {
+                op.error = Some(super::operations::ComputeOpError {
+                    code,
+                    message,
+                    http_status,
+                    http_message,
+                });
+            }
+            ComputeEffect::None => {}
             ComputeEffect::PolicyReady { key } => {
                 if let Some(p) = self.policies.get_mut(&key) {
                     p.status = "READY";
                 }
             }
             ComputeEffect::PolicyDelete { key } => {
-                let in_use = self.policies.get(&key).and_then(|p| {
-                    let name = p.spec.get("name")?.as_str()?.to_string();
-                    policy_user(&self.pools, &p.project, &p.region, &name)
-                });
+                let in_use = self
+                    .policies
+                    .get(&key)
+                    .and_then(|p| {
+                        let name = p.spec.get("name")?.as_str()?.to_string();
+                        policy_user(&self.pools, &p.project, &p.region, &name)
+                    })
+                    .or_else(|| {
+                        // A MIG whose `resourcePolicies.workloadPolicy` names it.
+                        self.migs
+                            .iter()
+                            .find(|(_, m)| m.policy.as_deref() == Some(key.as_str()))
+                            .map(|(k, _)| k.clone())
+                    });
                 match in_use {
                     Some(user) => {
                         op.error = Some(super::operations::ComputeOpError {
