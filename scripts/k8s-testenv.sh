@@ -3,7 +3,9 @@
 # etcd + kube-apiserver + kube-controller-manager (binaries from
 # scripts/k8s-testbin.sh), generated certificates, an admin kubeconfig, and the
 # kubeadm token-discovery setup (kube-public/cluster-info + RBAC) made by the
-# real `kubeadm init phase bootstrap-token` / `upload-config`.
+# real `kubeadm init phase bootstrap-token` / `upload-config`. The
+# controller-manager approves and signs kubelet client CSRs with the CA that is
+# the apiserver's --client-ca-file, so a node can join with a bootstrap token.
 #
 #   scripts/k8s-testenv.sh up      start (idempotent: a healthy plane just prints env)
 #   scripts/k8s-testenv.sh env     print `export SLICECTL_TEST_KUBECONFIG=...` for eval
@@ -26,6 +28,9 @@ marker="$dir/.slicectl-k8s-testenv"
 components=(etcd kube-apiserver kube-controller-manager)
 service_cidr=10.0.0.0/24
 controllers=serviceaccount-token-controller,serviceaccount-controller,namespace-controller,garbage-collector-controller,daemonset-controller,bootstrap-signer-controller,token-cleaner-controller,root-ca-certificate-publisher-controller
+# Node TLS bootstrap (kubelet client CSRs): auto-approval of bootstrap-token
+# CSRs after a SubjectAccessReview, signing with the cluster CA, clean-up.
+controllers+=,certificatesigningrequest-approving-controller,certificatesigningrequest-signing-controller,certificatesigningrequest-cleaner-controller
 
 log() { printf '[k8s-testenv] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -249,6 +254,7 @@ cmd_up() {
     --kubeconfig="$dir/admin.kubeconfig" --leader-elect=false --secure-port=0 \
     --root-ca-file="$pki/ca.crt" --service-account-private-key-file="$pki/sa.key" \
     --service-cluster-ip-range="$service_cidr" \
+    --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
     --controllers="$controllers"
 
   # kubeadm's token-discovery and node-bootstrap setup, by kubeadm itself.

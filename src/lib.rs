@@ -7,6 +7,7 @@
 //! never imports the shell.
 
 pub mod apply;
+pub mod bootstrap;
 pub mod cli;
 pub mod cloud;
 pub mod engine;
