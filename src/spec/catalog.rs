@@ -24,6 +24,8 @@
 
 use std::fmt;
 
+use super::model::Backend;
+
 /// A Google document the catalogue's facts for a generation come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Source {
@@ -92,7 +94,58 @@ pub struct Generation {
     pub sources: &'static [Source],
     /// The zones Google offers the generation in ([`ZONE_SOURCES`]), sorted.
     pub zones: &'static [&'static str],
+    /// Whether Compute Engine creates TPU VMs of this generation in managed
+    /// instance groups (backend `gce`), and with which boot disks; `None`:
+    /// GKE only ([`GCE_SOURCES`]).
+    pub gce: Option<GceSupport>,
 }
+
+/// What backend `gce` (TPU VMs in a Compute Engine MIG) supports for a generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GceSupport {
+    /// Disk types a TPU VM of this generation boots from, the default first.
+    pub boot_disk_types: &'static [&'static str],
+}
+
+/// Where [`Generation::gce`] comes from.
+///
+/// Compute Engine's "TPU instances in MIGs" reads "You can use MIGs to create
+/// and manage TPU VMs for TPU versions v5p, v6e, and TPU7x" (an earlier copy:
+/// "v5p and later"), and "TPU machines in accelerator-optimized machine
+/// family" lists exactly TPU7x, TPU v6e and TPU v5p as the versions Compute
+/// Engine supports. v5e and v4 are created through the Cloud TPU API or GKE
+/// only, so backend `gce` refuses them. tpu-operator, the CRD this backend
+/// replaces, accepts only `tpu7x-*`, `tpu7-*` and `ct6e-*` machine types
+/// (its CEL rule and template validator); slicectl also takes v5p, which
+/// Google documents for MIGs. Boot disks: Cloud TPU's "Attach durable block
+/// storage to a TPU VM" table gives v6e Hyperdisk Balanced (and Hyperdisk ML,
+/// which cannot boot) and v5p Balanced Persistent Disk; TPU7x, not in that
+/// table, is taken to boot from Hyperdisk Balanced like v6e (Google's TPU7x
+/// MIG examples use its default boot disk).
+pub const GCE_SOURCES: &[Source] = &[
+    doc(
+        "TPU instances in MIGs",
+        "https://cloud.google.com/tpu/docs/tpus-and-migs",
+    ),
+    doc(
+        "TPU machines in accelerator-optimized machine family",
+        "https://cloud.google.com/compute/docs/tpus/tpu-machines",
+    ),
+    doc(
+        "Attach durable block storage to a TPU VM",
+        "https://cloud.google.com/tpu/docs/setup-persistent-disk",
+    ),
+];
+
+/// Boot disks of TPU VMs that boot from Hyperdisk Balanced (v6e, TPU7x).
+const HYPERDISK_BOOT: GceSupport = GceSupport {
+    boot_disk_types: &["hyperdisk-balanced"],
+};
+
+/// Boot disks of TPU VMs that boot from Balanced Persistent Disk (v5p).
+const PD_BALANCED_BOOT: GceSupport = GceSupport {
+    boot_disk_types: &["pd-balanced"],
+};
 
 /// A TPU machine type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +195,7 @@ pub const GENERATIONS: &[Generation] = &[
             ),
         ],
         zones: &["us-central2-b"],
+        gce: None,
     },
     // TPU v5e. 2D slices 1x1 … 16x16 (256-chip pod). VM types: ct5lp-hightpu-1t
     // (1x1), ct5lp-hightpu-4t (2x2 on one VM; 2x4 and larger multi-host) and
@@ -172,6 +226,7 @@ pub const GENERATIONS: &[Generation] = &[
             "us-west1-c",
             "us-west4-a",
         ],
+        gce: None,
     },
     // TPU v5p. Machine type ct5p-hightpu-4t for every topology; 2x2x1 is the
     // only single-host slice. Same rule as v4 (2x2x1, 2x2x2, 2x2x4, 2x4x4,
@@ -201,6 +256,7 @@ pub const GENERATIONS: &[Generation] = &[
             doc("TPU v5p", "https://cloud.google.com/tpu/docs/v5p"),
         ],
         zones: &["europe-west4-b", "us-central1-a", "us-east5-a"],
+        gce: Some(PD_BALANCED_BOOT),
     },
     // TPU v6e (Trillium). 2D slices 1x1 … 16x16 (256-chip pod, up to 8 chips
     // per host). ct6e-standard-1t: 1x1; ct6e-standard-8t: 2x4 on one VM;
@@ -231,6 +287,7 @@ pub const GENERATIONS: &[Generation] = &[
             "us-east5-a",
             "us-east5-b",
         ],
+        gce: Some(HYPERDISK_BOOT),
     },
     // TPU7x (Ironwood). GKE: multi-host node pools take a workload policy
     // (`--placement-policy`) in place of `--tpu-topology`, and an Ironwood VM
@@ -261,6 +318,7 @@ pub const GENERATIONS: &[Generation] = &[
             ),
         ],
         zones: &["us-central1-c"],
+        gce: Some(HYPERDISK_BOOT),
     },
 ];
 
@@ -328,6 +386,18 @@ pub enum CatalogError {
         /// Valid machine types.
         valid: Vec<&'static str>,
     },
+    /// The generation cannot run on this backend (backend `gce`: Compute
+    /// Engine does not create its TPU VMs in MIGs).
+    NotOnBackend {
+        /// Accelerator.
+        accelerator: &'static str,
+        /// Its human name.
+        display: &'static str,
+        /// The backend.
+        backend: Backend,
+        /// Accelerators the backend takes.
+        valid: Vec<&'static str>,
+    },
     /// Machine type cannot build this topology (chips do not divide, or a
     /// single-host-only machine type for a multi-host topology).
     MachineTypeDoesNotFit {
@@ -369,6 +439,19 @@ impl fmt::Display for CatalogError {
                 f,
                 "machine type {given:?} is not a {accelerator} machine type; expected one of: {}",
                 valid.join(", ")
+            ),
+            CatalogError::NotOnBackend {
+                accelerator,
+                display,
+                backend,
+                valid,
+            } => write!(
+                f,
+                "accelerator {accelerator} ({display}) cannot run on backend {}: Compute Engine creates \
+                 TPU VMs in managed instance groups only for {} ({}); use backend gke for {accelerator}",
+                backend.as_str(),
+                valid.join(", "),
+                GCE_SOURCES[0].url,
             ),
             CatalogError::MachineTypeDoesNotFit {
                 machine_type,
@@ -428,7 +511,63 @@ fn fits(m: &MachineType, topology: &str) -> bool {
     }
 }
 
-/// Resolves accelerator × topology × optional machine type to a [`SliceShape`].
+/// The placement of a slice of `hosts` hosts of `generation` on `backend`.
+///
+/// A single-host slice has none on either backend. Multi-host: on GKE,
+/// COMPACT placement with `tpuTopology`, or a workload policy where the
+/// generation needs one (tpu7x); on GCE, always a workload policy
+/// (`HIGH_THROUGHPUT`, `acceleratorTopology`) attached to the BULK MIG,
+/// including v6e and v5p: that is what makes the MIG's VMs one ICI-connected
+/// slice (Compute Engine's "Create a MIG with multi-host TPU slice";
+/// tpu-operator does the same for every BULK multi-host group).
+pub fn placement(generation: &Generation, topology: &str, hosts: u32, backend: Backend) -> Placement {
+    let topology = topology.to_string();
+    if hosts <= 1 {
+        Placement::None
+    } else if backend == Backend::Gce || generation.multi_host_workload_policy {
+        Placement::WorkloadPolicy { topology }
+    } else {
+        Placement::Compact { topology }
+    }
+}
+
+/// Generations backend `gce` takes ([`Generation::gce`]), in catalogue order.
+pub fn gce_accelerators() -> Vec<&'static str> {
+    GENERATIONS
+        .iter()
+        .filter(|g| g.gce.is_some())
+        .map(|g| g.accelerator)
+        .collect()
+}
+
+/// [`resolve`] for a backend: on `gce`, refuses a generation Compute Engine
+/// does not create in MIGs ([`CatalogError::NotOnBackend`], listing those
+/// it does) and places every multi-host slice with a workload policy
+/// ([`placement`]).
+pub fn resolve_for(
+    backend: Backend,
+    accelerator: &str,
+    topology: &str,
+    machine_type: Option<&str>,
+) -> Result<SliceShape, CatalogError> {
+    let mut shape = resolve(accelerator, topology, machine_type)?;
+    if backend == Backend::Gce {
+        let g = shape.generation;
+        if g.gce.is_none() {
+            return Err(CatalogError::NotOnBackend {
+                accelerator: g.accelerator,
+                display: g.display,
+                backend,
+                valid: gce_accelerators(),
+            });
+        }
+        shape.placement = placement(g, &shape.topology, shape.hosts, backend);
+    }
+    Ok(shape)
+}
+
+/// Resolves accelerator × topology × optional machine type to a [`SliceShape`]
+/// (backend `gke`; see [`resolve_for`]).
 pub fn resolve(
     accelerator: &str,
     topology: &str,
@@ -486,17 +625,7 @@ pub fn resolve(
     };
     let total = chips(topo);
     let hosts = total / machine.chips_per_host;
-    let placement = if hosts <= 1 {
-        Placement::None
-    } else if generation.multi_host_workload_policy {
-        Placement::WorkloadPolicy {
-            topology: topo.to_string(),
-        }
-    } else {
-        Placement::Compact {
-            topology: topo.to_string(),
-        }
-    };
+    let placement = placement(generation, topo, hosts, Backend::Gke);
     Ok(SliceShape {
         generation,
         machine_type: machine.name,
@@ -568,6 +697,78 @@ mod tests {
             resolve("tpu-v6e-slice", "2x4", None).unwrap().placement,
             Placement::None
         );
+    }
+
+    #[test]
+    fn gce_takes_v5p_v6e_and_tpu7x_with_a_policy_for_every_multi_host_slice() {
+        assert_eq!(
+            gce_accelerators(),
+            ["tpu-v5p-slice", "tpu-v6e-slice", "tpu7x"]
+        );
+        for (acc, topo, want) in [
+            ("tpu-v6e-slice", "2x2", Placement::None),
+            ("tpu-v6e-slice", "2x4", Placement::None),
+            (
+                "tpu-v6e-slice",
+                "4x4",
+                Placement::WorkloadPolicy {
+                    topology: "4x4".into(),
+                },
+            ),
+            ("tpu-v5p-slice", "2x2x1", Placement::None),
+            (
+                "tpu-v5p-slice",
+                "2x2x2",
+                Placement::WorkloadPolicy {
+                    topology: "2x2x2".into(),
+                },
+            ),
+            ("tpu7x", "1x1x1", Placement::None),
+            (
+                "tpu7x",
+                "2x2x4",
+                Placement::WorkloadPolicy {
+                    topology: "2x2x4".into(),
+                },
+            ),
+        ] {
+            let s = resolve_for(Backend::Gce, acc, topo, None).unwrap();
+            assert_eq!(s.placement, want, "{acc} {topo}");
+        }
+        // The same v6e slice on GKE keeps COMPACT placement.
+        assert_eq!(
+            resolve_for(Backend::Gke, "tpu-v6e-slice", "4x4", None)
+                .unwrap()
+                .placement,
+            Placement::Compact {
+                topology: "4x4".into()
+            }
+        );
+        // v6e 2x4 on two 4-chip hosts is multi-host: a policy.
+        assert!(matches!(
+            resolve_for(Backend::Gce, "tpu-v6e-slice", "2x4", Some("ct6e-standard-4t"))
+                .unwrap()
+                .placement,
+            Placement::WorkloadPolicy { .. }
+        ));
+        for acc in ["tpu-v4-podslice", "tpu-v5-lite-podslice"] {
+            let g = generation(acc).unwrap();
+            let e = resolve_for(Backend::Gce, acc, g.topologies[0], None).unwrap_err();
+            assert!(matches!(e, CatalogError::NotOnBackend { .. }), "{e:?}");
+            let e = e.to_string();
+            assert!(
+                e.contains("only for tpu-v5p-slice, tpu-v6e-slice, tpu7x")
+                    && e.contains("use backend gke"),
+                "{e}"
+            );
+            assert!(resolve_for(Backend::Gke, acc, g.topologies[0], None).is_ok());
+        }
+        for g in GENERATIONS {
+            if let Some(gce) = g.gce {
+                assert!(!gce.boot_disk_types.is_empty(), "{}", g.accelerator);
+            }
+        }
+        assert!(GCE_SOURCES.iter().all(|s| s.url.starts_with("https://cloud.google.com/")));
     }
 
     #[test]

@@ -46,11 +46,12 @@ pub struct TargetSpec {
     /// Owner id stamped on every resource this reconciler creates. Only
     /// resources carrying this owner id are ever changed or deleted.
     pub owner_id: String,
-    /// GKE cluster the node pools are created in (backend `gke`).
+    /// GKE cluster the node pools are created in (backend `gke`). A Target
+    /// has at most one of `gke` and `gce`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gke: Option<GkeCluster>,
     /// Self-managed Kubernetes cluster whose nodes are GCE TPU VMs joined with
-    /// kubeadm (backend `gce`).
+    /// kubeadm (backend `gce`). A Target has at most one of `gke` and `gce`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gce: Option<GceCluster>,
     /// Defaults applied to every node of every slice of this target.
@@ -73,18 +74,22 @@ pub struct GkeCluster {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GceCluster {
-    /// The control-plane endpoint the nodes join, `HOST:PORT` (an IP address
-    /// or DNS name, and the API server's port, usually 6443). Written into
+    /// The control-plane endpoint the nodes join, `HOST:PORT`: an IPv4
+    /// address, a bracketed IPv6 address or a DNS name, and the API server's
+    /// port (1–65535, usually 6443), e.g. `10.128.0.2:6443`. Written into
     /// each VM's metadata for `kubeadm join`.
     pub control_plane_endpoint: String,
     /// How slicectl reaches this cluster's Kubernetes API (to mint bootstrap
     /// tokens, label Nodes, ensure the device plugin).
     pub kube_api: KubeApi,
-    /// VPC network of the VMs (name or URL). Default `default`.
+    /// VPC network of the VMs: a name, or `projects/P/global/networks/NAME`
+    /// (or its URL). Default `default`.
     #[serde(default = "default_network")]
     pub network: String,
-    /// Subnetwork of the VMs (name or URL, in the target's region). Omitted:
-    /// the network's subnetwork in that region (auto-mode networks).
+    /// Subnetwork of the VMs: a name, or
+    /// `projects/P/regions/REGION/subnetworks/NAME` (or its URL) in the
+    /// target zone's region. Omitted: the network's subnetwork in that region
+    /// (auto-mode networks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subnetwork: Option<String>,
     /// The TPU device plugin DaemonSet slicectl ensures in `kube-system`.
@@ -96,8 +101,9 @@ fn default_network() -> String {
     "default".to_string()
 }
 
-/// How slicectl reaches a cluster's Kubernetes API: a kubeconfig (and
-/// optionally one of its contexts), or the in-cluster service account.
+/// How slicectl reaches a cluster's Kubernetes API: exactly one of a
+/// kubeconfig (and optionally one of its contexts) or the in-cluster service
+/// account.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KubeApi {
@@ -105,7 +111,8 @@ pub struct KubeApi {
     /// to the working directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubeconfig: Option<String>,
-    /// Context in that kubeconfig. Omitted: its current context.
+    /// Context in that kubeconfig (only with `kubeconfig`). Omitted: its
+    /// current context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
     /// Use the pod's service account (slicectl runs inside this cluster).
@@ -117,7 +124,7 @@ pub struct KubeApi {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DevicePlugin {
-    /// Container image of the plugin.
+    /// Container image of the plugin (`[registry/]path[:tag][@sha256:…]`).
     #[serde(default = "default_device_plugin_image")]
     pub image: String,
 }
@@ -274,25 +281,34 @@ pub struct SliceSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GceSlice {
-    /// Boot image: an image or image-family URL, e.g.
+    /// Boot image: `projects/P/global/images/NAME` or
+    /// `projects/P/global/images/family/FAMILY` (or its URL), e.g.
     /// `projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-tpu7x`.
-    /// Required unless `instanceTemplate` is given.
+    /// Required with `bootstrap`; not allowed with `instanceTemplate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     /// Boot disk; omitted fields fall back to the target's `nodeDefaults`.
+    /// Not allowed with `instanceTemplate`.
     #[serde(default)]
     pub boot_disk: BootDisk,
-    /// Extra instance metadata (keys slicectl uses itself are refused).
+    /// Extra instance metadata: keys `[a-zA-Z0-9-_]{1,128}`, values up to
+    /// 256 KiB, 256 KiB in all. Keys slicectl writes itself (`startup-script`,
+    /// `kube-labels`, `kube-taints`, `kubeadm-*`, `created-by`, `slicectl-*`)
+    /// and `startup-script-url` are refused. Not allowed with `instanceTemplate`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metadata: BTreeMap<String, String>,
     /// How the VMs join the cluster. Exactly one of `bootstrap` and
     /// `instanceTemplate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<Bootstrap>,
-    /// Bring your own instance template (URL or `projects/P/global/instanceTemplates/NAME`):
-    /// slicectl validates it (TPU machine type, TERMINATE on host maintenance,
-    /// a provisioning model and termination action that fit) and uses it for
-    /// the MIG, but does not bootstrap its VMs.
+    /// Bring your own instance template, in the target's project:
+    /// `projects/P/global/instanceTemplates/NAME` or
+    /// `projects/P/regions/REGION/instanceTemplates/NAME` (the target zone's
+    /// region), or its URL. slicectl validates it when it reads it (TPU
+    /// machine type, TERMINATE on host maintenance, a provisioning model and
+    /// termination action that fit) and uses it for the MIG, but does not
+    /// bootstrap its VMs. `image`, `bootDisk`, `metadata` and `capacity` then
+    /// come from the template and are not allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_template: Option<String>,
 }
@@ -301,11 +317,13 @@ pub struct GceSlice {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BootDisk {
-    /// Size in GB. Default: the target's `nodeDefaults.diskSizeGb`, else 100.
+    /// Size in GB, 10 to 65536. Default: the target's
+    /// `nodeDefaults.diskSizeGb`, else 100.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_gb: Option<u32>,
-    /// Disk type, e.g. `hyperdisk-balanced`, `pd-balanced`. Default: the
-    /// target's `nodeDefaults.diskType`, else `hyperdisk-balanced`.
+    /// Disk type the TPU generation boots from: `hyperdisk-balanced` (v6e,
+    /// TPU7x) or `pd-balanced` (v5p). Default: the target's
+    /// `nodeDefaults.diskType`, else the generation's (the catalogue's first).
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
 }
@@ -322,8 +340,10 @@ pub struct Bootstrap {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Kubeadm {
-    /// Kubernetes minor version of kubelet and kubeadm on the VMs, e.g. `"1.36"`
-    /// (the control plane's minor or up to three older, per Kubernetes' skew policy).
+    /// Kubernetes minor version of kubelet and kubeadm on the VMs, `"1.N"`
+    /// with N ≥ 31, e.g. `"1.36"` (not a patch version: the VMs install its
+    /// newest patch from pkgs.k8s.io). Use the control plane's minor or up to
+    /// three older, per Kubernetes' version skew policy.
     pub kubernetes_version: String,
 }
 
@@ -337,7 +357,8 @@ pub struct Capacity {
     /// The reservation to consume; required when `type: reservation`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation: Option<Reservation>,
-    /// For `flex-start`: the maximum run duration, e.g. `72h`.
+    /// For `flex-start`: the maximum run duration, e.g. `72h` (at most
+    /// 168h; on backend `gce` required, and at least 10m).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_run_duration: Option<String>,
 }
@@ -353,7 +374,8 @@ pub enum CapacityType {
     Spot,
     /// A specific reservation.
     Reservation,
-    /// Flex-start (Dynamic Workload Scheduler, queued provisioning).
+    /// Flex-start (Dynamic Workload Scheduler, queued provisioning; on
+    /// backend `gce`, provisioning model FLEX_START in a BULK MIG).
     FlexStart,
 }
 

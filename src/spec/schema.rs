@@ -32,7 +32,8 @@ enum SliceKind {
     Slice,
 }
 
-/// A `Target` document: where slices go (project, zone, GKE cluster) and the
+/// A `Target` document: where slices go (project, zone, and a GKE cluster or a
+/// self-managed kubeadm cluster on GCE) and the
 /// owner id that scopes what this reconciler may change.
 #[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -95,6 +96,13 @@ fn refine(schema: &mut serde_json::Value) {
         .iter()
         .map(|g| serde_json::Value::String(g.accelerator.to_string()))
         .collect();
+    let mut boot_disk_types: Vec<&str> = super::catalog::GENERATIONS
+        .iter()
+        .filter_map(|g| g.gce)
+        .flat_map(|g| g.boot_disk_types.iter().copied())
+        .collect();
+    boot_disk_types.sort_unstable();
+    boot_disk_types.dedup();
     let rules = [
         (
             "Metadata",
@@ -147,6 +155,38 @@ fn refine(schema: &mut serde_json::Value) {
             "operationTimeout",
             json!({"examples": ["45m", "2h"]}),
         ),
+        (
+            "GceCluster",
+            "controlPlaneEndpoint",
+            json!({"pattern": "^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9.-]+):[0-9]{1,5}$",
+                   "examples": ["10.128.0.2:6443", "cp.example.internal:6443"]}),
+        ),
+        (
+            "Kubeadm",
+            "kubernetesVersion",
+            json!({"pattern": "^1\\.[0-9]+$", "examples": ["1.36", "1.35"]}),
+        ),
+        (
+            "BootDisk",
+            "sizeGb",
+            json!({"minimum": 10, "maximum": 65536}),
+        ),
+        ("BootDisk", "type", json!({ "enum": boot_disk_types })),
+        (
+            "GceSlice",
+            "metadata",
+            json!({"propertyNames": {"pattern": "^[a-zA-Z0-9_-]{1,128}$"}}),
+        ),
+        (
+            "GceSlice",
+            "image",
+            json!({"examples": ["projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-tpu7x"]}),
+        ),
+        (
+            "GceSlice",
+            "instanceTemplate",
+            json!({"pattern": "^(https://(www|compute)\\.googleapis\\.com/compute/(v1|beta|alpha)/)?projects/[^/]+/(global|regions/[a-z0-9-]+)/instanceTemplates/[a-z]([-a-z0-9]*[a-z0-9])?$"}),
+        ),
     ];
     for (definition, property, extra) in rules {
         let target = schema
@@ -155,6 +195,39 @@ fn refine(schema: &mut serde_json::Value) {
             .and_then(|d| d.get_mut("properties"))
             .and_then(|p| p.get_mut(property))
             .and_then(|p| p.as_object_mut());
+        if let (Some(target), Some(extra)) = (target, extra.as_object()) {
+            for (k, v) in extra {
+                target.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    // Rules across a definition's properties.
+    let exclusive = [
+        // Exactly one of kubeconfig and inCluster: true.
+        (
+            "KubeApi",
+            json!({"oneOf": [
+                {"required": ["kubeconfig"], "properties": {"inCluster": {"const": false}}},
+                {"required": ["inCluster"], "properties": {"inCluster": {"const": true}},
+                 "not": {"anyOf": [{"required": ["kubeconfig"]}, {"required": ["context"]}]}}
+            ]}),
+        ),
+        // Exactly one of bootstrap and instanceTemplate.
+        (
+            "GceSlice",
+            json!({"oneOf": [
+                {"required": ["bootstrap"], "not": {"required": ["instanceTemplate"]}},
+                {"required": ["instanceTemplate"],
+                 "not": {"anyOf": [{"required": ["bootstrap"]}, {"required": ["image"]},
+                                   {"required": ["bootDisk"]}, {"required": ["metadata"]}]}}
+            ]}),
+        ),
+    ];
+    for (definition, extra) in exclusive {
+        let target = schema
+            .get_mut("definitions")
+            .and_then(|d| d.get_mut(definition))
+            .and_then(|d| d.as_object_mut());
         if let (Some(target), Some(extra)) = (target, extra.as_object()) {
             for (k, v) in extra {
                 target.insert(k.clone(), v.clone());
@@ -191,6 +264,34 @@ mod tests {
         assert_eq!(replicas["minimum"], 1);
         assert_eq!(replicas["maximum"], 64);
         assert!(text.contains("\"additionalProperties\":false"), "{text}");
+    }
+
+    /// The gce fields are in the schema, with their syntax rules.
+    #[test]
+    fn schema_covers_the_gce_backend() {
+        let schema = json_schema();
+        let defs = &schema["definitions"];
+        let gce = &defs["GceCluster"]["properties"];
+        for field in ["controlPlaneEndpoint", "kubeApi", "network", "subnetwork", "devicePlugin"] {
+            assert!(gce.get(field).is_some(), "GceCluster.{field}: {gce}");
+        }
+        assert!(
+            gce["controlPlaneEndpoint"]["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("HOST:PORT")),
+            "doc comments become descriptions"
+        );
+        assert_eq!(defs["KubeApi"]["oneOf"].as_array().map(Vec::len), Some(2));
+        assert_eq!(defs["GceSlice"]["oneOf"].as_array().map(Vec::len), Some(2));
+        assert_eq!(
+            defs["BootDisk"]["properties"]["type"]["enum"],
+            json!(["hyperdisk-balanced", "pd-balanced"])
+        );
+        assert_eq!(
+            defs["Kubeadm"]["properties"]["kubernetesVersion"]["pattern"],
+            "^1\\.[0-9]+$"
+        );
+        assert!(defs["SliceSpec"]["properties"].get("gce").is_some());
     }
 
     /// The committed schema must be what the code generates.
