@@ -514,10 +514,21 @@ impl Session {
                 ))
             );
         }
-        Ok(Session {
-            cloud: client.into(),
-            sim,
-        })
+        let mut cloud = Cloud::from(client).with_kube(std::sync::Arc::new(
+            crate::kube::KubeClients::new(fleet.targets.values().filter_map(|t| {
+                let g = t.spec.gce.as_ref()?;
+                Some((
+                    crate::resource::KubeRef {
+                        endpoint: g.control_plane_endpoint.clone(),
+                    },
+                    g.kube_api.clone(),
+                ))
+            })),
+        ));
+        if conn.sim {
+            cloud = cloud.deferring_unreachable_kube();
+        }
+        Ok(Session { cloud, sim })
     }
 
     async fn close(self) {

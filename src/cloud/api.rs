@@ -208,6 +208,27 @@ pub struct Cloud {
     pub gke: Arc<dyn GkeService>,
     /// Compute Engine.
     pub compute: Arc<dyn ComputeService>,
+    /// The Kubernetes API of self-managed clusters (the `gce` backend).
+    pub kube: Arc<dyn crate::kube::KubeService>,
+    /// `--sim`: a self-managed cluster whose Kubernetes API cannot be
+    /// reached (or configured) is left out of the plan, said so, instead of
+    /// failing the observation. Never set against real Google Cloud.
+    pub defer_unreachable_kube: bool,
+}
+
+impl Cloud {
+    /// The same cloud, reaching self-managed clusters through `kube`.
+    pub fn with_kube(self, kube: Arc<dyn crate::kube::KubeService>) -> Cloud {
+        Cloud { kube, ..self }
+    }
+
+    /// The same cloud, deferring unreachable self-managed clusters (`--sim`).
+    pub fn deferring_unreachable_kube(self) -> Cloud {
+        Cloud {
+            defer_unreachable_kube: true,
+            ..self
+        }
+    }
 }
 
 impl std::fmt::Debug for Cloud {
@@ -222,6 +243,9 @@ impl From<CloudClient> for Cloud {
         Cloud {
             gke: shared.clone(),
             compute: shared,
+            // No self-managed cluster until the fleet names one.
+            kube: Arc::new(crate::kube::KubeClients::new([])),
+            defer_unreachable_kube: false,
         }
     }
 }

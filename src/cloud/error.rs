@@ -88,6 +88,9 @@ pub enum CloudError {
     /// The client was configured or called with an invalid value.
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// A Kubernetes call made while observing a self-managed cluster failed.
+    #[error(transparent)]
+    Kube(#[from] crate::kube::KubeError),
 }
 
 /// How GKE's 429 for a full specific reservation begins.

@@ -153,6 +153,8 @@ impl FakeCloud {
         Cloud {
             gke: self.clone(),
             compute: self.clone(),
+            kube: crate::kube::fake::FakeKube::new(),
+            defer_unreachable_kube: false,
         }
     }
 

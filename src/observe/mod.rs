@@ -5,7 +5,7 @@
 
 mod shared;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::try_join_all;
 
@@ -25,6 +25,31 @@ pub fn clusters(fleet: &Fleet) -> BTreeSet<ClusterRef> {
         .collect()
 }
 
+/// With `--sim` ([`Cloud::defer_unreachable_kube`]), the self-managed
+/// clusters whose Kubernetes API cannot be reached, with why.
+async fn deferred_scopes(cloud: &Cloud, owners: &Owners) -> BTreeMap<Scope, String> {
+    let mut out = BTreeMap::new();
+    if !cloud.defer_unreachable_kube {
+        return out;
+    }
+    for scope in owners.scopes() {
+        let Scope::Kube(k) = scope else {
+            continue;
+        };
+        if let Err(e) = cloud.kube.reachable(k).await {
+            tracing::warn!(cluster = %k.endpoint, error = %e, "self-managed cluster not reachable; deferring its Kubernetes side");
+            out.insert(
+                scope.clone(),
+                format!(
+                    "its Kubernetes API is not reachable ({}). Under --sim the GCE resources are still created and                      their simulated VMs boot, but nothing joins the cluster and no Node is labelled until slicectl                      can reach it: start a real control plane and point the Target's gce.kubeApi and                      controlPlaneEndpoint at it (scripts/gce-demo.sh does both)",
+                    e.code()
+                ),
+            );
+        }
+    }
+    out
+}
+
 /// Observes every scope the fleet's targets name, with every registered kind.
 pub async fn observe(cloud: &Cloud, fleet: &Fleet) -> Result<Inventory, CloudError> {
     let owners = Owners::of(fleet);
@@ -32,19 +57,26 @@ pub async fn observe(cloud: &Cloud, fleet: &Fleet) -> Result<Inventory, CloudErr
     let shared = Cloud {
         gke: std::sync::Arc::new(shared::SharedListings::new(cloud.gke.clone())),
         compute: cloud.compute.clone(),
+        kube: cloud.kube.clone(),
+        defer_unreachable_kube: cloud.defer_unreachable_kube,
     };
     let cloud = &shared;
+    let deferred = deferred_scopes(cloud, &owners).await;
     let kinds = crate::kinds::exec_kinds();
+    let deferred_ref = &deferred;
     let lists = kinds.iter().flat_map(|k| {
         owners
             .scopes()
-            .filter(|s| k.observes(s))
+            .filter(|s| k.observes(s) && !deferred_ref.contains_key(*s))
             .map(
                 move |s| async move { Ok::<_, CloudError>((k.kind(), k.observe(cloud, s).await?)) },
             )
     });
     let results = try_join_all(lists).await?;
-    let mut inv = Inventory::default();
+    let mut inv = Inventory {
+        deferred,
+        ..Inventory::default()
+    };
     for (kind, observed) in results {
         inv.resources
             .entry(kind)

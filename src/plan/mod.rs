@@ -22,7 +22,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::resource::{ClusterRef, RegionRef, ZoneRef};
+use crate::resource::{ClusterRef, KubeRef, ProjectRef, RegionRef, ZoneRef};
 use crate::spec::Fleet;
 
 use hash::FieldChange;
@@ -349,6 +349,20 @@ impl Owners {
                 }))
                 .or_default()
                 .insert(owner.clone());
+            if let Some(g) = &t.spec.gce {
+                by_scope
+                    .entry(Scope::Global(ProjectRef {
+                        project: t.spec.project.clone(),
+                    }))
+                    .or_default()
+                    .insert(owner.clone());
+                by_scope
+                    .entry(Scope::Kube(KubeRef {
+                        endpoint: g.control_plane_endpoint.clone(),
+                    }))
+                    .or_default()
+                    .insert(owner.clone());
+            }
             by_scope
                 .entry(Scope::Zone(ZoneRef {
                     project: t.spec.project.clone(),

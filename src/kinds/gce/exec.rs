@@ -55,13 +55,9 @@ fn view(n: &Node) -> NodeView {
             .and_then(|s| s.taints.as_ref())
             .map(|ts| {
                 ts.iter()
-                    .map(|t| {
-                        format!(
-                            "{}={}:{}",
-                            t.key,
-                            t.value.as_deref().unwrap_or_default(),
-                            t.effect
-                        )
+                    .map(|t| match t.value.as_deref().unwrap_or_default() {
+                        "" => format!("{}:{}", t.key, t.effect),
+                        v => format!("{}={v}:{}", t.key, t.effect),
                     })
                     .collect()
             })
@@ -125,12 +121,11 @@ fn empty_group(o: &Ownership) -> NodeGroupLive {
 }
 
 fn parse_taint(s: &str) -> Option<k8s_openapi::api::core::v1::Taint> {
-    let (kv, effect) = s.rsplit_once(':')?;
-    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    let t = bootstrap::decode_taints(s).ok()?.into_iter().next()?;
     Some(k8s_openapi::api::core::v1::Taint {
-        key: key.to_string(),
-        value: (!value.is_empty()).then(|| value.to_string()),
-        effect: effect.to_string(),
+        key: t.key,
+        value: (!t.value.is_empty()).then_some(t.value),
+        effect: t.effect.as_str().to_string(),
         ..Default::default()
     })
 }
@@ -228,7 +223,7 @@ async fn set_join_metadata(
                 }
             }
             None => {
-                items.remove(bootstrap::KEY_JOIN_TOKEN);
+                items.remove(bootstrap::JOIN_TOKEN_KEY);
             }
         }
         if items == before {
@@ -273,7 +268,7 @@ async fn bootstrap_status(cloud: &Cloud, zone: &ZoneRef, instance: &str) -> Opti
         .ok()?;
     entries
         .into_iter()
-        .find(|e| e.key == bootstrap::GUEST_KEY_BOOTSTRAP)
+        .find(|e| e.key == bootstrap::GUEST_BOOTSTRAP_KEY)
         .map(|e| e.value)
 }
 
@@ -378,9 +373,9 @@ async fn drive(cloud: &Cloud, a: &Action, k: &KubeRef, want: &NodeGroup) -> Resu
                         &zone,
                         inst,
                         Some([
-                            (bootstrap::KEY_JOIN_TOKEN, secret.as_str()),
-                            (bootstrap::KEY_API_ENDPOINT, want.endpoint.as_str()),
-                            (bootstrap::KEY_CA_HASH, h.as_str()),
+                            (bootstrap::JOIN_TOKEN_KEY, secret.as_str()),
+                            (bootstrap::API_ENDPOINT_KEY, want.endpoint.as_str()),
+                            (bootstrap::CA_HASH_KEY, h.as_str()),
                         ]),
                     )
                     .await?;

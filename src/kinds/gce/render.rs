@@ -105,14 +105,6 @@ pub struct NodeGroup {
     pub endpoint: String,
 }
 
-fn effect(e: TaintEffect) -> &'static str {
-    match e {
-        TaintEffect::NoSchedule => "NoSchedule",
-        TaintEffect::PreferNoSchedule => "PreferNoSchedule",
-        TaintEffect::NoExecute => "NoExecute",
-    }
-}
-
 /// A network or subnetwork as a partial URL (`projects/P/global/networks/N`).
 fn network_link(project: &str, v: &str) -> String {
     if v.contains('/') {
@@ -246,7 +238,18 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
         .spec
         .taints
         .iter()
-        .map(|x| format!("{}={}:{}", x.key, x.value, effect(x.effect)))
+        .map(|x| {
+            bootstrap::Taint {
+                key: x.key.clone(),
+                value: x.value.clone(),
+                effect: match x.effect {
+                    TaintEffect::NoSchedule => bootstrap::TaintEffect::NoSchedule,
+                    TaintEffect::PreferNoSchedule => bootstrap::TaintEffect::PreferNoSchedule,
+                    TaintEffect::NoExecute => bootstrap::TaintEffect::NoExecute,
+                },
+            }
+            .to_string()
+        })
         .collect();
 
     // The template (unless brought).
@@ -261,15 +264,15 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
                 .unwrap_or_default();
             let mut items: BTreeMap<String, String> = g.metadata.clone();
             items.insert(
-                bootstrap::KEY_STARTUP_SCRIPT.into(),
+                bootstrap::STARTUP_SCRIPT_KEY.into(),
                 bootstrap::STARTUP_SCRIPT.into(),
             );
-            items.insert(bootstrap::KEY_KUBERNETES_VERSION.into(), version);
+            items.insert(bootstrap::KUBERNETES_VERSION_KEY.into(), version);
             items.insert(
-                bootstrap::KEY_KUBE_LABELS.into(),
+                bootstrap::KUBE_LABELS_KEY.into(),
                 bootstrap::encode_labels(&reg_labels),
             );
-            items.insert(bootstrap::KEY_KUBE_TAINTS.into(), taints.join(","));
+            items.insert(bootstrap::KUBE_TAINTS_KEY.into(), taints.join(","));
             let cap = &slice.spec.capacity;
             let (model, termination) = match cap.kind {
                 CapacityType::OnDemand => ("STANDARD", None),

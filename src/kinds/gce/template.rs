@@ -63,7 +63,7 @@ fn shown(t: &InstanceTemplate) -> Value {
         .and_then(Value::as_array_mut)
     {
         for i in items.iter_mut() {
-            if i["key"] == crate::bootstrap::KEY_STARTUP_SCRIPT
+            if i["key"] == crate::bootstrap::STARTUP_SCRIPT_KEY
                 && let Some(text) = i["value"].as_str()
             {
                 i["value"] = Value::from(format!("<startup script, {} bytes>", text.len()));
