@@ -1,9 +1,22 @@
-//! Kubernetes edge: clients, bootstrap tokens and the cluster CA.
+//! Kubernetes edge: clients, bootstrap tokens, the cluster CA, and the seam
+//! ([`KubeService`]) through which the GCE backend works on a self-managed
+//! cluster: its real implementation ([`KubeClients`]) and a recording fake
+//! ([`fake::FakeKube`]).
 
 pub mod bootstrap_token;
 pub mod ca;
 pub mod client;
+pub mod clients;
+pub mod error;
+pub mod fake;
+pub mod service;
 
 pub use bootstrap_token::{BootstrapToken, BootstrapTokenError, TokenSpec};
 pub use ca::{CaError, ca_cert_hash};
 pub use client::{ClientError, client_from_kubeconfig, config_from_kubeconfig};
+pub use clients::KubeClients;
+pub use error::{Attempt, KubeError};
+pub use service::{
+    DevicePluginObjects, FIELD_MANAGER, Kube, KubeService, LabelSelector, StoredToken,
+    UNSCHEDULABLE_TAINT_KEY, is_cordoned, unschedulable_taint,
+};

@@ -1,0 +1,707 @@
+//! The real [`KubeService`]: kube-rs clients, one per cluster, built lazily
+//! from each cluster's [`KubeApi`] and cached.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret, ServiceAccount, Taint};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tokio::sync::OnceCell;
+
+use super::bootstrap_token::{BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_SECRET_TYPE};
+use super::error::{Attempt, KubeError, chain};
+use super::service::{
+    DevicePluginObjects, FIELD_MANAGER, KubeService, StoredToken, UNSCHEDULABLE_TAINT_KEY,
+    expiration_after, is_cordoned, unschedulable_taint,
+};
+use super::{BootstrapToken, TokenSpec, ca_cert_hash};
+use crate::resource::KubeRef;
+use crate::spec::model::KubeApi;
+
+/// How long dialling an API server may take before it counts as unreachable.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a response may take (slicectl never watches through these
+/// clients, so a bound is safe).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The bound of [`KubeService::reachable`], connection included.
+pub const REACHABLE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Page size of list calls.
+const PAGE: u32 = 500;
+/// Attempts of a read-modify-write (cordon) that meets a conflict.
+const CONFLICT_ATTEMPTS: usize = 5;
+
+/// One cluster: how to reach it, and its client once built.
+struct Slot {
+    api: KubeApi,
+    client: OnceCell<(Client, String)>,
+}
+
+/// The real Kubernetes seam: a client per cluster, built on first use from
+/// the cluster's [`KubeApi`] (a kubeconfig and context, or in-cluster) with
+/// short timeouts, then reused.
+pub struct KubeClients {
+    slots: HashMap<KubeRef, Slot>,
+}
+
+impl std::fmt::Debug for KubeClients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut clusters: Vec<_> = self.slots.keys().map(|k| k.endpoint.as_str()).collect();
+        clusters.sort_unstable();
+        f.debug_struct("KubeClients")
+            .field("clusters", &clusters)
+            .finish()
+    }
+}
+
+/// Expands a leading `~` (alone or `~/…`) to `$HOME`.
+pub fn expand_home(path: &str) -> PathBuf {
+    let home = || std::env::var_os("HOME").map(PathBuf::from);
+    if path == "~" {
+        if let Some(h) = home() {
+            return h;
+        }
+    } else if let Some(rest) = path.strip_prefix("~/")
+        && let Some(h) = home()
+    {
+        return h.join(rest);
+    }
+    PathBuf::from(path)
+}
+
+impl KubeClients {
+    /// Clients for these clusters; nothing is read or dialled until a
+    /// cluster is first used.
+    pub fn new(clusters: impl IntoIterator<Item = (KubeRef, KubeApi)>) -> Self {
+        Self {
+            slots: clusters
+                .into_iter()
+                .map(|(k, api)| {
+                    (
+                        k,
+                        Slot {
+                            api,
+                            client: OnceCell::new(),
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The client configuration of a cluster, with slicectl's timeouts.
+    pub async fn config(&self, k: &KubeRef) -> Result<Config, KubeError> {
+        let slot = self.slot(k)?;
+        let mut config = load_config(k, &slot.api).await?;
+        config.connect_timeout = Some(CONNECT_TIMEOUT);
+        config.read_timeout = Some(READ_TIMEOUT);
+        config.reset_reader_on_write = true;
+        Ok(config)
+    }
+
+    fn slot(&self, k: &KubeRef) -> Result<&Slot, KubeError> {
+        self.slots.get(k).ok_or_else(|| KubeError::Config {
+            endpoint: k.endpoint.clone(),
+            message: "no Kubernetes API configured for this cluster (the target's gce.kubeApi)"
+                .to_owned(),
+        })
+    }
+
+    /// The cached client of a cluster and its server URL.
+    async fn client<'a>(&'a self, k: &'a KubeRef) -> Result<Cx<'a>, KubeError> {
+        let slot = self.slot(k)?;
+        let (client, server) = slot
+            .client
+            .get_or_try_init(|| async {
+                let config = self.config(k).await?;
+                let server = config.cluster_url.to_string();
+                let client = Client::try_from(config).map_err(|e| KubeError::Config {
+                    endpoint: k.endpoint.clone(),
+                    message: format!("cannot build a client: {}", chain(&e)),
+                })?;
+                tracing::debug!(cluster = %k.endpoint, %server, "kubernetes client ready");
+                Ok::<_, KubeError>((client, server))
+            })
+            .await?;
+        Ok(Cx {
+            k,
+            client: client.clone(),
+            server,
+        })
+    }
+}
+
+/// Loads the client configuration a [`KubeApi`] describes.
+async fn load_config(k: &KubeRef, api: &KubeApi) -> Result<Config, KubeError> {
+    let config_err = |message: String| KubeError::Config {
+        endpoint: k.endpoint.clone(),
+        message,
+    };
+    if api.in_cluster {
+        return Config::incluster().map_err(|e| {
+            config_err(format!(
+                "in-cluster configuration unavailable (is slicectl running in a pod of this \
+                 cluster?): {}",
+                chain(&e)
+            ))
+        });
+    }
+    let path = match &api.kubeconfig {
+        Some(p) => expand_home(p),
+        None => default_kubeconfig().ok_or_else(|| {
+            config_err("no kubeconfig given and neither KUBECONFIG nor HOME is set".to_owned())
+        })?,
+    };
+    let shown = path.display().to_string();
+    let kubeconfig = read_kubeconfig(&path)
+        .map_err(|e| config_err(format!("cannot read kubeconfig {shown}: {e}")))?;
+    if let Some(context) = &api.context
+        && !kubeconfig.contexts.iter().any(|c| &c.name == context)
+    {
+        let known: Vec<&str> = kubeconfig
+            .contexts
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        return Err(config_err(format!(
+            "context {context:?} not found in kubeconfig {shown} (it has: {})",
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        )));
+    }
+    let options = KubeConfigOptions {
+        context: api.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .map_err(|e| config_err(format!("kubeconfig {shown}: {}", chain(&e))))
+}
+
+/// `$KUBECONFIG` (its first entry) or `~/.kube/config`.
+fn default_kubeconfig() -> Option<PathBuf> {
+    if let Some(v) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+        return std::env::split_paths(&v).next();
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"))
+}
+
+fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, String> {
+    if !path.exists() {
+        return Err("no such file".to_owned());
+    }
+    Kubeconfig::read_from(path).map_err(|e| chain(&e))
+}
+
+/// One call's context: the cluster, its client and server URL.
+struct Cx<'a> {
+    k: &'a KubeRef,
+    client: Client,
+    server: &'a str,
+}
+
+impl Cx<'_> {
+    fn err(&self, attempt: Attempt, e: ::kube::Error) -> KubeError {
+        KubeError::from_client(&self.k.endpoint, self.server, attempt, e)
+    }
+
+    fn invalid(&self, attempt: Attempt, message: impl Into<String>) -> KubeError {
+        KubeError::Invalid {
+            endpoint: self.k.endpoint.clone(),
+            attempt,
+            message: message.into(),
+        }
+    }
+
+    fn all<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::ClusterResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::all(self.client.clone())
+    }
+
+    fn namespaced<K>(&self, ns: &str) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    /// Every object of a list, following `continue` tokens.
+    async fn list_all<K>(
+        &self,
+        api: &Api<K>,
+        selector: Option<&str>,
+        attempt: Attempt,
+    ) -> Result<Vec<K>, KubeError>
+    where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        let mut out = Vec::new();
+        let mut continue_token: Option<String> = None;
+        loop {
+            let mut lp = ListParams::default().limit(PAGE);
+            if let Some(s) = selector {
+                lp = lp.labels(s);
+            }
+            if let Some(c) = continue_token.take() {
+                lp = lp.continue_token(&c);
+            }
+            let page = api
+                .list(&lp)
+                .await
+                .map_err(|e| self.err(attempt.clone(), e))?;
+            out.extend(page.items);
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(c) => continue_token = Some(c),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    /// Deletes an object; 404 is success.
+    async fn delete_quiet<K>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+        attempt: Attempt,
+    ) -> Result<(), KubeError>
+    where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        match api.delete(name, &DeleteParams::background()).await {
+            Ok(_) => {
+                tracing::info!(cluster = %self.k.endpoint, %attempt, "deleted");
+                Ok(())
+            }
+            Err(::kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(self.err(attempt, e)),
+        }
+    }
+
+    /// Server-side applies one object (field manager `slicectl`, forced).
+    async fn apply<K>(&self, api: &Api<K>, obj: &K, resource: &'static str) -> Result<K, KubeError>
+    where
+        K: Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+    {
+        let meta = obj.meta();
+        let name = meta.name.clone().unwrap_or_default();
+        let shown = match &meta.namespace {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.clone(),
+        };
+        let attempt = Attempt::on("patch", resource, shown);
+        if name.is_empty() {
+            return Err(self.invalid(attempt, "the object to apply has no name"));
+        }
+        let pp = PatchParams::apply(FIELD_MANAGER).force();
+        let applied = api
+            .patch(&name, &pp, &Patch::Apply(obj))
+            .await
+            .map_err(|e| self.err(attempt.clone(), e))?;
+        tracing::debug!(
+            cluster = %self.k.endpoint,
+            %attempt,
+            resource_version = applied.meta().resource_version.as_deref().unwrap_or(""),
+            "applied"
+        );
+        Ok(applied)
+    }
+}
+
+fn namespace_of<K: Resource>(obj: &K) -> Option<&str> {
+    obj.meta().namespace.as_deref().filter(|n| !n.is_empty())
+}
+
+#[async_trait]
+impl KubeService for KubeClients {
+    async fn reachable(&self, k: &KubeRef) -> Result<(), KubeError> {
+        let cx = self.client(k).await?;
+        let attempt = Attempt::new("get", "/version");
+        match tokio::time::timeout(REACHABLE_TIMEOUT, cx.client.apiserver_version()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(cx.err(attempt, e)),
+            Err(_) => Err(KubeError::Unreachable {
+                endpoint: k.endpoint.clone(),
+                server: cx.server.to_owned(),
+                attempt,
+                detail: format!("no answer within {REACHABLE_TIMEOUT:?}"),
+            }),
+        }
+    }
+
+    async fn nodes(&self, k: &KubeRef) -> Result<Vec<Node>, KubeError> {
+        let cx = self.client(k).await?;
+        cx.list_all(&cx.all::<Node>(), None, Attempt::new("list", "nodes"))
+            .await
+    }
+
+    async fn patch_node(
+        &self,
+        k: &KubeRef,
+        name: &str,
+        labels: &BTreeMap<String, Option<String>>,
+        taints: Option<&[Taint]>,
+    ) -> Result<(), KubeError> {
+        if labels.is_empty() && taints.is_none() {
+            return Ok(());
+        }
+        let cx = self.client(k).await?;
+        let mut patch = serde_json::Map::new();
+        if !labels.is_empty() {
+            patch.insert("metadata".into(), json!({ "labels": labels }));
+        }
+        if let Some(taints) = taints {
+            patch.insert("spec".into(), json!({ "taints": taints }));
+        }
+        let attempt = Attempt::on("patch", "nodes", name);
+        cx.all::<Node>()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::Value::Object(patch)),
+            )
+            .await
+            .map_err(|e| cx.err(attempt.clone(), e))?;
+        tracing::info!(cluster = %k.endpoint, node = name, labels = labels.len(), taints = ?taints.map(<[Taint]>::len), "patched node");
+        Ok(())
+    }
+
+    async fn cordon_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError> {
+        let cx = self.client(k).await?;
+        let nodes = cx.all::<Node>();
+        let mut last = None;
+        for _ in 0..CONFLICT_ATTEMPTS {
+            let node = nodes
+                .get(name)
+                .await
+                .map_err(|e| cx.err(Attempt::on("get", "nodes", name), e))?;
+            if is_cordoned(&node) {
+                return Ok(());
+            }
+            let mut taints = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default();
+            if !taints
+                .iter()
+                .any(|t| t.key == UNSCHEDULABLE_TAINT_KEY && t.effect == "NoSchedule")
+            {
+                taints.push(unschedulable_taint());
+            }
+            // The resourceVersion makes the whole-list taint write conditional
+            // on nobody else having changed the Node since the read.
+            let patch = json!({
+                "metadata": { "resourceVersion": node.metadata.resource_version },
+                "spec": { "unschedulable": true, "taints": taints },
+            });
+            let attempt = Attempt::on("patch", "nodes", name);
+            match nodes
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(cluster = %k.endpoint, node = name, "cordoned node");
+                    return Ok(());
+                }
+                Err(e) => {
+                    let e = cx.err(attempt, e);
+                    if !e.is_conflict() {
+                        return Err(e);
+                    }
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last
+            .unwrap_or_else(|| cx.invalid(Attempt::on("patch", "nodes", name), "no attempt made")))
+    }
+
+    async fn delete_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError> {
+        let cx = self.client(k).await?;
+        cx.delete_quiet(
+            &cx.all::<Node>(),
+            name,
+            Attempt::on("delete", "nodes", name),
+        )
+        .await
+    }
+
+    async fn bootstrap_tokens(
+        &self,
+        k: &KubeRef,
+        selector: &str,
+    ) -> Result<Vec<StoredToken>, KubeError> {
+        let cx = self.client(k).await?;
+        let api = cx.namespaced::<Secret>(BOOTSTRAP_TOKEN_NAMESPACE);
+        let secrets = cx
+            .list_all(
+                &api,
+                Some(selector).filter(|s| !s.is_empty()),
+                Attempt::on("list", "secrets", format!("in {BOOTSTRAP_TOKEN_NAMESPACE}")),
+            )
+            .await?;
+        // Filtering by type on the server would need a field selector the
+        // API server does support (`type=`); filtering here keeps one call.
+        Ok(secrets
+            .iter()
+            .filter(|s| s.type_.as_deref() == Some(BOOTSTRAP_TOKEN_SECRET_TYPE))
+            .filter_map(StoredToken::from_secret)
+            .collect())
+    }
+
+    async fn create_bootstrap_token(
+        &self,
+        k: &KubeRef,
+        token: &BootstrapToken,
+        ttl: Duration,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<StoredToken, KubeError> {
+        let cx = self.client(k).await?;
+        let expiration = expiration_after(ttl).map_err(|message| {
+            cx.invalid(
+                Attempt::on("create", "secrets", token.secret_name()),
+                message,
+            )
+        })?;
+        let mut spec = TokenSpec::node_join(expiration);
+        spec.description = Some("slicectl node join".to_owned());
+        let mut secret = token.to_secret(&spec);
+        secret.metadata.labels = Some(labels.clone()).filter(|l| !l.is_empty());
+        let attempt = Attempt::on(
+            "create",
+            "secrets",
+            format!("{BOOTSTRAP_TOKEN_NAMESPACE}/{}", token.secret_name()),
+        );
+        let full = token.expose();
+        let secret_part = full.split_once('.').map(|(_, s)| s).unwrap_or_default();
+        let created = cx
+            .namespaced::<Secret>(BOOTSTRAP_TOKEN_NAMESPACE)
+            .create(&PostParams::default(), &secret)
+            .await
+            .map_err(|e| cx.err(attempt.clone(), e).redact(secret_part))?;
+        tracing::info!(cluster = %k.endpoint, secret = %token.secret_name(), %expiration, "created bootstrap token");
+        StoredToken::from_secret(&created)
+            .filter(|s| s.token.is_some())
+            .ok_or_else(|| cx.invalid(attempt, "the created Secret does not read back as a token"))
+    }
+
+    async fn delete_secret(
+        &self,
+        k: &KubeRef,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), KubeError> {
+        let cx = self.client(k).await?;
+        cx.delete_quiet(
+            &cx.namespaced::<Secret>(namespace),
+            name,
+            Attempt::on("delete", "secrets", format!("{namespace}/{name}")),
+        )
+        .await
+    }
+
+    async fn ca_cert_hash(&self, k: &KubeRef) -> Result<String, KubeError> {
+        let cx = self.client(k).await?;
+        let attempt = Attempt::on("get", "configmaps", "kube-system/kube-root-ca.crt");
+        let cm = cx
+            .namespaced::<ConfigMap>("kube-system")
+            .get("kube-root-ca.crt")
+            .await
+            .map_err(|e| cx.err(attempt.clone(), e))?;
+        let pem = cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get("ca.crt"))
+            .ok_or_else(|| cx.invalid(attempt.clone(), "no ca.crt key in kube-root-ca.crt"))?;
+        ca_cert_hash(pem).map_err(|e| cx.invalid(attempt, format!("ca.crt: {e}")))
+    }
+
+    async fn daemonset(
+        &self,
+        k: &KubeRef,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<DaemonSet>, KubeError> {
+        let cx = self.client(k).await?;
+        cx.namespaced::<DaemonSet>(namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| {
+                cx.err(
+                    Attempt::on("get", "apps/daemonsets", format!("{namespace}/{name}")),
+                    e,
+                )
+            })
+    }
+
+    async fn apply_device_plugin(
+        &self,
+        k: &KubeRef,
+        objects: &DevicePluginObjects,
+    ) -> Result<(), KubeError> {
+        let cx = self.client(k).await?;
+        let ns = |o: Option<&str>, what: &'static str| {
+            o.map(str::to_owned).ok_or_else(|| {
+                cx.invalid(
+                    Attempt::new("patch", what),
+                    format!("the device plugin's {what} has no namespace"),
+                )
+            })
+        };
+        let sa_ns = ns(namespace_of(&objects.service_account), "serviceaccounts")?;
+        let ds_ns = ns(namespace_of(&objects.daemonset), "apps/daemonsets")?;
+        cx.apply(
+            &cx.namespaced::<ServiceAccount>(&sa_ns),
+            &objects.service_account,
+            "serviceaccounts",
+        )
+        .await?;
+        cx.apply(
+            &cx.all::<ClusterRole>(),
+            &objects.cluster_role,
+            "rbac.authorization.k8s.io/clusterroles",
+        )
+        .await?;
+        cx.apply(
+            &cx.all::<ClusterRoleBinding>(),
+            &objects.cluster_role_binding,
+            "rbac.authorization.k8s.io/clusterrolebindings",
+        )
+        .await?;
+        let ds = cx
+            .apply(
+                &cx.namespaced::<DaemonSet>(&ds_ns),
+                &objects.daemonset,
+                "apps/daemonsets",
+            )
+            .await?;
+        tracing::info!(
+            cluster = %k.endpoint,
+            daemonset = %format!("{ds_ns}/{}", ds.metadata.name.as_deref().unwrap_or("")),
+            generation = ds.metadata.generation.unwrap_or_default(),
+            "device plugin applied"
+        );
+        Ok(())
+    }
+
+    async fn delete_device_plugin(
+        &self,
+        k: &KubeRef,
+        objects: &DevicePluginObjects,
+    ) -> Result<(), KubeError> {
+        let cx = self.client(k).await?;
+        let name = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            m.name.clone().unwrap_or_default()
+        };
+        if let Some(ns) = namespace_of(&objects.daemonset) {
+            let n = name(&objects.daemonset.metadata);
+            cx.delete_quiet(
+                &cx.namespaced::<DaemonSet>(ns),
+                &n,
+                Attempt::on("delete", "apps/daemonsets", format!("{ns}/{n}")),
+            )
+            .await?;
+        }
+        let n = name(&objects.cluster_role_binding.metadata);
+        cx.delete_quiet(
+            &cx.all::<ClusterRoleBinding>(),
+            &n,
+            Attempt::on(
+                "delete",
+                "rbac.authorization.k8s.io/clusterrolebindings",
+                n.clone(),
+            ),
+        )
+        .await?;
+        let n = name(&objects.cluster_role.metadata);
+        cx.delete_quiet(
+            &cx.all::<ClusterRole>(),
+            &n,
+            Attempt::on(
+                "delete",
+                "rbac.authorization.k8s.io/clusterroles",
+                n.clone(),
+            ),
+        )
+        .await?;
+        if let Some(ns) = namespace_of(&objects.service_account) {
+            let n = name(&objects.service_account.metadata);
+            cx.delete_quiet(
+                &cx.namespaced::<ServiceAccount>(ns),
+                &n,
+                Attempt::on("delete", "serviceaccounts", format!("{ns}/{n}")),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_is_expanded_only_at_the_start() {
+        let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
+            return;
+        };
+        assert_eq!(expand_home("~/k/config"), home.join("k/config"));
+        assert_eq!(expand_home("~"), home);
+        assert_eq!(expand_home("/a/~/b"), PathBuf::from("/a/~/b"));
+        assert_eq!(expand_home("~other/x"), PathBuf::from("~other/x"));
+    }
+
+    #[tokio::test]
+    async fn an_unknown_cluster_is_a_config_error() {
+        let clients = KubeClients::new([]);
+        let e = clients
+            .nodes(&KubeRef {
+                endpoint: "10.0.0.1:6443".into(),
+            })
+            .await
+            .expect_err("no such cluster");
+        assert_eq!(e.code(), "kube_config");
+        assert!(e.to_string().contains("10.0.0.1:6443"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_missing_kubeconfig_is_a_config_error_naming_it() {
+        let clients = KubeClients::new([(
+            KubeRef {
+                endpoint: "cp:6443".into(),
+            },
+            KubeApi {
+                kubeconfig: Some("/nonexistent/slicectl/kubeconfig".into()),
+                context: None,
+                in_cluster: false,
+            },
+        )]);
+        let e = clients
+            .reachable(&KubeRef {
+                endpoint: "cp:6443".into(),
+            })
+            .await
+            .expect_err("missing file");
+        assert_eq!(e.code(), "kube_config");
+        assert!(
+            e.to_string().contains("/nonexistent/slicectl/kubeconfig"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,1057 @@
+//! An in-memory set of Kubernetes clusters that records every call and can be
+//! told to fail the next one: the executor's unit tests run on it, with no
+//! API server. Any [`KubeRef`] names a cluster; it starts empty (no Nodes,
+//! no Secrets) with a CA pin derived from its endpoint.
+//!
+//! It is deliberately small: the real control plane (`scripts/k8s-testenv.sh`)
+//! is the faithful stand-in for integration tests.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, NodeSpec, NodeStatus, Secret, ServiceAccount, Taint,
+};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use sha2::{Digest, Sha256};
+
+use super::bootstrap_token::{BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, TokenSpec};
+use super::error::{Attempt, KubeError};
+use super::service::{
+    DevicePluginObjects, KubeService, LabelSelector, StoredToken, UNSCHEDULABLE_TAINT_KEY,
+    expiration_after, is_cordoned, unschedulable_taint,
+};
+use crate::resource::KubeRef;
+
+/// A failure the fake can be told to return from the next call of a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubeFault {
+    /// [`KubeError::Unreachable`] (connection refused).
+    Unreachable,
+    /// [`KubeError::Forbidden`] (403).
+    Forbidden,
+    /// [`KubeError::NotFound`] (404).
+    NotFound,
+    /// [`KubeError::Conflict`] (409).
+    Conflict,
+    /// [`KubeError::Api`] 500.
+    Server,
+    /// The call panics (a bug in a step must be reported, not lost).
+    Panic,
+}
+
+/// The methods of [`KubeService`] that write.
+pub const WRITE_METHODS: &[&str] = &[
+    "patch_node",
+    "cordon_node",
+    "delete_node",
+    "create_bootstrap_token",
+    "delete_secret",
+    "apply_device_plugin",
+    "delete_device_plugin",
+];
+
+type Key = (String, String);
+
+#[derive(Default)]
+struct Cluster {
+    unreachable: bool,
+    ca_hash: Option<String>,
+    nodes: BTreeMap<String, Node>,
+    secrets: BTreeMap<Key, Secret>,
+    daemonsets: BTreeMap<Key, DaemonSet>,
+    service_accounts: BTreeMap<Key, ServiceAccount>,
+    cluster_roles: BTreeMap<String, ClusterRole>,
+    cluster_role_bindings: BTreeMap<String, ClusterRoleBinding>,
+}
+
+#[derive(Default)]
+struct State {
+    clusters: BTreeMap<KubeRef, Cluster>,
+    calls: Vec<String>,
+    faults: VecDeque<(String, KubeFault)>,
+    resource_version: u64,
+}
+
+/// The recording fake. Share it with `Arc`; it implements [`KubeService`].
+#[derive(Default)]
+pub struct FakeKube {
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for FakeKube {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeKube").finish_non_exhaustive()
+    }
+}
+
+fn key(ns: &str, name: &str) -> Key {
+    (ns.to_owned(), name.to_owned())
+}
+
+fn meta_name(m: &ObjectMeta) -> String {
+    m.name.clone().unwrap_or_default()
+}
+
+/// The pin the fake reports for a cluster unless told otherwise.
+pub fn default_ca_hash(k: &KubeRef) -> String {
+    format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(format!("fake-ca {}", k.endpoint)))
+    )
+}
+
+impl FakeKube {
+    /// No clusters touched yet.
+    pub fn new() -> Arc<FakeKube> {
+        Arc::new(FakeKube::default())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A test that panicked while holding the lock leaves usable data.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn with<T>(&self, k: &KubeRef, f: impl FnOnce(&mut Cluster, &mut u64) -> T) -> T {
+        let mut st = self.lock();
+        let State {
+            clusters,
+            resource_version,
+            ..
+        } = &mut *st;
+        f(clusters.entry(k.clone()).or_default(), resource_version)
+    }
+
+    // ------------------------------------------------------------ recording
+
+    /// Every call so far, as `method endpoint[ target]`, in order.
+    pub fn calls(&self) -> Vec<String> {
+        self.lock().calls.clone()
+    }
+
+    /// Calls whose method is `method`, in order.
+    pub fn calls_of(&self, method: &str) -> Vec<String> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.split(' ').next() == Some(method))
+            .collect()
+    }
+
+    /// Calls of writing methods ([`WRITE_METHODS`]), in order, whether or not
+    /// they changed anything (compare the state for that).
+    pub fn writes(&self) -> Vec<String> {
+        self.calls()
+            .into_iter()
+            .filter(|c| {
+                c.split(' ')
+                    .next()
+                    .is_some_and(|m| WRITE_METHODS.contains(&m))
+            })
+            .collect()
+    }
+
+    /// Forgets the recorded calls (not the state).
+    pub fn clear_calls(&self) {
+        self.lock().calls.clear();
+    }
+
+    /// The next call of `method` fails with `fault` (queued in order).
+    pub fn fail_next(&self, method: &str, fault: KubeFault) {
+        self.lock().faults.push_back((method.to_owned(), fault));
+    }
+
+    /// Every call to this cluster fails as unreachable (until set back).
+    pub fn set_unreachable(&self, k: &KubeRef, unreachable: bool) {
+        self.with(k, |c, _| c.unreachable = unreachable);
+    }
+
+    /// The CA pin [`KubeService::ca_cert_hash`] returns for this cluster.
+    pub fn set_ca_hash(&self, k: &KubeRef, hash: &str) {
+        self.with(k, |c, _| c.ca_hash = Some(hash.to_owned()));
+    }
+
+    /// Records a call; returns the error queued for it, if any.
+    fn call(&self, method: &'static str, k: &KubeRef, target: &str) -> Result<(), KubeError> {
+        let mut st = self.lock();
+        st.calls.push(if target.is_empty() {
+            format!("{method} {}", k.endpoint)
+        } else {
+            format!("{method} {} {target}", k.endpoint)
+        });
+        let attempt = Attempt::on(method_verb(method), method, target);
+        if st.clusters.get(k).is_some_and(|c| c.unreachable) {
+            return Err(fault_error(KubeFault::Unreachable, k, attempt));
+        }
+        if let Some(i) = st.faults.iter().position(|(m, _)| m == method) {
+            let fault = st.faults.remove(i).map_or(KubeFault::Server, |(_, f)| f);
+            drop(st);
+            if fault == KubeFault::Panic {
+                panic!("fake kube: injected panic in {method}");
+            }
+            return Err(fault_error(fault, k, attempt));
+        }
+        Ok(())
+    }
+
+    // -------------------------------------------------------------- nodes
+
+    /// Puts a Node in place as it is (a resourceVersion is added).
+    pub fn seed_node(&self, k: &KubeRef, mut node: Node) {
+        self.with(k, |c, rv| {
+            *rv += 1;
+            node.metadata.resource_version = Some(rv.to_string());
+            c.nodes.insert(meta_name(&node.metadata), node);
+        });
+    }
+
+    /// A VM joining: its Node appears as a kubelet registers it after
+    /// `kubeadm join`, with `providerID`, the hostname label, `Ready=True` and
+    /// `google.com/tpu` capacity and allocatable `chips`. Returns it.
+    pub fn join_node(&self, k: &KubeRef, name: &str, provider_id: &str, chips: u32) -> Node {
+        let tpu = BTreeMap::from([("google.com/tpu".to_owned(), Quantity(chips.to_string()))]);
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                labels: Some(BTreeMap::from([(
+                    "kubernetes.io/hostname".to_owned(),
+                    name.to_owned(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: Some(provider_id.to_owned()),
+                ..NodeSpec::default()
+            }),
+            status: Some(NodeStatus {
+                capacity: Some(tpu.clone()),
+                allocatable: Some(tpu),
+                conditions: Some(vec![NodeCondition {
+                    type_: "Ready".to_owned(),
+                    status: "True".to_owned(),
+                    reason: Some("KubeletReady".to_owned()),
+                    ..NodeCondition::default()
+                }]),
+                ..NodeStatus::default()
+            }),
+        };
+        self.seed_node(k, node.clone());
+        self.node(k, name).unwrap_or(node)
+    }
+
+    /// Sets a Node's `Ready` condition.
+    pub fn set_node_ready(&self, k: &KubeRef, name: &str, ready: bool) {
+        self.with(k, |c, _| {
+            if let Some(n) = c.nodes.get_mut(name) {
+                let conditions = n
+                    .status
+                    .get_or_insert_with(NodeStatus::default)
+                    .conditions
+                    .get_or_insert_with(Vec::new);
+                conditions.retain(|c| c.type_ != "Ready");
+                conditions.push(NodeCondition {
+                    type_: "Ready".to_owned(),
+                    status: if ready { "True" } else { "False" }.to_owned(),
+                    ..NodeCondition::default()
+                });
+            }
+        });
+    }
+
+    /// One Node now.
+    pub fn node(&self, k: &KubeRef, name: &str) -> Option<Node> {
+        self.with(k, |c, _| c.nodes.get(name).cloned())
+    }
+
+    /// The names of the cluster's Nodes now.
+    pub fn node_names(&self, k: &KubeRef) -> Vec<String> {
+        self.with(k, |c, _| c.nodes.keys().cloned().collect())
+    }
+
+    // ------------------------------------------------------------- secrets
+
+    /// Puts a bootstrap-token Secret in place, as an earlier run would have
+    /// left it.
+    pub fn seed_token(
+        &self,
+        k: &KubeRef,
+        token: &BootstrapToken,
+        expiration: jiff::Timestamp,
+        labels: &BTreeMap<String, String>,
+    ) {
+        let mut secret = token.to_secret(&TokenSpec::node_join(expiration));
+        secret.metadata.labels = Some(labels.clone());
+        self.seed_secret(k, secret);
+    }
+
+    /// Puts any Secret in place (a resourceVersion is added).
+    pub fn seed_secret(&self, k: &KubeRef, mut secret: Secret) {
+        self.with(k, |c, rv| {
+            *rv += 1;
+            secret.metadata.resource_version = Some(rv.to_string());
+            let ns = secret
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".to_owned());
+            c.secrets
+                .insert(key(&ns, &meta_name(&secret.metadata)), secret);
+        });
+    }
+
+    /// The bootstrap tokens of the cluster now (all labels).
+    pub fn tokens(&self, k: &KubeRef) -> Vec<StoredToken> {
+        self.with(k, |c, _| {
+            c.secrets
+                .values()
+                .filter_map(StoredToken::from_secret)
+                .collect()
+        })
+    }
+
+    /// `namespace/name` of every Secret of the cluster now.
+    pub fn secret_names(&self, k: &KubeRef) -> Vec<String> {
+        self.with(k, |c, _| {
+            c.secrets
+                .keys()
+                .map(|(ns, n)| format!("{ns}/{n}"))
+                .collect()
+        })
+    }
+
+    // ------------------------------------------------------- device plugin
+
+    /// The device plugin's objects present now, as `kind namespace/name`
+    /// (`ServiceAccount kube-system/tpu-device-plugin-sa`, …).
+    pub fn device_plugin_objects(&self, k: &KubeRef) -> Vec<String> {
+        self.with(k, |c, _| {
+            let mut out = Vec::new();
+            out.extend(
+                c.service_accounts
+                    .keys()
+                    .map(|(ns, n)| format!("ServiceAccount {ns}/{n}")),
+            );
+            out.extend(c.cluster_roles.keys().map(|n| format!("ClusterRole {n}")));
+            out.extend(
+                c.cluster_role_bindings
+                    .keys()
+                    .map(|n| format!("ClusterRoleBinding {n}")),
+            );
+            out.extend(
+                c.daemonsets
+                    .keys()
+                    .map(|(ns, n)| format!("DaemonSet {ns}/{n}")),
+            );
+            out
+        })
+    }
+}
+
+fn method_verb(method: &str) -> &'static str {
+    match method {
+        "patch_node" | "cordon_node" | "apply_device_plugin" => "patch",
+        "delete_node" | "delete_secret" | "delete_device_plugin" => "delete",
+        "create_bootstrap_token" => "create",
+        "nodes" | "bootstrap_tokens" => "list",
+        _ => "get",
+    }
+}
+
+fn fault_error(fault: KubeFault, k: &KubeRef, attempt: Attempt) -> KubeError {
+    let endpoint = k.endpoint.clone();
+    match fault {
+        KubeFault::Unreachable => KubeError::Unreachable {
+            endpoint,
+            server: format!("https://{}", k.endpoint),
+            attempt,
+            detail: "connection refused (fake)".to_owned(),
+        },
+        KubeFault::Forbidden => KubeError::Forbidden {
+            endpoint,
+            attempt,
+            message: "forbidden (fake)".to_owned(),
+        },
+        KubeFault::NotFound => KubeError::NotFound {
+            endpoint,
+            attempt,
+            message: "not found (fake)".to_owned(),
+        },
+        KubeFault::Conflict => KubeError::Conflict {
+            endpoint,
+            attempt,
+            message: "conflict (fake)".to_owned(),
+        },
+        KubeFault::Server | KubeFault::Panic => KubeError::Api {
+            endpoint,
+            attempt,
+            status: 500,
+            message: "InternalError: internal error (fake)".to_owned(),
+        },
+    }
+}
+
+fn not_found(k: &KubeRef, attempt: Attempt) -> KubeError {
+    let message = format!("{attempt}: not found");
+    KubeError::NotFound {
+        endpoint: k.endpoint.clone(),
+        attempt,
+        message,
+    }
+}
+
+/// Stores `obj` under `at` when it differs from what is there (ignoring
+/// server-set metadata); bumps its resourceVersion then. Returns whether it
+/// changed.
+fn put_if_changed<T>(
+    slot: Option<&T>,
+    obj: &T,
+    rv: &mut u64,
+    meta: impl Fn(&mut T) -> &mut ObjectMeta,
+) -> Option<T>
+where
+    T: Clone + PartialEq,
+{
+    let strip = |o: &T| {
+        let mut o = o.clone();
+        let m = meta(&mut o);
+        m.resource_version = None;
+        m.generation = None;
+        m.uid = None;
+        m.creation_timestamp = None;
+        m.managed_fields = None;
+        o
+    };
+    if slot.is_some_and(|old| strip(old) == strip(obj)) {
+        return None;
+    }
+    let mut new = strip(obj);
+    *rv += 1;
+    let m = meta(&mut new);
+    m.resource_version = Some(rv.to_string());
+    m.uid = slot
+        .and_then(|old| meta(&mut old.clone()).uid.clone())
+        .or_else(|| Some(format!("fake-uid-{rv}")));
+    m.generation = Some(
+        slot.and_then(|old| meta(&mut old.clone()).generation)
+            .unwrap_or(0)
+            + 1,
+    );
+    Some(new)
+}
+
+#[async_trait]
+impl KubeService for FakeKube {
+    async fn reachable(&self, k: &KubeRef) -> Result<(), KubeError> {
+        self.call("reachable", k, "")
+    }
+
+    async fn nodes(&self, k: &KubeRef) -> Result<Vec<Node>, KubeError> {
+        self.call("nodes", k, "")?;
+        Ok(self.with(k, |c, _| c.nodes.values().cloned().collect()))
+    }
+
+    async fn patch_node(
+        &self,
+        k: &KubeRef,
+        name: &str,
+        labels: &BTreeMap<String, Option<String>>,
+        taints: Option<&[Taint]>,
+    ) -> Result<(), KubeError> {
+        self.call("patch_node", k, name)?;
+        if labels.is_empty() && taints.is_none() {
+            return Ok(());
+        }
+        self.with(k, |c, rv| {
+            let node = c
+                .nodes
+                .get_mut(name)
+                .ok_or_else(|| not_found(k, Attempt::on("patch", "nodes", name)))?;
+            let l = node.metadata.labels.get_or_insert_with(BTreeMap::new);
+            for (key, value) in labels {
+                match value {
+                    Some(v) => l.insert(key.clone(), v.clone()),
+                    None => l.remove(key),
+                };
+            }
+            if let Some(t) = taints {
+                node.spec.get_or_insert_with(NodeSpec::default).taints =
+                    Some(t.to_vec()).filter(|t| !t.is_empty());
+            }
+            *rv += 1;
+            node.metadata.resource_version = Some(rv.to_string());
+            Ok(())
+        })
+    }
+
+    async fn cordon_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError> {
+        self.call("cordon_node", k, name)?;
+        self.with(k, |c, rv| {
+            let node = c
+                .nodes
+                .get_mut(name)
+                .ok_or_else(|| not_found(k, Attempt::on("get", "nodes", name)))?;
+            if is_cordoned(node) {
+                return Ok(());
+            }
+            let spec = node.spec.get_or_insert_with(NodeSpec::default);
+            spec.unschedulable = Some(true);
+            let taints = spec.taints.get_or_insert_with(Vec::new);
+            if !taints
+                .iter()
+                .any(|t| t.key == UNSCHEDULABLE_TAINT_KEY && t.effect == "NoSchedule")
+            {
+                taints.push(unschedulable_taint());
+            }
+            *rv += 1;
+            node.metadata.resource_version = Some(rv.to_string());
+            Ok(())
+        })
+    }
+
+    async fn delete_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError> {
+        self.call("delete_node", k, name)?;
+        self.with(k, |c, _| c.nodes.remove(name));
+        Ok(())
+    }
+
+    async fn bootstrap_tokens(
+        &self,
+        k: &KubeRef,
+        selector: &str,
+    ) -> Result<Vec<StoredToken>, KubeError> {
+        self.call("bootstrap_tokens", k, selector)?;
+        let sel = LabelSelector::parse(selector).map_err(|e| KubeError::Api {
+            endpoint: k.endpoint.clone(),
+            attempt: Attempt::new("list", "secrets"),
+            status: 400,
+            message: format!("BadRequest: {e}"),
+        })?;
+        Ok(self.with(k, |c, _| {
+            c.secrets
+                .iter()
+                .filter(|((ns, _), _)| ns == BOOTSTRAP_TOKEN_NAMESPACE)
+                .map(|(_, s)| s)
+                .filter(|s| sel.matches(&s.metadata.labels.clone().unwrap_or_default()))
+                .filter_map(StoredToken::from_secret)
+                .collect()
+        }))
+    }
+
+    async fn create_bootstrap_token(
+        &self,
+        k: &KubeRef,
+        token: &BootstrapToken,
+        ttl: Duration,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<StoredToken, KubeError> {
+        self.call("create_bootstrap_token", k, &token.secret_name())?;
+        let attempt = Attempt::on(
+            "create",
+            "secrets",
+            format!("{BOOTSTRAP_TOKEN_NAMESPACE}/{}", token.secret_name()),
+        );
+        let expiration = expiration_after(ttl).map_err(|message| KubeError::Invalid {
+            endpoint: k.endpoint.clone(),
+            attempt: attempt.clone(),
+            message,
+        })?;
+        let mut secret = token.to_secret(&TokenSpec::node_join(expiration));
+        secret.metadata.labels = Some(labels.clone());
+        self.with(k, |c, rv| {
+            let at = key(BOOTSTRAP_TOKEN_NAMESPACE, &token.secret_name());
+            if c.secrets.contains_key(&at) {
+                return Err(KubeError::Conflict {
+                    endpoint: k.endpoint.clone(),
+                    message: format!("secrets \"{}\" already exists", token.secret_name()),
+                    attempt,
+                });
+            }
+            *rv += 1;
+            secret.metadata.resource_version = Some(rv.to_string());
+            let stored = StoredToken::from_secret(&secret);
+            c.secrets.insert(at, secret);
+            stored.ok_or_else(|| KubeError::Invalid {
+                endpoint: k.endpoint.clone(),
+                attempt,
+                message: "the created Secret does not read back as a token".to_owned(),
+            })
+        })
+    }
+
+    async fn delete_secret(
+        &self,
+        k: &KubeRef,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), KubeError> {
+        self.call("delete_secret", k, &format!("{namespace}/{name}"))?;
+        self.with(k, |c, _| c.secrets.remove(&key(namespace, name)));
+        Ok(())
+    }
+
+    async fn ca_cert_hash(&self, k: &KubeRef) -> Result<String, KubeError> {
+        self.call("ca_cert_hash", k, "")?;
+        Ok(self.with(k, |c, _| {
+            c.ca_hash.clone().unwrap_or_else(|| default_ca_hash(k))
+        }))
+    }
+
+    async fn daemonset(
+        &self,
+        k: &KubeRef,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<DaemonSet>, KubeError> {
+        self.call("daemonset", k, &format!("{namespace}/{name}"))?;
+        Ok(self.with(k, |c, _| c.daemonsets.get(&key(namespace, name)).cloned()))
+    }
+
+    async fn apply_device_plugin(
+        &self,
+        k: &KubeRef,
+        objects: &DevicePluginObjects,
+    ) -> Result<(), KubeError> {
+        let ds_ns = objects.daemonset.metadata.namespace.clone();
+        let sa_ns = objects.service_account.metadata.namespace.clone();
+        let ds_name = meta_name(&objects.daemonset.metadata);
+        self.call(
+            "apply_device_plugin",
+            k,
+            &format!("{}/{ds_name}", ds_ns.as_deref().unwrap_or("")),
+        )?;
+        let (Some(ds_ns), Some(sa_ns)) = (ds_ns, sa_ns) else {
+            return Err(KubeError::Invalid {
+                endpoint: k.endpoint.clone(),
+                attempt: Attempt::new("patch", "apps/daemonsets"),
+                message: "the device plugin's DaemonSet or ServiceAccount has no namespace"
+                    .to_owned(),
+            });
+        };
+        self.with(k, |c, rv| {
+            let at = key(&sa_ns, &meta_name(&objects.service_account.metadata));
+            if let Some(new) = put_if_changed(
+                c.service_accounts.get(&at),
+                &objects.service_account,
+                rv,
+                |o| &mut o.metadata,
+            ) {
+                c.service_accounts.insert(at, new);
+            }
+            let at = meta_name(&objects.cluster_role.metadata);
+            if let Some(new) =
+                put_if_changed(c.cluster_roles.get(&at), &objects.cluster_role, rv, |o| {
+                    &mut o.metadata
+                })
+            {
+                c.cluster_roles.insert(at, new);
+            }
+            let at = meta_name(&objects.cluster_role_binding.metadata);
+            if let Some(new) = put_if_changed(
+                c.cluster_role_bindings.get(&at),
+                &objects.cluster_role_binding,
+                rv,
+                |o| &mut o.metadata,
+            ) {
+                c.cluster_role_bindings.insert(at, new);
+            }
+            let at = key(&ds_ns, &ds_name);
+            if let Some(new) = put_if_changed(c.daemonsets.get(&at), &objects.daemonset, rv, |o| {
+                &mut o.metadata
+            }) {
+                c.daemonsets.insert(at, new);
+            }
+        });
+        Ok(())
+    }
+
+    async fn delete_device_plugin(
+        &self,
+        k: &KubeRef,
+        objects: &DevicePluginObjects,
+    ) -> Result<(), KubeError> {
+        let ds_name = meta_name(&objects.daemonset.metadata);
+        let ds_ns = objects
+            .daemonset
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_default();
+        self.call("delete_device_plugin", k, &format!("{ds_ns}/{ds_name}"))?;
+        self.with(k, |c, _| {
+            c.daemonsets.remove(&key(&ds_ns, &ds_name));
+            c.cluster_role_bindings
+                .remove(&meta_name(&objects.cluster_role_binding.metadata));
+            c.cluster_roles
+                .remove(&meta_name(&objects.cluster_role.metadata));
+            let sa_ns = objects
+                .service_account
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_default();
+            c.service_accounts
+                .remove(&key(&sa_ns, &meta_name(&objects.service_account.metadata)));
+        });
+        Ok(())
+    }
+}
+
+/// A device plugin to test with: `kube-system/tpu-device-plugin` running
+/// `image`, its ServiceAccount `tpu-device-plugin-sa`, and the ClusterRole
+/// and binding `slicectl:tpu-device-plugin` (nodes and pods, as
+/// tpu-operator's). The lead's renderer makes the real one.
+pub fn sample_device_plugin(image: &str) -> DevicePluginObjects {
+    use k8s_openapi::api::apps::v1::DaemonSetSpec;
+    use k8s_openapi::api::core::v1::{
+        Container, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
+        PodTemplateSpec, Toleration,
+    };
+    use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef, Subject};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as MetaSelector;
+
+    let ns = "kube-system";
+    let labels = BTreeMap::from([("k8s-app".to_owned(), "tpu-device-plugin".to_owned())]);
+    let meta = |name: &str, namespace: Option<&str>| ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: namespace.map(str::to_owned),
+        labels: Some(labels.clone()),
+        ..ObjectMeta::default()
+    };
+    let rule = |groups: &[&str], resources: &[&str], verbs: &[&str]| PolicyRule {
+        api_groups: Some(groups.iter().map(|s| (*s).to_owned()).collect()),
+        resources: Some(resources.iter().map(|s| (*s).to_owned()).collect()),
+        verbs: verbs.iter().map(|s| (*s).to_owned()).collect(),
+        ..PolicyRule::default()
+    };
+    DevicePluginObjects {
+        service_account: ServiceAccount {
+            metadata: meta("tpu-device-plugin-sa", Some(ns)),
+            ..ServiceAccount::default()
+        },
+        cluster_role: ClusterRole {
+            metadata: meta("slicectl:tpu-device-plugin", None),
+            rules: Some(vec![
+                rule(
+                    &[""],
+                    &["nodes"],
+                    &["get", "list", "watch", "patch", "update"],
+                ),
+                rule(&[""], &["nodes/status"], &["get", "patch", "update"]),
+                rule(&[""], &["pods"], &["get", "list", "watch"]),
+            ]),
+            ..ClusterRole::default()
+        },
+        cluster_role_binding: ClusterRoleBinding {
+            metadata: meta("slicectl:tpu-device-plugin", None),
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".to_owned()),
+                kind: "ClusterRole".to_owned(),
+                name: "slicectl:tpu-device-plugin".to_owned(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".to_owned(),
+                name: "tpu-device-plugin-sa".to_owned(),
+                namespace: Some(ns.to_owned()),
+                ..Subject::default()
+            }]),
+        },
+        daemonset: DaemonSet {
+            metadata: meta("tpu-device-plugin", Some(ns)),
+            spec: Some(DaemonSetSpec {
+                selector: MetaSelector {
+                    match_labels: Some(labels.clone()),
+                    ..MetaSelector::default()
+                },
+                template: PodTemplateSpec {
+                    metadata: Some(ObjectMeta {
+                        labels: Some(labels.clone()),
+                        ..ObjectMeta::default()
+                    }),
+                    spec: Some(PodSpec {
+                        host_network: Some(true),
+                        priority_class_name: Some("system-node-critical".to_owned()),
+                        service_account_name: Some("tpu-device-plugin-sa".to_owned()),
+                        affinity: Some(k8s_openapi::api::core::v1::Affinity {
+                            node_affinity: Some(NodeAffinity {
+                                required_during_scheduling_ignored_during_execution: Some(
+                                    NodeSelector {
+                                        node_selector_terms: vec![NodeSelectorTerm {
+                                            match_expressions: Some(vec![
+                                                NodeSelectorRequirement {
+                                                    key: "cloud.google.com/gke-tpu-accelerator"
+                                                        .to_owned(),
+                                                    operator: "Exists".to_owned(),
+                                                    values: None,
+                                                },
+                                            ]),
+                                            ..NodeSelectorTerm::default()
+                                        }],
+                                    },
+                                ),
+                                ..NodeAffinity::default()
+                            }),
+                            ..Default::default()
+                        }),
+                        tolerations: Some(vec![
+                            Toleration {
+                                operator: Some("Exists".to_owned()),
+                                effect: Some("NoExecute".to_owned()),
+                                ..Toleration::default()
+                            },
+                            Toleration {
+                                operator: Some("Exists".to_owned()),
+                                effect: Some("NoSchedule".to_owned()),
+                                ..Toleration::default()
+                            },
+                        ]),
+                        containers: vec![Container {
+                            name: "tpu-device-plugin".to_owned(),
+                            image: Some(image.to_owned()),
+                            command: Some(vec!["/usr/bin/tpu-device-plugin".to_owned()]),
+                            args: Some(vec!["--logtostderr".to_owned()]),
+                            ..Container::default()
+                        }],
+                        ..PodSpec::default()
+                    }),
+                },
+                ..DaemonSetSpec::default()
+            }),
+            ..DaemonSet::default()
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jiff::SignedDuration;
+
+    fn cluster() -> KubeRef {
+        KubeRef {
+            endpoint: "10.0.0.2:6443".into(),
+        }
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn tokens_are_created_listed_by_selector_and_deleted() {
+        let fake = FakeKube::new();
+        let k = cluster();
+        let a = BootstrapToken::generate();
+        let b = BootstrapToken::generate();
+        let slice_a = labels(&[("slicectl.dev/slice", "a")]);
+        let created = fake
+            .create_bootstrap_token(&k, &a, Duration::from_secs(3600), &slice_a)
+            .await
+            .expect("create");
+        assert_eq!(created.secret_name, a.secret_name());
+        let left = created.remaining(jiff::Timestamp::now()).expect("expires");
+        assert!(left > SignedDuration::from_mins(59) && left <= SignedDuration::from_mins(60));
+        fake.seed_token(
+            &k,
+            &b,
+            jiff::Timestamp::now() + SignedDuration::from_mins(5),
+            &labels(&[("slicectl.dev/slice", "b")]),
+        );
+
+        let listed = fake
+            .bootstrap_tokens(&k, "slicectl.dev/slice=a")
+            .await
+            .expect("list");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(
+            listed[0].token.as_ref().map(BootstrapToken::expose),
+            Some(a.expose())
+        );
+        assert_eq!(fake.bootstrap_tokens(&k, "").await.expect("list").len(), 2);
+
+        // The same id again is a conflict.
+        let again = fake
+            .create_bootstrap_token(&k, &a, Duration::from_secs(3600), &slice_a)
+            .await
+            .expect_err("duplicate id");
+        assert!(again.is_conflict());
+
+        fake.delete_secret(&k, "kube-system", &a.secret_name())
+            .await
+            .expect("delete");
+        fake.delete_secret(&k, "kube-system", &a.secret_name())
+            .await
+            .expect("deleting again is fine");
+        assert!(
+            fake.bootstrap_tokens(&k, "slicectl.dev/slice=a")
+                .await
+                .expect("list")
+                .is_empty()
+        );
+        assert_eq!(
+            fake.writes(),
+            vec![
+                format!("create_bootstrap_token 10.0.0.2:6443 {}", a.secret_name()),
+                format!("create_bootstrap_token 10.0.0.2:6443 {}", a.secret_name()),
+                format!(
+                    "delete_secret 10.0.0.2:6443 kube-system/{}",
+                    a.secret_name()
+                ),
+                format!(
+                    "delete_secret 10.0.0.2:6443 kube-system/{}",
+                    a.secret_name()
+                ),
+            ]
+        );
+        // Recorded calls never carry the secret.
+        let full = a.expose();
+        let secret = full.split_once('.').map(|(_, s)| s).unwrap_or_default();
+        assert!(fake.calls().iter().all(|c| !c.contains(secret)));
+    }
+
+    #[tokio::test]
+    async fn joined_nodes_are_labelled_tainted_cordoned_and_deleted() {
+        let fake = FakeKube::new();
+        let k = cluster();
+        fake.join_node(&k, "vm-0", "gce://p/z/vm-0", 4);
+        let nodes = fake.nodes(&k).await.expect("nodes");
+        assert_eq!(nodes.len(), 1);
+        assert_eq!(
+            nodes[0]
+                .spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref()),
+            Some("gce://p/z/vm-0")
+        );
+        let tpu = nodes[0]
+            .status
+            .as_ref()
+            .and_then(|s| s.allocatable.as_ref())
+            .and_then(|a| a.get("google.com/tpu"))
+            .map(|q| q.0.clone());
+        assert_eq!(tpu.as_deref(), Some("4"));
+
+        let patch = BTreeMap::from([
+            ("a".to_owned(), Some("1".to_owned())),
+            ("kubernetes.io/hostname".to_owned(), None),
+        ]);
+        let taint = Taint {
+            key: "google.com/tpu".into(),
+            effect: "NoSchedule".into(),
+            value: Some("present".into()),
+            ..Taint::default()
+        };
+        fake.patch_node(&k, "vm-0", &patch, Some(std::slice::from_ref(&taint)))
+            .await
+            .expect("patch");
+        let node = fake.node(&k, "vm-0").expect("node");
+        assert_eq!(node.metadata.labels, Some(labels(&[("a", "1")])));
+        assert_eq!(
+            node.spec.as_ref().and_then(|s| s.taints.clone()),
+            Some(vec![taint.clone()])
+        );
+
+        fake.cordon_node(&k, "vm-0").await.expect("cordon");
+        let node = fake.node(&k, "vm-0").expect("node");
+        assert!(is_cordoned(&node));
+        let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+        assert_eq!(taints.len(), 2, "{taints:?}");
+        let rv = node.metadata.resource_version;
+        fake.cordon_node(&k, "vm-0").await.expect("cordon again");
+        assert_eq!(
+            fake.node(&k, "vm-0")
+                .expect("node")
+                .metadata
+                .resource_version,
+            rv,
+            "a second cordon changes nothing"
+        );
+
+        let missing = fake
+            .patch_node(&k, "nope", &patch, None)
+            .await
+            .expect_err("no such node");
+        assert!(missing.is_not_found());
+        fake.delete_node(&k, "vm-0").await.expect("delete");
+        fake.delete_node(&k, "vm-0").await.expect("delete again");
+        assert!(fake.node_names(&k).is_empty());
+    }
+
+    #[tokio::test]
+    async fn device_plugin_apply_is_idempotent_and_updates_on_change() {
+        let fake = FakeKube::new();
+        let k = cluster();
+        let v1 = sample_device_plugin("example.com/plugin:1");
+        fake.apply_device_plugin(&k, &v1).await.expect("apply");
+        let first = fake
+            .daemonset(&k, "kube-system", "tpu-device-plugin")
+            .await
+            .expect("get")
+            .expect("present");
+        fake.apply_device_plugin(&k, &v1)
+            .await
+            .expect("apply again");
+        let second = fake
+            .daemonset(&k, "kube-system", "tpu-device-plugin")
+            .await
+            .expect("get")
+            .expect("present");
+        assert_eq!(
+            first.metadata.resource_version,
+            second.metadata.resource_version
+        );
+        assert_eq!(second.metadata.generation, Some(1));
+
+        let v2 = sample_device_plugin("example.com/plugin:2");
+        fake.apply_device_plugin(&k, &v2).await.expect("apply v2");
+        let third = fake
+            .daemonset(&k, "kube-system", "tpu-device-plugin")
+            .await
+            .expect("get")
+            .expect("present");
+        assert_eq!(third.metadata.generation, Some(2));
+        assert_ne!(
+            third.metadata.resource_version,
+            second.metadata.resource_version
+        );
+        assert_eq!(fake.device_plugin_objects(&k).len(), 4);
+
+        fake.delete_device_plugin(&k, &v2).await.expect("delete");
+        assert!(fake.device_plugin_objects(&k).is_empty());
+        fake.delete_device_plugin(&k, &v2)
+            .await
+            .expect("delete again");
+    }
+
+    #[tokio::test]
+    async fn faults_and_unreachable_clusters() {
+        let fake = FakeKube::new();
+        let k = cluster();
+        fake.fail_next("nodes", KubeFault::Forbidden);
+        let e = fake.nodes(&k).await.expect_err("injected");
+        assert_eq!(e.code(), "kube_forbidden");
+        fake.nodes(&k).await.expect("only the next call fails");
+
+        fake.set_unreachable(&k, true);
+        let e = fake.reachable(&k).await.expect_err("unreachable");
+        assert_eq!(e.code(), "kube_unreachable");
+        assert!(e.to_string().contains("10.0.0.2:6443"), "{e}");
+        fake.set_unreachable(&k, false);
+        fake.reachable(&k).await.expect("reachable again");
+
+        assert_eq!(
+            fake.ca_cert_hash(&k).await.expect("hash"),
+            default_ca_hash(&k)
+        );
+        fake.set_ca_hash(&k, "sha256:00");
+        assert_eq!(fake.ca_cert_hash(&k).await.expect("hash"), "sha256:00");
+        assert_eq!(fake.calls_of("nodes").len(), 2);
+        assert!(fake.writes().is_empty());
+    }
+}
