@@ -455,8 +455,8 @@ impl KubeService for KubeClients {
                 Attempt::on("list", "secrets", format!("in {BOOTSTRAP_TOKEN_NAMESPACE}")),
             )
             .await?;
-        // Filtering by type on the server would need a field selector the
-        // API server does support (`type=`); filtering here keeps one call.
+        // The label selector narrows the list on the server; the Secret type
+        // is checked here (a slicectl label on another type is ignored).
         Ok(secrets
             .iter()
             .filter(|s| s.type_.as_deref() == Some(BOOTSTRAP_TOKEN_SECRET_TYPE))
