@@ -293,7 +293,7 @@ impl Cx<'_> {
     }
 
     /// Server-side applies one object (field manager `slicectl`, forced).
-    async fn apply<K>(&self, api: &Api<K>, obj: &K, resource: &str) -> Result<K, KubeError>
+    async fn apply<K>(&self, api: &Api<K>, obj: &K, resource: &'static str) -> Result<K, KubeError>
     where
         K: Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
     {
@@ -455,8 +455,8 @@ impl KubeService for KubeClients {
                 Attempt::on("list", "secrets", format!("in {BOOTSTRAP_TOKEN_NAMESPACE}")),
             )
             .await?;
-        // Filtering by type on the server would need a field selector the
-        // API server does support (`type=`); filtering here keeps one call.
+        // The label selector narrows the list on the server; the Secret type
+        // is checked here (a slicectl label on another type is ignored).
         Ok(secrets
             .iter()
             .filter(|s| s.type_.as_deref() == Some(BOOTSTRAP_TOKEN_SECRET_TYPE))
@@ -555,7 +555,7 @@ impl KubeService for KubeClients {
         objects: &DevicePluginObjects,
     ) -> Result<(), KubeError> {
         let cx = self.client(k).await?;
-        let ns = |o: Option<&str>, what: &str| {
+        let ns = |o: Option<&str>, what: &'static str| {
             o.map(str::to_owned).ok_or_else(|| {
                 cx.invalid(
                     Attempt::new("patch", what),

@@ -13,27 +13,27 @@ pub struct Attempt {
     /// The RBAC verb (`get`, `list`, `create`, `patch`, `delete`).
     pub verb: &'static str,
     /// The resource (plural, with `group/` for non-core groups).
-    pub resource: String,
+    pub resource: &'static str,
     /// The object's name (with `namespace/`), if the call is about one.
-    pub object: Option<String>,
+    pub object: Option<Box<str>>,
 }
 
 impl Attempt {
     /// A verb on a whole resource (`list nodes`).
-    pub fn new(verb: &'static str, resource: impl Into<String>) -> Self {
+    pub fn new(verb: &'static str, resource: &'static str) -> Self {
         Self {
             verb,
-            resource: resource.into(),
+            resource,
             object: None,
         }
     }
 
     /// A verb on one object (`delete nodes tpu-vm-0`).
-    pub fn on(verb: &'static str, resource: impl Into<String>, object: impl Into<String>) -> Self {
+    pub fn on(verb: &'static str, resource: &'static str, object: impl Into<String>) -> Self {
         Self {
             verb,
-            resource: resource.into(),
-            object: Some(object.into()),
+            resource,
+            object: Some(object.into().into_boxed_str()),
         }
     }
 }
@@ -103,7 +103,7 @@ pub enum KubeError {
         message: String,
     },
     /// Any other answer of the API server that is an error.
-    #[error("Kubernetes API error on cluster {endpoint} ({attempt}): {status} {reason}: {message}")]
+    #[error("Kubernetes API error on cluster {endpoint} ({attempt}): {status} {message}")]
     Api {
         /// The cluster.
         endpoint: String,
@@ -111,9 +111,8 @@ pub enum KubeError {
         attempt: Attempt,
         /// The HTTP status.
         status: u16,
-        /// The Status `reason` (`Invalid`, `TooManyRequests`, …).
-        reason: String,
-        /// The API server's message.
+        /// The Status `reason` (`Invalid`, `TooManyRequests`, …) and the API
+        /// server's message, `reason: message`.
         message: String,
     },
     /// The API server answered, but not with something slicectl can use
@@ -224,13 +223,11 @@ impl KubeError {
                 endpoint,
                 attempt,
                 status,
-                reason,
                 message,
             } => KubeError::Api {
                 endpoint,
                 attempt,
                 status,
-                reason,
                 message: r(message),
             },
             KubeError::Invalid {
@@ -275,8 +272,11 @@ impl KubeError {
                         endpoint,
                         attempt,
                         status: code,
-                        reason: status.reason.clone(),
-                        message,
+                        message: if status.reason.is_empty() {
+                            message
+                        } else {
+                            format!("{}: {message}", status.reason)
+                        },
                     },
                 }
             }
@@ -385,7 +385,6 @@ mod tests {
             endpoint: "cp:6443".into(),
             attempt: Attempt::new("create", "secrets"),
             status: 422,
-            reason: "Invalid".into(),
             message: "bad value 0123456789abcdef".into(),
         }
         .redact("0123456789abcdef");

@@ -176,7 +176,7 @@ impl FakeKube {
     }
 
     /// Records a call; returns the error queued for it, if any.
-    fn call(&self, method: &str, k: &KubeRef, target: &str) -> Result<(), KubeError> {
+    fn call(&self, method: &'static str, k: &KubeRef, target: &str) -> Result<(), KubeError> {
         let mut st = self.lock();
         st.calls.push(if target.is_empty() {
             format!("{method} {}", k.endpoint)
@@ -389,8 +389,7 @@ fn fault_error(fault: KubeFault, k: &KubeRef, attempt: Attempt) -> KubeError {
             endpoint,
             attempt,
             status: 500,
-            reason: "InternalError".to_owned(),
-            message: "internal error (fake)".to_owned(),
+            message: "InternalError: internal error (fake)".to_owned(),
         },
     }
 }
@@ -529,8 +528,7 @@ impl KubeService for FakeKube {
             endpoint: k.endpoint.clone(),
             attempt: Attempt::new("list", "secrets"),
             status: 400,
-            reason: "BadRequest".to_owned(),
-            message: e.to_string(),
+            message: format!("BadRequest: {e}"),
         })?;
         Ok(self.with(k, |c, _| {
             c.secrets
