@@ -31,7 +31,13 @@ fn committed_fleet_renders_and_plans() {
         };
         assert!(re.is_match(&a.id.name), "{}", a.id.name);
     }
-    let replicas: u32 = fleet.slices.values().map(|s| s.spec.replicas).sum();
+    // One node pool per replica of each gke slice (gce slices get none).
+    let replicas: u32 = fleet
+        .slices
+        .values()
+        .filter(|s| s.spec.backend == slicectl::spec::model::Backend::Gke)
+        .map(|s| s.spec.replicas)
+        .sum();
     let pools = p
         .actions
         .iter()

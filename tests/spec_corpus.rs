@@ -244,8 +244,9 @@ fn assert_loads(dir: &Path) -> spec::Fleet {
 #[test]
 fn committed_specs_load_cleanly() {
     let fleet = assert_loads(Path::new("specs"));
-    // One Target per zone: each TPU generation is offered only in some zones.
-    assert_eq!(fleet.targets.len(), 4);
+    // One Target per zone (each TPU generation is offered only in some
+    // zones), and a self-managed kubeadm cluster.
+    assert_eq!(fleet.targets.len(), 5);
     assert!(fleet.slices.len() >= 8, "{:?}", fleet.slices.keys());
     for s in fleet.slices.values() {
         let t = fleet.target_of(s).expect("target");
@@ -262,6 +263,18 @@ fn committed_specs_load_cleanly() {
     assert_eq!(pretrain.operation_timeout, Duration::from_secs(90 * 60));
     assert!(pretrain.location.file.starts_with("specs/teams/llm"));
     assert!(fleet.slices["llm-serve-v6e"].spec.lifecycle.prevent_destroy);
+    let kubeadm = &fleet.slices["research-kubeadm-v6e"];
+    assert_eq!(kubeadm.spec.backend, spec::model::Backend::Gce);
+    assert_eq!(kubeadm.shape.hosts, 1);
+    let target = fleet.target_of(kubeadm).expect("target");
+    assert_eq!(
+        target
+            .spec
+            .gce
+            .as_ref()
+            .map(|g| g.control_plane_endpoint.as_str()),
+        Some("10.128.0.2:6443")
+    );
 }
 
 #[test]
@@ -272,7 +285,12 @@ fn every_example_loads_cleanly() {
         .filter(|p| p.is_dir())
         .collect();
     dirs.sort();
-    assert!(dirs.len() >= 7, "{dirs:?}");
+    assert!(dirs.len() >= 14, "{dirs:?}");
+    let gce = dirs
+        .iter()
+        .filter(|d| d.to_string_lossy().contains("/gce-"))
+        .count();
+    assert!(gce >= 7, "a GCE example per feature: {dirs:?}");
     for dir in dirs {
         assert_loads(&dir);
         assert!(

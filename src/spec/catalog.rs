@@ -520,7 +520,12 @@ fn fits(m: &MachineType, topology: &str) -> bool {
 /// including v6e and v5p: that is what makes the MIG's VMs one ICI-connected
 /// slice (Compute Engine's "Create a MIG with multi-host TPU slice";
 /// tpu-operator does the same for every BULK multi-host group).
-pub fn placement(generation: &Generation, topology: &str, hosts: u32, backend: Backend) -> Placement {
+pub fn placement(
+    generation: &Generation,
+    topology: &str,
+    hosts: u32,
+    backend: Backend,
+) -> Placement {
     let topology = topology.to_string();
     if hosts <= 1 {
         Placement::None
@@ -746,9 +751,14 @@ mod tests {
         );
         // v6e 2x4 on two 4-chip hosts is multi-host: a policy.
         assert!(matches!(
-            resolve_for(Backend::Gce, "tpu-v6e-slice", "2x4", Some("ct6e-standard-4t"))
-                .unwrap()
-                .placement,
+            resolve_for(
+                Backend::Gce,
+                "tpu-v6e-slice",
+                "2x4",
+                Some("ct6e-standard-4t")
+            )
+            .unwrap()
+            .placement,
             Placement::WorkloadPolicy { .. }
         ));
         for acc in ["tpu-v4-podslice", "tpu-v5-lite-podslice"] {
@@ -768,7 +778,11 @@ mod tests {
                 assert!(!gce.boot_disk_types.is_empty(), "{}", g.accelerator);
             }
         }
-        assert!(GCE_SOURCES.iter().all(|s| s.url.starts_with("https://cloud.google.com/")));
+        assert!(
+            GCE_SOURCES
+                .iter()
+                .all(|s| s.url.starts_with("https://cloud.google.com/"))
+        );
     }
 
     #[test]

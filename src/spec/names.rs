@@ -124,7 +124,10 @@ mod tests {
                 assert!(compute.is_match(&m), "{m}");
                 // A VM name: the base name, '-', four characters.
                 let vm = format!("{m}-abcd");
-                assert!(compute.is_match(&vm) && vm.len() <= COMPUTE_NAME_MAX, "{vm}");
+                assert!(
+                    compute.is_match(&vm) && vm.len() <= COMPUTE_NAME_MAX,
+                    "{vm}"
+                );
                 assert!(seen.insert(t.clone()), "template collision {t}");
                 assert!(seen.insert(m.clone()), "MIG collision {m}");
             }

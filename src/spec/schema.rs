@@ -272,7 +272,13 @@ mod tests {
         let schema = json_schema();
         let defs = &schema["definitions"];
         let gce = &defs["GceCluster"]["properties"];
-        for field in ["controlPlaneEndpoint", "kubeApi", "network", "subnetwork", "devicePlugin"] {
+        for field in [
+            "controlPlaneEndpoint",
+            "kubeApi",
+            "network",
+            "subnetwork",
+            "devicePlugin",
+        ] {
             assert!(gce.get(field).is_some(), "GceCluster.{field}: {gce}");
         }
         assert!(

@@ -970,7 +970,7 @@ fn check_gce_slice(
             );
         }
     }
-    if let Some(template) = &gce.instance_template {
+    if let (None, Some(template)) = (&gce.bootstrap, &gce.instance_template) {
         check_own_template(d, f, spec, gce, template, target);
     }
     if spec.capacity.kind == CapacityType::FlexStart {
@@ -1103,11 +1103,11 @@ fn check_own_template(
     template: &str,
     target: Option<&TargetSpec>,
 ) {
-    let own = "with `instanceTemplate` the template has its own";
+    let own = "with `instanceTemplate`: the template has its own";
     if gce.image.is_some() {
         d.push(
             f.key(&["spec", "gce", "image"]),
-            format!("`image` is not allowed {own} boot disk image; remove it"),
+            format!("`image` is not allowed {own} boot image; remove it"),
         );
     }
     if gce.boot_disk != Default::default() {
@@ -1262,7 +1262,8 @@ pub fn kubernetes_minor(version: &str) -> Result<u32, String> {
 /// Parses a control-plane endpoint `HOST:PORT` (IPv4, bracketed IPv6, or a
 /// DNS name; port 1–65535) into host and port.
 pub fn parse_endpoint(endpoint: &str) -> Result<(String, u16), String> {
-    let expected = "expected HOST:PORT, e.g. 10.128.0.2:6443, [fd00::2]:6443 or cp.example.internal:6443";
+    let expected =
+        "expected HOST:PORT, e.g. 10.128.0.2:6443, [fd00::2]:6443 or cp.example.internal:6443";
     let (host, port) = if let Some(rest) = endpoint.strip_prefix('[') {
         let (ip, port) = rest
             .split_once("]:")
@@ -1292,7 +1293,9 @@ pub fn parse_endpoint(endpoint: &str) -> Result<(String, u16), String> {
     };
     match port.parse::<u16>() {
         Ok(p) if p > 0 && port.chars().all(|c| c.is_ascii_digit()) => Ok((host, p)),
-        _ => Err(format!("has an invalid port {port:?} (1 to 65535); {expected}")),
+        _ => Err(format!(
+            "has an invalid port {port:?} (1 to 65535); {expected}"
+        )),
     }
 }
 
@@ -1326,9 +1329,11 @@ fn compute_partial(s: &str) -> Result<&str, String> {
             }
         }
     }
-    Err("is not a Compute Engine URL; expected https://www.googleapis.com/compute/v1/projects/… \
+    Err(
+        "is not a Compute Engine URL; expected https://www.googleapis.com/compute/v1/projects/… \
          or a partial path projects/…"
-        .into())
+            .into(),
+    )
 }
 
 /// `projects/P/<rest>` → (P, rest segments), P a valid project id.
@@ -1338,7 +1343,9 @@ fn project_path(partial: &str) -> Option<(&str, Vec<&str>)> {
         return None;
     }
     let project = segs.next()?;
-    project_id_problem(project).is_none().then(|| (project, segs.collect()))
+    project_id_problem(project)
+        .is_none()
+        .then(|| (project, segs.collect()))
 }
 
 /// A VPC network: a name, or `projects/P/global/networks/N` (partial or URL).
@@ -1505,10 +1512,15 @@ pub fn container_image_problem(image: &str) -> Result<(), String> {
     };
     if let Some(digest) = digest {
         let valid = digest.strip_prefix("sha256:").is_some_and(|hex| {
-            hex.len() == 64 && hex.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+            hex.len() == 64
+                && hex
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
         });
         if !valid {
-            return Err(format!("has an invalid digest {digest:?} (sha256: and 64 hex digits); {expected}"));
+            return Err(format!(
+                "has an invalid digest {digest:?} (sha256: and 64 hex digits); {expected}"
+            ));
         }
     }
     // A tag is after the last ':' that follows the last '/'.
@@ -1521,7 +1533,9 @@ pub fn container_image_problem(image: &str) -> Result<(), String> {
         let valid = !tag.is_empty()
             && tag.len() <= 128
             && tag.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
-            && tag.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+            && tag
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
         if !valid {
             return Err(format!("has an invalid tag {tag:?}; {expected}"));
         }
@@ -1542,8 +1556,7 @@ pub fn container_image_problem(image: &str) -> Result<(), String> {
         !c.is_empty()
             && c.starts_with(is_lower_alnum)
             && c.ends_with(is_lower_alnum)
-            && c.chars()
-                .all(|ch| is_lower_alnum(ch) || "._-".contains(ch))
+            && c.chars().all(|ch| is_lower_alnum(ch) || "._-".contains(ch))
     };
     if components.is_empty() || !components.iter().all(|c| component_ok(c)) {
         return Err(format!(
@@ -2185,6 +2198,211 @@ spec:
         }
         assert!(is_region("us-central2") && !is_region("us-central2-b") && !is_region("us"));
         assert_eq!(region_of("us-central2-b"), "us-central2");
+    }
+
+    #[test]
+    fn control_plane_endpoints() {
+        for (good, host, port) in [
+            ("10.128.0.2:6443", "10.128.0.2", 6443),
+            ("[fd00::2]:6443", "fd00::2", 6443),
+            ("cp.example.internal:443", "cp.example.internal", 443),
+            ("CP-1.Example.com:1", "CP-1.Example.com", 1),
+            ("localhost:65535", "localhost", 65535),
+        ] {
+            assert_eq!(parse_endpoint(good), Ok((host.to_string(), port)), "{good}");
+        }
+        for bad in [
+            "10.128.0.2",
+            "10.128.0.2:0",
+            "10.128.0.2:65536",
+            "10.128.0.256:6443",
+            "fd00::2:6443",
+            "[fd00::zz]:6443",
+            "[fd00::2]6443",
+            "https://10.0.0.1:6443",
+            "cp_1.example:6443",
+            ":6443",
+            "cp.example:+6443",
+            "-cp.example:6443",
+        ] {
+            let e = parse_endpoint(bad).expect_err(bad);
+            assert!(e.contains("expected HOST:PORT"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn compute_paths() {
+        assert_eq!(parse_network("default"), Ok("default".into()));
+        assert_eq!(
+            parse_network(
+                "https://www.googleapis.com/compute/v1/projects/host-project/global/networks/vpc-1"
+            ),
+            Ok("projects/host-project/global/networks/vpc-1".into())
+        );
+        for bad in [
+            "Default",
+            "projects/p/global/networks/x",
+            "projects/host-project/regions/us-central1/networks/x",
+            "https://example.com/compute/v1/projects/host-project/global/networks/x",
+        ] {
+            assert!(parse_network(bad).is_err(), "{bad}");
+        }
+        let s =
+            parse_subnetwork("projects/host-project/regions/us-central1/subnetworks/tpu").unwrap();
+        assert_eq!(
+            (s.name.as_str(), s.region.as_deref()),
+            ("tpu", Some("us-central1"))
+        );
+        assert_eq!(parse_subnetwork("tpu").unwrap().region, None);
+        for bad in [
+            "projects/host-project/global/subnetworks/tpu",
+            "projects/host-project/regions/us-central1-a/subnetworks/tpu",
+            "Tpu",
+        ] {
+            assert!(parse_subnetwork(bad).is_err(), "{bad}");
+        }
+        let i = parse_image("projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-tpu7x").unwrap();
+        assert_eq!(
+            i.family.as_deref(),
+            Some("ubuntu-accel-2404-amd64-tpu-tpu7x")
+        );
+        assert_eq!(
+            parse_image("https://compute.googleapis.com/compute/v1/projects/my-images/global/images/tpu-base-20260101").unwrap().source_image(),
+            "projects/my-images/global/images/tpu-base-20260101"
+        );
+        for bad in [
+            "ubuntu-2404",
+            "projects/my-images/global/images/family/",
+            "projects/my-images/images/x",
+            "projects/my-images/global/images/Ubuntu",
+        ] {
+            assert!(parse_image(bad).is_err(), "{bad}");
+        }
+        let t = parse_instance_template(
+            "projects/example-project/regions/us-central1/instanceTemplates/tpu7x-it",
+        )
+        .unwrap();
+        assert_eq!(t.region.as_deref(), Some("us-central1"));
+        assert_eq!(
+            t.path(),
+            "projects/example-project/regions/us-central1/instanceTemplates/tpu7x-it"
+        );
+        let t = parse_instance_template("https://www.googleapis.com/compute/beta/projects/example-project/global/instanceTemplates/t1").unwrap();
+        assert_eq!(
+            t.path(),
+            "projects/example-project/global/instanceTemplates/t1"
+        );
+        for bad in [
+            "t1",
+            "projects/example-project/zones/us-central1-a/instanceTemplates/t1",
+            "projects/example-project/global/instanceTemplates/T1",
+        ] {
+            assert!(parse_instance_template(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn container_images() {
+        for good in [
+            crate::spec::model::DEFAULT_DEVICE_PLUGIN_IMAGE,
+            "busybox",
+            "localhost:5000/tpu/plugin:dev",
+            "us-docker.pkg.dev/p/r/tpu-device-plugin@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "registry.example.com:443/a/b:v1.2_3",
+        ] {
+            assert_eq!(container_image_problem(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "Gcr.io/UPPER/x",
+            "gcr.io/x:",
+            "gcr.io/x:-bad",
+            "gcr.io/x@sha256:abc",
+            "a b",
+            "gcr.io//x",
+            "-x",
+        ] {
+            assert!(container_image_problem(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn kubernetes_minors() {
+        assert_eq!(kubernetes_minor("1.36"), Ok(36));
+        assert_eq!(kubernetes_minor("1.31"), Ok(31));
+        let e = kubernetes_minor("1.36.3").unwrap_err();
+        assert!(e.contains("patch version") && e.contains("\"1.36\""), "{e}");
+        assert!(
+            kubernetes_minor("1.30")
+                .unwrap_err()
+                .contains("older than 1.31")
+        );
+        for bad in ["v1.36", "1", "2.0", "1.x", "", "1.036x", "1.3600"] {
+            assert!(kubernetes_minor(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn metadata_keys() {
+        for good in ["enable-oslogin", "my_key", "A-1", &"k".repeat(128)] {
+            assert_eq!(metadata_key_problem(good), None, "{good}");
+        }
+        for bad in ["", "a.b", "a/b", &"k".repeat(129)] {
+            assert!(metadata_key_problem(bad).is_some(), "{bad:?}");
+        }
+        for reserved in RESERVED_METADATA_KEYS
+            .iter()
+            .copied()
+            .chain(["slicectl-anything", "startup-script-url"])
+        {
+            assert!(metadata_key_problem(reserved).is_some(), "{reserved}");
+        }
+    }
+
+    #[test]
+    fn gce_node_labels_are_those_a_kubelet_may_set() {
+        for ok in [
+            "team",
+            "example.com/team",
+            "node.kubernetes.io/pool",
+            "kubelet.kubernetes.io/x",
+            "cloud.google.com/other",
+        ] {
+            assert_eq!(gce_reserved_label_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "node-role.kubernetes.io/tpu",
+            "kubernetes.io/role",
+            "node-restriction.kubernetes.io/x",
+            "k8s.io/x",
+            "node.kubernetes.io/instance-type",
+            "slicectl.dev/owner",
+            "cloud.google.com/gke-tpu-topology",
+        ] {
+            assert!(gce_reserved_label_problem(bad).is_some(), "{bad}");
+        }
+        // GKE stays stricter about its own namespaces.
+        assert!(reserved_label_problem("node.kubernetes.io/pool").is_some());
+    }
+
+    /// `kube-labels` is `k=v,k=v` and `kube-taints` `k=v:Effect,…`: valid
+    /// Kubernetes label keys, values and taint parts never contain a
+    /// separator, so validation needs no extra rule for the encoding.
+    #[test]
+    fn label_syntax_excludes_the_metadata_encodings_separators() {
+        for sep in [",", "=", ":", " ", "\n"] {
+            for key in [
+                format!("a{sep}b"),
+                format!("example.com/a{sep}b"),
+                format!("ex{sep}ample.com/a"),
+            ] {
+                assert!(label_key_problem(&key).is_some(), "{key:?}");
+            }
+            assert!(
+                label_value_problem(&format!("a{sep}b")).is_some(),
+                "{sep:?}"
+            );
+        }
     }
 
     #[test]
