@@ -77,6 +77,49 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
         {
             last_error = op.error.clone().unwrap_or_default();
         }
+        // A self-managed slice's nodes come from its Nodes, not its MIG.
+        let mut nodes = nodes;
+        let mut state = state;
+        for nk in kinds.iter().filter(|k| k.reports_nodes()) {
+            let Some(want) = nk
+                .render(crate::plan::RenderCtx {
+                    target: match fleet.target_of(slice) {
+                        Some(t) => t,
+                        None => continue,
+                    },
+                    slice,
+                    replica: d.owner.replica,
+                })
+                .into_iter()
+                .next()
+            else {
+                continue;
+            };
+            if let Some(why) = inv.deferred.get(&want.id.scope) {
+                nodes = format!("?/{hosts}");
+                if last_error.is_empty() {
+                    last_error = format!("not joined: {}", why.split(". ").next().unwrap_or(why));
+                }
+                continue;
+            }
+            let live = inv
+                .live(nk.id())
+                .iter()
+                .find(|l| l.scope == want.id.scope && nk.name(&l.body) == want.id.name);
+            match live {
+                Some(l) => {
+                    let r = nk.report(&l.body, hosts);
+                    nodes = r.nodes;
+                    if !r.state.is_empty() {
+                        state = format!("{state}, {}", r.state);
+                    }
+                    if last_error.is_empty() {
+                        last_error = r.error;
+                    }
+                }
+                None => nodes = format!("0/{hosts} ready"),
+            }
+        }
         out.push(Row {
             slice: d.owner.slice.clone(),
             replica: d.owner.replica,

@@ -37,11 +37,14 @@ async fn deferred_scopes(cloud: &Cloud, owners: &Owners) -> BTreeMap<Scope, Stri
             continue;
         };
         if let Err(e) = cloud.kube.reachable(k).await {
-            tracing::warn!(cluster = %k.endpoint, error = %e, "self-managed cluster not reachable; deferring its Kubernetes side");
+            tracing::info!(cluster = %k.endpoint, error = %e, "self-managed cluster not reachable; deferring its Kubernetes side");
             out.insert(
                 scope.clone(),
                 format!(
-                    "its Kubernetes API is not reachable ({}). Under --sim the GCE resources are still created and                      their simulated VMs boot, but nothing joins the cluster and no Node is labelled until slicectl                      can reach it: start a real control plane and point the Target's gce.kubeApi and                      controlPlaneEndpoint at it (scripts/gce-demo.sh does both)",
+                    "its Kubernetes API is not reachable ({}). Under --sim the GCE resources are still created and \
+                     their simulated VMs boot, but nothing joins the cluster and no Node is labelled until slicectl \
+                     can reach it: start a real control plane and point the Target's gce.kubeApi and \
+                     controlPlaneEndpoint at it (scripts/gce-demo.sh does both)",
                     e.code()
                 ),
             );

@@ -281,6 +281,12 @@ pub trait Kind: Send + Sync {
         false
     }
 
+    /// Whether `status` takes a replica's nodes column from this kind (the
+    /// Nodes of a self-managed slice, beside its primary MIG).
+    fn reports_nodes(&self) -> bool {
+        false
+    }
+
     /// Whether one resource of this kind serves every slice in its scope
     /// (the device plugin of a cluster): rendered by each slice that needs
     /// it, planned once (owner [`SliceRef::shared`]), created before any

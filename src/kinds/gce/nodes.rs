@@ -238,6 +238,10 @@ impl Kind for Nodes {
         true
     }
 
+    fn reports_nodes(&self) -> bool {
+        true
+    }
+
     fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {
         let Some(r) = render::render(ctx.target, ctx.slice, ctx.replica) else {
             return Vec::new();

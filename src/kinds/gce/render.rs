@@ -17,6 +17,7 @@ use crate::plan::names;
 use crate::plan::ownership::{self, Ownership};
 use crate::resource::compute::{
     AttachedDisk, AttachedDiskInitializeParams, Duration as GDuration, InstanceGroupManager,
+    InstanceLifecyclePolicy,
     InstanceProperties, InstanceTemplate, Metadata, MetadataItem, MigResourcePolicies,
     NetworkInterface, ReservationAffinity, ResourcePolicy, Scheduling, ServiceAccount,
     ShieldedInstanceConfig, Tags, TargetSizePolicy, WorkloadPolicy,
@@ -35,7 +36,7 @@ pub const LABEL_ACCELERATOR_COUNT: &str = "cloud.google.com/gke-accelerator-coun
 pub const TPU_RESOURCE: &str = "google.com/tpu";
 /// Default boot disk size (GB).
 pub const DEFAULT_DISK_SIZE_GB: u32 = 100;
-/// Default boot disk type.
+/// Boot disk type when neither the spec nor the catalogue says one.
 pub const DEFAULT_DISK_TYPE: &str = "hyperdisk-balanced";
 /// Default OAuth scope of the VMs' service account.
 pub const DEFAULT_SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
@@ -313,7 +314,15 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
                                     .kind
                                     .clone()
                                     .or(nd.disk_type.clone())
-                                    .unwrap_or_else(|| DEFAULT_DISK_TYPE.to_string()),
+                                    .unwrap_or_else(|| {
+                                        shape
+                                            .generation
+                                            .gce
+                                            .as_ref()
+                                            .and_then(|g| g.boot_disk_types.first())
+                                            .unwrap_or(&DEFAULT_DISK_TYPE)
+                                            .to_string()
+                                    }),
                             ),
                         }),
                         ..Default::default()
@@ -399,6 +408,13 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
         // All VMs or none (gcp-api.md §2.4).
         target_size_policy: Some(TargetSizePolicy {
             mode: "BULK".into(),
+        }),
+        // Flex-start in bulk mode requires DO_NOTHING on failure (Compute
+        // Engine, "About resize requests in a MIG" / bulk MIG docs).
+        instance_lifecycle_policy: (slice.spec.capacity.kind == CapacityType::FlexStart).then(|| {
+            InstanceLifecyclePolicy {
+                default_action_on_failure: Some("DO_NOTHING".into()),
+            }
         }),
         resource_policies: policy.as_ref().map(|p| MigResourcePolicies {
             workload_policy: Some(format!(
