@@ -352,3 +352,39 @@ async fn script_refuses_malformed_template_metadata() {
         Some("failed: metadata kube-labels has a malformed item")
     );
 }
+
+#[tokio::test]
+async fn script_rereads_metadata_between_attempts() {
+    let c = cluster().await;
+    let token = mint_token(&c.client, in_one_hour()).await;
+    wait_for_signature(&c.client, &token).await;
+    let endpoint = api_endpoint(&c.config);
+    let right = ca_hash(&c.client).await;
+    let vm = vm().await;
+    vm.write_join_values(&token, &endpoint, &format!("sha256:{}", "ab".repeat(32)));
+
+    let run = start_script(&vm, 3, "20s");
+    // The first attempt fails and says it will retry ...
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !vm
+        .status()
+        .is_some_and(|s| s.starts_with("failed: CA hash mismatch") && s.ends_with("; retrying"))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no retry status: {:?}",
+            vm.status()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // ... slicectl corrects the metadata, and the next attempt uses it.
+    vm.write_join_values(&token, &endpoint, &right);
+    let (code, output, _dir) = run.finish().await;
+    delete_token(&c.client, &token).await;
+    assert_eq!(code, Some(0), "{output}");
+    assert_eq!(vm.status().as_deref(), Some("joined"));
+    assert!(
+        output.contains("This node has joined the cluster"),
+        "{output}"
+    );
+}
