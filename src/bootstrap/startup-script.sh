@@ -331,7 +331,7 @@ main() {
     reason=$(why "$out.redacted")
     log "kubeadm join failed: $reason"
     if ((attempt >= JOIN_ATTEMPTS)); then
-      fail "$reason (after $attempt attempts)"
+      fail "$reason (attempt $attempt/$JOIN_ATTEMPTS)"
     fi
     report "failed: $reason; retrying"
     kubeadm reset -f 2>&1 | redact >&2 || log "kubeadm reset -f failed"

@@ -47,6 +47,7 @@ use kube::{Client, Config};
 use secrecy::SecretString;
 use serde_json::{Value, json};
 use sha2::Sha256;
+use tracing::Instrument as _;
 
 use crate::bootstrap::{self, BootstrapStatus};
 use crate::kube::{BootstrapToken, ca_cert_hash};
@@ -184,7 +185,7 @@ impl Agent {
         }
     }
 
-    async fn run(mut self) {
+    async fn run(self) {
         let mut backoff = Backoff::new();
         let instance = loop {
             match self.instance().await {
@@ -196,7 +197,10 @@ impl Agent {
             }
         };
         let span = tracing::info_span!("node_agent", instance = %instance.name);
-        let _enter = span.enter();
+        self.join_and_heartbeat(instance).instrument(span).await;
+    }
+
+    async fn join_and_heartbeat(mut self, instance: Instance) {
         let mut backoff = Backoff::new();
         let node_client = loop {
             let values = self.await_join_values().await;
@@ -335,6 +339,9 @@ impl Agent {
 
     /// Discovery, TLS bootstrap and registration; returns the node's client.
     async fn join(&self, instance: &Instance, v: &JoinValues) -> Result<Client, JoinError> {
+        // What the kubelet checks of its flags before it starts.
+        let labels = node_labels(instance, &v.labels)?;
+        let taints = node_taints(&v.taints)?;
         let (server, ca_pem) = discover(&v.endpoint, &v.token, &v.ca_hash).await?;
         let ca_der = pem_to_der(&ca_pem)?;
         let mut base =
@@ -353,7 +360,7 @@ impl Agent {
         };
         let client =
             Client::try_from(node_config).map_err(|e| JoinError::Client(server.clone(), e))?;
-        register(&client, instance, &self.cfg, &v.labels, &v.taints).await?;
+        register(&client, instance, &self.cfg, labels, taints).await?;
         Ok(client)
     }
 }
@@ -631,7 +638,6 @@ fn conditions() -> Vec<NodeCondition> {
         message: Some(message.to_owned()),
         last_heartbeat_time: Some(now.clone()),
         last_transition_time: Some(now.clone()),
-        ..NodeCondition::default()
     };
     vec![
         cond(
@@ -673,15 +679,9 @@ fn capacity(chips: u32) -> BTreeMap<String, Quantity> {
     .collect()
 }
 
-/// Creates the node's own Node (as the node) and its Lease.
-async fn register(
-    client: &Client,
-    instance: &Instance,
-    cfg: &AgentConfig,
-    kube_labels: &str,
-    kube_taints: &str,
-) -> Result<(), JoinError> {
-    let taints = bootstrap::decode_taints(kube_taints)
+/// `kube-taints` as Node taints.
+fn node_taints(kube_taints: &str) -> Result<Vec<Taint>, JoinError> {
+    Ok(bootstrap::decode_taints(kube_taints)
         .map_err(|e| JoinError::Taints(e.to_string()))?
         .into_iter()
         .map(|t| Taint {
@@ -690,7 +690,17 @@ async fn register(
             effect: t.effect.as_str().to_owned(),
             time_added: None,
         })
-        .collect::<Vec<_>>();
+        .collect())
+}
+
+/// Creates the node's own Node (as the node) and its Lease.
+async fn register(
+    client: &Client,
+    instance: &Instance,
+    cfg: &AgentConfig,
+    labels: BTreeMap<String, String>,
+    taints: Vec<Taint>,
+) -> Result<(), JoinError> {
     let kubelet_version = client
         .apiserver_version()
         .await
@@ -699,7 +709,7 @@ async fn register(
     let node = Node {
         metadata: ObjectMeta {
             name: Some(instance.name.clone()),
-            labels: Some(node_labels(instance, kube_labels)?),
+            labels: Some(labels),
             ..ObjectMeta::default()
         },
         spec: Some(NodeSpec {

@@ -403,30 +403,29 @@ async fn handle(
 }
 
 /// Renders the node at `segments` of the current metadata, or a 404/400.
-fn render(md: &VmMetadata, path: &str, segments: &[&str], q: &Query) -> Result<Rendered, Response> {
+fn render(md: &VmMetadata, path: &str, segments: &[&str], q: &Query) -> Result<Rendered, Reject> {
     let t = tree(md);
     let node = t
         .lookup(segments)
-        .ok_or_else(|| error(StatusCode::NOT_FOUND, "Not Found"))?;
+        .ok_or(Reject(StatusCode::NOT_FOUND, "Not Found"))?;
     let is_dir = matches!(node, Node::Dir(_));
     if is_dir && !q.recursive && q.alt.is_some() {
-        return Err(error(
+        return Err(Reject(
             StatusCode::BAD_REQUEST,
             "alt is only supported on a leaf or with recursive=true",
         ));
     }
     if is_dir && !q.recursive && q.wait_for_change {
-        return Err(error(
+        return Err(Reject(
             StatusCode::BAD_REQUEST,
             "Non-recursive directory listings do not support wait_for_change.",
         ));
     }
     let tag = etag(path, node, q.recursive);
-    let json = match (is_dir, q.recursive, q.alt) {
-        (_, _, Some(Alt::Json)) => true,
-        (true, true, None) => true,
-        _ => false,
-    };
+    let json = matches!(
+        (is_dir, q.recursive, q.alt),
+        (_, _, Some(Alt::Json)) | (true, true, None)
+    );
     let (content_type, body) = if json {
         ("application/json", node.to_json().to_string())
     } else {
@@ -437,6 +436,16 @@ fn render(md: &VmMetadata, path: &str, segments: &[&str], q: &Query) -> Result<R
         content_type,
         body,
     })
+}
+
+/// A refused request: status and message.
+#[derive(Debug, Clone, Copy)]
+struct Reject(StatusCode, &'static str);
+
+impl Reject {
+    fn into_response(self) -> Response {
+        error(self.0, self.1)
+    }
 }
 
 struct Rendered {
@@ -468,7 +477,7 @@ async fn serve(
     };
     let first = match first {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(r) => return r.into_response(),
     };
     if !q.wait_for_change {
         return first.into_response();
@@ -494,7 +503,7 @@ async fn serve(
                 Ok(r) if r.etag == baseline => continue,
                 Ok(r) => return r.into_response(),
                 // The value was deleted (404) while waiting.
-                Err(resp) => return resp,
+                Err(r) => return r.into_response(),
             }
         }
     };
@@ -506,7 +515,7 @@ async fn serve(
                 let md = rx.borrow();
                 match render(&md, path, segments, q) {
                     Ok(r) => r.into_response(),
-                    Err(resp) => resp,
+                    Err(r) => r.into_response(),
                 }
             }
         },
