@@ -783,12 +783,7 @@ pub(crate) fn mig_ready(inner: &mut Inner, key: &str, at: Instant) {
 fn still_stocked_out(inner: &Inner, m: &MigRec) -> bool {
     match m.stockout {
         None => false,
-        Some(Stockout::Zone) => inner
-            .faults
-            .config
-            .stockout_zones
-            .iter()
-            .any(|z| *z == m.zone),
+        Some(Stockout::Zone) => inner.faults.config.stockout_zones.contains(&m.zone),
         Some(Stockout::Drawn) => inner.faults.config.stockout_rate > 0.0,
     }
 }
