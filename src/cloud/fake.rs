@@ -1132,7 +1132,7 @@ mod tests {
             ..Default::default()
         };
         let op = fake.insert_instance_template(&project, &t).await.unwrap();
-        ComputeService::wait_operation(&*fake, &op, Duration::ZERO)
+        ComputeService::wait_operation(fake, &op, Duration::ZERO)
             .await
             .unwrap();
         let got = fake
@@ -1153,7 +1153,7 @@ mod tests {
             .await
             .unwrap();
         assert!(op.zone.is_some());
-        ComputeService::wait_operation(&*fake, &op, Duration::ZERO)
+        ComputeService::wait_operation(fake, &op, Duration::ZERO)
             .await
             .unwrap();
         mig
