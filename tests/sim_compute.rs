@@ -240,9 +240,7 @@ async fn errors_duplicates_names_validation() {
         .get("/compute/v1/projects/proj1/regions/nowhere/resourcePolicies")
         .await;
     assert_eq!(s, 404);
-    let (s, e) = c
-        .get("/compute/v1/projects/proj1/global/instanceTemplates")
-        .await;
+    let (s, e) = c.get("/compute/v1/projects/proj1/global/images").await;
     assert_eq!(s, 404, "{e}");
     assert_eq!(e["error"]["status"], "NOT_FOUND");
     sim.shutdown().await;

@@ -186,3 +186,271 @@ async fn gcloud_reads_back_and_drives_the_simulator() {
     assert!(CLUSTER.ends_with("/c1"));
     sim.shutdown().await;
 }
+
+/// gcloud reads back a self-managed GCE slice (template, BULK MIG, VMs)
+/// made through the HTTP API, adds metadata with its own fingerprint round
+/// trip, lists a stocked-out MIG's errors, and deletes the MIG and template.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gcloud_reads_back_instance_templates_migs_and_instances() {
+    use serde_json::json;
+    let sim = start(Duration::from_millis(100), 2, FaultConfig::default()).await;
+    let c = Client::new(&sim);
+    let base = sim.base_url();
+    let cfg = tempfile::tempdir().unwrap();
+    let compute = "/compute/v1/projects/proj1";
+    let zone = "us-central2-b";
+    let wait = |op: Value| {
+        let c = &c;
+        async move {
+            let link = op["selfLink"].as_str().unwrap().to_string();
+            let path = link.strip_prefix(&c.base).unwrap().to_string();
+            loop {
+                let (s, done) = c.post(&format!("{path}/wait"), json!(null)).await;
+                assert_eq!(s, 200, "{done}");
+                if done["status"] == "DONE" {
+                    assert!(done.get("error").is_none(), "{done}");
+                    return;
+                }
+            }
+        }
+    };
+    let (s, op) = c
+        .post(
+            &format!("{compute}/regions/us-central2/resourcePolicies"),
+            json!({"name": "gwp", "workloadPolicy": {"type": "HIGH_THROUGHPUT", "acceleratorTopology": "2x2x4"}}),
+        )
+        .await;
+    assert_eq!(s, 200, "{op}");
+    wait(op).await;
+    let (s, op) = c
+        .post(
+            &format!("{compute}/global/instanceTemplates"),
+            json!({"name": "gt", "properties": {
+                "machineType": "ct4p-hightpu-4t",
+                "labels": {"managed-by": "slicectl"},
+                "metadata": {"items": [{"key": "startup-script", "value": "echo hi"}]},
+                "scheduling": {"onHostMaintenance": "TERMINATE", "provisioningModel": "SPOT", "instanceTerminationAction": "STOP"},
+                "networkInterfaces": [{"subnetwork": "regions/us-central2/subnetworks/default"}]}}),
+        )
+        .await;
+    assert_eq!(s, 200, "{op}");
+    wait(op).await;
+    let mig_body = |name: &str| {
+        json!({"name": name, "instanceTemplate": "projects/proj1/global/instanceTemplates/gt",
+               "targetSize": 4, "targetSizePolicy": {"mode": "BULK"},
+               "resourcePolicies": {"workloadPolicy": "gwp"}})
+    };
+    let (s, op) = c
+        .post(
+            &format!("{compute}/zones/{zone}/instanceGroupManagers"),
+            mig_body("gm"),
+        )
+        .await;
+    assert_eq!(s, 200, "{op}");
+    wait(op).await;
+    let mut running = false;
+    for _ in 0..200 {
+        let (_, l) = c.get(&format!("{compute}/zones/{zone}/instances")).await;
+        let items = l["items"].as_array().cloned().unwrap_or_default();
+        if items.len() == 4 && items.iter().all(|v| v["status"] == "RUNNING") {
+            running = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(running, "the MIG's VMs never ran");
+
+    let t: Value = serde_json::from_str(
+        &gcloud(
+            &base,
+            cfg.path(),
+            &[
+                "compute",
+                "instance-templates",
+                "describe",
+                "gt",
+                "--format=json",
+            ],
+        )
+        .await,
+    )
+    .unwrap();
+    assert_eq!(t["name"], "gt");
+    assert_eq!(t["properties"]["machineType"], "ct4p-hightpu-4t");
+    assert_eq!(t["properties"]["scheduling"]["provisioningModel"], "SPOT");
+
+    let zone_flag = format!("--zone={zone}");
+    let m: Value = serde_json::from_str(
+        &gcloud(
+            &base,
+            cfg.path(),
+            &[
+                "compute",
+                "instance-groups",
+                "managed",
+                "describe",
+                "gm",
+                &zone_flag,
+                "--format=json",
+            ],
+        )
+        .await,
+    )
+    .unwrap();
+    assert_eq!(m["name"], "gm");
+    assert_eq!(m["targetSize"], 4);
+    assert_eq!(m["status"]["isStable"], true, "{m}");
+    assert!(
+        m["resourcePolicies"]["workloadPolicy"]
+            .as_str()
+            .unwrap()
+            .ends_with("/resourcePolicies/gwp")
+    );
+
+    let listed: Value = serde_json::from_str(
+        &gcloud(
+            &base,
+            cfg.path(),
+            &[
+                "compute",
+                "instance-groups",
+                "managed",
+                "list-instances",
+                "gm",
+                &zone_flag,
+                "--format=json",
+            ],
+        )
+        .await,
+    )
+    .unwrap();
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 4, "{listed:?}");
+    assert!(
+        listed.iter().all(|i| i["instanceStatus"] == "RUNNING"),
+        "{listed:?}"
+    );
+
+    let zones_flag = format!("--zones={zone}");
+    let vms: Value = serde_json::from_str(
+        &gcloud(
+            &base,
+            cfg.path(),
+            &["compute", "instances", "list", &zones_flag, "--format=json"],
+        )
+        .await,
+    )
+    .unwrap();
+    let mut vm_names = names(&vms);
+    assert_eq!(vm_names.len(), 4);
+    assert!(
+        vm_names
+            .iter()
+            .all(|n| n.starts_with("gm-") && n.len() == 7),
+        "{vm_names:?}"
+    );
+    // Without --zones gcloud uses aggregatedList.
+    let all: Value = serde_json::from_str(
+        &gcloud(
+            &base,
+            cfg.path(),
+            &["compute", "instances", "list", "--format=json"],
+        )
+        .await,
+    )
+    .unwrap();
+    assert_eq!(names(&all), vm_names);
+
+    // gcloud's add-metadata: GET the instance, setMetadata with its fingerprint.
+    let vm = vm_names.remove(0);
+    gcloud(
+        &base,
+        cfg.path(),
+        &[
+            "compute",
+            "instances",
+            "add-metadata",
+            &vm,
+            &zone_flag,
+            "--metadata=k2=v2",
+        ],
+    )
+    .await;
+    let (_, got) = c
+        .get(&format!("{compute}/zones/{zone}/instances/{vm}"))
+        .await;
+    let items = got["metadata"]["items"].as_array().unwrap();
+    assert!(
+        items.iter().any(|i| i["key"] == "k2" && i["value"] == "v2"),
+        "{got}"
+    );
+    assert!(items.iter().any(|i| i["key"] == "startup-script"), "{got}");
+
+    // A stocked-out BULK MIG: gcloud lists its errors.
+    sim.set_faults(FaultConfig {
+        stockout_zones: vec![zone.into()],
+        ..FaultConfig::default()
+    });
+    let (s, op) = c
+        .post(
+            &format!("{compute}/zones/{zone}/instanceGroupManagers"),
+            mig_body("gso"),
+        )
+        .await;
+    assert_eq!(s, 200, "{op}");
+    wait(op).await;
+    let errors: Value = serde_json::from_str(
+        &gcloud(
+            &base,
+            cfg.path(),
+            &[
+                "compute",
+                "instance-groups",
+                "managed",
+                "list-errors",
+                "gso",
+                &zone_flag,
+                "--format=json",
+            ],
+        )
+        .await,
+    )
+    .unwrap();
+    let errors = errors.as_array().unwrap();
+    assert_eq!(errors.len(), 4, "{errors:?}");
+    assert_eq!(errors[0]["error"]["code"], "ZONE_RESOURCE_POOL_EXHAUSTED");
+
+    // gcloud deletes the MIGs (listing autoscalers first), then the template.
+    for mig in ["gm", "gso"] {
+        gcloud(
+            &base,
+            cfg.path(),
+            &[
+                "compute",
+                "instance-groups",
+                "managed",
+                "delete",
+                mig,
+                &zone_flag,
+                "--quiet",
+            ],
+        )
+        .await;
+    }
+    let (_, l) = c.get(&format!("{compute}/zones/{zone}/instances")).await;
+    assert!(l.get("items").is_none(), "{l}");
+    gcloud(
+        &base,
+        cfg.path(),
+        &["compute", "instance-templates", "delete", "gt", "--quiet"],
+    )
+    .await;
+    let (s, _) = c
+        .get(&format!("{compute}/global/instanceTemplates/gt"))
+        .await;
+    assert_eq!(s, 404);
+    let stats = sim.stats();
+    assert_eq!(stats.by_method["compute.instanceGroupManagers.delete"], 2);
+    assert!(stats.by_method["compute.autoscalers.list"] >= 1);
+    sim.shutdown().await;
+}

@@ -36,6 +36,19 @@ fn compute_roots(doc: &Discovery) -> Vec<WireCheck> {
         check::<compute::ResourcePolicyList>(doc, "ResourcePolicyList"),
         check::<compute::Operation>(doc, "Operation"),
         check::<compute::OperationList>(doc, "OperationList"),
+        check::<compute::InstanceTemplate>(doc, "InstanceTemplate"),
+        check::<compute::InstanceTemplateList>(doc, "InstanceTemplateList"),
+        check::<compute::InstanceGroupManager>(doc, "InstanceGroupManager"),
+        check::<compute::InstanceGroupManagerList>(doc, "InstanceGroupManagerList"),
+        check::<compute::ManagedInstanceList>(
+            doc,
+            "InstanceGroupManagersListManagedInstancesResponse",
+        ),
+        check::<compute::IgmErrorList>(doc, "InstanceGroupManagersListErrorsResponse"),
+        check::<compute::Instance>(doc, "Instance"),
+        check::<compute::InstanceList>(doc, "InstanceList"),
+        check::<compute::Metadata>(doc, "Metadata"),
+        check::<compute::GuestAttributes>(doc, "GuestAttributes"),
     ]
 }
 
@@ -74,6 +87,23 @@ fn every_wire_field_is_in_the_discovery_documents() {
         "Operation.error.errors[].code",
         "OperationList.items[].httpErrorStatusCode",
         "ResourcePolicyList.items[].workloadPolicy.acceleratorTopologyMode",
+        "InstanceTemplate.properties.disks[].initializeParams.diskSizeGb",
+        "InstanceTemplate.properties.scheduling.maxRunDuration.seconds",
+        "InstanceTemplate.properties.metadata.items[].value",
+        "InstanceTemplate.properties.reservationAffinity.values",
+        "InstanceTemplate.properties.shieldedInstanceConfig.enableSecureBoot",
+        "InstanceTemplate.properties.networkInterfaces[].accessConfigs[].type",
+        "InstanceGroupManager.targetSizePolicy.mode",
+        "InstanceGroupManager.resourcePolicies.workloadPolicy",
+        "InstanceGroupManager.status.bulkInstanceOperation.lastProgressCheck.error.errors[].code",
+        "InstanceGroupManager.status.appliedAcceleratorTopologies[].state",
+        "InstanceGroupManager.status.currentInstanceStatuses.nonExistent",
+        "InstanceGroupManager.currentActions.creating",
+        "ManagedInstanceList.managedInstances[].lastAttempt.errors.errors[].message",
+        "IgmErrorList.items[].instanceActionDetails.version.instanceTemplate",
+        "InstanceList.items[].metadata.fingerprint",
+        "Instance.networkInterfaces[].networkIP",
+        "GuestAttributes.queryValue.items[].namespace",
     ] {
         assert!(checked.contains(leaf), "{leaf} not checked: {checked:#?}");
     }

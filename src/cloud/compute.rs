@@ -656,30 +656,42 @@ mod tests {
     #[test]
     fn page_fields_are_in_the_compute_discovery_document() {
         let doc = crate::sim::discovery::compute().unwrap();
-        for (schema, id) in [
+        for (schema, id, leaf) in [
             (
                 schemars::schema_for!(Page<ResourcePolicy>),
                 "ResourcePolicyList",
+                ".items[].name",
             ),
-            (schemars::schema_for!(Page<Operation>), "OperationList"),
+            (
+                schemars::schema_for!(Page<Operation>),
+                "OperationList",
+                ".items[].name",
+            ),
             (
                 schemars::schema_for!(Page<InstanceTemplate>),
                 "InstanceTemplateList",
+                ".items[].name",
             ),
             (
                 schemars::schema_for!(Page<InstanceGroupManager>),
                 "InstanceGroupManagerList",
+                ".items[].name",
             ),
-            (schemars::schema_for!(Page<Instance>), "InstanceList"),
+            (
+                schemars::schema_for!(Page<Instance>),
+                "InstanceList",
+                ".items[].name",
+            ),
             (
                 schemars::schema_for!(Page<InstanceManagedByIgmError>),
                 "InstanceGroupManagersListErrorsResponse",
+                ".items[].error.code",
             ),
         ] {
             let check = doc.check_wire_type(id, schema.as_value());
             assert!(check.mismatches.is_empty(), "{:?}", check.mismatches);
             assert!(check.checked.iter().any(|p| p.ends_with(".nextPageToken")));
-            assert!(check.checked.iter().any(|p| p.ends_with(".items[].name")));
+            assert!(check.checked.iter().any(|p| p.ends_with(leaf)), "{id}");
         }
     }
 

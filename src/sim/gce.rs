@@ -783,12 +783,7 @@ pub(crate) fn mig_ready(inner: &mut Inner, key: &str, at: Instant) {
 fn still_stocked_out(inner: &Inner, m: &MigRec) -> bool {
     match m.stockout {
         None => false,
-        Some(Stockout::Zone) => inner
-            .faults
-            .config
-            .stockout_zones
-            .iter()
-            .any(|z| *z == m.zone),
+        Some(Stockout::Zone) => inner.faults.config.stockout_zones.contains(&m.zone),
         Some(Stockout::Drawn) => inner.faults.config.stockout_rate > 0.0,
     }
 }
@@ -1531,6 +1526,35 @@ pub(crate) fn get_guest_attributes(
         "queryPath": query,
         "queryValue": {"items": entries},
     }))
+}
+
+/// Writes `NS/KEY` into a VM's guest attributes (what its metadata server
+/// does on the VM's `PUT`).
+pub(crate) fn put_guest_attribute(
+    inner: &Inner,
+    project: &str,
+    zone: &str,
+    instance: &str,
+    path: &str,
+    value: &str,
+) -> Result<(), String> {
+    let key = vm_key(project, zone, instance);
+    let vm = inner
+        .instances
+        .get(&key)
+        .ok_or_else(|| format!("no VM {key}"))?;
+    let rt = vm
+        .runtime
+        .as_ref()
+        .ok_or_else(|| format!("VM {key} has no metadata server"))?;
+    if !path.contains('/') {
+        return Err(format!("guest attribute {path:?} is not NAMESPACE/KEY"));
+    }
+    rt.guest
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(path.to_string(), value.to_string());
+    Ok(())
 }
 
 /// One row of `GET /_sim/instances`.

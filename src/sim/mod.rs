@@ -199,6 +199,22 @@ impl SimHandle {
             .collect()
     }
 
+    /// Writes a guest attribute `NS/KEY` as the VM `project/zone/instance`
+    /// would (`PUT instance/guest-attributes/NS/KEY` on its metadata
+    /// server); `instances.getGuestAttributes` serves it back.
+    pub fn put_guest_attribute(
+        &self,
+        project: &str,
+        zone: &str,
+        instance: &str,
+        path: &str,
+        value: &str,
+    ) -> anyhow::Result<()> {
+        self.sim
+            .put_guest_attribute(project, zone, instance, path, value)
+            .map_err(anyhow::Error::msg)
+    }
+
     /// Stops accepting connections and waits for the server task.
     pub async fn shutdown(self) {
         self.clock.abort();

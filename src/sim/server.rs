@@ -95,6 +95,18 @@ impl Sim {
         gce::instance_rows(&inner)
     }
 
+    /// Writes a guest attribute of a VM, as the VM would.
+    pub fn put_guest_attribute(
+        &self,
+        project: &str,
+        zone: &str,
+        instance: &str,
+        path: &str,
+        value: &str,
+    ) -> Result<(), String> {
+        gce::put_guest_attribute(&self.lock(), project, zone, instance, path, value)
+    }
+
     /// Stops every VM (metadata servers and node agents).
     pub fn drop_vms(&self) {
         self.lock().instances.clear();
