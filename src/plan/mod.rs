@@ -661,6 +661,23 @@ fn build(
             continue;
         };
         let own = kind.ownership(&live.body);
+        // A shared resource (the cluster's device plugin) that another
+        // slicectl owner manages serves this owner's slices as it is.
+        if kind.shared()
+            && !owners.owns(&d.id.scope, own.as_ref())
+            && own.is_some()
+        {
+            unmanaged.push(Unmanaged {
+                kind: kind.id().as_str(),
+                name: d.id.name.clone(),
+                scope: d.id.scope.clone(),
+                note: format!(
+                    "{}; shared by every slice on this cluster, so slicectl uses it as it is",
+                    kind.unmanaged_note(&live.body)
+                ),
+            });
+            continue;
+        }
         if !owners.owns(&d.id.scope, own.as_ref()) {
             let a = mk(
                 ActionKind::Create,

@@ -272,6 +272,19 @@ async fn bootstrap_status(cloud: &Cloud, zone: &ZoneRef, instance: &str) -> Opti
         .map(|e| e.value)
 }
 
+/// How long a VM may keep reporting failures before the step fails.
+pub const FAILING_GRACE: Duration = Duration::from_secs(60);
+
+/// Whether a VM's bootstrap status says it stopped trying (the startup
+/// script's last attempt: `failed: … (attempt N/N)`).
+fn gave_up(status: &str) -> bool {
+    status
+        .rsplit_once("(attempt ")
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
+        .and_then(|r| r.split_once('/'))
+        .is_some_and(|(n, of)| n == of)
+}
+
 fn poll_delay(elapsed: Duration) -> Duration {
     (elapsed / 10).clamp(Duration::from_millis(500), Duration::from_secs(5))
 }
@@ -291,6 +304,8 @@ async fn drive(cloud: &Cloud, a: &Action, k: &KubeRef, want: &NodeGroup) -> Resu
     let mut token: Option<BootstrapToken> = None;
     let mut ca_hash: Option<String> = None;
     let mut cleaned: BTreeSet<String> = BTreeSet::new();
+    let mut failing_since: BTreeMap<String, Instant> = BTreeMap::new();
+    let mut last_status: BTreeMap<String, String> = BTreeMap::new();
     loop {
         let managed = cloud
             .compute
@@ -380,10 +395,19 @@ async fn drive(cloud: &Cloud, a: &Action, k: &KubeRef, want: &NodeGroup) -> Resu
                     )
                     .await?;
                 }
-                if let Some(s) = bootstrap_status(cloud, &zone, inst).await
-                    && s.starts_with("failed")
-                {
-                    failures.push(format!("VM {inst}: {s}"));
+                if let Some(s) = bootstrap_status(cloud, &zone, inst).await {
+                    if s.starts_with("failed") {
+                        // A VM retries on its own (a token not yet signed
+                        // into cluster-info, an API server restarting): fail
+                        // the step only once it gave up or kept failing.
+                        let since = *failing_since.entry((*inst).clone()).or_insert_with(Instant::now);
+                        if gave_up(&s) || since.elapsed() >= FAILING_GRACE {
+                            failures.push(format!("VM {inst}: {s}"));
+                        }
+                    } else {
+                        failing_since.remove(*inst);
+                    }
+                    last_status.insert((*inst).clone(), s);
                 }
             }
         }
@@ -414,13 +438,18 @@ async fn drive(cloud: &Cloud, a: &Action, k: &KubeRef, want: &NodeGroup) -> Resu
             return Err(ApplyError::Bootstrap {
                 address: a.address(),
                 message: format!(
-                    "timed out after {:?}: {} of {} VM(s) RUNNING, {} node(s) joined, {} Ready with {} {TPU_RESOURCE}",
+                    "timed out after {:?}: {} of {} VM(s) RUNNING, {} node(s) joined, {} Ready with {} {TPU_RESOURCE}{}",
                     a.timeout,
                     running.len(),
                     want.hosts,
                     joined.len(),
                     ready,
-                    want.chips
+                    want.chips,
+                    last_status
+                        .iter()
+                        .filter(|(i, _)| !joined.contains(i.as_str()))
+                        .map(|(i, s)| format!("; VM {i} says: {s}"))
+                        .collect::<String>()
                 ),
             });
         }

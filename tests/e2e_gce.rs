@@ -1,0 +1,258 @@
+//! End to end: the slicectl binary bringing self-managed GCE slices up on the
+//! simulator, whose VMs join the REAL test control plane (token discovery, a
+//! CSR the real controller-manager signs, their own Nodes), and tearing them
+//! down in reverse order. Needs `SLICECTL_TEST_KUBECONFIG` (scripts/test.sh
+//! starts the control plane); fails loudly without it.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::api::{Api, ListParams};
+use serde_json::Value;
+use slicectl::sim::{FaultConfig, SimHandle};
+
+fn kubeconfig() -> PathBuf {
+    match std::env::var_os("SLICECTL_TEST_KUBECONFIG") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => panic!(
+            "SLICECTL_TEST_KUBECONFIG is not set: these tests need the real control plane \
+             (run scripts/test.sh, or eval \"$(scripts/k8s-testenv.sh up)\")"
+        ),
+    }
+}
+
+async fn kube_client() -> kube::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    slicectl::kube::client_from_kubeconfig(&kubeconfig(), None)
+        .await
+        .expect("kube client")
+}
+
+/// `HOST:PORT` of the test API server.
+fn endpoint() -> String {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig()).expect("kubeconfig");
+    let server = kc.clusters[0]
+        .cluster
+        .as_ref()
+        .and_then(|c| c.server.clone())
+        .expect("server");
+    server.trim_start_matches("https://").trim_end_matches('/').to_string()
+}
+
+/// A spec dir with a self-managed Target on the test control plane.
+fn gce_dir(owner: &str, slices: &[(&str, String)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let target = format!(
+        r#"apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata:
+  name: kubeadm
+spec:
+  project: example-project
+  zone: us-central1-b
+  ownerId: {owner}
+  gce:
+    controlPlaneEndpoint: "{}"
+    kubeApi:
+      kubeconfig: "{}"
+"#,
+        endpoint(),
+        kubeconfig().display()
+    );
+    std::fs::write(d.path().join("target.yaml"), target).unwrap();
+    for (file, text) in slices {
+        std::fs::write(d.path().join(file), text).unwrap();
+    }
+    d
+}
+
+fn gce_slice(name: &str, topo: &str, extra: &str) -> String {
+    format!(
+        r#"apiVersion: slicectl.dev/v1alpha1
+kind: Slice
+metadata:
+  name: {name}
+spec:
+  target: kubeadm
+  backend: gce
+  accelerator: tpu-v6e-slice
+  topology: "{topo}"
+  nodeLabels:
+    team: research
+{extra}  gce:
+    image: projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-v6e
+    bootstrap:
+      kubeadm:
+        kubernetesVersion: "1.36"
+"#
+    )
+}
+
+async fn nodes_of(client: &kube::Client, slice: &str) -> Vec<Node> {
+    Api::<Node>::all(client.clone())
+        .list(&ListParams::default().labels(&format!("slicectl.dev/slice={slice}")))
+        .await
+        .unwrap()
+        .items
+}
+
+async fn token_secrets_of(client: &kube::Client, slice: &str) -> Vec<Secret> {
+    Api::<Secret>::namespaced(client.clone(), "kube-system")
+        .list(&ListParams::default().labels(&format!("slicectl.dev/slice={slice}")))
+        .await
+        .unwrap()
+        .items
+}
+
+async fn get(sim: &SimHandle, path: &str) -> Value {
+    reqwest::get(format!("{}/compute/v1/projects/example-project/{path}", sim.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn names(v: &Value) -> Vec<String> {
+    let mut n: Vec<String> = v["items"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|i| i["name"].as_str().map(String::from)).collect())
+        .unwrap_or_default();
+    n.sort();
+    n
+}
+
+async fn gce_apply(sim: &SimHandle, dir: &Path) -> std::process::Output {
+    slicectl(sim, &["apply", dir.to_str().unwrap(), "--auto-approve"]).await
+}
+
+fn ready_with_chips(n: &Node, chips: &str) -> bool {
+    let st = n.status.as_ref().unwrap();
+    let ready = st
+        .conditions
+        .as_ref()
+        .unwrap()
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let cap = st.capacity.as_ref().unwrap().get("google.com/tpu").map(|q| q.0.as_str());
+    ready && cap == Some(chips)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
+    let client = kube_client().await;
+    let sim = sim(Duration::from_millis(200), 7, FaultConfig::default()).await;
+    // A multi-host slice (4 VMs of 4 chips, a workload policy) and a
+    // single-host one (no policy), with a taint.
+    let dir = gce_dir(
+        "e2e-gce",
+        &[
+            ("multi.yaml", gce_slice("gce-multi", "4x4", "")),
+            (
+                "single.yaml",
+                gce_slice(
+                    "gce-single",
+                    "2x2",
+                    "  taints:\n    - key: example.com/dedicated\n      value: research\n      effect: NoSchedule\n",
+                ),
+            ),
+        ],
+    );
+
+    // The plan shows the whole graph, Kubernetes side included, and no secret.
+    let o = slicectl(&sim, &["plan", dir.path().to_str().unwrap()]).await;
+    let out = text(&o);
+    for want in [
+        "+ device_plugin",
+        "+ workload_policy \"gce-multi-0-wp\"",
+        "+ instance_template \"gce-multi-0-it\"",
+        "+ mig \"gce-multi-0\"",
+        "+ nodes \"gce-multi-0\"",
+        "+ instance_template \"gce-single-0-it\"",
+    ] {
+        assert!(out.contains(want), "plan lacks {want:?}:\n{out}");
+    }
+    assert!(!out.contains("gce-single-0-wp"), "single-host has no policy:\n{out}");
+
+    // Apply: every slice Ready, Nodes labelled.
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let multi = nodes_of(&client, "gce-multi").await;
+    assert_eq!(multi.len(), 4, "{multi:?}");
+    for n in &multi {
+        assert!(ready_with_chips(n, "4"), "{n:?}");
+        let l = n.metadata.labels.as_ref().unwrap();
+        assert_eq!(l["cloud.google.com/gke-tpu-accelerator"], "tpu-v6e-slice");
+        assert_eq!(l["cloud.google.com/gke-tpu-topology"], "4x4");
+        assert_eq!(l["cloud.google.com/gke-accelerator-count"], "4");
+        assert_eq!(l["team"], "research");
+        assert!(l.contains_key("slicectl.dev/spec-hash"), "{l:?}");
+        let pid = n.spec.as_ref().unwrap().provider_id.clone().unwrap();
+        assert!(
+            pid.starts_with("gce://example-project/us-central1-b/gce-multi-0-"),
+            "{pid}"
+        );
+    }
+    let single = nodes_of(&client, "gce-single").await;
+    assert_eq!(single.len(), 1);
+    let taints = single[0].spec.as_ref().unwrap().taints.clone().unwrap_or_default();
+    assert!(
+        taints.iter().any(|t| t.key == "example.com/dedicated" && t.effect == "NoSchedule"),
+        "{taints:?}"
+    );
+    // The cloud side: BULK MIGs of the right size, the policy on the multi-host one.
+    let migs = get(&sim, "zones/us-central1-b/instanceGroupManagers").await;
+    assert_eq!(names(&migs), vec!["gce-multi-0", "gce-single-0"]);
+    let m = migs["items"].as_array().unwrap().iter().find(|m| m["name"] == "gce-multi-0").unwrap();
+    assert_eq!(m["targetSizePolicy"]["mode"], "BULK");
+    assert_eq!(m["targetSize"], 4);
+    assert!(m["resourcePolicies"]["workloadPolicy"].as_str().unwrap().ends_with("/gce-multi-0-wp"));
+    // Tokens are gone from every VM's metadata and their Secrets deleted.
+    let vms = get(&sim, "zones/us-central1-b/instances").await;
+    assert_eq!(names(&vms).len(), 5, "{vms}");
+    for vm in vms["items"].as_array().unwrap() {
+        let items = vm["metadata"]["items"].as_array().cloned().unwrap_or_default();
+        assert!(
+            !items.iter().any(|i| i["key"] == "kubeadm-join-token"),
+            "token left on {}: {items:?}",
+            vm["name"]
+        );
+    }
+    assert!(token_secrets_of(&client, "gce-multi").await.is_empty());
+    assert!(token_secrets_of(&client, "gce-single").await.is_empty());
+    let ds = Api::<DaemonSet>::namespaced(client.clone(), "kube-system");
+    assert!(ds.get_opt("tpu-device-plugin").await.unwrap().is_some());
+    // No token in anything slicectl printed.
+    assert!(!text(&o).contains("kubeadm-join-token\":"), "{}", text(&o));
+
+    // A second apply: nothing to do, zero cloud writes.
+    sim.reset_stats();
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("No changes."), "{}", text(&o));
+    assert_eq!(sim.stats().writes, 0, "{:?}", sim.stats());
+
+    // Status shows the MIG, VMs and Nodes.
+    let o = slicectl(&sim, &["status", dir.path().to_str().unwrap(), "--output", "json"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = rows.as_array().unwrap().iter().find(|r| r["slice"] == "gce-multi").unwrap();
+    assert_eq!(row["state"], "MIG STABLE, VMs 4/4", "{row}");
+    assert!(row["nodes"].as_str().unwrap().starts_with("4/4 ready"), "{row}");
+
+    // Destroy: nothing left, Nodes and Secrets included, and the device
+    // plugin with the last slice.
+    let o = slicectl(&sim, &["destroy", dir.path().to_str().unwrap(), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(names(&get(&sim, "zones/us-central1-b/instanceGroupManagers").await).is_empty());
+    assert!(names(&get(&sim, "global/instanceTemplates").await).is_empty());
+    assert!(names(&get(&sim, "regions/us-central1/resourcePolicies").await).is_empty());
+    assert!(nodes_of(&client, "gce-multi").await.is_empty());
+    assert!(nodes_of(&client, "gce-single").await.is_empty());
+    assert!(ds.get_opt("tpu-device-plugin").await.unwrap().is_none());
+}
