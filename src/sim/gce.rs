@@ -676,6 +676,15 @@ fn check_workload_policy(
     let Some(rec) = inner.policies.get(&path) else {
         return Err(not_found(&path));
     };
+    // A policy whose insert (or delete) is still running cannot be used
+    // yet: compute's `resourceNotReady` ("The resource '…' is not ready"),
+    // the answer it gives for resources in a transitional state.
+    if rec.status != "READY" {
+        return Err(ApiError::invalid(
+            "resourceNotReady",
+            format!("The resource '{path}' is not ready"),
+        ));
+    }
     if !path.starts_with(&format!("projects/{project}/regions/{region}/")) {
         return Err(invalid_field(
             "resource.resourcePolicies.workloadPolicy",
