@@ -816,3 +816,32 @@ async fn compute_client_drives_templates_migs_and_instances() {
     );
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_mig_cannot_use_a_policy_still_being_created() {
+    let sim = start(Duration::from_millis(300), 13, FaultConfig::default()).await;
+    let c = Client::new(&sim);
+    let op = ok(
+        &c,
+        "POST",
+        &format!("{COMPUTE}/global/instanceTemplates"),
+        Some(template("t", MACHINE)),
+    )
+    .await;
+    wait(&c, &op).await;
+    let op = ok(
+        &c,
+        "POST",
+        &format!("{COMPUTE}/regions/{REGION}/resourcePolicies"),
+        Some(wp("young", "2x2x4")),
+    )
+    .await;
+    let migs = format!("{}/instanceGroupManagers", zone_path());
+    let (s, e) = c.post(&migs, mig("m", "t", 4, "young")).await;
+    assert_eq!(s, 400, "{e}");
+    assert_eq!(e["error"]["errors"][0]["reason"], "resourceNotReady");
+    wait(&c, &op).await;
+    let op = ok(&c, "POST", &migs, Some(mig("m", "t", 4, "young"))).await;
+    assert!(wait(&c, &op).await.get("error").is_none());
+    sim.shutdown().await;
+}

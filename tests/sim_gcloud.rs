@@ -386,6 +386,45 @@ async fn gcloud_reads_back_instance_templates_migs_and_instances() {
     );
     assert!(items.iter().any(|i| i["key"] == "startup-script"), "{got}");
 
+    // gcloud's own MIG create (GET zone, POST, wait, GET) passes validation
+    // and completes. (Its template create GETs the image, which the
+    // simulator does not serve, so the template is made through the API.)
+    let (s, op) = c
+        .post(
+            &format!("{compute}/global/instanceTemplates"),
+            json!({"name": "gct", "properties": {"machineType": "ct4p-hightpu-4t"}}),
+        )
+        .await;
+    assert_eq!(s, 200, "{op}");
+    wait(op).await;
+    gcloud(
+        &base,
+        cfg.path(),
+        &[
+            "compute",
+            "instance-groups",
+            "managed",
+            "create",
+            "gcm",
+            &zone_flag,
+            "--template=gct",
+            "--size=4",
+            "--workload-policy=gwp",
+        ],
+    )
+    .await;
+    let (s, gcm) = c
+        .get(&format!("{compute}/zones/{zone}/instanceGroupManagers/gcm"))
+        .await;
+    assert_eq!(s, 200, "{gcm}");
+    assert_eq!(gcm["targetSize"], 4);
+    assert!(
+        gcm["instanceTemplate"]
+            .as_str()
+            .unwrap()
+            .ends_with("/global/instanceTemplates/gct")
+    );
+
     // A stocked-out BULK MIG: gcloud lists its errors.
     sim.set_faults(FaultConfig {
         stockout_zones: vec![zone.into()],
@@ -421,7 +460,7 @@ async fn gcloud_reads_back_instance_templates_migs_and_instances() {
     assert_eq!(errors[0]["error"]["code"], "ZONE_RESOURCE_POOL_EXHAUSTED");
 
     // gcloud deletes the MIGs (listing autoscalers first), then the template.
-    for mig in ["gm", "gso"] {
+    for mig in ["gm", "gso", "gcm"] {
         gcloud(
             &base,
             cfg.path(),
@@ -439,18 +478,22 @@ async fn gcloud_reads_back_instance_templates_migs_and_instances() {
     }
     let (_, l) = c.get(&format!("{compute}/zones/{zone}/instances")).await;
     assert!(l.get("items").is_none(), "{l}");
-    gcloud(
-        &base,
-        cfg.path(),
-        &["compute", "instance-templates", "delete", "gt", "--quiet"],
-    )
-    .await;
+    // One at a time: a multi-resource delete goes through the batch
+    // endpoint (gcp-api.md §2.7), which the simulator does not serve.
+    for t in ["gt", "gct"] {
+        gcloud(
+            &base,
+            cfg.path(),
+            &["compute", "instance-templates", "delete", t, "--quiet"],
+        )
+        .await;
+    }
     let (s, _) = c
         .get(&format!("{compute}/global/instanceTemplates/gt"))
         .await;
     assert_eq!(s, 404);
     let stats = sim.stats();
-    assert_eq!(stats.by_method["compute.instanceGroupManagers.delete"], 2);
+    assert_eq!(stats.by_method["compute.instanceGroupManagers.delete"], 3);
     assert!(stats.by_method["compute.autoscalers.list"] >= 1);
     sim.shutdown().await;
 }
