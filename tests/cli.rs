@@ -119,10 +119,20 @@ fn main_job_runs_end_to_end_on_the_embedded_simulator() {
     assert!(o.status.success(), "{text}");
     assert!(text.contains("SIMULATOR MODE"), "{text}");
     assert!(text.contains("nothing real is touched"), "{text}");
-    assert!(text.contains("Apply complete: 10 created"), "{text}");
+    assert!(text.contains("Apply complete: 12 created"), "{text}");
     let stdout = String::from_utf8_lossy(&o.stdout);
     let running = stdout.lines().filter(|l| l.contains("RUNNING")).count();
     assert_eq!(running, 9, "{stdout}");
+    // The self-managed slice: its VMs run, but with no Kubernetes API
+    // reachable nothing joins, and that is said, never faked.
+    assert!(text.contains("Deferred: kubernetes 10.128.0.2:6443"), "{text}");
+    let gce = stdout
+        .lines()
+        .find(|l| l.contains("│ research-kubeadm-v6e"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(gce.contains("MIG STABLE, VMs 1/1"), "{gce}");
+    assert!(gce.contains("?/1"), "{gce}");
+    assert!(stdout.contains("not joined"), "{stdout}");
     assert!(!stdout.contains('\u{1b}'), "no colour when not a terminal");
 }
 
@@ -132,13 +142,13 @@ fn plan_and_status_with_sim_show_the_fresh_fleet() {
     assert_eq!(o.status.code(), Some(2), "{}", out(&o));
     assert!(
         String::from_utf8_lossy(&o.stdout)
-            .contains("Plan: 10 to create, 0 to update in place, 0 to replace, 0 to destroy.")
+            .contains("Plan: 12 to create, 0 to update in place, 0 to replace, 0 to destroy.")
     );
     let o = run(&["status", "specs", "--sim", "-o", "json"]);
     assert!(o.status.success(), "{}", out(&o));
     let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 9, "one row per slice replica");
+    assert_eq!(rows.len(), 10, "one row per slice replica");
     assert!(rows.iter().all(|r| r["state"] == "MISSING"), "{rows:?}");
 }
 
@@ -268,7 +278,7 @@ fn plan_colour_only_on_a_terminal_without_no_color() {
         }
         let o = c.output().expect("script(1) from util-linux");
         let text = String::from_utf8_lossy(&o.stdout);
-        assert!(text.contains("Plan: 10 to create"), "{text}");
+        assert!(text.contains("Plan: 12 to create"), "{text}");
         assert_eq!(
             text.contains("\u{1b}[3"),
             want_colour,

@@ -16,6 +16,10 @@ use kube::api::{Api, ListParams};
 use serde_json::Value;
 use slicectl::sim::{FaultConfig, SimHandle};
 
+/// The tests of this file share the control plane's Nodes and its one
+/// device plugin: they run one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn kubeconfig() -> PathBuf {
     match std::env::var_os("SLICECTL_TEST_KUBECONFIG") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
@@ -145,6 +149,7 @@ fn ready_with_chips(n: &Node, chips: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
+    let _serial = SERIAL.lock().await;
     let client = kube_client().await;
     let sim = sim(Duration::from_millis(200), 7, FaultConfig::default()).await;
     // A multi-host slice (4 VMs of 4 chips, a workload policy) and a
@@ -255,4 +260,106 @@ async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
     assert!(nodes_of(&client, "gce-multi").await.is_empty());
     assert!(nodes_of(&client, "gce-single").await.is_empty());
     assert!(ds.get_opt("tpu-device-plugin").await.unwrap().is_none());
+}
+
+async fn count(sim: &SimHandle, path: &str) -> usize {
+    names(&get(sim, path).await).len()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bulk_stockout_leaves_no_partial_slice_and_status_says_why() {
+    let _serial = SERIAL.lock().await;
+    let client = kube_client().await;
+    let faults = FaultConfig {
+        stockout_zones: vec!["us-central1-b".into()],
+        ..FaultConfig::default()
+    };
+    let sim = sim(Duration::from_millis(100), 3, faults).await;
+    let dir = gce_dir("e2e-gce-stockout", &[("s.yaml", gce_slice("gce-stock", "4x4", ""))]);
+    let o = gce_apply(&sim, dir.path()).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("failed [stockout]: slice.gce-stock[0].nodes"), "{out}");
+    assert!(out.contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{out}");
+    // All or nothing: the MIG exists, no VM does, no Node joined.
+    assert_eq!(count(&sim, "zones/us-central1-b/instanceGroupManagers").await, 1);
+    assert_eq!(count(&sim, "zones/us-central1-b/instances").await, 0);
+    assert!(nodes_of(&client, "gce-stock").await.is_empty());
+    // status shows the MIG retrying and GCE's error.
+    let o = slicectl(&sim, &["status", dir.path().to_str().unwrap(), "--output", "json"]).await;
+    let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = &rows[0];
+    assert_eq!(row["state"], "MIG RETRYING, VMs 0/4", "{row}");
+    assert!(
+        row["last_error"].as_str().unwrap().starts_with("ZONE_RESOURCE_POOL_EXHAUSTED"),
+        "{row}"
+    );
+    // Capacity comes back: the next apply finishes the slice.
+    sim.set_faults(FaultConfig::default());
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(nodes_of(&client, "gce-stock").await.len(), 4);
+    let o = slicectl(&sim, &["destroy", dir.path().to_str().unwrap(), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(nodes_of(&client, "gce-stock").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_gce_apply_resumes_without_duplicates_leaks_or_second_tokens() {
+    use rand::{Rng, SeedableRng};
+    let _serial = SERIAL.lock().await;
+    let client = kube_client().await;
+    for seed in 0..6u64 {
+        let slice = format!("gce-kill{seed}");
+        let sim = sim(Duration::from_millis(300), seed, FaultConfig::default()).await;
+        let dir = gce_dir("e2e-gce-kill", &[("s.yaml", gce_slice(&slice, "4x4", ""))]);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        for _ in 0..(1 + seed % 2) {
+            let mut child = tokio::process::Command::new(bin())
+                .args(["apply", dir.path().to_str().unwrap(), "--auto-approve"])
+                .env("SLICECTL_API_ENDPOINT", sim.base_url())
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(rng.random_range(50..4000))).await;
+            child.start_kill().unwrap(); // SIGKILL
+            let _ = child.wait().await;
+            // Never a second valid token while one is.
+            let tokens = token_secrets_of(&client, &slice).await;
+            assert!(tokens.len() <= 1, "seed {seed}: {} token Secrets", tokens.len());
+        }
+        let o = gce_apply(&sim, dir.path()).await;
+        assert!(o.status.success(), "seed {seed}: {}", text(&o));
+        assert_eq!(count(&sim, "zones/us-central1-b/instanceGroupManagers").await, 1, "seed {seed}");
+        assert_eq!(count(&sim, "global/instanceTemplates").await, 1, "seed {seed}");
+        assert_eq!(count(&sim, "regions/us-central1/resourcePolicies").await, 1, "seed {seed}");
+        assert_eq!(count(&sim, "zones/us-central1-b/instances").await, 4, "seed {seed}");
+        let nodes = nodes_of(&client, &slice).await;
+        assert_eq!(nodes.len(), 4, "seed {seed}");
+        assert!(nodes.iter().all(|n| ready_with_chips(n, "4")), "seed {seed}");
+        assert!(token_secrets_of(&client, &slice).await.is_empty(), "seed {seed}");
+        let o = slicectl(&sim, &["plan", dir.path().to_str().unwrap(), "--detailed-exitcode"]).await;
+        assert_eq!(o.status.code(), Some(0), "seed {seed}: {}", text(&o));
+        // Kill a destroy too, then destroy again: nothing is left.
+        let mut child = tokio::process::Command::new(bin())
+            .args(["destroy", dir.path().to_str().unwrap(), "--auto-approve"])
+            .env("SLICECTL_API_ENDPOINT", sim.base_url())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(rng.random_range(50..2000))).await;
+        child.start_kill().unwrap();
+        let _ = child.wait().await;
+        let o = slicectl(&sim, &["destroy", dir.path().to_str().unwrap(), "--auto-approve"]).await;
+        assert!(o.status.success(), "seed {seed}: {}", text(&o));
+        assert_eq!(count(&sim, "zones/us-central1-b/instanceGroupManagers").await, 0, "seed {seed}");
+        assert_eq!(count(&sim, "global/instanceTemplates").await, 0, "seed {seed}");
+        assert_eq!(count(&sim, "zones/us-central1-b/instances").await, 0, "seed {seed}");
+        assert!(nodes_of(&client, &slice).await.is_empty(), "seed {seed}");
+        assert!(token_secrets_of(&client, &slice).await.is_empty(), "seed {seed}");
+    }
 }

@@ -75,6 +75,14 @@ pub enum ApplyError {
     /// A Kubernetes call failed.
     #[error(transparent)]
     Kube(#[from] crate::kube::KubeError),
+    /// The instance template a slice brings cannot run a TPU slice.
+    #[error("{address}: {message}")]
+    InvalidTemplate {
+        /// Address.
+        address: String,
+        /// What is wrong with it, and what to do.
+        message: String,
+    },
     /// A self-managed slice's VMs did not join (a VM reported a failure, or
     /// the step timed out): what is known, never a token.
     #[error("{address}: {message}")]
@@ -102,6 +110,7 @@ impl ApplyError {
             ApplyError::Panicked(_) => "panicked",
             ApplyError::Kube(e) => e.code(),
             ApplyError::Bootstrap { .. } => "bootstrap_failed",
+            ApplyError::InvalidTemplate { .. } => "invalid_template",
         }
     }
 }

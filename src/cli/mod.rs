@@ -55,7 +55,15 @@ pub fn main() -> ExitCode {
 }
 
 fn init_logging(filter: &str, format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+    // The simulator's VMs discover their cluster's CA the way kubeadm does:
+    // over TLS they cannot verify yet, pinned by the CA hash. kube-rs warns
+    // about every such request; that is noise unless asked for.
+    let filter = if filter.contains("kube_client") {
+        filter.to_string()
+    } else {
+        format!("{filter},kube_client::client::tls=error")
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

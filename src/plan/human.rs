@@ -51,9 +51,27 @@ fn symbol(a: ActionKind) -> (&'static str, Style, &'static str) {
     }
 }
 
+/// Text values longer than this are shown by size and digest (a startup
+/// script); `plan --output json` carries them whole.
+const LONG_TEXT: usize = 512;
+
+/// A value with its long texts shortened for reading.
+fn shortened(v: &Value) -> Value {
+    match v {
+        Value::String(s) if s.len() > LONG_TEXT => {
+            use sha2::{Digest, Sha256};
+            let digest = hex::encode(&Sha256::digest(s.as_bytes())[..8]);
+            Value::from(format!("<{} bytes, sha256 {digest}…>", s.len()))
+        }
+        Value::Array(a) => Value::Array(a.iter().map(shortened).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), shortened(v))).collect()),
+        other => other.clone(),
+    }
+}
+
 fn pretty(v: &Option<Value>) -> String {
     match v {
-        Some(v) => serde_json::to_string_pretty(v).unwrap_or_default() + "\n",
+        Some(v) => serde_json::to_string_pretty(&shortened(v)).unwrap_or_default() + "\n",
         None => String::new(),
     }
 }

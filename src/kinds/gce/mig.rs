@@ -47,6 +47,55 @@ pub fn operation_target(op: &compute::Operation) -> Option<&str> {
     head.ends_with("/instanceGroupManagers").then_some(name)
 }
 
+/// Checks a template the spec brings (`gce.instanceTemplate`) the way
+/// tpu-operator's `ValidateExternalInstanceTemplate` does (tpu-anchors
+/// §B.4): a TPU machine type, scheduling set, a provisioning model slicectl
+/// knows, `onHostMaintenance: TERMINATE`, and the termination action that
+/// fits the model (DELETE for reservation-bound and flex-start, STOP for
+/// spot). Returns every problem.
+pub fn check_brought_template(t: &compute::InstanceTemplate) -> Vec<String> {
+    let mut out = Vec::new();
+    let p = &t.properties;
+    if !["tpu7x-", "tpu7-", "ct6e-", "ct5p-"]
+        .iter()
+        .any(|pre| p.machine_type.starts_with(pre))
+    {
+        out.push(format!(
+            "machineType {:?} is not a TPU machine type Compute Engine runs in MIGs (tpu7x-*, ct6e-*, ct5p-*)",
+            p.machine_type
+        ));
+    }
+    let Some(s) = p.scheduling.as_ref() else {
+        out.push("it sets no scheduling (onHostMaintenance must be TERMINATE)".into());
+        return out;
+    };
+    let model = s.provisioning_model.as_deref().unwrap_or("STANDARD");
+    if !["STANDARD", "SPOT", "RESERVATION_BOUND", "FLEX_START"].contains(&model) {
+        out.push(format!("provisioningModel {model:?} is not STANDARD, SPOT, RESERVATION_BOUND or FLEX_START"));
+    }
+    if s.on_host_maintenance.as_deref() != Some("TERMINATE") {
+        out.push(format!(
+            "onHostMaintenance is {:?}; TPU VMs cannot live-migrate, it must be TERMINATE",
+            s.on_host_maintenance.as_deref().unwrap_or("unset (MIGRATE)")
+        ));
+    }
+    let action = s.instance_termination_action.as_deref();
+    let want = match model {
+        "SPOT" => Some("STOP"),
+        "RESERVATION_BOUND" | "FLEX_START" => Some("DELETE"),
+        _ => None,
+    };
+    if let Some(w) = want
+        && action != Some(w)
+    {
+        out.push(format!(
+            "instanceTerminationAction is {:?}; with {model} it must be {w}",
+            action.unwrap_or("unset")
+        ));
+    }
+    out
+}
+
 /// The MIG's last bulk-creation error (`CODE: message`), if any.
 pub fn bulk_error(m: &InstanceGroupManager) -> Option<String> {
     let e = m
@@ -265,6 +314,29 @@ impl KindExec for Migs {
                     .as_ref()
                     .and_then(body_as::<InstanceGroupManager>)
                     .ok_or_else(|| ApplyError::Body(a.address()))?;
+                // A template the spec brings is checked before it is used.
+                let rendered = ownership_of(m).map(|o| {
+                    format!(
+                        "/global/instanceTemplates/{}",
+                        crate::plan::names::instance_template(&o.slice, o.replica)
+                    )
+                });
+                if let Some(link) = m.instance_template.as_deref()
+                    && rendered.is_none_or(|r| !link.ends_with(&r))
+                {
+                    let t = cloud.compute.get_instance_template(link).await?;
+                    let problems = check_brought_template(&t);
+                    if !problems.is_empty() {
+                        return Err(ApplyError::InvalidTemplate {
+                            address: a.address(),
+                            message: format!(
+                                "instance template {link} cannot run a TPU slice: {}. Fix the template or let \
+                                 slicectl render one (remove gce.instanceTemplate, set gce.image and gce.bootstrap)",
+                                problems.join("; ")
+                            ),
+                        });
+                    }
+                }
                 match cloud.compute.insert_instance_group_manager(z, m).await {
                     Ok(op) => op,
                     Err(e) if e.is_already_exists() => {

@@ -12,6 +12,9 @@ pub mod nodes;
 pub mod render;
 pub mod template;
 
+#[cfg(test)]
+mod tests;
+
 use crate::resource::compute;
 use crate::resource::{ProjectRef, ZoneRef};
 
