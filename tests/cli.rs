@@ -125,7 +125,10 @@ fn main_job_runs_end_to_end_on_the_embedded_simulator() {
     assert_eq!(running, 9, "{stdout}");
     // The self-managed slice: its VMs run, but with no Kubernetes API
     // reachable nothing joins, and that is said, never faked.
-    assert!(text.contains("Deferred: kubernetes 10.128.0.2:6443"), "{text}");
+    assert!(
+        text.contains("Deferred: kubernetes 10.128.0.2:6443"),
+        "{text}"
+    );
     let gce = stdout
         .lines()
         .find(|l| l.contains("│ research-kubeadm-v6e"))

@@ -45,7 +45,10 @@ fn endpoint() -> String {
         .as_ref()
         .and_then(|c| c.server.clone())
         .expect("server");
-    server.trim_start_matches("https://").trim_end_matches('/').to_string()
+    server
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .to_string()
 }
 
 /// A spec dir with a self-managed Target on the test control plane.
@@ -114,18 +117,25 @@ async fn token_secrets_of(client: &kube::Client, slice: &str) -> Vec<Secret> {
 }
 
 async fn get(sim: &SimHandle, path: &str) -> Value {
-    reqwest::get(format!("{}/compute/v1/projects/example-project/{path}", sim.base_url()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    reqwest::get(format!(
+        "{}/compute/v1/projects/example-project/{path}",
+        sim.base_url()
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap()
 }
 
 fn names(v: &Value) -> Vec<String> {
     let mut n: Vec<String> = v["items"]
         .as_array()
-        .map(|a| a.iter().filter_map(|i| i["name"].as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|i| i["name"].as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     n.sort();
     n
@@ -143,7 +153,12 @@ fn ready_with_chips(n: &Node, chips: &str) -> bool {
         .unwrap()
         .iter()
         .any(|c| c.type_ == "Ready" && c.status == "True");
-    let cap = st.capacity.as_ref().unwrap().get("google.com/tpu").map(|q| q.0.as_str());
+    let cap = st
+        .capacity
+        .as_ref()
+        .unwrap()
+        .get("google.com/tpu")
+        .map(|q| q.0.as_str());
     ready && cap == Some(chips)
 }
 
@@ -151,6 +166,10 @@ fn ready_with_chips(n: &Node, chips: &str) -> bool {
 async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
     let _serial = SERIAL.lock().await;
     let client = kube_client().await;
+    // The device plugin is one per cluster: start without one.
+    let _ = Api::<DaemonSet>::namespaced(client.clone(), "kube-system")
+        .delete("tpu-device-plugin", &Default::default())
+        .await;
     let sim = sim(Duration::from_millis(200), 7, FaultConfig::default()).await;
     // A multi-host slice (4 VMs of 4 chips, a workload policy) and a
     // single-host one (no policy), with a taint.
@@ -182,7 +201,10 @@ async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
     ] {
         assert!(out.contains(want), "plan lacks {want:?}:\n{out}");
     }
-    assert!(!out.contains("gce-single-0-wp"), "single-host has no policy:\n{out}");
+    assert!(
+        !out.contains("gce-single-0-wp"),
+        "single-host has no policy:\n{out}"
+    );
 
     // Apply: every slice Ready, Nodes labelled.
     let o = gce_apply(&sim, dir.path()).await;
@@ -205,23 +227,44 @@ async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
     }
     let single = nodes_of(&client, "gce-single").await;
     assert_eq!(single.len(), 1);
-    let taints = single[0].spec.as_ref().unwrap().taints.clone().unwrap_or_default();
+    let taints = single[0]
+        .spec
+        .as_ref()
+        .unwrap()
+        .taints
+        .clone()
+        .unwrap_or_default();
     assert!(
-        taints.iter().any(|t| t.key == "example.com/dedicated" && t.effect == "NoSchedule"),
+        taints
+            .iter()
+            .any(|t| t.key == "example.com/dedicated" && t.effect == "NoSchedule"),
         "{taints:?}"
     );
     // The cloud side: BULK MIGs of the right size, the policy on the multi-host one.
     let migs = get(&sim, "zones/us-central1-b/instanceGroupManagers").await;
     assert_eq!(names(&migs), vec!["gce-multi-0", "gce-single-0"]);
-    let m = migs["items"].as_array().unwrap().iter().find(|m| m["name"] == "gce-multi-0").unwrap();
+    let m = migs["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "gce-multi-0")
+        .unwrap();
     assert_eq!(m["targetSizePolicy"]["mode"], "BULK");
     assert_eq!(m["targetSize"], 4);
-    assert!(m["resourcePolicies"]["workloadPolicy"].as_str().unwrap().ends_with("/gce-multi-0-wp"));
+    assert!(
+        m["resourcePolicies"]["workloadPolicy"]
+            .as_str()
+            .unwrap()
+            .ends_with("/gce-multi-0-wp")
+    );
     // Tokens are gone from every VM's metadata and their Secrets deleted.
     let vms = get(&sim, "zones/us-central1-b/instances").await;
     assert_eq!(names(&vms).len(), 5, "{vms}");
     for vm in vms["items"].as_array().unwrap() {
-        let items = vm["metadata"]["items"].as_array().cloned().unwrap_or_default();
+        let items = vm["metadata"]["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         assert!(
             !items.iter().any(|i| i["key"] == "kubeadm-join-token"),
             "token left on {}: {items:?}",
@@ -239,20 +282,40 @@ async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
     sim.reset_stats();
     let o = gce_apply(&sim, dir.path()).await;
     assert!(o.status.success(), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("No changes."), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("No changes."),
+        "{}",
+        text(&o)
+    );
     assert_eq!(sim.stats().writes, 0, "{:?}", sim.stats());
 
     // Status shows the MIG, VMs and Nodes.
-    let o = slicectl(&sim, &["status", dir.path().to_str().unwrap(), "--output", "json"]).await;
+    let o = slicectl(
+        &sim,
+        &["status", dir.path().to_str().unwrap(), "--output", "json"],
+    )
+    .await;
     assert!(o.status.success(), "{}", text(&o));
     let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let row = rows.as_array().unwrap().iter().find(|r| r["slice"] == "gce-multi").unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["slice"] == "gce-multi")
+        .unwrap();
     assert_eq!(row["state"], "MIG STABLE, VMs 4/4", "{row}");
-    assert!(row["nodes"].as_str().unwrap().starts_with("4/4 ready"), "{row}");
+    assert!(
+        row["nodes"].as_str().unwrap().starts_with("4/4 ready"),
+        "{row}"
+    );
 
     // Destroy: nothing left, Nodes and Secrets included, and the device
     // plugin with the last slice.
-    let o = slicectl(&sim, &["destroy", dir.path().to_str().unwrap(), "--auto-approve"]).await;
+    let o = slicectl(
+        &sim,
+        &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],
+    )
+    .await;
     assert!(o.status.success(), "{}", text(&o));
     assert!(names(&get(&sim, "zones/us-central1-b/instanceGroupManagers").await).is_empty());
     assert!(names(&get(&sim, "global/instanceTemplates").await).is_empty());
@@ -275,23 +338,39 @@ async fn bulk_stockout_leaves_no_partial_slice_and_status_says_why() {
         ..FaultConfig::default()
     };
     let sim = sim(Duration::from_millis(100), 3, faults).await;
-    let dir = gce_dir("e2e-gce-stockout", &[("s.yaml", gce_slice("gce-stock", "4x4", ""))]);
+    let dir = gce_dir(
+        "e2e-gce-stockout",
+        &[("s.yaml", gce_slice("gce-stock", "4x4", ""))],
+    );
     let o = gce_apply(&sim, dir.path()).await;
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let out = text(&o);
-    assert!(out.contains("failed [stockout]: slice.gce-stock[0].nodes"), "{out}");
+    assert!(
+        out.contains("failed [stockout]: slice.gce-stock[0].nodes"),
+        "{out}"
+    );
     assert!(out.contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{out}");
     // All or nothing: the MIG exists, no VM does, no Node joined.
-    assert_eq!(count(&sim, "zones/us-central1-b/instanceGroupManagers").await, 1);
+    assert_eq!(
+        count(&sim, "zones/us-central1-b/instanceGroupManagers").await,
+        1
+    );
     assert_eq!(count(&sim, "zones/us-central1-b/instances").await, 0);
     assert!(nodes_of(&client, "gce-stock").await.is_empty());
     // status shows the MIG retrying and GCE's error.
-    let o = slicectl(&sim, &["status", dir.path().to_str().unwrap(), "--output", "json"]).await;
+    let o = slicectl(
+        &sim,
+        &["status", dir.path().to_str().unwrap(), "--output", "json"],
+    )
+    .await;
     let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
     let row = &rows[0];
     assert_eq!(row["state"], "MIG RETRYING, VMs 0/4", "{row}");
     assert!(
-        row["last_error"].as_str().unwrap().starts_with("ZONE_RESOURCE_POOL_EXHAUSTED"),
+        row["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("ZONE_RESOURCE_POOL_EXHAUSTED"),
         "{row}"
     );
     // Capacity comes back: the next apply finishes the slice.
@@ -299,7 +378,11 @@ async fn bulk_stockout_leaves_no_partial_slice_and_status_says_why() {
     let o = gce_apply(&sim, dir.path()).await;
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(nodes_of(&client, "gce-stock").await.len(), 4);
-    let o = slicectl(&sim, &["destroy", dir.path().to_str().unwrap(), "--auto-approve"]).await;
+    let o = slicectl(
+        &sim,
+        &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],
+    )
+    .await;
     assert!(o.status.success(), "{}", text(&o));
     assert!(nodes_of(&client, "gce-stock").await.is_empty());
 }
@@ -328,19 +411,49 @@ async fn killed_gce_apply_resumes_without_duplicates_leaks_or_second_tokens() {
             let _ = child.wait().await;
             // Never a second valid token while one is.
             let tokens = token_secrets_of(&client, &slice).await;
-            assert!(tokens.len() <= 1, "seed {seed}: {} token Secrets", tokens.len());
+            assert!(
+                tokens.len() <= 1,
+                "seed {seed}: {} token Secrets",
+                tokens.len()
+            );
         }
         let o = gce_apply(&sim, dir.path()).await;
         assert!(o.status.success(), "seed {seed}: {}", text(&o));
-        assert_eq!(count(&sim, "zones/us-central1-b/instanceGroupManagers").await, 1, "seed {seed}");
-        assert_eq!(count(&sim, "global/instanceTemplates").await, 1, "seed {seed}");
-        assert_eq!(count(&sim, "regions/us-central1/resourcePolicies").await, 1, "seed {seed}");
-        assert_eq!(count(&sim, "zones/us-central1-b/instances").await, 4, "seed {seed}");
+        assert_eq!(
+            count(&sim, "zones/us-central1-b/instanceGroupManagers").await,
+            1,
+            "seed {seed}"
+        );
+        assert_eq!(
+            count(&sim, "global/instanceTemplates").await,
+            1,
+            "seed {seed}"
+        );
+        assert_eq!(
+            count(&sim, "regions/us-central1/resourcePolicies").await,
+            1,
+            "seed {seed}"
+        );
+        assert_eq!(
+            count(&sim, "zones/us-central1-b/instances").await,
+            4,
+            "seed {seed}"
+        );
         let nodes = nodes_of(&client, &slice).await;
         assert_eq!(nodes.len(), 4, "seed {seed}");
-        assert!(nodes.iter().all(|n| ready_with_chips(n, "4")), "seed {seed}");
-        assert!(token_secrets_of(&client, &slice).await.is_empty(), "seed {seed}");
-        let o = slicectl(&sim, &["plan", dir.path().to_str().unwrap(), "--detailed-exitcode"]).await;
+        assert!(
+            nodes.iter().all(|n| ready_with_chips(n, "4")),
+            "seed {seed}"
+        );
+        assert!(
+            token_secrets_of(&client, &slice).await.is_empty(),
+            "seed {seed}"
+        );
+        let o = slicectl(
+            &sim,
+            &["plan", dir.path().to_str().unwrap(), "--detailed-exitcode"],
+        )
+        .await;
         assert_eq!(o.status.code(), Some(0), "seed {seed}: {}", text(&o));
         // Kill a destroy too, then destroy again: nothing is left.
         let mut child = tokio::process::Command::new(bin())
@@ -354,12 +467,31 @@ async fn killed_gce_apply_resumes_without_duplicates_leaks_or_second_tokens() {
         tokio::time::sleep(Duration::from_millis(rng.random_range(50..2000))).await;
         child.start_kill().unwrap();
         let _ = child.wait().await;
-        let o = slicectl(&sim, &["destroy", dir.path().to_str().unwrap(), "--auto-approve"]).await;
+        let o = slicectl(
+            &sim,
+            &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],
+        )
+        .await;
         assert!(o.status.success(), "seed {seed}: {}", text(&o));
-        assert_eq!(count(&sim, "zones/us-central1-b/instanceGroupManagers").await, 0, "seed {seed}");
-        assert_eq!(count(&sim, "global/instanceTemplates").await, 0, "seed {seed}");
-        assert_eq!(count(&sim, "zones/us-central1-b/instances").await, 0, "seed {seed}");
+        assert_eq!(
+            count(&sim, "zones/us-central1-b/instanceGroupManagers").await,
+            0,
+            "seed {seed}"
+        );
+        assert_eq!(
+            count(&sim, "global/instanceTemplates").await,
+            0,
+            "seed {seed}"
+        );
+        assert_eq!(
+            count(&sim, "zones/us-central1-b/instances").await,
+            0,
+            "seed {seed}"
+        );
         assert!(nodes_of(&client, &slice).await.is_empty(), "seed {seed}");
-        assert!(token_secrets_of(&client, &slice).await.is_empty(), "seed {seed}");
+        assert!(
+            token_secrets_of(&client, &slice).await.is_empty(),
+            "seed {seed}"
+        );
     }
 }

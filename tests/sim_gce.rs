@@ -758,13 +758,24 @@ async fn compute_client_drives_templates_migs_and_instances() {
     let again = cloud.get_instance(&zone, &vm.name).await.unwrap();
     assert_eq!(again.metadata.get("slicectl-join"), Some("x"));
 
-    // Guest attributes: none yet, then what the VM wrote.
-    assert!(
-        cloud
+    // Guest attributes: what the VM wrote (its node agent waits for a
+    // token and says so), then what the test writes as the VM.
+    let mut waited = Vec::new();
+    for _ in 0..50 {
+        waited = cloud
             .get_guest_attributes(&zone, &vm.name, "slicectl/")
             .await
-            .unwrap()
-            .is_empty()
+            .unwrap();
+        if !waited.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        waited
+            .iter()
+            .any(|e| e.key == "bootstrap" && e.value == "waiting-for-token"),
+        "{waited:?}"
     );
     sim.put_guest_attribute("proj1", ZONE, &vm.name, "slicectl/phase", "joined")
         .unwrap();
@@ -774,14 +785,13 @@ async fn compute_client_drives_templates_migs_and_instances() {
         .get_guest_attributes(&zone, &vm.name, "slicectl/")
         .await
         .unwrap();
-    assert_eq!(attrs.len(), 1);
-    assert_eq!(
-        (
-            attrs[0].namespace.as_str(),
-            attrs[0].key.as_str(),
-            attrs[0].value.as_str()
-        ),
-        ("slicectl", "phase", "joined")
+    assert_eq!(attrs.len(), 2, "{attrs:?}");
+    assert!(
+        attrs
+            .iter()
+            .any(|a| (a.namespace.as_str(), a.key.as_str(), a.value.as_str())
+                == ("slicectl", "phase", "joined")),
+        "{attrs:?}"
     );
 
     // The template is in use; the MIG goes, then the template.

@@ -64,7 +64,9 @@ fn shortened(v: &Value) -> Value {
             Value::from(format!("<{} bytes, sha256 {digest}…>", s.len()))
         }
         Value::Array(a) => Value::Array(a.iter().map(shortened).collect()),
-        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), shortened(v))).collect()),
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), shortened(v))).collect())
+        }
         other => other.clone(),
     }
 }

@@ -363,13 +363,16 @@ impl Owners {
                     .or_default()
                     .insert(owner.clone());
             }
-            by_scope
-                .entry(Scope::Zone(ZoneRef {
-                    project: t.spec.project.clone(),
-                    zone: t.spec.zone.clone(),
-                }))
-                .or_default()
-                .insert(owner);
+            // Zones hold MIGs: only self-managed targets have any.
+            if t.spec.gce.is_some() {
+                by_scope
+                    .entry(Scope::Zone(ZoneRef {
+                        project: t.spec.project.clone(),
+                        zone: t.spec.zone.clone(),
+                    }))
+                    .or_default()
+                    .insert(owner);
+            }
         }
         Owners { by_scope }
     }
@@ -661,12 +664,10 @@ fn build(
             continue;
         };
         let own = kind.ownership(&live.body);
-        // A shared resource (the cluster's device plugin) that another
-        // slicectl owner manages serves this owner's slices as it is.
-        if kind.shared()
-            && !owners.owns(&d.id.scope, own.as_ref())
-            && own.is_some()
-        {
+        // A shared resource (the cluster's device plugin) that someone else
+        // manages (another slicectl owner, tpu-operator, a person) serves
+        // this owner's slices as it is: never changed, never refused.
+        if kind.shared() && !owners.owns(&d.id.scope, own.as_ref()) {
             unmanaged.push(Unmanaged {
                 kind: kind.id().as_str(),
                 name: d.id.name.clone(),

@@ -109,7 +109,9 @@ impl Reason {
                     );
                 }
                 Reason::NotInSpecs | Reason::NotNeeded | Reason::ReplicaNotDesired { .. } => {
-                    return format!("delete because no slice on this cluster needs the {noun} any more");
+                    return format!(
+                        "delete because no slice on this cluster needs the {noun} any more"
+                    );
                 }
                 _ => {}
             }

@@ -64,12 +64,8 @@ fn labels(owner: &str, spec_hash: Option<&str>) -> Value {
 
 /// The DaemonSet's pod spec (what the spec hash covers).
 fn daemon_set_spec(image: &str) -> Value {
-    let host_path = |name: &str, path: &str| {
-        json!({"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}})
-    };
-    let field = |name: &str, path: &str| {
-        json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}})
-    };
+    let host_path = |name: &str, path: &str| json!({"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}});
+    let field = |name: &str, path: &str| json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}});
     json!({
         "selector": {"matchLabels": {"k8s-app": NAME}},
         "updateStrategy": {"type": "RollingUpdate"},
@@ -176,7 +172,9 @@ impl Kind for DevicePlugins {
     }
 
     fn lists_unmanaged(&self) -> bool {
-        true
+        // One someone else manages is listed by the planner, with what
+        // slicectl does about it (uses it as it is).
+        false
     }
 
     fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {

@@ -37,10 +37,11 @@ fn kube_of(a: &Action) -> Result<&KubeRef, ApplyError> {
 
 fn view(n: &Node) -> NodeView {
     let status = n.status.as_ref();
-    let qty = |m: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
-        m.and_then(|m| m.get(TPU_RESOURCE))
-            .and_then(|q| q.0.parse::<u32>().ok())
-    };
+    let qty =
+        |m: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
+            m.and_then(|m| m.get(TPU_RESOURCE))
+                .and_then(|q| q.0.parse::<u32>().ok())
+        };
     let spec = n.spec.as_ref();
     NodeView {
         name: n.metadata.name.clone().unwrap_or_default(),
@@ -237,7 +238,11 @@ async fn set_join_metadata(
                 .collect(),
             ..Default::default()
         };
-        match cloud.compute.set_instance_metadata(zone, instance, &md).await {
+        match cloud
+            .compute
+            .set_instance_metadata(zone, instance, &md)
+            .await
+        {
             Ok(op) => {
                 cloud
                     .compute
@@ -293,7 +298,12 @@ fn poll_delay(elapsed: Duration) -> Duration {
 /// hands it to each RUNNING VM that has not joined, labels the Nodes that
 /// joined, removes the token from their VMs, and once every Node is Ready
 /// with its chips deletes the replica's bootstrap Secrets.
-async fn drive(cloud: &Cloud, a: &Action, k: &KubeRef, want: &NodeGroup) -> Result<StepOutcome, ApplyError> {
+async fn drive(
+    cloud: &Cloud,
+    a: &Action,
+    k: &KubeRef,
+    want: &NodeGroup,
+) -> Result<StepOutcome, ApplyError> {
     let start = Instant::now();
     let deadline = start + a.timeout.max(Duration::from_secs(1));
     let zone = ZoneRef {
@@ -314,10 +324,13 @@ async fn drive(cloud: &Cloud, a: &Action, k: &KubeRef, want: &NodeGroup) -> Resu
         let names: BTreeMap<String, Option<String>> = managed
             .iter()
             .map(|m| {
-                let name = m
-                    .name
-                    .clone()
-                    .unwrap_or_else(|| m.instance.rsplit('/').next().unwrap_or_default().to_string());
+                let name = m.name.clone().unwrap_or_else(|| {
+                    m.instance
+                        .rsplit('/')
+                        .next()
+                        .unwrap_or_default()
+                        .to_string()
+                });
                 (name, m.instance_status.clone())
             })
             .collect();
@@ -336,7 +349,9 @@ async fn drive(cloud: &Cloud, a: &Action, k: &KubeRef, want: &NodeGroup) -> Resu
                 .next()
         {
             let (code, message) = match cloud.compute.list_mig_errors(&zone, &want.mig).await {
-                Ok(errs) if !errs.is_empty() => (errs[0].error.code.clone(), errs[0].error.message.clone()),
+                Ok(errs) if !errs.is_empty() => {
+                    (errs[0].error.code.clone(), errs[0].error.message.clone())
+                }
                 _ => (err.code.clone(), err.message.clone()),
             };
             return Err(CloudError::OperationFailed {
@@ -400,7 +415,9 @@ async fn drive(cloud: &Cloud, a: &Action, k: &KubeRef, want: &NodeGroup) -> Resu
                         // A VM retries on its own (a token not yet signed
                         // into cluster-info, an API server restarting): fail
                         // the step only once it gave up or kept failing.
-                        let since = *failing_since.entry((*inst).clone()).or_insert_with(Instant::now);
+                        let since = *failing_since
+                            .entry((*inst).clone())
+                            .or_insert_with(Instant::now);
                         if gave_up(&s) || since.elapsed() >= FAILING_GRACE {
                             failures.push(format!("VM {inst}: {s}"));
                         }
@@ -425,10 +442,18 @@ async fn drive(cloud: &Cloud, a: &Action, k: &KubeRef, want: &NodeGroup) -> Resu
         let ready = nodes.iter().filter(|n| n.ready_with(want.chips)).count();
         let all_cleaned = !want.bootstrap || running.iter().all(|i| cleaned.contains(*i));
         if ready == want.hosts as usize && joined.len() == want.hosts as usize && all_cleaned {
-            for t in cloud.kube.bootstrap_tokens(k, &token_selector(&own)).await? {
+            for t in cloud
+                .kube
+                .bootstrap_tokens(k, &token_selector(&own))
+                .await?
+            {
                 cloud
                     .kube
-                    .delete_secret(k, crate::kube::bootstrap_token::BOOTSTRAP_TOKEN_NAMESPACE, &t.secret_name)
+                    .delete_secret(
+                        k,
+                        crate::kube::bootstrap_token::BOOTSTRAP_TOKEN_NAMESPACE,
+                        &t.secret_name,
+                    )
                     .await?;
             }
             return Ok(StepOutcome::Done);
@@ -519,7 +544,10 @@ impl KindExec for Nodes {
                 let own = g.ownership();
                 let live = group(
                     &cloud.kube.nodes(k).await?,
-                    &cloud.kube.bootstrap_tokens(k, &token_selector(&own)).await?,
+                    &cloud
+                        .kube
+                        .bootstrap_tokens(k, &token_selector(&own))
+                        .await?,
                 );
                 let mine = live
                     .into_iter()
@@ -534,7 +562,11 @@ impl KindExec for Nodes {
                 for s in secrets {
                     cloud
                         .kube
-                        .delete_secret(k, crate::kube::bootstrap_token::BOOTSTRAP_TOKEN_NAMESPACE, &s)
+                        .delete_secret(
+                            k,
+                            crate::kube::bootstrap_token::BOOTSTRAP_TOKEN_NAMESPACE,
+                            &s,
+                        )
                         .await?;
                 }
                 Ok(StepOutcome::Done)

@@ -71,12 +71,16 @@ pub fn check_brought_template(t: &compute::InstanceTemplate) -> Vec<String> {
     };
     let model = s.provisioning_model.as_deref().unwrap_or("STANDARD");
     if !["STANDARD", "SPOT", "RESERVATION_BOUND", "FLEX_START"].contains(&model) {
-        out.push(format!("provisioningModel {model:?} is not STANDARD, SPOT, RESERVATION_BOUND or FLEX_START"));
+        out.push(format!(
+            "provisioningModel {model:?} is not STANDARD, SPOT, RESERVATION_BOUND or FLEX_START"
+        ));
     }
     if s.on_host_maintenance.as_deref() != Some("TERMINATE") {
         out.push(format!(
             "onHostMaintenance is {:?}; TPU VMs cannot live-migrate, it must be TERMINATE",
-            s.on_host_maintenance.as_deref().unwrap_or("unset (MIGRATE)")
+            s.on_host_maintenance
+                .as_deref()
+                .unwrap_or("unset (MIGRATE)")
         ));
     }
     let action = s.instance_termination_action.as_deref();
@@ -152,10 +156,7 @@ impl Kind for Migs {
     }
 
     fn depends_on(&self) -> &'static [KindId] {
-        &[
-            super::template::KIND,
-            crate::kinds::workload_policy::KIND,
-        ]
+        &[super::template::KIND, crate::kinds::workload_policy::KIND]
     }
 
     fn is_primary(&self) -> bool {
@@ -201,7 +202,9 @@ impl Kind for Migs {
         let (Some(d), Some(l)) = (mig(&desired.body), mig(live)) else {
             return Comparison::Equal;
         };
-        let want_hash = ownership_of(d).and_then(|o| o.spec_hash).unwrap_or_default();
+        let want_hash = ownership_of(d)
+            .and_then(|o| o.spec_hash)
+            .unwrap_or_default();
         let changes = hash::diff(&mig_projection(l), &mig_projection(d), true);
         if hash::stale(ownership_of(l).as_ref(), &want_hash, &changes) {
             let hash_only = changes.is_empty();

@@ -123,7 +123,10 @@ fn desired_group(b: &Body) -> Option<&NodeGroup> {
 }
 
 /// How the live Nodes differ from the desired ones.
-pub fn differences(want: &NodeGroup, live: &NodeGroupLive) -> (Vec<FieldChange>, BTreeSet<UpdateGroup>, bool) {
+pub fn differences(
+    want: &NodeGroup,
+    live: &NodeGroupLive,
+) -> (Vec<FieldChange>, BTreeSet<UpdateGroup>, bool) {
     let mut changes = Vec::new();
     let mut groups = BTreeSet::new();
     let ours: Vec<&NodeView> = live

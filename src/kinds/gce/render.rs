@@ -17,10 +17,9 @@ use crate::plan::names;
 use crate::plan::ownership::{self, Ownership};
 use crate::resource::compute::{
     AttachedDisk, AttachedDiskInitializeParams, Duration as GDuration, InstanceGroupManager,
-    InstanceLifecyclePolicy,
-    InstanceProperties, InstanceTemplate, Metadata, MetadataItem, MigResourcePolicies,
-    NetworkInterface, ReservationAffinity, ResourcePolicy, Scheduling, ServiceAccount,
-    ShieldedInstanceConfig, Tags, TargetSizePolicy, WorkloadPolicy,
+    InstanceLifecyclePolicy, InstanceProperties, InstanceTemplate, Metadata, MetadataItem,
+    MigResourcePolicies, NetworkInterface, ReservationAffinity, ResourcePolicy, Scheduling,
+    ServiceAccount, ShieldedInstanceConfig, Tags, TargetSizePolicy, WorkloadPolicy,
 };
 use crate::resource::{KubeRef, ProjectRef, RegionRef, ZoneRef};
 use crate::spec::model::{Backend, CapacityType, TaintEffect};
@@ -411,11 +410,11 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
         }),
         // Flex-start in bulk mode requires DO_NOTHING on failure (Compute
         // Engine, "About resize requests in a MIG" / bulk MIG docs).
-        instance_lifecycle_policy: (slice.spec.capacity.kind == CapacityType::FlexStart).then(|| {
-            InstanceLifecyclePolicy {
+        instance_lifecycle_policy: (slice.spec.capacity.kind == CapacityType::FlexStart).then(
+            || InstanceLifecyclePolicy {
                 default_action_on_failure: Some("DO_NOTHING".into()),
-            }
-        }),
+            },
+        ),
         resource_policies: policy.as_ref().map(|p| MigResourcePolicies {
             workload_policy: Some(format!(
                 "projects/{project}/regions/{region}/resourcePolicies/{}",
@@ -426,7 +425,10 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
     };
     let mut mp = mig_projection(&mig);
     if let Some(h) = &template_hash {
-        mp.insert("(instanceTemplate spec hash)".into(), Value::from(h.clone()));
+        mp.insert(
+            "(instanceTemplate spec hash)".into(),
+            Value::from(h.clone()),
+        );
     }
     if let Some(h) = &policy_hash {
         mp.insert("(workload policy spec hash)".into(), Value::from(h.clone()));

@@ -223,10 +223,8 @@ impl KindExec for InstanceTemplates {
                     Ok(op) => op,
                     Err(e) if e.is_already_exists() => {
                         // Ours from an interrupted apply, or someone else's.
-                        let link = format!(
-                            "projects/{}/global/instanceTemplates/{}",
-                            p.project, t.name
-                        );
+                        let link =
+                            format!("projects/{}/global/instanceTemplates/{}", p.project, t.name);
                         let live = cloud.compute.get_instance_template(&link).await?;
                         let (theirs, want) = (ownership_of(&live), ownership_of(t));
                         if same_owner(theirs.as_ref(), want.as_ref())

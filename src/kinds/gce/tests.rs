@@ -18,7 +18,7 @@ const TARGET: &str = r#"apiVersion: slicectl.dev/v1alpha1
 kind: Target
 metadata: {name: k}
 spec:
-  project: p
+  project: proj-one
   zone: us-central1-b
   ownerId: o
   gce:
@@ -28,7 +28,7 @@ spec:
 
 fn slice(name: &str, topo: &str, extra: &str, image: &str) -> String {
     format!(
-        "---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: {name}}}\nspec:\n  target: k\n  backend: gce\n  accelerator: tpu-v6e-slice\n  topology: \"{topo}\"\n{extra}  gce:\n    image: projects/x/global/images/{image}\n    bootstrap: {{kubeadm: {{kubernetesVersion: \"1.36\"}}}}\n"
+        "---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: {name}}}\nspec:\n  target: k\n  backend: gce\n  accelerator: tpu-v6e-slice\n  topology: \"{topo}\"\n{extra}  gce:\n    image: projects/ubuntu-os-accelerator-images/global/images/img-{image}\n    bootstrap: {{kubeadm: {{kubernetesVersion: \"1.36\"}}}}\n"
     )
 }
 
@@ -50,10 +50,17 @@ fn replica(f: &Fleet, name: &str) -> render::GceReplica {
 fn multi_host_slice_renders_policy_template_and_bulk_mig() {
     let f = fleet(&[slice("big", "4x4", "", "a")]);
     let r = replica(&f, "big");
-    let p = r.policy.as_ref().expect("a multi-host slice has a workload policy");
+    let p = r
+        .policy
+        .as_ref()
+        .expect("a multi-host slice has a workload policy");
     assert_eq!(p.name, "big-0-wp");
     assert_eq!(
-        p.workload_policy.as_ref().unwrap().accelerator_topology.as_deref(),
+        p.workload_policy
+            .as_ref()
+            .unwrap()
+            .accelerator_topology
+            .as_deref(),
         Some("4x4")
     );
     let t = r.template.as_ref().unwrap();
@@ -63,7 +70,10 @@ fn multi_host_slice_renders_policy_template_and_bulk_mig() {
     assert!(md.get("startup-script").unwrap().starts_with("#!"));
     assert_eq!(md.get("slicectl-kubernetes-version"), Some("1.36"));
     let labels = crate::bootstrap::decode_labels(md.get("kube-labels").unwrap()).unwrap();
-    assert_eq!(labels["cloud.google.com/gke-tpu-accelerator"], "tpu-v6e-slice");
+    assert_eq!(
+        labels["cloud.google.com/gke-tpu-accelerator"],
+        "tpu-v6e-slice"
+    );
     assert_eq!(labels["cloud.google.com/gke-tpu-topology"], "4x4");
     assert_eq!(labels["cloud.google.com/gke-accelerator-count"], "4");
     assert_eq!(labels["slicectl.dev/slice"], "big");
@@ -79,15 +89,19 @@ fn multi_host_slice_renders_policy_template_and_bulk_mig() {
     assert_eq!(m.target_size_policy.as_ref().unwrap().mode, "BULK");
     assert_eq!(
         m.instance_template.as_deref(),
-        Some("projects/p/global/instanceTemplates/big-0-it")
+        Some("projects/proj-one/global/instanceTemplates/big-0-it")
     );
     assert_eq!(
-        m.resource_policies.as_ref().unwrap().workload_policy.as_deref(),
-        Some("projects/p/regions/us-central1/resourcePolicies/big-0-wp")
+        m.resource_policies
+            .as_ref()
+            .unwrap()
+            .workload_policy
+            .as_deref(),
+        Some("projects/proj-one/regions/us-central1/resourcePolicies/big-0-wp")
     );
     assert_eq!(r.nodes.hosts, 4);
     assert_eq!(r.nodes.chips, 4);
-    assert_eq!(r.nodes.provider_id_prefix, "gce://p/us-central1-b/");
+    assert_eq!(r.nodes.provider_id_prefix, "gce://proj-one/us-central1-b/");
     assert_eq!(r.nodes.labels["slicectl.dev/spec-hash"], r.nodes.generation);
 }
 
@@ -103,7 +117,12 @@ fn single_host_slice_has_no_policy() {
 #[test]
 fn capacity_models_map_to_gce_scheduling() {
     let spot = fleet(&[slice("s", "2x2", "  capacity: {type: spot}\n", "a")]);
-    let s = replica(&spot, "s").template.unwrap().properties.scheduling.unwrap();
+    let s = replica(&spot, "s")
+        .template
+        .unwrap()
+        .properties
+        .scheduling
+        .unwrap();
     assert_eq!(s.provisioning_model.as_deref(), Some("SPOT"));
     assert_eq!(s.instance_termination_action.as_deref(), Some("STOP"));
     let res = fleet(&[slice(
@@ -163,7 +182,7 @@ fn live(want: &NodeGroup, nodes: Vec<NodeView>) -> NodeGroupLive {
     NodeGroupLive {
         name: want.mig.clone(),
         owner: "o".into(),
-        slice: "x".into(),
+        slice: want.labels["slicectl.dev/slice"].clone(),
         replica: 0,
         nodes,
         token_secrets: vec![],
@@ -183,12 +202,16 @@ fn nodes_compare_join_labels_tokens_and_generation() {
     assert!(g.contains(&super::nodes::GROUP_JOIN) && !replace);
 
     let mut unlabelled = all.clone();
-    unlabelled[0].labels.remove("cloud.google.com/gke-tpu-topology");
+    unlabelled[0]
+        .labels
+        .remove("cloud.google.com/gke-tpu-topology");
     let (c, g, _) = differences(&want, &live(&want, unlabelled));
     assert!(g.contains(&super::nodes::GROUP_LABELS), "{c:?}");
 
     let mut with_token = live(&want, all.clone());
-    with_token.token_secrets.push("bootstrap-token-abcdef".into());
+    with_token
+        .token_secrets
+        .push("bootstrap-token-abcdef".into());
     let (_, g, _) = differences(&want, &with_token);
     assert!(g.contains(&super::nodes::GROUP_JOIN));
 
@@ -197,7 +220,10 @@ fn nodes_compare_join_labels_tokens_and_generation() {
         .labels
         .insert("slicectl.dev/spec-hash".into(), "0000000000000000".into());
     let (_, _, replace) = differences(&want, &live(&want, old));
-    assert!(replace, "Nodes of another generation are replaced with their VMs");
+    assert!(
+        replace,
+        "Nodes of another generation are replaced with their VMs"
+    );
 }
 
 fn template(model: &str, action: Option<&str>, maintenance: Option<&str>) -> InstanceTemplate {
@@ -216,8 +242,12 @@ fn template(model: &str, action: Option<&str>, maintenance: Option<&str>) -> Ins
 fn brought_templates_are_checked_like_tpu_operator() {
     assert!(check_brought_template(&template("SPOT", Some("STOP"), Some("TERMINATE"))).is_empty());
     assert!(
-        check_brought_template(&template("RESERVATION_BOUND", Some("DELETE"), Some("TERMINATE")))
-            .is_empty()
+        check_brought_template(&template(
+            "RESERVATION_BOUND",
+            Some("DELETE"),
+            Some("TERMINATE")
+        ))
+        .is_empty()
     );
     let p = check_brought_template(&template("SPOT", Some("DELETE"), Some("MIGRATE")));
     assert_eq!(p.len(), 2, "{p:?}");
@@ -261,7 +291,9 @@ fn one_device_plugin_per_cluster_and_the_whole_graph_is_planned() {
 #[test]
 fn a_device_plugin_another_owner_manages_is_used_as_is() {
     let f = fleet(&[slice("a", "2x2", "", "a")]);
-    let theirs = device_plugin::objects("img", "someone-else").unwrap().daemon_set;
+    let theirs = device_plugin::objects("img", "someone-else")
+        .unwrap()
+        .daemon_set;
     let mut inv = Inventory::default();
     inv.resources.insert(
         device_plugin::KIND,
@@ -275,8 +307,20 @@ fn a_device_plugin_another_owner_manages_is_used_as_is() {
     let kinds = crate::kinds::plan_kinds();
     let plan = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
     assert!(plan.refused.is_empty(), "{:?}", plan.refused);
-    assert!(plan.actions.iter().all(|a| a.id.kind != device_plugin::KIND));
-    assert!(plan.unmanaged.iter().any(|u| u.note.contains("uses it as it is")));
+    assert!(
+        plan.actions
+            .iter()
+            .all(|a| a.id.kind != device_plugin::KIND)
+    );
+    assert_eq!(
+        plan.unmanaged
+            .iter()
+            .filter(|u| u.note.contains("uses it as it is"))
+            .count(),
+        1,
+        "{:?}",
+        plan.unmanaged
+    );
 }
 
 #[test]
@@ -302,7 +346,11 @@ fn teardown_order_cordon_mig_template_policy_then_cleanup_then_device_plugin() {
         Scope::Global(r.project.clone()),
         Arc::new(r.template.clone().unwrap()),
     );
-    add(super::mig::KIND, Scope::Zone(r.zone.clone()), Arc::new(r.mig.clone()));
+    add(
+        super::mig::KIND,
+        Scope::Zone(r.zone.clone()),
+        Arc::new(r.mig.clone()),
+    );
     add(
         super::nodes::KIND,
         kube.clone(),
@@ -341,9 +389,21 @@ fn teardown_order_cordon_mig_template_policy_then_cleanup_then_device_plugin() {
         .collect();
     let pos = |x: &str| order.iter().position(|o| o == x).unwrap();
     assert!(pos("nodes Delete") < pos("mig Delete"), "{order:?}");
-    assert!(pos("mig Delete") < pos("instance_template Delete"), "{order:?}");
-    assert!(pos("instance_template Delete") < pos("workload_policy Delete"), "{order:?}");
-    assert!(pos("workload_policy Delete") < pos("nodes Cleanup"), "{order:?}");
-    assert!(pos("nodes Cleanup") < pos("device_plugin Delete"), "{order:?}");
+    assert!(
+        pos("mig Delete") < pos("instance_template Delete"),
+        "{order:?}"
+    );
+    assert!(
+        pos("instance_template Delete") < pos("workload_policy Delete"),
+        "{order:?}"
+    );
+    assert!(
+        pos("workload_policy Delete") < pos("nodes Cleanup"),
+        "{order:?}"
+    );
+    assert!(
+        pos("nodes Cleanup") < pos("device_plugin Delete"),
+        "{order:?}"
+    );
     assert_eq!(s.iter().filter(|x| x.op == StepOp::Cleanup).count(), 1);
 }
