@@ -145,6 +145,36 @@ async fn gce_apply(sim: &SimHandle, dir: &Path) -> std::process::Output {
     slicectl(sim, &["apply", dir.to_str().unwrap(), "--auto-approve"]).await
 }
 
+/// The installed gcloud, pointed at the simulator, as JSON.
+async fn gcloud(sim: &SimHandle, args: &[&str]) -> Value {
+    let cfg = tempfile::tempdir().unwrap();
+    let base = sim.base_url();
+    let mut cmd = std::process::Command::new("gcloud");
+    cmd.args(args)
+        .args(["--format", "json"])
+        .env("CLOUDSDK_CONFIG", cfg.path())
+        .env("CLOUDSDK_CORE_PROJECT", "example-project")
+        .env("CLOUDSDK_AUTH_DISABLE_CREDENTIALS", "true")
+        .env(
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE",
+            format!("{base}/compute/v1/"),
+        )
+        .env("CLOUDSDK_CORE_DISABLE_USAGE_REPORTING", "true")
+        .env("CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK", "true")
+        .env("CLOUDSDK_CORE_CHECK_GCE_METADATA", "false")
+        .env("CLOUDSDK_CORE_DISABLE_PROMPTS", "true");
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .expect("the gcloud CLI is installed (this test drives the real gcloud)");
+    assert!(
+        out.status.success(),
+        "gcloud {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn ready_with_chips(n: &Node, chips: &str) -> bool {
     let st = n.status.as_ref().unwrap();
     let ready = st
@@ -275,6 +305,73 @@ async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
     assert!(token_secrets_of(&client, "gce-single").await.is_empty());
     let ds = Api::<DaemonSet>::namespaced(client.clone(), "kube-system");
     assert!(ds.get_opt("tpu-device-plugin").await.unwrap().is_some());
+    // gcloud reads back exactly what slicectl made.
+    let t = gcloud(
+        &sim,
+        &[
+            "compute",
+            "instance-templates",
+            "describe",
+            "gce-multi-0-it",
+        ],
+    )
+    .await;
+    assert_eq!(t["properties"]["machineType"], "ct6e-standard-4t");
+    assert_eq!(
+        t["properties"]["scheduling"]["onHostMaintenance"],
+        "TERMINATE"
+    );
+    assert!(
+        t["description"]
+            .as_str()
+            .unwrap()
+            .contains("slice=gce-multi"),
+        "{t}"
+    );
+    let m = gcloud(
+        &sim,
+        &[
+            "compute",
+            "instance-groups",
+            "managed",
+            "describe",
+            "gce-multi-0",
+            "--zone",
+            "us-central1-b",
+        ],
+    )
+    .await;
+    assert_eq!(m["targetSizePolicy"]["mode"], "BULK");
+    assert_eq!(m["targetSize"], 4);
+    let listed = gcloud(
+        &sim,
+        &[
+            "compute",
+            "instance-groups",
+            "managed",
+            "list-instances",
+            "gce-multi-0",
+            "--zone",
+            "us-central1-b",
+        ],
+    )
+    .await;
+    assert_eq!(listed.as_array().unwrap().len(), 4, "{listed}");
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["instanceStatus"] == "RUNNING"),
+        "{listed}"
+    );
+    let vms = gcloud(
+        &sim,
+        &["compute", "instances", "list", "--zones", "us-central1-b"],
+    )
+    .await;
+    assert_eq!(vms.as_array().unwrap().len(), 5, "{vms}");
+
     // No token in anything slicectl printed.
     assert!(!text(&o).contains("kubeadm-join-token\":"), "{}", text(&o));
 
