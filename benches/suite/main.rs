@@ -1102,7 +1102,8 @@ fn gce_scenario(b: &mut Bench, slices: usize) {
         .find_map(|l| l.trim().strip_prefix("server: https://"))
         .map(|s| s.trim().trim_end_matches('/').to_string())
     else {
-        b.report.skipped("gce", "the kubeconfig names no https server");
+        b.report
+            .skipped("gce", "the kubeconfig names no https server");
         return;
     };
     let dir = b.work.join("gce");
@@ -1118,9 +1119,8 @@ fn gce_scenario(b: &mut Bench, slices: usize) {
     }
     std::fs::write(dir.join("fleet.yaml"), text).expect("spec file");
     let latency = b.opts.latency;
-    let sim = b
-        .rt
-        .block_on(Simulator::start(
+    let sim =
+        b.rt.block_on(Simulator::start(
             SimConfig {
                 clusters: vec![],
                 operation_latency: latency,
@@ -1133,7 +1133,12 @@ fn gce_scenario(b: &mut Bench, slices: usize) {
     let r = b.apply(&sim, &dir, "gce");
     let s = sim.stats();
     let vms = 4 * slices as u64;
-    println!("  apply: {} wall, exit {:?}, {} writes", secs(r.wall), r.code, s.writes);
+    println!(
+        "  apply: {} wall, exit {:?}, {} writes",
+        secs(r.wall),
+        r.code,
+        s.writes
+    );
     if r.code != Some(0) {
         b.report.note(format!("gce apply failed: {}", r.tail(15)));
     }

@@ -22,8 +22,8 @@ use crate::plan::kind::body_as;
 use crate::plan::names;
 use crate::plan::ownership::Ownership;
 use crate::plan::{
-    Action, Body, Comparison, Desired, Kind, KindId, LiveState, OperationRecord, RenderCtx,
-    ResourceId, Scope, SliceRef,
+    Action, Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, ResourceId, Scope,
+    SliceRef,
 };
 use crate::resource::RegionRef;
 use crate::resource::compute::{self, ResourcePolicy, WorkloadPolicy};
@@ -79,21 +79,7 @@ impl Kind for WorkloadPolicies {
         if let Some(r) = crate::kinds::gce::render::render(ctx.target, ctx.slice, ctx.replica) {
             return r
                 .policy
-                .map(|p| Desired {
-                    id: ResourceId {
-                        scope: Scope::Region(r.region),
-                        kind: KIND,
-                        name: p.name.clone(),
-                    },
-                    owner: SliceRef {
-                        slice: ctx.slice.name.clone(),
-                        replica: ctx.replica,
-                    },
-                    owner_id: ctx.target.spec.owner_id.clone(),
-                    body: Arc::new(p),
-                    prevent_destroy: ctx.slice.spec.lifecycle.prevent_destroy,
-                    timeout: ctx.slice.operation_timeout,
-                })
+                .map(|p| ctx.desired(KIND, Scope::Region(r.region), p.name.clone(), p))
                 .into_iter()
                 .collect();
         }
@@ -310,19 +296,7 @@ impl KindExec for WorkloadPolicies {
         Ok(Observed::new(
             scope,
             policies,
-            ops.iter()
-                .filter_map(|op| {
-                    Some(OperationRecord {
-                        scope: scope.clone(),
-                        target: operation_target(op)?.to_string(),
-                        name: op.name.clone(),
-                        operation_type: op.operation_type.clone(),
-                        running: op.status != "DONE",
-                        error: None,
-                        end_time: None,
-                    })
-                })
-                .collect(),
+            crate::kinds::compute_operation_records(scope, &ops, operation_target),
         ))
     }
 

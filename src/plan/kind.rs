@@ -255,6 +255,30 @@ pub struct RenderCtx<'a> {
     pub replica: u32,
 }
 
+impl RenderCtx<'_> {
+    /// The desired resource `name` of `kind` in `scope` for this slice
+    /// replica, with its owner, protection and timeout from the spec.
+    pub fn desired<T: Resource>(
+        &self,
+        kind: KindId,
+        scope: Scope,
+        name: String,
+        body: T,
+    ) -> Desired {
+        Desired {
+            id: ResourceId { scope, kind, name },
+            owner: SliceRef {
+                slice: self.slice.name.clone(),
+                replica: self.replica,
+            },
+            owner_id: self.target.spec.owner_id.clone(),
+            body: Arc::new(body),
+            prevent_destroy: self.slice.spec.lifecycle.prevent_destroy,
+            timeout: self.slice.operation_timeout,
+        }
+    }
+}
+
 /// The pure half of a resource kind: rendering, picking live resources,
 /// ownership and comparison. Implemented once per kind under `crate::kinds`.
 pub trait Kind: Send + Sync {

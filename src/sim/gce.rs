@@ -829,24 +829,7 @@ fn try_create_vms(inner: &mut Inner, key: &str, at: Instant) {
         .and_then(|g| g.machine_types.iter().find(|t| t.name == machine))
         .map_or(0, |t| t.chips_per_host);
     let num = project_number(&m.project);
-    let mut template_items: Vec<(String, String)> = props
-        .pointer("/metadata/items")
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|i| {
-                    Some((
-                        i.get("key")?.as_str()?.to_string(),
-                        i.get("value")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_string(),
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut template_items = metadata_items(props.pointer("/metadata/items"));
     // GCE adds `instance-template` and `created-by` to the metadata of a
     // MIG's VMs, both naming the project by number: `created-by` =
     // `projects/NUM/zones/Z/instanceGroupManagers/M` ("Viewing and querying
@@ -1444,24 +1427,7 @@ pub(crate) fn set_metadata(
         ));
     }
     check_metadata_items(Some(body), "metadata")?;
-    let items: Vec<(String, String)> = body
-        .get("items")
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|i| {
-                    Some((
-                        i.get("key")?.as_str()?.to_string(),
-                        i.get("value")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_string(),
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let items = metadata_items(body.get("items"));
     let fingerprint = new_fingerprint(inner);
     let Some(vm) = inner.instances.get_mut(&key) else {
         return Err(not_found(&key));
@@ -1588,6 +1554,27 @@ pub(crate) fn instance_rows(inner: &Inner) -> Vec<Value> {
             })
         })
         .collect()
+}
+
+/// The `(key, value)` pairs of a `Metadata.items` array (a missing value is empty).
+fn metadata_items(items: Option<&Value>) -> Vec<(String, String)> {
+    items
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|i| {
+                    Some((
+                        i.get("key")?.as_str()?.to_string(),
+                        i.get("value")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -11,15 +11,12 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::render::{self, mig_projection};
-use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome, conflict, same_owner};
+use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome};
 use crate::cloud::{Cloud, CloudError};
 use crate::plan::hash;
 use crate::plan::kind::{LiveReport, body_as};
 use crate::plan::ownership::Ownership;
-use crate::plan::{
-    Action, Body, Comparison, Desired, Kind, KindId, LiveState, OperationRecord, RenderCtx,
-    ResourceId, Scope, SliceRef,
-};
+use crate::plan::{Action, Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, Scope};
 use crate::resource::ZoneRef;
 use crate::resource::compute::{self, InstanceGroupManager};
 
@@ -167,21 +164,7 @@ impl Kind for Migs {
         let Some(r) = render::render(ctx.target, ctx.slice, ctx.replica) else {
             return Vec::new();
         };
-        vec![Desired {
-            id: ResourceId {
-                scope: Scope::Zone(r.zone),
-                kind: KIND,
-                name: r.mig.name.clone(),
-            },
-            owner: SliceRef {
-                slice: ctx.slice.name.clone(),
-                replica: ctx.replica,
-            },
-            owner_id: ctx.target.spec.owner_id.clone(),
-            body: Arc::new(r.mig),
-            prevent_destroy: ctx.slice.spec.lifecycle.prevent_destroy,
-            timeout: ctx.slice.operation_timeout,
-        }]
+        vec![ctx.desired(KIND, Scope::Zone(r.zone), r.mig.name.clone(), r.mig)]
     }
 
     fn name(&self, live: &Body) -> String {
@@ -281,20 +264,7 @@ impl KindExec for Migs {
         Ok(Observed::new(
             scope,
             migs,
-            ops.iter()
-                .filter(|op| op.status != "DONE")
-                .filter_map(|op| {
-                    Some(OperationRecord {
-                        scope: scope.clone(),
-                        target: operation_target(op)?.to_string(),
-                        name: op.name.clone(),
-                        operation_type: op.operation_type.clone(),
-                        running: true,
-                        error: None,
-                        end_time: None,
-                    })
-                })
-                .collect(),
+            crate::kinds::compute_operation_records(scope, &ops, operation_target),
         ))
     }
 
@@ -349,21 +319,12 @@ impl KindExec for Migs {
                             .await?
                             .into_iter()
                             .find(|l| l.name == m.name);
-                        let theirs = live.as_ref().and_then(ownership_of);
-                        let want = ownership_of(m);
-                        if same_owner(theirs.as_ref(), want.as_ref())
-                            && theirs.and_then(|o| o.spec_hash) == want.and_then(|o| o.spec_hash)
-                        {
-                            return Ok(StepOutcome::Done);
-                        }
-                        return Err(conflict(
+                        return super::adopt_or_conflict(
                             a,
-                            format!(
-                                "managed instance group {} already exists in {z} and is not this slice replica's; \
-                                 slicectl never changes it. Delete or rename it, or rename the slice",
-                                m.name
-                            ),
-                        ));
+                            live.as_ref().and_then(ownership_of),
+                            ownership_of(m),
+                            format!("managed instance group {} in {z}", m.name),
+                        );
                     }
                     Err(e) => return Err(e.into()),
                 }

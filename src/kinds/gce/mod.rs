@@ -18,6 +18,29 @@ mod tests;
 use crate::resource::compute;
 use crate::resource::{ProjectRef, ZoneRef};
 
+/// After a create answered 409: done when the live resource is this slice
+/// replica's with the same spec hash (an interrupted apply made it), else a
+/// conflict that says whose it is.
+pub fn adopt_or_conflict(
+    a: &crate::plan::Action,
+    theirs: Option<crate::plan::ownership::Ownership>,
+    want: Option<crate::plan::ownership::Ownership>,
+    what: String,
+) -> Result<crate::apply::StepOutcome, crate::apply::ApplyError> {
+    if crate::apply::same_owner(theirs.as_ref(), want.as_ref())
+        && theirs.and_then(|o| o.spec_hash) == want.and_then(|o| o.spec_hash)
+    {
+        return Ok(crate::apply::StepOutcome::Done);
+    }
+    Err(crate::apply::conflict(
+        a,
+        format!(
+            "{what} already exists and is not this slice replica's; slicectl never changes it. \
+             Delete or rename it, or rename the slice"
+        ),
+    ))
+}
+
 const COMPUTE: &str = "https://compute.googleapis.com/compute/v1";
 
 /// A handle on a global operation by name (to wait on one found running).

@@ -22,8 +22,7 @@ use crate::plan::hash::FieldChange;
 use crate::plan::kind::{LiveReport, body_as};
 use crate::plan::ownership::{self, Ownership};
 use crate::plan::{
-    Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, ResourceId, Scope, SliceRef,
-    UpdateGroup,
+    Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, Scope, UpdateGroup,
 };
 
 /// The kind's name.
@@ -249,21 +248,7 @@ impl Kind for Nodes {
         let Some(r) = render::render(ctx.target, ctx.slice, ctx.replica) else {
             return Vec::new();
         };
-        vec![Desired {
-            id: ResourceId {
-                scope: Scope::Kube(r.kube),
-                kind: KIND,
-                name: r.nodes.mig.clone(),
-            },
-            owner: SliceRef {
-                slice: ctx.slice.name.clone(),
-                replica: ctx.replica,
-            },
-            owner_id: ctx.target.spec.owner_id.clone(),
-            body: Arc::new(r.nodes),
-            prevent_destroy: ctx.slice.spec.lifecycle.prevent_destroy,
-            timeout: ctx.slice.operation_timeout,
-        }]
+        vec![ctx.desired(KIND, Scope::Kube(r.kube), r.nodes.mig.clone(), r.nodes)]
     }
 
     fn name(&self, live: &Body) -> String {

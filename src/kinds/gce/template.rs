@@ -10,15 +10,12 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::render::{self, template_projection};
-use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome, conflict, same_owner};
+use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome};
 use crate::cloud::{Cloud, CloudError};
 use crate::plan::hash;
 use crate::plan::kind::body_as;
 use crate::plan::ownership::Ownership;
-use crate::plan::{
-    Action, Body, Comparison, Desired, Kind, KindId, LiveState, OperationRecord, RenderCtx,
-    ResourceId, Scope, SliceRef,
-};
+use crate::plan::{Action, Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, Scope};
 use crate::resource::ProjectRef;
 use crate::resource::compute::{self, InstanceTemplate};
 
@@ -97,21 +94,7 @@ impl Kind for InstanceTemplates {
         let Some(t) = r.template else {
             return Vec::new();
         };
-        vec![Desired {
-            id: ResourceId {
-                scope: Scope::Global(r.project),
-                kind: KIND,
-                name: t.name.clone(),
-            },
-            owner: SliceRef {
-                slice: ctx.slice.name.clone(),
-                replica: ctx.replica,
-            },
-            owner_id: ctx.target.spec.owner_id.clone(),
-            body: Arc::new(t),
-            prevent_destroy: ctx.slice.spec.lifecycle.prevent_destroy,
-            timeout: ctx.slice.operation_timeout,
-        }]
+        vec![ctx.desired(KIND, Scope::Global(r.project), t.name.clone(), t)]
     }
 
     fn name(&self, live: &Body) -> String {
@@ -183,20 +166,7 @@ impl KindExec for InstanceTemplates {
         Ok(Observed::new(
             scope,
             templates,
-            ops.iter()
-                .filter(|op| op.status != "DONE")
-                .filter_map(|op| {
-                    Some(OperationRecord {
-                        scope: scope.clone(),
-                        target: operation_target(op)?.to_string(),
-                        name: op.name.clone(),
-                        operation_type: op.operation_type.clone(),
-                        running: true,
-                        error: None,
-                        end_time: None,
-                    })
-                })
-                .collect(),
+            crate::kinds::compute_operation_records(scope, &ops, operation_target),
         ))
     }
 
@@ -226,22 +196,16 @@ impl KindExec for InstanceTemplates {
                         let link =
                             format!("projects/{}/global/instanceTemplates/{}", p.project, t.name);
                         let live = cloud.compute.get_instance_template(&link).await?;
-                        let (theirs, want) = (ownership_of(&live), ownership_of(t));
-                        if same_owner(theirs.as_ref(), want.as_ref())
-                            && theirs.and_then(|o| o.spec_hash) == want.and_then(|o| o.spec_hash)
-                        {
-                            return Ok(StepOutcome::Done);
-                        }
-                        return Err(conflict(
+                        return super::adopt_or_conflict(
                             a,
+                            ownership_of(&live),
+                            ownership_of(t),
                             format!(
-                                "instance template {} already exists and is not this slice replica's \
-                                 (its description says {:?}); slicectl never changes it. Delete or rename it, \
-                                 or rename the slice",
+                                "instance template {} (description {:?})",
                                 t.name,
                                 live.description.unwrap_or_default()
                             ),
-                        ));
+                        );
                     }
                     Err(e) => return Err(e.into()),
                 }
