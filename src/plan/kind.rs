@@ -319,6 +319,13 @@ pub trait Kind: Send + Sync {
         false
     }
 
+    /// Whether a live resource of this kind is replaced when one of the
+    /// (non-shared) kinds it depends on is created again or replaced in the
+    /// same slice replica: a slice's Nodes are other VMs' once its MIG is.
+    fn replaced_with_dependencies(&self) -> bool {
+        false
+    }
+
     /// Whether deleting a resource of this kind ends with a cleanup step
     /// that runs after the kinds it depends on are deleted too (Node objects
     /// and bootstrap Secrets go after the VMs that were those nodes).

@@ -626,7 +626,9 @@ fn build(
         }
     }
 
-    // Desired resources.
+    // Desired resources. Unchanged ones that go with their dependencies
+    // are looked at again once every action is known.
+    let mut unchanged: Vec<(&Desired, &LiveResource)> = Vec::new();
     for d in &desired {
         let Some(kind) = kind_of(d.id.kind) else {
             continue;
@@ -746,6 +748,10 @@ fn build(
                 )
             }
             LiveState::Ok => match kind.compare(d, &live.body) {
+                Comparison::Equal if running.is_none() && kind.replaced_with_dependencies() => {
+                    unchanged.push((d, *live));
+                    continue;
+                }
                 Comparison::Equal => match running {
                     Some(o) => mk(
                         ActionKind::Wait,
@@ -831,6 +837,71 @@ fn build(
                 refused.push(refusal(&planned, "protected", msg));
             }
         }
+    }
+
+    // A resource made from one that is created again or replaced goes with
+    // it, whether it was unchanged or only to be updated.
+    let goes_with = |owner: &SliceRef, kind: &dyn Kind, actions: &[Action]| {
+        actions
+            .iter()
+            .find(|a| {
+                &a.owner == owner
+                    && kind.depends_on().contains(&a.id.kind)
+                    && kind_of(a.id.kind).is_some_and(|k| !k.shared())
+                    && matches!(a.action, ActionKind::Create | ActionKind::Replace)
+            })
+            .map(|a| (a.noun, a.action == ActionKind::Replace))
+    };
+    let snapshot: Vec<(usize, &'static str, bool)> = actions
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.action == ActionKind::Update)
+        .filter_map(|(i, a)| {
+            let kind = kind_of(a.id.kind).filter(|k| k.replaced_with_dependencies())?;
+            let (noun, replaced) = goes_with(&a.owner, kind, &actions)?;
+            Some((i, noun, replaced))
+        })
+        .collect();
+    for (i, noun, replaced) in snapshot {
+        let a = &mut actions[i];
+        a.action = ActionKind::Replace;
+        a.groups.clear();
+        a.reason = Reason::DependencyReplaced {
+            noun,
+            how: if replaced { "replaced" } else { "created again" },
+        };
+    }
+    for (d, live) in unchanged {
+        let Some(kind) = kind_of(d.id.kind) else {
+            continue;
+        };
+        let Some((dep_noun, replaced)) = goes_with(&d.owner, kind, &actions) else {
+            continue;
+        };
+        let how = if replaced { "replaced" } else { "created again" };
+        let planned = Action {
+            id: d.id.clone(),
+            owner: d.owner.clone(),
+            action: ActionKind::Replace,
+            reason: Reason::DependencyReplaced {
+                noun: dep_noun,
+                how,
+            },
+            changes: Vec::new(),
+            groups: BTreeSet::new(),
+            before: Some(kind.display_live(&live.body, Some(d))),
+            desired: Some(d.body.clone()),
+            operation: None,
+            timeout: d.timeout,
+            noun: kind.noun(),
+        };
+        let protected_live = kind.ownership(&live.body).is_some_and(|o| o.prevent_destroy);
+        if d.prevent_destroy || protected_live {
+            let msg = protected(&planned, mode, true).to_string();
+            refused.push(refusal(&planned, "protected", msg));
+            continue;
+        }
+        actions.push(planned);
     }
 
     // Live resources: owned but not desired → delete; not owned → unmanaged.

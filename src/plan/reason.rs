@@ -71,6 +71,14 @@ pub enum Reason {
     },
     /// The replica no longer uses a resource of this kind.
     NotNeeded,
+    /// A resource it is made from is created again or replaced (a slice's
+    /// Nodes when its MIG is: they are other VMs then).
+    DependencyReplaced {
+        /// The dependency's noun.
+        noun: &'static str,
+        /// `created again` or `replaced`.
+        how: &'static str,
+    },
 }
 
 impl Reason {
@@ -91,6 +99,7 @@ impl Reason {
             Reason::ReplicaNotDesired { .. } => "replica_not_desired",
             Reason::Moved { .. } => "moved",
             Reason::NotNeeded => "not_needed",
+            Reason::DependencyReplaced { .. } => "dependency_replaced",
         }
     }
 
@@ -181,6 +190,9 @@ impl Reason {
             Reason::Moved { now } => {
                 format!("delete because replica {r} of slice {s} moved: it is now {now}")
             }
+            Reason::DependencyReplaced { noun: dep, how } => format!(
+                "replace because its {dep} is {how}: the {noun} of the old one go with it"
+            ),
             Reason::NotNeeded => {
                 format!("delete because replica {r} of slice {s} no longer needs a {noun}")
             }
@@ -227,6 +239,10 @@ mod tests {
             Reason::ReplicaNotDesired { replicas: 1 },
             Reason::Moved { now: "x".into() },
             Reason::NotNeeded,
+            Reason::DependencyReplaced {
+                noun: "x",
+                how: "replaced",
+            },
         ];
         let codes: std::collections::BTreeSet<&str> = all.iter().map(Reason::code).collect();
         assert_eq!(codes.len(), all.len());

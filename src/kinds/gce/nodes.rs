@@ -244,6 +244,10 @@ impl Kind for Nodes {
         true
     }
 
+    fn replaced_with_dependencies(&self) -> bool {
+        true
+    }
+
     fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {
         let Some(r) = render::render(ctx.target, ctx.slice, ctx.replica) else {
             return Vec::new();

@@ -101,11 +101,34 @@ pub struct NodeGroup {
     pub generation: String,
     /// slicectl mints tokens for the VMs (false with a brought template).
     pub bootstrap: bool,
+    /// The bootstrap-token Secret the step mints (or reuses) for the VMs,
+    /// as the plan shows it: never a token, which exists only at apply time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_token: Option<TokenPlan>,
     /// The control-plane endpoint the VMs join.
     pub endpoint: String,
 }
 
 /// A network or subnetwork as a partial URL (`projects/P/global/networks/N`).
+/// The bootstrap-token Secret of a slice replica, as planned.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenPlan {
+    /// `kube-system`.
+    pub namespace: String,
+    /// `bootstrap.kubernetes.io/token`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// How long a minted token lives.
+    pub ttl: String,
+    /// A token is reused while it has more than this left.
+    pub reused_while_left: String,
+    /// The Secret's labels (the slice replica's ownership).
+    pub labels: BTreeMap<String, String>,
+    /// When it is deleted.
+    pub deleted: String,
+}
+
 fn network_link(project: &str, v: &str) -> String {
     if v.contains('/') {
         v.to_string()
@@ -456,6 +479,18 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
         taints,
         generation,
         bootstrap: g.bootstrap.is_some(),
+        bootstrap_token: g.bootstrap.is_some().then(|| TokenPlan {
+            namespace: "kube-system".into(),
+            kind: "bootstrap.kubernetes.io/token".into(),
+            ttl: "1h".into(),
+            reused_while_left: "10m".into(),
+            labels: own(String::new())
+                .to_labels()
+                .into_iter()
+                .filter(|(k, _)| k != ownership::SPEC_HASH && k != ownership::HASH_VERSION)
+                .collect(),
+            deleted: "once every node of the replica joined, or on teardown".into(),
+        }),
         endpoint: cluster.control_plane_endpoint.clone(),
     };
     Some(GceReplica {

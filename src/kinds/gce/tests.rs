@@ -407,3 +407,65 @@ fn teardown_order_cordon_mig_template_policy_then_cleanup_then_device_plugin() {
     );
     assert_eq!(s.iter().filter(|x| x.op == StepOp::Cleanup).count(), 1);
 }
+
+#[test]
+fn nodes_of_vms_that_are_gone_go_with_a_mig_created_again() {
+    // The Nodes are all Ready, but their MIG is missing (deleted out of
+    // band): the MIG is created again and the old Nodes are replaced, so
+    // the new VMs are bootstrapped and the stale Nodes cleaned up.
+    let f = fleet(&[slice("a", "4x4", "", "a")]);
+    let r = replica(&f, "a");
+    let mut inv = Inventory::default();
+    let all: Vec<NodeView> = (0..4).map(|i| node(&r.nodes, i, true)).collect();
+    inv.resources.insert(
+        super::nodes::KIND,
+        vec![LiveResource {
+            scope: Scope::Kube(r.kube.clone()),
+            body: Arc::new(live(&r.nodes, all)),
+        }],
+    );
+    let kinds = crate::kinds::plan_kinds();
+    let plan = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    let nodes = plan
+        .actions
+        .iter()
+        .find(|a| a.id.kind == super::nodes::KIND)
+        .expect("the Nodes are planned");
+    assert_eq!(nodes.action, ActionKind::Replace);
+    assert_eq!(nodes.reason.code(), "dependency_replaced");
+    assert!(
+        nodes
+            .reason_text()
+            .contains("managed instance group is created again"),
+        "{}",
+        nodes.reason_text()
+    );
+    // With the MIG live and equal, the same Nodes plan nothing.
+    inv.resources.insert(
+        super::mig::KIND,
+        vec![LiveResource {
+            scope: Scope::Zone(r.zone.clone()),
+            body: Arc::new(r.mig.clone()),
+        }],
+    );
+    inv.resources.insert(
+        super::template::KIND,
+        vec![LiveResource {
+            scope: Scope::Global(r.project.clone()),
+            body: Arc::new(r.template.clone().unwrap()),
+        }],
+    );
+    inv.resources.insert(
+        crate::kinds::workload_policy::KIND,
+        vec![LiveResource {
+            scope: Scope::Region(r.region.clone()),
+            body: Arc::new(r.policy.clone().unwrap()),
+        }],
+    );
+    let plan = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(
+        plan.actions.iter().all(|a| a.id.kind == device_plugin::KIND),
+        "{:?}",
+        plan.actions.iter().map(|a| a.address()).collect::<Vec<_>>()
+    );
+}

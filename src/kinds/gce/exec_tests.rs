@@ -1,0 +1,267 @@
+//! The bootstrap drive on the recording fakes of the cloud and Kubernetes
+//! seams: what it writes, how often, and how it fails.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::nodes::{self, Nodes};
+use crate::apply::KindExec;
+use crate::apply::schedule::Scheduler;
+use crate::apply::{StepOp, StepOutcome};
+use crate::cloud::Cloud;
+use crate::cloud::fake::{Fault, FakeCloud};
+use crate::kube::fake::FakeKube;
+use crate::kube::{BootstrapToken, KubeService};
+use crate::plan::{self, Action, Inventory, PlanOptions};
+use crate::resource::{KubeRef, ZoneRef};
+use crate::spec::{Fleet, SourceFile};
+
+const SPECS: &str = r#"apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata: {name: k}
+spec:
+  project: proj-one
+  zone: us-central1-b
+  ownerId: o
+  gce:
+    controlPlaneEndpoint: "10.0.0.2:6443"
+    kubeApi: {kubeconfig: /nonexistent}
+---
+apiVersion: slicectl.dev/v1alpha1
+kind: Slice
+metadata: {name: s}
+spec:
+  target: k
+  backend: gce
+  accelerator: tpu-v6e-slice
+  topology: "2x4"
+  machineType: ct6e-standard-4t
+  lifecycle: {operationTimeout: 1m}
+  gce:
+    image: projects/ubuntu-os-accelerator-images/global/images/img
+    bootstrap: {kubeadm: {kubernetesVersion: "1.36"}}
+"#;
+
+fn zone() -> ZoneRef {
+    ZoneRef {
+        project: "proj-one".into(),
+        zone: "us-central1-b".into(),
+    }
+}
+
+fn kref() -> KubeRef {
+    KubeRef {
+        endpoint: "10.0.0.2:6443".into(),
+    }
+}
+
+struct World {
+    fake: Arc<FakeCloud>,
+    kube: Arc<FakeKube>,
+    cloud: Cloud,
+    nodes_action: Action,
+}
+
+/// A fake world where the slice's MIG and its 2 RUNNING VMs exist, and the
+/// planned `nodes` action that drives them.
+async fn world(stockout: bool) -> World {
+    let fleet: Fleet = crate::spec::load(&[SourceFile {
+        path: "specs/s.yaml".into(),
+        text: SPECS.into(),
+    }])
+    .unwrap_or_else(|d| panic!("{d:?}"));
+    let kinds = crate::kinds::plan_kinds();
+    let p = plan::plan(&fleet, &Inventory::default(), &kinds, &PlanOptions::default()).unwrap();
+    let fake = FakeCloud::new();
+    let kube = FakeKube::new();
+    let cloud = fake.cloud().with_kube(kube.clone());
+    let mig = p
+        .actions
+        .iter()
+        .find(|a| a.id.kind == super::mig::KIND)
+        .unwrap();
+    if stockout {
+        fake.fail_next("insert_instance_group_manager", Fault::Stockout);
+    }
+    let body = mig
+        .desired
+        .as_ref()
+        .and_then(crate::plan::kind::body_as)
+        .unwrap();
+    let op = cloud
+        .compute
+        .insert_instance_group_manager(&zone(), body)
+        .await
+        .unwrap();
+    cloud
+        .compute
+        .wait_operation(&op, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let nodes_action = p
+        .actions
+        .iter()
+        .find(|a| a.id.kind == nodes::KIND)
+        .unwrap()
+        .clone();
+    World {
+        fake,
+        kube,
+        cloud,
+        nodes_action,
+    }
+}
+
+/// Joins each VM whose metadata holds a token, as its kubelet would.
+fn joiner(fake: Arc<FakeCloud>, kube: Arc<FakeKube>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            for vm in fake.instances(&zone()) {
+                if vm.metadata.get("kubeadm-join-token").is_some()
+                    && kube.node(&kref(), &vm.name).is_none()
+                {
+                    kube.join_node(
+                        &kref(),
+                        &vm.name,
+                        &format!("gce://proj-one/us-central1-b/{}", vm.name),
+                        4,
+                    );
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+}
+
+async fn run(w: &World, op: StepOp) -> Result<StepOutcome, crate::apply::ApplyError> {
+    Nodes
+        .execute(&w.cloud, &Scheduler::new(4), &w.nodes_action, op)
+        .await
+}
+
+#[tokio::test]
+async fn hands_the_token_to_each_vm_once_removes_it_after_the_join_and_deletes_the_secret() {
+    let w = world(false).await;
+    assert_eq!(w.fake.instances(&zone()).len(), 2);
+    let j = joiner(w.fake.clone(), w.kube.clone());
+    let out = run(&w, StepOp::Create).await;
+    j.abort();
+    assert!(matches!(out, Ok(StepOutcome::Done)), "{out:?}");
+    // Two writes per VM: the join values in, the token out.
+    assert_eq!(w.fake.calls_of("set_instance_metadata").len(), 4);
+    assert_eq!(w.kube.calls_of("create_bootstrap_token").len(), 1);
+    for vm in w.fake.instances(&zone()) {
+        assert!(vm.metadata.get("kubeadm-join-token").is_none(), "{vm:?}");
+        assert_eq!(vm.metadata.get("kubeadm-api-endpoint"), Some("10.0.0.2:6443"));
+        assert!(
+            vm.metadata
+                .get("kubeadm-ca-hash")
+                .is_some_and(|h| h.starts_with("sha256:"))
+        );
+        // The Node is labelled with the TPU labels and its generation.
+        let n = w.kube.node(&kref(), &vm.name).unwrap();
+        let l = n.metadata.labels.unwrap();
+        assert_eq!(l["cloud.google.com/gke-tpu-accelerator"], "tpu-v6e-slice");
+        assert_eq!(l["cloud.google.com/gke-accelerator-count"], "4");
+        assert!(l.contains_key("slicectl.dev/spec-hash"));
+    }
+    assert!(w.kube.tokens(&kref()).is_empty(), "the Secret is deleted once all joined");
+
+    // Steady state: nothing written, in the cloud or the cluster.
+    let before = w.fake.calls_of("set_instance_metadata").len();
+    w.kube.clear_calls();
+    let out = run(&w, StepOp::Update).await;
+    assert!(matches!(out, Ok(StepOutcome::Done)), "{out:?}");
+    assert_eq!(w.fake.calls_of("set_instance_metadata").len(), before);
+    assert!(w.kube.writes().is_empty(), "{:?}", w.kube.writes());
+}
+
+#[tokio::test]
+async fn a_valid_token_is_reused_never_a_second_one() {
+    let w = world(false).await;
+    let labels = BTreeMap::from([
+        ("slicectl.dev/managed-by".to_string(), "slicectl".to_string()),
+        ("slicectl.dev/owner".to_string(), "o".to_string()),
+        ("slicectl.dev/slice".to_string(), "s".to_string()),
+        ("slicectl.dev/replica".to_string(), "0".to_string()),
+    ]);
+    let token = BootstrapToken::generate();
+    let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_mins(50);
+    w.kube.seed_token(&kref(), &token, expires, &labels);
+    let j = joiner(w.fake.clone(), w.kube.clone());
+    let out = run(&w, StepOp::Create).await;
+    j.abort();
+    assert!(matches!(out, Ok(StepOutcome::Done)), "{out:?}");
+    assert!(w.kube.calls_of("create_bootstrap_token").is_empty());
+    // A token with less than 10 minutes left is not reused.
+    let w = world(false).await;
+    let old = jiff::Timestamp::now() + jiff::SignedDuration::from_mins(5);
+    w.kube.seed_token(&kref(), &BootstrapToken::generate(), old, &labels);
+    let j = joiner(w.fake.clone(), w.kube.clone());
+    let out = run(&w, StepOp::Create).await;
+    j.abort();
+    assert!(matches!(out, Ok(StepOutcome::Done)), "{out:?}");
+    assert_eq!(w.kube.calls_of("create_bootstrap_token").len(), 1);
+}
+
+#[tokio::test]
+async fn a_vm_that_gave_up_fails_the_step_with_its_reason_and_no_token() {
+    let w = world(false).await;
+    for vm in w.fake.instances(&zone()) {
+        w.fake.set_guest_attribute(
+            &zone(),
+            &vm.name,
+            "slicectl/bootstrap",
+            "failed: CA hash mismatch: the cluster CA in cluster-info does not match kubeadm-ca-hash (attempt 5/5)",
+        );
+    }
+    let started = std::time::Instant::now();
+    let err = run(&w, StepOp::Create).await.unwrap_err();
+    assert_eq!(err.code(), "bootstrap_failed");
+    let msg = err.to_string();
+    assert!(msg.contains("CA hash mismatch"), "{msg}");
+    assert!(started.elapsed() < Duration::from_secs(5), "failed at once");
+    for t in w.kube.tokens(&kref()) {
+        let secret = t.token.unwrap().expose();
+        assert!(!msg.contains(secret.split('.').nth(1).unwrap()), "{msg}");
+    }
+}
+
+#[tokio::test]
+async fn a_bulk_stockout_fails_the_step_as_a_stockout() {
+    let w = world(true).await;
+    assert!(w.fake.instances(&zone()).is_empty(), "BULK: no VM at all");
+    let err = run(&w, StepOp::Create).await.unwrap_err();
+    assert_eq!(err.code(), "stockout", "{err}");
+    assert!(w.kube.calls_of("create_bootstrap_token").is_empty());
+    assert!(w.fake.calls_of("set_instance_metadata").is_empty());
+}
+
+#[tokio::test]
+async fn cordon_before_the_vms_go_and_clean_up_after() {
+    let w = world(false).await;
+    let j = joiner(w.fake.clone(), w.kube.clone());
+    run(&w, StepOp::Create).await.unwrap();
+    j.abort();
+    // Plan the teardown from what is live now.
+    let nodes = w.kube.nodes(&kref()).await.unwrap();
+    let tokens = w.kube.bootstrap_tokens(&kref(), "").await.unwrap();
+    let live = super::exec::group(&nodes, &tokens);
+    assert_eq!(live.len(), 1);
+    let mut del = w.nodes_action.clone();
+    del.action = crate::plan::ActionKind::Delete;
+    del.before = Some(serde_json::to_value(&live[0]).unwrap());
+    let out = Nodes
+        .execute(&w.cloud, &Scheduler::new(4), &del, StepOp::Delete)
+        .await;
+    assert!(out.is_ok(), "{out:?}");
+    for n in w.kube.nodes(&kref()).await.unwrap() {
+        assert!(crate::kube::is_cordoned(&n), "{n:?}");
+    }
+    let out = Nodes
+        .execute(&w.cloud, &Scheduler::new(4), &del, StepOp::Cleanup)
+        .await;
+    assert!(out.is_ok(), "{out:?}");
+    assert!(w.kube.node_names(&kref()).is_empty());
+}
