@@ -291,6 +291,15 @@ async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
     let vms = get(&sim, "zones/us-central1-b/instances").await;
     assert_eq!(names(&vms).len(), 5, "{vms}");
     for vm in vms["items"].as_array().unwrap() {
+        // Ownership on the VMs, as GCE labels.
+        assert_eq!(vm["labels"]["slicectl-owner"], "e2e-gce", "{vm}");
+        assert!(
+            vm["labels"]["slicectl-slice"]
+                .as_str()
+                .unwrap()
+                .starts_with("gce-"),
+            "{vm}"
+        );
         let items = vm["metadata"]["items"]
             .as_array()
             .cloned()

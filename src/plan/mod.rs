@@ -868,7 +868,11 @@ fn build(
         a.groups.clear();
         a.reason = Reason::DependencyReplaced {
             noun,
-            how: if replaced { "replaced" } else { "created again" },
+            how: if replaced {
+                "replaced"
+            } else {
+                "created again"
+            },
         };
     }
     for (d, live) in unchanged {
@@ -878,7 +882,11 @@ fn build(
         let Some((dep_noun, replaced)) = goes_with(&d.owner, kind, &actions) else {
             continue;
         };
-        let how = if replaced { "replaced" } else { "created again" };
+        let how = if replaced {
+            "replaced"
+        } else {
+            "created again"
+        };
         let planned = Action {
             id: d.id.clone(),
             owner: d.owner.clone(),
@@ -895,7 +903,9 @@ fn build(
             timeout: d.timeout,
             noun: kind.noun(),
         };
-        let protected_live = kind.ownership(&live.body).is_some_and(|o| o.prevent_destroy);
+        let protected_live = kind
+            .ownership(&live.body)
+            .is_some_and(|o| o.prevent_destroy);
         if d.prevent_destroy || protected_live {
             let msg = protected(&planned, mode, true).to_string();
             refused.push(refusal(&planned, "protected", msg));

@@ -190,9 +190,9 @@ impl Reason {
             Reason::Moved { now } => {
                 format!("delete because replica {r} of slice {s} moved: it is now {now}")
             }
-            Reason::DependencyReplaced { noun: dep, how } => format!(
-                "replace because its {dep} is {how}: the {noun} of the old one go with it"
-            ),
+            Reason::DependencyReplaced { noun: dep, how } => {
+                format!("replace because its {dep} is {how}: the {noun} of the old one go with it")
+            }
             Reason::NotNeeded => {
                 format!("delete because replica {r} of slice {s} no longer needs a {noun}")
             }

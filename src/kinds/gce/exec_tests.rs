@@ -10,7 +10,7 @@ use crate::apply::KindExec;
 use crate::apply::schedule::Scheduler;
 use crate::apply::{StepOp, StepOutcome};
 use crate::cloud::Cloud;
-use crate::cloud::fake::{Fault, FakeCloud};
+use crate::cloud::fake::{FakeCloud, Fault};
 use crate::kube::fake::FakeKube;
 use crate::kube::{BootstrapToken, KubeService};
 use crate::plan::{self, Action, Inventory, PlanOptions};
@@ -72,7 +72,13 @@ async fn world(stockout: bool) -> World {
     }])
     .unwrap_or_else(|d| panic!("{d:?}"));
     let kinds = crate::kinds::plan_kinds();
-    let p = plan::plan(&fleet, &Inventory::default(), &kinds, &PlanOptions::default()).unwrap();
+    let p = plan::plan(
+        &fleet,
+        &Inventory::default(),
+        &kinds,
+        &PlanOptions::default(),
+    )
+    .unwrap();
     let fake = FakeCloud::new();
     let kube = FakeKube::new();
     let cloud = fake.cloud().with_kube(kube.clone());
@@ -153,7 +159,10 @@ async fn hands_the_token_to_each_vm_once_removes_it_after_the_join_and_deletes_t
     assert_eq!(w.kube.calls_of("create_bootstrap_token").len(), 1);
     for vm in w.fake.instances(&zone()) {
         assert!(vm.metadata.get("kubeadm-join-token").is_none(), "{vm:?}");
-        assert_eq!(vm.metadata.get("kubeadm-api-endpoint"), Some("10.0.0.2:6443"));
+        assert_eq!(
+            vm.metadata.get("kubeadm-api-endpoint"),
+            Some("10.0.0.2:6443")
+        );
         assert!(
             vm.metadata
                 .get("kubeadm-ca-hash")
@@ -166,7 +175,10 @@ async fn hands_the_token_to_each_vm_once_removes_it_after_the_join_and_deletes_t
         assert_eq!(l["cloud.google.com/gke-accelerator-count"], "4");
         assert!(l.contains_key("slicectl.dev/spec-hash"));
     }
-    assert!(w.kube.tokens(&kref()).is_empty(), "the Secret is deleted once all joined");
+    assert!(
+        w.kube.tokens(&kref()).is_empty(),
+        "the Secret is deleted once all joined"
+    );
 
     // Steady state: nothing written, in the cloud or the cluster.
     let before = w.fake.calls_of("set_instance_metadata").len();
@@ -181,7 +193,10 @@ async fn hands_the_token_to_each_vm_once_removes_it_after_the_join_and_deletes_t
 async fn a_valid_token_is_reused_never_a_second_one() {
     let w = world(false).await;
     let labels = BTreeMap::from([
-        ("slicectl.dev/managed-by".to_string(), "slicectl".to_string()),
+        (
+            "slicectl.dev/managed-by".to_string(),
+            "slicectl".to_string(),
+        ),
         ("slicectl.dev/owner".to_string(), "o".to_string()),
         ("slicectl.dev/slice".to_string(), "s".to_string()),
         ("slicectl.dev/replica".to_string(), "0".to_string()),
@@ -197,7 +212,8 @@ async fn a_valid_token_is_reused_never_a_second_one() {
     // A token with less than 10 minutes left is not reused.
     let w = world(false).await;
     let old = jiff::Timestamp::now() + jiff::SignedDuration::from_mins(5);
-    w.kube.seed_token(&kref(), &BootstrapToken::generate(), old, &labels);
+    w.kube
+        .seed_token(&kref(), &BootstrapToken::generate(), old, &labels);
     let j = joiner(w.fake.clone(), w.kube.clone());
     let out = run(&w, StepOp::Create).await;
     j.abort();

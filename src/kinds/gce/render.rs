@@ -367,7 +367,18 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
                             .collect(),
                         ..Default::default()
                     }),
-                    labels: nd.resource_labels.clone(),
+                    // The VMs carry the slice replica's ownership as GCE
+                    // labels (`gcloud compute instances list --filter
+                    // labels.slicectl-slice=NAME`); GCE label keys take no
+                    // dots or slashes, so `slicectl-…` stands for `slicectl.dev/…`.
+                    labels: {
+                        let mut l = nd.resource_labels.clone();
+                        l.insert("slicectl-managed-by".into(), ownership::MANAGER.into());
+                        l.insert("slicectl-owner".into(), t.owner_id.clone());
+                        l.insert("slicectl-slice".into(), slice.name.clone());
+                        l.insert("slicectl-replica".into(), replica.to_string());
+                        l
+                    },
                     scheduling: Some(Scheduling {
                         provisioning_model: Some(model.into()),
                         instance_termination_action: termination.map(str::to_string),

@@ -464,7 +464,9 @@ fn nodes_of_vms_that_are_gone_go_with_a_mig_created_again() {
     );
     let plan = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
     assert!(
-        plan.actions.iter().all(|a| a.id.kind == device_plugin::KIND),
+        plan.actions
+            .iter()
+            .all(|a| a.id.kind == device_plugin::KIND),
         "{:?}",
         plan.actions.iter().map(|a| a.address()).collect::<Vec<_>>()
     );
