@@ -601,3 +601,27 @@ async fn killed_gce_apply_resumes_without_duplicates_leaks_or_second_tokens() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kubelet_newer_than_the_api_server_is_refused_before_any_token() {
+    let _serial = SERIAL.lock().await;
+    let client = kube_client().await;
+    let sim = sim(Duration::from_millis(100), 5, FaultConfig::default()).await;
+    let spec = gce_slice("gce-skew", "2x2", "").replace("\"1.36\"", "\"1.37\"");
+    let dir = gce_dir("e2e-gce-skew", &[("s.yaml", spec)]);
+    let o = gce_apply(&sim, dir.path()).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains("failed [bootstrap_failed]: slice.gce-skew[0].nodes"),
+        "{out}"
+    );
+    assert!(out.contains("API server is 1.36"), "{out}");
+    assert!(token_secrets_of(&client, "gce-skew").await.is_empty());
+    let o = slicectl(
+        &sim,
+        &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],
+    )
+    .await;
+    assert!(o.status.success(), "{}", text(&o));
+}

@@ -343,6 +343,33 @@ impl KubeService for KubeClients {
         }
     }
 
+    async fn server_version(&self, k: &KubeRef) -> Result<(u32, u32), KubeError> {
+        let cx = self.client(k).await?;
+        let attempt = Attempt::new("get", "/version");
+        let v = match tokio::time::timeout(REACHABLE_TIMEOUT, cx.client.apiserver_version()).await {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => return Err(cx.err(attempt, e)),
+            Err(_) => {
+                return Err(KubeError::Unreachable {
+                    endpoint: k.endpoint.clone(),
+                    server: cx.server.to_owned(),
+                    attempt,
+                    detail: format!("no answer within {REACHABLE_TIMEOUT:?}"),
+                });
+            }
+        };
+        // `minor` may carry a `+` (distribution builds: "36+").
+        let num = |s: &str| s.trim_end_matches('+').parse::<u32>().ok();
+        match (num(&v.major), num(&v.minor)) {
+            (Some(major), Some(minor)) => Ok((major, minor)),
+            _ => Err(KubeError::Invalid {
+                endpoint: k.endpoint.clone(),
+                attempt,
+                message: format!("the API server reports version {}.{}", v.major, v.minor),
+            }),
+        }
+    }
+
     async fn nodes(&self, k: &KubeRef) -> Result<Vec<Node>, KubeError> {
         let cx = self.client(k).await?;
         cx.list_all(&cx.all::<Node>(), None, Attempt::new("list", "nodes"))

@@ -449,6 +449,11 @@ impl KubeService for FakeKube {
         self.call("reachable", k, "")
     }
 
+    async fn server_version(&self, k: &KubeRef) -> Result<(u32, u32), KubeError> {
+        self.call("server_version", k, "")?;
+        Ok((1, 36))
+    }
+
     async fn nodes(&self, k: &KubeRef) -> Result<Vec<Node>, KubeError> {
         self.call("nodes", k, "")?;
         Ok(self.with(k, |c, _| c.nodes.values().cloned().collect()))

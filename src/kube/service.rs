@@ -36,6 +36,9 @@ pub trait KubeService: Send + Sync {
     /// Kubernetes side can run.
     async fn reachable(&self, k: &KubeRef) -> Result<(), KubeError>;
 
+    /// The API server's Kubernetes version, `(major, minor)` (from `/version`).
+    async fn server_version(&self, k: &KubeRef) -> Result<(u32, u32), KubeError>;
+
     /// Every Node of the cluster (one paginated list).
     async fn nodes(&self, k: &KubeRef) -> Result<Vec<Node>, KubeError>;
 

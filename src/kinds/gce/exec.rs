@@ -294,6 +294,25 @@ fn poll_delay(elapsed: Duration) -> Duration {
     (elapsed / 10).clamp(Duration::from_millis(500), Duration::from_secs(5))
 }
 
+/// Kubernetes' version skew policy for a kubelet joining a cluster: never
+/// newer than the API server, at most three minors older
+/// (kubernetes.io/releases/version-skew-policy, "kubelet"). `None` when the
+/// kubelet's minor may join; else what is wrong and what to do.
+pub fn skew_problem(kubelet: &str, server: (u32, u32)) -> Option<String> {
+    let (major, minor) = kubelet.split_once('.')?;
+    let (major, minor): (u32, u32) = (major.parse().ok()?, minor.parse().ok()?);
+    let (s_major, s_minor) = server;
+    if major != s_major || minor > s_minor || minor + 3 < s_minor {
+        return Some(format!(
+            "bootstrap.kubeadm.kubernetesVersion {kubelet} cannot join this cluster, whose API server is \
+             {s_major}.{s_minor}: a kubelet may be at most three minors older than the API server and \
+             never newer (Kubernetes version skew policy); set it to {s_major}.{} … {s_major}.{s_minor}",
+            s_minor.saturating_sub(3)
+        ));
+    }
+    None
+}
+
 /// Drives a slice replica's VMs to Ready Nodes: mints or reuses a token,
 /// hands it to each RUNNING VM that has not joined, labels the Nodes that
 /// joined, removes the token from their VMs, and once every Node is Ready
@@ -311,6 +330,18 @@ async fn drive(
         zone: want.zone.clone(),
     };
     let own = Ownership::from_labels(&want.labels).ok_or_else(|| ApplyError::Body(a.address()))?;
+    // A kubelet the cluster cannot take is refused before any VM gets a token.
+    if want.bootstrap
+        && let Some(v) = &want.kubernetes_version
+    {
+        let server = cloud.kube.server_version(k).await?;
+        if let Some(problem) = skew_problem(v, server) {
+            return Err(ApplyError::Bootstrap {
+                address: a.address(),
+                message: problem,
+            });
+        }
+    }
     let mut token: Option<BootstrapToken> = None;
     let mut ca_hash: Option<String> = None;
     let mut cleaned: BTreeSet<String> = BTreeSet::new();

@@ -281,3 +281,16 @@ async fn cordon_before_the_vms_go_and_clean_up_after() {
     assert!(out.is_ok(), "{out:?}");
     assert!(w.kube.node_names(&kref()).is_empty());
 }
+
+#[test]
+fn kubelet_version_skew() {
+    use super::exec::skew_problem;
+    assert_eq!(skew_problem("1.36", (1, 36)), None);
+    assert_eq!(skew_problem("1.33", (1, 36)), None);
+    let newer = skew_problem("1.37", (1, 36)).unwrap();
+    assert!(
+        newer.contains("never newer") && newer.contains("1.33 … 1.36"),
+        "{newer}"
+    );
+    assert!(skew_problem("1.32", (1, 36)).is_some());
+}

@@ -101,6 +101,9 @@ pub struct NodeGroup {
     pub generation: String,
     /// slicectl mints tokens for the VMs (false with a brought template).
     pub bootstrap: bool,
+    /// The kubelet/kubeadm minor the VMs install (`bootstrap.kubeadm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_version: Option<String>,
     /// The bootstrap-token Secret the step mints (or reuses) for the VMs,
     /// as the plan shows it: never a token, which exists only at apply time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -490,6 +493,10 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
         taints,
         generation,
         bootstrap: g.bootstrap.is_some(),
+        kubernetes_version: g
+            .bootstrap
+            .as_ref()
+            .map(|b| b.kubeadm.kubernetes_version.clone()),
         bootstrap_token: g.bootstrap.is_some().then(|| TokenPlan {
             namespace: "kube-system".into(),
             kind: "bootstrap.kubernetes.io/token".into(),
