@@ -338,7 +338,15 @@ impl Kind for Nodes {
                 String::new()
             },
             nodes: format!("{ready}/{hosts} ready ({} joined)", g.nodes.len()),
-            error: String::new(),
+            error: if !g.token_secrets.is_empty() && (g.nodes.len() as u32) < hosts {
+                format!(
+                    "{} of {hosts} VM(s) have not joined and a bootstrap token is out; `slicectl apply` \
+                     drives the join and shows each VM's own report",
+                    hosts - g.nodes.len() as u32
+                )
+            } else {
+                String::new()
+            },
         }
     }
 }
