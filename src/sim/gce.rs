@@ -367,7 +367,7 @@ pub(crate) fn list_templates(inner: &Inner, ctx: &Ctx, project: &str) -> Result<
 /// 'projects/P/global/instanceTemplates/T' is already being used by
 /// 'projects/P/zones/Z/instanceGroupManagers/M', resourceInUseByAnotherResource`
 /// (the form terraform-provider-google users report, e.g.
-/// hashicorp/terraform-provider-google#1601, #6376).
+/// hashicorp/terraform-provider-google#1601, #6277).
 pub(crate) fn delete_template(
     inner: &mut Inner,
     ctx: &Ctx,
@@ -623,7 +623,8 @@ pub(crate) fn insert_mig(
 /// zone lacks: "Invalid value for field 'resource.machineType':
 /// 'zones/Z/machineTypes/MT'. Machine type with name 'MT' does not exist in
 /// zone 'Z'." (the common instances.insert answer, e.g.
-/// hashicorp/terraform-provider-google#3934). Real MIGs report it per VM in
+/// gruntwork-io/terratest#1132, GoogleCloudPlatform/bank-of-anthos#1234).
+/// Real MIGs report it per VM in
 /// `listErrors`; refusing the insert is stricter.
 fn check_machine_type_in_zone(machine: &str, zone: &str) -> Result<(), ApiError> {
     let Some(generation) = crate::spec::catalog::generation_of_machine_type(machine) else {
