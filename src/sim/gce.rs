@@ -833,9 +833,10 @@ fn try_create_vms(inner: &mut Inner, key: &str, at: Instant) {
     let mut template_items = metadata_items(props.pointer("/metadata/items"));
     // GCE adds `instance-template` and `created-by` to the metadata of a
     // MIG's VMs, both naming the project by number: `created-by` =
-    // `projects/NUM/zones/Z/instanceGroupManagers/M` ("Viewing and querying
-    // VM metadata", default metadata keys; kubernetes/autoscaler's GCE
-    // provider reads `created-by` to map a VM to its MIG).
+    // `projects/NUM/zones/Z/instanceGroupManagers/M` (GCE's default VM
+    // metadata keys; the TPU device plugin, ai-on-gke/tpu-device-plugin,
+    // reads `created-by` to annotate the Node with its MIG —
+    // ../shared/reference/tpu-anchors.md §B.5).
     template_items.retain(|(k, _)| k != "created-by" && k != "instance-template");
     template_items.push((
         "instance-template".into(),
