@@ -1179,7 +1179,16 @@ fn gce_scenario(b: &mut Bench, slices: usize) {
         Some(noop && s2.writes == 0),
     );
     let d = run::run(
-        &mut b.slicectl(&sim, &["destroy", &dir.to_string_lossy(), "--auto-approve"]),
+        &mut b.slicectl(
+            &sim,
+            &[
+                "destroy",
+                &dir.to_string_lossy(),
+                "--auto-approve",
+                "--max-destroy",
+                "1000",
+            ],
+        ),
         &b.logs,
         "gce-destroy",
     );

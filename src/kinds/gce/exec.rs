@@ -243,13 +243,10 @@ async fn set_join_metadata(
             .set_instance_metadata(zone, instance, &md)
             .await
         {
-            Ok(op) => {
-                cloud
-                    .compute
-                    .wait_operation(&op, Duration::from_secs(120))
-                    .await?;
-                return Ok(true);
-            }
+            // The drive does not wait for the operation: its next pass reads
+            // the VM again and writes once more if the change did not land
+            // (an operation that failed on a stale fingerprint included).
+            Ok(_op) => return Ok(true),
             Err(e) if e.is_stale_fingerprint() => {
                 tracing::debug!(instance, "metadata fingerprint was stale; reading it again");
                 continue;
@@ -413,50 +410,71 @@ async fn drive(
         }
         let mut failures = Vec::new();
         if want.bootstrap {
-            for inst in &running {
-                if joined.contains(inst.as_str()) {
-                    if !cleaned.contains(*inst) {
-                        set_join_metadata(cloud, &zone, inst, None).await?;
-                        cleaned.insert((*inst).clone());
-                    }
-                    continue;
-                }
+            if running.iter().any(|i| !joined.contains(i.as_str())) {
                 if ca_hash.is_none() {
                     ca_hash = Some(cloud.kube.ca_cert_hash(k).await?);
                 }
                 if token.is_none() {
                     token = Some(token_for(cloud, k, &own).await?);
                 }
-                if let (Some(t), Some(h)) = (&token, &ca_hash) {
-                    let secret = t.expose();
-                    set_join_metadata(
-                        cloud,
-                        &zone,
-                        inst,
-                        Some([
-                            (bootstrap::JOIN_TOKEN_KEY, secret.as_str()),
-                            (bootstrap::API_ENDPOINT_KEY, want.endpoint.as_str()),
-                            (bootstrap::CA_HASH_KEY, h.as_str()),
-                        ]),
-                    )
-                    .await?;
-                }
-                if let Some(s) = bootstrap_status(cloud, &zone, inst).await {
-                    if s.starts_with("failed") {
-                        // A VM retries on its own (a token not yet signed
-                        // into cluster-info, an API server restarting): fail
-                        // the step only once it gave up or kept failing.
-                        let since = *failing_since
-                            .entry((*inst).clone())
-                            .or_insert_with(Instant::now);
-                        if gave_up(&s) || since.elapsed() >= FAILING_GRACE {
-                            failures.push(format!("VM {inst}: {s}"));
+            }
+            let secret = token.as_ref().map(BootstrapToken::expose);
+            let (secret, hash) = (secret.as_deref(), ca_hash.as_deref());
+            let mut pending = Vec::new();
+            for inst in running.iter().map(|i| (*i).clone()) {
+                let is_joined = joined.contains(inst.as_str());
+                let done = cleaned.contains(&inst);
+                let zone = &zone;
+                pending.push(async move {
+                    if is_joined {
+                        if !done {
+                            set_join_metadata(cloud, zone, &inst, None).await?;
                         }
-                    } else {
-                        failing_since.remove(*inst);
+                        return Ok::<_, ApplyError>((inst, true, None));
                     }
-                    last_status.insert((*inst).clone(), s);
+                    if let (Some(t), Some(h)) = (secret, hash) {
+                        set_join_metadata(
+                            cloud,
+                            zone,
+                            &inst,
+                            Some([
+                                (bootstrap::JOIN_TOKEN_KEY, t),
+                                (bootstrap::API_ENDPOINT_KEY, want.endpoint.as_str()),
+                                (bootstrap::CA_HASH_KEY, h),
+                            ]),
+                        )
+                        .await?;
+                    }
+                    let status = bootstrap_status(cloud, zone, &inst).await;
+                    Ok((inst, false, status))
+                });
+            }
+            // Every VM of the pass at once: a VM's write does not wait for
+            // another's.
+            let passes = futures::future::join_all(pending).await;
+            for pass in passes {
+                let (inst, is_cleaned, status) = pass?;
+                if is_cleaned {
+                    cleaned.insert(inst);
+                    continue;
                 }
+                let Some(s) = status else {
+                    continue;
+                };
+                if s.starts_with("failed") {
+                    // A VM retries on its own (a token not yet signed into
+                    // cluster-info, an API server restarting): fail the
+                    // step only once it gave up or kept failing.
+                    let since = *failing_since
+                        .entry(inst.clone())
+                        .or_insert_with(Instant::now);
+                    if gave_up(&s) || since.elapsed() >= FAILING_GRACE {
+                        failures.push(format!("VM {inst}: {s}"));
+                    }
+                } else {
+                    failing_since.remove(&inst);
+                }
+                last_status.insert(inst, s);
             }
         }
         if !failures.is_empty() {
@@ -472,6 +490,23 @@ async fn drive(
         }
         let ready = nodes.iter().filter(|n| n.ready_with(want.chips)).count();
         let all_cleaned = !want.bootstrap || running.iter().all(|i| cleaned.contains(*i));
+        // Before calling it done, read every VM once more: a token removal
+        // that did not land is written again on the next pass.
+        let all_cleaned = all_cleaned && {
+            let mut left = Vec::new();
+            if want.bootstrap && ready == want.hosts as usize {
+                for inst in &running {
+                    let vm = cloud.compute.get_instance(&zone, inst).await?;
+                    if vm.metadata.get(bootstrap::JOIN_TOKEN_KEY).is_some() {
+                        left.push((*inst).clone());
+                    }
+                }
+            }
+            for inst in &left {
+                cleaned.remove(inst);
+            }
+            left.is_empty()
+        };
         if ready == want.hosts as usize && joined.len() == want.hosts as usize && all_cleaned {
             for t in cloud
                 .kube
