@@ -108,6 +108,9 @@ pub enum Command {
     },
     /// Print the JSON Schema of spec files.
     Schema,
+    /// Print the CustomResourceDefinition of the SliceStatus status objects
+    /// (kept in deploy/crd-slicestatus.yaml).
+    Crd,
     /// Run the GCP simulator as a server.
     Sim {
         /// Address to listen on.

@@ -81,6 +81,12 @@ async fn run(cmd: Command) -> Result<u8> {
             print!("{}", crate::spec::schema::json_schema_string());
             Ok(EXIT_OK)
         }
+        Command::Crd => {
+            let yaml = crate::status_object::crd_yaml()
+                .map_err(|e| anyhow::anyhow!("cannot render the SliceStatus CRD as YAML: {e}"))?;
+            print!("{yaml}");
+            Ok(EXIT_OK)
+        }
         Command::Sim {
             listen,
             clusters,

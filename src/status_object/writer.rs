@@ -1,0 +1,250 @@
+//! Writes the status objects: server-side apply of each object and of its
+//! status subresource (field manager `slicectl`), Events on them, and the
+//! deletion of objects whose slice is gone.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+use super::crd::{API_VERSION, KIND, SliceStatus, SliceStatusStatus};
+use super::derive::{EventNote, SliceObject, StatusSet};
+
+/// Field manager of every write, and the Events' reporting controller.
+pub const MANAGER: &str = "slicectl";
+/// Label on every object slicectl manages (`app.kubernetes.io/managed-by`).
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Label naming the slice an object reports on.
+pub const SLICE_LABEL: &str = "slicectl.dev/slice";
+
+/// A write that failed, with which object and what was being done.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// Listing the existing objects failed (nothing was deleted).
+    #[error("cannot list the SliceStatus objects in namespace {namespace}: {source}")]
+    List {
+        /// Namespace.
+        namespace: String,
+        /// The API's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// One or more objects could not be written or deleted; the others were.
+    #[error("{} status object write(s) failed: {}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Objects(Vec<ObjectError>),
+}
+
+/// One object's failed write.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} SliceStatus {namespace}/{name}: {source}")]
+pub struct ObjectError {
+    /// What was being done (`apply`, `apply the status of`, `delete`).
+    pub what: &'static str,
+    /// Namespace.
+    pub namespace: String,
+    /// Object name.
+    pub name: String,
+    /// The API's error.
+    #[source]
+    pub source: kube::Error,
+}
+
+/// What a write did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteSummary {
+    /// Objects applied (with their status).
+    pub written: Vec<String>,
+    /// Objects deleted.
+    pub deleted: Vec<String>,
+    /// Events recorded.
+    pub events: usize,
+    /// Events that could not be recorded (`NAME: error`); they never fail a
+    /// write.
+    pub event_errors: Vec<String>,
+}
+
+/// Writes status objects into one namespace.
+pub struct StatusWriter {
+    api: Api<SliceStatus>,
+    namespace: String,
+    recorder: Recorder,
+    owner: Option<OwnerReference>,
+}
+
+impl StatusWriter {
+    /// A writer for `namespace`. `instance` names this replica of the
+    /// controller in Events (its pod name); `None` uses the controller name.
+    pub fn new(client: Client, namespace: &str, instance: Option<String>) -> StatusWriter {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: MANAGER.into(),
+                instance,
+            },
+        );
+        StatusWriter {
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.to_string(),
+            recorder,
+            owner: None,
+        }
+    }
+
+    /// Makes every object owned by `owner` (e.g. the controller's
+    /// Deployment), so deleting the controller deletes its status objects.
+    pub fn with_owner(mut self, owner: OwnerReference) -> StatusWriter {
+        self.owner = Some(owner);
+        self
+    }
+
+    fn params() -> PatchParams {
+        PatchParams::apply(MANAGER).force()
+    }
+
+    /// Applies every object of `set` and its status, records its Events,
+    /// records the Events of removed slices on their objects and deletes
+    /// every other object slicectl manages in the namespace. Every object is
+    /// attempted; failures are returned together.
+    pub async fn write(&self, set: &StatusSet) -> Result<WriteSummary, WriteError> {
+        let mut summary = WriteSummary::default();
+        let mut failures = Vec::new();
+        for o in &set.objects {
+            match self.write_one(o, &mut summary).await {
+                Ok(()) => summary.written.push(o.name.clone()),
+                Err(e) => failures.push(e),
+            }
+        }
+        let keep: BTreeSet<&str> = set.objects.iter().map(|o| o.name.as_str()).collect();
+        let existing = self
+            .api
+            .list(&ListParams::default().labels(&format!("{MANAGED_BY}={MANAGER}")))
+            .await
+            .map_err(|source| WriteError::List {
+                namespace: self.namespace.clone(),
+                source,
+            })?;
+        for obj in existing.items {
+            let name = obj.name_any();
+            if keep.contains(name.as_str()) || obj.meta().deletion_timestamp.is_some() {
+                continue;
+            }
+            if let Some(gone) = set.removed.iter().find(|r| r.name == name) {
+                self.publish(&obj, &gone.events, &mut summary).await;
+            }
+            match self.api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => summary.deleted.push(name),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(source) => failures.push(ObjectError {
+                    what: "delete",
+                    namespace: self.namespace.clone(),
+                    name,
+                    source,
+                }),
+            }
+        }
+        if failures.is_empty() {
+            Ok(summary)
+        } else {
+            Err(WriteError::Objects(failures))
+        }
+    }
+
+    async fn write_one(
+        &self,
+        o: &SliceObject,
+        summary: &mut WriteSummary,
+    ) -> Result<(), ObjectError> {
+        let err = |what, source| ObjectError {
+            what,
+            namespace: self.namespace.clone(),
+            name: o.name.clone(),
+            source,
+        };
+        let mut metadata = json!({
+            "name": o.name,
+            "labels": {MANAGED_BY: MANAGER, SLICE_LABEL: o.name},
+        });
+        if let Some(owner) = &self.owner {
+            metadata["ownerReferences"] = json!([owner]);
+        }
+        let body = json!({
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": metadata,
+            "spec": {},
+        });
+        let live = self
+            .api
+            .patch(&o.name, &Self::params(), &Patch::Apply(&body))
+            .await
+            .map_err(|e| err("apply", e))?;
+        let generation = live.metadata.generation;
+        let status = merged(&o.status, live.status.as_ref(), generation);
+        let body = json!({
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "status": status,
+        });
+        let live = self
+            .api
+            .patch_status(&o.name, &Self::params(), &Patch::Apply(&body))
+            .await
+            .map_err(|e| err("apply the status of", e))?;
+        self.publish(&live, &o.events, summary).await;
+        Ok(())
+    }
+
+    async fn publish(&self, obj: &SliceStatus, events: &[EventNote], summary: &mut WriteSummary) {
+        let reference = obj.object_ref(&());
+        for e in events {
+            let ev = Event {
+                type_: if e.warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                },
+                reason: e.reason.clone(),
+                note: Some(e.note.clone()),
+                action: e.action.clone(),
+                secondary: None,
+            };
+            match self.recorder.publish(&ev, &reference).await {
+                Ok(()) => summary.events += 1,
+                Err(error) => {
+                    tracing::warn!(object = %obj.name_any(), %error, "cannot record an event");
+                    summary
+                        .event_errors
+                        .push(format!("{}: {error}", obj.name_any()));
+                }
+            }
+        }
+    }
+}
+
+/// The status to write: `new`, with `observedGeneration` (its own and each
+/// condition's) set to the object's generation, and each condition whose
+/// status did not change keeping its `lastTransitionTime`.
+pub fn merged(
+    new: &SliceStatusStatus,
+    old: Option<&SliceStatusStatus>,
+    generation: Option<i64>,
+) -> SliceStatusStatus {
+    let mut out = new.clone();
+    out.observed_generation = generation;
+    for c in &mut out.conditions {
+        c.observed_generation = generation;
+        if let Some(prev) = old.and_then(|o| same_type(&o.conditions, c))
+            && prev.status == c.status
+        {
+            c.last_transition_time = prev.last_transition_time.clone();
+        }
+    }
+    out
+}
+
+fn same_type<'a>(conds: &'a [Condition], c: &Condition) -> Option<&'a Condition> {
+    conds.iter().find(|p| p.type_ == c.type_)
+}
