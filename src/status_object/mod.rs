@@ -20,3 +20,6 @@ pub mod writer;
 pub use crd::{SliceStatus, SliceStatusSpec, SliceStatusStatus, crd_yaml};
 pub use derive::{Cycle, CycleResult, EventNote, SliceObject, StatusSet, derive};
 pub use writer::{StatusWriter, WriteError, WriteSummary};
+
+#[cfg(test)]
+mod tests;
