@@ -1,0 +1,418 @@
+//! SliceStatus objects on the real test control plane (`scripts/k8s-testenv.sh
+//! up`; the test fails without it): the committed CRD applies; the writer's
+//! objects read back as the real kstatus library (the Go program in
+//! `tests/kstatus/`, built once into the testbin cache) and `kubectl wait`
+//! expect; Events are recorded; objects of departed slices are deleted; a
+//! hand edit of the spec does nothing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use sha2::{Digest, Sha256};
+use slicectl::apply::{ApplyOptions, Progress};
+use slicectl::cloud::fake::FakeCloud;
+use slicectl::engine::{Approval, ReconcileOptions, reconcile};
+use slicectl::kube::config_from_kubeconfig;
+use slicectl::plan::{PlanMode, PlanOptions};
+use slicectl::spec::SourceFile;
+use slicectl::status_object::{Cycle, CycleResult, SliceStatus, StatusSet, StatusWriter, derive};
+
+fn hint() -> &'static str {
+    "start the test control plane first: scripts/k8s-testbin.sh && \
+     eval \"$(scripts/k8s-testenv.sh up)\" (or run scripts/test.sh)"
+}
+
+fn kubeconfig() -> PathBuf {
+    match std::env::var_os("SLICECTL_TEST_KUBECONFIG") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => panic!("SLICECTL_TEST_KUBECONFIG is not set; {}", hint()),
+    }
+}
+
+async fn client() -> Client {
+    let config = config_from_kubeconfig(&kubeconfig(), None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}; {}", hint()));
+    let client = Client::try_from(config).expect("client");
+    match tokio::time::timeout(Duration::from_secs(10), client.apiserver_version()).await {
+        Ok(Ok(_)) => client,
+        Ok(Err(e)) => panic!("API server unreachable: {e}; {}", hint()),
+        Err(_) => panic!("API server did not answer in 10s; {}", hint()),
+    }
+}
+
+fn kubectl(args: &[&str]) -> std::process::Output {
+    Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", kubeconfig())
+        .output()
+        .expect("kubectl is needed for this test")
+}
+
+fn ok(o: &std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The kstatus program, built once per content of `tests/kstatus/` into the
+/// testbin cache (`SLICECTL_TESTBIN_CACHE`, default
+/// `~/.cache/slicectl-testbin`), as the control-plane binaries are.
+fn kstatus_bin() -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kstatus");
+    let mut h = Sha256::new();
+    for f in ["go.mod", "go.sum", "main.go"] {
+        h.update(std::fs::read(src.join(f)).expect("tests/kstatus source"));
+    }
+    let key = &hex::encode(h.finalize())[..16];
+    let cache = std::env::var_os("SLICECTL_TESTBIN_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/slicectl-testbin")
+        });
+    let dir = cache.join(format!("kstatus-{key}"));
+    let bin = dir.join("kstatus");
+    if bin.is_file() {
+        return bin;
+    }
+    std::fs::create_dir_all(&dir).expect("cache dir");
+    let tmp = dir.join(format!("kstatus.tmp.{}", std::process::id()));
+    let o = Command::new("go")
+        .args(["build", "-trimpath", "-o"])
+        .arg(&tmp)
+        .arg(".")
+        .current_dir(&src)
+        .env("GOTOOLCHAIN", "local")
+        .env("CGO_ENABLED", "0")
+        .env("GOFLAGS", "-mod=mod")
+        .output()
+        .expect("go is needed to build tests/kstatus (the real kstatus library)");
+    assert!(
+        o.status.success(),
+        "building tests/kstatus failed (needs Go and the Go module proxy):\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::rename(&tmp, &bin).expect("install the kstatus binary");
+    bin
+}
+
+/// What kstatus computes for each object of a `kubectl get -o json` list.
+fn kstatus(list_json: &str) -> BTreeMap<String, (String, String)> {
+    use std::io::Write;
+    let mut child = Command::new(kstatus_bin())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kstatus");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(list_json.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["name"].as_str().unwrap().to_string(),
+                (
+                    v["status"].as_str().unwrap().to_string(),
+                    v["message"].as_str().unwrap_or("").to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn kstatus_of(ns: &str) -> BTreeMap<String, (String, String)> {
+    kstatus(&ok(&kubectl(&[
+        "get",
+        "slicestatuses",
+        "-n",
+        ns,
+        "-o",
+        "json",
+    ])))
+}
+
+struct Quiet;
+impl Progress for Quiet {
+    fn started(&self, _: &str, _: &str) {}
+    fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
+}
+
+/// The status set of a one-slice fleet after one cycle on a fake cloud;
+/// `taken` seeds a node pool slicectl does not own under its name.
+async fn one_slice(name: &str, approval: Approval, taken: bool) -> StatusSet {
+    let fleet = slicectl::spec::load(&[SourceFile {
+        path: "f.yaml".into(),
+        text: format!(
+            "apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata: {{name: t}}
+spec: {{project: it-project, zone: us-central1-b, ownerId: it, gke: {{location: us-central1, name: c}}}}
+---
+apiVersion: slicectl.dev/v1alpha1
+kind: Slice
+metadata: {{name: {name}}}
+spec: {{target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1}}
+"
+        ),
+    }])
+    .expect("fleet");
+    let fake = FakeCloud::new();
+    if taken {
+        fake.seed_pool(
+            &slicectl::resource::ClusterRef {
+                project: "it-project".into(),
+                location: "us-central1".into(),
+                name: "c".into(),
+            },
+            slicectl::resource::gke::NodePool {
+                name: format!("{name}-0"),
+                status: Some("RUNNING".into()),
+                ..Default::default()
+            },
+        );
+    }
+    let opts = ReconcileOptions {
+        mode: PlanMode::Apply,
+        plan: PlanOptions::default(),
+        apply: ApplyOptions::default(),
+    };
+    let report = reconcile(&fleet, &fake.cloud(), &opts, |_| approval, Arc::new(Quiet))
+        .await
+        .expect("reconcile");
+    derive(&Cycle {
+        fleet: &fleet,
+        result: CycleResult::Report(&report),
+        invalid: &BTreeMap::new(),
+        unavailable_since: &BTreeMap::new(),
+        stall_after: Duration::from_secs(1800),
+        now: jiff::Timestamp::now(),
+    })
+}
+
+#[tokio::test]
+async fn status_objects_read_back_as_kstatus_and_kubectl_expect() {
+    let client = client().await;
+    // The committed CRD applies server-side and is established.
+    ok(&kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=slicectl-tests",
+        "-f",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd-slicestatus.yaml"),
+    ]));
+    ok(&kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/slicestatuses.slicectl.dev",
+    ]));
+    let ns = format!("slst-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(ns.clone()),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            },
+        )
+        .await
+        .expect("create namespace");
+    let api: Api<SliceStatus> = Api::namespaced(client.clone(), &ns);
+
+    // A fresh object nobody has written a status for: the CRD's default
+    // makes it InProgress, not Current.
+    let fresh = serde_json::json!({
+        "apiVersion": "slicectl.dev/v1alpha1", "kind": "SliceStatus",
+        "metadata": {"name": "fresh"}, "spec": {}
+    });
+    let got = api
+        .patch(
+            "fresh",
+            &PatchParams::apply("slicectl-tests"),
+            &Patch::Apply(&fresh),
+        )
+        .await
+        .expect("create a bare object");
+    assert_eq!(got.status.and_then(|s| s.observed_generation), Some(-1));
+    assert_eq!(kstatus_of(&ns)["fresh"].0, "InProgress");
+    api.delete("fresh", &DeleteParams::default())
+        .await
+        .expect("delete");
+
+    // One object per state, written by the writer.
+    let mut set = one_slice("ready", Approval::Auto, false).await;
+    set.objects.extend(
+        one_slice("inflight", Approval::Declined, false)
+            .await
+            .objects,
+    );
+    set.objects
+        .extend(one_slice("stalled", Approval::Auto, true).await.objects);
+    let writer = StatusWriter::new(client.clone(), &ns, Some("it".into()));
+    let summary = writer.write(&set).await.expect("write");
+    assert_eq!(summary.written, ["ready", "inflight", "stalled"]);
+    assert!(
+        summary.event_errors.is_empty(),
+        "{:?}",
+        summary.event_errors
+    );
+
+    let k = kstatus_of(&ns);
+    assert_eq!(k["ready"].0, "Current", "{k:?}");
+    assert_eq!(k["inflight"].0, "InProgress", "{k:?}");
+    assert_eq!(k["stalled"].0, "Failed", "{k:?}");
+    assert!(k["stalled"].1.contains("name_taken"), "{k:?}");
+
+    // kubectl wait: met for the ready one, not for the stalled one.
+    ok(&kubectl(&[
+        "wait",
+        "-n",
+        &ns,
+        "--for=condition=Ready",
+        "--timeout=30s",
+        "slicestatus/ready",
+    ]));
+    let o = kubectl(&[
+        "wait",
+        "-n",
+        &ns,
+        "--for=condition=Ready",
+        "--timeout=2s",
+        "slicestatus/stalled",
+    ]);
+    assert!(!o.status.success(), "a stalled slice is not Ready");
+
+    // The printer columns, through the short name.
+    let table = ok(&kubectl(&["get", "slst", "-n", &ns]));
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "REASON", "NODES", "AGE"],
+        "{table}"
+    );
+    let ready: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("ready "))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        &ready[..4],
+        ["ready", "True", "Converged", "1/1"],
+        "{table}"
+    );
+
+    // A status written for an older generation is InProgress for kstatus.
+    let live = api.get("ready").await.unwrap();
+    let mut stale = live.status.clone().unwrap();
+    stale.observed_generation = Some(live.metadata.generation.unwrap() - 1);
+    api.patch_status(
+        "ready",
+        &PatchParams::apply("slicectl").force(),
+        &Patch::Apply(serde_json::json!({
+            "apiVersion": "slicectl.dev/v1alpha1", "kind": "SliceStatus", "status": stale
+        })),
+    )
+    .await
+    .unwrap();
+    let k = kstatus_of(&ns);
+    assert_eq!(k["ready"].0, "InProgress", "{k:?}");
+    assert!(k["ready"].1.contains("observed generation"), "{k:?}");
+
+    // Editing the spec by hand does nothing: the field is pruned, the
+    // generation stays.
+    let o = kubectl(&[
+        "patch",
+        "-n",
+        &ns,
+        "slicestatus/inflight",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"replicas":5,"topology":"4x4"}}"#,
+    ]);
+    ok(&o);
+    let live = api.get("inflight").await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&live.spec).unwrap(),
+        serde_json::json!({})
+    );
+    assert_eq!(live.metadata.generation, Some(1));
+
+    // Events on the objects, from the slicectl reporter.
+    let events: Vec<Event> = Api::<Event>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let of = |name: &str| -> Vec<(String, String)> {
+        events
+            .iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .map(|e| {
+                assert_eq!(e.reporting_controller.as_deref(), Some("slicectl"));
+                (
+                    e.type_.clone().unwrap_or_default(),
+                    e.reason.clone().unwrap_or_default(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(of("ready"), [("Normal".to_string(), "Created".to_string())]);
+    assert!(of("stalled").contains(&("Warning".to_string(), "Refused".to_string())));
+    assert!(of("inflight").is_empty());
+
+    // A second write at a later time keeps the Ready condition's transition
+    // time; a set without two of the slices deletes their objects.
+    let before = api.get("ready").await.unwrap().status.unwrap().conditions[0]
+        .last_transition_time
+        .clone();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let again = one_slice("ready", Approval::Auto, false).await;
+    let summary = writer.write(&again).await.expect("write again");
+    assert_eq!(summary.written, ["ready"]);
+    let mut deleted = summary.deleted.clone();
+    deleted.sort();
+    assert_eq!(deleted, ["inflight", "stalled"]);
+    let live = api.get("ready").await.unwrap();
+    let status = live.status.unwrap();
+    assert_eq!(status.conditions[0].last_transition_time, before);
+    assert_eq!(status.observed_generation, live.metadata.generation);
+    assert!(
+        api.get_opt("stalled")
+            .await
+            .unwrap()
+            .is_none_or(|o| o.metadata.deletion_timestamp.is_some())
+    );
+    assert_eq!(kstatus_of(&ns)["ready"].0, "Current");
+
+    let _ = Api::<Namespace>::all(client)
+        .delete(&ns, &DeleteParams::default())
+        .await;
+}
