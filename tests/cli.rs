@@ -104,6 +104,18 @@ fn schema_prints_the_committed_schema() {
     );
 }
 
+#[test]
+fn crd_prints_the_committed_crd() {
+    let o = run(&["crd"]);
+    assert!(o.status.success());
+    let committed = std::fs::read_to_string("deploy/crd-slicestatus.yaml").unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        committed,
+        "run: cargo run -- crd > deploy/crd-slicestatus.yaml"
+    );
+}
+
 /// The README's first command: the whole main job on the embedded simulator.
 #[test]
 fn main_job_runs_end_to_end_on_the_embedded_simulator() {
