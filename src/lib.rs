@@ -20,3 +20,4 @@ pub mod sim;
 pub mod source;
 pub mod spec;
 pub mod status;
+pub mod watch;
