@@ -158,11 +158,15 @@ impl Watcher {
             );
         }
         let fleet = resolved.fleet;
-        if fleet.files == 0 {
+        if fleet.files == 0 && resolved.left_out.is_empty() && !self.safety.allow_empty_source {
+            // Without Targets nothing would even be observed: say so, every
+            // cycle, rather than report "no changes".
             eprintln!(
-                "warning: no spec files (*.yaml, *.yml) under {}; nothing is desired, and nothing will be pruned without --allow-empty-source",
+                "refused: no spec files (*.yaml, *.yml) under {}: an empty checkout or an unmounted ConfigMap looks like this; \
+                 nothing is planned and nothing is pruned while it is empty (use `slicectl destroy` to remove every slice)",
                 self.dir.display()
             );
+            return "empty_source";
         }
         if self.session.is_none() {
             match Session::connect(&self.conn, &fleet).await {
