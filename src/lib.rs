@@ -21,3 +21,4 @@ pub mod source;
 pub mod spec;
 pub mod status;
 pub mod status_object;
+pub mod watch;

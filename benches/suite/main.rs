@@ -1050,6 +1050,7 @@ fn main() {
     converge_scenario(&mut b, "busy", &busy, false);
     gcloud_converge(&mut b, &converge, wall, &live);
     gce_scenario(&mut b, opts.gce_slices);
+    watch_scenario(&mut b);
 
     println!(
         "\n== results ({} mode, {} in all; load average now {})\n",
@@ -1075,6 +1076,135 @@ fn main() {
         let kept = tmp.keep();
         println!("\nspecs, scripts and logs kept in {}", kept.display());
     }
+}
+
+// ---------------------------------------------------------------- watch
+
+/// Target of the time from a file change to the start of its cycle.
+const WATCH_TARGET: Duration = Duration::from_millis(500);
+/// `--debounce` of the watch scenario (slicectl's default).
+const WATCH_DEBOUNCE: &str = "200ms";
+
+/// `slicectl reconcile DIR --watch`: the time from a file change (a new
+/// version written beside the directory and renamed into it) to the
+/// `cycle started` line of the cycle it triggers, read from the binary's
+/// own log as it arrives; median of several changes, each made once the
+/// previous cycle has finished.
+fn watch_scenario(b: &mut Bench) {
+    use std::io::BufRead;
+    let changes = b.opts.runs.max(5);
+    println!("\n== watch: {changes} file changes, debounce {WATCH_DEBOUNCE}");
+    let fleet = Fleet::even("watch", 1, 2);
+    let dir = b.specs("watch", &fleet);
+    let sim = b.sim(&fleet, Duration::from_millis(100), FaultConfig::default());
+    let spawned = std::process::Command::new(SLICECTL)
+        .args([
+            "reconcile",
+            &dir.display().to_string(),
+            "--watch",
+            "--debounce",
+            WATCH_DEBOUNCE,
+            "--log",
+            "warn,slicectl::watch=debug",
+        ])
+        .env("SLICECTL_API_ENDPOINT", sim.base_url())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            b.report.skipped(
+                "watch: change → cycle start",
+                format!("cannot start slicectl: {e}"),
+            );
+            return;
+        }
+    };
+    let Some(stderr) = child.stderr.take() else {
+        b.report
+            .skipped("watch: change → cycle start", "no stderr pipe");
+        return;
+    };
+    // Each log line with the moment it arrived.
+    let (tx, rx) = std::sync::mpsc::channel::<(Instant, String)>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send((Instant::now(), line)).is_err() {
+                break;
+            }
+        }
+    });
+    let wait_for = |what: &str, pred: &dyn Fn(&str) -> bool| -> Option<Instant> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match rx.recv_timeout(left) {
+                Ok((at, line)) if pred(&line) => return Some(at),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        println!("  watch: timed out waiting for {what}");
+        None
+    };
+    let finished = |l: &str| l.contains("cycle finished");
+    let mut latencies = Vec::new();
+    if wait_for("the start cycle", &finished).is_some() {
+        let file = dir.join(format!("{}.yaml", fleet.cluster_name(0)));
+        let tmp = b.work.join("watch-edit.yaml");
+        for i in 0..changes {
+            let text = format!("{}# edit {i}\n", fleet.spec_file(0));
+            std::fs::write(&tmp, text).expect("writing the new version");
+            std::fs::rename(&tmp, &file).expect("renaming it into the watched directory");
+            let changed = Instant::now();
+            let started = wait_for("the change's cycle", &|l: &str| {
+                l.contains("cycle started") && l.contains("change")
+            });
+            let Some(started) = started else { break };
+            latencies.push(started.saturating_duration_since(changed));
+            if wait_for("the change's cycle to finish", &finished).is_none() {
+                break;
+            }
+        }
+    }
+    // SIGTERM: the watcher exits cleanly.
+    // SAFETY: kill(2) on our own child's pid.
+    let pid = i32::try_from(child.id()).unwrap_or(0);
+    if pid > 0 {
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    let code = child.wait().ok().and_then(|s| s.code());
+    b.rt.block_on(sim.shutdown());
+    if latencies.len() < changes {
+        b.report.note(format!(
+            "watch: only {} of {changes} changes started a cycle within 60 s",
+            latencies.len()
+        ));
+    }
+    if latencies.is_empty() {
+        b.report
+            .skipped("watch: change → cycle start", "no cycle started");
+        return;
+    }
+    let each: Vec<String> = latencies.iter().map(|d| secs(*d)).collect();
+    let m = median(latencies);
+    let ratio = m.as_secs_f64() / WATCH_TARGET.as_secs_f64();
+    println!("  change → cycle start: {} (median)", secs(m));
+    b.report.note(format!(
+        "watch: change → cycle start, each: {}; debounce {WATCH_DEBOUNCE}; exit after SIGTERM {code:?}",
+        each.join(", ")
+    ));
+    b.report.row(
+        "watch: change → cycle start",
+        secs(m),
+        format!("target {}", secs(WATCH_TARGET)),
+        Some(ratio),
+        "< 1",
+        Some(ratio < 1.0 && code == Some(0)),
+    );
 }
 
 // ---------------------------------------------------------------- gce

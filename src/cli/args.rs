@@ -81,6 +81,28 @@ pub enum Command {
         #[command(flatten)]
         exec: Exec,
     },
+    /// Reconcile DIR (as `apply --auto-approve`); with --watch, keep doing it
+    /// on every change under DIR and every --resync.
+    Reconcile {
+        /// Spec directory.
+        dir: PathBuf,
+        /// Keep running: watch DIR recursively and run a cycle on every change
+        /// (debounced) and every --resync; Ctrl-C or SIGTERM stops.
+        #[arg(long)]
+        watch: bool,
+        /// Watch settings.
+        #[command(flatten)]
+        watch_args: WatchArgs,
+        /// Connection settings.
+        #[command(flatten)]
+        conn: Connection,
+        /// Safety settings.
+        #[command(flatten)]
+        safety: Safety,
+        /// Execution settings.
+        #[command(flatten)]
+        exec: ReconcileExec,
+    },
     /// Show the live state of every slice.
     Status {
         /// Spec directory.
@@ -216,6 +238,42 @@ pub struct Safety {
     /// Allow pruning every slice when the specs define none.
     #[arg(long)]
     pub allow_empty_source: bool,
+}
+
+/// Timing of `reconcile --watch`.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct WatchArgs {
+    /// Wait this long after a change for more before running a cycle (with --watch).
+    #[arg(long, default_value = "200ms", value_parser = parse_duration, requires = "watch")]
+    pub debounce: std::time::Duration,
+    /// Run a cycle when this long passed without one (with --watch).
+    #[arg(long, default_value = "10m", value_parser = parse_duration, requires = "watch")]
+    pub resync: std::time::Duration,
+    /// After Ctrl-C or SIGTERM, how long the in-flight cycle may go on before
+    /// it is abandoned (a second signal abandons it at once).
+    #[arg(long, default_value = "60s", value_parser = parse_duration, requires = "watch")]
+    pub grace: std::time::Duration,
+}
+
+/// Execution settings of `reconcile` (which never asks for confirmation).
+#[derive(Debug, Clone, Copy, Args)]
+pub struct ReconcileExec {
+    /// Maximum requests being sent at once (as `apply --parallelism`).
+    #[arg(long, default_value_t = 16)]
+    pub parallelism: usize,
+    /// Maximum replacements in flight.
+    #[arg(long, default_value_t = 2)]
+    pub max_replacements: usize,
+}
+
+impl From<ReconcileExec> for Exec {
+    fn from(e: ReconcileExec) -> Exec {
+        Exec {
+            auto_approve: true,
+            parallelism: e.parallelism,
+            max_replacements: e.max_replacements,
+        }
+    }
 }
 
 /// Execution settings.

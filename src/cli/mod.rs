@@ -4,6 +4,7 @@
 
 pub mod args;
 mod planfile;
+mod watch;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal, Write};
@@ -34,7 +35,16 @@ pub const EXIT_CHANGES: u8 = 2;
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.log, cli.log_format);
+    // `reconcile` logs a line per cycle at info (target `slicectl::watch`)
+    // unless the filter says otherwise about that target.
+    let log = if matches!(cli.command, Command::Reconcile { .. })
+        && !cli.log.contains(crate::watch::LOG_TARGET)
+    {
+        format!("{},{}=info", cli.log, crate::watch::LOG_TARGET)
+    } else {
+        cli.log.clone()
+    };
+    init_logging(&log, cli.log_format);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -179,6 +189,14 @@ async fn run(cmd: Command) -> Result<u8> {
                 .await
             }
         }
+        Command::Reconcile {
+            dir,
+            watch,
+            watch_args,
+            conn,
+            safety,
+            exec,
+        } => watch::run(dir, watch.then_some(watch_args), conn, safety, exec.into()).await,
         Command::Destroy {
             dir,
             conn,
@@ -483,6 +501,8 @@ fn sim_reservations(fleet: Option<&Fleet>, flags: &[String]) -> Result<BTreeMap<
 struct Session {
     cloud: Cloud,
     sim: Option<SimHandle>,
+    client: CloudClient,
+    deferring: bool,
 }
 
 impl Session {
@@ -528,27 +548,45 @@ impl Session {
                 ))
             );
         }
-        let mut cloud = Cloud::from(client).with_kube(std::sync::Arc::new(
-            crate::kube::KubeClients::new(fleet.targets.values().filter_map(|t| {
-                let g = t.spec.gce.as_ref()?;
-                Some((
-                    crate::resource::KubeRef {
-                        endpoint: g.control_plane_endpoint.clone(),
-                    },
-                    g.kube_api.clone(),
-                ))
-            })),
-        ));
-        if conn.sim {
-            cloud = cloud.deferring_unreachable_kube();
-        }
-        Ok(Session { cloud, sim })
+        let cloud = cloud_for(&client, fleet, conn.sim);
+        Ok(Session {
+            cloud,
+            sim,
+            client,
+            deferring: conn.sim,
+        })
+    }
+
+    /// The cloud for another fleet on the same connection (the targets'
+    /// Kubernetes clients are the fleet's).
+    fn cloud_for(&self, fleet: &Fleet) -> Cloud {
+        cloud_for(&self.client, fleet, self.deferring)
     }
 
     async fn close(self) {
         if let Some(sim) = self.sim {
             sim.shutdown().await;
         }
+    }
+}
+
+/// The cloud on `client`, with the Kubernetes clients of `fleet`'s targets.
+fn cloud_for(client: &CloudClient, fleet: &Fleet, deferring: bool) -> Cloud {
+    let cloud = Cloud::from(client.clone()).with_kube(std::sync::Arc::new(
+        crate::kube::KubeClients::new(fleet.targets.values().filter_map(|t| {
+            let g = t.spec.gce.as_ref()?;
+            Some((
+                crate::resource::KubeRef {
+                    endpoint: g.control_plane_endpoint.clone(),
+                },
+                g.kube_api.clone(),
+            ))
+        })),
+    ));
+    if deferring {
+        cloud.deferring_unreachable_kube()
+    } else {
+        cloud
     }
 }
 

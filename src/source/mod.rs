@@ -4,6 +4,7 @@
 //! [`dir`] reads a directory (a git checkout or a mounted ConfigMap).
 
 pub mod dir;
+pub mod last_good;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,402 @@
+//! The last good version of each spec file, so that in watch mode one broken
+//! file does not stop the fleet (design §5).
+//!
+//! Per file path, [`LastGood`] keeps the last text that parsed and validated
+//! as part of a valid fleet. Loading the directory as it is now:
+//!
+//! - a file that is **present but invalid** (its diagnostics are located in
+//!   it) is replaced by its last good text, so everything it defined stays
+//!   exactly as it was (nothing it defined is deleted or replaced); a file
+//!   that never was good contributes nothing, and is reported as *left out*
+//!   (the caller must not prune while any file is left out: what it defines
+//!   is unknown);
+//! - a file that is **absent** from the listing is a deletion: its last good
+//!   text is forgotten and what it defined is pruned (subject to the guards).
+//!   A file that cannot be *read* is not absent: reading the directory fails
+//!   as a whole and nothing is planned (see [`crate::source::SourceError`]);
+//! - a valid file that only fails together with the held versions (it uses
+//!   a Target the broken file defined, or defines a name the held version
+//!   still defines) is held at its own last good text too, until the set is
+//!   valid.
+//!
+//! The located diagnostics of the files as they are now are returned every
+//! time, so they are reported until fixed.
+
+use std::collections::{BTreeMap, BTreeSet};
+#[cfg(test)]
+use std::path::Path;
+use std::path::PathBuf;
+
+use crate::spec::{self, Diagnostic, Fleet, SourceFile};
+
+/// The last good text of each spec file.
+#[derive(Debug, Default, Clone)]
+pub struct LastGood {
+    texts: BTreeMap<PathBuf, String>,
+}
+
+/// The fleet in force after [`LastGood::resolve`].
+#[derive(Debug)]
+pub struct Resolved {
+    /// The valid fleet to reconcile towards.
+    pub fleet: Fleet,
+    /// The files it was loaded from (held files with their last good text).
+    pub files: Vec<SourceFile>,
+    /// Every problem of the files as they are now (empty when all are valid).
+    pub diagnostics: Vec<Diagnostic>,
+    /// Files invalid now (or valid only together with a broken one) whose
+    /// last good version is in force.
+    pub held: Vec<PathBuf>,
+    /// Files invalid now that never were good: they contribute nothing, and
+    /// nothing may be pruned while any is left out.
+    pub left_out: Vec<PathBuf>,
+}
+
+impl Resolved {
+    /// Whether every file is in force as it is now.
+    pub fn clean(&self) -> bool {
+        self.diagnostics.is_empty() && self.held.is_empty() && self.left_out.is_empty()
+    }
+}
+
+/// No valid fleet could be composed from the files and their last good
+/// versions (e.g. a held file uses a Target whose file was deleted): nothing
+/// may be planned.
+#[derive(Debug)]
+pub struct Unresolvable {
+    /// Every problem of the files as they are now.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl LastGood {
+    /// An empty store (nothing is known good yet).
+    pub fn new() -> Self {
+        LastGood::default()
+    }
+
+    /// The last good text of `path`, if any.
+    pub fn get(&self, path: &std::path::Path) -> Option<&str> {
+        self.texts.get(path).map(String::as_str)
+    }
+
+    /// Resolves the files as they are now into the fleet in force (see the
+    /// module documentation), and records what is good now.
+    pub fn resolve(&mut self, current: &[SourceFile]) -> Result<Resolved, Unresolvable> {
+        let present: BTreeSet<&PathBuf> = current.iter().map(|f| &f.path).collect();
+        // A file absent from the listing is a deletion.
+        self.texts.retain(|p, _| present.contains(p));
+        let diagnostics = match spec::load(current) {
+            Ok(fleet) => {
+                self.record(current.iter());
+                return Ok(Resolved {
+                    fleet,
+                    files: current.to_vec(),
+                    diagnostics: Vec::new(),
+                    held: Vec::new(),
+                    left_out: Vec::new(),
+                });
+            }
+            Err(d) => d,
+        };
+        let mut all = diagnostics.clone();
+        let mut suspect = located_in(&diagnostics, &present);
+        loop {
+            let composed = self.compose(current, &suspect);
+            match spec::load(&composed) {
+                Ok(fleet) => {
+                    self.record(current.iter().filter(|f| !suspect.contains(&f.path)));
+                    return Ok(self.resolved(current, fleet, composed, all, &suspect));
+                }
+                Err(d) => {
+                    let more: BTreeSet<PathBuf> = located_in(&d, &present)
+                        .difference(&suspect)
+                        .cloned()
+                        .collect();
+                    if more.is_empty() {
+                        break;
+                    }
+                    // Why these files are held too: their problems against
+                    // the held versions.
+                    all.extend(d.into_iter().filter(|x| more.contains(&x.location.file)));
+                    suspect.extend(more);
+                }
+            }
+        }
+        // Last resort: every file that has a last good version, at that
+        // version; new files left out.
+        let every: BTreeSet<PathBuf> = present.iter().map(|p| (*p).clone()).collect();
+        let composed = self.compose(current, &every);
+        all.sort();
+        all.dedup();
+        match spec::load(&composed) {
+            Ok(fleet) if !composed.is_empty() => {
+                Ok(self.resolved(current, fleet, composed, all, &every))
+            }
+            _ => Err(Unresolvable { diagnostics: all }),
+        }
+    }
+
+    fn record<'a>(&mut self, files: impl Iterator<Item = &'a SourceFile>) {
+        for f in files {
+            self.texts.insert(f.path.clone(), f.text.clone());
+        }
+    }
+
+    /// The files now, each suspect one at its last good text (or left out).
+    fn compose(&self, current: &[SourceFile], suspect: &BTreeSet<PathBuf>) -> Vec<SourceFile> {
+        current
+            .iter()
+            .filter_map(|f| {
+                if !suspect.contains(&f.path) {
+                    return Some(f.clone());
+                }
+                self.texts.get(&f.path).map(|text| SourceFile {
+                    path: f.path.clone(),
+                    text: text.clone(),
+                })
+            })
+            .collect()
+    }
+
+    fn resolved(
+        &self,
+        current: &[SourceFile],
+        fleet: Fleet,
+        files: Vec<SourceFile>,
+        mut diagnostics: Vec<Diagnostic>,
+        suspect: &BTreeSet<PathBuf>,
+    ) -> Resolved {
+        diagnostics.sort();
+        diagnostics.dedup();
+        let (held, left_out): (Vec<PathBuf>, Vec<PathBuf>) = suspect
+            .iter()
+            .cloned()
+            .partition(|p| self.texts.contains_key(p));
+        // Held means: what is in force differs from what the file says now.
+        let held = held
+            .into_iter()
+            .filter(|p| {
+                let now = current
+                    .iter()
+                    .find(|f| &f.path == p)
+                    .map(|f| f.text.as_str());
+                now != self.texts.get(p).map(String::as_str)
+            })
+            .collect();
+        Resolved {
+            fleet,
+            files,
+            diagnostics,
+            held,
+            left_out,
+        }
+    }
+}
+
+/// The present files the diagnostics are located in.
+fn located_in(diagnostics: &[Diagnostic], present: &BTreeSet<&PathBuf>) -> BTreeSet<PathBuf> {
+    diagnostics
+        .iter()
+        .map(|d| &d.location.file)
+        .filter(|f| present.contains(f))
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TARGET: &str = "apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata: {name: t}
+spec: {project: unit-project, zone: us-central1-b, ownerId: unit, gke: {location: us-central1, name: c}}
+";
+
+    fn slice(name: &str, topology: &str) -> String {
+        format!(
+            "apiVersion: slicectl.dev/v1alpha1
+kind: Slice
+metadata: {{name: {name}}}
+spec: {{target: t, backend: gke, accelerator: tpu-v6e-slice, topology: {topology}, replicas: 1}}
+"
+        )
+    }
+
+    fn files(list: &[(&str, &str)]) -> Vec<SourceFile> {
+        list.iter()
+            .map(|(p, t)| SourceFile {
+                path: PathBuf::from(p),
+                text: (*t).to_string(),
+            })
+            .collect()
+    }
+
+    fn topology(r: &Resolved, slice: &str) -> Option<String> {
+        r.fleet.slices.get(slice).map(|s| s.spec.topology.clone())
+    }
+
+    const BROKEN: &str = "apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {name: a}\nspec: {target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 9x9, replicas: 1}\n";
+
+    #[test]
+    fn a_broken_file_is_replaced_by_its_last_good_text_until_fixed() {
+        let mut lg = LastGood::new();
+        let a1 = slice("a", "2x2");
+        let b = slice("b", "1x1");
+        let r = lg
+            .resolve(&files(&[
+                ("t.yaml", TARGET),
+                ("a.yaml", &a1),
+                ("b.yaml", &b),
+            ]))
+            .unwrap();
+        assert!(r.clean());
+        assert_eq!(topology(&r, "a").as_deref(), Some("2x2"));
+
+        // a.yaml breaks while b.yaml changes validly: a's last good version
+        // stays in force, b's change goes ahead, a's error is located.
+        let b2 = slice("b", "2x2");
+        for _ in 0..2 {
+            let r = lg
+                .resolve(&files(&[
+                    ("t.yaml", TARGET),
+                    ("a.yaml", BROKEN),
+                    ("b.yaml", &b2),
+                ]))
+                .unwrap();
+            assert_eq!(topology(&r, "a").as_deref(), Some("2x2"), "held");
+            assert_eq!(topology(&r, "b").as_deref(), Some("2x2"), "b moved on");
+            assert_eq!(r.held, vec![PathBuf::from("a.yaml")]);
+            assert!(r.left_out.is_empty());
+            assert!(!r.diagnostics.is_empty());
+            assert!(
+                r.diagnostics
+                    .iter()
+                    .all(|d| d.location.file == Path::new("a.yaml") && d.location.line == 4),
+                "{:?}",
+                r.diagnostics
+            );
+            assert!(r.diagnostics[0].to_string().starts_with("a.yaml:4:"));
+        }
+        assert_eq!(lg.get(Path::new("a.yaml")), Some(a1.as_str()));
+        assert_eq!(lg.get(Path::new("b.yaml")), Some(b2.as_str()));
+
+        // Fixed: the new text is in force and becomes the last good one.
+        let a3 = slice("a", "2x4");
+        let r = lg
+            .resolve(&files(&[
+                ("t.yaml", TARGET),
+                ("a.yaml", &a3),
+                ("b.yaml", &b2),
+            ]))
+            .unwrap();
+        assert!(r.clean());
+        assert_eq!(topology(&r, "a").as_deref(), Some("2x4"));
+        assert_eq!(lg.get(Path::new("a.yaml")), Some(a3.as_str()));
+    }
+
+    #[test]
+    fn a_file_that_never_was_good_contributes_nothing_and_is_left_out() {
+        let mut lg = LastGood::new();
+        let b = slice("b", "1x1");
+        let r = lg
+            .resolve(&files(&[
+                ("t.yaml", TARGET),
+                ("a.yaml", BROKEN),
+                ("b.yaml", &b),
+            ]))
+            .unwrap();
+        assert!(!r.fleet.slices.contains_key("a"));
+        assert!(r.fleet.slices.contains_key("b"));
+        assert_eq!(r.left_out, vec![PathBuf::from("a.yaml")]);
+        assert!(r.held.is_empty());
+        assert_eq!(lg.get(Path::new("a.yaml")), None);
+    }
+
+    #[test]
+    fn a_deleted_file_is_a_deletion_and_forgotten() {
+        let mut lg = LastGood::new();
+        let a = slice("a", "2x2");
+        lg.resolve(&files(&[("t.yaml", TARGET), ("a.yaml", &a)]))
+            .unwrap();
+        let r = lg.resolve(&files(&[("t.yaml", TARGET)])).unwrap();
+        assert!(r.clean());
+        assert!(r.fleet.slices.is_empty(), "its slices are pruned");
+        assert_eq!(lg.get(Path::new("a.yaml")), None);
+        // Back, broken: it never was good since its deletion.
+        let r = lg
+            .resolve(&files(&[("t.yaml", TARGET), ("a.yaml", BROKEN)]))
+            .unwrap();
+        assert_eq!(r.left_out, vec![PathBuf::from("a.yaml")]);
+    }
+
+    #[test]
+    fn a_valid_file_that_conflicts_with_a_held_version_is_held_too() {
+        let mut lg = LastGood::new();
+        let a = slice("a", "2x2");
+        let c = slice("c", "1x1");
+        lg.resolve(&files(&[
+            ("t.yaml", TARGET),
+            ("a.yaml", &a),
+            ("c.yaml", &c),
+        ]))
+        .unwrap();
+        // a.yaml breaks, and c.yaml now defines `a` too (the slice moved,
+        // but its old file is broken, so its old definition stays): c.yaml
+        // is held at its last good version rather than define `a` twice.
+        let moved = format!("{}---\n{}", slice("a", "2x4"), slice("c", "1x1"));
+        let r = lg
+            .resolve(&files(&[
+                ("t.yaml", TARGET),
+                ("a.yaml", BROKEN),
+                ("c.yaml", &moved),
+            ]))
+            .unwrap();
+        assert_eq!(topology(&r, "a").as_deref(), Some("2x2"));
+        assert_eq!(
+            r.held,
+            vec![PathBuf::from("a.yaml"), PathBuf::from("c.yaml")]
+        );
+        assert!(
+            r.diagnostics
+                .iter()
+                .any(|d| d.location.file == Path::new("c.yaml")),
+            "{:?}",
+            r.diagnostics
+        );
+        assert_eq!(lg.get(Path::new("c.yaml")), Some(c.as_str()));
+    }
+
+    #[test]
+    fn a_broken_target_file_holds_its_targets_for_the_slices_that_use_them() {
+        let mut lg = LastGood::new();
+        let a = slice("a", "2x2");
+        lg.resolve(&files(&[("t.yaml", TARGET), ("a.yaml", &a)]))
+            .unwrap();
+        let r = lg
+            .resolve(&files(&[
+                ("t.yaml", "kind: Target\nmetadata: {name: t"),
+                ("a.yaml", &a),
+            ]))
+            .unwrap();
+        assert_eq!(r.held, vec![PathBuf::from("t.yaml")]);
+        assert!(r.fleet.targets.contains_key("t"));
+        assert_eq!(topology(&r, "a").as_deref(), Some("2x2"));
+    }
+
+    #[test]
+    fn nothing_resolvable_is_an_error() {
+        let mut lg = LastGood::new();
+        // Only a file that never was good: an empty fleet, with it left out
+        // (so nothing may be pruned).
+        let r = lg.resolve(&files(&[("a.yaml", BROKEN)])).unwrap();
+        assert_eq!(r.fleet.files, 0);
+        assert_eq!(r.left_out, vec![PathBuf::from("a.yaml")]);
+        // A held slice whose Target's file was deleted.
+        let a = slice("a", "2x2");
+        lg.resolve(&files(&[("t.yaml", TARGET), ("a.yaml", &a)]))
+            .unwrap();
+        let e = lg.resolve(&files(&[("a.yaml", BROKEN)])).unwrap_err();
+        assert!(!e.diagnostics.is_empty());
+    }
+}

@@ -1,0 +1,499 @@
+//! Continuous reconciliation of a watched directory (`slicectl reconcile DIR
+//! --watch`): the single-flight loop that decides when a cycle runs, and the
+//! directory watcher that feeds it.
+//!
+//! The loop never runs two cycles at once. It runs one at start, one when
+//! the directory changes, and one every resync period without changes.
+//! Changes that arrive while a cycle runs make exactly one more cycle after
+//! it (they are coalesced: the next cycle reads the whole directory anyway).
+//! On a stop signal it starts no new cycle; an in-flight cycle may finish
+//! within a grace period, and a second signal abandons it at once. Abandoning
+//! is safe: the engine keeps no local state, and the next run observes the
+//! live state (operations in flight included) and continues from there.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::time::Instant;
+
+/// Tracing target of the loop's lines (one per cycle, at info).
+pub const LOG_TARGET: &str = "slicectl::watch";
+
+/// Why a cycle runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// The first cycle.
+    Start,
+    /// The watched directory changed.
+    Change,
+    /// The resync period passed without a change.
+    Resync,
+}
+
+impl Trigger {
+    /// Its name in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Start => "start",
+            Trigger::Change => "change",
+            Trigger::Resync => "resync",
+        }
+    }
+}
+
+/// Timing of the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopOptions {
+    /// A cycle runs when this long passed since the last one ended without a
+    /// change.
+    pub resync: Duration,
+    /// How long an in-flight cycle may go on after a stop signal.
+    pub grace: Duration,
+}
+
+/// How the loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopEnd {
+    /// Stopped by a signal between cycles, or after the in-flight cycle
+    /// finished within the grace period.
+    Stopped,
+    /// The in-flight cycle was abandoned (grace period over, or a second
+    /// signal).
+    Abandoned,
+}
+
+/// Runs `cycle` at start, on each change (`changes`), and on resync, one at
+/// a time, until a stop signal (`signals`). See the module documentation.
+pub async fn run<F, Fut>(
+    opts: LoopOptions,
+    mut changes: UnboundedReceiver<()>,
+    mut signals: UnboundedReceiver<()>,
+    mut cycle: F,
+) -> LoopEnd
+where
+    F: FnMut(Trigger) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut next = Some(Trigger::Start);
+    let mut resync_at = Instant::now() + opts.resync;
+    let mut changes_open = true;
+    let mut signals_open = true;
+    loop {
+        let trigger = match next.take() {
+            Some(t) => t,
+            None => tokio::select! {
+                biased;
+                s = signals.recv(), if signals_open => match s {
+                    Some(()) => return LoopEnd::Stopped,
+                    None => { signals_open = false; continue; }
+                },
+                c = changes.recv(), if changes_open => match c {
+                    Some(()) => Trigger::Change,
+                    None => {
+                        tracing::warn!(target: LOG_TARGET, "the directory watcher stopped; only the periodic resync runs cycles now");
+                        changes_open = false;
+                        continue;
+                    }
+                },
+                () = tokio::time::sleep_until(resync_at) => Trigger::Resync,
+            },
+        };
+        // Changes already queued are covered by this cycle: it reads the
+        // whole directory after them.
+        while changes.try_recv().is_ok() {}
+        let fut = cycle(trigger);
+        tokio::pin!(fut);
+        tokio::select! {
+            biased;
+            () = &mut fut => {}
+            s = signals.recv(), if signals_open => {
+                if s.is_some() {
+                    tracing::warn!(
+                        target: LOG_TARGET,
+                        grace_secs = opts.grace.as_secs_f64(),
+                        "stop signal: no new cycle starts; the in-flight cycle may finish within the grace period (a second signal abandons it now)"
+                    );
+                    return tokio::select! {
+                        biased;
+                        () = &mut fut => LoopEnd::Stopped,
+                        _ = signals.recv() => {
+                            tracing::warn!(target: LOG_TARGET, "second stop signal: abandoning the in-flight cycle; the next run continues from the live state");
+                            LoopEnd::Abandoned
+                        }
+                        () = tokio::time::sleep(opts.grace) => {
+                            tracing::warn!(target: LOG_TARGET, "grace period over: abandoning the in-flight cycle; the next run continues from the live state");
+                            LoopEnd::Abandoned
+                        }
+                    };
+                }
+                signals_open = false;
+                fut.await;
+            }
+        }
+        resync_at = Instant::now() + opts.resync;
+        let mut changed = false;
+        while changes.try_recv().is_ok() {
+            changed = true;
+        }
+        if changed {
+            next = Some(Trigger::Change);
+        }
+    }
+}
+
+/// Forwards SIGINT (Ctrl-C) and SIGTERM into a channel, one message per
+/// signal. Once this runs, neither signal kills the process by itself.
+pub fn forward_signals() -> std::io::Result<UnboundedReceiver<()>> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        tokio::spawn(async move {
+            loop {
+                let name = tokio::select! {
+                    Some(()) = term.recv() => "SIGTERM",
+                    Some(()) = int.recv() => "SIGINT",
+                    else => break,
+                };
+                tracing::info!(target: LOG_TARGET, signal = name, "stop signal received");
+                if tx.send(()).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            if tx.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(rx)
+}
+
+/// How often the watcher checks that the directory itself is still the one
+/// it watches (it vanished, came back, or was replaced by another).
+const DIR_CHECK: Duration = Duration::from_millis(500);
+
+/// Watches `dir` recursively (never single files: a file watch dies when a
+/// mounted ConfigMap swaps its `..data` link), debounced by `debounce`, and
+/// sends one message per debounced batch of changes. Runs on its own thread
+/// until the receiver is dropped. A directory that is missing, vanishes or is
+/// replaced is watched again once it is back, with a message then.
+pub fn watch_dir(dir: PathBuf, debounce: Duration, tx: UnboundedSender<()>) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("slicectl-watch".into())
+        .spawn(move || supervise(&dir, debounce, &tx))
+        .map(|_| ())
+}
+
+/// The identity of a directory (device and inode), `None` when it is
+/// missing or not a directory.
+fn identity(dir: &Path) -> Option<(u64, u64)> {
+    let m = std::fs::metadata(dir).ok().filter(|m| m.is_dir())?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = m;
+        Some((0, 0))
+    }
+}
+
+fn supervise(dir: &Path, debounce: Duration, tx: &UnboundedSender<()>) {
+    use notify::RecursiveMode;
+    use notify_debouncer_full::{DebounceEventResult, new_debouncer};
+
+    let events = tx.clone();
+    let handler = move |res: DebounceEventResult| match res {
+        Ok(batch) => {
+            // Reading the directory (each cycle does) is not a change.
+            if batch.iter().any(|e| !e.kind.is_access()) {
+                tracing::trace!(target: LOG_TARGET, events = batch.len(), "directory changed");
+                let _ = events.send(());
+            }
+        }
+        Err(errors) => {
+            for e in &errors {
+                tracing::warn!(target: LOG_TARGET, error = %e, "directory watch error; running a cycle to be safe");
+            }
+            let _ = events.send(());
+        }
+    };
+    let mut debouncer = match new_debouncer(debounce, None, handler) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!(target: LOG_TARGET, error = %e, "cannot start the directory watcher; only the periodic resync runs cycles");
+            return;
+        }
+    };
+    let mut watching: Option<(u64, u64)> = None;
+    let mut reported_missing = false;
+    while !tx.is_closed() {
+        let now = identity(dir);
+        if now != watching {
+            if watching.is_some() {
+                let _ = debouncer.unwatch(dir);
+                tracing::warn!(target: LOG_TARGET, dir = %dir.display(), "the watched directory vanished or was replaced");
+                watching = None;
+                let _ = tx.send(());
+            }
+            if now.is_some() {
+                match debouncer.watch(dir, RecursiveMode::Recursive) {
+                    Ok(()) => {
+                        tracing::debug!(target: LOG_TARGET, dir = %dir.display(), "watching");
+                        if reported_missing {
+                            tracing::info!(target: LOG_TARGET, dir = %dir.display(), "the spec directory is back");
+                            let _ = tx.send(());
+                        }
+                        watching = now;
+                        reported_missing = false;
+                    }
+                    Err(e) => {
+                        tracing::warn!(target: LOG_TARGET, dir = %dir.display(), error = %e, "cannot watch the spec directory; trying again");
+                        reported_missing = true;
+                    }
+                }
+            } else if !reported_missing {
+                tracing::warn!(target: LOG_TARGET, dir = %dir.display(), "the spec directory does not exist; waiting for it (nothing is planned meanwhile)");
+                reported_missing = true;
+            }
+        }
+        std::thread::sleep(DIR_CHECK);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use tokio::sync::mpsc::unbounded_channel;
+
+    const OPTS: LoopOptions = LoopOptions {
+        resync: Duration::from_secs(600),
+        grace: Duration::from_secs(30),
+    };
+
+    type Log = Arc<Mutex<Vec<(Trigger, Instant)>>>;
+
+    /// A cycle that records its trigger and start, takes `len`, and flags
+    /// any overlap.
+    fn cycle(
+        log: Log,
+        running: Arc<Mutex<bool>>,
+        len: Duration,
+    ) -> impl FnMut(Trigger) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+        move |t| {
+            let (log, running) = (log.clone(), running.clone());
+            Box::pin(async move {
+                {
+                    let mut r = running.lock().unwrap();
+                    assert!(!*r, "two cycles at once");
+                    *r = true;
+                }
+                log.lock().unwrap().push((t, Instant::now()));
+                tokio::time::sleep(len).await;
+                *running.lock().unwrap() = false;
+            })
+        }
+    }
+
+    fn triggers(log: &Log) -> Vec<Trigger> {
+        log.lock().unwrap().iter().map(|x| x.0).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn changes_during_a_cycle_make_exactly_one_more_cycle() {
+        let (ctx, crx) = unbounded_channel();
+        let (stx, srx) = unbounded_channel();
+        let log: Log = Arc::default();
+        let h = tokio::spawn(run(
+            OPTS,
+            crx,
+            srx,
+            cycle(log.clone(), Arc::default(), Duration::from_secs(10)),
+        ));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Five changes while the start cycle runs.
+        for _ in 0..5 {
+            ctx.send(()).unwrap();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        // Long after: the start cycle and exactly one more.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(triggers(&log), vec![Trigger::Start, Trigger::Change]);
+        let starts: Vec<Instant> = log.lock().unwrap().iter().map(|x| x.1).collect();
+        assert!(
+            starts[1] - starts[0] >= Duration::from_secs(10),
+            "not before the first ended"
+        );
+        // An idle change runs a cycle at once.
+        let sent = Instant::now();
+        ctx.send(()).unwrap();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(log.lock().unwrap().len(), 3);
+        assert_eq!(log.lock().unwrap()[2].1, sent);
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        stx.send(()).unwrap();
+        assert_eq!(h.await.unwrap(), LoopEnd::Stopped);
+        assert_eq!(
+            triggers(&log),
+            vec![Trigger::Start, Trigger::Change, Trigger::Change]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn resync_runs_after_the_period_without_changes_and_a_change_postpones_it() {
+        let (ctx, crx) = unbounded_channel();
+        let (stx, srx) = unbounded_channel();
+        let log: Log = Arc::default();
+        let t0 = Instant::now();
+        let h = tokio::spawn(run(
+            OPTS,
+            crx,
+            srx,
+            cycle(log.clone(), Arc::default(), Duration::from_secs(1)),
+        ));
+        tokio::time::sleep(Duration::from_secs(601 + 5)).await;
+        assert_eq!(triggers(&log), vec![Trigger::Start, Trigger::Resync]);
+        assert_eq!(log.lock().unwrap()[1].1 - t0, Duration::from_secs(601));
+        // A change 100 s later: the next resync is 600 s after it ended.
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        ctx.send(()).unwrap();
+        let change_at = Instant::now();
+        tokio::time::sleep(Duration::from_secs(599)).await;
+        assert_eq!(triggers(&log).len(), 3);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            triggers(&log),
+            vec![
+                Trigger::Start,
+                Trigger::Resync,
+                Trigger::Change,
+                Trigger::Resync
+            ]
+        );
+        assert_eq!(
+            log.lock().unwrap()[3].1 - change_at,
+            Duration::from_secs(601)
+        );
+        stx.send(()).unwrap();
+        assert_eq!(h.await.unwrap(), LoopEnd::Stopped);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_signal_lets_the_cycle_finish_within_grace_and_starts_no_new_one() {
+        let (ctx, crx) = unbounded_channel();
+        let (stx, srx) = unbounded_channel();
+        let log: Log = Arc::default();
+        let done = Arc::new(Mutex::new(false));
+        let d = done.clone();
+        let h = tokio::spawn(run(OPTS, crx, srx, move |t| {
+            let (log, d) = (log.clone(), d.clone());
+            async move {
+                log.lock().unwrap().push((t, Instant::now()));
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                *d.lock().unwrap() = true;
+            }
+        }));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        ctx.send(()).unwrap();
+        stx.send(()).unwrap();
+        let t = Instant::now();
+        assert_eq!(h.await.unwrap(), LoopEnd::Stopped);
+        assert!(*done.lock().unwrap(), "the in-flight cycle finished");
+        assert_eq!(Instant::now() - t, Duration::from_secs(9));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn grace_over_or_a_second_signal_abandons_the_cycle() {
+        for second_signal in [false, true] {
+            let (_ctx, crx) = unbounded_channel();
+            let (stx, srx) = unbounded_channel();
+            let done = Arc::new(Mutex::new(false));
+            let d = done.clone();
+            let h = tokio::spawn(run(OPTS, crx, srx, move |_| {
+                let d = d.clone();
+                async move {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    *d.lock().unwrap() = true;
+                }
+            }));
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let t = Instant::now();
+            stx.send(()).unwrap();
+            if second_signal {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                stx.send(()).unwrap();
+            }
+            assert_eq!(h.await.unwrap(), LoopEnd::Abandoned);
+            assert!(!*done.lock().unwrap());
+            let waited = Instant::now() - t;
+            let want = if second_signal { 2 } else { 30 };
+            assert_eq!(waited, Duration::from_secs(want), "{second_signal}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_signal_between_cycles_stops_at_once() {
+        let (_ctx, crx) = unbounded_channel();
+        let (stx, srx) = unbounded_channel();
+        let log: Log = Arc::default();
+        let h = tokio::spawn(run(
+            OPTS,
+            crx,
+            srx,
+            cycle(log.clone(), Arc::default(), Duration::from_secs(1)),
+        ));
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let t = Instant::now();
+        stx.send(()).unwrap();
+        assert_eq!(h.await.unwrap(), LoopEnd::Stopped);
+        assert_eq!(Instant::now(), t);
+        assert_eq!(triggers(&log), vec![Trigger::Start]);
+    }
+
+    #[tokio::test]
+    async fn the_watcher_reports_a_rename_into_the_directory_and_a_directory_that_comes_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("specs");
+        std::fs::create_dir(&dir).unwrap();
+        let (tx, mut rx) = unbounded_channel();
+        watch_dir(dir.clone(), Duration::from_millis(50), tx).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        async fn next(
+            rx: &mut UnboundedReceiver<()>,
+        ) -> Result<Option<()>, tokio::time::error::Elapsed> {
+            tokio::time::timeout(Duration::from_secs(10), rx.recv()).await
+        }
+        std::fs::write(tmp.path().join("a.tmp"), "x").unwrap();
+        std::fs::rename(tmp.path().join("a.tmp"), dir.join("a.yaml")).unwrap();
+        assert_eq!(next(&mut rx).await, Ok(Some(())));
+        // A nested directory created later is watched too.
+        std::fs::create_dir(dir.join("team")).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        while rx.try_recv().is_ok() {}
+        std::fs::write(dir.join("team/b.yaml"), "y").unwrap();
+        assert_eq!(next(&mut rx).await, Ok(Some(())));
+        // Vanished, then back.
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(next(&mut rx).await, Ok(Some(())));
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        while rx.try_recv().is_ok() {}
+        std::fs::create_dir(&dir).unwrap();
+        assert_eq!(next(&mut rx).await, Ok(Some(())));
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        while rx.try_recv().is_ok() {}
+        std::fs::write(dir.join("c.yaml"), "z").unwrap();
+        assert_eq!(next(&mut rx).await, Ok(Some(())));
+    }
+}

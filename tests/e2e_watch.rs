@@ -1,0 +1,255 @@
+//! End to end: `slicectl reconcile DIR --watch`, the real binary against the
+//! simulator, driven by edits to the watched directory.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use slicectl::sim::{FaultConfig, SimHandle};
+use tokio::io::AsyncReadExt;
+
+/// Writes `text` to `dir/name` as an editor or `git checkout` does: a
+/// temporary file renamed into place.
+fn put(dir: &Path, name: &str, text: &str) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+/// Collects a child's pipe into a shared string.
+fn collect(mut r: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> Arc<Mutex<String>> {
+    let out = Arc::new(Mutex::new(String::new()));
+    let o = out.clone();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = r.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            o.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    out
+}
+
+struct Watch {
+    child: tokio::process::Child,
+    stdout: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Watch {
+    fn start(sim: &SimHandle, dir: &Path) -> Watch {
+        let mut child = tokio::process::Command::new(bin())
+            .args([
+                "reconcile",
+                dir.to_str().unwrap(),
+                "--watch",
+                "--debounce",
+                "100ms",
+                "--grace",
+                "20s",
+            ])
+            .env("SLICECTL_API_ENDPOINT", sim.base_url())
+            .env("NO_COLOR", "1")
+            .env_remove("SLICECTL_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = collect(child.stdout.take().unwrap());
+        let stderr = collect(child.stderr.take().unwrap());
+        Watch {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    fn text(&self) -> String {
+        format!(
+            "--- stdout\n{}\n--- stderr\n{}",
+            self.stdout.lock().unwrap(),
+            self.stderr()
+        )
+    }
+
+    /// Cycles finished so far.
+    fn cycles(&self) -> usize {
+        self.stderr().matches("cycle finished").count()
+    }
+
+    /// Waits until `n` cycles have finished.
+    async fn wait_cycles(&self, n: usize, what: &str) {
+        self.wait(what, || async { self.cycles() >= n }).await;
+    }
+
+    async fn wait<F, Fut>(&self, what: &str, mut done: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while !done().await {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}\n{}",
+                self.text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn label(sim: &SimHandle, pool: &str, key: &str) -> Option<String> {
+    node_pools(sim)
+        .await
+        .iter()
+        .find(|p| p["name"] == pool)
+        .and_then(|p| p["config"]["labels"][key].as_str().map(str::to_string))
+}
+
+fn tiny(team: &str) -> String {
+    slice_yaml(
+        "tiny",
+        "tpu-v6e-slice",
+        "1x1",
+        1,
+        &format!("  nodeLabels:\n    team: {team}\n"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_converges_on_changes_keeps_the_last_good_file_and_stops_on_sigterm() {
+    let sim = sim(Duration::from_millis(50), 1, FaultConfig::default()).await;
+    let dir = spec_dir(&[("tiny.yaml", tiny("a"))]);
+    let d = dir.path();
+    let w = Watch::start(&sim, d);
+
+    // Start: the first cycle creates the pool.
+    w.wait("the start cycle", || async {
+        pool_names(&sim).await == ["tiny-0"] && w.cycles() >= 1
+    })
+    .await;
+    assert!(w.stderr().contains("trigger=\"start\""), "{}", w.text());
+
+    // A new file: its pool is created.
+    put(
+        d,
+        "llm.yaml",
+        &slice_yaml("llm", "tpu-v6e-slice", "2x2", 1, ""),
+    );
+    w.wait("llm created", || async {
+        pool_names(&sim).await == ["llm-0", "tiny-0"]
+    })
+    .await;
+    w.wait("the change cycle's line", || async {
+        w.stderr().contains("trigger=\"change\"")
+    })
+    .await;
+
+    // An edit: updated in place.
+    put(d, "tiny.yaml", &tiny("b"));
+    w.wait("tiny updated", || async {
+        label(&sim, "tiny-0", "team").await.as_deref() == Some("b")
+    })
+    .await;
+
+    // Broken: the last good version stays in force, the located error is
+    // printed every cycle, nothing is deleted or replaced.
+    let n = w.cycles();
+    let broken = tiny("c").replace("\"1x1\"", "\"9x9\"");
+    put(d, "tiny.yaml", &broken);
+    w.wait("the broken file reported", || async {
+        w.stderr().contains(
+            "is invalid (or valid only with a file that is); its last good version stays in force",
+        )
+    })
+    .await;
+    w.wait_cycles(n + 1, "the cycle with the broken file").await;
+    let located = format!("{}:", d.join("tiny.yaml").display());
+    let err = w.stderr();
+    let line = err
+        .lines()
+        .find(|l| l.starts_with(&located) && l.contains("9x9"))
+        .unwrap_or_else(|| panic!("a located error for tiny.yaml\n{}", w.text()));
+    assert!(line.contains("valid topologies"), "{line}");
+    // Another change elsewhere: another cycle, the error reported again.
+    let n = w.cycles();
+    put(
+        d,
+        "llm.yaml",
+        &slice_yaml(
+            "llm",
+            "tpu-v6e-slice",
+            "2x2",
+            1,
+            "  nodeLabels:\n    team: llm\n",
+        ),
+    );
+    w.wait("llm updated", || async {
+        label(&sim, "llm-0", "team").await.as_deref() == Some("llm")
+    })
+    .await;
+    w.wait_cycles(n + 1, "a cycle after the llm change").await;
+    let reported = w
+        .stderr()
+        .lines()
+        .filter(|l| l.starts_with(&located) && l.contains("9x9"))
+        .count();
+    assert!(
+        reported >= 2,
+        "reported every cycle: {reported}\n{}",
+        w.text()
+    );
+    assert_eq!(pool_names(&sim).await, ["llm-0", "tiny-0"]);
+    assert_eq!(label(&sim, "tiny-0", "team").await.as_deref(), Some("b"));
+
+    // Fixed: converges to the fixed file.
+    put(d, "tiny.yaml", &tiny("d"));
+    w.wait("tiny fixed", || async {
+        label(&sim, "tiny-0", "team").await.as_deref() == Some("d")
+    })
+    .await;
+
+    // Every file deleted: refused by the empty-source guard, nothing deleted.
+    let n = w.cycles();
+    for f in ["target.yaml", "tiny.yaml", "llm.yaml"] {
+        std::fs::remove_file(d.join(f)).unwrap();
+    }
+    w.wait("the empty source refused", || async {
+        w.stderr().contains("empty_source")
+    })
+    .await;
+    assert!(w.cycles() > n);
+    assert!(
+        w.stderr().contains("nothing is pruned while it is empty"),
+        "{}",
+        w.text()
+    );
+    assert_eq!(pool_names(&sim).await, ["llm-0", "tiny-0"]);
+
+    // SIGTERM: exits cleanly.
+    let pid = i32::try_from(w.child.id().unwrap()).unwrap();
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let mut w = w;
+    let status = tokio::time::timeout(Duration::from_secs(30), w.child.wait())
+        .await
+        .expect("exits after SIGTERM")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{}", w.text());
+    assert_eq!(pool_names(&sim).await, ["llm-0", "tiny-0"]);
+}
