@@ -250,7 +250,24 @@ pub async fn reconcile(
     approve: impl FnOnce(&Plan) -> Approval,
     progress: Arc<dyn Progress>,
 ) -> Result<Report, ReconcileError> {
-    let (inv, plan) = observe_and_plan(fleet, cloud, opts.mode, &opts.plan).await?;
+    reconcile_with(fleet, cloud, opts, |_| {}, approve, progress).await
+}
+
+/// [`reconcile`], with `edit` applied to the plan before anything else
+/// sees it (the controller leaves out the creates and replacements of
+/// slices held back by capacity backoff). `edit` may only remove actions;
+/// the summary is counted again after it.
+pub async fn reconcile_with(
+    fleet: &Fleet,
+    cloud: &Cloud,
+    opts: &ReconcileOptions,
+    edit: impl FnOnce(&mut Plan),
+    approve: impl FnOnce(&Plan) -> Approval,
+    progress: Arc<dyn Progress>,
+) -> Result<Report, ReconcileError> {
+    let (inv, mut plan) = observe_and_plan(fleet, cloud, opts.mode, &opts.plan).await?;
+    edit(&mut plan);
+    plan.summary = plan.count();
     if !plan.summary.has_changes() {
         return Ok(Report {
             outcome: Outcome::NoChanges,

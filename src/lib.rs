@@ -10,6 +10,7 @@ pub mod apply;
 pub mod bootstrap;
 pub mod cli;
 pub mod cloud;
+pub mod controller;
 pub mod engine;
 pub mod kinds;
 pub mod kube;

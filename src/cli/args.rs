@@ -103,6 +103,24 @@ pub enum Command {
         #[command(flatten)]
         exec: ReconcileExec,
     },
+    /// Run in a cluster: reconcile the specs of a ConfigMap (watched through
+    /// the API) or of a mounted directory on every change and every
+    /// --resync, as the leader elected through a Lease; serve /healthz,
+    /// /readyz and /metrics; write a SliceStatus object per slice.
+    Controller {
+        /// Controller settings.
+        #[command(flatten)]
+        ctl: ControllerArgs,
+        /// Connection settings.
+        #[command(flatten)]
+        conn: Connection,
+        /// Safety settings.
+        #[command(flatten)]
+        safety: Safety,
+        /// Execution settings.
+        #[command(flatten)]
+        exec: ReconcileExec,
+    },
     /// Show the live state of every slice.
     Status {
         /// Spec directory.
@@ -252,6 +270,58 @@ pub struct WatchArgs {
     /// After Ctrl-C or SIGTERM, how long the in-flight cycle may go on before
     /// it is abandoned (a second signal abandons it at once).
     #[arg(long, default_value = "60s", value_parser = parse_duration, requires = "watch")]
+    pub grace: std::time::Duration,
+}
+
+/// Settings of `slicectl controller`.
+#[derive(Debug, Clone, Args)]
+pub struct ControllerArgs {
+    /// Read the specs from this ConfigMap in --namespace, through an API
+    /// watch (its data keys are file names) [default: slicectl-specs].
+    #[arg(long, value_name = "NAME", conflicts_with = "dir")]
+    pub configmap: Option<String>,
+    /// Read the specs from this mounted directory instead (watched; a
+    /// mounted ConfigMap's `..data` swap is handled).
+    #[arg(long, value_name = "PATH")]
+    pub dir: Option<PathBuf>,
+    /// Namespace of the ConfigMap, the Lease and the status objects
+    /// [default: $POD_NAMESPACE, else slicectl].
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Name of the leader-election Lease.
+    #[arg(long, value_name = "NAME", default_value = "slicectl")]
+    pub lease_name: String,
+    /// How long a leader's Lease lasts without renewal: a standby takes over
+    /// within it after the leader dies.
+    #[arg(long, value_name = "DUR", default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: std::time::Duration,
+    /// Serve /healthz, /readyz and /metrics here.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
+    pub listen: SocketAddr,
+    /// Run a cycle when this long passed without one.
+    #[arg(long, value_name = "DUR", default_value = "10m", value_parser = parse_duration)]
+    pub resync: std::time::Duration,
+    /// A slice whose capacity has been unavailable this long is Stalled
+    /// (reason CapacityUnavailable) rather than Reconciling.
+    #[arg(long, value_name = "DUR", default_value = "30m", value_parser = parse_duration)]
+    pub stall_after: std::time::Duration,
+    /// How long a stockout or full reservation is remembered for its
+    /// (project, zone, machine type, capacity type).
+    #[arg(long, value_name = "DUR", default_value = "3m", value_parser = parse_duration)]
+    pub capacity_cache_ttl: std::time::Duration,
+    /// First backoff of a slice that met unavailable capacity (doubles on
+    /// each further failure).
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_duration)]
+    pub capacity_backoff: std::time::Duration,
+    /// Longest backoff of a slice that met unavailable capacity.
+    #[arg(long, value_name = "DUR", default_value = "10m", value_parser = parse_duration)]
+    pub capacity_backoff_max: std::time::Duration,
+    /// Debounce of the directory watcher (with --dir).
+    #[arg(long, value_name = "DUR", default_value = "200ms", value_parser = parse_duration)]
+    pub debounce: std::time::Duration,
+    /// After SIGTERM, how long the in-flight cycle may go on before it is
+    /// abandoned.
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = parse_duration)]
     pub grace: std::time::Duration,
 }
 

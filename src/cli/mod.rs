@@ -3,6 +3,7 @@
 //! `plan --detailed-exitcode`).
 
 pub mod args;
+mod controller;
 mod planfile;
 mod watch;
 
@@ -37,8 +38,10 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // `reconcile` logs a line per cycle at info (target `slicectl::watch`)
     // unless the filter says otherwise about that target.
-    let log = if matches!(cli.command, Command::Reconcile { .. })
-        && !cli.log.contains(crate::watch::LOG_TARGET)
+    let log = if matches!(
+        cli.command,
+        Command::Reconcile { .. } | Command::Controller { .. }
+    ) && !cli.log.contains(crate::watch::LOG_TARGET)
     {
         format!("{},{}=info", cli.log, crate::watch::LOG_TARGET)
     } else {
@@ -197,6 +200,12 @@ async fn run(cmd: Command) -> Result<u8> {
             safety,
             exec,
         } => watch::run(dir, watch.then_some(watch_args), conn, safety, exec.into()).await,
+        Command::Controller {
+            ctl,
+            conn,
+            safety,
+            exec,
+        } => controller::run(ctl, conn, safety, exec.into()).await,
         Command::Destroy {
             dir,
             conn,

@@ -13,6 +13,27 @@ use serde::de::DeserializeOwned;
 use super::Inner;
 use super::error::{CloudError, api_error, snippet};
 
+/// Observes every HTTP exchange with Google: the API method id
+/// (`container.projects.locations.clusters.nodePools.create`) and the
+/// response code (`"200"`, `"429"`, …, or `"transport"` when no response
+/// came). The controller counts requests with it; nothing else is passed
+/// (no URL, no body, no token).
+pub type RequestObserver = dyn Fn(&str, &str) + Send + Sync;
+
+static OBSERVER: std::sync::OnceLock<Box<RequestObserver>> = std::sync::OnceLock::new();
+
+/// Installs the process-wide [`RequestObserver`]; `false` when one is
+/// already installed (the first stays).
+pub fn set_request_observer(observer: Box<RequestObserver>) -> bool {
+    OBSERVER.set(observer).is_ok()
+}
+
+fn observe(api_method: &str, code: &str) {
+    if let Some(o) = OBSERVER.get() {
+        o(api_method, code);
+    }
+}
+
 /// Whether a request reads or changes state (for the request counters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
@@ -156,8 +177,15 @@ impl Inner {
             url: req.url.clone(),
             source: source.without_url(),
         };
-        let resp = rb.send().await.map_err(transport)?;
+        let resp = match rb.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                observe(req.api_method, "transport");
+                return Err(transport(e));
+            }
+        };
         let status = resp.status();
+        observe(req.api_method, status.as_str());
         let body = resp.bytes().await.map_err(transport)?;
         tracing::debug!(
             method = req.api_method,

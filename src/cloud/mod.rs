@@ -31,6 +31,7 @@ pub use compute::{ComputeApi, ComputeScope};
 pub use endpoints::{API_ENDPOINT_ENV, Endpoints};
 pub use error::CloudError;
 pub use gke::{ClusterRef, GkeApi};
+pub use http::{RequestObserver, set_request_observer};
 
 use http::Access;
 

@@ -1,0 +1,112 @@
+//! `/healthz`, `/readyz` and `/metrics`.
+//!
+//! - `/healthz`: 200 while the process serves (liveness).
+//! - `/readyz`: 200 once the specs were read once (the ConfigMap watch's
+//!   first answer, or the mounted directory); a standby is ready without
+//!   leading. 503 before.
+//! - `/metrics`: the OpenMetrics text of [`super::metrics::Metrics`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use super::metrics::Metrics;
+
+/// What the endpoints serve.
+pub struct Health {
+    /// Set once the caches are synced.
+    pub ready: AtomicBool,
+    /// The metrics.
+    pub metrics: Metrics,
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(h): State<Arc<Health>>) -> Response {
+    if h.ready.load(Ordering::Relaxed) {
+        (StatusCode::OK, "ok\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: the specs have not been read yet\n",
+        )
+            .into_response()
+    }
+}
+
+async fn metrics(State(h): State<Arc<Health>>) -> Response {
+    match h.metrics.encode() {
+        Ok(body) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            body,
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot encode metrics: {e}\n"),
+        )
+            .into_response(),
+    }
+}
+
+/// The router.
+pub fn router(h: Arc<Health>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(h)
+}
+
+/// Binds `addr` and serves in a task; returns the bound address.
+pub async fn serve(addr: SocketAddr, h: Arc<Health>) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router(h)).await {
+            tracing::error!(error = %e, "the health and metrics server stopped");
+        }
+    });
+    Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+        let r = reqwest::get(format!("http://{addr}{path}")).await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn ready_only_once_synced_and_metrics_are_served() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let h = Arc::new(Health {
+            ready: AtomicBool::new(false),
+            metrics: Metrics::new(),
+        });
+        let addr = serve("127.0.0.1:0".parse().unwrap(), h.clone())
+            .await
+            .unwrap();
+        assert_eq!(get(addr, "/healthz").await.0, 200);
+        assert_eq!(get(addr, "/readyz").await.0, 503);
+        h.ready.store(true, Ordering::Relaxed);
+        assert_eq!(get(addr, "/readyz").await.0, 200);
+        let (code, body) = get(addr, "/metrics").await;
+        assert_eq!(code, 200);
+        assert!(body.contains("slicectl_leader 0"), "{body}");
+        assert!(body.ends_with("# EOF\n"), "{body}");
+    }
+}
