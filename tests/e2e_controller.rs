@@ -1,0 +1,647 @@
+//! `slicectl controller` end to end: the real binary against the real
+//! control plane (`scripts/k8s-testenv.sh up`; the test fails without it)
+//! and an in-test simulator. Specs from a ConfigMap; pools created; the
+//! SliceStatus objects become Ready (`kubectl wait`); an edit updates in
+//! place; a broken file keeps its last good version and the object is
+//! Stalled with the located error; a deleted slice is deleted; an emptied
+//! ConfigMap is refused; two replicas: SIGKILL the leader mid-apply, the
+//! standby takes over with no duplicate create and no leak.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use slicectl::kube::config_from_kubeconfig;
+use slicectl::sim::{FaultConfig, SimHandle};
+use tokio::io::AsyncReadExt;
+
+const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
+
+fn hint() -> &'static str {
+    "start the test control plane first: eval \"$(scripts/k8s-testenv.sh up)\" (or run scripts/test.sh)"
+}
+
+fn kubeconfig() -> PathBuf {
+    match std::env::var_os("SLICECTL_TEST_KUBECONFIG") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => panic!("SLICECTL_TEST_KUBECONFIG is not set; {}", hint()),
+    }
+}
+
+async fn client() -> Client {
+    let config = config_from_kubeconfig(&kubeconfig(), None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}; {}", hint()));
+    let client = Client::try_from(config).expect("client");
+    match tokio::time::timeout(Duration::from_secs(10), client.apiserver_version()).await {
+        Ok(Ok(_)) => client,
+        Ok(Err(e)) => panic!("API server unreachable: {e}; {}", hint()),
+        Err(_) => panic!("API server did not answer in 10s; {}", hint()),
+    }
+}
+
+fn kubectl(args: &[&str]) -> std::process::Output {
+    Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", kubeconfig())
+        .output()
+        .expect("kubectl is needed for this test")
+}
+
+fn ok(o: &std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn collect(mut r: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> Arc<Mutex<String>> {
+    let out = Arc::new(Mutex::new(String::new()));
+    let o = out.clone();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = r.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            o.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    out
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Replica {
+    name: &'static str,
+    child: tokio::process::Child,
+    port: u16,
+    stdout: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Replica {
+    fn start(sim: &SimHandle, ns: &str, name: &'static str) -> Replica {
+        let port = free_port();
+        let mut child = tokio::process::Command::new(bin())
+            .args([
+                "controller",
+                "--namespace",
+                ns,
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--lease-duration",
+                "4s",
+                "--resync",
+                "3s",
+            ])
+            .env("SLICECTL_API_ENDPOINT", sim.base_url())
+            .env("KUBECONFIG", kubeconfig())
+            .env("POD_NAME", name)
+            .env("NO_COLOR", "1")
+            .env_remove("SLICECTL_LOG")
+            .env_remove("POD_NAMESPACE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = collect(child.stdout.take().unwrap());
+        let stderr = collect(child.stderr.take().unwrap());
+        Replica {
+            name,
+            child,
+            port,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    fn text(&self) -> String {
+        format!(
+            "=== replica {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.name,
+            self.stdout.lock().unwrap(),
+            self.stderr()
+        )
+    }
+
+    fn cycles(&self) -> usize {
+        self.stderr().matches("cycle finished").count()
+    }
+
+    async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let r = reqwest::get(format!("http://127.0.0.1:{}{path}", self.port))
+            .await
+            .ok()?;
+        Some((r.status().as_u16(), r.text().await.ok()?))
+    }
+
+    async fn metric(&self, line_start: &str) -> Option<f64> {
+        let (_, body) = self.get("/metrics").await?;
+        body.lines()
+            .find(|l| l.starts_with(line_start))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+}
+
+async fn wait_for<F, Fut>(what: &str, secs: u64, logs: &[&Replica], mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !done().await {
+        if tokio::time::Instant::now() >= deadline {
+            let t: Vec<String> = logs.iter().map(|r| r.text()).collect();
+            panic!("timed out waiting for {what}\n{}", t.join("\n"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn set_specs(api: &Api<ConfigMap>, files: &[(&str, String)]) {
+    let data: BTreeMap<String, String> = files
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    let cm = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "slicectl-specs"},
+        "data": data,
+    });
+    api.patch(
+        "slicectl-specs",
+        &PatchParams::apply("slicectl-tests").force(),
+        &Patch::Apply(&cm),
+    )
+    .await
+    .unwrap();
+}
+
+fn tiny(team: &str) -> String {
+    slice_yaml(
+        "tiny",
+        "tpu-v6e-slice",
+        "1x1",
+        1,
+        &format!("  nodeLabels:\n    team: {team}\n"),
+    )
+}
+
+async fn label(sim: &SimHandle, pool: &str, key: &str) -> Option<String> {
+    node_pools(sim)
+        .await
+        .iter()
+        .find(|p| p["name"] == pool)
+        .and_then(|p| p["config"]["labels"][key].as_str().map(str::to_string))
+}
+
+fn condition(ns: &str, name: &str, cond: &str) -> String {
+    let o = kubectl(&[
+        "get",
+        "-n",
+        ns,
+        &format!("slicestatus/{name}"),
+        "-o",
+        &format!(
+            "jsonpath={{.status.conditions[?(@.type==\"{cond}\")].status}} {{.status.conditions[?(@.type==\"{cond}\")].message}}"
+        ),
+    ]);
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `kubectl wait --for=condition=COND` on objects, once they exist
+/// (`kubectl wait` fails at once on a missing object).
+async fn wait_condition(ns: &str, cond: &str, names: &[&str], logs: &Replica) {
+    for n in names {
+        wait_for(
+            &format!("slicestatus/{n} to exist"),
+            60,
+            &[logs],
+            || async {
+                kubectl(&["get", "-n", ns, &format!("slicestatus/{n}")])
+                    .status
+                    .success()
+            },
+        )
+        .await;
+    }
+    let mut args = vec![
+        "wait".to_string(),
+        "-n".to_string(),
+        ns.to_string(),
+        format!("--for=condition={cond}"),
+        "--timeout=60s".to_string(),
+    ];
+    args.extend(names.iter().map(|n| format!("slicestatus/{n}")));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = kubectl(&args);
+    assert!(o.status.success(), "{}\n{}", text(&o), logs.text());
+}
+
+fn creates(sim: &SimHandle) -> u64 {
+    sim.stats().by_method.get(CREATE).copied().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn controller_converges_a_configmap_and_hands_over_on_leader_death() {
+    let client = client().await;
+    ok(&kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=slicectl-tests",
+        "-f",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd-slicestatus.yaml"),
+    ]));
+    ok(&kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/slicestatuses.slicectl.dev",
+    ]));
+    let ns = format!("ctl-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(ns.clone()),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            },
+        )
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let sim = sim(Duration::from_millis(1500), 7, FaultConfig::default()).await;
+    let llm = slice_yaml("llm", "tpu-v6e-slice", "2x2", 1, "");
+
+    // Create the ConfigMap → pools are created → status objects Ready.
+    set_specs(
+        &cms,
+        &[
+            ("target.yaml", TARGET.to_string()),
+            ("tiny.yaml", tiny("a")),
+            ("llm.yaml", llm.clone()),
+        ],
+    )
+    .await;
+    let a = Replica::start(&sim, &ns, "replica-a");
+    wait_for("both pools", 60, &[&a], || async {
+        pool_names(&sim).await == ["llm-0", "tiny-0"]
+    })
+    .await;
+    wait_condition(&ns, "Ready", &["tiny", "llm"], &a).await;
+    assert_eq!(a.get("/readyz").await.map(|x| x.0), Some(200));
+    assert_eq!(a.get("/healthz").await.map(|x| x.0), Some(200));
+    assert_eq!(
+        a.metric("slicectl_leader ").await,
+        Some(1.0),
+        "{}",
+        a.text()
+    );
+    assert!(
+        a.metric("slicectl_reconcile_cycles_total{result=\"applied\"}")
+            .await
+            .unwrap_or(0.0)
+            >= 1.0
+    );
+    assert!(
+        a.metric("slicectl_cloud_requests_total{api=\"container\",method=\"projects.locations.clusters.nodePools.create\",code=\"200\"}")
+            .await
+            .unwrap_or(0.0)
+            >= 2.0,
+        "{:?}",
+        a.get("/metrics").await
+    );
+    assert_eq!(
+        a.metric("slicectl_slices{condition=\"Ready\"}").await,
+        Some(2.0)
+    );
+    assert_eq!(creates(&sim), 2);
+
+    // Edit a slice → updated in place (its label), no new create.
+    set_specs(
+        &cms,
+        &[
+            ("target.yaml", TARGET.to_string()),
+            ("tiny.yaml", tiny("b")),
+            ("llm.yaml", llm.clone()),
+        ],
+    )
+    .await;
+    wait_for("the label update", 60, &[&a], || async {
+        label(&sim, "tiny-0", "team").await.as_deref() == Some("b")
+    })
+    .await;
+    assert_eq!(creates(&sim), 2);
+
+    // Break a file → the last good version stays; the object is Stalled
+    // with the located error.
+    let broken = llm.replace("\"2x2\"", "\"9x9\"");
+    set_specs(
+        &cms,
+        &[
+            ("target.yaml", TARGET.to_string()),
+            ("tiny.yaml", tiny("b")),
+            ("llm.yaml", broken),
+        ],
+    )
+    .await;
+    wait_condition(&ns, "Stalled", &["llm"], &a).await;
+    let c = condition(&ns, "llm", "Stalled");
+    assert!(c.starts_with("True slicectl-specs/llm.yaml:"), "{c}");
+    assert!(c.contains("9x9"), "{c}");
+    assert_eq!(pool_names(&sim).await, ["llm-0", "tiny-0"]);
+    assert!(
+        a.metric("slicectl_spec_last_good_age_seconds")
+            .await
+            .is_some()
+    );
+
+    // Fix it and delete tiny → tiny's pool and object are deleted.
+    set_specs(
+        &cms,
+        &[
+            ("target.yaml", TARGET.to_string()),
+            ("llm.yaml", llm.clone()),
+        ],
+    )
+    .await;
+    wait_for("tiny deleted", 60, &[&a], || async {
+        pool_names(&sim).await == ["llm-0"]
+    })
+    .await;
+    let o = kubectl(&[
+        "wait",
+        "-n",
+        &ns,
+        "--for=delete",
+        "--timeout=60s",
+        "slicestatus/tiny",
+    ]);
+    assert!(o.status.success(), "{}\n{}", text(&o), a.text());
+    wait_condition(&ns, "Ready", &["llm"], &a).await;
+
+    // Empty the ConfigMap → refused, nothing deleted.
+    set_specs(&cms, &[]).await;
+    wait_for("the empty-source refusal", 60, &[&a], || async {
+        a.stderr().contains("refused: no spec files")
+    })
+    .await;
+    let seen = a.cycles();
+    wait_for("another cycle", 30, &[&a], || async { a.cycles() > seen }).await;
+    assert_eq!(pool_names(&sim).await, ["llm-0"]);
+    assert!(
+        a.metric("slicectl_refused_actions_total{code=\"empty_source\"}")
+            .await
+            .unwrap_or(0.0)
+            >= 1.0
+    );
+    let c = condition(&ns, "llm", "Stalled");
+    assert!(c.starts_with("True [empty_source]"), "{c}\n{}", a.text());
+
+    // Two replicas: b stands by (ready, not leading).
+    set_specs(
+        &cms,
+        &[
+            ("target.yaml", TARGET.to_string()),
+            ("llm.yaml", llm.clone()),
+        ],
+    )
+    .await;
+    let mut b = Replica::start(&sim, &ns, "replica-b");
+    wait_for("b ready", 30, &[&b], || async {
+        b.get("/readyz").await.map(|x| x.0) == Some(200)
+    })
+    .await;
+    assert_eq!(
+        b.metric("slicectl_leader ").await,
+        Some(0.0),
+        "{}",
+        b.text()
+    );
+    assert_eq!(b.cycles(), 0, "a standby runs no cycle\n{}", b.text());
+
+    // A new slice; SIGKILL the leader once its create was sent (the
+    // operation takes 1.5 s).
+    let before = creates(&sim);
+    set_specs(
+        &cms,
+        &[
+            ("target.yaml", TARGET.to_string()),
+            ("llm.yaml", llm.clone()),
+            ("mid.yaml", slice_yaml("mid", "tpu-v6e-slice", "2x2", 1, "")),
+        ],
+    )
+    .await;
+    wait_for("mid's create", 60, &[&a], || async {
+        creates(&sim) > before
+    })
+    .await;
+    let mut a = a;
+    a.child.start_kill().unwrap();
+    let _ = a.child.wait().await;
+    let taken = tokio::time::Instant::now();
+    wait_for("b to lead", 30, &[&b], || async {
+        b.metric("slicectl_leader ").await == Some(1.0)
+    })
+    .await;
+    assert!(
+        taken.elapsed() <= Duration::from_secs(10),
+        "took over in {:?}",
+        taken.elapsed()
+    );
+    wait_condition(&ns, "Ready", &["mid", "llm"], &b).await;
+    assert_eq!(pool_names(&sim).await, ["llm-0", "mid-0"], "no leak");
+    assert_eq!(
+        creates(&sim),
+        before + 1,
+        "no duplicate create\n{}",
+        b.text()
+    );
+
+    // SIGTERM: b stops cleanly.
+    let pid = b.child.id().unwrap();
+    ok(&Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .output()
+        .unwrap());
+    let st = tokio::time::timeout(Duration::from_secs(30), b.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(st.success(), "{}", b.text());
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+fn put(dir: &std::path::Path, name: &str, text: &str) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+fn reason(ns: &str, name: &str) -> String {
+    let o = kubectl(&[
+        "get",
+        "-n",
+        ns,
+        &format!("slicestatus/{name}"),
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}",
+    ]);
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A stockout holds the slice back (no hot loop: one create in the whole
+/// backoff), the status says CapacityUnavailable and becomes Stalled past
+/// --stall-after, it is counted, and another slice keeps converging. Specs
+/// from a mounted directory (--dir).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stockout_is_backed_off_per_slice_while_others_converge() {
+    let client = client().await;
+    ok(&kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=slicectl-tests",
+        "-f",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd-slicestatus.yaml"),
+    ]));
+    let ns = format!("cap-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(ns.clone()),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            },
+        )
+        .await
+        .unwrap();
+    let sim = sim(Duration::from_millis(300), 3, FaultConfig::default()).await;
+    let dir = spec_dir(&[("tiny.yaml", tiny("a"))]);
+    let port = free_port();
+    let mut child = tokio::process::Command::new(bin())
+        .args([
+            "controller",
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--namespace",
+            &ns,
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--lease-duration",
+            "4s",
+            "--resync",
+            "1s",
+            "--stall-after",
+            "4s",
+            "--debounce",
+            "100ms",
+        ])
+        .env("SLICECTL_API_ENDPOINT", sim.base_url())
+        .env("KUBECONFIG", kubeconfig())
+        .env("POD_NAME", "cap")
+        .env("NO_COLOR", "1")
+        .env_remove("SLICECTL_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = collect(child.stdout.take().unwrap());
+    let stderr = collect(child.stderr.take().unwrap());
+    let r = Replica {
+        name: "cap",
+        child,
+        port,
+        stdout,
+        stderr,
+    };
+    wait_for("tiny", 60, &[&r], || async {
+        pool_names(&sim).await == ["tiny-0"]
+    })
+    .await;
+    wait_condition(&ns, "Ready", &["tiny"], &r).await;
+
+    // Every create stocks out now; a new slice meets it.
+    sim.set_faults(FaultConfig {
+        stockout_rate: 1.0,
+        ..FaultConfig::default()
+    });
+    let before = creates(&sim);
+    put(
+        dir.path(),
+        "big.yaml",
+        &slice_yaml("big", "tpu-v6e-slice", "2x2", 1, ""),
+    );
+    wait_for("the stockout", 60, &[&r], || async {
+        r.metric("slicectl_capacity_unavailable_total")
+            .await
+            .unwrap_or(0.0)
+            >= 1.0
+    })
+    .await;
+    wait_for("big held", 30, &[&r], || async {
+        r.stderr().contains("held: slice big: capacity unavailable")
+    })
+    .await;
+    wait_for(
+        "big Reconciling or Stalled for capacity",
+        30,
+        &[&r],
+        || async { reason(&ns, "big") == "CapacityUnavailable" },
+    )
+    .await;
+    // Meanwhile tiny keeps converging: an edit is applied.
+    put(dir.path(), "tiny.yaml", &tiny("b"));
+    wait_for("tiny's update", 60, &[&r], || async {
+        label(&sim, "tiny-0", "team").await.as_deref() == Some("b")
+    })
+    .await;
+    // Past --stall-after: Stalled, CapacityUnavailable.
+    wait_condition(&ns, "Stalled", &["big"], &r).await;
+    assert_eq!(reason(&ns, "big"), "CapacityUnavailable");
+    // Many 1 s resyncs, but inside the 30 s backoff big was tried once.
+    let seen = r.cycles();
+    wait_for("more cycles", 30, &[&r], || async {
+        r.cycles() >= seen + 3
+    })
+    .await;
+    assert_eq!(creates(&sim), before + 1, "no hot loop\n{}", r.text());
+    assert!(r.metric("slicectl_capacity_held_slices").await == Some(1.0));
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
