@@ -347,6 +347,53 @@ spec: {target: t-c, backend: gke, accelerator: tpu7x, topology: 2x2x2, replicas:
     }
 
     #[tokio::test]
+    async fn a_plan_edit_holds_one_slice_back_and_the_others_converge() {
+        let fake = FakeCloud::new();
+        let f = fleet();
+        let held: std::collections::BTreeSet<String> = ["iron".to_string()].into();
+        let mut left_out = Vec::new();
+        let r = reconcile_with(
+            &f,
+            &fake.cloud(),
+            &opts(),
+            |p| left_out = crate::controller::hold_actions(p, &held),
+            |p| {
+                assert!(p.actions.iter().all(|a| a.owner.slice == "a"));
+                Approval::Auto
+            },
+            Arc::new(Quiet),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            left_out,
+            vec![
+                "create slice.iron[0].workload_policy",
+                "create slice.iron[0].node_pool"
+            ]
+        );
+        assert_eq!(r.plan.summary.create, 2, "a's two pools only");
+        assert!(r.success());
+        assert!(
+            !fake.calls().iter().any(|c| c.contains("resource_policy")),
+            "{:?}",
+            fake.calls()
+        );
+        // Released: iron is created next time.
+        let r = reconcile(
+            &f,
+            &fake.cloud(),
+            &opts(),
+            |_| Approval::Auto,
+            Arc::new(Quiet),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.plan.summary.create, 2, "iron's policy and pool");
+        assert!(r.success());
+    }
+
+    #[tokio::test]
     async fn reconcile_reports_per_slice_and_then_has_nothing_to_do() {
         let fake = FakeCloud::new();
         let f = fleet();
