@@ -645,3 +645,50 @@ async fn a_stockout_is_backed_off_per_slice_while_others_converge() {
     assert!(r.metric("slicectl_capacity_held_slices").await == Some(1.0));
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+/// A leader whose Lease is taken over by another holder stops writing and
+/// exits non-zero at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leader_that_loses_its_lease_exits_non_zero() {
+    let client = client().await;
+    let ns = format!("lease-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(ns.clone()),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            },
+        )
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    set_specs(&cms, &[]).await;
+    let sim = sim(Duration::from_millis(100), 1, FaultConfig::default()).await;
+    let mut a = Replica::start(&sim, &ns, "replica-a");
+    wait_for("a to lead", 30, &[&a], || async {
+        a.metric("slicectl_leader ").await == Some(1.0)
+    })
+    .await;
+    let now = jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap()
+        .strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+        .to_string();
+    let patch = format!(
+        r#"{{"spec":{{"holderIdentity":"intruder","acquireTime":"{now}","renewTime":"{now}","leaseDurationSeconds":60}}}}"#
+    );
+    ok(&kubectl(&[
+        "patch", "lease", "slicectl", "-n", &ns, "--type", "merge", "-p", &patch,
+    ]));
+    let st = tokio::time::timeout(Duration::from_secs(20), a.child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("a did not exit after losing its Lease\n{}", a.text()))
+        .unwrap();
+    assert_eq!(st.code(), Some(1), "{}", a.text());
+    assert!(a.stderr().contains("lost the leader Lease"), "{}", a.text());
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
