@@ -304,7 +304,7 @@ fn every_example_loads_cleanly() {
 /// Every spec file names the committed schema with the right relative path.
 #[test]
 fn spec_files_point_at_the_schema() {
-    let mut dirs = vec![PathBuf::from("specs")];
+    let mut dirs = vec![PathBuf::from("specs"), PathBuf::from("deploy/specs")];
     dirs.extend(
         fs::read_dir("examples")
             .expect("examples/")
