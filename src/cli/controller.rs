@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube_lease_manager::LeaseManagerBuilder;
 
 use super::args::{Connection, ControllerArgs, Exec, Safety};
-use super::{EXIT_ERROR, EXIT_OK, Session, color_stdout, plan_options, print_report, progress};
+use super::{EXIT_ERROR, EXIT_OK, Session, color_stdout, print_report, progress};
 use crate::apply::Failure;
 use crate::controller::capacity::{
     CapacityTracker, Hold, RetryPolicy, is_capacity_failure, offering_of,
@@ -25,8 +25,8 @@ use crate::controller::configmap::{self, Snapshot};
 use crate::controller::metrics::{CountingProgress, Metrics};
 use crate::controller::server::{self, Health};
 use crate::controller::{self as ctl_mod, hold_actions, invalid_slices};
-use crate::engine::{self, Approval, Outcome, ReconcileError, ReconcileOptions};
-use crate::plan::{ActionKind, Plan, PlanError, PlanMode, human};
+use crate::engine::{self, Approval, Outcome, ReconcileError};
+use crate::plan::{ActionKind, Plan, PlanError, human};
 use crate::source::SourceError;
 use crate::source::last_good::LastGood;
 use crate::spec::{Fleet, SourceFile};
@@ -416,24 +416,10 @@ impl Controller {
             return "empty_source";
         }
         self.last_fleet = fleet.clone();
-        if self.session.is_none() {
-            match Session::connect(&self.conn, &fleet).await {
-                Ok(s) => self.session = Some(s),
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    return "connect_failed";
-                }
-            }
-        }
-        let Some(session) = self.session.as_ref() else {
+        let Some(cloud) = super::loop_cloud(&mut self.session, &self.conn, &fleet).await else {
             return "connect_failed";
         };
-        let cloud = session.cloud_for(&fleet);
-        let ropts = ReconcileOptions {
-            mode: PlanMode::Apply,
-            plan: plan_options(&self.safety),
-            apply: super::apply_options(&self.exec),
-        };
+        let ropts = super::converge_options(&self.safety, &self.exec);
 
         // Capacity holds: slices not retried while backing off.
         let now = tokio::time::Instant::now();

@@ -11,7 +11,7 @@ use super::args::{Connection, Exec, Safety, WatchArgs};
 use super::{
     EXIT_ERROR, EXIT_OK, Session, color_stdout, plan_options, print_report, progress, reconcile,
 };
-use crate::engine::{self, Approval, Outcome, ReconcileOptions};
+use crate::engine::{self, Approval, Outcome};
 use crate::plan::{ActionKind, Plan, PlanMode, human};
 use crate::source::last_good::LastGood;
 use crate::source::{self, SourceError};
@@ -168,24 +168,10 @@ impl Watcher {
             );
             return "empty_source";
         }
-        if self.session.is_none() {
-            match Session::connect(&self.conn, &fleet).await {
-                Ok(s) => self.session = Some(s),
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    return "connect_failed";
-                }
-            }
-        }
-        let Some(session) = self.session.as_ref() else {
+        let Some(cloud) = super::loop_cloud(&mut self.session, &self.conn, &fleet).await else {
             return "connect_failed";
         };
-        let cloud = session.cloud_for(&fleet);
-        let ropts = ReconcileOptions {
-            mode: PlanMode::Apply,
-            plan: plan_options(&self.safety),
-            apply: super::apply_options(&self.exec),
-        };
+        let ropts = super::converge_options(&self.safety, &self.exec);
         let suspend_prune = !resolved.left_out.is_empty();
         let mut prune_suspended = false;
         let approve = |plan: &Plan| {

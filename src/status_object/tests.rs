@@ -1,4 +1,5 @@
 //! The derivation on real engine reports (the fake cloud), snapshot-tested.
+#![cfg(test)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
