@@ -24,7 +24,7 @@ use crate::controller::capacity::{
 use crate::controller::configmap::{self, Snapshot};
 use crate::controller::metrics::{CountingProgress, Metrics};
 use crate::controller::server::{self, Health};
-use crate::controller::{self as ctl_mod, hold_actions, invalid_slices};
+use crate::controller::{self as ctl_mod, invalid_slices};
 use crate::engine::{self, Approval, Outcome, ReconcileError};
 use crate::plan::{ActionKind, Plan, PlanError, human};
 use crate::source::SourceError;
@@ -424,7 +424,7 @@ impl Controller {
         // Capacity holds: slices not retried while backing off.
         let now = tokio::time::Instant::now();
         self.capacity.retain(&fleet, now);
-        let holds: BTreeMap<String, Hold> = fleet
+        let mut holds: BTreeMap<String, Hold> = fleet
             .slices
             .values()
             .filter_map(|s| {
@@ -434,11 +434,18 @@ impl Controller {
                     .map(|h| (s.name.clone(), h))
             })
             .collect();
-        self.metrics
-            .capacity_held
-            .set(i64::try_from(holds.len()).unwrap_or(i64::MAX));
-        let held: BTreeSet<String> = holds.keys().cloned().collect();
         let mut left_out_actions = Vec::new();
+        let mut found_in_plan = 0;
+        let wall = Timestamp::now();
+        let (capacity, fleet_ref, holds_ref) = (&mut self.capacity, &fleet, &mut holds);
+        // A pool the cloud left in an error state after a stockout is the
+        // same shortage as a failed create: counted, remembered, and the
+        // slice held instead of replaced at once into the same stockout
+        // (once: when its backoff is over, the replacement is the retry).
+        let edit = |p: &mut Plan| {
+            (left_out_actions, found_in_plan) =
+                ctl_mod::hold_for_capacity(p, fleet_ref, capacity, holds_ref, now, wall);
+        };
 
         let suspend_prune = !resolved.left_out.is_empty();
         let mut prune_suspended = false;
@@ -455,15 +462,14 @@ impl Controller {
             progress(),
             self.metrics.in_flight.clone(),
         ));
-        let result = engine::reconcile_with(
-            &fleet,
-            &cloud,
-            &ropts,
-            |p| left_out_actions = hold_actions(p, &held),
-            approve,
-            progress,
-        )
-        .await;
+        let result = engine::reconcile_with(&fleet, &cloud, &ropts, edit, approve, progress).await;
+        self.metrics
+            .capacity_unavailable
+            .inc_by(u64::try_from(found_in_plan).unwrap_or(u64::MAX));
+        self.metrics
+            .capacity_held
+            .set(i64::try_from(holds.len()).unwrap_or(i64::MAX));
+        let held: BTreeSet<String> = holds.keys().cloned().collect();
         for (name, h) in &holds {
             let mine: Vec<&String> = left_out_actions
                 .iter()
@@ -508,7 +514,6 @@ impl Controller {
             self.metrics.refused(&r.code);
         }
         // Capacity bookkeeping: who met a shortage, who was tried and did not.
-        let wall = Timestamp::now();
         for sr in &report.slices {
             let caps: Vec<&Failure> = sr
                 .failed

@@ -29,7 +29,7 @@ pub use api::{Cloud, ComputeService, GkeService};
 pub use auth::{GcpAuth, NoAuth, StaticToken, TokenSource};
 pub use compute::{ComputeApi, ComputeScope};
 pub use endpoints::{API_ENDPOINT_ENV, Endpoints};
-pub use error::CloudError;
+pub use error::{CloudError, STOCKOUT_CODES};
 pub use gke::{ClusterRef, GkeApi};
 pub use http::{RequestObserver, set_request_observer};
 

@@ -19,8 +19,14 @@ pub mod server;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::plan::{ActionKind, Plan};
+use jiff::Timestamp;
+use tokio::time::Instant;
+
+use crate::cloud::STOCKOUT_CODES;
+use crate::plan::{ActionKind, Plan, Reason};
 use crate::source::last_good::Resolved;
+use crate::spec::Fleet;
+use capacity::{CapacityTracker, Hold, offering_of};
 
 /// Removes from `plan` every action of a slice in `held` except deletes
 /// (a held slice is still in the specs, so it has none of its own; deletes
@@ -40,6 +46,64 @@ pub fn hold_actions(plan: &mut Plan, held: &BTreeSet<String>) -> Vec<String> {
     });
     plan.summary = plan.count();
     left_out
+}
+
+/// Slices the plan replaces because the cloud left one of their resources
+/// in an error state *after a stockout* (a node pool GKE left
+/// `RUNNING_WITH_ERROR` or `ERROR` with `GCE_STOCKOUT` in its conditions)
+/// → what the cloud says. Such a pool is found by the plan, not by a failed
+/// step (after a restart, by a standby that took over, or when GKE ended
+/// the create operation without an error and kept the pool), and it is the
+/// same shortage: the controller counts it and holds the slice rather than
+/// replace it at once into the same stockout. Slices in `held` are left
+/// out (already held).
+pub fn stockouts_in_plan(plan: &Plan, held: &BTreeSet<String>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for a in &plan.actions {
+        if a.action != ActionKind::Replace || held.contains(&a.owner.slice) {
+            continue;
+        }
+        if let Reason::ErrorState { status, detail } = &a.reason
+            && STOCKOUT_CODES.iter().any(|c| detail.contains(c))
+        {
+            out.entry(a.owner.slice.clone())
+                .or_insert_with(|| format!("{} is {status}: {detail}", a.address()));
+        }
+    }
+    out
+}
+
+/// A cycle's capacity edit of its plan: slices the plan finds in a
+/// stockout ([`stockouts_in_plan`]) that the tracker does not know yet are
+/// recorded as failed now (a slice already known is past its backoff, and
+/// this replacement is its retry) and join `holds`; then every held
+/// slice's actions are left out ([`hold_actions`]). Returns the addresses
+/// left out and how many stockouts were found in the plan.
+pub fn hold_for_capacity(
+    plan: &mut Plan,
+    fleet: &Fleet,
+    tracker: &mut CapacityTracker,
+    holds: &mut BTreeMap<String, Hold>,
+    now: Instant,
+    wall: Timestamp,
+) -> (Vec<String>, usize) {
+    let held: BTreeSet<String> = holds.keys().cloned().collect();
+    let mut found = 0;
+    for (name, message) in stockouts_in_plan(plan, &held) {
+        if tracker.failures(&name) > 0 {
+            continue;
+        }
+        let Some(o) = fleet.slices.get(&name).and_then(|s| offering_of(fleet, s)) else {
+            continue;
+        };
+        found += 1;
+        tracker.record_failure(&name, o.clone(), &message, now, wall);
+        if let Some(h) = tracker.hold(&name, Some(&o), now) {
+            holds.insert(name, h);
+        }
+    }
+    let held: BTreeSet<String> = holds.keys().cloned().collect();
+    (hold_actions(plan, &held), found)
 }
 
 /// Slices defined by a file that is invalid now (held at its last good
@@ -137,6 +201,115 @@ mod tests {
         let inv = invalid_slices(&r);
         assert_eq!(inv.keys().collect::<Vec<_>>(), vec!["a"]);
         assert!(inv["a"].starts_with("specs/a.yaml:"), "{}", inv["a"]);
+    }
+
+    /// A pool GKE left RUNNING_WITH_ERROR after a stockout, found by the
+    /// plan (no step failed): counted once, the slice held (its replacement
+    /// left out), and once its backoff is over the replacement is the retry
+    /// (not held again). A pool in error for another reason is not a
+    /// stockout.
+    #[tokio::test]
+    async fn a_stockout_found_in_the_plan_holds_the_slice_once() {
+        use crate::cloud::fake::FakeCloud;
+        use crate::engine::{self, Approval, ReconcileOptions};
+        use crate::resource::gke::StatusCondition;
+
+        let files = [
+            file("specs/t.yaml", TARGET),
+            file("specs/a.yaml", &slice("a", "2x2x1")),
+        ];
+        let f = crate::spec::load(&files).unwrap();
+        let fake = FakeCloud::new();
+        let opts = ReconcileOptions {
+            mode: crate::plan::PlanMode::Apply,
+            plan: crate::plan::PlanOptions::default(),
+            apply: crate::apply::ApplyOptions::default(),
+        };
+        struct Quiet;
+        impl crate::apply::Progress for Quiet {
+            fn started(&self, _: &str, _: &str) {}
+            fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: std::time::Duration) {}
+        }
+        let r = engine::reconcile(
+            &f,
+            &fake.cloud(),
+            &opts,
+            |_| Approval::Auto,
+            std::sync::Arc::new(Quiet),
+        )
+        .await
+        .unwrap();
+        assert!(r.success());
+        let cluster = crate::resource::ClusterRef {
+            project: "example-project".into(),
+            location: "us-central1".into(),
+            name: "c".into(),
+        };
+        let break_pool = |code: &str, message: &str| {
+            let mut pool = fake.pools(&cluster).remove(0);
+            pool.status = Some("RUNNING_WITH_ERROR".into());
+            pool.status_message = Some(message.into());
+            pool.conditions = vec![StatusCondition {
+                code: Some(code.into()),
+                message: Some(message.into()),
+                ..Default::default()
+            }];
+            fake.seed_pool(&cluster, pool);
+        };
+        let plan = || async {
+            engine::observe_and_plan(&f, &fake.cloud(), opts.mode, &opts.plan)
+                .await
+                .unwrap()
+                .1
+        };
+
+        // Another error: replaced, not a capacity shortage.
+        break_pool("UNKNOWN", "a node failed to register");
+        let mut p = plan().await;
+        assert!(stockouts_in_plan(&p, &BTreeSet::new()).is_empty());
+        let mut tracker = CapacityTracker::default();
+        let mut holds = BTreeMap::new();
+        let now = Instant::now();
+        let (left_out, found) =
+            hold_for_capacity(&mut p, &f, &mut tracker, &mut holds, now, Timestamp::now());
+        assert_eq!((left_out.len(), found), (0, 0));
+        assert_eq!(p.actions.len(), 1, "the replacement stays");
+
+        // A stockout: held, counted once.
+        break_pool(
+            "GCE_STOCKOUT",
+            "Instance creation failed: ZONE_RESOURCE_POOL_EXHAUSTED",
+        );
+        let mut p = plan().await;
+        let found = stockouts_in_plan(&p, &BTreeSet::new());
+        assert_eq!(found.keys().collect::<Vec<_>>(), vec!["a"]);
+        assert!(
+            found["a"].contains("RUNNING_WITH_ERROR") && found["a"].contains("GCE_STOCKOUT"),
+            "{found:?}"
+        );
+        let (left_out, found) =
+            hold_for_capacity(&mut p, &f, &mut tracker, &mut holds, now, Timestamp::now());
+        assert_eq!(found, 1);
+        assert_eq!(left_out, vec!["replace slice.a[0].node_pool"]);
+        assert!(p.actions.is_empty());
+        assert_eq!(tracker.failures("a"), 1);
+        assert!(holds.contains_key("a"));
+
+        // Past the backoff: the replacement is the retry, not held again.
+        let later = now + tracker.backoff(1) + std::time::Duration::from_secs(1);
+        let mut holds = BTreeMap::new();
+        let mut p = plan().await;
+        let (left_out, found) = hold_for_capacity(
+            &mut p,
+            &f,
+            &mut tracker,
+            &mut holds,
+            later,
+            Timestamp::now(),
+        );
+        assert_eq!((left_out.len(), found), (0, 0));
+        assert_eq!(p.actions.len(), 1);
+        assert_eq!(tracker.failures("a"), 1);
     }
 
     #[test]
