@@ -6,13 +6,17 @@
 //! the directory changes, and one every resync period without changes.
 //! Changes that arrive while a cycle runs make exactly one more cycle after
 //! it (they are coalesced: the next cycle reads the whole directory anyway).
-//! On a stop signal it starts no new cycle; an in-flight cycle may finish
-//! within a grace period, and a second signal abandons it at once. Abandoning
+//! On a stop signal it starts no new cycle, and the in-flight cycle's
+//! executor starts no new step ([`forward_signals`]' flag): the steps in
+//! flight may finish within a grace period, and a second signal abandons
+//! them at once. Abandoning
 //! is safe: the engine keeps no local state, and the next run observes the
 //! live state (operations in flight included) and continues from there.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
@@ -113,7 +117,7 @@ where
                     tracing::warn!(
                         target: LOG_TARGET,
                         grace_secs = opts.grace.as_secs_f64(),
-                        "stop signal: no new cycle starts; the in-flight cycle may finish within the grace period (a second signal abandons it now)"
+                        "stop signal: no new cycle and no new step starts; the steps in flight may finish within the grace period (a second signal abandons them now)"
                     );
                     return tokio::select! {
                         biased;
@@ -144,9 +148,14 @@ where
 }
 
 /// Forwards SIGINT (Ctrl-C) and SIGTERM into a channel, one message per
-/// signal. Once this runs, neither signal kills the process by itself.
-pub fn forward_signals() -> std::io::Result<UnboundedReceiver<()>> {
+/// signal, and sets the returned flag at the first: a cycle's executor,
+/// given it through [`crate::apply::progress::Stoppable`], then starts no
+/// new step and lets the steps in flight finish. Once this runs, neither
+/// signal kills the process by itself.
+pub fn forward_signals() -> std::io::Result<(UnboundedReceiver<()>, Arc<AtomicBool>)> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -160,6 +169,7 @@ pub fn forward_signals() -> std::io::Result<UnboundedReceiver<()>> {
                     else => break,
                 };
                 tracing::info!(target: LOG_TARGET, signal = name, "stop signal received");
+                flag.store(true, Ordering::Relaxed);
                 if tx.send(()).is_err() {
                     break;
                 }
@@ -169,12 +179,13 @@ pub fn forward_signals() -> std::io::Result<UnboundedReceiver<()>> {
     #[cfg(not(unix))]
     tokio::spawn(async move {
         while tokio::signal::ctrl_c().await.is_ok() {
+            flag.store(true, Ordering::Relaxed);
             if tx.send(()).is_err() {
                 break;
             }
         }
     });
-    Ok(rx)
+    Ok((rx, stop))
 }
 
 /// How often the watcher checks that the directory itself is still the one

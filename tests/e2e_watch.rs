@@ -253,3 +253,64 @@ async fn watch_converges_on_changes_keeps_the_last_good_file_and_stops_on_sigter
     assert_eq!(status.code(), Some(0), "{}", w.text());
     assert_eq!(pool_names(&sim).await, ["llm-0", "tiny-0"]);
 }
+
+/// SIGTERM mid-apply: the step in flight (the workload policy's create)
+/// finishes, no new step starts (the node pool is not created), the cycle
+/// reports the rest as not run and the process exits 0 well inside the
+/// grace period; the next run creates only what is left (no second policy).
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_mid_apply_finishes_the_step_in_flight_and_starts_no_new_one() {
+    let sim = sim(Duration::from_secs(2), 7, FaultConfig::default()).await;
+    let dir = spec_dir(&[("iron.yaml", slice_yaml("iron", "tpu7x", "2x2x2", 1, ""))]);
+    let d = dir.path();
+    let w = Watch::start(&sim, d);
+    w.wait("the policy's create in flight", || async {
+        w.stderr()
+            .contains("slice.iron[0].workload_policy: creating ...")
+    })
+    .await;
+    let pid = i32::try_from(w.child.id().unwrap()).unwrap();
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let mut w = w;
+    let started = std::time::Instant::now();
+    let status = tokio::time::timeout(Duration::from_secs(30), w.child.wait())
+        .await
+        .expect("exits after SIGTERM")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{}", w.text());
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the grace period (20s) was not needed: {:?}\n{}",
+        started.elapsed(),
+        w.text()
+    );
+    let err = w.stderr();
+    assert!(
+        err.contains("slice.iron[0].workload_policy: creating done"),
+        "the step in flight finished\n{}",
+        w.text()
+    );
+    assert!(
+        err.contains("a stop was requested (SIGINT or SIGTERM) before it started"),
+        "{}",
+        w.text()
+    );
+    assert!(
+        !err.contains("slice.iron[0].node_pool: creating"),
+        "{}",
+        w.text()
+    );
+    assert_eq!(policy_names(&sim).await, ["iron-0-wp"]);
+    assert!(pool_names(&sim).await.is_empty());
+
+    // The next run continues from the live state: only the pool is created.
+    let out = apply(&sim, d).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(pool_names(&sim).await, ["iron-0"]);
+    assert_eq!(
+        sim.stats().by_method["compute.resourcePolicies.insert"],
+        1,
+        "no second policy"
+    );
+}

@@ -364,12 +364,22 @@ pub async fn execute(
     let mut tasks: HashMap<tokio::task::Id, usize> = HashMap::new();
     let max_replacements = opts.max_replacements.max(1);
     let sched = Arc::new(schedule::Scheduler::new(opts.parallelism));
+    let mut stop_logged = false;
 
     loop {
         // Start what can start: every ready step (a step waiting on an
         // operation holds no worker; the scheduler paces the writes).
         let mut deferred = Vec::new();
-        while let Some(id) = ready.pop() {
+        // Asked to stop: nothing new starts; what runs finishes.
+        let stopping = progress.stop_requested();
+        if stopping && !ready.is_empty() && !stop_logged {
+            stop_logged = true;
+            tracing::warn!(
+                in_flight = running.len(),
+                "stop requested: no new step starts; the steps in flight finish"
+            );
+        }
+        while let Some(id) = if stopping { None } else { ready.pop() } {
             let step = &steps[id];
             let a = &plan.actions[step.action];
             if a.action == ActionKind::Replace {
@@ -494,7 +504,9 @@ pub async fn execute(
         if report.not_run.iter().any(|(addr, _)| *addr == a.address()) {
             continue;
         }
-        let why = if pending[s.id] > 0 {
+        let why = if stop_logged {
+            "a stop was requested (SIGINT or SIGTERM) before it started; the next run continues from the live state"
+        } else if pending[s.id] > 0 {
             "a step it depends on never finished"
         } else {
             "it could not be scheduled (replacement limit)"

@@ -2,7 +2,8 @@
 //! otherwise (CI, logs, pipes).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -13,6 +14,40 @@ pub trait Progress: Send + Sync {
     fn started(&self, key: &str, what: &str);
     /// A step finished (`Err` holds the failure message).
     fn finished(&self, key: &str, what: &str, result: Result<(), &str>, elapsed: Duration);
+    /// Whether the caller asks the executor to start no new step (a stop
+    /// signal): the steps in flight finish, the others are reported as not
+    /// run, and the next run continues from the live state.
+    fn stop_requested(&self) -> bool {
+        false
+    }
+}
+
+/// Another [`Progress`] that also answers [`Progress::stop_requested`]
+/// from a flag the caller sets (on SIGINT or SIGTERM).
+pub struct Stoppable {
+    inner: Arc<dyn Progress>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Stoppable {
+    /// `inner`, stopped when `stop` is set.
+    pub fn new(inner: Arc<dyn Progress>, stop: Arc<AtomicBool>) -> Self {
+        Stoppable { inner, stop }
+    }
+}
+
+impl Progress for Stoppable {
+    fn started(&self, key: &str, what: &str) {
+        self.inner.started(key, what);
+    }
+
+    fn finished(&self, key: &str, what: &str, result: Result<(), &str>, elapsed: Duration) {
+        self.inner.finished(key, what, result, elapsed);
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.inner.stop_requested()
+    }
 }
 
 fn secs(d: Duration) -> String {

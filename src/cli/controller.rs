@@ -18,6 +18,7 @@ use kube_lease_manager::LeaseManagerBuilder;
 use super::args::{Connection, ControllerArgs, Exec, Safety};
 use super::{EXIT_ERROR, EXIT_OK, Session, color_stdout, print_report, progress};
 use crate::apply::Failure;
+use crate::apply::progress::Stoppable;
 use crate::controller::capacity::{
     CapacityTracker, Hold, RetryPolicy, is_capacity_failure, offering_of,
 };
@@ -98,7 +99,8 @@ pub(super) async fn run(
     let client = kube::Client::try_default().await.context(
         "cannot configure the Kubernetes client (in-cluster service account, or KUBECONFIG)",
     )?;
-    let mut signals = watch::forward_signals().context("cannot listen for SIGINT and SIGTERM")?;
+    let (mut signals, stop) =
+        watch::forward_signals().context("cannot listen for SIGINT and SIGTERM")?;
     let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
     let source = match &ctl.dir {
         Some(dir) => {
@@ -202,6 +204,7 @@ pub(super) async fn run(
         stall_after: ctl.stall_after,
         metrics: metrics.clone(),
         broken_since,
+        stop,
     }));
     let opts = LoopOptions {
         resync: ctl.resync,
@@ -261,6 +264,8 @@ struct Controller {
     stall_after: Duration,
     metrics: Metrics,
     broken_since: Arc<Mutex<Option<Instant>>>,
+    /// Set at the first stop signal: no new step starts.
+    stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Controller {
@@ -458,9 +463,12 @@ impl Controller {
                 Approval::Auto
             }
         };
-        let progress = Arc::new(CountingProgress::new(
-            progress(),
-            self.metrics.in_flight.clone(),
+        let progress = Arc::new(Stoppable::new(
+            Arc::new(CountingProgress::new(
+                progress(),
+                self.metrics.in_flight.clone(),
+            )),
+            self.stop.clone(),
         ));
         let result = engine::reconcile_with(&fleet, &cloud, &ropts, edit, approve, progress).await;
         self.metrics

@@ -11,6 +11,7 @@ use super::args::{Connection, Exec, Safety, WatchArgs};
 use super::{
     EXIT_ERROR, EXIT_OK, Session, color_stdout, plan_options, print_report, progress, reconcile,
 };
+use crate::apply::progress::Stoppable;
 use crate::engine::{self, Approval, Outcome};
 use crate::plan::{ActionKind, Plan, PlanMode, human};
 use crate::source::last_good::LastGood;
@@ -39,7 +40,8 @@ pub(super) async fn run(
         )
         .await;
     };
-    let signals = watch::forward_signals().context("cannot listen for SIGINT and SIGTERM")?;
+    let (signals, stop) =
+        watch::forward_signals().context("cannot listen for SIGINT and SIGTERM")?;
     let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
     watch::watch_dir(dir.clone(), w.debounce, tx)
         .context("cannot start the directory watcher thread")?;
@@ -57,6 +59,7 @@ pub(super) async fn run(
         conn,
         safety,
         exec,
+        stop,
     }));
     let opts = LoopOptions {
         resync: w.resync,
@@ -94,6 +97,8 @@ struct Watcher {
     conn: Connection,
     safety: Safety,
     exec: Exec,
+    /// Set at the first stop signal: no new step starts.
+    stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Watcher {
@@ -183,7 +188,8 @@ impl Watcher {
                 Approval::Auto
             }
         };
-        let result = engine::reconcile(&fleet, &cloud, &ropts, approve, progress()).await;
+        let progress = Arc::new(Stoppable::new(progress(), self.stop.clone()));
+        let result = engine::reconcile(&fleet, &cloud, &ropts, approve, progress).await;
         let report = match result {
             Ok(r) => r,
             Err(e) => {
