@@ -5,7 +5,9 @@
 //! place; a broken file keeps its last good version and the object is
 //! Stalled with the located error; a deleted slice is deleted; an emptied
 //! ConfigMap is refused; two replicas: SIGKILL the leader mid-apply, the
-//! standby takes over with no duplicate create and no leak.
+//! standby takes over with no duplicate create and no leak. Specs from a
+//! directory (`--dir`): a stockout backed off per slice; a mounted
+//! ConfigMap's layout followed through the kubelet's atomic swaps.
 
 mod common;
 
@@ -121,6 +123,53 @@ impl Replica {
             .env("NO_COLOR", "1")
             .env_remove("SLICECTL_LOG")
             .env_remove("POD_NAMESPACE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = collect(child.stdout.take().unwrap());
+        let stderr = collect(child.stderr.take().unwrap());
+        Replica {
+            name,
+            child,
+            port,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// A replica reading the specs from a mounted directory (`--dir`),
+    /// with a short debounce and `more` arguments.
+    fn start_dir(
+        sim: &SimHandle,
+        ns: &str,
+        dir: &std::path::Path,
+        name: &'static str,
+        more: &[&str],
+    ) -> Replica {
+        let port = free_port();
+        let mut child = tokio::process::Command::new(bin())
+            .args([
+                "controller",
+                "--dir",
+                dir.to_str().unwrap(),
+                "--namespace",
+                ns,
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--lease-duration",
+                "4s",
+                "--debounce",
+                "100ms",
+            ])
+            .args(more)
+            .env("SLICECTL_API_ENDPOINT", sim.base_url())
+            .env("KUBECONFIG", kubeconfig())
+            .env("POD_NAME", name)
+            .env("NO_COLOR", "1")
+            .env_remove("SLICECTL_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -552,45 +601,13 @@ async fn a_stockout_is_backed_off_per_slice_while_others_converge() {
         .unwrap();
     let sim = sim(Duration::from_millis(300), 3, FaultConfig::default()).await;
     let dir = spec_dir(&[("tiny.yaml", tiny("a"))]);
-    let port = free_port();
-    let mut child = tokio::process::Command::new(bin())
-        .args([
-            "controller",
-            "--dir",
-            dir.path().to_str().unwrap(),
-            "--namespace",
-            &ns,
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--lease-duration",
-            "4s",
-            "--resync",
-            "1s",
-            "--stall-after",
-            "4s",
-            "--debounce",
-            "100ms",
-        ])
-        .env("SLICECTL_API_ENDPOINT", sim.base_url())
-        .env("KUBECONFIG", kubeconfig())
-        .env("POD_NAME", "cap")
-        .env("NO_COLOR", "1")
-        .env_remove("SLICECTL_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let stdout = collect(child.stdout.take().unwrap());
-    let stderr = collect(child.stderr.take().unwrap());
-    let r = Replica {
-        name: "cap",
-        child,
-        port,
-        stdout,
-        stderr,
-    };
+    let r = Replica::start_dir(
+        &sim,
+        &ns,
+        dir.path(),
+        "cap",
+        &["--resync", "1s", "--stall-after", "4s"],
+    );
     wait_for("tiny", 60, &[&r], || async {
         pool_names(&sim).await == ["tiny-0"]
     })
@@ -690,5 +707,220 @@ async fn a_leader_that_loses_its_lease_exits_non_zero() {
         .unwrap();
     assert_eq!(st.code(), Some(1), "{}", a.text());
     assert!(a.stderr().contains("lost the leader Lease"), "{}", a.text());
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// A directory laid out as the kubelet mounts a ConfigMap: the keys in a
+/// timestamped directory `..2026_…`, `..data` naming it, and each key a
+/// symlink `KEY -> ..data/KEY`.
+struct Mount {
+    root: PathBuf,
+    version: usize,
+    keys: std::collections::BTreeSet<String>,
+}
+
+impl Mount {
+    fn new(root: PathBuf) -> Mount {
+        std::fs::create_dir(&root).unwrap();
+        Mount {
+            root,
+            version: 0,
+            keys: Default::default(),
+        }
+    }
+
+    fn data_dir(version: usize) -> String {
+        format!("..2026_01_01_00_00_{version:02}.000000001")
+    }
+
+    /// The kubelet's atomic update (AtomicWriter): the new version written
+    /// to a new timestamped directory, a `..data_tmp` symlink to it renamed
+    /// over `..data`, the new keys' symlinks added, the vanished keys'
+    /// symlinks removed, the old version's directory removed.
+    fn swap(&mut self, files: &[(&str, &str)]) {
+        use std::os::unix::fs::symlink;
+        let old = self.version;
+        self.version += 1;
+        let new = Mount::data_dir(self.version);
+        let data = self.root.join(&new);
+        std::fs::create_dir(&data).unwrap();
+        for (key, text) in files {
+            std::fs::write(data.join(key), text).unwrap();
+        }
+        let tmp = self.root.join("..data_tmp");
+        symlink(&new, &tmp).unwrap();
+        std::fs::rename(&tmp, self.root.join("..data")).unwrap();
+        let keys: std::collections::BTreeSet<String> =
+            files.iter().map(|(k, _)| k.to_string()).collect();
+        for k in keys.difference(&self.keys) {
+            symlink(format!("..data/{k}"), self.root.join(k)).unwrap();
+        }
+        for k in self.keys.difference(&keys) {
+            std::fs::remove_file(self.root.join(k)).unwrap();
+        }
+        if old > 0 {
+            std::fs::remove_dir_all(self.root.join(Mount::data_dir(old))).unwrap();
+        }
+        self.keys = keys;
+    }
+}
+
+fn team(name: &str, team: &str) -> String {
+    slice_yaml(
+        name,
+        "tpu-v6e-slice",
+        "1x1",
+        1,
+        &format!("  nodeLabels:\n    team: {team}\n"),
+    )
+}
+
+const DELETE: &str = "container.projects.locations.clusters.nodePools.delete";
+
+fn deletes(sim: &SimHandle) -> u64 {
+    sim.stats().by_method.get(DELETE).copied().unwrap_or(0)
+}
+
+/// Cycles run because the directory changed (not at start, not a resync).
+fn change_cycles(r: &Replica) -> usize {
+    r.stderr()
+        .lines()
+        .filter(|l| l.contains("cycle finished") && l.contains("trigger=\"change\""))
+        .count()
+}
+
+/// `--dir` on a directory laid out and updated as the kubelet does for a
+/// mounted ConfigMap (`..data` swapped atomically): each swap is seen; an
+/// edit updates in place, a new key creates, a vanished key deletes, and a
+/// key turned into invalid YAML keeps its last good version (the pool
+/// untouched, the object Stalled with the located error). No duplicate
+/// create, nothing deleted but the removed slice.
+#[tokio::test(flavor = "multi_thread")]
+async fn controller_follows_a_mounted_configmap_through_the_kubelets_swaps() {
+    let client = client().await;
+    ok(&kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=slicectl-tests",
+        "-f",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd-slicestatus.yaml"),
+    ]));
+    let ns = format!("mnt-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(ns.clone()),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            },
+        )
+        .await
+        .unwrap();
+    let sim = sim(Duration::from_millis(300), 5, FaultConfig::default()).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut m = Mount::new(tmp.path().join("specs"));
+    m.swap(&[("target.yaml", TARGET), ("a.yaml", &team("a", "one"))]);
+    let r = Replica::start_dir(&sim, &ns, &m.root, "mnt", &["--resync", "2s"]);
+
+    // The first version: a created, Ready.
+    wait_for("a", 60, &[&r], || async {
+        pool_names(&sim).await == ["a-0"]
+    })
+    .await;
+    wait_condition(&ns, "Ready", &["a"], &r).await;
+    assert_eq!(creates(&sim), 1);
+
+    // a edited (a label: in place), b added.
+    let seen = change_cycles(&r);
+    m.swap(&[
+        ("target.yaml", TARGET),
+        ("a.yaml", &team("a", "two")),
+        ("b.yaml", &team("b", "one")),
+    ]);
+    wait_for("a updated, b created", 60, &[&r], || async {
+        label(&sim, "a-0", "team").await.as_deref() == Some("two")
+            && pool_names(&sim).await == ["a-0", "b-0"]
+    })
+    .await;
+    wait_condition(&ns, "Ready", &["a", "b"], &r).await;
+    wait_for("the swap seen by the watcher", 30, &[&r], || async {
+        change_cycles(&r) > seen
+    })
+    .await;
+    assert_eq!(creates(&sim), 2, "a updated in place\n{}", r.text());
+    assert_eq!(deletes(&sim), 0, "{}", r.text());
+
+    // b's key gone: b deleted, its object too; a stays.
+    let seen = change_cycles(&r);
+    m.swap(&[("target.yaml", TARGET), ("a.yaml", &team("a", "two"))]);
+    wait_for("b deleted", 60, &[&r], || async {
+        pool_names(&sim).await == ["a-0"]
+    })
+    .await;
+    let o = kubectl(&[
+        "wait",
+        "-n",
+        &ns,
+        "--for=delete",
+        "--timeout=60s",
+        "slicestatus/b",
+    ]);
+    assert!(o.status.success(), "{}\n{}", text(&o), r.text());
+    assert_eq!(deletes(&sim), 1, "{}", r.text());
+    wait_for("the swap seen by the watcher", 30, &[&r], || async {
+        change_cycles(&r) > seen
+    })
+    .await;
+
+    // a's key invalid YAML: its last good version stays in force, the pool
+    // untouched, the object Stalled with the located error.
+    let broken = "apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata:\n  name: a\nspec:\n  topology: \"1x1\n";
+    let seen = change_cycles(&r);
+    m.swap(&[("target.yaml", TARGET), ("a.yaml", broken)]);
+    wait_condition(&ns, "Stalled", &["a"], &r).await;
+    wait_for("the swap seen by the watcher", 30, &[&r], || async {
+        change_cycles(&r) > seen
+    })
+    .await;
+    let c = condition(&ns, "a", "Stalled");
+    let located = format!("True {}:", m.root.join("a.yaml").display());
+    assert!(c.starts_with(&located), "{c}\n{}", r.text());
+    assert!(c.contains("invalid YAML"), "{c}");
+    assert!(
+        r.stderr().contains(&format!(
+            "warning: {} is invalid (or valid only with a file that is); its last good version stays in force",
+            m.root.join("a.yaml").display()
+        )),
+        "{}",
+        r.text()
+    );
+    // Through further resyncs too.
+    let seen = r.cycles();
+    wait_for("two more cycles", 30, &[&r], || async {
+        r.cycles() >= seen + 2
+    })
+    .await;
+    assert_eq!(pool_names(&sim).await, ["a-0"]);
+    assert_eq!(label(&sim, "a-0", "team").await.as_deref(), Some("two"));
+    assert_eq!(creates(&sim), 2, "no duplicate create\n{}", r.text());
+    assert_eq!(deletes(&sim), 1, "{}", r.text());
+    // The mount is as the kubelet leaves it: one data directory, the keys.
+    let mut entries: Vec<String> = std::fs::read_dir(&m.root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    entries.sort();
+    assert_eq!(
+        entries,
+        [
+            Mount::data_dir(m.version).as_str(),
+            "..data",
+            "a.yaml",
+            "target.yaml"
+        ]
+    );
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }

@@ -46,6 +46,11 @@ struct Watch {
 
 impl Watch {
     fn start(sim: &SimHandle, dir: &Path) -> Watch {
+        Watch::start_with(sim, dir, &[])
+    }
+
+    /// [`Watch::start`] with more arguments (e.g. a short `--resync`).
+    fn start_with(sim: &SimHandle, dir: &Path, more: &[&str]) -> Watch {
         let mut child = tokio::process::Command::new(bin())
             .args([
                 "reconcile",
@@ -56,6 +61,7 @@ impl Watch {
                 "--grace",
                 "20s",
             ])
+            .args(more)
             .env("SLICECTL_API_ENDPOINT", sim.base_url())
             .env("NO_COLOR", "1")
             .env_remove("SLICECTL_LOG")
@@ -89,6 +95,30 @@ impl Watch {
     /// Cycles finished so far.
     fn cycles(&self) -> usize {
         self.stderr().matches("cycle finished").count()
+    }
+
+    /// The (trigger, outcome) of each cycle finished so far, in order.
+    fn finished(&self) -> Vec<(String, String)> {
+        let field = |line: &str, key: &str| {
+            line.split(&format!("{key}=\""))
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or_default()
+                .to_string()
+        };
+        self.stderr()
+            .lines()
+            .filter(|l| l.contains("cycle finished"))
+            .map(|l| (field(l, "trigger"), field(l, "outcome")))
+            .collect()
+    }
+
+    /// Cycles finished so far with this trigger and outcome.
+    fn count(&self, trigger: &str, outcome: &str) -> usize {
+        self.finished()
+            .iter()
+            .filter(|(t, o)| t == trigger && o == outcome)
+            .count()
     }
 
     /// Waits until `n` cycles have finished.
@@ -313,4 +343,182 @@ async fn sigterm_mid_apply_finishes_the_step_in_flight_and_starts_no_new_one() {
         1,
         "no second policy"
     );
+}
+
+const DELETE: &str = "container.projects.locations.clusters.nodePools.delete";
+const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
+
+fn calls(sim: &SimHandle, method: &str) -> u64 {
+    sim.stats().by_method.get(method).copied().unwrap_or(0)
+}
+
+/// Creates `dir` with `files` in one step (written next to it, then the
+/// directory renamed into place), so that no cycle sees it half written.
+fn create_dir_with(dir: &Path, files: &[(&str, &str)]) {
+    let staging = dir.with_extension("staging");
+    std::fs::create_dir(&staging).unwrap();
+    for (name, text) in files {
+        std::fs::write(staging.join(name), text).unwrap();
+    }
+    std::fs::rename(&staging, dir).unwrap();
+}
+
+/// A deleted file deletes its slice; a directory that is renamed away,
+/// removed, or emptied never prunes (not on the change, not on a resync);
+/// the watcher picks the directory up again when it comes back (the same
+/// one renamed back, or a new one), and nothing is deleted or created then.
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_prunes_a_deleted_file_but_never_a_vanished_or_emptied_directory() {
+    let sim = sim(Duration::from_millis(50), 2, FaultConfig::default()).await;
+    let parent = tempfile::tempdir().unwrap();
+    let d = parent.path().join("specs");
+    let away = parent.path().join("specs-away");
+    let llm = slice_yaml("llm", "tpu-v6e-slice", "2x2", 1, "");
+    create_dir_with(
+        &d,
+        &[
+            ("target.yaml", TARGET),
+            ("tiny.yaml", &tiny("a")),
+            ("llm.yaml", &llm),
+        ],
+    );
+    let w = Watch::start_with(&sim, &d, &["--resync", "2s"]);
+    w.wait("the start cycle", || async {
+        pool_names(&sim).await == ["llm-0", "tiny-0"] && w.cycles() >= 1
+    })
+    .await;
+    assert_eq!(calls(&sim, CREATE), 2);
+
+    // (a) One slice's file deleted: that slice is deleted, the other stays.
+    std::fs::remove_file(d.join("tiny.yaml")).unwrap();
+    w.wait("tiny deleted", || async {
+        pool_names(&sim).await == ["llm-0"]
+    })
+    .await;
+    w.wait("the cycle that deleted tiny", || async {
+        w.count("change", "applied") >= 1
+    })
+    .await;
+    assert_eq!(calls(&sim, DELETE), 1, "{}", w.text());
+
+    // (b) The directory renamed away: refused on the change and on every
+    // resync, nothing deleted.
+    std::fs::rename(&d, &away).unwrap();
+    let missing = format!(
+        "error: spec directory {} does not exist; waiting for it to come back (nothing is planned, nothing is pruned)",
+        d.display()
+    );
+    w.wait("the vanished directory reported", || async {
+        w.stderr().contains(&missing) && w.count("change", "source_missing") >= 1
+    })
+    .await;
+    w.wait("a resync while it is away", || async {
+        w.count("resync", "source_missing") >= 1
+    })
+    .await;
+    assert_eq!(pool_names(&sim).await, ["llm-0"]);
+    assert_eq!(calls(&sim, DELETE), 1, "{}", w.text());
+
+    // (c) Renamed back: the watcher says it is back and a cycle runs at
+    // once; nothing is deleted or created.
+    let n = w.count("change", "no_changes");
+    std::fs::rename(&away, &d).unwrap();
+    w.wait("the directory back", || async {
+        w.stderr().contains("the spec directory is back") && w.count("change", "no_changes") > n
+    })
+    .await;
+    // Watched again: an edit in it is a change, and is applied.
+    let n = w.finished().iter().filter(|(t, _)| t == "change").count();
+    put(
+        &d,
+        "llm.yaml",
+        &slice_yaml(
+            "llm",
+            "tpu-v6e-slice",
+            "2x2",
+            1,
+            "  nodeLabels:\n    team: llm\n",
+        ),
+    );
+    w.wait("llm updated", || async {
+        label(&sim, "llm-0", "team").await.as_deref() == Some("llm")
+    })
+    .await;
+    w.wait("a change cycle after the edit", || async {
+        w.finished().iter().filter(|(t, _)| t == "change").count() > n
+    })
+    .await;
+    assert_eq!(pool_names(&sim).await, ["llm-0"]);
+    assert_eq!(calls(&sim, DELETE), 1, "{}", w.text());
+    assert_eq!(calls(&sim, CREATE), 2, "{}", w.text());
+
+    // Removed, then a new directory with the same files: the same.
+    let files: Vec<(String, String)> = ["target.yaml", "llm.yaml"]
+        .iter()
+        .map(|f| (f.to_string(), std::fs::read_to_string(d.join(f)).unwrap()))
+        .collect();
+    let gone = w.count("resync", "source_missing");
+    std::fs::remove_dir_all(&d).unwrap();
+    w.wait("a resync while it is removed", || async {
+        w.count("resync", "source_missing") > gone
+    })
+    .await;
+    let back = w.stderr().matches("the spec directory is back").count();
+    let n = w.count("change", "no_changes");
+    let f: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    create_dir_with(&d, &f);
+    w.wait("the new directory watched", || async {
+        w.stderr().matches("the spec directory is back").count() > back
+            && w.count("change", "no_changes") > n
+    })
+    .await;
+    let n = w.count("change", "applied");
+    put(&d, "llm.yaml", &llm);
+    w.wait("llm's label removed", || async {
+        label(&sim, "llm-0", "team").await.is_none() && w.count("change", "applied") > n
+    })
+    .await;
+    assert_eq!(pool_names(&sim).await, ["llm-0"]);
+    assert_eq!(calls(&sim, DELETE), 1, "{}", w.text());
+    assert_eq!(calls(&sim, CREATE), 2, "{}", w.text());
+
+    // (d) Emptied (the directory stays): refused on the change and on
+    // every resync, nothing deleted.
+    for f in ["target.yaml", "llm.yaml"] {
+        std::fs::remove_file(d.join(f)).unwrap();
+    }
+    w.wait("the empty source refused", || async {
+        w.count("change", "empty_source") >= 1
+    })
+    .await;
+    let n = w.count("resync", "empty_source");
+    w.wait("a resync while it is empty", || async {
+        w.count("resync", "empty_source") > n
+    })
+    .await;
+    assert!(
+        w.stderr().contains(&format!(
+            "refused: no spec files (*.yaml, *.yml) under {}",
+            d.display()
+        )),
+        "{}",
+        w.text()
+    );
+    assert_eq!(pool_names(&sim).await, ["llm-0"]);
+    assert_eq!(calls(&sim, DELETE), 1, "{}", w.text());
+
+    // Filled again: converges with nothing deleted or created.
+    let n = w.count("change", "no_changes");
+    put(&d, "target.yaml", TARGET);
+    put(&d, "llm.yaml", &llm);
+    w.wait("a clean cycle", || async {
+        w.count("change", "no_changes") > n
+    })
+    .await;
+    assert_eq!(pool_names(&sim).await, ["llm-0"]);
+    assert_eq!(calls(&sim, DELETE), 1, "{}", w.text());
+    assert_eq!(calls(&sim, CREATE), 2, "{}", w.text());
 }
