@@ -252,11 +252,14 @@ fn supervise(dir: &Path, debounce: Duration, tx: &UnboundedSender<()>) {
     while !tx.is_closed() {
         let now = identity(dir);
         if now != watching {
-            if watching.is_some() {
+            // A directory that vanished or was replaced makes a cycle, sent
+            // only once the new one (if any) is watched: a change made
+            // while that cycle reads it is then never missed.
+            let replaced = watching.is_some();
+            if replaced {
                 let _ = debouncer.unwatch(dir);
                 tracing::warn!(target: LOG_TARGET, dir = %dir.display(), "the watched directory vanished or was replaced");
                 watching = None;
-                let _ = tx.send(());
             }
             if now.is_some() {
                 match debouncer.watch(dir, RecursiveMode::Recursive) {
@@ -264,6 +267,8 @@ fn supervise(dir: &Path, debounce: Duration, tx: &UnboundedSender<()>) {
                         tracing::debug!(target: LOG_TARGET, dir = %dir.display(), "watching");
                         if reported_missing {
                             tracing::info!(target: LOG_TARGET, dir = %dir.display(), "the spec directory is back");
+                        }
+                        if reported_missing || replaced {
                             let _ = tx.send(());
                         }
                         watching = now;
@@ -271,12 +276,20 @@ fn supervise(dir: &Path, debounce: Duration, tx: &UnboundedSender<()>) {
                     }
                     Err(e) => {
                         tracing::warn!(target: LOG_TARGET, dir = %dir.display(), error = %e, "cannot watch the spec directory; trying again");
+                        if replaced {
+                            let _ = tx.send(());
+                        }
                         reported_missing = true;
                     }
                 }
-            } else if !reported_missing {
-                tracing::warn!(target: LOG_TARGET, dir = %dir.display(), "the spec directory does not exist; waiting for it (nothing is planned meanwhile)");
-                reported_missing = true;
+            } else {
+                if !reported_missing {
+                    tracing::warn!(target: LOG_TARGET, dir = %dir.display(), "the spec directory does not exist; waiting for it (nothing is planned meanwhile)");
+                    reported_missing = true;
+                }
+                if replaced {
+                    let _ = tx.send(());
+                }
             }
         }
         std::thread::sleep(DIR_CHECK);

@@ -363,7 +363,7 @@ impl Controller {
                 );
                 eprintln!("refused: {m}");
                 self.metrics.refused("source_missing");
-                self.report_failed("empty_source", &m).await;
+                self.report_failed("source_missing", &m).await;
                 return "source_missing";
             }
             Err(e) => {

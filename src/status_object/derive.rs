@@ -489,7 +489,7 @@ fn verdict(
     let r = match c.result {
         CycleResult::Failed { code, message } => {
             return match code {
-                "empty_source" | "too_many_destructive" | "plan_refused" => {
+                "empty_source" | "source_missing" | "too_many_destructive" | "plan_refused" => {
                     Verdict::Stalled(reason::REFUSED, format!("[{code}] {message}"))
                 }
                 "observe_failed" => {

@@ -285,6 +285,30 @@ fn a_cycle_refused_as_a_whole_stalls_every_slice_and_an_observe_failure_does_not
         conds(only(&set)),
         ["Ready=False/Refused", "Stalled=True/Refused"]
     );
+    // A spec source that vanished: refused (nothing pruned), not retried
+    // as if the cloud were at fault.
+    for code in ["empty_source", "source_missing"] {
+        let set = with(
+            &f,
+            CycleResult::Failed {
+                code,
+                message: "the spec source /specs does not exist",
+            },
+            &none,
+            &never,
+        );
+        assert_eq!(
+            conds(only(&set)),
+            ["Ready=False/Refused", "Stalled=True/Refused"],
+            "{code}"
+        );
+        assert!(
+            only(&set).status.conditions[0]
+                .message
+                .starts_with(&format!("[{code}] ")),
+            "{code}"
+        );
+    }
     let set = with(
         &f,
         CycleResult::Failed {
