@@ -108,9 +108,9 @@ pub enum Command {
     /// --resync, as the leader elected through a Lease; serve /healthz,
     /// /readyz and /metrics; write a SliceStatus object per slice.
     Controller {
-        /// Controller settings.
+        /// Controller settings (boxed: the largest variant by far).
         #[command(flatten)]
-        ctl: ControllerArgs,
+        ctl: Box<ControllerArgs>,
         /// Connection settings.
         #[command(flatten)]
         conn: Connection,
