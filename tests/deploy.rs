@@ -4,15 +4,19 @@
 //!
 //! - `kubectl kustomize deploy/` renders the ConfigMap `slicectl-specs` (no
 //!   hash suffix) from exactly the files in `deploy/specs/`, which validate;
-//! - `kubectl apply --server-side -k deploy/` creates every object, and the
-//!   Deployment runs `slicectl controller` as the contract says;
+//! - `kubectl apply --server-side -k deploy/` creates every object, the
+//!   Deployment runs `slicectl controller` as the contract says, with a
+//!   termination grace period longer than its `--grace`, and the
+//!   PodDisruptionBudget selects its pods;
 //! - the ServiceAccount's effective permissions (`kubectl auth can-i --list`)
 //!   are exactly the controller's table, beyond what every authenticated
 //!   ServiceAccount gets, and spot checks of what it must not do say `no`;
 //! - the calls the controller makes succeed as that ServiceAccount (through
 //!   impersonation): the ConfigMap's list and watch by name, the Lease's
-//!   create/get/patch, and the real `StatusWriter` (server-side apply of the
-//!   objects and their status, Events, deletion of a departed slice's object).
+//!   create/get/patch, the get of the controller's own Deployment
+//!   (`--owner-deployment`), and the real `StatusWriter` (server-side apply of
+//!   the objects, owned by that Deployment, and their status, Events,
+//!   deletion of a departed slice's object).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -21,6 +25,7 @@ use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
@@ -28,6 +33,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use slicectl::apply::{ApplyOptions, Progress};
 use slicectl::cloud::fake::FakeCloud;
+use slicectl::controller::owner;
 use slicectl::engine::{Approval, ReconcileOptions, reconcile};
 use slicectl::kube::config_from_kubeconfig;
 use slicectl::plan::{PlanMode, PlanOptions};
@@ -50,6 +56,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "[get list watch create patch delete]",
     ),
     ("slicestatuses.slicectl.dev/status", "[]", "[patch]"),
+    ("deployments.apps", "[slicectl]", "[get]"),
     ("events.events.k8s.io", "[]", "[create patch]"),
 ];
 
@@ -214,6 +221,7 @@ fn kustomize_renders_the_specs_configmap_from_the_specs_dir() {
         "RoleBinding/slicectl",
         "ConfigMap/slicectl-specs",
         "Deployment/slicectl",
+        "PodDisruptionBudget/slicectl",
     ]
     .into_iter()
     .map(String::from)
@@ -283,8 +291,28 @@ fn deploy_applies_server_side_and_the_objects_exist() {
             "--listen",
             "0.0.0.0:8080",
             "--resync",
-            "10m"
+            "10m",
+            "--grace",
+            "60s",
+            "--owner-deployment",
+            "slicectl"
         ]
+    );
+    // The kubelet's SIGKILL comes after the controller's own grace period
+    // (and the Lease's release), not in the middle of it.
+    let grace: u64 = args
+        .iter()
+        .position(|a| *a == "--grace")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|g| g.strip_suffix('s'))
+        .and_then(|g| g.parse().ok())
+        .expect("--grace in seconds");
+    let termination = pod["terminationGracePeriodSeconds"]
+        .as_u64()
+        .expect("terminationGracePeriodSeconds");
+    assert!(
+        termination >= grace + 5,
+        "terminationGracePeriodSeconds {termination} must exceed --grace {grace}s by the Lease release"
     );
     let env: BTreeMap<&str, &str> = c["env"]
         .as_array()
@@ -316,6 +344,19 @@ fn deploy_applies_server_side_and_the_objects_exist() {
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
     assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL");
+
+    // One replica of the two at most is disrupted voluntarily at a time.
+    let pdb = get_json(&["poddisruptionbudget", "slicectl", "-n", NS]);
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    assert_eq!(pdb["spec"]["unhealthyPodEvictionPolicy"], "AlwaysAllow");
+    assert_eq!(
+        pdb["spec"]["selector"]["matchLabels"],
+        d["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(
+        d["spec"]["template"]["metadata"]["labels"],
+        d["spec"]["selector"]["matchLabels"]
+    );
 
     let rb = get_json(&["rolebinding", "slicectl", "-n", NS]);
     assert_eq!(rb["roleRef"]["kind"], "Role");
@@ -425,6 +466,7 @@ fn the_service_account_may_do_exactly_what_the_controller_needs() {
             NS,
         ],
         &["create", "events.events.k8s.io", "-n", NS],
+        &["get", "deployments.apps/slicectl", "-n", NS],
     ] {
         assert!(can_i(yes), "must be yes: {yes:?}");
     }
@@ -462,6 +504,20 @@ fn the_service_account_may_do_exactly_what_the_controller_needs() {
         &["create", "customresourcedefinitions.apiextensions.k8s.io"],
         &["create", "pods", "-n", NS],
         &["patch", "deployments.apps/slicectl", "-n", NS],
+        &["get", "deployments.apps/other", "-n", NS],
+        &["list", "deployments.apps", "-n", NS],
+        &["watch", "deployments.apps", "-n", NS],
+        &["update", "deployments.apps/slicectl", "-n", NS],
+        &["delete", "deployments.apps/slicectl", "-n", NS],
+        &[
+            "update",
+            "deployments.apps/slicectl",
+            "--subresource=finalizers",
+            "-n",
+            NS,
+        ],
+        &["get", "deployments.apps/slicectl", "-n", "default"],
+        &["create", "poddisruptionbudgets.policy", "-n", NS],
         &["create", "roles.rbac.authorization.k8s.io", "-n", NS],
         &["create", "rolebindings.rbac.authorization.k8s.io", "-n", NS],
         &["create", "serviceaccounts/token", "-n", NS],
@@ -615,10 +671,36 @@ async fn the_controllers_calls_succeed_as_its_service_account() {
         .await
         .expect("clean up the Lease");
 
-    // The status writer, as the controller runs it: objects and their status
-    // applied, Events recorded, a departed slice's object deleted.
+    // --owner-deployment slicectl: the controller's own Deployment, read
+    // once (get by name; nothing else on Deployments).
+    let deployments: Api<Deployment> = Api::namespaced(sa.clone(), NS);
+    let owner = owner::resolve(&deployments, NS, "slicectl", owner::RETRY)
+        .await
+        .expect("get the controller's Deployment as the ServiceAccount");
+    let uid = Api::<Deployment>::namespaced(admin.clone(), NS)
+        .get("slicectl")
+        .await
+        .expect("the Deployment")
+        .metadata
+        .uid;
+    assert_eq!(Some(owner.uid.clone()), uid);
+    assert!(forbidden(deployments.list(&Default::default()).await));
+    let e = owner::resolve(&deployments, NS, "other", owner::RETRY)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(
+            "cannot get Deployment slicectl/other (--owner-deployment other): 403 Forbidden:"
+        ),
+        "{e}"
+    );
+
+    // The status writer, as the controller runs it: objects (owned by the
+    // Deployment) and their status applied, Events recorded, a departed
+    // slice's object deleted.
     let name = format!("deploy-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    let writer = StatusWriter::new(sa.clone(), NS, Some("it".into()));
+    let writer = StatusWriter::new(sa.clone(), NS, Some("it".into())).with_owner(owner.clone());
     let summary = writer
         .write(&one_slice(&name).await)
         .await
@@ -635,6 +717,7 @@ async fn the_controllers_calls_succeed_as_its_service_account() {
         live.status.and_then(|s| s.observed_generation),
         live.metadata.generation
     );
+    assert_eq!(live.metadata.owner_references, Some(vec![owner]));
     let summary = writer
         .write(&StatusSet {
             objects: vec![],

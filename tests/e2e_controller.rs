@@ -7,7 +7,9 @@
 //! ConfigMap is refused; two replicas: SIGKILL the leader mid-apply, the
 //! standby takes over with no duplicate create and no leak. Specs from a
 //! directory (`--dir`): a stockout backed off per slice; a mounted
-//! ConfigMap's layout followed through the kubelet's atomic swaps.
+//! ConfigMap's layout followed through the kubelet's atomic swaps. With
+//! `--owner-deployment` the objects are owned by that Deployment and
+//! garbage-collected with it; a missing one stops the controller at start.
 
 mod common;
 
@@ -18,12 +20,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use slicectl::kube::config_from_kubeconfig;
 use slicectl::sim::{FaultConfig, SimHandle};
+use slicectl::status_object::SliceStatus;
 use tokio::io::AsyncReadExt;
 
 const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
@@ -104,40 +108,7 @@ struct Replica {
 
 impl Replica {
     fn start(sim: &SimHandle, ns: &str, name: &'static str) -> Replica {
-        let port = free_port();
-        let mut child = tokio::process::Command::new(bin())
-            .args([
-                "controller",
-                "--namespace",
-                ns,
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--lease-duration",
-                "4s",
-                "--resync",
-                "3s",
-            ])
-            .env("SLICECTL_API_ENDPOINT", sim.base_url())
-            .env("KUBECONFIG", kubeconfig())
-            .env("POD_NAME", name)
-            .env("NO_COLOR", "1")
-            .env_remove("SLICECTL_LOG")
-            .env_remove("POD_NAMESPACE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdout = collect(child.stdout.take().unwrap());
-        let stderr = collect(child.stderr.take().unwrap());
-        Replica {
-            name,
-            child,
-            port,
-            stdout,
-            stderr,
-        }
+        Replica::start_with(sim, ns, name, &["--resync", "3s"])
     }
 
     /// A replica reading the specs from a mounted directory (`--dir`),
@@ -149,27 +120,31 @@ impl Replica {
         name: &'static str,
         more: &[&str],
     ) -> Replica {
+        let mut args = vec!["--dir", dir.to_str().unwrap(), "--debounce", "100ms"];
+        args.extend_from_slice(more);
+        Replica::start_with(sim, ns, name, &args)
+    }
+
+    /// A replica in `ns` with a 4 s Lease, and `extra` arguments.
+    fn start_with(sim: &SimHandle, ns: &str, name: &'static str, extra: &[&str]) -> Replica {
         let port = free_port();
         let mut child = tokio::process::Command::new(bin())
             .args([
                 "controller",
-                "--dir",
-                dir.to_str().unwrap(),
                 "--namespace",
                 ns,
                 "--listen",
                 &format!("127.0.0.1:{port}"),
                 "--lease-duration",
                 "4s",
-                "--debounce",
-                "100ms",
             ])
-            .args(more)
+            .args(extra)
             .env("SLICECTL_API_ENDPOINT", sim.base_url())
             .env("KUBECONFIG", kubeconfig())
             .env("POD_NAME", name)
             .env("NO_COLOR", "1")
             .env_remove("SLICECTL_LOG")
+            .env_remove("POD_NAMESPACE")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -921,6 +896,180 @@ async fn controller_follows_a_mounted_configmap_through_the_kubelets_swaps() {
             "a.yaml",
             "target.yaml"
         ]
+    );
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+async fn namespace(client: &Client, prefix: &str) -> String {
+    let ns = format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(ns.clone()),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            },
+        )
+        .await
+        .unwrap();
+    ns
+}
+
+fn apply_crd() {
+    ok(&kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=slicectl-tests",
+        "-f",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd-slicestatus.yaml"),
+    ]));
+    ok(&kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/slicestatuses.slicectl.dev",
+    ]));
+}
+
+/// `--owner-deployment slicectl`: the status objects are owned by that
+/// Deployment (controller, its uid), and when it is deleted the real
+/// garbage collector (kube-controller-manager) deletes them, the controller
+/// being stopped. The test control plane runs no scheduler and no
+/// Deployment controller, so the Deployment runs nothing: it only owns.
+#[tokio::test(flavor = "multi_thread")]
+async fn status_objects_are_owned_by_the_deployment_and_collected_with_it() {
+    let client = client().await;
+    apply_crd();
+    let ns = namespace(&client, "own").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let labels = serde_json::json!({"app.kubernetes.io/name": "slicectl"});
+    let d: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "slicectl"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "slicectl", "image": "slicectl"}]},
+            },
+        },
+    }))
+    .unwrap();
+    let uid = deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .expect("a uid");
+    let sim = sim(Duration::from_millis(100), 5, FaultConfig::default()).await;
+    let dir = spec_dir(&[("tiny.yaml", tiny("a"))]);
+    let dir_arg = dir.path().to_str().unwrap();
+    let mut r = Replica::start_with(
+        &sim,
+        &ns,
+        "owned",
+        &[
+            "--dir",
+            dir_arg,
+            "--owner-deployment",
+            "slicectl",
+            "--grace",
+            "5s",
+        ],
+    );
+    let statuses: Api<SliceStatus> = Api::namespaced(client.clone(), &ns);
+    wait_for("slicestatus/tiny", 30, &[&r], || async {
+        statuses.get_opt("tiny").await.ok().flatten().is_some()
+    })
+    .await;
+    let live = statuses.get("tiny").await.unwrap();
+    let owners = live.metadata.owner_references.unwrap_or_default();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    let o = &owners[0];
+    assert_eq!(
+        (
+            o.api_version.as_str(),
+            o.kind.as_str(),
+            o.name.as_str(),
+            o.uid.as_str()
+        ),
+        ("apps/v1", "Deployment", "slicectl", uid.as_str())
+    );
+    assert_eq!(o.controller, Some(true));
+    assert_eq!(o.block_owner_deletion, None);
+
+    // Stop the controller (SIGTERM: a clean exit), then delete the
+    // Deployment: the garbage collector deletes the object.
+    ok(&Command::new("kill")
+        .args(["-TERM", &r.child.id().unwrap().to_string()])
+        .output()
+        .unwrap());
+    let st = tokio::time::timeout(Duration::from_secs(15), r.child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("no exit after SIGTERM\n{}", r.text()))
+        .unwrap();
+    assert!(st.success(), "{}", r.text());
+    deployments
+        .delete("slicectl", &DeleteParams::background())
+        .await
+        .unwrap();
+    // The garbage collector may first need to notice the new CRD (it
+    // re-reads discovery every 30 s).
+    wait_for("slicestatus/tiny garbage-collected", 60, &[&r], || async {
+        matches!(statuses.get_opt("tiny").await, Ok(None))
+    })
+    .await;
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// `--owner-deployment` naming a Deployment that does not exist: the
+/// controller exits 1 at start, saying which and what to do.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_owner_deployment_stops_the_controller_at_start() {
+    let client = client().await;
+    let ns = namespace(&client, "noown").await;
+    let sim = sim(Duration::from_millis(100), 1, FaultConfig::default()).await;
+    let dir = spec_dir(&[("tiny.yaml", tiny("a"))]);
+    let dir_arg = dir.path().to_str().unwrap();
+    let mut r = Replica::start_with(
+        &sim,
+        &ns,
+        "orphan",
+        &["--dir", dir_arg, "--owner-deployment", "missing"],
+    );
+    let st = tokio::time::timeout(Duration::from_secs(10), r.child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("still running\n{}", r.text()))
+        .unwrap();
+    assert_eq!(st.code(), Some(1), "{}", r.text());
+    // The output is collected by tasks: give them the last bytes.
+    wait_for("the error on stderr", 5, &[&r], || async {
+        r.stderr().contains("drop --owner-deployment")
+    })
+    .await;
+    let e = r.stderr();
+    assert!(
+        e.contains(&format!(
+            "error: cannot get Deployment {ns}/missing (--owner-deployment missing): 404 NotFound: "
+        )),
+        "{e}"
+    );
+    assert!(
+        e.contains("fix the name, or drop --owner-deployment"),
+        "{e}"
+    );
+    assert!(!e.contains("leading"), "{e}");
+    assert_eq!(
+        sim.stats().by_method.values().sum::<u64>(),
+        0,
+        "nothing called"
     );
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }

@@ -108,9 +108,9 @@ pub enum Command {
     /// --resync, as the leader elected through a Lease; serve /healthz,
     /// /readyz and /metrics; write a SliceStatus object per slice.
     Controller {
-        /// Controller settings.
+        /// Controller settings (boxed: the largest variant by far).
         #[command(flatten)]
-        ctl: ControllerArgs,
+        ctl: Box<ControllerArgs>,
         /// Connection settings.
         #[command(flatten)]
         conn: Connection,
@@ -291,6 +291,12 @@ pub struct ControllerArgs {
     /// Name of the leader-election Lease.
     #[arg(long, value_name = "NAME", default_value = "slicectl")]
     pub lease_name: String,
+    /// Make the status objects owned by this Deployment in --namespace (the
+    /// controller's own; read once at start, `get` on it is needed), so
+    /// deleting the Deployment garbage-collects them. Without it the objects
+    /// have no owner reference.
+    #[arg(long, value_name = "NAME", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub owner_deployment: Option<String>,
     /// How long a leader's Lease lasts without renewal: a standby takes over
     /// within it after the leader dies.
     #[arg(long, value_name = "DUR", default_value = "15s", value_parser = parse_duration)]

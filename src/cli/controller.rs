@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_lease_manager::LeaseManagerBuilder;
 
@@ -24,6 +25,7 @@ use crate::controller::capacity::{
 };
 use crate::controller::configmap::{self, Snapshot};
 use crate::controller::metrics::{CountingProgress, Metrics};
+use crate::controller::owner;
 use crate::controller::server::{self, Health};
 use crate::controller::{self as ctl_mod, invalid_slices};
 use crate::engine::{self, Approval, Outcome, ReconcileError};
@@ -99,6 +101,23 @@ pub(super) async fn run(
     let client = kube::Client::try_default().await.context(
         "cannot configure the Kubernetes client (in-cluster service account, or KUBECONFIG)",
     )?;
+    // The owner of the status objects, read once: a Deployment that cannot
+    // be read stops the controller here, before it leads or writes anything.
+    let owner = match &ctl.owner_deployment {
+        Some(name) => {
+            let api = kube::Api::<Deployment>::namespaced(client.clone(), &namespace);
+            let r = owner::resolve(&api, &namespace, name, owner::RETRY).await?;
+            tracing::info!(
+                target: LOG_TARGET,
+                namespace = %namespace,
+                deployment = %r.name,
+                uid = %r.uid,
+                "the status objects are owned by this Deployment (deleting it garbage-collects them)"
+            );
+            Some(r)
+        }
+        None => None,
+    };
     let (mut signals, stop) =
         watch::forward_signals().context("cannot listen for SIGINT and SIGTERM")?;
     let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
@@ -186,7 +205,10 @@ pub(super) async fn run(
             }
         });
     }
-    let writer = StatusWriter::new(client.clone(), &namespace, Some(identity.clone()));
+    let mut writer = StatusWriter::new(client.clone(), &namespace, Some(identity.clone()));
+    if let Some(owner) = owner {
+        writer = writer.with_owner(owner);
+    }
     let state = Arc::new(tokio::sync::Mutex::new(Controller {
         source,
         last_good: LastGood::new(),

@@ -205,7 +205,7 @@ async fn run(cmd: Command) -> Result<u8> {
             conn,
             safety,
             exec,
-        } => controller::run(ctl, conn, safety, exec.into()).await,
+        } => controller::run(*ctl, conn, safety, exec.into()).await,
         Command::Destroy {
             dir,
             conn,

@@ -7,6 +7,7 @@
 //! - [`capacity`]: the unavailable-capacity cache and per-slice backoff;
 //! - [`metrics`]: the Prometheus metrics;
 //! - [`server`]: `/healthz`, `/readyz`, `/metrics`;
+//! - [`owner`]: the owner reference of the status objects (`--owner-deployment`);
 //! - here: the pure helpers of a cycle (which plan actions a capacity hold
 //!   leaves out, which slices an invalid file stands for, who we are).
 //!
@@ -15,6 +16,7 @@
 pub mod capacity;
 pub mod configmap;
 pub mod metrics;
+pub mod owner;
 pub mod server;
 
 use std::collections::{BTreeMap, BTreeSet};

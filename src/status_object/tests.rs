@@ -9,7 +9,7 @@ use jiff::Timestamp;
 
 use super::crd::{READY, RECONCILING, STALLED};
 use super::derive::{Cycle, CycleResult, SliceObject, StatusSet, derive, reason};
-use super::writer::merged;
+use super::writer::{merged, object_body};
 use crate::apply::{ApplyOptions, Progress};
 use crate::cloud::fake::{FakeCloud, Fault};
 use crate::engine::{Approval, ReconcileOptions, Report, reconcile};
@@ -433,4 +433,45 @@ fn messages_are_cut_to_what_an_event_allows() {
     let s = super::derive::shorten(&long);
     assert!(s.len() <= super::derive::MAX_MESSAGE);
     assert!(s.ends_with("..."));
+}
+
+#[test]
+fn the_applied_object_carries_the_owner_reference_only_with_an_owner() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    let plain = object_body("llm", None);
+    assert_eq!(
+        plain,
+        serde_json::json!({
+            "apiVersion": "slicectl.dev/v1alpha1",
+            "kind": "SliceStatus",
+            "metadata": {
+                "name": "llm",
+                "labels": {
+                    "app.kubernetes.io/managed-by": "slicectl",
+                    "slicectl.dev/slice": "llm",
+                },
+            },
+            "spec": {},
+        })
+    );
+    let owner = OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        name: "slicectl".into(),
+        uid: "0b1c".into(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    };
+    let owned = object_body("llm", Some(&owner));
+    assert_eq!(
+        owned["metadata"]["ownerReferences"],
+        serde_json::json!([{
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": "slicectl",
+            "uid": "0b1c",
+            "controller": true,
+        }])
+    );
+    assert_eq!(owned["metadata"]["labels"], plain["metadata"]["labels"]);
 }

@@ -163,19 +163,7 @@ impl StatusWriter {
             name: o.name.clone(),
             source,
         };
-        let mut metadata = json!({
-            "name": o.name,
-            "labels": {MANAGED_BY: MANAGER, SLICE_LABEL: o.name},
-        });
-        if let Some(owner) = &self.owner {
-            metadata["ownerReferences"] = json!([owner]);
-        }
-        let body = json!({
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "metadata": metadata,
-            "spec": {},
-        });
+        let body = object_body(&o.name, self.owner.as_ref());
         let live = self
             .api
             .patch(&o.name, &Self::params(), &Patch::Apply(&body))
@@ -222,6 +210,26 @@ impl StatusWriter {
             }
         }
     }
+}
+
+/// The object `write` server-side applies for slice `name` (the status is
+/// applied separately): its labels and, with an owner, `ownerReferences`
+/// holding only it. Without an owner the field is absent, so the apply
+/// removes an owner reference slicectl set before.
+pub fn object_body(name: &str, owner: Option<&OwnerReference>) -> serde_json::Value {
+    let mut metadata = json!({
+        "name": name,
+        "labels": {MANAGED_BY: MANAGER, SLICE_LABEL: name},
+    });
+    if let Some(owner) = owner {
+        metadata["ownerReferences"] = json!([owner]);
+    }
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": metadata,
+        "spec": {},
+    })
 }
 
 /// The status to write: `new`, with `observedGeneration` (its own and each
