@@ -108,3 +108,151 @@ async fn killed_apply_resumes_without_duplicates_or_leaks() {
         "no resumed apply waited on an in-flight operation: the kills missed every operation"
     );
 }
+
+/// `apply` started on a fleet whose first step (a workload policy's create,
+/// 2 s) is in flight; returns the child and everything its stderr said up
+/// to that point.
+async fn apply_until_policy_in_flight(
+    sim: &slicectl::sim::SimHandle,
+    dir: &std::path::Path,
+) -> (
+    tokio::process::Child,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+    String,
+) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(bin())
+        .args(["apply", dir.to_str().unwrap(), "--auto-approve"])
+        .env("SLICECTL_API_ENDPOINT", sim.base_url())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = String::new();
+    let found = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            seen.push_str(&l);
+            seen.push('\n');
+            if l.contains("slice.iron[0].workload_policy: creating ...") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(
+        found,
+        Ok(true),
+        "the policy's create never started:\n{seen}"
+    );
+    (child, lines, seen)
+}
+
+fn interrupt(child: &tokio::process::Child) {
+    let pid = i32::try_from(child.id().unwrap()).unwrap();
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+}
+
+/// Ctrl-C during `apply` stops gracefully, as Terraform does: the step in
+/// flight finishes, no new step starts, the rest is reported as not run
+/// (exit 1, "run again"), and the next apply creates only what is left.
+/// A second Ctrl-C exits at once with 130, and the next apply still
+/// converges with no duplicate.
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_during_apply_finishes_the_step_in_flight_and_a_second_stops_at_once() {
+    use tokio::io::AsyncReadExt;
+    let sim = sim(Duration::from_secs(2), 3, FaultConfig::default()).await;
+    let dir = spec_dir(&[("iron.yaml", slice_yaml("iron", "tpu7x", "2x2x2", 1, ""))]);
+
+    let (mut child, mut lines, mut err) = apply_until_policy_in_flight(&sim, dir.path()).await;
+    interrupt(&child);
+    while let Some(l) = lines.next_line().await.unwrap() {
+        err.push_str(&l);
+        err.push('\n');
+    }
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("exits after the step in flight")
+        .unwrap();
+    let all = format!("--- stdout\n{out}\n--- stderr\n{err}");
+    assert_eq!(status.code(), Some(1), "{all}");
+    assert!(
+        err.contains("Interrupt received: no new step starts"),
+        "{all}"
+    );
+    assert!(
+        err.contains("slice.iron[0].workload_policy: creating done"),
+        "{all}"
+    );
+    assert!(
+        out.contains("not run: slice.iron[0].node_pool: creating never ran: a stop was requested"),
+        "{all}"
+    );
+    assert!(out.contains("Run `slicectl apply` again"), "{all}");
+    assert_eq!(policy_names(&sim).await, ["iron-0-wp"]);
+    assert!(pool_names(&sim).await.is_empty(), "{all}");
+
+    // The next apply: only the pool.
+    let o = apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(pool_names(&sim).await, ["iron-0"]);
+
+    // Twice: stops at once (130) while the replacement's first step (the
+    // old pool's delete) is in flight; the next apply finds that delete's
+    // operation, waits for it and converges with no duplicate.
+    let dir2 = spec_dir(&[("iron.yaml", slice_yaml("iron", "tpu7x", "2x2x4", 1, ""))]);
+    let (mut child, _lines, seen) = {
+        // A replacement: the pool's delete is the first step.
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(bin())
+            .args(["apply", dir2.path().to_str().unwrap(), "--auto-approve"])
+            .env("SLICECTL_API_ENDPOINT", sim.base_url())
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = String::new();
+        while let Some(l) = lines.next_line().await.unwrap() {
+            seen.push_str(&l);
+            seen.push('\n');
+            if l.contains("slice.iron[0].node_pool: deleting ...") {
+                break;
+            }
+        }
+        (child, lines, seen)
+    };
+    assert!(seen.contains("deleting ..."), "{seen}");
+    interrupt(&child);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    interrupt(&child);
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+        .await
+        .expect("exits at once on the second interrupt")
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "{seen}");
+    let o = apply(&sim, dir2.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(pool_names(&sim).await, ["iron-0"]);
+    let stats = sim.stats();
+    assert_eq!(
+        stats.by_method["container.projects.locations.clusters.nodePools.create"], 2,
+        "the first pool and its replacement, once each: {stats:?}"
+    );
+}

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 
+use crate::apply::progress::Stoppable;
 use crate::apply::{ApplyOptions, PlainProgress, Progress, TerminalProgress};
 use crate::cloud::{ClientOptions, Cloud, CloudClient};
 use crate::engine::{self, Approval, Outcome, ReconcileError, ReconcileOptions};
@@ -258,21 +259,28 @@ async fn reconcile(
         apply: apply_options(exec),
     };
     let mut prompt_error = None;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let approve = |plan: &Plan| {
         print!("{}", human::render(plan, color_stdout()));
-        if exec.auto_approve {
-            return Approval::Auto;
-        }
-        match confirm(verb) {
-            Ok(true) => Approval::Confirmed,
-            Ok(false) => Approval::Declined,
-            Err(e) => {
-                prompt_error = Some(e);
-                Approval::Declined
+        let approval = if exec.auto_approve {
+            Approval::Auto
+        } else {
+            match confirm(verb) {
+                Ok(true) => Approval::Confirmed,
+                Ok(false) => Approval::Declined,
+                Err(e) => {
+                    prompt_error = Some(e);
+                    Approval::Declined
+                }
             }
+        };
+        if approval != Approval::Declined {
+            interrupt_gracefully(verb, stop.clone());
         }
+        approval
     };
-    let result = engine::reconcile(fleet, &session.cloud, &ropts, approve, progress()).await;
+    let progress = Arc::new(Stoppable::new(progress(), stop.clone()));
+    let result = engine::reconcile(fleet, &session.cloud, &ropts, approve, progress).await;
     session.close().await;
     if let Some(e) = prompt_error {
         return Err(e);
@@ -291,6 +299,36 @@ async fn reconcile(
         Err(e) => return Err(e.into()),
     };
     Ok(print_report(&report, fleet, verb))
+}
+
+/// From here on (the plan is approved and about to be applied), Ctrl-C or
+/// SIGTERM stops gracefully, as Terraform does: the first starts no new
+/// step and lets the steps in flight finish (the run then reports the rest
+/// as not run); a second exits at once with 130. Either way the next run
+/// observes the live state, operations in flight included, and continues.
+/// Before approval the signals keep their default (the process ends; nothing
+/// was sent).
+fn interrupt_gracefully(verb: &'static str, stop: Arc<std::sync::atomic::AtomicBool>) {
+    let (mut signals, _) = match crate::watch::forward_signals() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGINT and SIGTERM; a signal ends the {verb} at once");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        if signals.recv().await.is_none() {
+            return;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        eprintln!(
+            "\nInterrupt received: no new step starts, and the steps in flight finish (their operations are waited on). Interrupt again to stop at once: operations already sent go on in the cloud, and the next `slicectl {verb}` continues from the live state."
+        );
+        if signals.recv().await.is_some() {
+            eprintln!("Second interrupt: stopping now. Run `slicectl {verb}` again to continue.");
+            std::process::exit(130);
+        }
+    });
 }
 
 /// Prints a reconciliation's outcome; returns the exit code.
@@ -722,12 +760,14 @@ async fn apply_saved(path: &Path, conn: &Connection, exec: &Exec) -> Result<u8> 
         println!("apply cancelled.");
         return Ok(EXIT_ERROR);
     }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    interrupt_gracefully("apply", stop.clone());
     let report = engine::execute(
         &fleet,
         &session.cloud,
         fresh,
         &apply_options(exec),
-        progress(),
+        Arc::new(Stoppable::new(progress(), stop)),
     )
     .await;
     session.close().await;
