@@ -18,12 +18,15 @@
 //!   the objects, owned by that Deployment, and their status, Events,
 //!   deletion of a departed slice's object).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
+use common::k8s::*;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -94,36 +97,6 @@ const EVERY_SERVICE_ACCOUNT: &[(&str, &str, &str)] = &[
     ("url:/version", "[]", "[get]"),
     ("url:/version/", "[]", "[get]"),
 ];
-
-fn hint() -> &'static str {
-    "start the test control plane first: eval \"$(scripts/k8s-testenv.sh up)\" (scripts/test.sh does this)"
-}
-
-fn kubeconfig() -> PathBuf {
-    match std::env::var_os("SLICECTL_TEST_KUBECONFIG") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => panic!("SLICECTL_TEST_KUBECONFIG is not set; {}", hint()),
-    }
-}
-
-fn kubectl(args: &[&str]) -> std::process::Output {
-    Command::new("kubectl")
-        .args(args)
-        .env("KUBECONFIG", kubeconfig())
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("kubectl is needed for this test")
-}
-
-fn ok(o: &std::process::Output) -> String {
-    assert!(
-        o.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn get_json(args: &[&str]) -> serde_json::Value {
     let mut all = vec!["get", "-o", "json"];

@@ -19,84 +19,15 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::k8s::*;
 use common::*;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Client;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use slicectl::kube::config_from_kubeconfig;
 use slicectl::sim::{FaultConfig, SimHandle};
 use slicectl::status_object::SliceStatus;
-use tokio::io::AsyncReadExt;
 
 const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
-
-fn hint() -> &'static str {
-    "start the test control plane first: eval \"$(scripts/k8s-testenv.sh up)\" (or run scripts/test.sh)"
-}
-
-fn kubeconfig() -> PathBuf {
-    match std::env::var_os("SLICECTL_TEST_KUBECONFIG") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => panic!("SLICECTL_TEST_KUBECONFIG is not set; {}", hint()),
-    }
-}
-
-async fn client() -> Client {
-    let config = config_from_kubeconfig(&kubeconfig(), None)
-        .await
-        .unwrap_or_else(|e| panic!("{e}; {}", hint()));
-    let client = Client::try_from(config).expect("client");
-    match tokio::time::timeout(Duration::from_secs(10), client.apiserver_version()).await {
-        Ok(Ok(_)) => client,
-        Ok(Err(e)) => panic!("API server unreachable: {e}; {}", hint()),
-        Err(_) => panic!("API server did not answer in 10s; {}", hint()),
-    }
-}
-
-fn kubectl(args: &[&str]) -> std::process::Output {
-    Command::new("kubectl")
-        .args(args)
-        .env("KUBECONFIG", kubeconfig())
-        .output()
-        .expect("kubectl is needed for this test")
-}
-
-fn ok(o: &std::process::Output) -> String {
-    assert!(
-        o.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn collect(mut r: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> Arc<Mutex<String>> {
-    let out = Arc::new(Mutex::new(String::new()));
-    let o = out.clone();
-    tokio::spawn(async move {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = r.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            o.lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    out
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct Replica {
     name: &'static str,
@@ -298,33 +229,8 @@ fn creates(sim: &SimHandle) -> u64 {
 #[tokio::test(flavor = "multi_thread")]
 async fn controller_converges_a_configmap_and_hands_over_on_leader_death() {
     let client = client().await;
-    ok(&kubectl(&[
-        "apply",
-        "--server-side",
-        "--field-manager=slicectl-tests",
-        "-f",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd-slicestatus.yaml"),
-    ]));
-    ok(&kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=30s",
-        "crd/slicestatuses.slicectl.dev",
-    ]));
-    let ns = format!("ctl-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.clone()),
-                    ..ObjectMeta::default()
-                },
-                ..Namespace::default()
-            },
-        )
-        .await
-        .unwrap();
+    apply_crd();
+    let ns = namespace(&client, "ctl").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let sim = sim(Duration::from_millis(1500), 7, FaultConfig::default()).await;
     let llm = slice_yaml("llm", "tpu-v6e-slice", "2x2", 1, "");
@@ -528,12 +434,6 @@ async fn controller_converges_a_configmap_and_hands_over_on_leader_death() {
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
 
-fn put(dir: &std::path::Path, name: &str, text: &str) {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, dir.join(name)).unwrap();
-}
-
 fn reason(ns: &str, name: &str) -> String {
     let o = kubectl(&[
         "get",
@@ -553,27 +453,8 @@ fn reason(ns: &str, name: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stockout_is_backed_off_per_slice_while_others_converge() {
     let client = client().await;
-    ok(&kubectl(&[
-        "apply",
-        "--server-side",
-        "--field-manager=slicectl-tests",
-        "-f",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd-slicestatus.yaml"),
-    ]));
-    let ns = format!("cap-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.clone()),
-                    ..ObjectMeta::default()
-                },
-                ..Namespace::default()
-            },
-        )
-        .await
-        .unwrap();
+    apply_crd();
+    let ns = namespace(&client, "cap").await;
     let sim = sim(Duration::from_millis(300), 3, FaultConfig::default()).await;
     let dir = spec_dir(&[("tiny.yaml", tiny("a"))]);
     let r = Replica::start_dir(
@@ -643,20 +524,7 @@ async fn a_stockout_is_backed_off_per_slice_while_others_converge() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_leader_that_loses_its_lease_exits_non_zero() {
     let client = client().await;
-    let ns = format!("lease-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.clone()),
-                    ..ObjectMeta::default()
-                },
-                ..Namespace::default()
-            },
-        )
-        .await
-        .unwrap();
+    let ns = namespace(&client, "lease").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     set_specs(&cms, &[]).await;
     let sim = sim(Duration::from_millis(100), 1, FaultConfig::default()).await;
@@ -773,27 +641,8 @@ fn change_cycles(r: &Replica) -> usize {
 #[tokio::test(flavor = "multi_thread")]
 async fn controller_follows_a_mounted_configmap_through_the_kubelets_swaps() {
     let client = client().await;
-    ok(&kubectl(&[
-        "apply",
-        "--server-side",
-        "--field-manager=slicectl-tests",
-        "-f",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd-slicestatus.yaml"),
-    ]));
-    let ns = format!("mnt-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.clone()),
-                    ..ObjectMeta::default()
-                },
-                ..Namespace::default()
-            },
-        )
-        .await
-        .unwrap();
+    apply_crd();
+    let ns = namespace(&client, "mnt").await;
     let sim = sim(Duration::from_millis(300), 5, FaultConfig::default()).await;
     let tmp = tempfile::tempdir().unwrap();
     let mut m = Mount::new(tmp.path().join("specs"));
@@ -898,43 +747,6 @@ async fn controller_follows_a_mounted_configmap_through_the_kubelets_swaps() {
         ]
     );
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
-}
-
-async fn namespace(client: &Client, prefix: &str) -> String {
-    let ns = format!(
-        "{prefix}-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.clone()),
-                    ..ObjectMeta::default()
-                },
-                ..Namespace::default()
-            },
-        )
-        .await
-        .unwrap();
-    ns
-}
-
-fn apply_crd() {
-    ok(&kubectl(&[
-        "apply",
-        "--server-side",
-        "--field-manager=slicectl-tests",
-        "-f",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd-slicestatus.yaml"),
-    ]));
-    ok(&kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=30s",
-        "crd/slicestatuses.slicectl.dev",
-    ]));
 }
 
 /// `--owner-deployment slicectl`: the status objects are owned by that

@@ -6,9 +6,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
+use common::k8s::kubeconfig;
 use common::*;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Secret};
@@ -19,16 +20,6 @@ use slicectl::sim::{FaultConfig, SimHandle};
 /// The tests of this file share the control plane's Nodes and its one
 /// device plugin: they run one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn kubeconfig() -> PathBuf {
-    match std::env::var_os("SLICECTL_TEST_KUBECONFIG") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => panic!(
-            "SLICECTL_TEST_KUBECONFIG is not set: these tests need the real control plane \
-             (run scripts/test.sh, or eval \"$(scripts/k8s-testenv.sh up)\")"
-        ),
-    }
-}
 
 async fn kube_client() -> kube::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();

@@ -10,33 +10,6 @@ use std::time::Duration;
 
 use common::*;
 use slicectl::sim::{FaultConfig, SimHandle};
-use tokio::io::AsyncReadExt;
-
-/// Writes `text` to `dir/name` as an editor or `git checkout` does: a
-/// temporary file renamed into place.
-fn put(dir: &Path, name: &str, text: &str) {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, dir.join(name)).unwrap();
-}
-
-/// Collects a child's pipe into a shared string.
-fn collect(mut r: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> Arc<Mutex<String>> {
-    let out = Arc::new(Mutex::new(String::new()));
-    let o = out.clone();
-    tokio::spawn(async move {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = r.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            o.lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    out
-}
 
 struct Watch {
     child: tokio::process::Child,

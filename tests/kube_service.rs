@@ -5,11 +5,13 @@
 //! API server) they fail, with the commands that start the plane. Every test
 //! uses its own object names, so they run concurrently.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use common::k8s::{hint, kubeconfig};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
@@ -21,18 +23,6 @@ use slicectl::kube::{
 };
 use slicectl::resource::KubeRef;
 use slicectl::spec::model::KubeApi;
-
-fn hint() -> &'static str {
-    "start the test control plane first: scripts/k8s-testbin.sh && \
-     eval \"$(scripts/k8s-testenv.sh up)\" (or run scripts/test.sh)"
-}
-
-fn kubeconfig() -> PathBuf {
-    match std::env::var_os("SLICECTL_TEST_KUBECONFIG") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => panic!("SLICECTL_TEST_KUBECONFIG is not set; {}", hint()),
-    }
-}
 
 /// The test cluster as the seam names it, with clients from the admin
 /// kubeconfig; and an admin client for arranging and checking.

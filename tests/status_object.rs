@@ -5,67 +5,25 @@
 //! expect; Events are recorded; objects of departed slices are deleted; a
 //! hand edit of the spec does nothing.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::k8s::*;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use sha2::{Digest, Sha256};
 use slicectl::apply::{ApplyOptions, Progress};
 use slicectl::cloud::fake::FakeCloud;
 use slicectl::engine::{Approval, ReconcileOptions, reconcile};
-use slicectl::kube::config_from_kubeconfig;
 use slicectl::plan::{PlanMode, PlanOptions};
 use slicectl::spec::SourceFile;
 use slicectl::status_object::{Cycle, CycleResult, SliceStatus, StatusSet, StatusWriter, derive};
-
-fn hint() -> &'static str {
-    "start the test control plane first: scripts/k8s-testbin.sh && \
-     eval \"$(scripts/k8s-testenv.sh up)\" (or run scripts/test.sh)"
-}
-
-fn kubeconfig() -> PathBuf {
-    match std::env::var_os("SLICECTL_TEST_KUBECONFIG") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => panic!("SLICECTL_TEST_KUBECONFIG is not set; {}", hint()),
-    }
-}
-
-async fn client() -> Client {
-    let config = config_from_kubeconfig(&kubeconfig(), None)
-        .await
-        .unwrap_or_else(|e| panic!("{e}; {}", hint()));
-    let client = Client::try_from(config).expect("client");
-    match tokio::time::timeout(Duration::from_secs(10), client.apiserver_version()).await {
-        Ok(Ok(_)) => client,
-        Ok(Err(e)) => panic!("API server unreachable: {e}; {}", hint()),
-        Err(_) => panic!("API server did not answer in 10s; {}", hint()),
-    }
-}
-
-fn kubectl(args: &[&str]) -> std::process::Output {
-    Command::new("kubectl")
-        .args(args)
-        .env("KUBECONFIG", kubeconfig())
-        .output()
-        .expect("kubectl is needed for this test")
-}
-
-fn ok(o: &std::process::Output) -> String {
-    assert!(
-        o.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// The kstatus program, built once per content of `tests/kstatus/` into the
 /// testbin cache (`SLICECTL_TESTBIN_CACHE`, default
@@ -217,33 +175,8 @@ spec: {{target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1}}
 async fn status_objects_read_back_as_kstatus_and_kubectl_expect() {
     let client = client().await;
     // The committed CRD applies server-side and is established.
-    ok(&kubectl(&[
-        "apply",
-        "--server-side",
-        "--field-manager=slicectl-tests",
-        "-f",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd-slicestatus.yaml"),
-    ]));
-    ok(&kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=30s",
-        "crd/slicestatuses.slicectl.dev",
-    ]));
-    let ns = format!("slst-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.clone()),
-                    ..ObjectMeta::default()
-                },
-                ..Namespace::default()
-            },
-        )
-        .await
-        .expect("create namespace");
+    apply_crd();
+    let ns = namespace(&client, "slst").await;
     let api: Api<SliceStatus> = Api::namespaced(client.clone(), &ns);
 
     // A fresh object nobody has written a status for: the CRD's default

@@ -1,9 +1,14 @@
 //! Shared helpers of the end-to-end tests: a simulator in the test process,
-//! the `slicectl` binary pointed at it, and spec directories in temp dirs.
+//! the `slicectl` binary pointed at it, spec directories in temp dirs, a
+//! child's output collected as it comes, and ([`k8s`]) the real test
+//! control plane.
 #![allow(dead_code)]
+
+pub mod k8s;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -86,6 +91,42 @@ pub fn slice_yaml(name: &str, acc: &str, topo: &str, replicas: u32, extra: &str)
     format!(
         "apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata:\n  name: {name}\nspec:\n  target: {target}\n  backend: gke\n  accelerator: {acc}\n  topology: \"{topo}\"\n  replicas: {replicas}\n{extra}"
     )
+}
+
+/// Writes `text` to `dir/name` as an editor or `git checkout` does: a
+/// temporary file renamed into place.
+pub fn put(dir: &Path, name: &str, text: &str) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+/// Collects a child's pipe into a shared string, as it comes.
+pub fn collect(mut r: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> Arc<Mutex<String>> {
+    use tokio::io::AsyncReadExt;
+    let out = Arc::new(Mutex::new(String::new()));
+    let o = out.clone();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = r.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            o.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    out
+}
+
+/// A TCP port on loopback that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A spec dir with the target and the given slice files.
