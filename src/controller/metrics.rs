@@ -130,7 +130,7 @@ impl Metrics {
         let capacity_unavailable = Counter::default();
         r.register(
             "capacity_unavailable",
-            "Stockouts and full reservations met by apply steps",
+            "Stockouts and full reservations met by apply steps or found in the plan",
             capacity_unavailable.clone(),
         );
         let capacity_held = Gauge::default();
