@@ -1,4 +1,5 @@
 //! Unit and snapshot tests of the pure planner.
+#![cfg(test)]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
