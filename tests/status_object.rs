@@ -2,8 +2,11 @@
 //! up`; the test fails without it): the committed CRD applies; the writer's
 //! objects read back as the real kstatus library (the Go program in
 //! `tests/kstatus/`, built once into the testbin cache) and `kubectl wait`
-//! expect; Events are recorded; objects of departed slices are deleted; a
-//! hand edit of the spec does nothing.
+//! expect, and as Argo CD's health with the committed Lua check
+//! (`deploy/argocd/slicestatus-health.lua`, run by the same program as Argo CD
+//! runs it); Events are recorded; objects of departed slices are deleted; a
+//! hand edit of the spec does nothing. Without the control plane: the README's
+//! argocd-cm snippet is that Lua script.
 
 mod common;
 
@@ -30,9 +33,24 @@ use slicectl::status_object::{Cycle, CycleResult, SliceStatus, StatusSet, Status
 /// `~/.cache/slicectl-testbin`), as the control-plane binaries are.
 fn kstatus_bin() -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kstatus");
+    // go.mod, go.sum and every .go file, by name and content.
+    let mut files: Vec<String> = std::fs::read_dir(&src)
+        .expect("tests/kstatus")
+        .map(|e| {
+            e.expect("tests/kstatus entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|n| n == "go.mod" || n == "go.sum" || n.ends_with(".go"))
+        .collect();
+    files.sort();
     let mut h = Sha256::new();
-    for f in ["go.mod", "go.sum", "main.go"] {
+    for f in &files {
+        h.update(f.as_bytes());
+        h.update([0]);
         h.update(std::fs::read(src.join(f)).expect("tests/kstatus source"));
+        h.update([0]);
     }
     let key = &hex::encode(h.finalize())[..16];
     let cache = std::env::var_os("SLICECTL_TESTBIN_CACHE")
@@ -68,8 +86,28 @@ fn kstatus_bin() -> PathBuf {
 
 /// What kstatus computes for each object of a `kubectl get -o json` list.
 fn kstatus(list_json: &str) -> BTreeMap<String, (String, String)> {
+    run_kstatus(&[], list_json)
+}
+
+/// The committed Argo CD health check (the README's argocd-cm snippet).
+fn health_lua() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/argocd/slicestatus-health.lua")
+}
+
+/// The health Argo CD gives each object of a `kubectl get -o json` list
+/// with the committed Lua check, evaluated as Argo CD runs it
+/// (`kstatus argocd SCRIPT`, tests/kstatus/argocd.go).
+fn argocd_health(list_json: &str) -> BTreeMap<String, (String, String)> {
+    let script = health_lua();
+    run_kstatus(&["argocd".as_ref(), script.as_os_str()], list_json)
+}
+
+/// `name → (status, message)` printed by the kstatus program run with
+/// `args` on `list_json`.
+fn run_kstatus(args: &[&std::ffi::OsStr], list_json: &str) -> BTreeMap<String, (String, String)> {
     use std::io::Write;
     let mut child = Command::new(kstatus_bin())
+        .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -102,15 +140,30 @@ fn kstatus(list_json: &str) -> BTreeMap<String, (String, String)> {
         .collect()
 }
 
+fn list_json(ns: &str) -> String {
+    ok(&kubectl(&["get", "slicestatuses", "-n", ns, "-o", "json"]))
+}
+
 fn kstatus_of(ns: &str) -> BTreeMap<String, (String, String)> {
-    kstatus(&ok(&kubectl(&[
-        "get",
-        "slicestatuses",
-        "-n",
-        ns,
-        "-o",
-        "json",
-    ])))
+    kstatus(&list_json(ns))
+}
+
+/// The message of the condition `type_` of object `name` in a list.
+fn condition_message(list_json: &str, name: &str, type_: &str) -> String {
+    let list: serde_json::Value = serde_json::from_str(list_json).unwrap();
+    let obj = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no object {name}"));
+    let c = obj["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == type_)
+        .unwrap_or_else(|| panic!("{name} has no {type_} condition"));
+    c["message"].as_str().unwrap_or("").to_string()
 }
 
 struct Quiet;
@@ -194,7 +247,18 @@ async fn status_objects_read_back_as_kstatus_and_kubectl_expect() {
         .await
         .expect("create a bare object");
     assert_eq!(got.status.and_then(|s| s.observed_generation), Some(-1));
-    assert_eq!(kstatus_of(&ns)["fresh"].0, "InProgress");
+    let list = list_json(&ns);
+    assert_eq!(kstatus(&list)["fresh"].0, "InProgress");
+    // Argo CD: Progressing, not Healthy.
+    let a = argocd_health(&list);
+    assert_eq!(
+        a["fresh"],
+        (
+            "Progressing".to_string(),
+            "Waiting for slicectl to write the status".to_string()
+        ),
+        "{a:?}"
+    );
     api.delete("fresh", &DeleteParams::default())
         .await
         .expect("delete");
@@ -217,11 +281,36 @@ async fn status_objects_read_back_as_kstatus_and_kubectl_expect() {
         summary.event_errors
     );
 
-    let k = kstatus_of(&ns);
+    let list = list_json(&ns);
+    let k = kstatus(&list);
     assert_eq!(k["ready"].0, "Current", "{k:?}");
     assert_eq!(k["inflight"].0, "InProgress", "{k:?}");
     assert_eq!(k["stalled"].0, "Failed", "{k:?}");
     assert!(k["stalled"].1.contains("name_taken"), "{k:?}");
+
+    // The same objects through the Argo CD health check, each with the
+    // message of the condition that decides it.
+    let a = argocd_health(&list);
+    let expect = |status: &str, name: &str, condition: &str| {
+        (
+            status.to_string(),
+            condition_message(&list, name, condition),
+        )
+    };
+    assert_eq!(a["ready"], expect("Healthy", "ready", "Ready"), "{a:?}");
+    assert_eq!(
+        a["inflight"],
+        expect("Progressing", "inflight", "Reconciling"),
+        "{a:?}"
+    );
+    assert_eq!(
+        a["stalled"],
+        expect("Degraded", "stalled", "Stalled"),
+        "{a:?}"
+    );
+    assert!(!a["ready"].1.is_empty(), "{a:?}");
+    assert!(!a["inflight"].1.is_empty(), "{a:?}");
+    assert!(a["stalled"].1.contains("name_taken"), "{a:?}");
 
     // kubectl wait: met for the ready one, not for the stalled one.
     ok(&kubectl(&[
@@ -275,9 +364,17 @@ async fn status_objects_read_back_as_kstatus_and_kubectl_expect() {
     )
     .await
     .unwrap();
-    let k = kstatus_of(&ns);
+    let list = list_json(&ns);
+    let k = kstatus(&list);
     assert_eq!(k["ready"].0, "InProgress", "{k:?}");
     assert!(k["ready"].1.contains("observed generation"), "{k:?}");
+    // Argo CD: Progressing too, with kstatus's message, though Ready=True.
+    let a = argocd_health(&list);
+    assert_eq!(
+        a["ready"],
+        ("Progressing".to_string(), k["ready"].1.clone()),
+        "{a:?}"
+    );
 
     // Editing the spec by hand does nothing: the field is pruned, the
     // generation stays.
@@ -344,8 +441,61 @@ async fn status_objects_read_back_as_kstatus_and_kubectl_expect() {
             .is_none_or(|o| o.metadata.deletion_timestamp.is_some())
     );
     assert_eq!(kstatus_of(&ns)["ready"].0, "Current");
+    assert_eq!(argocd_health(&list_json(&ns))["ready"].0, "Healthy");
 
     let _ = Api::<Namespace>::all(client)
         .delete(&ns, &DeleteParams::default())
         .await;
+}
+
+/// The Lua script of `deploy/argocd/slicestatus-health.lua`: the file minus
+/// its header (the leading `--` lines and the blank line after them).
+fn health_script_body() -> String {
+    let text = std::fs::read_to_string(health_lua()).expect("deploy/argocd/slicestatus-health.lua");
+    let (header, body) = text
+        .split_once("\n\n")
+        .expect("a header, a blank line, the script");
+    assert!(
+        header.lines().all(|l| l.starts_with("--")),
+        "the header is Lua comments only:\n{header}"
+    );
+    assert!(!body.trim().is_empty());
+    body.to_string()
+}
+
+#[test]
+fn readme_argocd_snippet_is_the_committed_health_script() {
+    const KEY: &str = "resource.customizations.health.slicectl.dev_SliceStatus";
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    // The ```yaml block whose first line is the key.
+    let lines: Vec<&str> = readme.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("{KEY}: |")))
+        .expect("the argocd-cm snippet in README.md");
+    assert_eq!(
+        lines[start - 1],
+        "```yaml",
+        "the snippet opens a yaml block"
+    );
+    let len = lines[start..]
+        .iter()
+        .position(|l| *l == "```")
+        .expect("the snippet's block ends");
+    let block = lines[start..start + len].join("\n") + "\n";
+    // As argocd-cm's data would read it: a YAML map with that one key.
+    let data: BTreeMap<String, String> =
+        serde_saphyr::from_str(&block).expect("the snippet is YAML");
+    assert_eq!(data.keys().collect::<Vec<_>>(), [KEY]);
+    let body = health_script_body();
+    if data[KEY] != body {
+        let diff = similar::TextDiff::from_lines(body.as_str(), data[KEY].as_str());
+        panic!(
+            "README.md's argocd-cm snippet differs from deploy/argocd/slicestatus-health.lua \
+             (below its header); make the snippet the script, indented two spaces:\n{}",
+            diff.unified_diff()
+                .header("slicestatus-health.lua", "README.md")
+        );
+    }
 }

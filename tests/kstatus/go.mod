@@ -1,9 +1,10 @@
-// Computes kstatus for status objects read back from the API server (see README.md).
+// Computes kstatus, and Argo CD health with a Lua check, for objects read back from the API server (see README.md).
 module local.invalid/kstatus
 
 go 1.26.0
 
 require (
+	github.com/yuin/gopher-lua v1.1.2
 	k8s.io/apimachinery v0.36.3
 	sigs.k8s.io/cli-utils v0.37.2
 )
