@@ -222,6 +222,19 @@ async fn wait_condition(ns: &str, cond: &str, names: &[&str], logs: &Replica) {
     assert!(o.status.success(), "{}\n{}", text(&o), logs.text());
 }
 
+/// Waits (60 s at most) until `slicestatus/NAME` in `ns` is gone.
+fn wait_deleted(ns: &str, name: &str, logs: &Replica) {
+    let o = kubectl(&[
+        "wait",
+        "-n",
+        ns,
+        "--for=delete",
+        "--timeout=60s",
+        &format!("slicestatus/{name}"),
+    ]);
+    assert!(o.status.success(), "{}\n{}", text(&o), logs.text());
+}
+
 fn creates(sim: &SimHandle) -> u64 {
     sim.stats().by_method.get(CREATE).copied().unwrap_or(0)
 }
@@ -331,15 +344,7 @@ async fn controller_converges_a_configmap_and_hands_over_on_leader_death() {
         pool_names(&sim).await == ["llm-0"]
     })
     .await;
-    let o = kubectl(&[
-        "wait",
-        "-n",
-        &ns,
-        "--for=delete",
-        "--timeout=60s",
-        "slicestatus/tiny",
-    ]);
-    assert!(o.status.success(), "{}\n{}", text(&o), a.text());
+    wait_deleted(&ns, "tiny", &a);
     wait_condition(&ns, "Ready", &["llm"], &a).await;
 
     // Empty the ConfigMap → refused, nothing deleted.
@@ -684,15 +689,7 @@ async fn controller_follows_a_mounted_configmap_through_the_kubelets_swaps() {
         pool_names(&sim).await == ["a-0"]
     })
     .await;
-    let o = kubectl(&[
-        "wait",
-        "-n",
-        &ns,
-        "--for=delete",
-        "--timeout=60s",
-        "slicestatus/b",
-    ]);
-    assert!(o.status.success(), "{}\n{}", text(&o), r.text());
+    wait_deleted(&ns, "b", &r);
     assert_eq!(deletes(&sim), 1, "{}", r.text());
     wait_for("the swap seen by the watcher", 30, &[&r], || async {
         change_cycles(&r) > seen

@@ -109,12 +109,13 @@ async fn killed_apply_resumes_without_duplicates_or_leaks() {
     );
 }
 
-/// `apply` started on a fleet whose first step (a workload policy's create,
-/// 2 s) is in flight; returns the child and everything its stderr said up
-/// to that point.
-async fn apply_until_policy_in_flight(
+/// `apply` of `dir` started, read until its stderr has a line containing
+/// `needle` (a step in flight); returns the child, the rest of its stderr
+/// and everything it said up to that point.
+async fn apply_until(
     sim: &slicectl::sim::SimHandle,
     dir: &std::path::Path,
+    needle: &str,
 ) -> (
     tokio::process::Child,
     tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
@@ -137,7 +138,7 @@ async fn apply_until_policy_in_flight(
         while let Some(l) = lines.next_line().await.unwrap() {
             seen.push_str(&l);
             seen.push('\n');
-            if l.contains("slice.iron[0].workload_policy: creating ...") {
+            if l.contains(needle) {
                 return true;
             }
         }
@@ -169,7 +170,12 @@ async fn ctrl_c_during_apply_finishes_the_step_in_flight_and_a_second_stops_at_o
     let sim = sim(Duration::from_secs(2), 3, FaultConfig::default()).await;
     let dir = spec_dir(&[("iron.yaml", slice_yaml("iron", "tpu7x", "2x2x2", 1, ""))]);
 
-    let (mut child, mut lines, mut err) = apply_until_policy_in_flight(&sim, dir.path()).await;
+    let (mut child, mut lines, mut err) = apply_until(
+        &sim,
+        dir.path(),
+        "slice.iron[0].workload_policy: creating ...",
+    )
+    .await;
     interrupt(&child);
     while let Some(l) = lines.next_line().await.unwrap() {
         err.push_str(&l);
@@ -214,30 +220,9 @@ async fn ctrl_c_during_apply_finishes_the_step_in_flight_and_a_second_stops_at_o
     // old pool's delete) is in flight; the next apply finds that delete's
     // operation, waits for it and converges with no duplicate.
     let dir2 = spec_dir(&[("iron.yaml", slice_yaml("iron", "tpu7x", "2x2x4", 1, ""))]);
-    let (mut child, _lines, seen) = {
-        // A replacement: the pool's delete is the first step.
-        use tokio::io::AsyncBufReadExt;
-        let mut child = tokio::process::Command::new(bin())
-            .args(["apply", dir2.path().to_str().unwrap(), "--auto-approve"])
-            .env("SLICECTL_API_ENDPOINT", sim.base_url())
-            .env("NO_COLOR", "1")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut seen = String::new();
-        while let Some(l) = lines.next_line().await.unwrap() {
-            seen.push_str(&l);
-            seen.push('\n');
-            if l.contains("slice.iron[0].node_pool: deleting ...") {
-                break;
-            }
-        }
-        (child, lines, seen)
-    };
+    // A replacement: the pool's delete is the first step.
+    let (mut child, _lines, seen) =
+        apply_until(&sim, dir2.path(), "slice.iron[0].node_pool: deleting ...").await;
     assert!(seen.contains("deleting ..."), "{seen}");
     interrupt(&child);
     tokio::time::sleep(Duration::from_millis(200)).await;

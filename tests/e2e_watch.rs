@@ -124,6 +124,26 @@ async fn label(sim: &SimHandle, pool: &str, key: &str) -> Option<String> {
         .and_then(|p| p["config"]["labels"][key].as_str().map(str::to_string))
 }
 
+/// Labels slice llm `team: llm` (an in-place update) and waits until its
+/// pool has the label.
+async fn relabel_llm(sim: &SimHandle, w: &Watch, d: &Path) {
+    put(
+        d,
+        "llm.yaml",
+        &slice_yaml(
+            "llm",
+            "tpu-v6e-slice",
+            "2x2",
+            1,
+            "  nodeLabels:\n    team: llm\n",
+        ),
+    );
+    w.wait("llm updated", || async {
+        label(sim, "llm-0", "team").await.as_deref() == Some("llm")
+    })
+    .await;
+}
+
 fn tiny(team: &str) -> String {
     slice_yaml(
         "tiny",
@@ -191,21 +211,7 @@ async fn watch_converges_on_changes_keeps_the_last_good_file_and_stops_on_sigter
     assert!(line.contains("valid topologies"), "{line}");
     // Another change elsewhere: another cycle, the error reported again.
     let n = w.cycles();
-    put(
-        d,
-        "llm.yaml",
-        &slice_yaml(
-            "llm",
-            "tpu-v6e-slice",
-            "2x2",
-            1,
-            "  nodeLabels:\n    team: llm\n",
-        ),
-    );
-    w.wait("llm updated", || async {
-        label(&sim, "llm-0", "team").await.as_deref() == Some("llm")
-    })
-    .await;
+    relabel_llm(&sim, &w, d).await;
     w.wait_cycles(n + 1, "a cycle after the llm change").await;
     let reported = w
         .stderr()
@@ -402,21 +408,7 @@ async fn watch_prunes_a_deleted_file_but_never_a_vanished_or_emptied_directory()
     .await;
     // Watched again: an edit in it is a change, and is applied.
     let n = w.finished().iter().filter(|(t, _)| t == "change").count();
-    put(
-        &d,
-        "llm.yaml",
-        &slice_yaml(
-            "llm",
-            "tpu-v6e-slice",
-            "2x2",
-            1,
-            "  nodeLabels:\n    team: llm\n",
-        ),
-    );
-    w.wait("llm updated", || async {
-        label(&sim, "llm-0", "team").await.as_deref() == Some("llm")
-    })
-    .await;
+    relabel_llm(&sim, &w, &d).await;
     w.wait("a change cycle after the edit", || async {
         w.finished().iter().filter(|(t, _)| t == "change").count() > n
     })
