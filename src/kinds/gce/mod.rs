@@ -13,8 +13,6 @@ pub mod render;
 pub mod template;
 
 #[cfg(test)]
-mod exec_tests;
-#[cfg(test)]
 mod tests;
 
 use crate::resource::compute;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::nodes::{self, Nodes};
+use crate::kinds::gce::nodes::{self, Nodes};
 use crate::apply::KindExec;
 use crate::apply::schedule::Scheduler;
 use crate::apply::{StepOp, StepOutcome};
@@ -86,7 +86,7 @@ async fn world(stockout: bool) -> World {
     let mig = p
         .actions
         .iter()
-        .find(|a| a.id.kind == super::mig::KIND)
+        .find(|a| a.id.kind == crate::kinds::gce::mig::KIND)
         .unwrap();
     if stockout {
         fake.fail_next("insert_instance_group_manager", Fault::Stockout);
@@ -264,7 +264,7 @@ async fn cordon_before_the_vms_go_and_clean_up_after() {
     // Plan the teardown from what is live now.
     let nodes = w.kube.nodes(&kref()).await.unwrap();
     let tokens = w.kube.bootstrap_tokens(&kref(), "").await.unwrap();
-    let live = super::exec::group(&nodes, &tokens);
+    let live = super::group(&nodes, &tokens);
     assert_eq!(live.len(), 1);
     let mut del = w.nodes_action.clone();
     del.action = crate::plan::ActionKind::Delete;
@@ -285,7 +285,7 @@ async fn cordon_before_the_vms_go_and_clean_up_after() {
 
 #[test]
 fn kubelet_version_skew() {
-    use super::exec::skew_problem;
+    use super::skew_problem;
     assert_eq!(skew_problem("1.36", (1, 36)), None);
     assert_eq!(skew_problem("1.33", (1, 36)), None);
     let newer = skew_problem("1.37", (1, 36)).unwrap();

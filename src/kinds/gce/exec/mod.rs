@@ -701,3 +701,6 @@ impl KindExec for DevicePlugins {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
