@@ -23,10 +23,11 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Once};
+use std::sync::Once;
 use std::time::Duration;
 
 use common::k8s::*;
+use common::status::one_slice;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -34,14 +35,11 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use slicectl::apply::{ApplyOptions, Progress};
-use slicectl::cloud::fake::FakeCloud;
 use slicectl::controller::owner;
-use slicectl::engine::{Approval, ReconcileOptions, reconcile};
+use slicectl::engine::Approval;
 use slicectl::kube::config_from_kubeconfig;
-use slicectl::plan::{PlanMode, PlanOptions};
 use slicectl::spec::SourceFile;
-use slicectl::status_object::{Cycle, CycleResult, SliceStatus, StatusSet, StatusWriter, derive};
+use slicectl::status_object::{SliceStatus, StatusSet, StatusWriter};
 
 const NS: &str = "slicectl";
 const SA: &str = "system:serviceaccount:slicectl:slicectl";
@@ -508,55 +506,6 @@ async fn client_as(user: Option<&str>) -> Client {
     Client::try_from(config).expect("client")
 }
 
-struct Quiet;
-impl Progress for Quiet {
-    fn started(&self, _: &str, _: &str) {}
-    fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
-}
-
-/// The status set of a converged one-slice fleet on the fake cloud.
-async fn one_slice(name: &str) -> StatusSet {
-    let fleet = slicectl::spec::load(&[SourceFile {
-        path: "f.yaml".into(),
-        text: format!(
-            "apiVersion: slicectl.dev/v1alpha1
-kind: Target
-metadata: {{name: t}}
-spec: {{project: it-project, zone: us-central1-b, ownerId: it, gke: {{location: us-central1, name: c}}}}
----
-apiVersion: slicectl.dev/v1alpha1
-kind: Slice
-metadata: {{name: {name}}}
-spec: {{target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1}}
-"
-        ),
-    }])
-    .expect("fleet");
-    let fake = FakeCloud::new();
-    let opts = ReconcileOptions {
-        mode: PlanMode::Apply,
-        plan: PlanOptions::default(),
-        apply: ApplyOptions::default(),
-    };
-    let report = reconcile(
-        &fleet,
-        &fake.cloud(),
-        &opts,
-        |_| Approval::Auto,
-        Arc::new(Quiet),
-    )
-    .await
-    .expect("reconcile");
-    derive(&Cycle {
-        fleet: &fleet,
-        result: CycleResult::Report(&report),
-        invalid: &BTreeMap::new(),
-        unavailable_since: &BTreeMap::new(),
-        stall_after: Duration::from_secs(1800),
-        now: jiff::Timestamp::now(),
-    })
-}
-
 fn forbidden<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> bool {
     matches!(r, Err(kube::Error::Api(ref e)) if e.code == 403)
 }
@@ -675,7 +624,7 @@ async fn the_controllers_calls_succeed_as_its_service_account() {
     let name = format!("deploy-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let writer = StatusWriter::new(sa.clone(), NS, Some("it".into())).with_owner(owner.clone());
     let summary = writer
-        .write(&one_slice(&name).await)
+        .write(&one_slice(&name, Approval::Auto, false).await)
         .await
         .expect("write as the ServiceAccount");
     assert_eq!(summary.written, [name.as_str()]);

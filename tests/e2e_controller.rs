@@ -15,7 +15,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -59,31 +59,29 @@ impl Replica {
     /// A replica in `ns` with a 4 s Lease, and `extra` arguments.
     fn start_with(sim: &SimHandle, ns: &str, name: &'static str, extra: &[&str]) -> Replica {
         let port = free_port();
-        let mut child = tokio::process::Command::new(bin())
-            .args([
-                "controller",
-                "--namespace",
-                ns,
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--lease-duration",
-                "4s",
-            ])
-            .args(extra)
-            .env("SLICECTL_API_ENDPOINT", sim.base_url())
-            .env("KUBECONFIG", kubeconfig())
-            .env("POD_NAME", name)
-            .env("NO_COLOR", "1")
-            .env_remove("SLICECTL_LOG")
-            .env_remove("POD_NAMESPACE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdout = collect(child.stdout.take().unwrap());
-        let stderr = collect(child.stderr.take().unwrap());
+        let Piped {
+            child,
+            stdout,
+            stderr,
+        } = spawn_piped(
+            tokio::process::Command::new(bin())
+                .args([
+                    "controller",
+                    "--namespace",
+                    ns,
+                    "--listen",
+                    &format!("127.0.0.1:{port}"),
+                    "--lease-duration",
+                    "4s",
+                ])
+                .args(extra)
+                .env("SLICECTL_API_ENDPOINT", sim.base_url())
+                .env("KUBECONFIG", kubeconfig())
+                .env("POD_NAME", name)
+                .env("NO_COLOR", "1")
+                .env_remove("SLICECTL_LOG")
+                .env_remove("POD_NAMESPACE"),
+        );
         Replica {
             name,
             child,

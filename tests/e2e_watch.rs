@@ -4,7 +4,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,28 +23,26 @@ impl Watch {
 
     /// [`Watch::start`] with more arguments (e.g. a short `--resync`).
     fn start_with(sim: &SimHandle, dir: &Path, more: &[&str]) -> Watch {
-        let mut child = tokio::process::Command::new(bin())
-            .args([
-                "reconcile",
-                dir.to_str().unwrap(),
-                "--watch",
-                "--debounce",
-                "100ms",
-                "--grace",
-                "20s",
-            ])
-            .args(more)
-            .env("SLICECTL_API_ENDPOINT", sim.base_url())
-            .env("NO_COLOR", "1")
-            .env_remove("SLICECTL_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdout = collect(child.stdout.take().unwrap());
-        let stderr = collect(child.stderr.take().unwrap());
+        let Piped {
+            child,
+            stdout,
+            stderr,
+        } = spawn_piped(
+            tokio::process::Command::new(bin())
+                .args([
+                    "reconcile",
+                    dir.to_str().unwrap(),
+                    "--watch",
+                    "--debounce",
+                    "100ms",
+                    "--grace",
+                    "20s",
+                ])
+                .args(more)
+                .env("SLICECTL_API_ENDPOINT", sim.base_url())
+                .env("NO_COLOR", "1")
+                .env_remove("SLICECTL_LOG"),
+        );
         Watch {
             child,
             stdout,

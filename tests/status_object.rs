@@ -13,20 +13,16 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::k8s::*;
+use common::status::one_slice;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use sha2::{Digest, Sha256};
-use slicectl::apply::{ApplyOptions, Progress};
-use slicectl::cloud::fake::FakeCloud;
-use slicectl::engine::{Approval, ReconcileOptions, reconcile};
-use slicectl::plan::{PlanMode, PlanOptions};
-use slicectl::spec::SourceFile;
-use slicectl::status_object::{Cycle, CycleResult, SliceStatus, StatusSet, StatusWriter, derive};
+use slicectl::engine::Approval;
+use slicectl::status_object::{SliceStatus, StatusWriter};
 
 /// The kstatus program, built once per content of `tests/kstatus/` into the
 /// testbin cache (`SLICECTL_TESTBIN_CACHE`, default
@@ -164,64 +160,6 @@ fn condition_message(list_json: &str, name: &str, type_: &str) -> String {
         .find(|c| c["type"] == type_)
         .unwrap_or_else(|| panic!("{name} has no {type_} condition"));
     c["message"].as_str().unwrap_or("").to_string()
-}
-
-struct Quiet;
-impl Progress for Quiet {
-    fn started(&self, _: &str, _: &str) {}
-    fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
-}
-
-/// The status set of a one-slice fleet after one cycle on a fake cloud;
-/// `taken` seeds a node pool slicectl does not own under its name.
-async fn one_slice(name: &str, approval: Approval, taken: bool) -> StatusSet {
-    let fleet = slicectl::spec::load(&[SourceFile {
-        path: "f.yaml".into(),
-        text: format!(
-            "apiVersion: slicectl.dev/v1alpha1
-kind: Target
-metadata: {{name: t}}
-spec: {{project: it-project, zone: us-central1-b, ownerId: it, gke: {{location: us-central1, name: c}}}}
----
-apiVersion: slicectl.dev/v1alpha1
-kind: Slice
-metadata: {{name: {name}}}
-spec: {{target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1}}
-"
-        ),
-    }])
-    .expect("fleet");
-    let fake = FakeCloud::new();
-    if taken {
-        fake.seed_pool(
-            &slicectl::resource::ClusterRef {
-                project: "it-project".into(),
-                location: "us-central1".into(),
-                name: "c".into(),
-            },
-            slicectl::resource::gke::NodePool {
-                name: format!("{name}-0"),
-                status: Some("RUNNING".into()),
-                ..Default::default()
-            },
-        );
-    }
-    let opts = ReconcileOptions {
-        mode: PlanMode::Apply,
-        plan: PlanOptions::default(),
-        apply: ApplyOptions::default(),
-    };
-    let report = reconcile(&fleet, &fake.cloud(), &opts, |_| approval, Arc::new(Quiet))
-        .await
-        .expect("reconcile");
-    derive(&Cycle {
-        fleet: &fleet,
-        result: CycleResult::Report(&report),
-        invalid: &BTreeMap::new(),
-        unavailable_since: &BTreeMap::new(),
-        stall_after: Duration::from_secs(1800),
-        now: jiff::Timestamp::now(),
-    })
 }
 
 #[tokio::test]

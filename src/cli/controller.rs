@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube_lease_manager::LeaseManagerBuilder;
 
 use super::args::{Connection, ControllerArgs, Exec, Safety};
-use super::{EXIT_ERROR, EXIT_OK, Session, color_stdout, print_report, progress};
+use super::{EXIT_ERROR, EXIT_OK, Session, print_report, progress};
 use crate::apply::Failure;
 use crate::apply::progress::Stoppable;
 use crate::controller::capacity::{
@@ -28,8 +28,8 @@ use crate::controller::metrics::{CountingProgress, Metrics};
 use crate::controller::owner;
 use crate::controller::server::{self, Health};
 use crate::controller::{self as ctl_mod, invalid_slices};
-use crate::engine::{self, Approval, Outcome, ReconcileError};
-use crate::plan::{ActionKind, Plan, PlanError, human};
+use crate::engine::{self, Outcome, ReconcileError};
+use crate::plan::{Plan, PlanError};
 use crate::source::SourceError;
 use crate::source::last_good::LastGood;
 use crate::spec::{Fleet, SourceFile};
@@ -296,13 +296,7 @@ impl Controller {
         let outcome = self.reconcile_once().await;
         let elapsed = started.elapsed();
         self.metrics.cycle(outcome, elapsed.as_secs_f64());
-        let duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
-        let trigger = trigger.as_str();
-        if matches!(outcome, "no_changes" | "applied") {
-            tracing::info!(target: LOG_TARGET, trigger, duration_ms, outcome, "cycle finished");
-        } else {
-            tracing::warn!(target: LOG_TARGET, trigger, duration_ms, outcome, "cycle finished");
-        }
+        super::cycle::log_finished(trigger, outcome, elapsed);
     }
 
     fn set_broken(&self, broken: bool) {
@@ -416,21 +410,7 @@ impl Controller {
             }
         };
         self.set_broken(!resolved.clean());
-        for d in &resolved.diagnostics {
-            eprintln!("{d}");
-        }
-        for p in &resolved.held {
-            eprintln!(
-                "warning: {} is invalid (or valid only with a file that is); its last good version stays in force until it is fixed, and nothing it defines is deleted or replaced",
-                p.display()
-            );
-        }
-        for p in &resolved.left_out {
-            eprintln!(
-                "warning: {} is invalid and has no good version yet: it contributes nothing, and nothing is pruned until it is fixed",
-                p.display()
-            );
-        }
+        super::cycle::print_resolved(&resolved);
         let invalid = invalid_slices(&resolved);
         let fleet = resolved.fleet;
         if fleet.files == 0 && resolved.left_out.is_empty() && !self.safety.allow_empty_source {
@@ -477,13 +457,7 @@ impl Controller {
         let suspend_prune = !resolved.left_out.is_empty();
         let mut prune_suspended = false;
         let approve = |plan: &Plan| {
-            print!("{}", human::render(plan, color_stdout()));
-            if suspend_prune && plan.actions.iter().any(|a| a.action == ActionKind::Delete) {
-                prune_suspended = true;
-                Approval::Declined
-            } else {
-                Approval::Auto
-            }
+            super::cycle::approve_unless_pruning(plan, suspend_prune, &mut prune_suspended)
         };
         let progress = Arc::new(Stoppable::new(
             Arc::new(CountingProgress::new(

@@ -4,6 +4,7 @@
 
 pub mod args;
 mod controller;
+mod cycle;
 mod planfile;
 mod watch;
 

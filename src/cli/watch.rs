@@ -8,12 +8,10 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::args::{Connection, Exec, Safety, WatchArgs};
-use super::{
-    EXIT_ERROR, EXIT_OK, Session, color_stdout, plan_options, print_report, progress, reconcile,
-};
+use super::{EXIT_ERROR, EXIT_OK, Session, plan_options, print_report, progress, reconcile};
 use crate::apply::progress::Stoppable;
-use crate::engine::{self, Approval, Outcome};
-use crate::plan::{ActionKind, Plan, PlanMode, human};
+use crate::engine::{self, Outcome};
+use crate::plan::{Plan, PlanMode};
 use crate::source::last_good::LastGood;
 use crate::source::{self, SourceError};
 use crate::watch::{self, LOG_TARGET, LoopEnd, LoopOptions, Trigger};
@@ -106,13 +104,7 @@ impl Watcher {
         let started = Instant::now();
         tracing::debug!(target: LOG_TARGET, trigger = trigger.as_str(), "cycle started");
         let outcome = self.reconcile_once().await;
-        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let trigger = trigger.as_str();
-        if matches!(outcome, "no_changes" | "applied") {
-            tracing::info!(target: LOG_TARGET, trigger, duration_ms, outcome, "cycle finished");
-        } else {
-            tracing::warn!(target: LOG_TARGET, trigger, duration_ms, outcome, "cycle finished");
-        }
+        super::cycle::log_finished(trigger, outcome, started.elapsed());
     }
 
     /// One cycle; returns its outcome (a stable short code).
@@ -147,21 +139,7 @@ impl Watcher {
                 return "invalid_specs";
             }
         };
-        for d in &resolved.diagnostics {
-            eprintln!("{d}");
-        }
-        for p in &resolved.held {
-            eprintln!(
-                "warning: {} is invalid (or valid only with a file that is); its last good version stays in force until it is fixed, and nothing it defines is deleted or replaced",
-                p.display()
-            );
-        }
-        for p in &resolved.left_out {
-            eprintln!(
-                "warning: {} is invalid and has no good version yet: it contributes nothing, and nothing is pruned until it is fixed",
-                p.display()
-            );
-        }
+        super::cycle::print_resolved(&resolved);
         let fleet = resolved.fleet;
         if fleet.files == 0 && resolved.left_out.is_empty() && !self.safety.allow_empty_source {
             // Without Targets nothing would even be observed: say so, every
@@ -180,13 +158,7 @@ impl Watcher {
         let suspend_prune = !resolved.left_out.is_empty();
         let mut prune_suspended = false;
         let approve = |plan: &Plan| {
-            print!("{}", human::render(plan, color_stdout()));
-            if suspend_prune && plan.actions.iter().any(|a| a.action == ActionKind::Delete) {
-                prune_suspended = true;
-                Approval::Declined
-            } else {
-                Approval::Auto
-            }
+            super::cycle::approve_unless_pruning(plan, suspend_prune, &mut prune_suspended)
         };
         let progress = Arc::new(Stoppable::new(progress(), self.stop.clone()));
         let result = engine::reconcile(&fleet, &cloud, &ropts, approve, progress).await;

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod k8s;
+pub mod status;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -118,6 +119,31 @@ pub fn collect(mut r: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> Arc
         }
     });
     out
+}
+
+/// A child process whose stdout and stderr are collected as they come.
+pub struct Piped {
+    pub child: tokio::process::Child,
+    pub stdout: Arc<Mutex<String>>,
+    pub stderr: Arc<Mutex<String>>,
+}
+
+/// Spawns `cmd` with no stdin, its output collected, killed when dropped.
+pub fn spawn_piped(cmd: &mut tokio::process::Command) -> Piped {
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = collect(child.stdout.take().unwrap());
+    let stderr = collect(child.stderr.take().unwrap());
+    Piped {
+        child,
+        stdout,
+        stderr,
+    }
 }
 
 /// A TCP port on loopback that was free a moment ago.

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::kinds::gce::nodes::{self, Nodes};
 use crate::apply::KindExec;
 use crate::apply::schedule::Scheduler;
 use crate::apply::{StepOp, StepOutcome};
 use crate::cloud::Cloud;
 use crate::cloud::fake::{FakeCloud, Fault};
+use crate::kinds::gce::nodes::{self, Nodes};
 use crate::kube::fake::FakeKube;
 use crate::kube::{BootstrapToken, KubeService};
 use crate::plan::{self, Action, Inventory, PlanOptions};
