@@ -616,3 +616,103 @@ async fn a_kubelet_newer_than_the_api_server_is_refused_before_any_token() {
     .await;
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// Issue 23 item 1: `--sim` against specs whose kubeconfig reaches a real
+/// cluster. A slice applied for real (simulator server + the real control
+/// plane), then `plan`, `apply` and `destroy --sim` with the same specs and a
+/// real-looking `~/.kube/config`: the cluster sees no write at all (the
+/// Node, the token Secrets and the device plugin are untouched), where
+/// `--sim` used to delete the real Nodes and the device plugin.
+#[tokio::test(flavor = "multi_thread")]
+async fn sim_mode_never_writes_to_a_reachable_real_cluster() {
+    let _serial = SERIAL.lock().await;
+    let client = kube_client().await;
+    let sim = sim(Duration::from_millis(50), 11, FaultConfig::default()).await;
+    let dir = gce_dir(
+        "e2e-sim-iso",
+        &[("iso.yaml", gce_slice("sim-iso", "2x2", ""))],
+    );
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let before = nodes_of(&client, "sim-iso").await;
+    assert_eq!(before.len(), 1, "{before:?}");
+    let ds = Api::<DaemonSet>::namespaced(client.clone(), "kube-system");
+    let ds_before = ds.get("tpu-device-plugin").await.unwrap();
+    let secrets_before = token_secrets_of(&client, "sim-iso").await.len();
+
+    // The same specs, the kubeconfig named as the committed specs/ name it.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join(".kube")).unwrap();
+    std::fs::copy(kubeconfig(), home.path().join(".kube/config")).unwrap();
+    let target = std::fs::read_to_string(dir.path().join("target.yaml")).unwrap();
+    std::fs::write(
+        dir.path().join("target.yaml"),
+        target.replace(&kubeconfig().display().to_string(), "~/.kube/config"),
+    )
+    .unwrap();
+    let d = dir.path().to_str().unwrap();
+    for args in [
+        vec!["plan", d, "--sim"],
+        vec![
+            "apply",
+            d,
+            "--sim",
+            "--sim-latency",
+            "20ms",
+            "--auto-approve",
+        ],
+        vec![
+            "destroy",
+            d,
+            "--sim",
+            "--sim-latency",
+            "20ms",
+            "--auto-approve",
+        ],
+    ] {
+        let o = tokio::process::Command::new(bin())
+            .args(&args)
+            .env("HOME", home.path())
+            .env_remove("KUBECONFIG")
+            .env_remove("SLICECTL_API_ENDPOINT")
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap();
+        let t = text(&o);
+        assert!(o.status.success(), "{args:?}: {t}");
+        assert!(t.contains("nothing real is touched"), "{t}");
+        assert!(
+            t.contains("reaches no real Kubernetes API"),
+            "{args:?}: {t}"
+        );
+        assert!(!t.contains("nodes: deleting"), "{args:?}: {t}");
+    }
+    let after = nodes_of(&client, "sim-iso").await;
+    assert_eq!(after.len(), 1, "the real Node was deleted under --sim");
+    // The Node's own kubelet may report status; what slicectl writes
+    // (labels, cordon, taints, the object itself) must not have changed.
+    assert_eq!(after[0].metadata.uid, before[0].metadata.uid);
+    assert_eq!(
+        after[0].metadata.labels, before[0].metadata.labels,
+        "the real Node was relabelled under --sim"
+    );
+    assert_eq!(
+        after[0].spec, before[0].spec,
+        "the real Node was cordoned or tainted under --sim"
+    );
+    let ds_after = ds.get("tpu-device-plugin").await.unwrap();
+    assert_eq!(ds_after.metadata.uid, ds_before.metadata.uid);
+    assert_eq!(ds_after.metadata.generation, ds_before.metadata.generation);
+    assert_eq!(
+        token_secrets_of(&client, "sim-iso").await.len(),
+        secrets_before
+    );
+
+    // Tear the real slice down with the real specs.
+    std::fs::write(dir.path().join("target.yaml"), &target).unwrap();
+    let o = slicectl(&sim, &["destroy", d, "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(nodes_of(&client, "sim-iso").await.is_empty());
+}

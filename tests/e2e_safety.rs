@@ -261,3 +261,234 @@ async fn apply_without_a_terminal_needs_auto_approve() {
     assert_eq!(sim.stats().writes, 0);
     sim.shutdown().await;
 }
+
+/// A Target in a pull request naming a kubeconfig beside the YAML, whose
+/// user runs `sh`: the attack of plan-on-pull-request. `plan` (text and
+/// JSON), `status` and `plan --sim` must never run it.
+const GCE_TARGET_WITH_KUBECONFIG: &str = r#"apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata:
+  name: pr
+spec:
+  project: example-project
+  zone: us-central1-b
+  ownerId: pr
+  gce:
+    controlPlaneEndpoint: "127.0.0.1:1"
+    kubeApi:
+      kubeconfig: KUBECONFIG_PATH
+"#;
+
+const GCE_SLICE: &str = r#"apiVersion: slicectl.dev/v1alpha1
+kind: Slice
+metadata:
+  name: prs
+spec:
+  target: pr
+  backend: gce
+  accelerator: tpu-v6e-slice
+  topology: "2x2"
+  gce:
+    image: projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-v6e
+    bootstrap:
+      kubeadm:
+        kubernetesVersion: "1.36"
+"#;
+
+fn hostile_kubeconfig(server: &str, user: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: '{server}', insecure-skip-tls-verify: true}}\nusers:\n- name: u\n  user:\n{user}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+    )
+}
+
+/// Runs the binary in `dir` (relative kubeconfig paths resolve there) with a
+/// HOME and no KUBECONFIG of the developer's.
+async fn run_in(
+    dir: &std::path::Path,
+    home: &std::path::Path,
+    args: &[&str],
+    sim: Option<&slicectl::sim::SimHandle>,
+) -> std::process::Output {
+    let mut cmd = tokio::process::Command::new(bin());
+    cmd.args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env_remove("KUBECONFIG")
+        .env_remove("SLICECTL_API_ENDPOINT")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null());
+    if let Some(sim) = sim {
+        cmd.env("SLICECTL_API_ENDPOINT", sim.base_url());
+    }
+    cmd.output().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kubeconfig_a_spec_names_never_runs_a_command() {
+    let sim = sim(Duration::from_millis(10), 1, FaultConfig::default()).await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("MARKER");
+    let cred = r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t"}}"#;
+    let user = format!(
+        "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: sh\n      args: ['-c', 'id > {}; echo ''{cred}''']\n      interactiveMode: Never",
+        marker.display()
+    );
+    std::fs::write(
+        dir.path().join("kubeconfig"),
+        hostile_kubeconfig("https://127.0.0.1:1", &user),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("target.yaml"),
+        GCE_TARGET_WITH_KUBECONFIG.replace("KUBECONFIG_PATH", "kubeconfig"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("slice.yaml"), GCE_SLICE).unwrap();
+    let d = dir.path();
+    for args in [
+        vec!["plan", "."],
+        vec!["plan", ".", "-o", "json"],
+        vec!["status", "."],
+        vec!["apply", ".", "--auto-approve"],
+    ] {
+        let o = run_in(d, home.path(), &args, Some(&sim)).await;
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("runs a credential plugin"), "{args:?}: {err}");
+        assert!(err.contains("target.yaml:1:1"), "{args:?}: located: {err}");
+        assert!(err.contains("--trust-kubeconfig"), "{args:?}: {err}");
+        assert!(!marker.exists(), "{args:?} ran the spec's command");
+    }
+    // Under --sim the kubeconfig is not even read.
+    let o = run_in(d, home.path(), &["plan", ".", "--sim"], None).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("under --sim slicectl reaches no real Kubernetes API"),
+        "{}",
+        text(&o)
+    );
+    assert!(!marker.exists(), "plan --sim ran the spec's command");
+    // The operator may vouch for it: then (and only then) it runs.
+    let o = run_in(
+        d,
+        home.path(),
+        &["plan", ".", "--trust-kubeconfig", "kubeconfig"],
+        Some(&sim),
+    )
+    .await;
+    assert!(marker.exists(), "a trusted plugin runs: {}", text(&o));
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spec_named_kubeconfig_is_read_bounded_and_never_echoed() {
+    let sim = sim(Duration::from_millis(10), 1, FaultConfig::default()).await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("slice.yaml"), GCE_SLICE).unwrap();
+    let target = |path: &str| {
+        std::fs::write(
+            dir.path().join("target.yaml"),
+            GCE_TARGET_WITH_KUBECONFIG.replace("KUBECONFIG_PATH", path),
+        )
+        .unwrap();
+    };
+    // A FIFO: `plan` used to hang on it for ever.
+    let fifo = dir.path().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for (path, want) in [
+        ("fifo", "FIFO"),
+        ("/dev/zero", "character device"),
+        ("/etc/passwd", "not a valid kubeconfig"),
+    ] {
+        target(path);
+        let o = tokio::time::timeout(
+            Duration::from_secs(30),
+            run_in(dir.path(), home.path(), &["plan", "."], Some(&sim)),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("plan hung on {path}"));
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let t = text(&o);
+        assert!(t.contains(want), "{path}: {t}");
+        assert!(!t.contains("root:"), "{path}: echoed: {t}");
+    }
+    // A key and a password line: never echoed.
+    std::fs::write(
+        dir.path().join("secret"),
+        "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\npassword: hunter2\n",
+    )
+    .unwrap();
+    target("secret");
+    let o = run_in(dir.path(), home.path(), &["plan", "."], Some(&sim)).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    for s in ["hunter2", "MIIEvQ", "PRIVATE KEY"] {
+        assert!(!t.contains(s), "{s} echoed: {t}");
+    }
+    sim.shutdown().await;
+}
+
+/// `--sim` dials no Kubernetes API at all, whatever the specs name: a
+/// listener standing in for the cluster sees no connection.
+#[tokio::test(flavor = "multi_thread")]
+async fn sim_mode_never_dials_a_kubernetes_api() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join(".kube")).unwrap();
+    std::fs::write(
+        home.path().join(".kube/config"),
+        hostile_kubeconfig(&format!("https://127.0.0.1:{port}"), "    token: t"),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("target.yaml"),
+        GCE_TARGET_WITH_KUBECONFIG
+            .replace("KUBECONFIG_PATH", "\"~/.kube/config\"")
+            .replace("127.0.0.1:1", &format!("127.0.0.1:{port}")),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("slice.yaml"), GCE_SLICE).unwrap();
+    for args in [
+        vec!["plan", ".", "--sim"],
+        vec!["status", ".", "--sim"],
+        vec![
+            "apply",
+            ".",
+            "--sim",
+            "--sim-latency",
+            "10ms",
+            "--auto-approve",
+        ],
+        vec![
+            "destroy",
+            ".",
+            "--sim",
+            "--sim-latency",
+            "10ms",
+            "--auto-approve",
+        ],
+    ] {
+        let o = run_in(dir.path(), home.path(), &args, None).await;
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains("nothing real is touched"), "{}", text(&o));
+        assert!(
+            matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "{args:?} connected to the Kubernetes API"
+        );
+    }
+    // The controller promises the same by refusing --sim.
+    let o = run_in(dir.path(), home.path(), &["controller", "--sim"], None).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("does not take --sim"), "{}", text(&o));
+}

@@ -195,7 +195,15 @@ pub struct Connection {
     /// Writes that may go at once before --write-rate paces them.
     #[arg(long, value_name = "N", default_value_t = 40)]
     pub write_burst: u32,
-    /// Start the GCP simulator in-process and target it: nothing real is touched.
+    /// A kubeconfig a Target may name that is trusted to run its credential
+    /// plugin (`exec`, `auth-provider`) and read the files it refers to
+    /// (repeatable). KUBECONFIG's entries and ~/.kube/config are always
+    /// trusted; any other kubeconfig a spec names must embed its credentials.
+    #[arg(long, value_name = "PATH")]
+    pub trust_kubeconfig: Vec<std::path::PathBuf>,
+    /// Start the GCP simulator in-process and target it: nothing real is
+    /// touched (no real Google API, and no Kubernetes API at all: the
+    /// Kubernetes side of gce Targets is deferred).
     #[arg(long)]
     pub sim: bool,
     /// Simulator behaviour (with --sim).

@@ -77,6 +77,16 @@ pub(super) async fn run(
     safety: Safety,
     exec: Exec,
 ) -> Result<u8> {
+    if conn.sim {
+        // The controller's whole job is writing to its cluster (a Lease,
+        // SliceStatus objects, Events); under --sim nothing real is written.
+        anyhow::bail!(
+            "slicectl controller does not take --sim: it writes a Lease, status objects and Events to \
+             its cluster, and --sim promises that nothing real is touched. To run the controller \
+             against the simulator, start `slicectl sim --listen ADDR` and pass `--api-endpoint \
+             http://ADDR` (its Google side is then simulated; its cluster is the real one it runs in)"
+        );
+    }
     let namespace = ctl_mod::namespace(ctl.namespace.as_deref());
     let identity = ctl_mod::identity();
     let metrics = Metrics::new();

@@ -10,7 +10,7 @@ mod watch;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -580,7 +580,10 @@ struct Session {
     cloud: Cloud,
     sim: Option<SimHandle>,
     client: CloudClient,
-    deferring: bool,
+    /// `--sim`: no Kubernetes API is reached.
+    sealed: bool,
+    /// `--trust-kubeconfig`.
+    trusted: Vec<PathBuf>,
 }
 
 impl Session {
@@ -609,6 +612,11 @@ impl Session {
         };
         let client = CloudClient::new(ClientOptions {
             api_endpoint: endpoint,
+            // Under --sim no credential is ever looked for (no ADC file, no
+            // metadata server, no gcloud), whatever the environment holds.
+            token_source: conn
+                .sim
+                .then(|| std::sync::Arc::new(crate::cloud::auth::NoAuth) as _),
             allow_insecure_http: conn.allow_insecure_http,
             write_rate: (conn.write_rate != 0.0).then_some(crate::cloud::WriteRate {
                 per_second: conn.write_rate,
@@ -626,19 +634,20 @@ impl Session {
                 ))
             );
         }
-        let cloud = cloud_for(&client, fleet, conn.sim);
+        let cloud = cloud_for(&client, fleet, conn.sim, &conn.trust_kubeconfig);
         Ok(Session {
             cloud,
             sim,
             client,
-            deferring: conn.sim,
+            sealed: conn.sim,
+            trusted: conn.trust_kubeconfig.clone(),
         })
     }
 
     /// The cloud for another fleet on the same connection (the targets'
     /// Kubernetes clients are the fleet's).
     fn cloud_for(&self, fleet: &Fleet) -> Cloud {
-        cloud_for(&self.client, fleet, self.deferring)
+        cloud_for(&self.client, fleet, self.sealed, &self.trusted)
     }
 
     async fn close(self) {
@@ -648,24 +657,29 @@ impl Session {
     }
 }
 
-/// The cloud on `client`, with the Kubernetes clients of `fleet`'s targets.
-fn cloud_for(client: &CloudClient, fleet: &Fleet, deferring: bool) -> Cloud {
-    let cloud = Cloud::from(client.clone()).with_kube(std::sync::Arc::new(
-        crate::kube::KubeClients::new(fleet.targets.values().filter_map(|t| {
+/// The cloud on `client`, with the Kubernetes clients of `fleet`'s targets;
+/// under `--sim` (`sim`), with none: nothing real is reached.
+fn cloud_for(client: &CloudClient, fleet: &Fleet, sim: bool, trusted: &[PathBuf]) -> Cloud {
+    let cloud = Cloud::from(client.clone());
+    if sim {
+        return cloud.sealed_for_sim();
+    }
+    cloud.with_kube(std::sync::Arc::new(crate::kube::KubeClients::for_specs(
+        fleet.targets.values().filter_map(|t| {
             let g = t.spec.gce.as_ref()?;
             Some((
                 crate::resource::KubeRef {
                     endpoint: g.control_plane_endpoint.clone(),
                 },
                 g.kube_api.clone(),
+                crate::kube::Origin {
+                    target: t.name.clone(),
+                    location: t.location.clone(),
+                },
             ))
-        })),
-    ));
-    if deferring {
-        cloud.deferring_unreachable_kube()
-    } else {
-        cloud
-    }
+        }),
+        crate::kube::TrustedKubeconfigs::from_env(trusted),
+    )))
 }
 
 fn color_stderr(s: &str) -> String {

@@ -210,10 +210,11 @@ pub struct Cloud {
     pub compute: Arc<dyn ComputeService>,
     /// The Kubernetes API of self-managed clusters (the `gce` backend).
     pub kube: Arc<dyn crate::kube::KubeService>,
-    /// `--sim`: a self-managed cluster whose Kubernetes API cannot be
-    /// reached (or configured) is left out of the plan, said so, instead of
-    /// failing the observation. Never set against real Google Cloud.
-    pub defer_unreachable_kube: bool,
+    /// `--sim`: no real Kubernetes API is reached. Every self-managed
+    /// cluster's Kubernetes side is left out of the plan, said so, and never
+    /// dialled (its kubeconfig is not even read). Never set against real
+    /// Google Cloud.
+    pub sim_defers_kube: bool,
 }
 
 impl Cloud {
@@ -222,10 +223,12 @@ impl Cloud {
         Cloud { kube, ..self }
     }
 
-    /// The same cloud, deferring unreachable self-managed clusters (`--sim`).
-    pub fn deferring_unreachable_kube(self) -> Cloud {
+    /// `--sim`: the same cloud with no Kubernetes API at all, every
+    /// self-managed cluster's Kubernetes side deferred.
+    pub fn sealed_for_sim(self) -> Cloud {
         Cloud {
-            defer_unreachable_kube: true,
+            kube: Arc::new(crate::kube::KubeClients::sealed()),
+            sim_defers_kube: true,
             ..self
         }
     }
@@ -245,7 +248,7 @@ impl From<CloudClient> for Cloud {
             compute: shared,
             // No self-managed cluster until the fleet names one.
             kube: Arc::new(crate::kube::KubeClients::new([])),
-            defer_unreachable_kube: false,
+            sim_defers_kube: false,
         }
     }
 }

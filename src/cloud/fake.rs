@@ -154,7 +154,7 @@ impl FakeCloud {
             gke: self.clone(),
             compute: self.clone(),
             kube: crate::kube::fake::FakeKube::new(),
-            defer_unreachable_kube: false,
+            sim_defers_kube: false,
         }
     }
 

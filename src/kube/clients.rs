@@ -2,7 +2,7 @@
 //! from each cluster's [`KubeApi`] and cached.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret, ServiceAccount, Taint};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::KubeConfigOptions;
 use kube::{Client, Config, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -19,6 +19,7 @@ use tokio::sync::OnceCell;
 
 use super::bootstrap_token::{BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_SECRET_TYPE};
 use super::error::{Attempt, KubeError, chain};
+use super::kubeconfig::{Origin, TrustedKubeconfigs};
 use super::service::{
     DevicePluginObjects, FIELD_MANAGER, KubeService, StoredToken, UNSCHEDULABLE_TAINT_KEY,
     expiration_after, is_cordoned, unschedulable_taint,
@@ -39,17 +40,38 @@ const PAGE: u32 = 500;
 /// Attempts of a read-modify-write (cordon) that meets a conflict.
 const CONFLICT_ATTEMPTS: usize = 5;
 
-/// One cluster: how to reach it, and its client once built.
+/// One cluster: how to reach it, who named that, and its client once built.
 struct Slot {
     api: KubeApi,
+    /// The Target that names this cluster's kubeconfig (`None`: the caller's
+    /// own configuration, trusted).
+    origin: Option<Origin>,
     client: OnceCell<(Client, String)>,
 }
+
+/// Which kubeconfigs may run credential plugins and read files.
+#[derive(Debug)]
+enum Policy {
+    /// Every kubeconfig was named by the caller (tests, library use).
+    TrustAll,
+    /// Kubeconfigs come from specs: only these are trusted
+    /// ([`super::kubeconfig`]).
+    Specs(TrustedKubeconfigs),
+    /// `--sim`: no real Kubernetes API is ever reached.
+    Sealed,
+}
+
+/// Why every call fails under `--sim`.
+pub const SEALED_MESSAGE: &str = "under --sim slicectl reaches no real Kubernetes API (its Google side \
+     is simulated and its Kubernetes side is deferred); to link the simulator to a real cluster on \
+     purpose, run `slicectl sim --listen ADDR` and pass `--api-endpoint http://ADDR` instead of --sim";
 
 /// The real Kubernetes seam: a client per cluster, built on first use from
 /// the cluster's [`KubeApi`] (a kubeconfig and context, or in-cluster) with
 /// short timeouts, then reused.
 pub struct KubeClients {
     slots: HashMap<KubeRef, Slot>,
+    policy: Policy,
 }
 
 impl std::fmt::Debug for KubeClients {
@@ -78,8 +100,9 @@ pub fn expand_home(path: &str) -> PathBuf {
 }
 
 impl KubeClients {
-    /// Clients for these clusters; nothing is read or dialled until a
-    /// cluster is first used.
+    /// Clients for these clusters, whose kubeconfigs the caller vouches for
+    /// (tests and library use); nothing is read or dialled until a cluster is
+    /// first used.
     pub fn new(clusters: impl IntoIterator<Item = (KubeRef, KubeApi)>) -> Self {
         Self {
             slots: clusters
@@ -89,18 +112,66 @@ impl KubeClients {
                         k,
                         Slot {
                             api,
+                            origin: None,
                             client: OnceCell::new(),
                         },
                     )
                 })
                 .collect(),
+            policy: Policy::TrustAll,
         }
+    }
+
+    /// Clients for the clusters specs name: a kubeconfig only a spec names
+    /// may not run a credential plugin or read a file; only `trusted` ones
+    /// (the operator's) may ([`super::kubeconfig`]).
+    pub fn for_specs(
+        clusters: impl IntoIterator<Item = (KubeRef, KubeApi, Origin)>,
+        trusted: TrustedKubeconfigs,
+    ) -> Self {
+        Self {
+            slots: clusters
+                .into_iter()
+                .map(|(k, api, origin)| {
+                    (
+                        k,
+                        Slot {
+                            api,
+                            origin: Some(origin),
+                            client: OnceCell::new(),
+                        },
+                    )
+                })
+                .collect(),
+            policy: Policy::Specs(trusted),
+        }
+    }
+
+    /// `--sim`: every call fails with [`SEALED_MESSAGE`], before any file is
+    /// read or any address dialled.
+    pub fn sealed() -> Self {
+        Self {
+            slots: HashMap::new(),
+            policy: Policy::Sealed,
+        }
+    }
+
+    /// Whether this is [`KubeClients::sealed`].
+    pub fn is_sealed(&self) -> bool {
+        matches!(self.policy, Policy::Sealed)
     }
 
     /// The client configuration of a cluster, with slicectl's timeouts.
     pub async fn config(&self, k: &KubeRef) -> Result<Config, KubeError> {
         let slot = self.slot(k)?;
-        let mut config = load_config(k, &slot.api).await?;
+        // Whether the kubeconfig a spec names is one the operator trusts
+        // (decided here, before any await: the file is only read below).
+        let trusted = match (&self.policy, &slot.api.kubeconfig) {
+            (Policy::TrustAll, _) | (Policy::Specs(_), None) => true,
+            (Policy::Specs(t), Some(p)) => t.trusts(&expand_home(p)),
+            (Policy::Sealed, _) => false,
+        };
+        let mut config = load_config(k, slot, trusted).await?;
         config.connect_timeout = Some(CONNECT_TIMEOUT);
         config.read_timeout = Some(READ_TIMEOUT);
         config.reset_reader_on_write = true;
@@ -108,6 +179,12 @@ impl KubeClients {
     }
 
     fn slot(&self, k: &KubeRef) -> Result<&Slot, KubeError> {
+        if self.is_sealed() {
+            return Err(KubeError::Config {
+                endpoint: k.endpoint.clone(),
+                message: SEALED_MESSAGE.to_owned(),
+            });
+        }
         self.slots.get(k).ok_or_else(|| KubeError::Config {
             endpoint: k.endpoint.clone(),
             message: "no Kubernetes API configured for this cluster (the target's gce.kubeApi)"
@@ -139,8 +216,17 @@ impl KubeClients {
     }
 }
 
-/// Loads the client configuration a [`KubeApi`] describes.
-async fn load_config(k: &KubeRef, api: &KubeApi) -> Result<Config, KubeError> {
+/// Loads the client configuration a cluster's [`KubeApi`] describes.
+/// `trusted` says whether the kubeconfig the Target names may use credential
+/// plugins and file references; the default kubeconfig (none named) always
+/// may: it is the operator's.
+async fn load_config(k: &KubeRef, slot: &Slot, trusted: bool) -> Result<Config, KubeError> {
+    let api = &slot.api;
+    let named_by = slot
+        .origin
+        .as_ref()
+        .map(|o| format!(" (named by Target {:?} at {})", o.target, o.location))
+        .unwrap_or_default();
     let config_err = |message: String| KubeError::Config {
         endpoint: k.endpoint.clone(),
         message,
@@ -149,20 +235,23 @@ async fn load_config(k: &KubeRef, api: &KubeApi) -> Result<Config, KubeError> {
         return Config::incluster().map_err(|e| {
             config_err(format!(
                 "in-cluster configuration unavailable (is slicectl running in a pod of this \
-                 cluster?): {}",
+                 cluster?){named_by}: {}",
                 chain(&e)
             ))
         });
     }
-    let path = match &api.kubeconfig {
-        Some(p) => expand_home(p),
-        None => default_kubeconfig().ok_or_else(|| {
-            config_err("no kubeconfig given and neither KUBECONFIG nor HOME is set".to_owned())
-        })?,
+    let (path, is_trusted) = match &api.kubeconfig {
+        Some(p) => (expand_home(p), trusted),
+        None => (
+            default_kubeconfig().ok_or_else(|| {
+                config_err("no kubeconfig given and neither KUBECONFIG nor HOME is set".to_owned())
+            })?,
+            true,
+        ),
     };
     let shown = path.display().to_string();
-    let kubeconfig = read_kubeconfig(&path)
-        .map_err(|e| config_err(format!("cannot read kubeconfig {shown}: {e}")))?;
+    let kubeconfig = super::kubeconfig::load(&path, is_trusted)
+        .map_err(|e| config_err(format!("kubeconfig {shown}{named_by}: {e}")))?;
     if let Some(context) = &api.context
         && !kubeconfig.contexts.iter().any(|c| &c.name == context)
     {
@@ -172,7 +261,7 @@ async fn load_config(k: &KubeRef, api: &KubeApi) -> Result<Config, KubeError> {
             .map(|c| c.name.as_str())
             .collect();
         return Err(config_err(format!(
-            "context {context:?} not found in kubeconfig {shown} (it has: {})",
+            "context {context:?} not found in kubeconfig {shown}{named_by} (it has: {})",
             if known.is_empty() {
                 "none".to_owned()
             } else {
@@ -186,7 +275,7 @@ async fn load_config(k: &KubeRef, api: &KubeApi) -> Result<Config, KubeError> {
     };
     Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
-        .map_err(|e| config_err(format!("kubeconfig {shown}: {}", chain(&e))))
+        .map_err(|e| config_err(format!("kubeconfig {shown}{named_by}: {}", chain(&e))))
 }
 
 /// `$KUBECONFIG` (its first entry) or `~/.kube/config`.
@@ -195,13 +284,6 @@ fn default_kubeconfig() -> Option<PathBuf> {
         return std::env::split_paths(&v).next();
     }
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"))
-}
-
-fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, String> {
-    if !path.exists() {
-        return Err("no such file".to_owned());
-    }
-    Kubeconfig::read_from(path).map_err(|e| chain(&e))
 }
 
 /// One call's context: the cluster, its client and server URL.

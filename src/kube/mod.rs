@@ -9,6 +9,7 @@ pub mod client;
 pub mod clients;
 pub mod error;
 pub mod fake;
+pub mod kubeconfig;
 pub mod service;
 
 pub use bootstrap_token::{BootstrapToken, BootstrapTokenError, TokenSpec};
@@ -16,6 +17,7 @@ pub use ca::{CaError, ca_cert_hash};
 pub use client::{ClientError, client_from_kubeconfig, config_from_kubeconfig};
 pub use clients::KubeClients;
 pub use error::{Attempt, KubeError};
+pub use kubeconfig::{Origin, TrustedKubeconfigs};
 pub use service::{
     DevicePluginObjects, FIELD_MANAGER, Kube, KubeService, LabelSelector, StoredToken,
     UNSCHEDULABLE_TAINT_KEY, is_cordoned, unschedulable_taint,

@@ -25,32 +25,28 @@ pub fn clusters(fleet: &Fleet) -> BTreeSet<ClusterRef> {
         .collect()
 }
 
-/// With `--sim` ([`Cloud::defer_unreachable_kube`]), the self-managed
-/// clusters whose Kubernetes API cannot be reached, with why.
-async fn deferred_scopes(cloud: &Cloud, owners: &Owners) -> BTreeMap<Scope, String> {
-    let mut out = BTreeMap::new();
-    if !cloud.defer_unreachable_kube {
-        return out;
+/// With `--sim` ([`Cloud::sim_defers_kube`]), every self-managed cluster,
+/// with why: its Kubernetes API is never reached, not even to see whether
+/// it answers.
+fn deferred_scopes(cloud: &Cloud, owners: &Owners) -> BTreeMap<Scope, String> {
+    if !cloud.sim_defers_kube {
+        return BTreeMap::new();
     }
-    for scope in owners.scopes() {
-        let Scope::Kube(k) = scope else {
-            continue;
-        };
-        if let Err(e) = cloud.kube.reachable(k).await {
-            tracing::info!(cluster = %k.endpoint, error = %e, "self-managed cluster not reachable; deferring its Kubernetes side");
-            out.insert(
+    owners
+        .scopes()
+        .filter(|s| matches!(s, Scope::Kube(_)))
+        .map(|scope| {
+            (
                 scope.clone(),
-                format!(
-                    "its Kubernetes API is not reachable ({}). Under --sim the GCE resources are still created and \
-                     their simulated VMs boot, but nothing joins the cluster and no Node is labelled until slicectl \
-                     can reach it: start a real control plane and point the Target's gce.kubeApi and \
-                     controlPlaneEndpoint at it (scripts/gce-demo.sh does both)",
-                    e.code()
-                ),
-            );
-        }
-    }
-    out
+                "under --sim slicectl reaches no real Kubernetes API, whatever the Target's gce.kubeApi \
+                 names: the GCE resources are created in the simulator and their simulated VMs boot, but \
+                 nothing joins a cluster and no Node is read, labelled or deleted. To link the simulator to \
+                 a real cluster on purpose, run `slicectl sim --listen ADDR` and pass `--api-endpoint \
+                 http://ADDR` instead of --sim (scripts/gce-demo.sh does this)"
+                    .to_owned(),
+            )
+        })
+        .collect()
 }
 
 /// Observes every scope the fleet's targets name, with every registered kind.
@@ -61,10 +57,10 @@ pub async fn observe(cloud: &Cloud, fleet: &Fleet) -> Result<Inventory, CloudErr
         gke: std::sync::Arc::new(shared::SharedListings::new(cloud.gke.clone())),
         compute: cloud.compute.clone(),
         kube: cloud.kube.clone(),
-        defer_unreachable_kube: cloud.defer_unreachable_kube,
+        sim_defers_kube: cloud.sim_defers_kube,
     };
     let cloud = &shared;
-    let deferred = deferred_scopes(cloud, &owners).await;
+    let deferred = deferred_scopes(cloud, &owners);
     let kinds = crate::kinds::exec_kinds();
     let deferred_ref = &deferred;
     let lists = kinds.iter().flat_map(|k| {

@@ -3,6 +3,7 @@
 //!
 //! [`dir`] reads a directory (a git checkout or a mounted ConfigMap).
 
+pub mod bounded;
 pub mod dir;
 pub mod last_good;
 
