@@ -228,6 +228,10 @@ pub struct ApplyReport {
     /// Deletes that found the resource already gone (counted apart from
     /// `destroyed`: this apply did not destroy it).
     pub already_gone: Vec<String>,
+    /// Replacements whose old resource was deleted but whose new one was
+    /// not created (it failed, or never ran): capacity this apply removed
+    /// and did not give back.
+    pub capacity_lost: Vec<String>,
     /// Writes the cloud rejected under its concurrency rules (GKE's
     /// operations quota or an incompatible operation); each waited for an
     /// operation to finish and was sent again.
@@ -271,8 +275,16 @@ impl ApplyReport {
                 }
             ),
         };
+        let lost = match self.capacity_lost.len() {
+            0 => String::new(),
+            k => format!(
+                " {k} replaced but not recreated: the old one was deleted and the new one failed or never ran, so {} no capacity now ({}); apply again once capacity returns.",
+                if k == 1 { "it has" } else { "they have" },
+                self.capacity_lost.join(", ")
+            ),
+        };
         format!(
-            "{}: {} created, {} updated, {} replaced, {} destroyed{gone}, {} waited on, {} failed, {} skipped{not_run} ({:.1}s).{rejected}",
+            "{}: {} created, {} updated, {} replaced, {} destroyed{gone}, {} waited on, {} failed, {} skipped{not_run} ({:.1}s).{lost}{rejected}",
             if self.success() {
                 "Apply complete"
             } else {
@@ -309,6 +321,29 @@ async fn run_step(
 /// create → pool create), so a slot per action would deadlock them.
 fn replacement_group(a: &Action) -> (&str, u32) {
     (a.owner.slice.as_str(), a.owner.replica)
+}
+
+/// Where a replacement's capacity comes from, for halting a roll-out after
+/// a stockout: the project and the location (zone, region or a GKE
+/// cluster's location). Templates and Nodes hold no capacity of their own.
+fn capacity_area(a: &Action) -> Option<(&str, &str)> {
+    match &a.id.scope {
+        crate::plan::Scope::Cluster(c) => Some((&c.project, &c.location)),
+        crate::plan::Scope::Zone(z) => Some((&z.project, &z.zone)),
+        crate::plan::Scope::Region(r) => Some((&r.project, &r.region)),
+        crate::plan::Scope::Global(_) | crate::plan::Scope::Kube(_) => None,
+    }
+}
+
+/// Whether two capacity areas overlap: the same project, and the same
+/// location or a zone of the other's region (`us-central1-b` lies in
+/// `us-central1`).
+fn areas_overlap(a: (&str, &str), b: (&str, &str)) -> bool {
+    let within = |zone: &str, region: &str| {
+        zone.strip_prefix(region)
+            .is_some_and(|rest| rest.starts_with('-'))
+    };
+    a.0 == b.0 && (a.1 == b.1 || within(a.1, b.1) || within(b.1, a.1))
 }
 
 /// Executes the plan. Every action ends in the report: done, failed, skipped
@@ -359,6 +394,19 @@ pub async fn execute(
     let mut action_gone = vec![false; plan.actions.len()];
     let mut replacing: BTreeMap<(&str, u32), bool> = BTreeMap::new();
     let mut replacements_running = 0usize;
+    // Replacement groups whose first step was sent: a started replacement
+    // always runs to its end (its delete is never left without its create,
+    // even when a stop is requested).
+    let mut group_started: std::collections::BTreeSet<(&str, u32)> = Default::default();
+    // A roll-out stops at its first failed replacement (Kubernetes'
+    // maxUnavailable, GKE's surge upgrades, Terraform's stop-on-error): the
+    // failed slice's other replacements, and after a stockout every
+    // replacement in the same area, do not start. Why, by slice and area.
+    let mut halted_slices: BTreeMap<&str, String> = BTreeMap::new();
+    let mut halted_areas: Vec<((&str, &str), String)> = Vec::new();
+    let mut halted_groups: BTreeMap<(&str, u32), String> = BTreeMap::new();
+    // A replacement whose old resource is deleted.
+    let mut old_deleted = vec![false; plan.actions.len()];
     let mut report = ApplyReport::default();
     let mut running: JoinSet<(usize, Duration, Result<StepOutcome, ApplyError>)> = JoinSet::new();
     let mut tasks: HashMap<tokio::task::Id, usize> = HashMap::new();
@@ -379,9 +427,30 @@ pub async fn execute(
                 "stop requested: no new step starts; the steps in flight finish"
             );
         }
-        while let Some(id) = if stopping { None } else { ready.pop() } {
+        while let Some(id) = ready.pop() {
             let step = &steps[id];
             let a = &plan.actions[step.action];
+            let in_started_replacement =
+                a.action == ActionKind::Replace && group_started.contains(&replacement_group(a));
+            if stopping && !in_started_replacement {
+                deferred.push(id);
+                continue;
+            }
+            if a.action == ActionKind::Replace && !in_started_replacement {
+                let g = replacement_group(a);
+                let halted = halted_slices.get(g.0).cloned().or_else(|| {
+                    let area = capacity_area(a)?;
+                    halted_areas
+                        .iter()
+                        .find(|(h, _)| areas_overlap(*h, area))
+                        .map(|(_, why)| why.clone())
+                });
+                if let Some(why) = halted {
+                    // Left unstarted: reported as not run, with why.
+                    halted_groups.entry(g).or_insert(why);
+                    continue;
+                }
+            }
             if a.action == ActionKind::Replace {
                 let g = replacement_group(a);
                 if !replacing.get(&g).copied().unwrap_or(false) {
@@ -392,6 +461,7 @@ pub async fn execute(
                     replacing.insert(g, true);
                     replacements_running += 1;
                 }
+                group_started.insert(g);
             }
             progress.started(&a.address(), step.op.verb());
             let cloud = cloud.clone();
@@ -434,6 +504,9 @@ pub async fn execute(
                 if *outcome == StepOutcome::AlreadyGone {
                     action_gone[step.action] = true;
                 }
+                if a.action == ActionKind::Replace && step.op == StepOp::Delete {
+                    old_deleted[step.action] = true;
+                }
                 for d in &dependents[id] {
                     pending[*d] -= 1;
                     if pending[*d] == 0 && !finished[*d] {
@@ -451,6 +524,24 @@ pub async fn execute(
                     message: msg.clone(),
                 });
                 report.failed.push((a.address(), msg));
+                let capacity = matches!(e.code(), "stockout" | "reservation_insufficient");
+                if a.action == ActionKind::Replace || capacity {
+                    let why = format!(
+                        "the roll-out stopped at the first failed replacement or stockout: {} failed [{}], \
+                         so this replacement was not started and its capacity is kept; fix the cause (or \
+                         wait for capacity) and apply again",
+                        a.address(),
+                        e.code()
+                    );
+                    if a.action == ActionKind::Replace {
+                        halted_slices
+                            .entry(a.owner.slice.as_str())
+                            .or_insert_with(|| why.clone());
+                    }
+                    if capacity && let Some(area) = capacity_area(a) {
+                        halted_areas.push((area, why));
+                    }
+                }
                 // Everything downstream is skipped.
                 let mut stack = dependents[id].clone();
                 while let Some(d) = stack.pop() {
@@ -504,7 +595,12 @@ pub async fn execute(
         if report.not_run.iter().any(|(addr, _)| *addr == a.address()) {
             continue;
         }
-        let why = if stop_logged {
+        let halted = (a.action == ActionKind::Replace)
+            .then(|| halted_groups.get(&replacement_group(a)))
+            .flatten();
+        let why = if let Some(h) = halted {
+            h.as_str()
+        } else if stop_logged {
             "a stop was requested (SIGINT or SIGTERM) before it started; the next run continues from the live state"
         } else if pending[s.id] > 0 {
             "a step it depends on never finished"
@@ -515,6 +611,13 @@ pub async fn execute(
         report
             .not_run
             .push((a.address(), format!("{} never ran: {why}", s.op.verb())));
+    }
+    // Capacity this apply removed and did not give back.
+    for (i, a) in plan.actions.iter().enumerate() {
+        let completed = report.completed.contains(&a.address());
+        if old_deleted[i] && !completed && !report.capacity_lost.contains(&a.address()) {
+            report.capacity_lost.push(a.address());
+        }
     }
     report.rejected_writes = sched.rejected_writes();
     report.learned_quotas = sched.learned_quotas();

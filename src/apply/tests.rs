@@ -310,3 +310,127 @@ async fn a_stop_request_lets_steps_in_flight_finish_and_starts_no_new_one() {
     assert!(r.success(), "{r:?}");
     assert_eq!(fake.pools(&cluster()).len(), 1);
 }
+
+/// Issue 24: a roll-out stops at its first failed replacement. Three
+/// RUNNING replicas, a topology change that forces replacement, and a
+/// stockout on every create: only the first replica is lost, the other two
+/// keep their capacity and are reported not run with why, and the summary
+/// says what was deleted and not recreated.
+#[tokio::test]
+async fn a_roll_out_stops_at_the_first_failed_replacement() {
+    let fake = FakeCloud::new();
+    let f = fleet(&[slice("rep", "tpu-v6e-slice", "2x2", 3)]);
+    let p = plan_on(&fake, &f).await;
+    assert!(run(&fake, &p, ApplyOptions::default()).await.success());
+    let f2 = fleet(&[slice("rep", "tpu-v6e-slice", "2x4", 3)]);
+    let p = plan_on(&fake, &f2).await;
+    assert_eq!(p.summary.replace, 3);
+    for _ in 0..3 {
+        fake.fail_next("create_node_pool", Fault::Stockout);
+    }
+    let r = run(
+        &fake,
+        &p,
+        ApplyOptions {
+            parallelism: 16,
+            max_replacements: 1,
+        },
+    )
+    .await;
+    assert!(!r.success());
+    assert_eq!(fake.calls_of("delete_node_pool").len(), 1, "{r:?}");
+    assert_eq!(r.failures.len(), 1, "{r:?}");
+    assert_eq!(r.failures[0].code, "stockout");
+    let mut not_run: Vec<&str> = r.not_run.iter().map(|(a, _)| a.as_str()).collect();
+    not_run.sort_unstable();
+    assert_eq!(
+        not_run,
+        vec!["slice.rep[1].node_pool", "slice.rep[2].node_pool"],
+        "{r:?}"
+    );
+    assert!(
+        r.not_run.iter().all(|(_, why)| why.contains("roll-out stopped")),
+        "{r:?}"
+    );
+    let mut left: Vec<String> = fake.pools(&cluster()).into_iter().map(|p| p.name).collect();
+    left.sort();
+    assert_eq!(left, vec!["rep-1", "rep-2"], "the two untouched replicas keep their capacity");
+    assert_eq!(r.capacity_lost, vec!["slice.rep[0].node_pool".to_string()]);
+    let summary = r.summary();
+    assert!(summary.contains("1 replaced but not recreated"), "{summary}");
+    assert!(summary.contains("slice.rep[0].node_pool"), "{summary}");
+}
+
+/// A stockout halts the not-yet-started replacements of every slice in the
+/// same area, not only the failed slice's.
+#[tokio::test]
+async fn a_stockout_halts_replacements_in_the_same_area() {
+    let fake = FakeCloud::new();
+    let f = fleet(&[
+        slice("a", "tpu-v6e-slice", "2x2", 1),
+        slice("b", "tpu-v6e-slice", "2x2", 1),
+    ]);
+    let p = plan_on(&fake, &f).await;
+    assert!(run(&fake, &p, ApplyOptions::default()).await.success());
+    let f2 = fleet(&[
+        slice("a", "tpu-v6e-slice", "2x4", 1),
+        slice("b", "tpu-v6e-slice", "2x4", 1),
+    ]);
+    let p = plan_on(&fake, &f2).await;
+    fake.fail_next("create_node_pool", Fault::Stockout);
+    fake.fail_next("create_node_pool", Fault::Stockout);
+    let r = run(
+        &fake,
+        &p,
+        ApplyOptions {
+            parallelism: 16,
+            max_replacements: 1,
+        },
+    )
+    .await;
+    assert_eq!(fake.calls_of("delete_node_pool").len(), 1, "{r:?}");
+    assert_eq!(r.not_run.len(), 1, "{r:?}");
+    assert!(r.not_run[0].1.contains("stockout"), "{r:?}");
+    assert_eq!(fake.pools(&cluster()).len(), 1);
+}
+
+/// The two halves of one replacement are one unit for a graceful stop:
+/// once the delete is sent, the create runs; replacements not started stay
+/// unstarted.
+#[tokio::test]
+async fn a_stop_never_leaves_a_started_replacement_without_its_create() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    struct StopAfterFirst(Arc<AtomicBool>);
+    impl Progress for StopAfterFirst {
+        fn started(&self, _: &str, _: &str) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+        fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
+    }
+    let fake = FakeCloud::new();
+    let f = fleet(&[slice("rep", "tpu-v6e-slice", "2x2", 2)]);
+    let p = plan_on(&fake, &f).await;
+    assert!(run(&fake, &p, ApplyOptions::default()).await.success());
+    let p = plan_on(&fake, &fleet(&[slice("rep", "tpu-v6e-slice", "2x4", 2)])).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let progress = Arc::new(crate::apply::progress::Stoppable::new(
+        Arc::new(StopAfterFirst(stop.clone())),
+        stop.clone(),
+    ));
+    let opts = ApplyOptions {
+        parallelism: 16,
+        max_replacements: 1,
+    };
+    let before = fake.calls_of("create_node_pool").len();
+    let r = execute(&fake.cloud(), &p, &opts, progress).await;
+    assert_eq!(
+        fake.calls_of("create_node_pool")[before..],
+        ["create_node_pool rep-0".to_string()],
+        "{r:?}"
+    );
+    assert_eq!(r.completed, vec!["slice.rep[0].node_pool".to_string()]);
+    assert!(r.capacity_lost.is_empty(), "{r:?}");
+    assert_eq!(r.not_run.len(), 1, "{r:?}");
+    assert!(r.not_run[0].1.contains("a stop was requested"), "{r:?}");
+    assert_eq!(fake.pools(&cluster()).len(), 2);
+}

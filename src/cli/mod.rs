@@ -323,7 +323,7 @@ fn interrupt_gracefully(verb: &'static str, stop: Arc<std::sync::atomic::AtomicB
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         eprintln!(
-            "\nInterrupt received: no new step starts, and the steps in flight finish (their operations are waited on). Interrupt again to stop at once: operations already sent go on in the cloud, and the next `slicectl {verb}` continues from the live state."
+            "\nInterrupt received: no new step starts, and the steps in flight finish (their operations are waited on; a replacement whose old resource is being deleted still creates its new one, so no replica is left without capacity). Interrupt again to stop at once: operations already sent go on in the cloud, and the next `slicectl {verb}` continues from the live state."
         );
         if signals.recv().await.is_some() {
             eprintln!("Second interrupt: stopping now. Run `slicectl {verb}` again to continue.");
