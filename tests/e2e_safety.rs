@@ -492,3 +492,56 @@ async fn sim_mode_never_dials_a_kubernetes_api() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("does not take --sim"), "{}", text(&o));
 }
+
+/// Issue 24: a roll-out under a stockout, through the simulator server's
+/// fault switch (`PUT /_sim/faults`) with operation latency: three RUNNING
+/// replicas, a topology change, every create stocked out. Only the first
+/// replica is replaced (and lost); the other two keep running, and the
+/// summary says what was deleted and not recreated.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_roll_out_under_a_stockout_stops_at_the_first_failed_replacement() {
+    let (sim, dir) =
+        converged_sim(&[("rep.yaml", slice_yaml("rep", "tpu-v6e-slice", "2x2", 3, ""))]).await;
+    std::fs::write(
+        dir.path().join("rep.yaml"),
+        slice_yaml("rep", "tpu-v6e-slice", "2x4", 3, ""),
+    )
+    .unwrap();
+    let r = reqwest::Client::new()
+        .put(format!("{}/_sim/faults", sim.base_url()))
+        .json(&serde_json::json!({"stockout_rate": 1.0}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let o = slicectl(
+        &sim,
+        &[
+            "apply",
+            dir.path().to_str().unwrap(),
+            "--auto-approve",
+            "--max-replacements",
+            "1",
+        ],
+    )
+    .await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("roll-out stopped"), "{t}");
+    assert!(t.contains("1 replaced but not recreated"), "{t}");
+    let pools = node_pools(&sim).await;
+    let running: Vec<&str> = pools
+        .iter()
+        .filter(|p| p["status"] == "RUNNING")
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        running.len(),
+        2,
+        "two replicas keep their capacity: {pools:?}"
+    );
+    for p in pools.iter().filter(|p| p["status"] == "RUNNING") {
+        assert_eq!(p["initialNodeCount"], 1, "the old 2x2 (one host): {p}");
+    }
+    sim.shutdown().await;
+}

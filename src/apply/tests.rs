@@ -349,15 +349,24 @@ async fn a_roll_out_stops_at_the_first_failed_replacement() {
         "{r:?}"
     );
     assert!(
-        r.not_run.iter().all(|(_, why)| why.contains("roll-out stopped")),
+        r.not_run
+            .iter()
+            .all(|(_, why)| why.contains("roll-out stopped")),
         "{r:?}"
     );
     let mut left: Vec<String> = fake.pools(&cluster()).into_iter().map(|p| p.name).collect();
     left.sort();
-    assert_eq!(left, vec!["rep-1", "rep-2"], "the two untouched replicas keep their capacity");
+    assert_eq!(
+        left,
+        vec!["rep-1", "rep-2"],
+        "the two untouched replicas keep their capacity"
+    );
     assert_eq!(r.capacity_lost, vec!["slice.rep[0].node_pool".to_string()]);
     let summary = r.summary();
-    assert!(summary.contains("1 replaced but not recreated"), "{summary}");
+    assert!(
+        summary.contains("1 replaced but not recreated"),
+        "{summary}"
+    );
     assert!(summary.contains("slice.rep[0].node_pool"), "{summary}");
 }
 
