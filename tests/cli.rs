@@ -401,3 +401,31 @@ fn fifo_named_yaml_is_an_error_for_validate_and_plan() {
         assert!(!text.contains("Plan:"), "{args:?}: {text}");
     }
 }
+
+/// Issue 24: specs that name no Target give slicectl nowhere to look: a
+/// drift check on an empty or wrong checkout path fails instead of saying
+/// "No changes".
+#[test]
+fn specs_with_no_target_are_not_reported_in_sync() {
+    let empty = tempfile::tempdir().unwrap();
+    let only_slice = tempfile::tempdir().unwrap();
+    std::fs::write(
+        only_slice.path().join("s.yaml"),
+        "apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {name: s}\nspec: {target: t, backend: gke, accelerator: tpu-v6e-slice, topology: '1x1'}\n",
+    )
+    .unwrap();
+    let d = empty.path().to_str().unwrap();
+    for args in [
+        vec!["plan", d, "--sim", "--detailed-exitcode"],
+        vec!["apply", d, "--sim", "--auto-approve"],
+        vec!["status", d, "--sim"],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", out(&o));
+        assert!(out(&o).contains("define no Target"), "{}", out(&o));
+        assert!(!out(&o).contains("No changes"), "{}", out(&o));
+    }
+    // A Slice naming a missing Target is a located validation error.
+    let o = run(&["plan", only_slice.path().to_str().unwrap(), "--sim"]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+}

@@ -118,7 +118,7 @@ async fn run(cmd: Command) -> Result<u8> {
             detailed_exitcode,
             out,
         } => {
-            let Some(loaded) = load(&dir)? else {
+            let Some(loaded) = load_observable(&dir)? else {
                 return Ok(EXIT_ERROR);
             };
             let fleet = &loaded.fleet;
@@ -181,7 +181,7 @@ async fn run(cmd: Command) -> Result<u8> {
                 }
                 apply_saved(&path, &conn, &exec).await
             } else {
-                let Some(loaded) = load(&path)? else {
+                let Some(loaded) = load_observable(&path)? else {
                     return Ok(EXIT_ERROR);
                 };
                 reconcile(
@@ -214,7 +214,7 @@ async fn run(cmd: Command) -> Result<u8> {
             max_destroy,
             exec,
         } => {
-            let Some(loaded) = load(&dir)? else {
+            let Some(loaded) = load_observable(&dir)? else {
                 return Ok(EXIT_ERROR);
             };
             let opts = PlanOptions {
@@ -224,7 +224,7 @@ async fn run(cmd: Command) -> Result<u8> {
             reconcile(&loaded.fleet, &conn, PlanMode::Destroy, opts, &exec).await
         }
         Command::Status { dir, conn, output } => {
-            let Some(loaded) = load(&dir)? else {
+            let Some(loaded) = load_observable(&dir)? else {
                 return Ok(EXIT_ERROR);
             };
             let fleet = &loaded.fleet;
@@ -482,6 +482,27 @@ fn load(dir: &Path) -> Result<Option<Loaded>> {
         Err(e) => Err(anyhow::Error::new(e))
             .with_context(|| format!("cannot read the specs under {}", dir.display())),
     }
+}
+
+/// [`load`] for a command that observes the cloud (`plan`, `apply`,
+/// `status`, `destroy`, one `reconcile`): specs that name no Target give it
+/// nowhere to look, so it says so and fails instead of reporting "no
+/// changes" about a live state it never saw (a CI drift check on a wrong
+/// path would read that as "in sync").
+fn load_observable(dir: &Path) -> Result<Option<Loaded>> {
+    let Some(loaded) = load(dir)? else {
+        return Ok(None);
+    };
+    if loaded.fleet.targets.is_empty() {
+        eprintln!(
+            "error: the specs under {} define no Target, so slicectl has nowhere to look: nothing was observed, \
+             and nothing can be said about the live slices (an empty or wrong checkout path looks like this). \
+             A Target names the project, zone and cluster to observe; check the path",
+            dir.display()
+        );
+        return Ok(None);
+    }
+    Ok(Some(loaded))
 }
 
 fn validate(dir: &Path) -> Result<u8> {

@@ -26,7 +26,7 @@ pub(super) async fn run(
     exec: Exec,
 ) -> Result<u8> {
     let Some(w) = watch else {
-        let Some(loaded) = super::load(&dir)? else {
+        let Some(loaded) = super::load_observable(&dir)? else {
             return Ok(EXIT_ERROR);
         };
         return reconcile(

@@ -331,50 +331,45 @@ impl Owners {
     pub fn of(fleet: &Fleet) -> Owners {
         let mut by_scope: BTreeMap<Scope, BTreeSet<String>> = BTreeMap::new();
         for t in fleet.targets.values() {
-            let owner = t.spec.owner_id.clone();
-            if let Some(g) = &t.spec.gke {
+            for scope in Owners::scopes_of(t) {
                 by_scope
-                    .entry(Scope::Cluster(ClusterRef {
-                        project: t.spec.project.clone(),
-                        location: g.location.clone(),
-                        name: g.name.clone(),
-                    }))
+                    .entry(scope)
                     .or_default()
-                    .insert(owner.clone());
-            }
-            by_scope
-                .entry(Scope::Region(RegionRef {
-                    project: t.spec.project.clone(),
-                    region: crate::spec::validate::region_of(&t.spec.zone).to_string(),
-                }))
-                .or_default()
-                .insert(owner.clone());
-            if let Some(g) = &t.spec.gce {
-                by_scope
-                    .entry(Scope::Global(ProjectRef {
-                        project: t.spec.project.clone(),
-                    }))
-                    .or_default()
-                    .insert(owner.clone());
-                by_scope
-                    .entry(Scope::Kube(KubeRef {
-                        endpoint: g.control_plane_endpoint.clone(),
-                    }))
-                    .or_default()
-                    .insert(owner.clone());
-            }
-            // Zones hold MIGs: only self-managed targets have any.
-            if t.spec.gce.is_some() {
-                by_scope
-                    .entry(Scope::Zone(ZoneRef {
-                        project: t.spec.project.clone(),
-                        zone: t.spec.zone.clone(),
-                    }))
-                    .or_default()
-                    .insert(owner);
+                    .insert(t.spec.owner_id.clone());
             }
         }
         Owners { by_scope }
+    }
+
+    /// Every scope one target names: its GKE cluster, its region, and for a
+    /// self-managed target its project's global scope, its Kubernetes API
+    /// and its zone (zones hold MIGs: only self-managed targets have any).
+    pub fn scopes_of(t: &crate::spec::Target) -> Vec<Scope> {
+        let mut out = Vec::new();
+        if let Some(g) = &t.spec.gke {
+            out.push(Scope::Cluster(ClusterRef {
+                project: t.spec.project.clone(),
+                location: g.location.clone(),
+                name: g.name.clone(),
+            }));
+        }
+        out.push(Scope::Region(RegionRef {
+            project: t.spec.project.clone(),
+            region: crate::spec::validate::region_of(&t.spec.zone).to_string(),
+        }));
+        if let Some(g) = &t.spec.gce {
+            out.push(Scope::Global(ProjectRef {
+                project: t.spec.project.clone(),
+            }));
+            out.push(Scope::Kube(KubeRef {
+                endpoint: g.control_plane_endpoint.clone(),
+            }));
+            out.push(Scope::Zone(ZoneRef {
+                project: t.spec.project.clone(),
+                zone: t.spec.zone.clone(),
+            }));
+        }
+        out
     }
 
     /// Whether a live resource with ownership `own` in `scope` is this
@@ -531,6 +526,37 @@ fn replace_reason(changes: &[FieldChange], hash_only: bool) -> Reason {
         },
         _ => Reason::StoredHashDiffers,
     }
+}
+
+/// The empty-source guard per Target: a resource of owner `o` in `a`'s
+/// scope is pruned only when some Target of that owner covering that scope
+/// still has a Slice in the specs. When none has (the file with a Target's
+/// Slices was lost in a merge, while another Target keeps the fleet from
+/// looking empty), the delete is refused with why.
+fn empty_target(fleet: &Fleet, a: &Action, o: &Ownership) -> Option<String> {
+    let covering: Vec<&crate::spec::Target> = fleet
+        .targets
+        .values()
+        .filter(|t| t.spec.owner_id == o.owner && Owners::scopes_of(t).contains(&a.id.scope))
+        .collect();
+    if covering.is_empty()
+        || covering
+            .iter()
+            .any(|t| fleet.slices.values().any(|s| s.spec.target == t.name))
+    {
+        return None;
+    }
+    let names: Vec<&str> = covering.iter().map(|t| t.name.as_str()).collect();
+    Some(format!(
+        "{} ({}) would be deleted, but Target {} (owner {:?}) has no Slice in the specs while it still \
+         has live slices: refusing to prune them all (a file lost in a merge looks like this, even when \
+         other Targets keep the fleet from looking empty). To remove them deliberately, run `slicectl \
+         destroy` on their specs, or pass --allow-empty-source",
+        a.address(),
+        a.id.name,
+        names.join(", "),
+        o.owner
+    ))
 }
 
 /// Why an owned live resource no longer desired is deleted (apply mode).
@@ -977,6 +1003,15 @@ fn build(
                 let in_specs = fleet.slices.contains_key(&a.owner.slice);
                 let msg = protected(&a, mode, in_specs).to_string();
                 refused.push(refusal(&a, "protected", msg));
+                continue;
+            }
+            if action == ActionKind::Delete
+                && a.reason == Reason::NotInSpecs
+                && !opts.allow_empty_source
+                && !fleet.slices.is_empty()
+                && let Some(msg) = empty_target(fleet, &a, &o)
+            {
+                refused.push(refusal(&a, "empty_target", msg));
                 continue;
             }
             actions.push(a);

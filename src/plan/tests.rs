@@ -1145,3 +1145,65 @@ fn ownership_guards_workload_policies_too() {
     .unwrap();
     assert!(p.actions.is_empty(), "{:#?}", p.actions);
 }
+
+/// Issue 24: the empty-source guard per Target. Targets `train` (owner
+/// platform) and `other` (owner other) share a cluster; the file with
+/// train's Slices is lost in a merge while other's Slice stays, so the
+/// fleet is not empty: train's live pool is still not pruned.
+#[test]
+fn a_target_with_no_slices_left_is_not_pruned_without_override() {
+    let mut other = target_in("other", "us-central1-b");
+    other.spec.owner_id = "other".into();
+    let with_targets = |slices: Vec<Slice>| {
+        let mut f = fleet(slices);
+        f.targets.insert("other".into(), other.clone());
+        f
+    };
+    let mut o = slice("o", "tpu-v6e-slice", "1x1", 1, CapacityType::OnDemand);
+    o.spec.target = "other".into();
+    let before = with_targets(vec![
+        slice("tiny", "tpu-v6e-slice", "1x1", 1, CapacityType::OnDemand),
+        o.clone(),
+    ]);
+    let inv = converged(&before);
+    let after = with_targets(vec![o]);
+    let opts = PlanOptions {
+        max_destroy: 100,
+        ..Default::default()
+    };
+    let p = plan(&after, &inv, &opts).unwrap();
+    assert_eq!(p.summary.delete, 0, "{:?}", kinds(&p));
+    assert_eq!(p.refused.len(), 1, "{:?}", p.refused);
+    assert_eq!(p.refused[0].code, "empty_target");
+    assert!(
+        p.refused[0].message.contains("Target"),
+        "{}",
+        p.refused[0].message
+    );
+    assert!(
+        p.refused[0].message.contains("--allow-empty-source"),
+        "{}",
+        p.refused[0].message
+    );
+    // With the override, or with one of train's Slices still in the specs,
+    // the delete goes ahead.
+    let p = plan(
+        &after,
+        &inv,
+        &PlanOptions {
+            allow_empty_source: true,
+            ..opts
+        },
+    )
+    .unwrap();
+    assert_eq!(p.summary.delete, 1);
+    let mut o2 = slice("o", "tpu-v6e-slice", "1x1", 1, CapacityType::OnDemand);
+    o2.spec.target = "other".into();
+    let kept = with_targets(vec![
+        o2,
+        slice("keep", "tpu-v6e-slice", "1x1", 1, CapacityType::OnDemand),
+    ]);
+    let p = plan(&kept, &inv, &opts).unwrap();
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    assert_eq!(p.summary.delete, 1, "{:?}", kinds(&p));
+}
