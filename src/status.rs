@@ -6,7 +6,7 @@
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 
-use crate::plan::{Inventory, Kind, Owners, render_fleet};
+use crate::plan::{Inventory, Kind, Owners, render_fleet_at, replica_indices};
 use crate::spec::Fleet;
 
 /// One row of the status table.
@@ -40,7 +40,9 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
     let owners = Owners::of(fleet);
     let mut out = Vec::new();
     let primary: Vec<&dyn Kind> = kinds.iter().copied().filter(|k| k.is_primary()).collect();
-    for d in render_fleet(fleet, &primary) {
+    // The replicas the planner keeps (working ones first after a scale-down).
+    let indices = replica_indices(fleet, inv, kinds);
+    for d in render_fleet_at(fleet, &primary, &indices) {
         let (Some(slice), Some(kind)) = (
             fleet.slices.get(&d.owner.slice),
             primary.iter().find(|k| k.id() == d.id.kind),

@@ -415,12 +415,86 @@ pub fn plan_destroy(
 
 /// Renders every desired resource of the fleet, kind by kind.
 pub fn render_fleet(fleet: &Fleet, kinds: &[&dyn Kind]) -> Vec<Desired> {
+    render_fleet_at(fleet, kinds, &BTreeMap::new())
+}
+
+/// Which replica indices of each slice are kept, given what is live. The
+/// rule is `0..replicas`, except after a scale-down (or any time a live
+/// replica sits at an index past `replicas`): then the replicas whose
+/// primary resource (a node pool, a MIG) is working are kept first, lowest
+/// index first, and the rest are filled from the lowest indices, so
+/// `replicas: 1` over a stocked-out replica 0 and RUNNING replicas 1 and 2
+/// keeps replica 1 and drops the broken one, never the working ones.
+/// Slices not in the map use `0..replicas`.
+pub fn replica_indices(
+    fleet: &Fleet,
+    inv: &Inventory,
+    kinds: &[&dyn Kind],
+) -> BTreeMap<String, Vec<u32>> {
+    let owners = Owners::of(fleet);
+    // (slice, replica) → working, from the primary kinds' owned resources.
+    let mut live: BTreeMap<(&str, u32), bool> = BTreeMap::new();
+    for kind in kinds.iter().filter(|k| k.is_primary()) {
+        for l in inv.live(kind.id()) {
+            let Some(o) = kind
+                .ownership(&l.body)
+                .filter(|o| owners.owns(&l.scope, Some(o)))
+            else {
+                continue;
+            };
+            let Some(slice) = fleet.slices.get(&o.slice) else {
+                continue;
+            };
+            let ok = kind.state(&l.body) == LiveState::Ok;
+            let e = live.entry((slice.name.as_str(), o.replica)).or_insert(true);
+            *e &= ok;
+        }
+    }
+    let mut out = BTreeMap::new();
+    for slice in fleet.slices.values() {
+        let n = slice.spec.replicas;
+        let mine: Vec<(u32, bool)> = live
+            .range((slice.name.as_str(), 0)..=(slice.name.as_str(), u32::MAX))
+            .map(|(&(_, r), &ok)| (r, ok))
+            .collect();
+        if mine.iter().all(|&(r, _)| r < n) {
+            continue;
+        }
+        let mut kept: Vec<u32> = mine
+            .iter()
+            .filter(|&&(_, ok)| ok)
+            .map(|&(r, _)| r)
+            .take(n as usize)
+            .collect();
+        let mut next = 0u32;
+        while kept.len() < n as usize {
+            if !kept.contains(&next) {
+                kept.push(next);
+            }
+            next += 1;
+        }
+        kept.sort_unstable();
+        out.insert(slice.name.clone(), kept);
+    }
+    out
+}
+
+/// [`render_fleet`] with the replica indices of [`replica_indices`].
+pub fn render_fleet_at(
+    fleet: &Fleet,
+    kinds: &[&dyn Kind],
+    indices: &BTreeMap<String, Vec<u32>>,
+) -> Vec<Desired> {
     let mut out = Vec::new();
     for slice in fleet.slices.values() {
         let Some(target) = fleet.target_of(slice) else {
             continue;
         };
-        for replica in 0..slice.spec.replicas {
+        let replicas: Vec<u32> = indices
+            .get(&slice.name)
+            .cloned()
+            .unwrap_or_else(|| (0..slice.spec.replicas).collect());
+        for replica in replicas {
             for kind in kinds {
                 for d in kind.render(RenderCtx {
                     target,
@@ -568,9 +642,19 @@ fn delete_reason(fleet: &Fleet, desired: &[Desired], kind: &dyn Kind, o: &Owners
     let Some(s) = fleet.slices.get(&o.slice) else {
         return Reason::NotInSpecs;
     };
-    if o.replica >= s.spec.replicas {
+    let kept: Vec<u32> = {
+        let mut k: Vec<u32> = desired
+            .iter()
+            .filter(|d| d.owner.slice == o.slice)
+            .map(|d| d.owner.replica)
+            .collect();
+        k.dedup();
+        k
+    };
+    if !kept.contains(&o.replica) {
         return Reason::ReplicaNotDesired {
             replicas: s.spec.replicas,
+            kept,
         };
     }
     match desired.iter().find(|d| {
@@ -596,8 +680,9 @@ fn build(
     opts: &PlanOptions,
     mode: PlanMode,
 ) -> Result<Plan, PlanError> {
+    let indices = replica_indices(fleet, inv, kinds);
     let mut desired: Vec<Desired> = match mode {
-        PlanMode::Apply => render_fleet(fleet, kinds),
+        PlanMode::Apply => render_fleet_at(fleet, kinds, &indices),
         PlanMode::Destroy => Vec::new(),
     };
     // Scopes that could not be observed are left out, and said so.

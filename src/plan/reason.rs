@@ -63,6 +63,9 @@ pub enum Reason {
     ReplicaNotDesired {
         /// The slice's replicas now.
         replicas: u32,
+        /// The replica indices kept (working replicas first after a
+        /// scale-down).
+        kept: Vec<u32>,
     },
     /// The replica now renders elsewhere (another target, name or scope).
     Moved {
@@ -184,9 +187,21 @@ impl Reason {
             ),
             Reason::Destroy => format!("delete because `slicectl destroy` tears down slice {s}"),
             Reason::NotInSpecs => format!("delete because slice {s} is no longer in the specs"),
-            Reason::ReplicaNotDesired { replicas } => format!(
-                "delete because replica {r} of slice {s} is no longer desired (replicas: {replicas})"
-            ),
+            Reason::ReplicaNotDesired { replicas, kept } => {
+                let kept: Vec<String> = kept.iter().map(u32::to_string).collect();
+                let which = if kept.iter().eq((0..*replicas)
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .iter())
+                {
+                    String::new()
+                } else {
+                    format!("; the working replicas are kept first: {}", kept.join(", "))
+                };
+                format!(
+                    "delete because replica {r} of slice {s} is no longer desired (replicas: {replicas}{which})"
+                )
+            }
             Reason::Moved { now } => {
                 format!("delete because replica {r} of slice {s} moved: it is now {now}")
             }
@@ -236,7 +251,10 @@ mod tests {
             Reason::BeingDeleted { operation: None },
             Reason::Destroy,
             Reason::NotInSpecs,
-            Reason::ReplicaNotDesired { replicas: 1 },
+            Reason::ReplicaNotDesired {
+                replicas: 1,
+                kept: vec![0],
+            },
             Reason::Moved { now: "x".into() },
             Reason::NotNeeded,
             Reason::DependencyReplaced {

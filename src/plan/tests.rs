@@ -1207,3 +1207,66 @@ fn a_target_with_no_slices_left_is_not_pruned_without_override() {
     assert!(p.refused.is_empty(), "{:?}", p.refused);
     assert_eq!(p.summary.delete, 1, "{:?}", kinds(&p));
 }
+
+/// Issue 24: scale-down keeps the working replicas. `rep` has 3 replicas:
+/// rep-0 stocked out (ERROR), rep-1 and rep-2 RUNNING. `replicas: 1` keeps
+/// rep-1 and deletes the broken rep-0 and rep-2, where it used to delete
+/// both working ones and replace the broken one.
+#[test]
+fn scale_down_drops_broken_replicas_first_and_keeps_working_ones() {
+    let three = fleet(vec![slice(
+        "rep",
+        "tpu-v6e-slice",
+        "2x2",
+        3,
+        CapacityType::OnDemand,
+    )]);
+    let mut inv = converged(&three);
+    for np in &mut inv.node_pools {
+        if np.name == "rep-0" {
+            np.status = Some("ERROR".into());
+        }
+    }
+    let one = fleet(vec![slice(
+        "rep",
+        "tpu-v6e-slice",
+        "2x2",
+        1,
+        CapacityType::OnDemand,
+    )]);
+    let opts = PlanOptions {
+        max_destroy: 100,
+        ..Default::default()
+    };
+    let p = plan(&one, &inv, &opts).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![
+            ("slice.rep[0].node_pool".to_string(), ActionKind::Delete),
+            ("slice.rep[2].node_pool".to_string(), ActionKind::Delete),
+        ],
+        "{:#?}",
+        p.actions
+    );
+    let why = p.actions[0].reason_text();
+    assert!(
+        why.contains("the working replicas are kept first: 1"),
+        "{why}"
+    );
+    // Converged on the kept replica, the plan is empty; growing again fills
+    // the lowest free index.
+    inv.node_pools.retain(|np| np.name == "rep-1");
+    assert!(plan(&one, &inv, &opts).unwrap().actions.is_empty());
+    let two = fleet(vec![slice(
+        "rep",
+        "tpu-v6e-slice",
+        "2x2",
+        2,
+        CapacityType::OnDemand,
+    )]);
+    let p = plan(&two, &inv, &opts).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.rep[0].node_pool".to_string(), ActionKind::Create)]
+    );
+}
