@@ -15,6 +15,7 @@ use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::source::entries::{Entry, Listing, Skipped, classify};
 use crate::spec::SourceFile;
 
 /// What the ConfigMap holds now.
@@ -26,28 +27,28 @@ pub enum Snapshot {
     Data(BTreeMap<String, String>),
 }
 
-/// Whether a data key names a spec file (`*.yaml`, `*.yml`), as files in
-/// a spec directory.
-pub fn is_spec_key(key: &str) -> bool {
-    key.ends_with(".yaml") || key.ends_with(".yml")
-}
-
 impl Snapshot {
     /// The spec files it holds, as `NAME/KEY` (the path diagnostics show),
-    /// `None` when it is absent. Keys that are not spec files are left out.
-    pub fn files(&self, name: &str) -> Option<Vec<SourceFile>> {
-        match self {
-            Snapshot::Absent => None,
-            Snapshot::Data(d) => Some(
-                d.iter()
-                    .filter(|(k, _)| is_spec_key(k))
-                    .map(|(k, v)| SourceFile {
-                        path: PathBuf::from(format!("{name}/{k}")),
-                        text: v.clone(),
-                    })
-                    .collect(),
-            ),
+    /// and the keys skipped with a reason, `None` when it is absent. Which
+    /// keys are spec files is the rule of every source,
+    /// [`crate::source::entries::classify`].
+    pub fn files(&self, name: &str) -> Option<Listing> {
+        let Snapshot::Data(d) = self else {
+            return None;
+        };
+        let mut listing = Listing::default();
+        for (k, v) in d {
+            let path = PathBuf::from(format!("{name}/{k}"));
+            match classify(k, false) {
+                Entry::Spec => listing.files.push(SourceFile {
+                    path,
+                    text: v.clone(),
+                }),
+                Entry::Skipped(reason) => listing.skipped.push(Skipped { path, reason }),
+                Entry::Dir | Entry::Other | Entry::Internal => {}
+            }
         }
+        Some(listing)
     }
 }
 
@@ -120,7 +121,7 @@ mod tests {
             ("a.yml".to_string(), "A".to_string()),
             ("README.md".to_string(), "x".to_string()),
         ]));
-        let f = s.files("specs").unwrap();
+        let f = s.files("specs").unwrap().files;
         let paths: Vec<_> = f.iter().map(|f| f.path.display().to_string()).collect();
         assert_eq!(paths, vec!["specs/a.yml", "specs/b.yaml"]);
         assert_eq!(f[1].text, "B");
