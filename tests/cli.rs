@@ -356,6 +356,29 @@ fn plain_http_to_a_non_loopback_endpoint_is_refused_before_any_traffic() {
     }
 }
 
+/// [`run`], failing the test instead of hanging when the command blocks
+/// (on a FIFO, say) for 20 s.
+fn run_within_20s(args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(bin())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("SLICECTL_API_ENDPOINT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(20) {
+            child.kill().unwrap();
+            panic!("{args:?} blocked");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
 /// A FIFO named like a spec file is an error naming it (not skipped: its
 /// slices would be pruned; not opened: that would block), for validate and plan.
 #[cfg(unix)]
@@ -370,24 +393,7 @@ fn fifo_named_yaml_is_an_error_for_validate_and_plan() {
     assert!(status.success());
     let d = dir.path().to_str().unwrap();
     for args in [vec!["validate", d], vec!["plan", d, "--sim"]] {
-        let mut child = Command::new(bin())
-            .args(&args)
-            .env("NO_COLOR", "1")
-            .env_remove("SLICECTL_API_ENDPOINT")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let started = std::time::Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if started.elapsed() > Duration::from_secs(20) {
-                child.kill().unwrap();
-                panic!("{args:?} blocked on the FIFO");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let o = child.wait_with_output().unwrap();
+        let o = run_within_20s(&args);
         let text = out(&o);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {text}");
         let stderr = String::from_utf8_lossy(&o.stderr);
@@ -548,24 +554,7 @@ fn apply_of_a_fifo_or_device_plan_file_is_refused_without_blocking() {
             .success()
     );
     for path in [fifo.to_str().unwrap(), "/dev/zero"] {
-        let mut child = Command::new(bin())
-            .args(["apply", path, "--sim", "--auto-approve"])
-            .env("NO_COLOR", "1")
-            .env_remove("SLICECTL_API_ENDPOINT")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let started = std::time::Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if started.elapsed() > Duration::from_secs(20) {
-                child.kill().unwrap();
-                panic!("apply {path} blocked");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let o = child.wait_with_output().unwrap();
+        let o = run_within_20s(&["apply", path, "--sim", "--auto-approve"]);
         let text = out(&o);
         assert_ne!(o.status.code(), Some(0), "{text}");
         assert!(text.contains("not a regular file"), "{path}: {text}");

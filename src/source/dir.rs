@@ -345,11 +345,8 @@ mod tests {
         write(&root.join(".github/workflows/ci.yml"), "hidden dir");
         write(&root.join("teams/old.yaml.bak"), "backup");
         let listing = list_dir(root).unwrap();
-        let names: Vec<_> = listing
-            .files
-            .iter()
-            .map(|f| f.path.strip_prefix(root).unwrap().to_path_buf())
-            .collect();
+        let rel = |p: &Path| p.strip_prefix(root).unwrap().to_path_buf();
+        let names: Vec<_> = listing.files.iter().map(|f| rel(&f.path)).collect();
         assert_eq!(
             names,
             vec![
@@ -360,11 +357,7 @@ mod tests {
             ]
         );
         assert_eq!(listing.files[3].text, "c");
-        let skipped: Vec<_> = listing
-            .skipped
-            .iter()
-            .map(|s| s.path.strip_prefix(root).unwrap().to_path_buf())
-            .collect();
+        let skipped: Vec<_> = listing.skipped.iter().map(|s| rel(&s.path)).collect();
         assert_eq!(
             skipped,
             vec![
