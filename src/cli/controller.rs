@@ -64,9 +64,11 @@ impl Source {
                 Err(SourceError::Missing { .. }) => Ok(None),
                 Err(e) => Err(e),
             },
-            Source::ConfigMap { name, latest } => {
-                Ok(latest.borrow().as_ref().and_then(|s| s.files(name)))
-            }
+            Source::ConfigMap { name, latest } => latest
+                .borrow()
+                .as_ref()
+                .and_then(|s| s.files(name))
+                .transpose(),
         }
     }
 }

@@ -8,8 +8,9 @@
 //! - A file whose name ends in `.yaml` or `.yml`, in any case (`x.YAML`,
 //!   `y.Yml`), is a spec file, hidden (`.gamma.yaml`) or not.
 //! - Names starting with `..` are the kubelet's own (`..data`,
-//!   `..<timestamp>`): never read, never reported. A ConfigMap key cannot
-//!   start with `..` (the API rejects it), so no spec can be named so.
+//!   `..<timestamp>`): never read, never reported (one named like a spec
+//!   file, `..x.yaml`, is reported). A ConfigMap key cannot start with `..`
+//!   (the API rejects it), so no spec can be named so.
 //! - Version-control directories (`.git`, `.hg`, `.svn`, `.bzr`, `.jj`) are
 //!   not walked and not reported.
 //! - Other hidden directories (`.github`, `.vscode`, …) are not walked, and
@@ -60,7 +61,15 @@ fn has_spec_extension(name: &str) -> bool {
 /// a directory, after following symlinks).
 pub fn classify(name: &str, dir: bool) -> Entry {
     if name.starts_with("..") {
-        return Entry::Internal;
+        let lower = name.to_ascii_lowercase();
+        return if !dir && (lower.contains(".yaml") || lower.contains(".yml")) {
+            Entry::Skipped(
+                "names starting with '..' belong to the kubelet's ConfigMap mounts (and no ConfigMap key may start so); rename it"
+                    .to_string(),
+            )
+        } else {
+            Entry::Internal
+        };
     }
     if dir {
         return if VCS_DIRS.contains(&name) {
@@ -197,6 +206,7 @@ mod tests {
             ("z.yml\t", "whitespace"),
             ("z.json", "JSON"),
             (".#z.yaml", "lock file"),
+            ("..z.yaml", "kubelet"),
             ("._z.yaml", "macOS"),
         ] {
             let reason = skipped(name);
@@ -294,10 +304,10 @@ mod tests {
         let api = Snapshot::Data(
             NAMES
                 .iter()
-                .map(|n| ((*n).to_string(), (*n).to_string()))
+                .map(|n| ((*n).to_string(), n.as_bytes().to_vec()))
                 .collect::<BTreeMap<_, _>>(),
         );
-        let from_api = names(&api.files("specs").unwrap());
+        let from_api = names(&api.files("specs").unwrap().unwrap());
 
         let specs: Vec<_> = from_dir.0.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(specs, vec![".gamma.yaml", "a.yaml", "x.YAML", "y.Yml"]);
