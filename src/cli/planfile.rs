@@ -127,7 +127,8 @@ pub fn save(path: &Path, plan: &Plan, specs: &[SourceFile], options: SavedOption
 
 /// Reads a plan file and checks its digest.
 pub fn load(path: &Path) -> Result<SavedPlan> {
-    let bytes = crate::source::read_regular_file(path, MAX_PLAN_FILE_BYTES)
+    let limit = u64::try_from(MAX_PLAN_FILE_BYTES).unwrap_or(u64::MAX);
+    let bytes = crate::source::bounded::read_regular(path, limit)
         .with_context(|| format!("cannot read the plan file {}", ShownPath(path)))?;
     let head: serde_json::Value = serde_json::from_slice(&bytes).with_context(|| {
         format!(
@@ -287,7 +288,7 @@ mod tests {
         let err = load_error_within_10s(&big);
         assert!(
             err.contains("big.json")
-                && err.contains(&format!("larger than {MAX_PLAN_FILE_BYTES} bytes")),
+                && err.contains(&format!("larger than the {MAX_PLAN_FILE_BYTES}-byte limit")),
             "{err}"
         );
         let err = load_error_within_10s(Path::new("/dev/zero"));

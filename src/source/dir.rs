@@ -29,8 +29,9 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::SourceError;
+use super::bounded::{BoundedReadError, read_regular};
 use super::entries::{Entry, Listing, Skipped, classify};
-use super::{BoundedReadError, SourceError, read_regular_file};
 use crate::spec::{MAX_FILE_BYTES, SourceFile};
 
 /// The symlink through which a mounted ConfigMap (Kubernetes' atomic writer)
@@ -291,19 +292,24 @@ fn special_kind(path: &Path, meta: &fs::Metadata) -> String {
 
 /// Reads `path`; errors name `shown`.
 fn read_text(path: &Path, shown: &Path) -> Result<String, SourceError> {
-    let bytes = read_regular_file(path, MAX_FILE_BYTES).map_err(|e| match e {
+    let limit = u64::try_from(MAX_FILE_BYTES).unwrap_or(u64::MAX);
+    let bytes = read_regular(path, limit).map_err(|e| match e {
+        BoundedReadError::NotFound => SourceError::Unreadable {
+            path: shown.to_path_buf(),
+            source: std::io::ErrorKind::NotFound.into(),
+        },
         BoundedReadError::Io(source) => SourceError::Unreadable {
             path: shown.to_path_buf(),
             source,
         },
-        BoundedReadError::TooLarge { limit } => SourceError::TooLarge {
+        BoundedReadError::TooLarge { .. } => SourceError::TooLarge {
             path: shown.to_path_buf(),
-            limit,
+            limit: MAX_FILE_BYTES,
         },
         // Replaced by a special file since the walk looked at it.
-        BoundedReadError::NotRegular => SourceError::NotRegularFile {
+        BoundedReadError::NotRegular { kind } => SourceError::NotRegularFile {
             path: shown.to_path_buf(),
-            kind: "a special file now (it was replaced while it was read)".to_string(),
+            kind: kind.to_string(),
         },
     })?;
     String::from_utf8(bytes).map_err(|e| SourceError::NotUtf8 {

@@ -89,49 +89,6 @@ pub enum SourceError {
     },
 }
 
-/// Why [`read_regular_file`] read nothing.
-#[derive(Debug, Error)]
-pub enum BoundedReadError {
-    /// Opening, inspecting or reading it failed.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    /// It is not a regular file (a FIFO, a device, a directory...).
-    #[error("it is not a regular file")]
-    NotRegular,
-    /// It holds more than the limit.
-    #[error("it is larger than {limit} bytes")]
-    TooLarge {
-        /// The limit in bytes.
-        limit: usize,
-    },
-}
-
-/// Reads `path` as a regular file of at most `limit` bytes: it is opened
-/// without blocking (a FIFO would block a plain open), checked to be a
-/// regular file on the open descriptor (no race with a rename), and at most
-/// `limit + 1` bytes are read (so `/dev/zero` or a file growing meanwhile
-/// cannot exhaust memory).
-pub fn read_regular_file(path: &Path, limit: usize) -> Result<Vec<u8>, BoundedReadError> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK);
-    }
-    let file = options.open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(BoundedReadError::NotRegular);
-    }
-    let mut bytes = Vec::new();
-    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, cap), &mut bytes)?;
-    if bytes.len() > limit {
-        return Err(BoundedReadError::TooLarge { limit });
-    }
-    Ok(bytes)
-}
-
 /// Why specs could not be loaded: the source could not be read, or the specs
 /// are invalid.
 #[derive(Debug)]
