@@ -48,10 +48,15 @@ impl fmt::Display for Location {
 }
 
 /// Whether `c` must not reach a terminal or a log line as itself: control
-/// characters (a newline would forge a line, ESC a colour) and the Unicode
-/// bidirectional overrides (which reorder what is shown).
+/// characters (a newline would forge a line, ESC a colour), the Unicode
+/// line and paragraph separators, and the bidirectional overrides (which
+/// reorder what is shown).
 fn is_unsafe_char(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
 }
 
 /// `s` with its unsafe characters escaped as Rust's `escape_debug` writes
@@ -271,6 +276,7 @@ mod tests {
         };
         let shown = d.to_string();
         assert_eq!(shown.lines().count(), 1, "{shown:?}");
+        assert_eq!(escape_controls("a\u{2028}b\rc"), "a\\u{2028}b\\rc");
         for c in ['\u{1b}', '\u{7}', '\u{202e}'] {
             assert!(!shown.contains(c), "{c:?} in {shown:?}");
         }
