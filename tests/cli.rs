@@ -356,6 +356,29 @@ fn plain_http_to_a_non_loopback_endpoint_is_refused_before_any_traffic() {
     }
 }
 
+/// [`run`], failing the test instead of hanging when the command blocks
+/// (on a FIFO, say) for 20 s.
+fn run_within_20s(args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(bin())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("SLICECTL_API_ENDPOINT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(20) {
+            child.kill().unwrap();
+            panic!("{args:?} blocked");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
 /// A FIFO named like a spec file is an error naming it (not skipped: its
 /// slices would be pruned; not opened: that would block), for validate and plan.
 #[cfg(unix)]
@@ -370,24 +393,7 @@ fn fifo_named_yaml_is_an_error_for_validate_and_plan() {
     assert!(status.success());
     let d = dir.path().to_str().unwrap();
     for args in [vec!["validate", d], vec!["plan", d, "--sim"]] {
-        let mut child = Command::new(bin())
-            .args(&args)
-            .env("NO_COLOR", "1")
-            .env_remove("SLICECTL_API_ENDPOINT")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let started = std::time::Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if started.elapsed() > Duration::from_secs(20) {
-                child.kill().unwrap();
-                panic!("{args:?} blocked on the FIFO");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let o = child.wait_with_output().unwrap();
+        let o = run_within_20s(&args);
         let text = out(&o);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {text}");
         let stderr = String::from_utf8_lossy(&o.stderr);
@@ -428,4 +434,157 @@ fn specs_with_no_target_are_not_reported_in_sync() {
     // A Slice naming a missing Target is a located validation error.
     let o = run(&["plan", only_slice.path().to_str().unwrap(), "--sim"]);
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+}
+
+fn stderr_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// One rule for which entries are specs: `x.YAML`, `y.Yml` and a hidden
+/// `.gamma.yaml` are read (as the ConfigMap API reads them); near-misses
+/// are not, and `validate` and `plan` say which and why.
+#[test]
+fn validate_and_plan_read_any_case_and_list_skipped_near_misses() {
+    let slice = |n: &str| slice_yaml(n, "tpu-v6e-slice", "2x2", 1, "");
+    let dir = spec_dir(&[
+        ("a.yaml", slice("a")),
+        ("x.YAML", slice("x")),
+        ("y.Yml", slice("y")),
+        (".gamma.yaml", slice("gamma")),
+        ("z.yaml.bak", slice("z")),
+        ("z.yaml~", slice("z")),
+        ("z.json", "{}".to_string()),
+        ("z.yaml ", slice("z")),
+        ("README.md", "# notes".to_string()),
+    ]);
+    let d = dir.path().to_str().unwrap();
+    let o = run(&["validate", d]);
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("5 file(s), 3 target(s), 4 slice(s): valid"),
+        "{text}"
+    );
+    for args in [vec!["validate", d], vec!["plan", d, "--sim"]] {
+        let o = run(&args);
+        let stderr = stderr_of(&o);
+        for (name, why) in [
+            ("z.yaml.bak", "\".bak\""),
+            ("z.yaml~", "\"~\""),
+            ("z.json", "JSON"),
+            ("z.yaml ", "whitespace"),
+        ] {
+            let want = format!("warning: {}/{name} was not read as a spec file: ", d);
+            assert!(
+                stderr
+                    .lines()
+                    .any(|l| l.starts_with(&want) && l.contains(why)),
+                "{args:?}: {want:?} … {why} in\n{}",
+                out(&o)
+            );
+        }
+        assert!(!stderr.contains("README.md"), "{args:?}: {}", out(&o));
+        assert!(!stderr.contains("gamma"), "{args:?}: {}", out(&o));
+    }
+    let plan = run(&["plan", d, "--sim"]);
+    let stdout = String::from_utf8_lossy(&plan.stdout);
+    for s in ["gamma", "x", "y"] {
+        assert!(stdout.contains(&format!("slice.{s}[0]")), "{}", out(&plan));
+    }
+}
+
+/// A file name cannot forge a diagnostic line or reach the terminal with
+/// an escape sequence.
+#[cfg(unix)]
+#[test]
+fn file_names_in_diagnostics_are_escaped() {
+    let dir = spec_dir(&[]);
+    let name = "a\nx.yaml:9:13: forged \u{1b}[31mred.yaml";
+    std::fs::write(dir.path().join(name), "kind: Nope\n").unwrap();
+    let o = run(&["validate", dir.path().to_str().unwrap()]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    assert!(
+        !text.lines().any(|l| l.starts_with("x.yaml:9:13")),
+        "a forged line: {text}"
+    );
+    assert!(
+        text.contains("a\\nx.yaml:9:13: forged \\u{1b}[31mred.yaml:1:1: "),
+        "{text}"
+    );
+}
+
+/// A file with very many problems prints at most 50 of them and says how
+/// many more; a long value is shortened in its diagnostic.
+#[test]
+fn diagnostics_are_capped_and_long_values_shortened() {
+    let many = "---\nnot a mapping\n".repeat(1000);
+    let long_zone = "z".repeat(5000);
+    let dir = spec_dir(&[("many.yaml", many)]);
+    std::fs::write(
+        dir.path().join("target.yaml"),
+        TARGET.replace("us-central1-b", &long_zone),
+    )
+    .unwrap();
+    let o = run(&["validate", dir.path().to_str().unwrap()]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    let stderr = stderr_of(&o);
+    let many_lines = stderr
+        .lines()
+        .filter(|l| l.contains("many.yaml:") && l.contains("must be a mapping"))
+        .count();
+    assert_eq!(many_lines, 50, "{text}");
+    assert!(
+        stderr.contains("many.yaml: … and 950 more problem(s) in this file"),
+        "{text}"
+    );
+    let zone = stderr
+        .lines()
+        .find(|l| l.contains("target.yaml:") && l.contains("zzzz"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(zone.len() < 400, "{zone}");
+    assert!(zone.contains("…\" (5000 characters)"), "{zone}");
+    assert!(stderr.len() < 20_000, "{} bytes of errors", stderr.len());
+}
+
+/// A spec file within the size limit but of 2 million nodes is refused
+/// with a located error (its memory is measured in the parser's tests).
+#[test]
+fn a_file_of_millions_of_nodes_is_refused_located() {
+    let mut dense = String::from("x: [");
+    dense.push_str(&"a,".repeat(2_000_000));
+    dense.push_str("a]\n");
+    let dir = spec_dir(&[("dense.yaml", dense)]);
+    let o = run(&["validate", dir.path().to_str().unwrap()]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        stderr_of(&o)
+            .lines()
+            .any(|l| l.contains("dense.yaml:1:") && l.contains("YAML nodes")),
+        "{text}"
+    );
+}
+
+/// `apply PLANFILE` reads the plan file as a bounded regular file.
+#[cfg(unix)]
+#[test]
+fn apply_of_a_fifo_or_device_plan_file_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("plan.json");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for path in [fifo.to_str().unwrap(), "/dev/zero"] {
+        let o = run_within_20s(&["apply", path, "--sim", "--auto-approve"]);
+        let text = out(&o);
+        assert_ne!(o.status.code(), Some(0), "{text}");
+        assert!(text.contains("not a regular file"), "{path}: {text}");
+    }
 }

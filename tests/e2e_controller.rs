@@ -290,12 +290,15 @@ async fn controller_converges_a_configmap_and_hands_over_on_leader_death() {
     );
     assert_eq!(creates(&sim), 2);
 
-    // Edit a slice → updated in place (its label), no new create.
+    // Edit a slice, moved to a hidden key in upper case (read, as a
+    // checkout of the same files reads it), beside a near-miss (not read,
+    // and said) → updated in place (its label), no new create.
     set_specs(
         &cms,
         &[
             ("target.yaml", TARGET.to_string()),
-            ("tiny.yaml", tiny("b")),
+            (".tiny.YAML", tiny("b")),
+            ("tiny.yaml.bak", tiny("z")),
             ("llm.yaml", llm.clone()),
         ],
     )
@@ -305,6 +308,13 @@ async fn controller_converges_a_configmap_and_hands_over_on_leader_death() {
     })
     .await;
     assert_eq!(creates(&sim), 2);
+    wait_for("the near-miss reported", 30, &[&a], || async {
+        a.stderr().contains(
+            "warning: slicectl-specs/tiny.yaml.bak was not read as a spec file: the name ends in \".bak\"",
+        )
+    })
+    .await;
+    assert_eq!(pool_names(&sim).await, ["llm-0", "tiny-0"]);
 
     // Break a file → the last good version stays; the object is Stalled
     // with the located error.

@@ -180,6 +180,17 @@ async fn watch_converges_on_changes_keeps_the_last_good_file_and_stops_on_sigter
     })
     .await;
 
+    // A near-miss is not read, and the cycle says so and why.
+    std::fs::write(d.join("llm.yaml.bak"), "junk").unwrap();
+    let skipped = format!(
+        "warning: {} was not read as a spec file: the name ends in \".bak\"",
+        d.join("llm.yaml.bak").display()
+    );
+    w.wait("the near-miss reported", || async {
+        w.stderr().contains(&skipped)
+    })
+    .await;
+
     // An edit: updated in place.
     put(d, "tiny.yaml", &tiny("b"));
     w.wait("tiny updated", || async {

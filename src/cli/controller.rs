@@ -30,9 +30,10 @@ use crate::controller::server::{self, Health};
 use crate::controller::{self as ctl_mod, invalid_slices};
 use crate::engine::{self, Outcome, ReconcileError};
 use crate::plan::{Plan, PlanError};
+use crate::source::Listing;
 use crate::source::SourceError;
 use crate::source::last_good::LastGood;
-use crate::spec::{Fleet, SourceFile};
+use crate::spec::{Fleet, ShownPath};
 use crate::status_object::{self, Cycle, CycleResult, StatusWriter};
 use crate::watch::{self, LOG_TARGET, LoopEnd, LoopOptions, Trigger};
 
@@ -50,22 +51,24 @@ enum Source {
 impl Source {
     fn describe(&self) -> String {
         match self {
-            Source::Dir(d) => d.display().to_string(),
+            Source::Dir(d) => ShownPath(d).to_string(),
             Source::ConfigMap { name, .. } => format!("ConfigMap {name}"),
         }
     }
 
     /// The files now; `Ok(None)` when the source is missing.
-    fn files(&self) -> Result<Option<Vec<SourceFile>>, SourceError> {
+    fn files(&self) -> Result<Option<Listing>, SourceError> {
         match self {
-            Source::Dir(d) => match crate::source::read_dir(d) {
+            Source::Dir(d) => match crate::source::list_dir(d) {
                 Ok(f) => Ok(Some(f)),
                 Err(SourceError::Missing { .. }) => Ok(None),
                 Err(e) => Err(e),
             },
-            Source::ConfigMap { name, latest } => {
-                Ok(latest.borrow().as_ref().and_then(|s| s.files(name)))
-            }
+            Source::ConfigMap { name, latest } => latest
+                .borrow()
+                .as_ref()
+                .and_then(|s| s.files(name))
+                .transpose(),
         }
     }
 }
@@ -382,7 +385,10 @@ impl Controller {
     async fn reconcile_once(&mut self) -> &'static str {
         let where_ = self.source.describe();
         let files = match self.source.files() {
-            Ok(Some(f)) => f,
+            Ok(Some(listing)) => {
+                super::report_skipped(&listing.skipped);
+                listing.files
+            }
             Ok(None) => {
                 let m = format!(
                     "the spec source {where_} does not exist: nothing is planned and nothing is pruned until it is back"
@@ -402,9 +408,7 @@ impl Controller {
         let resolved = match self.last_good.resolve(&files) {
             Ok(r) => r,
             Err(u) => {
-                for d in &u.diagnostics {
-                    eprintln!("{d}");
-                }
+                super::print_diagnostics(&u.diagnostics);
                 eprintln!(
                     "error: {} problem(s) in the specs of {where_}, and no valid fleet can be made from the files and their last good versions; nothing is planned or changed this cycle",
                     u.diagnostics.len()

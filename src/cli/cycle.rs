@@ -9,6 +9,7 @@ use super::color_stdout;
 use crate::engine::Approval;
 use crate::plan::{ActionKind, Plan, human};
 use crate::source::last_good::Resolved;
+use crate::spec::ShownPath;
 use crate::watch::{LOG_TARGET, Trigger};
 
 /// The `cycle finished` line: info for `no_changes` and `applied`, warn for
@@ -26,19 +27,17 @@ pub(super) fn log_finished(trigger: Trigger, outcome: &str, elapsed: Duration) {
 /// Prints every located error of the files as they are now, and what
 /// stands for each invalid file.
 pub(super) fn print_resolved(resolved: &Resolved) {
-    for d in &resolved.diagnostics {
-        eprintln!("{d}");
-    }
+    super::print_diagnostics(&resolved.diagnostics);
     for p in &resolved.held {
         eprintln!(
             "warning: {} is invalid (or valid only with a file that is); its last good version stays in force until it is fixed, and nothing it defines is deleted or replaced",
-            p.display()
+            ShownPath(p)
         );
     }
     for p in &resolved.left_out {
         eprintln!(
             "warning: {} is invalid and has no good version yet: it contributes nothing, and nothing is pruned until it is fixed",
-            p.display()
+            ShownPath(p)
         );
     }
 }

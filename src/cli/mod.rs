@@ -24,7 +24,7 @@ use crate::engine::{self, Approval, Outcome, ReconcileError, ReconcileOptions};
 use crate::plan::{Plan, PlanMode, PlanOptions, human};
 use crate::sim::{FaultConfig, SimConfig, SimHandle, Simulator, StockoutStatus};
 use crate::source::{self, LoadError};
-use crate::spec::Fleet;
+use crate::spec::{Fleet, ShownPath};
 use crate::status;
 use args::{Cli, Command, Connection, Exec, LogFormat, Output, Safety, SimArgs};
 
@@ -170,7 +170,9 @@ async fn run(cmd: Command) -> Result<u8> {
             safety,
             exec,
         } => {
-            if path.is_file() {
+            // Anything that exists and is not a directory is a plan file
+            // (read as a bounded regular file: a FIFO or a device is refused).
+            if path.exists() && !path.is_dir() {
                 if safety.max_destroy.is_some() || safety.allow_empty_source {
                     bail!(
                         "--max-destroy and --allow-empty-source cannot be used with a saved plan: \
@@ -446,6 +448,21 @@ fn color_stdout() -> bool {
     anstream::AutoStream::choice(&std::io::stdout()) != anstream::ColorChoice::Never
 }
 
+/// Prints located problems on stderr, capped ([`crate::spec::report_lines`]).
+fn print_diagnostics(diagnostics: &[crate::spec::Diagnostic]) {
+    for line in crate::spec::report_lines(diagnostics) {
+        eprintln!("{line}");
+    }
+}
+
+/// Prints each entry of a spec source that was not read, and why (a
+/// near-miss such as `x.yaml.bak` may be a spec the user meant to apply).
+fn report_skipped(skipped: &[source::Skipped]) {
+    for s in skipped {
+        eprintln!("warning: {s}");
+    }
+}
+
 /// A validated fleet and the spec files it was read from.
 struct Loaded {
     fleet: Fleet,
@@ -455,32 +472,32 @@ struct Loaded {
 /// Loads and validates the spec directory; prints diagnostics and returns
 /// `None` when it is invalid.
 fn load(dir: &Path) -> Result<Option<Loaded>> {
-    let files = source::read_dir(dir)
+    let listing = source::list_dir(dir)
         .map_err(anyhow::Error::new)
-        .with_context(|| format!("cannot read the specs under {}", dir.display()))?;
+        .with_context(|| format!("cannot read the specs under {}", ShownPath(dir)))?;
+    report_skipped(&listing.skipped);
+    let files = listing.files;
     match crate::spec::load(&files).map_err(LoadError::Invalid) {
         Ok(fleet) => {
             if fleet.files == 0 {
                 eprintln!(
                     "warning: no spec files (*.yaml, *.yml) under {}; nothing is desired, and nothing will be pruned without --allow-empty-source",
-                    dir.display()
+                    ShownPath(dir)
                 );
             }
             Ok(Some(Loaded { fleet, files }))
         }
         Err(LoadError::Invalid(diags)) => {
-            for d in &diags {
-                eprintln!("{d}");
-            }
+            print_diagnostics(&diags);
             eprintln!(
                 "error: {} problem(s) in the specs under {}; nothing was planned or changed",
                 diags.len(),
-                dir.display()
+                ShownPath(dir)
             );
             Ok(None)
         }
         Err(e) => Err(anyhow::Error::new(e))
-            .with_context(|| format!("cannot read the specs under {}", dir.display())),
+            .with_context(|| format!("cannot read the specs under {}", ShownPath(dir))),
     }
 }
 
@@ -510,7 +527,7 @@ fn validate(dir: &Path) -> Result<u8> {
         Some(f) => {
             println!(
                 "{}: {} file(s), {} target(s), {} slice(s): valid",
-                dir.display(),
+                ShownPath(dir),
                 f.files,
                 f.targets.len(),
                 f.slices.len()
@@ -732,12 +749,10 @@ async fn apply_saved(path: &Path, conn: &Connection, exec: &Exec) -> Result<u8> 
     let fleet = match crate::spec::load(&saved.specs) {
         Ok(f) => f,
         Err(diags) => {
-            for d in &diags {
-                eprintln!("{d}");
-            }
+            print_diagnostics(&diags);
             bail!(
                 "the specs saved in {} are not valid for this slicectl; make the plan again",
-                path.display()
+                ShownPath(path)
             );
         }
     };

@@ -17,9 +17,14 @@ use sha2::{Digest, Sha256};
 use serde_json::Value;
 
 use crate::plan::{FORMAT_VERSION, Plan, PlanOptions};
-use crate::spec::SourceFile;
+use crate::spec::{ShownPath, SourceFile};
 
 const KIND: &str = "slicectl-plan";
+
+/// Largest plan file written or read (64 MiB): the specs it embeds, JSON
+/// escaped, and the plan. It is read as a regular file of at most this
+/// size, never as a FIFO or a device.
+pub const MAX_PLAN_FILE_BYTES: usize = 64 * 1024 * 1024;
 /// Version of the plan file's envelope (2: specs, options and digest embedded).
 const FILE_VERSION: u32 = 2;
 
@@ -109,18 +114,26 @@ pub fn save(path: &Path, plan: &Plan, specs: &[SourceFile], options: SavedOption
         body,
     };
     let text = serde_json::to_string_pretty(&file)?;
+    if text.len() > MAX_PLAN_FILE_BYTES {
+        bail!(
+            "the plan file would be {} bytes, more than the {MAX_PLAN_FILE_BYTES} bytes (64 MiB) `apply PLANFILE` reads; \
+             apply from the spec directory instead, or split the fleet",
+            text.len()
+        );
+    }
     std::fs::write(path, text)
         .with_context(|| format!("cannot write the plan file {}", path.display()))
 }
 
 /// Reads a plan file and checks its digest.
 pub fn load(path: &Path) -> Result<SavedPlan> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the plan file {}", path.display()))?;
-    let head: serde_json::Value = serde_json::from_str(&text).with_context(|| {
+    let limit = u64::try_from(MAX_PLAN_FILE_BYTES).unwrap_or(u64::MAX);
+    let bytes = crate::source::bounded::read_regular(path, limit)
+        .with_context(|| format!("cannot read the plan file {}", ShownPath(path)))?;
+    let head: serde_json::Value = serde_json::from_slice(&bytes).with_context(|| {
         format!(
             "{} is not a slicectl plan file (expected the output of `slicectl plan --out`)",
-            path.display()
+            ShownPath(path)
         )
     })?;
     let kind = head.get("kind").and_then(|k| k.as_str()).unwrap_or("");
@@ -129,15 +142,15 @@ pub fn load(path: &Path) -> Result<SavedPlan> {
         bail!(
             "{} is not a plan file this slicectl reads (kind {kind:?}, file version {}; expected {KIND:?} version {FILE_VERSION}); \
              make it again with `slicectl plan DIR --out {}`",
-            path.display(),
+            ShownPath(path),
             version.map_or("none".to_string(), |v| v.to_string()),
-            path.display()
+            ShownPath(path)
         );
     }
     let file: File = serde_json::from_value(head).with_context(|| {
         format!(
             "{} is damaged: it does not have the shape of a slicectl plan file",
-            path.display()
+            ShownPath(path)
         )
     })?;
     let published_version = file.body.plan.get("format_version").and_then(Value::as_u64);
@@ -146,7 +159,7 @@ pub fn load(path: &Path) -> Result<SavedPlan> {
     {
         bail!(
             "{} holds a plan of format {}; this slicectl reads format {FORMAT_VERSION}",
-            path.display(),
+            ShownPath(path),
             file.body.format_version
         );
     }
@@ -154,8 +167,8 @@ pub fn load(path: &Path) -> Result<SavedPlan> {
         bail!(
             "{} was edited after `slicectl plan --out` wrote it (its digest does not match its content); \
              refusing to apply it. Make the plan again with `slicectl plan DIR --out {}`",
-            path.display(),
-            path.display()
+            ShownPath(path),
+            ShownPath(path)
         );
     }
     Ok(SavedPlan {
@@ -249,5 +262,47 @@ mod tests {
         assert!(err.contains("slicectl plan DIR --out"), "{err}");
         std::fs::write(&path, "not json").unwrap();
         assert!(load(&path).is_err());
+    }
+
+    /// `load`'s error, failing the test if it blocks (a FIFO opened for
+    /// reading blocks until a writer comes).
+    fn load_error_within_10s(path: &Path) -> String {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = path.to_path_buf();
+        std::thread::spawn(move || {
+            let _ = tx.send(load(&path).map(|_| ()).map_err(|e| format!("{e:#}")));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("load blocked")
+            .unwrap_err()
+    }
+
+    #[test]
+    fn a_plan_file_is_read_only_as_a_bounded_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.json");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(u64::try_from(MAX_PLAN_FILE_BYTES).unwrap() + 1)
+            .unwrap();
+        let err = load_error_within_10s(&big);
+        assert!(
+            err.contains("big.json")
+                && err.contains(&format!("larger than the {MAX_PLAN_FILE_BYTES}-byte limit")),
+            "{err}"
+        );
+        let err = load_error_within_10s(Path::new("/dev/zero"));
+        assert!(err.contains("not a regular file"), "{err}");
+        let fifo = dir.path().join("fifo.json");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo(1) from coreutils");
+        assert!(status.success());
+        let err = load_error_within_10s(&fifo);
+        assert!(
+            err.contains("fifo.json") && err.contains("not a regular file"),
+            "{err}"
+        );
     }
 }

@@ -14,6 +14,7 @@ use crate::engine::{self, Outcome};
 use crate::plan::{Plan, PlanMode};
 use crate::source::last_good::LastGood;
 use crate::source::{self, SourceError};
+use crate::spec::ShownPath;
 use crate::watch::{self, LOG_TARGET, LoopEnd, LoopOptions, Trigger};
 
 /// `reconcile DIR`: one cycle (`apply --auto-approve`); with `watch`, the
@@ -109,8 +110,11 @@ impl Watcher {
 
     /// One cycle; returns its outcome (a stable short code).
     async fn reconcile_once(&mut self) -> &'static str {
-        let files = match source::read_dir(&self.dir) {
-            Ok(f) => f,
+        let files = match source::list_dir(&self.dir) {
+            Ok(listing) => {
+                super::report_skipped(&listing.skipped);
+                listing.files
+            }
             Err(e @ SourceError::Missing { .. }) => {
                 eprintln!(
                     "error: {e}; waiting for it to come back (nothing is planned, nothing is pruned)"
@@ -120,7 +124,7 @@ impl Watcher {
             Err(e) => {
                 eprintln!(
                     "error: cannot read the specs under {}: {e}; nothing is planned this cycle",
-                    self.dir.display()
+                    ShownPath(&self.dir)
                 );
                 return "source_error";
             }
@@ -128,13 +132,11 @@ impl Watcher {
         let resolved = match self.last_good.resolve(&files) {
             Ok(r) => r,
             Err(u) => {
-                for d in &u.diagnostics {
-                    eprintln!("{d}");
-                }
+                super::print_diagnostics(&u.diagnostics);
                 eprintln!(
                     "error: {} problem(s) in the specs under {}, and no valid fleet can be made from the files and their last good versions; nothing is planned or changed this cycle",
                     u.diagnostics.len(),
-                    self.dir.display()
+                    ShownPath(&self.dir)
                 );
                 return "invalid_specs";
             }
@@ -147,7 +149,7 @@ impl Watcher {
             eprintln!(
                 "refused: no spec files (*.yaml, *.yml) under {}: an empty checkout or an unmounted ConfigMap looks like this; \
                  nothing is planned and nothing is pruned while it is empty (use `slicectl destroy` to remove every slice)",
-                self.dir.display()
+                ShownPath(&self.dir)
             );
             return "empty_source";
         }
@@ -173,7 +175,7 @@ impl Watcher {
             eprintln!(
                 "refused: this plan deletes resources, and {} file(s) under {} are invalid with no good version to stand for them ({}); nothing is applied until they are fixed",
                 resolved.left_out.len(),
-                self.dir.display(),
+                ShownPath(&self.dir),
                 paths(&resolved.left_out)
             );
             return if prune_suspended {

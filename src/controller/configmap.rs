@@ -15,6 +15,8 @@ use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::source::SourceError;
+use crate::source::entries::{Entry, Listing, Skipped, classify};
 use crate::spec::SourceFile;
 
 /// What the ConfigMap holds now.
@@ -22,39 +24,58 @@ use crate::spec::SourceFile;
 pub enum Snapshot {
     /// It does not exist.
     Absent,
-    /// Its `data`: key → value.
-    Data(BTreeMap<String, String>),
-}
-
-/// Whether a data key names a spec file (`*.yaml`, `*.yml`), as files in
-/// a spec directory.
-pub fn is_spec_key(key: &str) -> bool {
-    key.ends_with(".yaml") || key.ends_with(".yml")
+    /// Its `data` and `binaryData` (key → bytes), as the kubelet mounts
+    /// both: a `binaryData` key named like a spec file is a spec file too.
+    Data(BTreeMap<String, Vec<u8>>),
 }
 
 impl Snapshot {
     /// The spec files it holds, as `NAME/KEY` (the path diagnostics show),
-    /// `None` when it is absent. Keys that are not spec files are left out.
-    pub fn files(&self, name: &str) -> Option<Vec<SourceFile>> {
-        match self {
-            Snapshot::Absent => None,
-            Snapshot::Data(d) => Some(
-                d.iter()
-                    .filter(|(k, _)| is_spec_key(k))
-                    .map(|(k, v)| SourceFile {
-                        path: PathBuf::from(format!("{name}/{k}")),
-                        text: v.clone(),
-                    })
-                    .collect(),
-            ),
+    /// and the keys skipped with a reason, `None` when it is absent. Which
+    /// keys are spec files is the rule of every source,
+    /// [`crate::source::entries::classify`]. A spec file that is not UTF-8
+    /// (a `binaryData` key) is an error, as it is in a mounted directory.
+    pub fn files(&self, name: &str) -> Option<Result<Listing, SourceError>> {
+        let Snapshot::Data(d) = self else {
+            return None;
+        };
+        let mut listing = Listing::default();
+        for (k, v) in d {
+            let path = PathBuf::from(format!("{name}/{k}"));
+            match classify(k, false) {
+                Entry::Spec => match String::from_utf8(v.clone()) {
+                    Ok(text) => listing.files.push(SourceFile { path, text }),
+                    Err(e) => {
+                        return Some(Err(SourceError::NotUtf8 {
+                            path,
+                            offset: e.utf8_error().valid_up_to(),
+                        }));
+                    }
+                },
+                Entry::Skipped(reason) => listing.skipped.push(Skipped { path, reason }),
+                Entry::Dir | Entry::Other | Entry::Internal => {}
+            }
         }
+        Some(Ok(listing))
     }
 }
 
 fn snapshot(cm: Option<ConfigMap>) -> Snapshot {
     match cm {
         None => Snapshot::Absent,
-        Some(cm) => Snapshot::Data(cm.data.unwrap_or_default().into_iter().collect()),
+        Some(cm) => Snapshot::Data(
+            cm.data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.into_bytes()))
+                .chain(
+                    cm.binary_data
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, v.0)),
+                )
+                .collect(),
+        ),
     }
 }
 
@@ -116,11 +137,11 @@ mod tests {
     #[test]
     fn keys_are_file_names_and_only_spec_files_count() {
         let s = Snapshot::Data(BTreeMap::from([
-            ("b.yaml".to_string(), "B".to_string()),
-            ("a.yml".to_string(), "A".to_string()),
-            ("README.md".to_string(), "x".to_string()),
+            ("b.yaml".to_string(), b"B".to_vec()),
+            ("a.yml".to_string(), b"A".to_vec()),
+            ("README.md".to_string(), b"x".to_vec()),
         ]));
-        let f = s.files("specs").unwrap();
+        let f = s.files("specs").unwrap().unwrap().files;
         let paths: Vec<_> = f.iter().map(|f| f.path.display().to_string()).collect();
         assert_eq!(paths, vec!["specs/a.yml", "specs/b.yaml"]);
         assert_eq!(f[1].text, "B");
@@ -129,6 +150,33 @@ mod tests {
         assert_eq!(
             snapshot(Some(ConfigMap::default())),
             Snapshot::Data(BTreeMap::new())
+        );
+    }
+
+    /// The kubelet mounts `binaryData` keys as files, so the API reads them
+    /// by the same rule: a spec-named one is a spec file (an error when it is
+    /// not UTF-8, as in a mounted directory).
+    #[test]
+    fn binary_data_keys_are_read_like_mounted_files() {
+        use k8s_openapi::ByteString;
+        let cm = |bytes: &[u8]| ConfigMap {
+            data: Some(BTreeMap::from([("a.yaml".to_string(), "A".to_string())])),
+            binary_data: Some(BTreeMap::from([
+                ("b.yaml".to_string(), ByteString(bytes.to_vec())),
+                ("blob.bin".to_string(), ByteString(vec![0xff])),
+            ])),
+            ..ConfigMap::default()
+        };
+        let listing = snapshot(Some(cm(b"B"))).files("specs").unwrap().unwrap();
+        let texts: Vec<_> = listing.files.iter().map(|f| f.text.as_str()).collect();
+        assert_eq!(texts, vec!["A", "B"]);
+        let err = snapshot(Some(cm(b"B\xff")))
+            .files("specs")
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            matches!(&err, SourceError::NotUtf8 { offset: 1, path } if path.ends_with("specs/b.yaml")),
+            "{err}"
         );
     }
 }

@@ -20,18 +20,18 @@
 //! `dir/key`), and `..data` is checked again afterwards; if it moved, the
 //! whole directory is read again (at most [`MAX_READ_ATTEMPTS`] times).
 //!
-//! Entries whose name starts with `.` are skipped (hidden files, `.git`, and
-//! the ConfigMap's `..data` / `..<timestamp>` internals), except symlinks to
-//! files and, in a ConfigMap's data directory, files (a ConfigMap key may
-//! itself start with `.`). Symlinks are followed, and a directory reached
+//! Which entries are spec files is [`super::entries::classify`]'s rule, the
+//! same as for the ConfigMap API; entries it skips with a reason are listed
+//! in [`Listing::skipped`]. Symlinks are followed, and a directory reached
 //! twice (a symlink loop) is read once.
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::SourceError;
+use super::bounded::{BoundedReadError, read_regular};
+use super::entries::{Entry, Listing, Skipped, classify};
 use crate::spec::{MAX_FILE_BYTES, SourceFile};
 
 /// The symlink through which a mounted ConfigMap (Kubernetes' atomic writer)
@@ -42,20 +42,24 @@ pub const DATA_LINK: &str = "..data";
 /// ConfigMap in it kept changing during the read.
 pub const MAX_READ_ATTEMPTS: usize = 5;
 
-/// Reads every `*.yaml` / `*.yml` file under `dir` (recursively, sorted by
-/// path, hidden entries skipped, symlinks followed). Paths are shown relative
-/// to the current directory when possible. An empty directory gives an empty
-/// list. Each mounted ConfigMap under `dir` is read as one consistent version.
+/// Reads every spec file under `dir` (recursively, sorted by path, symlinks
+/// followed; see [`super::entries`] for which entries are spec files).
+/// Paths are shown relative to the current directory when possible. An
+/// empty directory gives an empty list. Each mounted ConfigMap under `dir`
+/// is read as one consistent version.
 pub fn read_dir(dir: &Path) -> Result<Vec<SourceFile>, SourceError> {
+    list_dir(dir).map(|l| l.files)
+}
+
+/// [`read_dir`], with the entries skipped with a reason (near-misses such
+/// as `x.yaml.bak`), which callers report.
+pub fn list_dir(dir: &Path) -> Result<Listing, SourceError> {
     read_dir_with(dir, &mut |_| {})
 }
 
 /// [`read_dir`], calling `after_file` after each file is read (with the path
 /// it is shown as): tests use it to change the directory mid-read.
-fn read_dir_with(
-    dir: &Path,
-    after_file: &mut dyn FnMut(&Path),
-) -> Result<Vec<SourceFile>, SourceError> {
+fn read_dir_with(dir: &Path, after_file: &mut dyn FnMut(&Path)) -> Result<Listing, SourceError> {
     let meta = fs::metadata(dir).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             SourceError::Missing {
@@ -77,9 +81,9 @@ fn read_dir_with(
     let mut changed = dir.to_path_buf();
     for attempt in 1..=MAX_READ_ATTEMPTS {
         match read_once(dir, cwd.as_deref(), after_file) {
-            Ok(files) => {
-                tracing::debug!(dir = %dir.display(), files = files.len(), attempt, "read spec directory");
-                return Ok(files);
+            Ok(listing) => {
+                tracing::debug!(dir = %dir.display(), files = listing.files.len(), skipped = listing.skipped.len(), attempt, "read spec directory");
+                return Ok(listing);
             }
             Err(Attempt::Failed(err)) => return Err(err),
             Err(Attempt::Changed(mount)) => {
@@ -125,6 +129,7 @@ struct Found {
 #[derive(Default)]
 struct Walk {
     files: Vec<Found>,
+    skipped: Vec<Skipped>,
     mounts: Vec<Mount>,
     visited: BTreeSet<PathBuf>,
 }
@@ -133,7 +138,7 @@ fn read_once(
     dir: &Path,
     cwd: Option<&Path>,
     after_file: &mut dyn FnMut(&Path),
-) -> Result<Vec<SourceFile>, Attempt> {
+) -> Result<Listing, Attempt> {
     let mut w = Walk::default();
     let result = walk(dir, dir, &mut w).and_then(|()| {
         w.files.sort_by(|a, b| a.shown.cmp(&b.shown));
@@ -145,7 +150,15 @@ fn read_once(
             after_file(&shown);
             files.push(SourceFile { path: shown, text });
         }
-        Ok(files)
+        let mut skipped: Vec<Skipped> = std::mem::take(&mut w.skipped)
+            .into_iter()
+            .map(|s| Skipped {
+                path: display_path(&s.path, cwd),
+                reason: s.reason,
+            })
+            .collect();
+        skipped.sort();
+        Ok(Listing { files, skipped })
     });
     // Checked even after an error: Kubernetes deletes the old version's
     // directory once `..data` has moved, which a read of it sees as missing
@@ -156,13 +169,6 @@ fn read_once(
         }
     }
     result.map_err(Attempt::Failed)
-}
-
-fn is_spec_file(path: &Path) -> bool {
-    matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("yaml" | "yml")
-    )
 }
 
 /// The target of `dir/..data` when it is a symlink (`dir` is a mounted
@@ -201,15 +207,15 @@ fn walk(dir: &Path, shown: &Path, w: &mut Walk) -> Result<(), SourceError> {
                 dir: dir.to_path_buf(),
                 version,
             });
-            walk_entries(&data, shown, true, w)
+            walk_entries(&data, shown, w)
         }
-        None => walk_entries(dir, shown, false, w),
+        None => walk_entries(dir, shown, w),
     }
 }
 
-/// Collects the spec files among `dir`'s entries; `keys`: `dir` is a mounted
-/// ConfigMap's data directory, whose files are its keys (hidden or not).
-fn walk_entries(dir: &Path, shown: &Path, keys: bool, w: &mut Walk) -> Result<(), SourceError> {
+/// Collects the spec files among `dir`'s entries (a plain directory, or a
+/// mounted ConfigMap's data directory: the same rule for both).
+fn walk_entries(dir: &Path, shown: &Path, w: &mut Walk) -> Result<(), SourceError> {
     let unreadable = |source| SourceError::Unreadable {
         path: dir.to_path_buf(),
         source,
@@ -218,33 +224,37 @@ fn walk_entries(dir: &Path, shown: &Path, keys: bool, w: &mut Walk) -> Result<()
     for entry in entries {
         let entry = entry.map_err(unreadable)?;
         let name = entry.file_name();
+        let lossy = name.to_string_lossy();
         let path = entry.path();
-        if name.to_string_lossy().starts_with('.')
-            && !is_symlink_to_file(&path)
-            && !(keys && fs::metadata(&path).is_ok_and(|m| m.is_file()))
-        {
-            continue;
-        }
-        // Follows symlinks; a dangling symlink is an unreadable entry.
-        let meta = fs::metadata(&path).map_err(|source| SourceError::Unreadable {
-            path: path.clone(),
-            source,
-        })?;
-        if meta.is_dir() {
-            walk(&path, &shown.join(&name), w)?;
-        } else if is_spec_file(&path) {
-            if !meta.is_file() {
-                // Never opened (opening a FIFO blocks), never skipped (a spec
-                // file that is silently left out could prune its slices).
-                return Err(SourceError::NotRegularFile {
-                    kind: special_kind(&path, &meta),
+        // Follows symlinks; a dangling symlink named as a spec file is an
+        // unreadable spec file.
+        let meta = fs::metadata(&path);
+        match classify(&lossy, meta.as_ref().is_ok_and(fs::Metadata::is_dir)) {
+            Entry::Dir => walk(&path, &shown.join(&name), w)?,
+            Entry::Spec => {
+                let meta = meta.map_err(|source| SourceError::Unreadable {
                     path: shown.join(&name),
+                    source,
+                })?;
+                if !meta.is_file() {
+                    // Never opened (opening a FIFO blocks), never skipped (a
+                    // spec file that is silently left out could prune its
+                    // slices).
+                    return Err(SourceError::NotRegularFile {
+                        kind: special_kind(&path, &meta),
+                        path: shown.join(&name),
+                    });
+                }
+                w.files.push(Found {
+                    real: path,
+                    shown: shown.join(&name),
                 });
             }
-            w.files.push(Found {
-                real: path,
-                shown: shown.join(&name),
-            });
+            Entry::Skipped(reason) => w.skipped.push(Skipped {
+                path: shown.join(&name),
+                reason,
+            }),
+            Entry::Other | Entry::Internal => {}
         }
     }
     Ok(())
@@ -275,36 +285,33 @@ fn special_kind(path: &Path, meta: &fs::Metadata) -> String {
         "a special file"
     };
     match fs::read_link(path) {
-        Ok(target) => format!("a symlink to {kind} ({})", target.display()),
+        Ok(target) => format!("a symlink to {kind} ({})", crate::spec::ShownPath(&target)),
         Err(_) => kind.to_string(),
     }
 }
 
-/// Whether `path` is a symlink to a regular file: a ConfigMap key whose name
-/// starts with `.` is such a symlink (its `..data` internals are not).
-fn is_symlink_to_file(path: &Path) -> bool {
-    fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
-        && fs::metadata(path).is_ok_and(|m| m.is_file())
-}
-
 /// Reads `path`; errors name `shown`.
 fn read_text(path: &Path, shown: &Path) -> Result<String, SourceError> {
-    let unreadable = |source| SourceError::Unreadable {
-        path: shown.to_path_buf(),
-        source,
-    };
-    let file = fs::File::open(path).map_err(unreadable)?;
-    let mut bytes = Vec::new();
     let limit = u64::try_from(MAX_FILE_BYTES).unwrap_or(u64::MAX);
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
-    if bytes.len() > MAX_FILE_BYTES {
-        return Err(SourceError::TooLarge {
+    let bytes = read_regular(path, limit).map_err(|e| match e {
+        BoundedReadError::NotFound => SourceError::Unreadable {
+            path: shown.to_path_buf(),
+            source: std::io::ErrorKind::NotFound.into(),
+        },
+        BoundedReadError::Io(source) => SourceError::Unreadable {
+            path: shown.to_path_buf(),
+            source,
+        },
+        BoundedReadError::TooLarge { .. } => SourceError::TooLarge {
             path: shown.to_path_buf(),
             limit: MAX_FILE_BYTES,
-        });
-    }
+        },
+        // Replaced by a special file since the walk looked at it.
+        BoundedReadError::NotRegular { kind } => SourceError::NotRegularFile {
+            path: shown.to_path_buf(),
+            kind: kind.to_string(),
+        },
+    })?;
     String::from_utf8(bytes).map_err(|e| SourceError::NotUtf8 {
         path: shown.to_path_buf(),
         offset: e.utf8_error().valid_up_to(),
@@ -332,7 +339,7 @@ mod tests {
     }
 
     #[test]
-    fn reads_yaml_recursively_sorted_skipping_hidden_and_others() {
+    fn reads_yaml_recursively_sorted_hidden_files_too_but_not_hidden_dirs() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
         write(&root.join("b.yaml"), "b");
@@ -340,21 +347,30 @@ mod tests {
         write(&root.join("teams/llm/c.yaml"), "c");
         write(&root.join("README.md"), "not a spec");
         write(&root.join(".hidden.yaml"), "hidden");
-        write(&root.join(".git/config.yaml"), "hidden dir");
-        let files = read_dir(root).unwrap();
-        let names: Vec<_> = files
-            .iter()
-            .map(|f| f.path.strip_prefix(root).unwrap().to_path_buf())
-            .collect();
+        write(&root.join(".git/config.yaml"), "vcs dir");
+        write(&root.join(".github/workflows/ci.yml"), "hidden dir");
+        write(&root.join("teams/old.yaml.bak"), "backup");
+        let listing = list_dir(root).unwrap();
+        let rel = |p: &Path| p.strip_prefix(root).unwrap().to_path_buf();
+        let names: Vec<_> = listing.files.iter().map(|f| rel(&f.path)).collect();
         assert_eq!(
             names,
             vec![
+                PathBuf::from(".hidden.yaml"),
                 PathBuf::from("a.yml"),
                 PathBuf::from("b.yaml"),
                 PathBuf::from("teams/llm/c.yaml")
             ]
         );
-        assert_eq!(files[2].text, "c");
+        assert_eq!(listing.files[3].text, "c");
+        let skipped: Vec<_> = listing.skipped.iter().map(|s| rel(&s.path)).collect();
+        assert_eq!(
+            skipped,
+            vec![
+                PathBuf::from(".github"),
+                PathBuf::from("teams/old.yaml.bak")
+            ]
+        );
     }
 
     #[cfg(unix)]
@@ -476,7 +492,8 @@ mod tests {
                     configmap::update(root, first);
                 }
             })
-            .unwrap();
+            .unwrap()
+            .files;
             assert!(updated);
             assert_eq!(configmap::consistent_version(&files), first + 1);
             assert!(files[0].path.ends_with("a.yaml"), "{:?}", files[0].path);

@@ -1,10 +1,12 @@
 //! Where spec files come from. I/O lives here; parsing and validation are
 //! [`crate::spec`]'s job.
 //!
-//! [`dir`] reads a directory (a git checkout or a mounted ConfigMap).
+//! [`dir`] reads a directory (a git checkout or a mounted ConfigMap);
+//! [`entries`] is the one rule for which entries of any source are specs.
 
 pub mod bounded;
 pub mod dir;
+pub mod entries;
 pub mod last_good;
 
 use std::fmt;
@@ -12,27 +14,28 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::spec::{self, Diagnostic, Fleet};
+use crate::spec::{self, Diagnostic, Fleet, ShownPath};
 
-pub use dir::read_dir;
+pub use dir::{list_dir, read_dir};
+pub use entries::{Listing, Skipped};
 
 /// Why a spec source could not be read.
 #[derive(Debug, Error)]
 pub enum SourceError {
     /// The directory does not exist.
-    #[error("spec directory {} does not exist", .path.display())]
+    #[error("spec directory {} does not exist", ShownPath(.path))]
     Missing {
         /// The directory.
         path: PathBuf,
     },
     /// The path exists but is not a directory.
-    #[error("{} is not a directory; expected a directory of *.yaml spec files", .path.display())]
+    #[error("{} is not a directory; expected a directory of *.yaml spec files", ShownPath(.path))]
     NotADirectory {
         /// The path.
         path: PathBuf,
     },
     /// A file or directory could not be read.
-    #[error("cannot read {}: {source}", .path.display())]
+    #[error("cannot read {}: {source}", ShownPath(.path))]
     Unreadable {
         /// The file or directory.
         path: PathBuf,
@@ -41,7 +44,7 @@ pub enum SourceError {
         source: std::io::Error,
     },
     /// A file is not UTF-8 text.
-    #[error("{} is not UTF-8 text (invalid byte at offset {offset}); spec files must be UTF-8", .path.display())]
+    #[error("{} is not UTF-8 text (invalid byte at offset {offset}); spec files must be UTF-8", ShownPath(.path))]
     NotUtf8 {
         /// The file.
         path: PathBuf,
@@ -55,7 +58,7 @@ pub enum SourceError {
     #[error(
         "{} is {kind}, not a regular file; spec files must be regular files (or symlinks to them): \
          remove it, replace it with the spec file it stands for, or rename it so that it does not end in .yaml or .yml",
-        .path.display()
+        ShownPath(.path)
     )]
     NotRegularFile {
         /// The entry.
@@ -68,7 +71,7 @@ pub enum SourceError {
     #[error(
         "{} kept changing while it was read ({attempts} attempts: its `..data` link moved to a new version each time); \
          no consistent version of the specs could be read, so nothing was planned from a mix of versions; try again once the ConfigMap update settles",
-        .path.display()
+        ShownPath(.path)
     )]
     KeptChanging {
         /// The mounted ConfigMap's directory.
@@ -77,7 +80,7 @@ pub enum SourceError {
         attempts: usize,
     },
     /// A file is larger than [`spec::MAX_FILE_BYTES`].
-    #[error("{} is larger than {limit} bytes (4 MiB); split it into several files", .path.display())]
+    #[error("{} is larger than {limit} bytes (4 MiB); split it into several files", ShownPath(.path))]
     TooLarge {
         /// The file.
         path: PathBuf,
@@ -101,13 +104,7 @@ impl fmt::Display for LoadError {
         match self {
             LoadError::Source(err) => write!(f, "{err}"),
             LoadError::Invalid(diagnostics) => {
-                for (i, d) in diagnostics.iter().enumerate() {
-                    if i > 0 {
-                        writeln!(f)?;
-                    }
-                    write!(f, "{d}")?;
-                }
-                Ok(())
+                write!(f, "{}", spec::report_lines(diagnostics).join("\n"))
             }
         }
     }

@@ -9,9 +9,10 @@ pub mod parse;
 pub mod schema;
 pub mod validate;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use catalog::SliceShape;
@@ -42,7 +43,105 @@ pub struct Location {
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.file.display(), self.line, self.column)
+        write!(f, "{}:{}:{}", ShownPath(&self.file), self.line, self.column)
+    }
+}
+
+/// Whether `c` must not reach a terminal or a log line as itself: control
+/// characters (a newline would forge a line, ESC a colour), the Unicode
+/// line and paragraph separators, and the bidirectional overrides (which
+/// reorder what is shown).
+fn is_unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// `s` with its unsafe characters escaped as Rust's `escape_debug` writes
+/// them (`\n`, `\u{1b}`), the way spec values are quoted in diagnostics.
+/// Everything else is kept as it is.
+pub fn escape_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_unsafe_char) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if is_unsafe_char(c) {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A path (a spec file, a ConfigMap key) as it is shown in diagnostics and
+/// reports: [`escape_controls`] applied, so a file name cannot forge a
+/// diagnostic line or send escape sequences to a terminal.
+#[derive(Debug, Clone, Copy)]
+pub struct ShownPath<'a>(pub &'a Path);
+
+impl fmt::Display for ShownPath<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&escape_controls(&self.0.to_string_lossy()))
+    }
+}
+
+/// Longest quoted value (in characters) echoed in a diagnostic; longer ones
+/// are cut with an ellipsis. Long enough for any real resource URL or path
+/// (a GCE self-link is about 100), short enough that a hostile value
+/// cannot flood a terminal or a log.
+pub const MAX_QUOTED_CHARS: usize = 160;
+
+/// `message` with every double-quoted run (a value quoted as `{:?}` quotes
+/// it, `\"` inside) longer than [`MAX_QUOTED_CHARS`] characters cut, with
+/// an ellipsis and its full length.
+pub fn shorten_quoted(message: &str) -> Cow<'_, str> {
+    if message.len() <= MAX_QUOTED_CHARS {
+        return Cow::Borrowed(message);
+    }
+    let chars: Vec<char> = message.chars().collect();
+    let mut out = String::with_capacity(message.len().min(4096));
+    let mut changed = false;
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] != '"' {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        }
+        // Find the closing quote, stepping over escapes.
+        let mut j = i + 1;
+        while j < chars.len() && chars[j] != '"' {
+            j += if chars[j] == '\\' { 2 } else { 1 };
+        }
+        if j >= chars.len() {
+            out.extend(&chars[i..]);
+            break;
+        }
+        let inner = &chars[i + 1..j];
+        out.push('"');
+        if inner.len() > MAX_QUOTED_CHARS {
+            let mut keep = &inner[..MAX_QUOTED_CHARS];
+            // Never end on a lone backslash (it would escape the quote).
+            while keep.last() == Some(&'\\') {
+                keep = &keep[..keep.len() - 1];
+            }
+            out.extend(keep);
+            out.push_str(&format!("…\" ({} characters)", inner.len()));
+            changed = true;
+        } else {
+            out.extend(inner);
+            out.push('"');
+        }
+        i = j + 1;
+    }
+    if changed {
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(message)
     }
 }
 
@@ -57,8 +156,61 @@ pub struct Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.location, self.message)
+        write!(
+            f,
+            "{}: {}",
+            self.location,
+            escape_controls(&shorten_quoted(&self.message))
+        )
     }
+}
+
+/// Most diagnostics printed for one file.
+pub const MAX_DIAGNOSTICS_PER_FILE: usize = 50;
+
+/// Most diagnostics printed in all.
+pub const MAX_DIAGNOSTICS: usize = 200;
+
+/// The lines that report `diagnostics`: at most
+/// [`MAX_DIAGNOSTICS_PER_FILE`] per file and [`MAX_DIAGNOSTICS`] in all,
+/// each cut said with how many more there are (a hostile file can give
+/// hundreds of thousands).
+pub fn report_lines(diagnostics: &[Diagnostic]) -> Vec<String> {
+    let mut per_file: BTreeMap<&Path, usize> = BTreeMap::new();
+    let mut lines = Vec::new();
+    let mut past_total = 0;
+    for d in diagnostics {
+        let n = per_file.entry(&d.location.file).or_default();
+        *n += 1;
+        if *n > MAX_DIAGNOSTICS_PER_FILE {
+            continue;
+        }
+        if lines.len() < MAX_DIAGNOSTICS {
+            lines.push(d.to_string());
+        } else {
+            past_total += 1;
+        }
+    }
+    let mut files_cut = 0;
+    for (file, n) in per_file {
+        let more = n.saturating_sub(MAX_DIAGNOSTICS_PER_FILE);
+        if more == 0 {
+            continue;
+        }
+        files_cut += 1;
+        if files_cut <= MAX_DIAGNOSTICS_PER_FILE {
+            lines.push(format!(
+                "{}: … and {more} more problem(s) in this file",
+                ShownPath(file)
+            ));
+        } else {
+            past_total += more;
+        }
+    }
+    if past_total > 0 {
+        lines.push(format!("… and {past_total} more problem(s)"));
+    }
+    lines
 }
 
 /// A validated `Target`.
@@ -105,5 +257,99 @@ impl Fleet {
     /// The target a slice refers to (validation guarantees it exists).
     pub fn target_of(&self, slice: &Slice) -> Option<&Target> {
         self.targets.get(&slice.spec.target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_name_cannot_forge_a_line_or_reach_the_terminal() {
+        let d = Diagnostic {
+            location: Location {
+                file: PathBuf::from("specs/a\nx.yaml:9:13: forged\u{1b}[31m\u{202e}.yaml"),
+                line: 1,
+                column: 2,
+            },
+            message: "bad \u{7}".to_string(),
+        };
+        let shown = d.to_string();
+        assert_eq!(shown.lines().count(), 1, "{shown:?}");
+        assert_eq!(escape_controls("a\u{2028}b\rc"), "a\\u{2028}b\\rc");
+        for c in ['\u{1b}', '\u{7}', '\u{202e}'] {
+            assert!(!shown.contains(c), "{c:?} in {shown:?}");
+        }
+        assert!(
+            shown.starts_with(
+                "specs/a\\nx.yaml:9:13: forged\\u{1b}[31m\\u{202e}.yaml:1:2: bad \\u{7}"
+            ),
+            "{shown}"
+        );
+        assert_eq!(escape_controls("plain/ü.yaml"), "plain/ü.yaml");
+    }
+
+    fn diag(file: &str, line: usize) -> Diagnostic {
+        Diagnostic {
+            location: Location {
+                file: PathBuf::from(file),
+                line,
+                column: 1,
+            },
+            message: "bad".to_string(),
+        }
+    }
+
+    #[test]
+    fn diagnostics_are_capped_per_file_and_in_all() {
+        let few: Vec<_> = (1..=3).map(|l| diag("a.yaml", l)).collect();
+        assert_eq!(
+            report_lines(&few),
+            vec!["a.yaml:1:1: bad", "a.yaml:2:1: bad", "a.yaml:3:1: bad"]
+        );
+        let one_file: Vec<_> = (1..=690_000).map(|l| diag("a.yaml", l)).collect();
+        let lines = report_lines(&one_file);
+        assert_eq!(lines.len(), MAX_DIAGNOSTICS_PER_FILE + 1);
+        assert_eq!(lines[MAX_DIAGNOSTICS_PER_FILE - 1], "a.yaml:50:1: bad");
+        assert_eq!(
+            lines[MAX_DIAGNOSTICS_PER_FILE],
+            "a.yaml: … and 689950 more problem(s) in this file"
+        );
+        let many_files: Vec<_> = (0..10)
+            .flat_map(|f| (1..=60).map(move |l| diag(&format!("f{f}.yaml"), l)))
+            .collect();
+        let lines = report_lines(&many_files);
+        assert_eq!(lines.len(), MAX_DIAGNOSTICS + 10 + 1, "{lines:#?}");
+        assert_eq!(lines[MAX_DIAGNOSTICS - 1], "f3.yaml:50:1: bad");
+        assert_eq!(
+            lines[MAX_DIAGNOSTICS],
+            "f0.yaml: … and 10 more problem(s) in this file"
+        );
+        assert_eq!(lines.last().unwrap(), "… and 300 more problem(s)");
+    }
+
+    #[test]
+    fn long_quoted_values_are_shortened() {
+        let long = "x".repeat(500);
+        let msg = format!("zone {long:?} is not a zone; project {:?} too", "p\"q");
+        let short = shorten_quoted(&msg);
+        assert!(short.len() < MAX_QUOTED_CHARS + 100, "{short}");
+        assert!(
+            short.starts_with(&format!(
+                "zone \"{}…\" (500 characters) is not a zone",
+                "x".repeat(MAX_QUOTED_CHARS)
+            )),
+            "{short}"
+        );
+        assert!(short.ends_with("project \"p\\\"q\" too"), "{short}");
+        let exact = format!("v {:?}", "y".repeat(MAX_QUOTED_CHARS));
+        assert_eq!(shorten_quoted(&exact), exact);
+        // An unterminated quote is left as it is.
+        let open = format!("v \"{}", "z".repeat(200));
+        assert_eq!(shorten_quoted(&open), open);
+        // A cut never ends on a backslash that would escape the closing quote.
+        let escapes = format!("v {:?}", format!("a{}", "\n".repeat(MAX_QUOTED_CHARS)));
+        let cut = shorten_quoted(&escapes);
+        assert!(cut.contains("\\n…\" ("), "{cut}");
     }
 }

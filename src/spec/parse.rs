@@ -38,6 +38,17 @@ const MAX_INDEX_DEPTH: usize = 16;
 /// Most nodes (scalars and collections) in one document.
 const MAX_NODES: usize = 100_000;
 
+/// Most YAML nodes (scalars, collections, aliases) in one file. The event
+/// scan indexes every node's location, so this bounds the memory a file
+/// can take whatever its shape (`x: [a,a,…]` packs a node in 2 bytes): at
+/// most about 30 MB. A file of 1,000 slices has about 31,000. (serde-saphyr's
+/// own [`serde_saphyr::Budget`] bounds each document's deserialization, but
+/// the location index is built by this scan, before that.)
+pub const MAX_FILE_NODES: usize = 100_000;
+
+/// Most YAML documents in one file (each costs its index even when empty).
+pub const MAX_FILE_DOCUMENTS: usize = 10_000;
+
 /// Most alias references in one document.
 const MAX_ALIASES: usize = 1_000;
 
@@ -290,6 +301,8 @@ struct Scanner<'a> {
     file: &'a Path,
     docs: Vec<ScannedDoc>,
     stack: Vec<Frame>,
+    /// Nodes seen in the file so far.
+    nodes: usize,
 }
 
 enum NodeEvent<'e> {
@@ -338,6 +351,16 @@ impl Scanner<'_> {
 
     fn node(&mut self, event: NodeEvent<'_>, span: &Span) -> Result<(), Diagnostic> {
         let at = pos(span);
+        self.nodes += 1;
+        if self.nodes > MAX_FILE_NODES {
+            return Err(self.too_many(
+                at,
+                format!(
+                    "more than {MAX_FILE_NODES} YAML nodes (values, keys and collections) in this file; \
+                     no spec file needs that many: split it into several files"
+                ),
+            ));
+        }
         let (path, is_key) = match self.stack.last_mut() {
             None => {
                 let kind = match event {
@@ -411,16 +434,12 @@ impl Scanner<'_> {
         match event {
             NodeEvent::Start(is_map) => {
                 if self.stack.len() >= MAX_DEPTH {
-                    return Err(Diagnostic {
-                        location: Location {
-                            file: self.file.to_path_buf(),
-                            line: at.0,
-                            column: at.1,
-                        },
-                        message: format!(
+                    return Err(self.too_many(
+                        at,
+                        format!(
                             "YAML nesting is deeper than {MAX_DEPTH} levels; spec documents are much flatter"
                         ),
-                    });
+                    ));
                 }
                 self.stack.push(if is_map {
                     Frame::Map { path, key: None }
@@ -438,6 +457,18 @@ impl Scanner<'_> {
         Ok(())
     }
 
+    /// A limit exceeded at `at`.
+    fn too_many(&self, (line, column): (usize, usize), message: String) -> Diagnostic {
+        Diagnostic {
+            location: Location {
+                file: self.file.to_path_buf(),
+                line,
+                column,
+            },
+            message,
+        }
+    }
+
     fn end_collection(&mut self) {
         self.stack.pop();
         self.complete();
@@ -450,6 +481,7 @@ fn scan(file: &Path, text: &str) -> Result<Vec<ScannedDoc>, Diagnostic> {
         file,
         docs: Vec::new(),
         stack: Vec::new(),
+        nodes: 0,
     };
     for item in Parser::new_from_str(text) {
         let (event, span) = match item {
@@ -469,6 +501,14 @@ fn scan(file: &Path, text: &str) -> Result<Vec<ScannedDoc>, Diagnostic> {
         match event {
             Event::DocumentStart(..) => {
                 let (line, col) = pos(&span);
+                if scanner.docs.len() >= MAX_FILE_DOCUMENTS {
+                    return Err(scanner.too_many(
+                        (line, col),
+                        format!(
+                            "more than {MAX_FILE_DOCUMENTS} YAML documents in this file; split it into several files"
+                        ),
+                    ));
+                }
                 scanner.stack.clear();
                 scanner.docs.push(ScannedDoc {
                     first_line: line,
@@ -554,15 +594,7 @@ fn error_message(err: &serde_saphyr::Error) -> String {
     }
     let msg = UserMessageFormatter.format_message(err);
     // Never let control characters from the input reach a terminal.
-    msg.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_debug().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
+    super::escape_controls(&msg).into_owned()
 }
 
 fn deserialize_envelope<S: DeserializeOwned>(
@@ -920,5 +952,152 @@ spec:
         let parsed = parse(&"#".repeat(MAX_FILE_BYTES + 1));
         assert_eq!(parsed.diagnostics.len(), 1);
         assert_eq!(pos(&parsed.diagnostics[0].location), (1, 1));
+    }
+
+    /// `x: [a,a,…]`: 2 bytes a node, within the size limit.
+    fn dense_nodes() -> String {
+        let mut text = String::from("x: [");
+        text.push_str(&"a,".repeat(2_000_000));
+        text.push_str("a]\n");
+        assert!(text.len() <= MAX_FILE_BYTES);
+        text
+    }
+
+    /// Empty documents, within the size limit.
+    fn empty_documents() -> String {
+        let text = "---\n".repeat(1_000_000);
+        assert!(text.len() <= MAX_FILE_BYTES);
+        text
+    }
+
+    #[test]
+    fn a_file_of_too_many_nodes_is_refused_where_the_limit_is_passed() {
+        let parsed = parse(&dense_nodes());
+        assert_eq!(parsed.diagnostics.len(), 1, "{:?}", parsed.diagnostics);
+        let d = &parsed.diagnostics[0];
+        // The mapping, the key and the sequence are nodes 1 to 3; item k
+        // (1-based) is node 3 + k, at column 5 + 2 (k - 1).
+        let k = MAX_FILE_NODES + 1 - 3;
+        assert_eq!(pos(&d.location), (1, 5 + 2 * (k - 1)));
+        assert!(
+            d.message
+                .contains(&format!("more than {MAX_FILE_NODES} YAML nodes"))
+                && d.message.contains("split it"),
+            "{d}"
+        );
+        assert!(parsed.unknown_broken);
+        // A file just under the limit is read.
+        let mut ok = String::from("x: [");
+        ok.push_str(&"a,".repeat(MAX_FILE_NODES - 4));
+        ok.push_str("a]\n");
+        let parsed = parse(&ok);
+        assert!(
+            parsed
+                .diagnostics
+                .iter()
+                .all(|d| !d.message.contains("YAML nodes")),
+            "{:?}",
+            parsed.diagnostics.first()
+        );
+    }
+
+    #[test]
+    fn a_file_of_too_many_documents_is_refused_where_the_limit_is_passed() {
+        let parsed = parse(&empty_documents());
+        assert_eq!(parsed.diagnostics.len(), 1, "{:?}", parsed.diagnostics);
+        let d = &parsed.diagnostics[0];
+        assert_eq!(pos(&d.location), (MAX_FILE_DOCUMENTS + 1, 1));
+        assert!(
+            d.message
+                .contains(&format!("more than {MAX_FILE_DOCUMENTS} YAML documents")),
+            "{d}"
+        );
+        let parsed = parse(&"---\n".repeat(MAX_FILE_DOCUMENTS));
+        assert!(
+            parsed.diagnostics.is_empty(),
+            "{:?}",
+            parsed.diagnostics.first()
+        );
+    }
+
+    /// A line of /proc/self/status, in bytes.
+    fn proc_status_bytes(field: &str) -> usize {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .unwrap_or_else(|| panic!("{field} in /proc/self/status"));
+        let kib: usize = line
+            .trim_start_matches(field)
+            .trim_start_matches(':')
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .unwrap();
+        kib * 1024
+    }
+
+    const PEAK_CHILD: &str = "SLICECTL_TEST_PEAK_CHILD";
+
+    /// The peak memory that parsing `which` (a hostile file) adds, divided by
+    /// the file's size: measured in a child process (this test binary, run
+    /// for this one test), whose high-water mark is its own.
+    fn peak_ratio_in_child(which: &str) -> f64 {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "spec::parse::tests::peak_memory_of_refusing_hostile_files_is_a_small_multiple_of_their_size",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(PEAK_CHILD, which)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ratio = stdout
+            .lines()
+            .find_map(|l| l.split_once("peak-ratio=").map(|(_, r)| r))
+            .unwrap_or_else(|| panic!("no peak-ratio in {stdout}"));
+        ratio.trim().parse().unwrap()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn peak_memory_of_refusing_hostile_files_is_a_small_multiple_of_their_size() {
+        if let Ok(which) = std::env::var(PEAK_CHILD) {
+            let text = if which == "nodes" {
+                dense_nodes()
+            } else {
+                empty_documents()
+            };
+            let before = proc_status_bytes("VmRSS");
+            let parsed = parse(&text);
+            let peak = proc_status_bytes("VmHWM");
+            assert_eq!(
+                parsed.diagnostics.len(),
+                1,
+                "{:?}",
+                parsed.diagnostics.first()
+            );
+            #[allow(clippy::cast_precision_loss)]
+            let ratio = peak.saturating_sub(before) as f64 / text.len() as f64;
+            println!("peak-ratio={ratio:.3}");
+            return;
+        }
+        for which in ["nodes", "documents"] {
+            let ratio = peak_ratio_in_child(which);
+            println!("{which}: parse peak / file size = {ratio:.2}");
+            // Before these limits: 131 (nodes) and 64 (documents).
+            assert!(
+                ratio < 8.0,
+                "{which}: parsing took {ratio:.2} × the file's size"
+            );
+        }
     }
 }
