@@ -2,7 +2,7 @@
 //! status subresource (field manager `slicectl`), Events on them, and the
 //! deletion of objects whose slice is gone.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -98,6 +98,29 @@ impl StatusWriter {
     pub fn with_owner(mut self, owner: OwnerReference) -> StatusWriter {
         self.owner = Some(owner);
         self
+    }
+
+    /// The objects slicectl manages in the namespace now (not those being
+    /// deleted), by name, with their status: what [`super::Cycle::existing`]
+    /// wants.
+    pub async fn existing(&self) -> Result<BTreeMap<String, SliceStatusStatus>, WriteError> {
+        let list = self
+            .api
+            .list(&ListParams::default().labels(&format!("{MANAGED_BY}={MANAGER}")))
+            .await
+            .map_err(|source| WriteError::List {
+                namespace: self.namespace.clone(),
+                source,
+            })?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter(|o| o.meta().deletion_timestamp.is_none())
+            .map(|o| {
+                let name = o.name_any();
+                (name, o.status.unwrap_or_default())
+            })
+            .collect())
     }
 
     fn params() -> PatchParams {
