@@ -104,6 +104,20 @@ impl StatusWriter {
     /// deleted), by name, with their status: what [`super::Cycle::existing`]
     /// wants.
     pub async fn existing(&self) -> Result<BTreeMap<String, SliceStatusStatus>, WriteError> {
+        Ok(self
+            .managed()
+            .await?
+            .into_iter()
+            .filter(|o| o.meta().deletion_timestamp.is_none())
+            .map(|o| {
+                let name = o.name_any();
+                (name, o.status.unwrap_or_default())
+            })
+            .collect())
+    }
+
+    /// Every object slicectl manages in the namespace.
+    async fn managed(&self) -> Result<Vec<SliceStatus>, WriteError> {
         let list = self
             .api
             .list(&ListParams::default().labels(&format!("{MANAGED_BY}={MANAGER}")))
@@ -112,15 +126,7 @@ impl StatusWriter {
                 namespace: self.namespace.clone(),
                 source,
             })?;
-        Ok(list
-            .items
-            .into_iter()
-            .filter(|o| o.meta().deletion_timestamp.is_none())
-            .map(|o| {
-                let name = o.name_any();
-                (name, o.status.unwrap_or_default())
-            })
-            .collect())
+        Ok(list.items)
     }
 
     fn params() -> PatchParams {
@@ -141,15 +147,7 @@ impl StatusWriter {
             }
         }
         let keep: BTreeSet<&str> = set.objects.iter().map(|o| o.name.as_str()).collect();
-        let existing = self
-            .api
-            .list(&ListParams::default().labels(&format!("{MANAGED_BY}={MANAGER}")))
-            .await
-            .map_err(|source| WriteError::List {
-                namespace: self.namespace.clone(),
-                source,
-            })?;
-        for obj in existing.items {
+        for obj in self.managed().await? {
             let name = obj.name_any();
             if keep.contains(name.as_str()) || obj.meta().deletion_timestamp.is_some() {
                 continue;
