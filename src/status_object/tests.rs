@@ -841,3 +841,30 @@ async fn an_object_goes_only_once_its_slice_is_seen_gone() {
     let set = after(&rest, CycleResult::Report(&r), &existing);
     assert_eq!(names(&set), ["alpha"]);
 }
+
+#[tokio::test]
+async fn a_replacement_held_by_the_live_stamp_is_refused_on_the_slices_object() {
+    let fake = FakeCloud::new();
+    let existing = ready_pair(&fake, &two(true, false)).await;
+    // alpha no longer protected, and a change that replaces its pool: the
+    // live stamp still holds this apply back (it lifts the stamp first).
+    let text = format!(
+        "{T}---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: alpha}}\nspec: {{target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 2x2}}\n---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: beta}}\nspec: {{target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1, lifecycle: {{preventDestroy: true}}}}\n"
+    );
+    let f = load(&text);
+    let r = cycle(&fake, &f, Approval::Auto).await;
+    let codes: Vec<&str> = r.plan.refused.iter().map(|x| x.code.as_str()).collect();
+    assert_eq!(codes, ["protected_live"]);
+    let set = after(&f, CycleResult::Report(&r), &existing);
+    assert_eq!(names(&set), ["alpha", "beta"]);
+    assert_eq!(
+        conds(&set.objects[0]),
+        ["Ready=False/Refused", "Stalled=True/Refused"]
+    );
+    assert!(
+        set.objects[0].status.conditions[1]
+            .message
+            .contains("[protected_live]")
+    );
+    assert_eq!(conds(&set.objects[1]), ["Ready=True/Converged"]);
+}
