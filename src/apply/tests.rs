@@ -221,96 +221,6 @@ async fn an_in_flight_operation_is_waited_on_not_duplicated() {
     assert_eq!(fake.pools(&cluster())[0].status.as_deref(), Some("RUNNING"));
 }
 
-#[tokio::test]
-async fn a_panicked_step_is_a_failure_not_a_loss() {
-    let fake = FakeCloud::new();
-    let f = fleet(&[
-        slice("a", "tpu-v6e-slice", "1x1", 1),
-        slice("b", "tpu-v6e-slice", "1x1", 1),
-    ]);
-    let p = plan_on(&fake, &f).await;
-    fake.fail_next("create_node_pool", Fault::Panic);
-    let r = run(&fake, &p, ApplyOptions::default()).await;
-    assert!(!r.success());
-    assert_eq!(r.failures.len(), 1, "{r:?}");
-    assert_eq!(r.failures[0].code, "panicked");
-    assert!(r.failures[0].message.contains("injected panic"), "{r:?}");
-    assert_eq!(r.done.get("create"), Some(&1), "the other slice goes ahead");
-}
-
-#[tokio::test]
-async fn an_action_of_an_unregistered_kind_fails_with_a_code() {
-    let fake = FakeCloud::new();
-    let f = fleet(&[slice("a", "tpu-v6e-slice", "1x1", 1)]);
-    let mut p = plan_on(&fake, &f).await;
-    p.actions[0].id.kind = crate::plan::KindId("no_such_kind");
-    p.actions[0].owner = SliceRef {
-        slice: "a".into(),
-        replica: 0,
-    };
-    let r = run(&fake, &p, ApplyOptions::default()).await;
-    assert!(!r.success());
-    assert_eq!(r.failures[0].code, "internal");
-}
-
-#[tokio::test]
-async fn a_stockout_is_a_failure_with_its_code() {
-    let fake = FakeCloud::new();
-    let f = fleet(&[slice("a", "tpu-v6e-slice", "1x1", 1)]);
-    let p = plan_on(&fake, &f).await;
-    fake.fail_next("wait_operation", Fault::Stockout);
-    let r = run(&fake, &p, ApplyOptions::default()).await;
-    assert!(!r.success());
-    assert_eq!(r.failures[0].code, "stockout");
-}
-
-/// A stop request (SIGINT/SIGTERM in `reconcile --watch` and `controller`):
-/// the steps in flight finish, no new step starts, and the others are
-/// reported as not run with the reason; the next run continues from the
-/// live state and does only what is left.
-#[tokio::test]
-async fn a_stop_request_lets_steps_in_flight_finish_and_starts_no_new_one() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    struct StopAfterFirst(Arc<AtomicBool>);
-    impl Progress for StopAfterFirst {
-        fn started(&self, _: &str, _: &str) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-        fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
-    }
-    let fake = FakeCloud::new();
-    let f = fleet(&[slice("iron", "tpu7x", "2x2x2", 1)]);
-    let p = plan_on(&fake, &f).await;
-    assert_eq!(p.summary.create, 2, "policy, then pool");
-    let stop = Arc::new(AtomicBool::new(false));
-    let progress = Arc::new(crate::apply::progress::Stoppable::new(
-        Arc::new(StopAfterFirst(stop.clone())),
-        stop.clone(),
-    ));
-    let r = execute(&fake.cloud(), &p, &ApplyOptions::default(), progress).await;
-    assert!(!r.success());
-    assert_eq!(
-        r.completed,
-        vec!["slice.iron[0].workload_policy".to_string()]
-    );
-    assert!(r.failed.is_empty() && r.skipped.is_empty(), "{r:?}");
-    assert_eq!(r.not_run.len(), 1, "{r:?}");
-    assert_eq!(r.not_run[0].0, "slice.iron[0].node_pool");
-    assert!(
-        r.not_run[0].1.contains("a stop was requested"),
-        "{}",
-        r.not_run[0].1
-    );
-    assert!(fake.calls_of("create_node_pool").is_empty());
-    assert_eq!(fake.policies("unit-project", "us-central1").len(), 1);
-    // The next run does only what is left.
-    let p = plan_on(&fake, &f).await;
-    assert_eq!(p.summary.create, 1);
-    let r = run(&fake, &p, ApplyOptions::default()).await;
-    assert!(r.success(), "{r:?}");
-    assert_eq!(fake.pools(&cluster()).len(), 1);
-}
-
 // ---- Two runs at once: a create answered 409 -----------------------------
 
 const GCE_SPECS: &str = r#"apiVersion: slicectl.dev/v1alpha1
@@ -539,4 +449,94 @@ async fn a_409_for_someone_elses_resource_still_says_whose_it_is() {
     let m = e.to_string();
     assert!(m.contains("not created by slicectl"), "{m}");
     assert!(!m.contains("another run"), "{m}");
+}
+
+#[tokio::test]
+async fn a_panicked_step_is_a_failure_not_a_loss() {
+    let fake = FakeCloud::new();
+    let f = fleet(&[
+        slice("a", "tpu-v6e-slice", "1x1", 1),
+        slice("b", "tpu-v6e-slice", "1x1", 1),
+    ]);
+    let p = plan_on(&fake, &f).await;
+    fake.fail_next("create_node_pool", Fault::Panic);
+    let r = run(&fake, &p, ApplyOptions::default()).await;
+    assert!(!r.success());
+    assert_eq!(r.failures.len(), 1, "{r:?}");
+    assert_eq!(r.failures[0].code, "panicked");
+    assert!(r.failures[0].message.contains("injected panic"), "{r:?}");
+    assert_eq!(r.done.get("create"), Some(&1), "the other slice goes ahead");
+}
+
+#[tokio::test]
+async fn an_action_of_an_unregistered_kind_fails_with_a_code() {
+    let fake = FakeCloud::new();
+    let f = fleet(&[slice("a", "tpu-v6e-slice", "1x1", 1)]);
+    let mut p = plan_on(&fake, &f).await;
+    p.actions[0].id.kind = crate::plan::KindId("no_such_kind");
+    p.actions[0].owner = SliceRef {
+        slice: "a".into(),
+        replica: 0,
+    };
+    let r = run(&fake, &p, ApplyOptions::default()).await;
+    assert!(!r.success());
+    assert_eq!(r.failures[0].code, "internal");
+}
+
+#[tokio::test]
+async fn a_stockout_is_a_failure_with_its_code() {
+    let fake = FakeCloud::new();
+    let f = fleet(&[slice("a", "tpu-v6e-slice", "1x1", 1)]);
+    let p = plan_on(&fake, &f).await;
+    fake.fail_next("wait_operation", Fault::Stockout);
+    let r = run(&fake, &p, ApplyOptions::default()).await;
+    assert!(!r.success());
+    assert_eq!(r.failures[0].code, "stockout");
+}
+
+/// A stop request (SIGINT/SIGTERM in `reconcile --watch` and `controller`):
+/// the steps in flight finish, no new step starts, and the others are
+/// reported as not run with the reason; the next run continues from the
+/// live state and does only what is left.
+#[tokio::test]
+async fn a_stop_request_lets_steps_in_flight_finish_and_starts_no_new_one() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    struct StopAfterFirst(Arc<AtomicBool>);
+    impl Progress for StopAfterFirst {
+        fn started(&self, _: &str, _: &str) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+        fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
+    }
+    let fake = FakeCloud::new();
+    let f = fleet(&[slice("iron", "tpu7x", "2x2x2", 1)]);
+    let p = plan_on(&fake, &f).await;
+    assert_eq!(p.summary.create, 2, "policy, then pool");
+    let stop = Arc::new(AtomicBool::new(false));
+    let progress = Arc::new(crate::apply::progress::Stoppable::new(
+        Arc::new(StopAfterFirst(stop.clone())),
+        stop.clone(),
+    ));
+    let r = execute(&fake.cloud(), &p, &ApplyOptions::default(), progress).await;
+    assert!(!r.success());
+    assert_eq!(
+        r.completed,
+        vec!["slice.iron[0].workload_policy".to_string()]
+    );
+    assert!(r.failed.is_empty() && r.skipped.is_empty(), "{r:?}");
+    assert_eq!(r.not_run.len(), 1, "{r:?}");
+    assert_eq!(r.not_run[0].0, "slice.iron[0].node_pool");
+    assert!(
+        r.not_run[0].1.contains("a stop was requested"),
+        "{}",
+        r.not_run[0].1
+    );
+    assert!(fake.calls_of("create_node_pool").is_empty());
+    assert_eq!(fake.policies("unit-project", "us-central1").len(), 1);
+    // The next run does only what is left.
+    let p = plan_on(&fake, &f).await;
+    assert_eq!(p.summary.create, 1);
+    let r = run(&fake, &p, ApplyOptions::default()).await;
+    assert!(r.success(), "{r:?}");
+    assert_eq!(fake.pools(&cluster()).len(), 1);
 }
