@@ -129,6 +129,36 @@ impl Report {
     }
 }
 
+impl Report {
+    /// A plan declined because its deletes must not run (pruning suspended
+    /// by a file that never was valid): each delete becomes a refusal with
+    /// `code` and `why`, in the plan and in its slice's report, so the
+    /// slice reports it (its status object says Refused) rather than look
+    /// gone or merely pending.
+    pub fn refuse_deletes(&mut self, code: &str, why: &str) {
+        let deletes: Vec<plan::Action> = self
+            .plan
+            .actions
+            .iter()
+            .filter(|a| a.action == plan::ActionKind::Delete)
+            .cloned()
+            .collect();
+        for a in deletes {
+            let r = plan::refusal(&a, code, format!("{} is not deleted: {why}", a.address()));
+            match self.slices.iter_mut().find(|s| s.slice == r.slice) {
+                Some(s) => s.refused.push(r.clone()),
+                None => self.slices.push(SliceReport {
+                    slice: r.slice.clone(),
+                    refused: vec![r.clone()],
+                    ..SliceReport::default()
+                }),
+            }
+            self.plan.refused.push(r);
+        }
+        self.slices.sort_by(|a, b| a.slice.cmp(&b.slice));
+    }
+}
+
 /// The registered kinds' pure halves.
 pub fn kinds() -> Vec<&'static dyn Kind> {
     crate::kinds::plan_kinds()

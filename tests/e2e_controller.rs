@@ -532,6 +532,85 @@ async fn a_stockout_is_backed_off_per_slice_while_others_converge() {
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
 
+/// The ConfigMap left with its Targets alone: the empty-source guard
+/// refuses (no pool goes), and the status objects of both live slices stay,
+/// Stalled/Refused with the reason, instead of being deleted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_configmap_left_with_its_targets_alone_keeps_every_status_object() {
+    let client = client().await;
+    apply_crd();
+    let ns = namespace(&client, "emptysrc").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let sim = sim(Duration::from_millis(100), 11, FaultConfig::default()).await;
+    let alpha = slice_yaml("alpha", "tpu-v6e-slice", "1x1", 1, "");
+    let beta = slice_yaml("beta", "tpu-v6e-slice", "1x1", 1, "");
+    set_specs(
+        &cms,
+        &[
+            ("target.yaml", TARGET.to_string()),
+            ("alpha.yaml", alpha),
+            ("beta.yaml", beta),
+        ],
+    )
+    .await;
+    let r = Replica::start_with(&sim, &ns, "emptysrc", &["--resync", "1s"]);
+    wait_condition(&ns, "Ready", &["alpha", "beta"], &r).await;
+
+    set_specs(&cms, &[("target.yaml", TARGET.to_string())]).await;
+    wait_for("the empty-source refusal", 30, &[&r], || async {
+        r.stderr().contains("the specs define no Slice")
+    })
+    .await;
+    let seen = r.cycles();
+    wait_for("two more cycles", 30, &[&r], || async {
+        r.cycles() >= seen + 2
+    })
+    .await;
+    assert_eq!(pool_names(&sim).await, ["alpha-0", "beta-0"]);
+    for name in ["alpha", "beta"] {
+        let c = condition(&ns, name, "Stalled");
+        assert!(
+            c.starts_with("True [empty_source]"),
+            "slicestatus/{name}: {c:?}\n{}",
+            r.text()
+        );
+        assert_eq!(reason(&ns, name), "Refused");
+        let o = kubectl(&[
+            "get",
+            "-n",
+            &ns,
+            &format!("slicestatus/{name}"),
+            "-o",
+            "jsonpath={.status.slice.target}",
+        ]);
+        assert_eq!(text_of(&o), "train", "{name} keeps its summary");
+    }
+
+    // The slices back: Ready again, nothing was lost.
+    set_specs(
+        &cms,
+        &[
+            ("target.yaml", TARGET.to_string()),
+            (
+                "alpha.yaml",
+                slice_yaml("alpha", "tpu-v6e-slice", "1x1", 1, ""),
+            ),
+            (
+                "beta.yaml",
+                slice_yaml("beta", "tpu-v6e-slice", "1x1", 1, ""),
+            ),
+        ],
+    )
+    .await;
+    wait_condition(&ns, "Ready", &["alpha", "beta"], &r).await;
+    assert_eq!(creates(&sim), 2, "no pool was created again");
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+fn text_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// A leader whose Lease is taken over by another holder stops writing and
 /// exits non-zero at once.
 #[tokio::test(flavor = "multi_thread")]

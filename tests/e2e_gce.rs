@@ -422,6 +422,96 @@ async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
     assert!(ds.get_opt("tpu-device-plugin").await.unwrap().is_none());
 }
 
+/// Two `slicectl apply` processes at once on one simulator server (a CI
+/// job beside an operator). They race for the same names: the one whose
+/// insert comes second is answered 409 while the first one's insert still
+/// runs, and a GET then finds nothing. It must say "being created by
+/// another run; run again", never "not this slice's: delete or rename it"
+/// (following that advice deletes a healthy slice) nor a raw 404. A rerun
+/// converges on what the first made, with no duplicate.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_applies_at_once_never_advise_deleting_the_other_runs_resources() {
+    let _serial = SERIAL.lock().await;
+    let client = kube_client().await;
+    let mut raced = false;
+    for attempt in 0..3u64 {
+        let slice = format!("gce-twin{attempt}");
+        let sim = sim(
+            Duration::from_millis(1000),
+            40 + attempt,
+            FaultConfig::default(),
+        )
+        .await;
+        let dir = gce_dir("e2e-gce-twin", &[("s.yaml", gce_slice(&slice, "2x2", ""))]);
+        let run = || {
+            tokio::process::Command::new(bin())
+                .args(["apply", dir.path().to_str().unwrap(), "--auto-approve"])
+                .env("SLICECTL_API_ENDPOINT", sim.base_url())
+                .env("NO_COLOR", "1")
+                .stdin(std::process::Stdio::null())
+                .output()
+        };
+        let (a, b) = tokio::join!(run(), run());
+        let (a, b) = (a.unwrap(), b.unwrap());
+        for o in [&a, &b] {
+            let t = text(o);
+            for never in [
+                "Delete or rename",
+                "never changes it",
+                "HTTP 404",
+                "not this slice",
+            ] {
+                assert!(!t.contains(never), "attempt {attempt}: {never:?} in\n{t}");
+            }
+            if !o.status.success() {
+                assert!(
+                    t.contains("is being created by another run") && t.contains("[conflict]"),
+                    "attempt {attempt}: a run that lost the race says why\n{t}"
+                );
+            }
+        }
+        assert!(
+            a.status.success() || b.status.success(),
+            "one run goes through\n{}\n{}",
+            text(&a),
+            text(&b)
+        );
+        let inserts = |m: &str| sim.stats().by_method.get(m).copied().unwrap_or(0);
+        raced |= inserts("compute.instanceTemplates.insert") >= 2
+            || inserts("compute.instanceGroupManagers.insert") >= 2;
+        // A rerun converges, with no duplicate.
+        let o = gce_apply(&sim, dir.path()).await;
+        assert!(o.status.success(), "attempt {attempt}: {}", text(&o));
+        assert_eq!(
+            count(&sim, "zones/us-central1-b/instanceGroupManagers").await,
+            1
+        );
+        assert_eq!(count(&sim, "global/instanceTemplates").await, 1);
+        assert_eq!(count(&sim, "zones/us-central1-b/instances").await, 1);
+        assert_eq!(nodes_of(&client, &slice).await.len(), 1);
+        let o = slicectl(
+            &sim,
+            &["plan", dir.path().to_str().unwrap(), "--detailed-exitcode"],
+        )
+        .await;
+        assert_eq!(o.status.code(), Some(0), "attempt {attempt}: {}", text(&o));
+        let o = slicectl(
+            &sim,
+            &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],
+        )
+        .await;
+        assert!(o.status.success(), "attempt {attempt}: {}", text(&o));
+        assert!(nodes_of(&client, &slice).await.is_empty());
+        if raced {
+            break;
+        }
+    }
+    assert!(
+        raced,
+        "the two runs never sent the same insert: the race was not produced"
+    );
+}
+
 async fn count(sim: &SimHandle, path: &str) -> usize {
     names(&get(sim, path).await).len()
 }

@@ -125,9 +125,17 @@ pub fn conflict(a: &Action, reason: String) -> ApplyError {
 
 /// What a create that was answered 409 (the name exists) found, judged the
 /// same way for every kind: `Ok` only when the live resource is this
-/// owner's, for the same slice replica, and whatever runs on it is a create
-/// (`create_type`). `running` is the operation on the name (name, type);
-/// `live` is the live resource's ownership, `None` when it was not found.
+/// owner's, for the same slice replica (and, when both say, the same spec
+/// hash), and whatever runs on it is a create (`create_type`); the caller
+/// then waits on `running`, if any. `running` is the operation on the name
+/// (name, type); `live` is the live resource's ownership, `None` when it
+/// was not found; `want` is the ownership the create would have written.
+///
+/// A name whose create is still running, or that the cloud says exists
+/// and then cannot find (GCE answers 409 and serves 404 until another
+/// insert's operation is done), is being created by another run: a
+/// `conflict` that says to run again, never one that calls it someone
+/// else's (deleting it would delete the other run's slice).
 pub fn judge_conflict(
     a: &Action,
     create_type: &str,
@@ -136,24 +144,41 @@ pub fn judge_conflict(
     want: Option<&Ownership>,
 ) -> Result<(), ApplyError> {
     let (noun, name) = (a.noun, &a.id.name);
-    if let Some((op, ty)) = running
-        && ty != create_type
-    {
-        return Err(conflict(
+    let another_run = |seen: String| {
+        conflict(
             a,
             format!(
-                "{noun} {name} already exists and operation {op} ({ty}) is running on it, \
-                 probably started by another apply; nothing was created. Run apply again once it has finished"
+                "{noun} {name} is being created by another run ({seen}); nothing was created by this one. \
+                 Run apply again once that run is done: it picks up what the other run made"
             ),
-        ));
+        )
+    };
+    match running {
+        Some((op, ty)) if !same_operation_type(ty, create_type) => {
+            return Err(conflict(
+                a,
+                format!(
+                    "{noun} {name} already exists and operation {op} ({ty}) is running on it, \
+                     probably started by another apply; nothing was created. Run apply again once it has finished"
+                ),
+            ));
+        }
+        Some((op, _)) => {
+            return match live {
+                Some(theirs)
+                    if same_owner(theirs.as_ref(), want) && same_hash(theirs.as_ref(), want) =>
+                {
+                    Ok(())
+                }
+                _ => Err(another_run(format!("operation {op} is creating it"))),
+            };
+        }
+        None => {}
     }
     let Some(theirs) = live else {
-        return Err(conflict(
-            a,
-            format!(
-                "{noun} {name} was reported to exist, then could not be found (deleted meanwhile?); \
-                 nothing was created. Run apply again"
-            ),
+        return Err(another_run(
+            "the cloud answered that it exists, then could not find it: its create is not finished"
+                .into(),
         ));
     };
     if !same_owner(theirs.as_ref(), want) {
@@ -167,7 +192,31 @@ pub fn judge_conflict(
             ),
         ));
     }
+    if !same_hash(theirs.as_ref(), want) {
+        return Err(another_run(
+            "it is this slice replica's, made from another version of its spec".into(),
+        ));
+    }
     Ok(())
+}
+
+/// Whether an operation type is `create_type`: compute names one type two
+/// ways (`insert`, `compute.instanceTemplates.insert`), so only the last
+/// dot-separated part is compared.
+fn same_operation_type(ty: &str, create_type: &str) -> bool {
+    let last = |t: &str| t.rsplit('.').next().unwrap_or(t).to_string();
+    last(ty) == last(create_type)
+}
+
+/// Whether two ownerships carry the same spec hash, where both carry one.
+fn same_hash(live: Option<&Ownership>, desired: Option<&Ownership>) -> bool {
+    match (
+        live.and_then(|o| o.spec_hash.as_deref()),
+        desired.and_then(|o| o.spec_hash.as_deref()),
+    ) {
+        (Some(l), Some(d)) => l == d,
+        _ => true,
+    }
 }
 
 /// Whether two ownerships name the same owner, slice and replica.

@@ -221,6 +221,236 @@ async fn an_in_flight_operation_is_waited_on_not_duplicated() {
     assert_eq!(fake.pools(&cluster())[0].status.as_deref(), Some("RUNNING"));
 }
 
+// ---- Two runs at once: a create answered 409 -----------------------------
+
+const GCE_SPECS: &str = r#"apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata: {name: k}
+spec:
+  project: proj-one
+  zone: us-central1-b
+  ownerId: unit
+  gce:
+    controlPlaneEndpoint: "10.0.0.2:6443"
+    kubeApi: {kubeconfig: /nonexistent}
+---
+apiVersion: slicectl.dev/v1alpha1
+kind: Slice
+metadata: {name: kk}
+spec:
+  target: k
+  backend: gce
+  accelerator: tpu-v6e-slice
+  topology: "4x4"
+  gce:
+    image: projects/ubuntu-os-accelerator-images/global/images/img
+    bootstrap: {kubeadm: {kubernetesVersion: "1.36"}}
+"#;
+
+/// Every create of a fresh plan: the GKE slice's node pool, and the gce
+/// slice's workload policy, instance template and MIG.
+fn creates_of_each_kind() -> Vec<Action> {
+    let gke = fleet(&[slice("tiny", "tpu-v6e-slice", "1x1", 1)]);
+    let gce = crate::spec::load(&[SourceFile {
+        path: "g.yaml".into(),
+        text: GCE_SPECS.into(),
+    }])
+    .unwrap();
+    let kinds = crate::kinds::plan_kinds();
+    let mut out = Vec::new();
+    for f in [gke, gce] {
+        let p = crate::plan::plan(
+            &f,
+            &crate::plan::Inventory::default(),
+            &kinds,
+            &PlanOptions::default(),
+        )
+        .unwrap();
+        out.extend(p.actions.into_iter().filter(|a| {
+            [
+                crate::kinds::node_pool::KIND,
+                crate::kinds::workload_policy::KIND,
+                crate::kinds::gce::template::KIND,
+                crate::kinds::gce::mig::KIND,
+            ]
+            .contains(&a.id.kind)
+        }));
+    }
+    assert_eq!(out.len(), 4, "{out:#?}");
+    out
+}
+
+/// Runs one step of `a` as the executor does.
+async fn step(cloud: &Cloud, a: &Action) -> Result<StepOutcome, ApplyError> {
+    let k = crate::kinds::REGISTRY
+        .iter()
+        .find(|k| KindExec::kind(**k) == a.id.kind)
+        .unwrap();
+    k.execute(cloud, &schedule::Scheduler::new(4), a, StepOp::Create)
+        .await
+}
+
+/// What another run does first: sends the create of `a` and leaves its
+/// operation running.
+async fn create_elsewhere(cloud: &Cloud, a: &Action) -> String {
+    use crate::plan::kind::body_as;
+    let body = a.desired.as_ref().unwrap();
+    match &a.id.scope {
+        crate::plan::Scope::Cluster(c) => {
+            cloud
+                .gke
+                .create_node_pool(c, body_as(body).unwrap())
+                .await
+                .unwrap()
+                .name
+        }
+        crate::plan::Scope::Region(r) => {
+            cloud
+                .compute
+                .insert_resource_policy(&r.project, &r.region, body_as(body).unwrap())
+                .await
+                .unwrap()
+                .name
+        }
+        crate::plan::Scope::Global(p) => {
+            cloud
+                .compute
+                .insert_instance_template(p, body_as(body).unwrap())
+                .await
+                .unwrap()
+                .name
+        }
+        crate::plan::Scope::Zone(z) => {
+            cloud
+                .compute
+                .insert_instance_group_manager(z, body_as(body).unwrap())
+                .await
+                .unwrap()
+                .name
+        }
+        other => panic!("no create of {other}"),
+    }
+}
+
+fn insert_method(a: &Action) -> &'static str {
+    match a.id.kind.as_str() {
+        "node_pool" => "create_node_pool",
+        "workload_policy" => "insert_resource_policy",
+        "instance_template" => "insert_instance_template",
+        _ => "insert_instance_group_manager",
+    }
+}
+
+/// The advice of a create that met another run's: run again, never
+/// "someone else's, delete it".
+fn another_runs(a: &Action, r: Result<StepOutcome, ApplyError>) {
+    let e = r.expect_err(&a.address());
+    assert_eq!(e.code(), "conflict", "{}: {e}", a.address());
+    let m = e.to_string();
+    assert!(m.contains("is being created by another run"), "{m}");
+    assert!(m.contains("Run apply again"), "{m}");
+    for never in [
+        "never changes it",
+        "Delete or rename",
+        "remove the existing",
+        "HTTP 404",
+    ] {
+        assert!(!m.contains(never), "{m}");
+    }
+}
+
+#[tokio::test]
+async fn a_409_then_a_404_is_another_runs_create_for_every_kind() {
+    for a in creates_of_each_kind() {
+        let fake = FakeCloud::new();
+        // The name exists (another run's insert was accepted), and a GET
+        // right after finds nothing yet.
+        fake.fail_next(insert_method(&a), Fault::AlreadyExists);
+        another_runs(&a, step(&fake.cloud(), &a).await);
+    }
+}
+
+#[tokio::test]
+async fn a_409_with_another_runs_create_in_flight_for_every_kind() {
+    for a in creates_of_each_kind() {
+        let fake = FakeCloud::new();
+        let cloud = fake.cloud();
+        let op = create_elsewhere(&cloud, &a).await;
+        let r = step(&cloud, &a).await;
+        if a.id.kind == crate::kinds::node_pool::KIND {
+            // GKE shows the pool while it is created, labelled as this
+            // slice replica's: waited on, not duplicated.
+            assert!(matches!(r, Ok(StepOutcome::Done)), "{r:?}");
+            assert_eq!(
+                fake.calls_of("wait_operation"),
+                vec![format!("wait_operation {op}")]
+            );
+            assert_eq!(fake.pools(&cluster()).len(), 1);
+            continue;
+        }
+        // Compute answers 409 and serves 404 until the insert is done.
+        assert_eq!(
+            fake.calls_of(insert_method(&a)).len(),
+            2,
+            "{}: the second insert was sent and refused",
+            a.address()
+        );
+        another_runs(&a, r);
+        let msg = step(&cloud, &a).await.unwrap_err().to_string();
+        assert!(
+            msg.contains(&format!("operation {op} is creating it")),
+            "{msg}"
+        );
+        // Once the other run's insert is done, a rerun finds its own
+        // resource there: done, with no second one.
+        let done = compute_op(&op);
+        cloud
+            .compute
+            .wait_operation(&done, Duration::from_secs(1))
+            .await
+            .unwrap();
+        let r = step(&cloud, &a).await;
+        assert!(matches!(r, Ok(StepOutcome::Done)), "{}: {r:?}", a.address());
+        let count = match &a.id.scope {
+            crate::plan::Scope::Region(r) => fake.policies(&r.project, &r.region).len(),
+            crate::plan::Scope::Global(p) => fake.templates(&p.project).len(),
+            crate::plan::Scope::Zone(z) => fake.migs(z).len(),
+            _ => unreachable!(),
+        };
+        assert_eq!(count, 1, "{}", a.address());
+    }
+}
+
+/// A compute operation handle by name (the fake finds it by name).
+fn compute_op(name: &str) -> crate::resource::compute::Operation {
+    crate::resource::compute::Operation {
+        name: name.to_string(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_409_for_someone_elses_resource_still_says_whose_it_is() {
+    let fake = FakeCloud::new();
+    let a = creates_of_each_kind()
+        .into_iter()
+        .find(|a| a.id.kind == crate::kinds::gce::template::KIND)
+        .unwrap();
+    fake.seed_template(
+        "proj-one",
+        crate::resource::compute::InstanceTemplate {
+            name: a.id.name.clone(),
+            description: Some("made by hand".into()),
+            ..Default::default()
+        },
+    );
+    let e = step(&fake.cloud(), &a).await.unwrap_err();
+    assert_eq!(e.code(), "conflict");
+    let m = e.to_string();
+    assert!(m.contains("not created by slicectl"), "{m}");
+    assert!(!m.contains("another run"), "{m}");
+}
+
 #[tokio::test]
 async fn a_panicked_step_is_a_failure_not_a_loss() {
     let fake = FakeCloud::new();

@@ -322,12 +322,10 @@ impl Controller {
         }
     }
 
-    /// Status objects for the last fleet in force, when the cycle stopped
-    /// before planning (never deletes objects while nothing is known).
+    /// Status objects for the last fleet in force, and every other object
+    /// there is, when the cycle stopped before planning (never deletes
+    /// objects while nothing is known).
     async fn report_failed(&self, code: &str, message: &str) {
-        if self.last_fleet.slices.is_empty() {
-            return;
-        }
         let fleet = self.last_fleet.clone();
         self.write_status(
             &fleet,
@@ -343,6 +341,15 @@ impl Controller {
         result: CycleResult<'_>,
         invalid: &BTreeMap<String, String>,
     ) {
+        // What is there now decides what may go: without it nothing is
+        // written this cycle rather than delete an object blind.
+        let existing = match self.writer.existing().await {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(target: LOG_TARGET, error = %e, "cannot read the status objects; they are written next cycle");
+                return;
+            }
+        };
         let since = self.capacity.unavailable_since();
         let set = status_object::derive(&Cycle {
             fleet,
@@ -351,6 +358,7 @@ impl Controller {
             unavailable_since: &since,
             stall_after: self.stall_after,
             now: Timestamp::now(),
+            existing: &existing,
         });
         let (mut ready, mut reconciling, mut stalled) = (0, 0, 0);
         for o in &set.objects {
@@ -586,10 +594,14 @@ impl Controller {
         }
         report.slices.sort_by(|a, b| a.slice.cmp(&b.slice));
         let outcome = if report.outcome == Outcome::Declined {
-            eprintln!(
-                "refused: this plan deletes resources, and {} file(s) in {where_} are invalid with no good version to stand for them; nothing is applied until they are fixed",
+            let why = format!(
+                "this plan deletes resources, and {} file(s) in {where_} are invalid with no good version to stand for them; nothing is applied until they are fixed",
                 resolved.left_out.len()
             );
+            eprintln!("refused: {why}");
+            // The slices whose deletes wait say so (Refused), whether or
+            // not they are still in the specs.
+            report.refuse_deletes("pruning_suspended", &why);
             if prune_suspended {
                 "pruning_suspended"
             } else {

@@ -308,6 +308,23 @@ impl FakeCloud {
     }
 }
 
+/// Whether an insert of `name` is running in scope `key`: compute takes
+/// the name at once, so a second insert is answered 409 while a GET still
+/// finds nothing until the first one's operation is done (as the simulator
+/// does; see `crate::sim::gce::insert_template`).
+fn inserting(st: &State, key: &str, name: &str) -> bool {
+    st.compute_ops.iter().any(|(k, op, effect)| {
+        k == key
+            && op.status != "DONE"
+            && match effect {
+                Effect::InsertPolicy(_, p) => p.name == name,
+                Effect::InsertTemplate(_, t) => t.name == name,
+                Effect::InsertMig(_, m, _) => m.name == name,
+                _ => false,
+            }
+    })
+}
+
 fn new_gke_op(st: &mut State, c: &ClusterRef, pool: &str, ty: &str) -> gke::Operation {
     st.seq += 1;
     gke::Operation {
@@ -711,6 +728,7 @@ impl ComputeService for FakeCloud {
             .policies
             .get(&key)
             .is_some_and(|m| m.contains_key(&policy.name))
+            || inserting(&st, &key, &policy.name)
         {
             return Err(Fault::AlreadyExists.error("insert_resource_policy"));
         }
@@ -812,14 +830,15 @@ impl ComputeService for FakeCloud {
     ) -> Result<compute::Operation, CloudError> {
         self.call("insert_instance_template", &template.name)?;
         let mut st = self.lock();
+        let scope = project.to_string();
         if st
             .templates
             .get(&project.project)
             .is_some_and(|m| m.contains_key(&template.name))
+            || inserting(&st, &scope, &template.name)
         {
             return Err(Fault::AlreadyExists.error("insert_instance_template"));
         }
-        let scope = project.to_string();
         let op = new_scoped_op(
             &mut st,
             &scope,
@@ -902,7 +921,9 @@ impl ComputeService for FakeCloud {
         };
         let mut st = self.lock();
         let key = zone_key(zone);
-        if st.migs.get(&key).is_some_and(|m| m.contains_key(&mig.name)) {
+        if st.migs.get(&key).is_some_and(|m| m.contains_key(&mig.name))
+            || inserting(&st, &key, &mig.name)
+        {
             return Err(Fault::AlreadyExists.error("insert_instance_group_manager"));
         }
         let op = new_scoped_op(

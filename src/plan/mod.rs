@@ -525,7 +525,8 @@ pub fn render_fleet_at(
     out
 }
 
-fn refusal(a: &Action, code: &str, message: String) -> Refusal {
+/// The refusal of action `a`.
+pub(crate) fn refusal(a: &Action, code: &str, message: String) -> Refusal {
     Refusal {
         kind: a.id.kind.as_str(),
         name: a.id.name.clone(),

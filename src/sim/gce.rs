@@ -254,6 +254,17 @@ pub(crate) fn insert_template(
     let name = body.get("name").and_then(Value::as_str).unwrap_or_default();
     check_name("resource.name", name)?;
     let key = template_key(project, name);
+    // Compute takes the name when it accepts an insert: a second insert of
+    // it, while the first one's operation still runs, is 409 alreadyExists,
+    // and GET serves 404 until that operation is done (`ready` below). Two
+    // public reports of that 409 against an insert still in flight:
+    // kubernetes/kubernetes#22029 (gcloud retried an instance template
+    // insert whose first attempt "returned an error but apparently
+    // successfully created the template": "The resource '…' already
+    // exists"), and piercefreeman/cloud-gpu-reliability#5 ("The GCE API
+    // returns a 409 error on instances.insert when the name is already in
+    // use … calling insert twice in the same second"). MIGs and resource
+    // policies are held the same way.
     if inner.templates.contains_key(&key) {
         return Err(ApiError::already_exists(format!(
             "The resource '{key}' already exists"
@@ -489,6 +500,9 @@ pub(crate) fn insert_mig(
     let name = body.get("name").and_then(Value::as_str).unwrap_or_default();
     check_name("resource.name", name)?;
     let key = mig_key(project, zone, name);
+    // The name is held from the insert on (see `insert_template`): 409 for
+    // a second insert while the first runs; GET and list skip it until it
+    // is `ready`.
     if inner.migs.contains_key(&key) {
         return Err(ApiError::already_exists(format!(
             "The resource '{key}' already exists"

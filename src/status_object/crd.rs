@@ -78,8 +78,9 @@ pub struct SliceStatusStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
-    /// A summary of the slice's spec, for reading only. Absent when the
-    /// slice is not (or no longer) validly defined in the specs.
+    /// A summary of the slice's spec, for reading only. Absent while the
+    /// slice has never been validly defined in the specs; the last one read
+    /// while the object outlives its slice's spec (a refusal stands).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slice: Option<SpecSummary>,
     /// Nodes over all replicas, `READY/EXPECTED` (`?` when unknown).

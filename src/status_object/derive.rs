@@ -78,6 +78,12 @@ pub struct Cycle<'a> {
     /// The time of this cycle (conditions' `lastTransitionTime`; the writer
     /// keeps the old one when a condition did not change).
     pub now: Timestamp,
+    /// The status objects slicectl manages now, by name, with their status.
+    /// An object is deleted only when this cycle shows its slice gone; one
+    /// whose slice left the specs while a refusal stands (the whole cycle
+    /// refused, its deletes refused or held, its target not observed) is
+    /// kept and says why.
+    pub existing: &'a BTreeMap<String, SliceStatusStatus>,
 }
 
 /// A Kubernetes Event to record on a slice's status object.
@@ -258,10 +264,38 @@ pub fn derive(c: &Cycle<'_>) -> StatusSet {
         }
     }
 
+    if let Some(r) = report {
+        // Deletes planned and not run (a declined plan): the slice is not
+        // gone yet.
+        for a in &r.plan.actions {
+            if !c.fleet.slices.contains_key(&a.owner.slice) && !a.owner.slice.is_empty() {
+                let done = r
+                    .apply
+                    .as_ref()
+                    .is_some_and(|rep| rep.completed.contains(&a.address()));
+                if !done && !departed.contains(&a.owner.slice) {
+                    names.insert(a.owner.slice.clone());
+                }
+            }
+        }
+    }
+
     let mut objects = Vec::new();
     for name in &names {
         objects.push(one(c, report, &desired, rows, name));
     }
+    // Objects of slices no longer in the specs that nothing above reports
+    // on: kept while the cycle cannot show the slice gone.
+    for (name, old) in c.existing {
+        if names.contains(name) || departed.contains(name) {
+            continue;
+        }
+        if let Some(v) = outlives(c, report, old) {
+            names.insert(name.clone());
+            objects.push(kept(name, old, &v, c.now));
+        }
+    }
+    objects.sort_by(|a, b| a.name.cmp(&b.name));
     let removed = departed
         .into_iter()
         .filter(|n| !names.contains(n))
@@ -275,6 +309,56 @@ pub fn derive(c: &Cycle<'_>) -> StatusSet {
         })
         .collect();
     StatusSet { objects, removed }
+}
+
+/// Why the object of a slice no longer in the specs stays after this
+/// cycle, or `None` when the cycle shows the slice gone (it planned, saw
+/// the slice's target, and nothing of the slice is live, refused or
+/// pending).
+fn outlives(c: &Cycle<'_>, report: Option<&Report>, old: &SliceStatusStatus) -> Option<Verdict> {
+    let Some(r) = report else {
+        // Stopped before planning, or refused as a whole: nothing was
+        // pruned, so nothing is known gone.
+        return Some(verdict(c, "", false, &[], &[], &BTreeMap::new()));
+    };
+    let target = old.slice.as_ref()?.target.as_str();
+    let t = c.fleet.targets.get(target)?;
+    let one = Fleet {
+        targets: BTreeMap::from([(target.to_string(), t.clone())]),
+        ..Fleet::default()
+    };
+    let owners = crate::plan::Owners::of(&one);
+    let unseen: Vec<String> = r
+        .plan
+        .deferred
+        .iter()
+        .filter(|d| owners.scopes().any(|s| s == &d.scope))
+        .map(|d| format!("{}: {}", d.scope, d.reason))
+        .collect();
+    if unseen.is_empty() {
+        return None;
+    }
+    Some(Verdict::Reconciling(
+        reason::OBSERVE_FAILED,
+        format!(
+            "[not_observed] the slice is no longer in the specs, but its target {target} could not be observed ({}); nothing of it is pruned, and this object stays, until it is",
+            unseen.join("; ")
+        ),
+    ))
+}
+
+/// The object of a slice no longer in the specs, kept: what it last said
+/// about the slice, with this cycle's verdict.
+fn kept(name: &str, old: &SliceStatusStatus, v: &Verdict, now: Timestamp) -> SliceObject {
+    SliceObject {
+        name: name.to_string(),
+        status: SliceStatusStatus {
+            observed_generation: None,
+            conditions: conditions(v, now),
+            ..old.clone()
+        },
+        events: Vec::new(),
+    }
 }
 
 fn events_of(r: &Report, slice: &str) -> Vec<EventNote> {
@@ -341,15 +425,21 @@ fn one(
     name: &str,
 ) -> SliceObject {
     let slice = c.fleet.slices.get(name);
-    let summary = slice.map(|s| SpecSummary {
-        target: s.spec.target.clone(),
-        backend: s.spec.backend.as_str().to_string(),
-        accelerator: s.spec.accelerator.clone(),
-        topology: s.shape.topology.clone(),
-        machine_type: s.shape.machine_type.to_string(),
-        replicas: s.spec.replicas,
-        hosts_per_replica: s.shape.hosts,
-    });
+    // A slice gone from the specs whose object stays keeps the summary it
+    // was last read with.
+    let summary = match slice {
+        Some(s) => Some(SpecSummary {
+            target: s.spec.target.clone(),
+            backend: s.spec.backend.as_str().to_string(),
+            accelerator: s.spec.accelerator.clone(),
+            topology: s.shape.topology.clone(),
+            machine_type: s.shape.machine_type.to_string(),
+            replicas: s.spec.replicas,
+            hosts_per_replica: s.shape.hosts,
+        }),
+        None if !c.invalid.contains_key(name) => c.existing.get(name).and_then(|o| o.slice.clone()),
+        None => None,
+    };
     let slice_report = report.and_then(|r| r.slices.iter().find(|s| s.slice == name));
     let actions: Vec<&crate::plan::Action> = report
         .map(|r| {

@@ -80,6 +80,7 @@ fn with(
         unavailable_since: since,
         stall_after: Duration::from_secs(30 * 60),
         now: now(),
+        existing: &BTreeMap::new(),
     })
 }
 
@@ -409,6 +410,7 @@ fn a_condition_that_did_not_change_keeps_its_transition_time() {
         unavailable_since: &never,
         stall_after: Duration::ZERO,
         now: now() + jiff::SignedDuration::from_mins(5),
+        existing: &BTreeMap::new(),
     });
     let new = later.objects.remove(0).status;
     let m = merged(&new, Some(&old), Some(3));
@@ -474,4 +476,395 @@ fn the_applied_object_carries_the_owner_reference_only_with_an_owner() {
         }])
     );
     assert_eq!(owned["metadata"]["labels"], plain["metadata"]["labels"]);
+}
+
+// ---- No refusal loses an object ---------------------------------------------
+
+fn load(text: &str) -> Fleet {
+    crate::spec::load(&[SourceFile {
+        path: "f.yaml".into(),
+        text: text.into(),
+    }])
+    .unwrap()
+}
+
+const T: &str = "apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata: {name: t}
+spec: {project: unit-project, zone: us-central1-b, ownerId: unit, gke: {location: us-central1, name: c}}
+---
+apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata: {name: t-c}
+spec: {project: unit-project, zone: us-central1-c, ownerId: unit, gke: {location: us-central1, name: c}}
+";
+
+/// Target `t` (and `t-c`) with slices `alpha` and `beta`, optionally
+/// protected, and `iron` (tpu7x: a workload policy and a pool) if asked.
+fn two(protect: bool, iron: bool) -> Fleet {
+    let life = if protect {
+        ", lifecycle: {preventDestroy: true}"
+    } else {
+        ""
+    };
+    let mut text = T.to_string();
+    for n in ["alpha", "beta"] {
+        text.push_str(&format!(
+            "---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: {n}}}\nspec: {{target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1{life}}}\n"
+        ));
+    }
+    if iron {
+        text.push_str(&format!(
+            "---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: iron}}\nspec: {{target: t-c, backend: gke, accelerator: tpu7x, topology: 2x2x2{life}}}\n"
+        ));
+    }
+    load(&text)
+}
+
+/// The same targets with no slice at all (the ConfigMap left with
+/// `target.yaml` alone).
+fn targets_only() -> Fleet {
+    load(T)
+}
+
+/// What the objects of `set` would be once written: what the next cycle
+/// reads as existing.
+fn written(set: &StatusSet) -> BTreeMap<String, super::SliceStatusStatus> {
+    set.objects
+        .iter()
+        .map(|o| (o.name.clone(), o.status.clone()))
+        .collect()
+}
+
+fn after(
+    f: &Fleet,
+    result: CycleResult<'_>,
+    existing: &BTreeMap<String, super::SliceStatusStatus>,
+) -> StatusSet {
+    derive(&Cycle {
+        fleet: f,
+        result,
+        invalid: &BTreeMap::new(),
+        unavailable_since: &BTreeMap::new(),
+        stall_after: Duration::from_secs(30 * 60),
+        now: now(),
+        existing,
+    })
+}
+
+fn names(set: &StatusSet) -> Vec<&str> {
+    set.objects.iter().map(|o| o.name.as_str()).collect()
+}
+
+/// Both objects stay, Stalled/Refused with `[code]`, each still saying
+/// which slice it reports on.
+fn kept_refused(set: &StatusSet, code: &str) {
+    assert_eq!(names(set), ["alpha", "beta"], "{set:#?}");
+    assert!(set.removed.is_empty(), "{set:#?}");
+    for o in &set.objects {
+        assert_eq!(
+            conds(o),
+            ["Ready=False/Refused", "Stalled=True/Refused"],
+            "{}",
+            o.name
+        );
+        assert!(
+            o.status.conditions[1]
+                .message
+                .contains(&format!("[{code}]")),
+            "{}: {}",
+            o.name,
+            o.status.conditions[1].message
+        );
+        assert_eq!(
+            o.status.slice.as_ref().map(|s| s.target.as_str()),
+            Some("t"),
+            "{} keeps its summary",
+            o.name
+        );
+    }
+}
+
+async fn ready_pair(
+    fake: &Arc<FakeCloud>,
+    f: &Fleet,
+) -> BTreeMap<String, super::SliceStatusStatus> {
+    cycle(fake, f, Approval::Auto).await;
+    let set = statuses(f, &cycle(fake, f, Approval::Auto).await);
+    for o in &set.objects {
+        assert_eq!(conds(o), ["Ready=True/Converged"], "{}", o.name);
+    }
+    written(&set)
+}
+
+#[tokio::test]
+async fn an_empty_source_refusal_keeps_the_objects_of_live_slices() {
+    let fake = FakeCloud::new();
+    let existing = ready_pair(&fake, &two(false, false)).await;
+    // target.yaml alone: the engine refuses the plan as a whole.
+    let none = targets_only();
+    let err = reconcile(
+        &none,
+        &fake.cloud(),
+        &opts(),
+        |_| Approval::Auto,
+        Arc::new(Quiet),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "empty_source");
+    let m = err.to_string();
+    let set = after(
+        &none,
+        CycleResult::Failed {
+            code: err.code(),
+            message: &m,
+        },
+        &existing,
+    );
+    kept_refused(&set, "empty_source");
+    // And on the next cycle, from what was written.
+    let again = after(
+        &none,
+        CycleResult::Failed {
+            code: err.code(),
+            message: &m,
+        },
+        &written(&set),
+    );
+    kept_refused(&again, "empty_source");
+}
+
+#[tokio::test]
+async fn every_refusal_of_the_whole_cycle_keeps_every_object() {
+    let fake = FakeCloud::new();
+    let existing = ready_pair(&fake, &two(false, false)).await;
+    let none = targets_only();
+    for code in ["source_missing", "too_many_destructive", "plan_refused"] {
+        let set = after(&none, CycleResult::Failed { code, message: "m" }, &existing);
+        kept_refused(&set, code);
+    }
+    // Not refusals, but nothing is known gone either.
+    for (code, reason) in [
+        ("observe_failed", "ObserveFailed"),
+        ("invalid_specs", "ProgressingWithRetry"),
+    ] {
+        let set = after(&none, CycleResult::Failed { code, message: "m" }, &existing);
+        assert_eq!(names(&set), ["alpha", "beta"], "{code}");
+        for o in &set.objects {
+            assert_eq!(
+                conds(o),
+                [
+                    format!("Ready=False/{reason}"),
+                    format!("Reconciling=True/{reason}")
+                ]
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_protected_slice_gone_from_the_specs_keeps_its_object_with_every_refusal() {
+    let fake = FakeCloud::new();
+    let existing = ready_pair(&fake, &two(true, true)).await;
+    // Only alpha stays in the specs: beta's and iron's deletes are refused.
+    let mut rest = two(true, true);
+    rest.slices.retain(|n, _| n == "alpha");
+    let r = cycle(&fake, &rest, Approval::Auto).await;
+    let codes: std::collections::BTreeSet<&str> =
+        r.plan.refused.iter().map(|x| x.code.as_str()).collect();
+    assert!(codes.contains("protected"), "{codes:?}");
+    let set = after(&rest, CycleResult::Report(&r), &existing);
+    assert_eq!(names(&set), ["alpha", "beta", "iron"], "{set:#?}");
+    for o in &set.objects[1..] {
+        assert_eq!(
+            conds(o),
+            ["Ready=False/Refused", "Stalled=True/Refused"],
+            "{}",
+            o.name
+        );
+        assert!(o.status.slice.is_some(), "{} keeps its summary", o.name);
+        assert!(
+            o.events
+                .iter()
+                .any(|e| e.warning && e.reason == "Refused" && e.action == "Delete"),
+            "{}: {:#?}",
+            o.name,
+            o.events
+        );
+    }
+    assert!(fake.calls_of("delete_node_pool").is_empty());
+}
+
+#[tokio::test]
+async fn a_protected_pool_holds_back_its_policys_delete_and_the_object_says_so() {
+    let fake = FakeCloud::new();
+    let f = two(false, true);
+    cycle(&fake, &f, Approval::Auto).await;
+    let existing = written(&statuses(&f, &cycle(&fake, &f, Approval::Auto).await));
+    // Stamp iron's pool by hand, as a spec that protected it would have.
+    let mut pool = fake
+        .pools(&crate::resource::ClusterRef {
+            project: "unit-project".into(),
+            location: "us-central1".into(),
+            name: "c".into(),
+        })
+        .into_iter()
+        .find(|p| p.name == "iron-0")
+        .unwrap();
+    pool.config
+        .as_mut()
+        .unwrap()
+        .labels
+        .insert("slicectl.dev/prevent-destroy".into(), "true".into());
+    fake.seed_pool(
+        &crate::resource::ClusterRef {
+            project: "unit-project".into(),
+            location: "us-central1".into(),
+            name: "c".into(),
+        },
+        pool,
+    );
+    let mut rest = f.clone();
+    rest.slices.remove("iron");
+    let r = cycle(&fake, &rest, Approval::Auto).await;
+    let codes: Vec<(&str, &str)> = r
+        .plan
+        .refused
+        .iter()
+        .map(|x| (x.kind, x.code.as_str()))
+        .collect();
+    assert_eq!(
+        codes,
+        [("workload_policy", "held_back"), ("node_pool", "protected")]
+    );
+    let set = after(&rest, CycleResult::Report(&r), &existing);
+    let iron = set.objects.iter().find(|o| o.name == "iron").expect("kept");
+    assert_eq!(conds(iron), ["Ready=False/Refused", "Stalled=True/Refused"]);
+    assert!(
+        iron.status
+            .replicas
+            .iter()
+            .flat_map(|r| &r.resources)
+            .any(|x| x.state == "REFUSED (held_back)")
+            || iron.events.iter().any(|e| e.note.contains("[held_back]")),
+        "{iron:#?}"
+    );
+}
+
+#[tokio::test]
+async fn deletes_declined_while_pruning_is_suspended_keep_the_object_refused() {
+    let fake = FakeCloud::new();
+    let existing = ready_pair(&fake, &two(false, false)).await;
+    let mut rest = two(false, false);
+    rest.slices.remove("beta");
+    // A never-valid file suspends pruning: the controller declines the
+    // plan and says why.
+    let mut r = cycle(&fake, &rest, Approval::Declined).await;
+    r.refuse_deletes("pruning_suspended", "1 file(s) in specs/ are invalid");
+    let set = after(&rest, CycleResult::Report(&r), &existing);
+    assert_eq!(names(&set), ["alpha", "beta"]);
+    let beta = &set.objects[1];
+    assert_eq!(conds(beta), ["Ready=False/Refused", "Stalled=True/Refused"]);
+    assert!(
+        beta.status.conditions[1]
+            .message
+            .contains("[pruning_suspended]")
+    );
+    assert_eq!(conds(&set.objects[0]), ["Ready=True/Converged"]);
+    // Without the refusal it is still kept: pending, not gone.
+    let r = cycle(&fake, &rest, Approval::Declined).await;
+    let set = after(&rest, CycleResult::Report(&r), &existing);
+    assert_eq!(names(&set), ["alpha", "beta"]);
+}
+
+#[tokio::test]
+async fn a_slice_whose_target_cannot_be_observed_keeps_its_object() {
+    let fake = FakeCloud::new();
+    let existing = ready_pair(&fake, &two(false, false)).await;
+    let mut rest = two(false, false);
+    rest.slices.remove("beta");
+    // The cluster could not be observed: nothing of it is seen or planned.
+    let mut inv = crate::plan::Inventory::default();
+    let scope = crate::plan::Scope::Cluster(crate::resource::ClusterRef {
+        project: "unit-project".into(),
+        location: "us-central1".into(),
+        name: "c".into(),
+    });
+    inv.deferred.insert(scope, "connection refused".into());
+    let plan = crate::plan::plan(
+        &rest,
+        &inv,
+        &crate::kinds::plan_kinds(),
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    assert!(plan.actions.is_empty());
+    let r = Report {
+        outcome: crate::engine::Outcome::NoChanges,
+        plan,
+        apply: None,
+        slices: Vec::new(),
+        status: Vec::new(),
+    };
+    let set = after(&rest, CycleResult::Report(&r), &existing);
+    assert_eq!(names(&set), ["alpha", "beta"]);
+    let beta = &set.objects[1];
+    assert_eq!(
+        conds(beta),
+        [
+            "Ready=False/ObserveFailed",
+            "Reconciling=True/ObserveFailed"
+        ]
+    );
+    assert!(beta.status.conditions[0].message.contains("[not_observed]"));
+    assert!(
+        beta.status.conditions[0]
+            .message
+            .contains("connection refused")
+    );
+}
+
+#[tokio::test]
+async fn an_object_goes_only_once_its_slice_is_seen_gone() {
+    let fake = FakeCloud::new();
+    let existing = ready_pair(&fake, &two(false, false)).await;
+    let mut rest = two(false, false);
+    rest.slices.remove("beta");
+    // Its pool deleted this cycle: removed, with its events.
+    let r = cycle(&fake, &rest, Approval::Auto).await;
+    let set = after(&rest, CycleResult::Report(&r), &existing);
+    assert_eq!(names(&set), ["alpha"]);
+    assert_eq!(set.removed.len(), 1);
+    // An object of a slice with nothing live, all observed: not kept.
+    let r = cycle(&fake, &rest, Approval::Auto).await;
+    let set = after(&rest, CycleResult::Report(&r), &existing);
+    assert_eq!(names(&set), ["alpha"]);
+}
+
+#[tokio::test]
+async fn a_replacement_held_by_the_live_stamp_is_refused_on_the_slices_object() {
+    let fake = FakeCloud::new();
+    let existing = ready_pair(&fake, &two(true, false)).await;
+    // alpha no longer protected, and a change that replaces its pool: the
+    // live stamp still holds this apply back (it lifts the stamp first).
+    let text = format!(
+        "{T}---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: alpha}}\nspec: {{target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 2x2}}\n---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: beta}}\nspec: {{target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1, lifecycle: {{preventDestroy: true}}}}\n"
+    );
+    let f = load(&text);
+    let r = cycle(&fake, &f, Approval::Auto).await;
+    let codes: Vec<&str> = r.plan.refused.iter().map(|x| x.code.as_str()).collect();
+    assert_eq!(codes, ["protected_live"]);
+    let set = after(&f, CycleResult::Report(&r), &existing);
+    assert_eq!(names(&set), ["alpha", "beta"]);
+    assert_eq!(
+        conds(&set.objects[0]),
+        ["Ready=False/Refused", "Stalled=True/Refused"]
+    );
+    assert!(
+        set.objects[0].status.conditions[1]
+            .message
+            .contains("[protected_live]")
+    );
+    assert_eq!(conds(&set.objects[1]), ["Ready=True/Converged"]);
 }

@@ -2,7 +2,7 @@
 //! status subresource (field manager `slicectl`), Events on them, and the
 //! deletion of objects whose slice is gone.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -100,6 +100,35 @@ impl StatusWriter {
         self
     }
 
+    /// The objects slicectl manages in the namespace now (not those being
+    /// deleted), by name, with their status: what [`super::Cycle::existing`]
+    /// wants.
+    pub async fn existing(&self) -> Result<BTreeMap<String, SliceStatusStatus>, WriteError> {
+        Ok(self
+            .managed()
+            .await?
+            .into_iter()
+            .filter(|o| o.meta().deletion_timestamp.is_none())
+            .map(|o| {
+                let name = o.name_any();
+                (name, o.status.unwrap_or_default())
+            })
+            .collect())
+    }
+
+    /// Every object slicectl manages in the namespace.
+    async fn managed(&self) -> Result<Vec<SliceStatus>, WriteError> {
+        let list = self
+            .api
+            .list(&ListParams::default().labels(&format!("{MANAGED_BY}={MANAGER}")))
+            .await
+            .map_err(|source| WriteError::List {
+                namespace: self.namespace.clone(),
+                source,
+            })?;
+        Ok(list.items)
+    }
+
     fn params() -> PatchParams {
         PatchParams::apply(MANAGER).force()
     }
@@ -118,15 +147,7 @@ impl StatusWriter {
             }
         }
         let keep: BTreeSet<&str> = set.objects.iter().map(|o| o.name.as_str()).collect();
-        let existing = self
-            .api
-            .list(&ListParams::default().labels(&format!("{MANAGED_BY}={MANAGER}")))
-            .await
-            .map_err(|source| WriteError::List {
-                namespace: self.namespace.clone(),
-                source,
-            })?;
-        for obj in existing.items {
+        for obj in self.managed().await? {
             let name = obj.name_any();
             if keep.contains(name.as_str()) || obj.meta().deletion_timestamp.is_some() {
                 continue;

@@ -69,5 +69,6 @@ spec: {{target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1}}
         unavailable_since: &BTreeMap::new(),
         stall_after: Duration::from_secs(1800),
         now: jiff::Timestamp::now(),
+        existing: &BTreeMap::new(),
     })
 }

@@ -313,18 +313,24 @@ impl KindExec for Migs {
                 match cloud.compute.insert_instance_group_manager(z, m).await {
                     Ok(op) => op,
                     Err(e) if e.is_already_exists() => {
+                        let ops = cloud.compute.list_zone_operations(z).await?;
                         let live = cloud
                             .compute
                             .list_instance_group_managers(z)
                             .await?
                             .into_iter()
-                            .find(|l| l.name == m.name);
-                        return super::adopt_or_conflict(
+                            .find(|l| l.name == m.name)
+                            .map(|l| ownership_of(&l));
+                        return super::after_conflict(
+                            cloud,
                             a,
-                            live.as_ref().and_then(ownership_of),
+                            &ops,
+                            operation_target,
+                            live,
                             ownership_of(m),
-                            format!("managed instance group {} in {z}", m.name),
-                        );
+                            timeout,
+                        )
+                        .await;
                     }
                     Err(e) => return Err(e.into()),
                 }

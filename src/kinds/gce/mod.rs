@@ -18,27 +18,36 @@ mod tests;
 use crate::resource::compute;
 use crate::resource::{ProjectRef, ZoneRef};
 
-/// After a create answered 409: done when the live resource is this slice
-/// replica's with the same spec hash (an interrupted apply made it), else a
-/// conflict that says whose it is.
-pub fn adopt_or_conflict(
+/// After a compute insert answered 409, judged as for every kind
+/// ([`crate::apply::judge_conflict`]): `ops` are the scope's operations
+/// (`target_of` names what each one targets), `live` the live resource's
+/// ownership (`None` when a GET found nothing), `want` what the insert
+/// carried. Done when the resource is this slice replica's (after its
+/// running insert, if any, finished); else a conflict that says whether it
+/// is someone else's or is being created by another run.
+pub async fn after_conflict(
+    cloud: &crate::cloud::Cloud,
     a: &crate::plan::Action,
-    theirs: Option<crate::plan::ownership::Ownership>,
+    ops: &[compute::Operation],
+    target_of: fn(&compute::Operation) -> Option<&str>,
+    live: Option<Option<crate::plan::ownership::Ownership>>,
     want: Option<crate::plan::ownership::Ownership>,
-    what: String,
+    timeout: std::time::Duration,
 ) -> Result<crate::apply::StepOutcome, crate::apply::ApplyError> {
-    if crate::apply::same_owner(theirs.as_ref(), want.as_ref())
-        && theirs.and_then(|o| o.spec_hash) == want.and_then(|o| o.spec_hash)
-    {
-        return Ok(crate::apply::StepOutcome::Done);
-    }
-    Err(crate::apply::conflict(
+    let running = ops
+        .iter()
+        .find(|o| o.status != "DONE" && target_of(o) == Some(a.id.name.as_str()));
+    crate::apply::judge_conflict(
         a,
-        format!(
-            "{what} already exists and is not this slice replica's; slicectl never changes it. \
-             Delete or rename it, or rename the slice"
-        ),
-    ))
+        "insert",
+        running.map(|o| (o.name.as_str(), o.operation_type.as_str())),
+        live,
+        want.as_ref(),
+    )?;
+    if let Some(op) = running {
+        cloud.compute.wait_operation(op, timeout).await?;
+    }
+    Ok(crate::apply::StepOutcome::Done)
 }
 
 const COMPUTE: &str = "https://compute.googleapis.com/compute/v1";

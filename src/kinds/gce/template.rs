@@ -192,20 +192,26 @@ impl KindExec for InstanceTemplates {
                 match cloud.compute.insert_instance_template(p, t).await {
                     Ok(op) => op,
                     Err(e) if e.is_already_exists() => {
-                        // Ours from an interrupted apply, or someone else's.
+                        // Ours from an interrupted apply, another run's
+                        // (maybe still being inserted), or someone else's.
+                        let ops = cloud.compute.list_global_operations(p).await?;
                         let link =
                             format!("projects/{}/global/instanceTemplates/{}", p.project, t.name);
-                        let live = cloud.compute.get_instance_template(&link).await?;
-                        return super::adopt_or_conflict(
+                        let live = match cloud.compute.get_instance_template(&link).await {
+                            Ok(l) => Some(ownership_of(&l)),
+                            Err(e) if e.is_not_found() => None,
+                            Err(e) => return Err(e.into()),
+                        };
+                        return super::after_conflict(
+                            cloud,
                             a,
-                            ownership_of(&live),
+                            &ops,
+                            operation_target,
+                            live,
                             ownership_of(t),
-                            format!(
-                                "instance template {} (description {:?})",
-                                t.name,
-                                live.description.unwrap_or_default()
-                            ),
-                        );
+                            timeout,
+                        )
+                        .await;
                     }
                     Err(e) => return Err(e.into()),
                 }
