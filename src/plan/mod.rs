@@ -634,6 +634,27 @@ fn empty_target(fleet: &Fleet, a: &Action, o: &Ownership) -> Option<String> {
     ))
 }
 
+/// When a desired resource's name is held by the same slice replica under
+/// another owner id (the Target's `ownerId` was changed), the way to change
+/// it without losing capacity: both owner ids must be this reconciler's for
+/// one apply, so that the live resources are relabelled in place.
+fn owner_change_hint(d: &Desired, live: Option<&Ownership>) -> String {
+    let Some(o) = live.filter(|o| {
+        o.slice == d.owner.slice && o.replica == d.owner.replica && o.owner != d.owner_id
+    }) else {
+        return String::new();
+    };
+    format!(
+        ". It is this very slice replica, created under owner id {old:?}: if you changed the Target's \
+         ownerId from {old:?} to {new:?}, deleting and recreating it would lose its capacity. The lossless \
+         way: keep (or restore) a Target with ownerId {old:?} on this cluster, add a second Target with \
+         ownerId {new:?} and point the Slices at it; one apply relabels the live resources in place (no \
+         delete); then remove the old Target",
+        old = o.owner,
+        new = d.owner_id,
+    )
+}
+
 /// Why an owned live resource no longer desired is deleted (apply mode).
 fn delete_reason(fleet: &Fleet, desired: &[Desired], kind: &dyn Kind, o: &Ownership) -> Reason {
     if o.slice.is_empty() {
@@ -808,7 +829,11 @@ fn build(
                 name: d.id.name.clone(),
                 scope: d.id.scope.to_string(),
                 note: kind.unmanaged_note(&live.body),
-                hint: kind.reclaim_hint(d, &live.body),
+                hint: format!(
+                    "{}{}",
+                    kind.reclaim_hint(d, &live.body),
+                    owner_change_hint(d, own.as_ref())
+                ),
             };
             refused.push(refusal(&a, "name_taken", msg.to_string()));
             continue;

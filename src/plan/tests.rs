@@ -1270,3 +1270,53 @@ fn scale_down_drops_broken_replicas_first_and_keeps_working_ones() {
         vec![("slice.rep[0].node_pool".to_string(), ActionKind::Create)]
     );
 }
+
+/// Issue 24: changing a Target's ownerId. Alone it is refused, and the
+/// refusal now gives the lossless way; following it (the old Target stays
+/// for one apply, the Slices point at a new Target with the new ownerId)
+/// relabels the live pool in place, with no delete.
+#[test]
+fn an_owner_id_change_is_refused_with_the_lossless_way_which_relabels_in_place() {
+    let before = fleet(vec![slice(
+        "tiny",
+        "tpu-v6e-slice",
+        "1x1",
+        1,
+        CapacityType::OnDemand,
+    )]);
+    let inv = converged(&before);
+    let opts = PlanOptions {
+        max_destroy: 100,
+        ..Default::default()
+    };
+    // The ownerId changed on every Target.
+    let mut changed = before.clone();
+    for t in changed.targets.values_mut() {
+        t.spec.owner_id = "platform-v2".into();
+    }
+    let p = plan(&changed, &inv, &opts).unwrap();
+    assert_eq!(p.refused.len(), 1, "{:?}", p.refused);
+    assert_eq!(p.refused[0].code, "name_taken");
+    let m = &p.refused[0].message;
+    assert!(m.contains("lossless way"), "{m}");
+    assert!(
+        m.contains("\"platform\"") && m.contains("\"platform-v2\""),
+        "{m}"
+    );
+    // The lossless way: the old Targets stay, a new one takes the Slices.
+    let mut both = before.clone();
+    let mut t2 = target_in("train-v2", "us-central1-b");
+    t2.spec.owner_id = "platform-v2".into();
+    both.targets.insert("train-v2".into(), t2);
+    for s in both.slices.values_mut() {
+        s.spec.target = "train-v2".into();
+    }
+    let p = plan(&both, &inv, &opts).unwrap();
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.tiny[0].node_pool".to_string(), ActionKind::Update)],
+        "{:#?}",
+        p.actions
+    );
+}
