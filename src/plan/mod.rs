@@ -224,6 +224,9 @@ pub struct PlanOptions {
     pub max_destroy: usize,
     /// Allow pruning when the specs define no slice at all.
     pub allow_empty_source: bool,
+    /// Allow deleting a slice replica no longer in the specs whose
+    /// protection cannot be read (`protection_unknown`).
+    pub allow_unverified_delete: bool,
 }
 
 impl Default for PlanOptions {
@@ -231,6 +234,7 @@ impl Default for PlanOptions {
         PlanOptions {
             max_destroy: 10,
             allow_empty_source: false,
+            allow_unverified_delete: false,
         }
     }
 }
@@ -413,7 +417,22 @@ pub fn plan_destroy(
 ) -> Result<Plan, PlanError> {
     let opts = PlanOptions {
         max_destroy,
+        ..PlanOptions::default()
+    };
+    plan_destroy_with(fleet, inventory, kinds, &opts)
+}
+
+/// [`plan_destroy`] with every safety option (`allow_empty_source` has no
+/// effect: a destroy empties the fleet by design).
+pub fn plan_destroy_with(
+    fleet: &Fleet,
+    inventory: &Inventory,
+    kinds: &[&dyn Kind],
+    opts: &PlanOptions,
+) -> Result<Plan, PlanError> {
+    let opts = PlanOptions {
         allow_empty_source: true,
+        ..*opts
     };
     build(fleet, inventory, kinds, &opts, PlanMode::Destroy)
 }
@@ -498,6 +517,65 @@ fn protected(a: &Action, mode: PlanMode, in_specs: bool) -> PlanError {
         how,
         reason: a.reason_text(),
     }
+}
+
+/// The change shown on a replaced or deleted resource whose
+/// `preventDestroy` stamp was recorded at create (a MIG's description) and
+/// yields to the spec: the old protection is there, and not carried on.
+fn stamp_recorded_at_create() -> FieldChange {
+    FieldChange {
+        path: "description.prevent-destroy (recorded at create; the spec no longer protects the slice)"
+            .into(),
+        before: Some(Value::from("true")),
+        after: None,
+        forces_replacement: false,
+    }
+}
+
+/// The note on Nodes planned to join while VMs of the replica already run
+/// without one: a VM still bootstrapping joins during the apply, but one
+/// whose Node was deleted does not, and apply stops on it (`node_lost`).
+fn lost_nodes_note(running: u32, seen: u32, scope: &Scope, mig: &str) -> FieldChange {
+    let (zone, project) = match scope {
+        Scope::Zone(z) => (z.zone.as_str(), z.project.as_str()),
+        _ => ("ZONE", "PROJECT"),
+    };
+    FieldChange {
+        path: "nodes.missing".into(),
+        before: Some(Value::from(format!(
+            "{running} VM(s) of managed instance group {mig} RUNNING, {seen} Node(s)"
+        ))),
+        after: Some(Value::from(format!(
+            "a VM still bootstrapping joins during this apply; a VM that joined and whose Node was deleted does not: \
+             a kubelet does not register its Node again by itself, so apply stops on it (node_lost) and names it. \
+             Recreate such a VM: gcloud compute instance-groups managed recreate-instances {mig} --instances=VM \
+             --zone={zone} --project={project} (list them: gcloud compute instance-groups managed list-instances {mig} \
+             --zone={zone} --project={project})"
+        ))),
+        forces_replacement: false,
+    }
+}
+
+/// The refusal text of a slice replica gone from the specs whose
+/// protection cannot be read.
+fn protection_unknown(a: &Action, running: u32, seen: u32) -> String {
+    format!(
+        "{} ({}) would be destroyed ({}), but whether slice {} is protected by preventDestroy cannot be read: \
+         the {} {} carries no protection stamp, and {} VM(s) run while only {seen} of their Nodes exist \
+         ({} missing), and the Nodes are where the stamp lives. Nothing of slice replica {}[{}] is deleted. \
+         If it is protected, put its spec back with `lifecycle.preventDestroy: true`; if you are sure it is not, \
+         apply again with --allow-unverified-delete",
+        a.address(),
+        a.id.name,
+        a.reason_text(),
+        a.owner.slice,
+        a.noun,
+        a.id.name,
+        running,
+        running - seen,
+        a.owner.slice,
+        a.owner.replica,
+    )
 }
 
 /// Which forced change to name in a replacement's reason: the ones a person
@@ -623,6 +701,30 @@ fn build(
                 },
                 l,
             );
+        }
+    }
+
+    // Per owned slice replica: how many hosts carry its mutable protection
+    // stamp (a self-managed slice's Nodes), and how many run (its MIG's
+    // RUNNING VMs, with where they run), to tell whether the stamp can be
+    // read for every running host.
+    let mut stamped_hosts: BTreeMap<(String, String, u32), u32> = BTreeMap::new();
+    let mut running_hosts: BTreeMap<(String, String, u32), (u32, &Scope, String)> = BTreeMap::new();
+    for kind in kinds {
+        for l in inv.live(kind.id()) {
+            let Some(o) = kind.ownership(&l.body) else {
+                continue;
+            };
+            if !owners.owns(&l.scope, Some(&o)) {
+                continue;
+            }
+            let key = (o.owner, o.slice, o.replica);
+            if let Some(n) = kind.stamped_hosts(&l.body) {
+                *stamped_hosts.entry(key.clone()).or_default() += n;
+            }
+            if let Some(n) = kind.running_hosts(&l.body) {
+                running_hosts.insert(key, (n, &l.scope, kind.name(&l.body)));
+            }
         }
     }
 
@@ -793,8 +895,17 @@ fn build(
             actions.push(planned);
             continue;
         }
-        let live_protected = own.as_ref().is_some_and(|o| o.prevent_destroy);
+        // A stamp recorded at create (a MIG's description) yields to the
+        // spec while the slice is in the specs; the replacement does not
+        // carry it, and the plan says so.
+        let recorded =
+            own.as_ref().is_some_and(|o| o.prevent_destroy) && kind.protection_recorded_at_create();
+        let live_protected = own.as_ref().is_some_and(|o| o.prevent_destroy) && !recorded;
         if !d.prevent_destroy && !live_protected {
+            let mut planned = planned;
+            if recorded {
+                planned.changes.push(stamp_recorded_at_create());
+            }
             actions.push(planned);
             continue;
         }
@@ -903,15 +1014,45 @@ fn build(
             timeout: d.timeout,
             noun: kind.noun(),
         };
-        let protected_live = kind
+        let stamped = kind
             .ownership(&live.body)
             .is_some_and(|o| o.prevent_destroy);
-        if d.prevent_destroy || protected_live {
+        let recorded = stamped && kind.protection_recorded_at_create();
+        if d.prevent_destroy || (stamped && !recorded) {
             let msg = protected(&planned, mode, true).to_string();
             refused.push(refusal(&planned, "protected", msg));
             continue;
         }
+        let mut planned = planned;
+        if recorded {
+            planned.changes.push(stamp_recorded_at_create());
+        }
         actions.push(planned);
+    }
+
+    // Nodes planned to join while some of the replica's VMs already run:
+    // say that a VM whose Node was deleted will not join again by itself.
+    for a in &mut actions {
+        if !matches!(a.action, ActionKind::Create | ActionKind::Update)
+            || !kind_of(a.id.kind).is_some_and(|k| k.reports_nodes())
+        {
+            continue;
+        }
+        let Some(owner) = fleet
+            .slices
+            .get(&a.owner.slice)
+            .and_then(|s| fleet.target_of(s))
+            .map(|t| t.spec.owner_id.clone())
+        else {
+            continue;
+        };
+        let key = (owner, a.owner.slice.clone(), a.owner.replica);
+        let seen = stamped_hosts.get(&key).copied().unwrap_or(0);
+        if let Some((running, scope, mig)) = running_hosts.get(&key)
+            && *running > seen
+        {
+            a.changes.push(lost_nodes_note(*running, seen, scope, mig));
+        }
     }
 
     // Live resources: owned but not desired → delete; not owned → unmanaged.
@@ -973,11 +1114,35 @@ fn build(
                 timeout: crate::spec::DEFAULT_OPERATION_TIMEOUT,
                 noun: kind.noun(),
             };
-            if action == ActionKind::Delete && o.prevent_destroy {
-                let in_specs = fleet.slices.contains_key(&a.owner.slice);
-                let msg = protected(&a, mode, in_specs).to_string();
+            let spec = fleet.slices.get(&a.owner.slice);
+            // A stamp recorded at create yields to a spec that no longer
+            // protects the slice; with no spec, it protects.
+            let spec_lifts = spec.is_some_and(|s| !s.spec.lifecycle.prevent_destroy)
+                && kind.protection_recorded_at_create();
+            if action == ActionKind::Delete && o.prevent_destroy && !spec_lifts {
+                let msg = protected(&a, mode, spec.is_some()).to_string();
                 refused.push(refusal(&a, "protected", msg));
                 continue;
+            }
+            if action == ActionKind::Delete
+                && spec.is_none()
+                && !o.prevent_destroy
+                && !opts.allow_unverified_delete
+                && let Some(running) = kind.running_hosts(&l.body).filter(|n| *n > 0)
+            {
+                let seen = stamped_hosts
+                    .get(&(o.owner.clone(), o.slice.clone(), o.replica))
+                    .copied()
+                    .unwrap_or(0);
+                if seen < running {
+                    let msg = protection_unknown(&a, running, seen);
+                    refused.push(refusal(&a, "protection_unknown", msg));
+                    continue;
+                }
+            }
+            let mut a = a;
+            if action == ActionKind::Delete && o.prevent_destroy {
+                a.changes.push(stamp_recorded_at_create());
             }
             actions.push(a);
         }

@@ -284,6 +284,10 @@ impl Kind for Nodes {
         }
     }
 
+    fn stamped_hosts(&self, live: &Body) -> Option<u32> {
+        group(live).map(|g| u32::try_from(g.nodes.len()).unwrap_or(u32::MAX))
+    }
+
     fn lift_protection(&self, desired: &Desired, live: &Body) -> Option<(Body, Comparison)> {
         let (Some(want), Some(l)) = (desired_group(&desired.body), group(live)) else {
             return None;

@@ -274,6 +274,30 @@ async fn bootstrap_status(cloud: &Cloud, zone: &ZoneRef, instance: &str) -> Opti
         .map(|e| e.value)
 }
 
+/// What a drive pass records for a VM whose Node is gone (never a status a
+/// VM reports: those are `waiting-for-token`, `joining`, `joined`, `failed: …`).
+const NODE_LOST: &str = "(node lost)";
+
+/// The failure of a drive that found RUNNING VMs that joined once and whose
+/// Nodes are gone: what is wrong, and the command that fixes it.
+fn node_lost(a: &Action, want: &NodeGroup, vms: &[String]) -> ApplyError {
+    ApplyError::NodeLost {
+        address: a.address(),
+        message: format!(
+            "VM(s) {} of managed instance group {} run(s) but the Node is gone: the VM joined the cluster and its Node \
+             was deleted since, and a kubelet does not register its Node again by itself. Recreate the VM(s); \
+             the MIG makes them again from its template, and the next apply joins them: \
+             gcloud compute instance-groups managed recreate-instances {} --instances={} --zone={} --project={}",
+            vms.join(", "),
+            want.mig,
+            want.mig,
+            vms.join(","),
+            want.zone,
+            want.project
+        ),
+    }
+}
+
 /// How long a VM may keep reporting failures before the step fails.
 pub const FAILING_GRACE: Duration = Duration::from_secs(60);
 
@@ -409,6 +433,7 @@ async fn drive(
             ensure_labels(cloud, k, want, n).await?;
         }
         let mut failures = Vec::new();
+        let mut lost = Vec::new();
         if want.bootstrap {
             if running.iter().any(|i| !joined.contains(i.as_str())) {
                 if ca_hash.is_none() {
@@ -431,6 +456,21 @@ async fn drive(
                             set_join_metadata(cloud, zone, &inst, None).await?;
                         }
                         return Ok::<_, ApplyError>((inst, true, None));
+                    }
+                    // A VM that says it joined, whose token slicectl already
+                    // removed (it saw its Node then), has lost its Node: no
+                    // token makes its kubelet register again.
+                    let before = bootstrap_status(cloud, zone, &inst).await;
+                    if before.as_deref() == Some("joined")
+                        && cloud
+                            .compute
+                            .get_instance(zone, &inst)
+                            .await?
+                            .metadata
+                            .get(bootstrap::JOIN_TOKEN_KEY)
+                            .is_none()
+                    {
+                        return Ok((inst, false, Some(NODE_LOST.to_string())));
                     }
                     if let (Some(t), Some(h)) = (secret, hash) {
                         set_join_metadata(
@@ -461,6 +501,10 @@ async fn drive(
                 let Some(s) = status else {
                     continue;
                 };
+                if s == NODE_LOST {
+                    lost.push(inst);
+                    continue;
+                }
                 if s.starts_with("failed") {
                     // A VM retries on its own (a token not yet signed into
                     // cluster-info, an API server restarting): fail the
@@ -476,6 +520,9 @@ async fn drive(
                 }
                 last_status.insert(inst, s);
             }
+        }
+        if !lost.is_empty() {
+            return Err(node_lost(a, want, &lost));
         }
         if !failures.is_empty() {
             return Err(ApplyError::Bootstrap {

@@ -246,6 +246,40 @@ async fn a_vm_that_gave_up_fails_the_step_with_its_reason_and_no_token() {
 }
 
 #[tokio::test]
+async fn a_vm_that_joined_and_lost_its_node_fails_the_step_with_the_fix() {
+    // Both VMs joined once (slicectl removed their tokens), then their
+    // Nodes were deleted: no token makes a kubelet register again, so the
+    // step says so at once instead of waiting for its timeout.
+    let w = world(false).await;
+    let vms: Vec<String> = w
+        .fake
+        .instances(&zone())
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    for vm in &vms {
+        w.fake
+            .set_guest_attribute(&zone(), vm, "slicectl/bootstrap", "joined");
+    }
+    let started = std::time::Instant::now();
+    let err = run(&w, StepOp::Create).await.unwrap_err();
+    assert_eq!(err.code(), "node_lost", "{err}");
+    let msg = err.to_string();
+    for vm in &vms {
+        assert!(msg.contains(vm.as_str()), "{msg}");
+    }
+    assert!(
+        msg.contains("gcloud compute instance-groups managed recreate-instances"),
+        "{msg}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "failed at once");
+    assert!(
+        w.fake.calls_of("set_instance_metadata").is_empty(),
+        "no token is handed to a VM that joined already"
+    );
+}
+
+#[tokio::test]
 async fn a_bulk_stockout_fails_the_step_as_a_stockout() {
     let w = world(true).await;
     assert!(w.fake.instances(&zone()).is_empty(), "BULK: no VM at all");
