@@ -616,3 +616,79 @@ async fn a_kubelet_newer_than_the_api_server_is_refused_before_any_token() {
     .await;
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// Issue 23 item 2: a protected slice whose YAML was moved away and whose
+/// Nodes were deleted (maintenance, node GC) keeps its MIG, template and
+/// policy: the protection is read from the MIG, where the capacity is.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_protected_slice_survives_its_yaml_and_its_nodes_going() {
+    let _serial = SERIAL.lock().await;
+    let client = kube_client().await;
+    let sim = sim(Duration::from_millis(50), 11, FaultConfig::default()).await;
+    // 2 hosts of 4 chips: a multi-host slice, with a workload policy.
+    let protected = gce_slice(
+        "gce-lsx",
+        "2x4",
+        "  machineType: ct6e-standard-4t\n  lifecycle: {preventDestroy: true}\n",
+    );
+    let dir = gce_dir(
+        "e2e-gce-protect",
+        &[
+            ("lsx.yaml", protected.clone()),
+            ("other.yaml", gce_slice("gce-other", "2x2", "")),
+        ],
+    );
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(nodes_of(&client, "gce-lsx").await.len(), 2);
+    let migs = "zones/us-central1-b/instanceGroupManagers";
+    let mig = get(&sim, &format!("{migs}/gce-lsx-0")).await;
+    assert!(
+        mig["description"]
+            .as_str()
+            .unwrap()
+            .ends_with(" prevent-destroy=true"),
+        "{mig}"
+    );
+    // The YAML moves away (another slice stays: the source is not empty),
+    // and the Nodes are deleted by hand.
+    std::fs::remove_file(dir.path().join("lsx.yaml")).unwrap();
+    for n in nodes_of(&client, "gce-lsx").await {
+        Api::<Node>::all(client.clone())
+            .delete(n.metadata.name.as_deref().unwrap(), &Default::default())
+            .await
+            .unwrap();
+    }
+    assert!(nodes_of(&client, "gce-lsx").await.is_empty());
+    let o = gce_apply(&sim, dir.path()).await;
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("slice.gce-lsx[0].mig"), "{out}");
+    assert!(out.contains("protected by preventDestroy"), "{out}");
+    assert!(!out.contains("deleting done"), "{out}");
+    // Nothing of it was deleted.
+    assert_eq!(names(&get(&sim, migs).await), ["gce-lsx-0", "gce-other-0"]);
+    assert_eq!(
+        names(&get(&sim, "global/instanceTemplates").await),
+        ["gce-lsx-0-it", "gce-other-0-it"]
+    );
+    assert_eq!(
+        names(&get(&sim, "regions/us-central1/resourcePolicies").await),
+        ["gce-lsx-0-wp"]
+    );
+    // Back in the specs unprotected, its spec's word lifts the stamp the
+    // MIG recorded at create: destroy takes everything down.
+    std::fs::write(
+        dir.path().join("lsx.yaml"),
+        protected.replace("preventDestroy: true", "preventDestroy: false"),
+    )
+    .unwrap();
+    let o = slicectl(
+        &sim,
+        &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],
+    )
+    .await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(names(&get(&sim, migs).await).is_empty());
+    assert!(nodes_of(&client, "gce-other").await.is_empty());
+}
