@@ -620,6 +620,7 @@ async fn a_kubelet_newer_than_the_api_server_is_refused_before_any_token() {
 /// Issue 23 item 2: a protected slice whose YAML was moved away and whose
 /// Nodes were deleted (maintenance, node GC) keeps its MIG, template and
 /// policy: the protection is read from the MIG, where the capacity is.
+/// Put back, its running VMs without Nodes are said, not waited on.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_protected_slice_survives_its_yaml_and_its_nodes_going() {
     let _serial = SERIAL.lock().await;
@@ -676,6 +677,27 @@ async fn a_protected_slice_survives_its_yaml_and_its_nodes_going() {
         names(&get(&sim, "regions/us-central1/resourcePolicies").await),
         ["gce-lsx-0-wp"]
     );
+    // Back in the specs: its VMs run, their Nodes are gone, and a kubelet
+    // does not register again by itself. The plan says so, and apply
+    // stops on it at once with the fix instead of waiting for its timeout.
+    std::fs::write(dir.path().join("lsx.yaml"), &protected).unwrap();
+    let o = slicectl(&sim, &["plan", dir.path().to_str().unwrap()]).await;
+    let out = text(&o);
+    assert!(out.contains("nodes.missing"), "{out}");
+    assert!(out.contains("does not register its Node again"), "{out}");
+    let started = std::time::Instant::now();
+    let o = gce_apply(&sim, dir.path()).await;
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("failed [node_lost]: slice.gce-lsx[0].nodes"),
+        "{out}"
+    );
+    assert!(
+        out.contains("recreate-instances gce-lsx-0 --instances=gce-lsx-0-"),
+        "{out}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30), "{out}");
     // Back in the specs unprotected, its spec's word lifts the stamp the
     // MIG recorded at create: destroy takes everything down.
     std::fs::write(

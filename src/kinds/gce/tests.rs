@@ -329,39 +329,14 @@ fn teardown_order_cordon_mig_template_policy_then_cleanup_then_device_plugin() {
     // Destroy a slice whose resources are all live.
     let f = fleet(&[slice("a", "4x4", "", "a")]);
     let r = replica(&f, "a");
-    let kube = Scope::Kube(r.kube.clone());
-    let mut inv = Inventory::default();
-    let mut add = |kind, scope: Scope, body: Body| {
-        inv.resources
-            .entry(kind)
-            .or_default()
-            .push(LiveResource { scope, body });
-    };
-    add(
-        crate::kinds::workload_policy::KIND,
-        Scope::Region(r.region.clone()),
-        Arc::new(r.policy.clone().unwrap()),
-    );
-    add(
-        super::template::KIND,
-        Scope::Global(r.project.clone()),
-        Arc::new(r.template.clone().unwrap()),
-    );
-    add(
-        super::mig::KIND,
-        Scope::Zone(r.zone.clone()),
-        Arc::new(r.mig.clone()),
-    );
-    add(
-        super::nodes::KIND,
-        kube.clone(),
-        Arc::new(live(&r.nodes, vec![node(&r.nodes, 0, true)])),
-    );
-    add(
-        device_plugin::KIND,
-        kube,
-        Arc::new(device_plugin::objects("img", "o").unwrap().daemon_set),
-    );
+    let mut inv = live_replica(&f, "a", 4, 1, as_written);
+    inv.resources
+        .entry(device_plugin::KIND)
+        .or_default()
+        .push(LiveResource {
+            scope: Scope::Kube(r.kube.clone()),
+            body: Arc::new(device_plugin::objects("img", "o").unwrap().daemon_set),
+        });
     let kinds = crate::kinds::plan_kinds();
     let plan = plan::plan_destroy(&f, &inv, &kinds, 10).unwrap();
     assert!(plan.actions.iter().all(|a| a.action == ActionKind::Delete));
