@@ -620,7 +620,8 @@ async fn a_kubelet_newer_than_the_api_server_is_refused_before_any_token() {
 /// Issue 23 item 2: a protected slice whose YAML was moved away and whose
 /// Nodes were deleted (maintenance, node GC) keeps its MIG, template and
 /// policy: the protection is read from the MIG, where the capacity is.
-/// Put back, its running VMs without Nodes are said, not waited on.
+/// Put back, its running VMs without Nodes are recreated by a planned step
+/// and join again.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_protected_slice_survives_its_yaml_and_its_nodes_going() {
     let _serial = SERIAL.lock().await;
@@ -678,33 +679,52 @@ async fn a_protected_slice_survives_its_yaml_and_its_nodes_going() {
         ["gce-lsx-0-wp"]
     );
     // Back in the specs: its VMs run, their Nodes are gone, and a kubelet
-    // does not register again by itself. The plan says so, and apply
-    // stops on it at once with the fix instead of waiting for its timeout.
+    // does not register again by itself. The plan offers recreating them
+    // through the MIG (reason node_lost); apply does it and they join again
+    // under their names.
+    let vms = names(&get(&sim, "zones/us-central1-b/instances").await);
     std::fs::write(dir.path().join("lsx.yaml"), &protected).unwrap();
-    let o = slicectl(&sim, &["plan", dir.path().to_str().unwrap()]).await;
-    let out = text(&o);
-    assert!(out.contains("nodes.missing"), "{out}");
-    assert!(out.contains("does not register its Node again"), "{out}");
-    let started = std::time::Instant::now();
+    let o = slicectl(
+        &sim,
+        &["plan", dir.path().to_str().unwrap(), "--output", "json"],
+    )
+    .await;
+    let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let nodes = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["address"] == "slice.gce-lsx[0].nodes")
+        .unwrap_or_else(|| panic!("{plan}"));
+    assert_eq!(nodes["reason_code"], "node_lost", "{nodes}");
+    assert!(
+        nodes["reason"]
+            .as_str()
+            .unwrap()
+            .contains("recreated through the MIG"),
+        "{nodes}"
+    );
     let o = gce_apply(&sim, dir.path()).await;
-    let out = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
-    assert!(
-        out.contains("failed [node_lost]: slice.gce-lsx[0].nodes"),
-        "{out}"
+    assert!(o.status.success(), "{}", text(&o));
+    let back = nodes_of(&client, "gce-lsx").await;
+    assert_eq!(back.len(), 2);
+    assert!(back.iter().all(|n| ready_with_chips(n, "4")));
+    assert!(back.iter().all(|n| {
+        n.metadata.labels.as_ref().unwrap()["slicectl.dev/prevent-destroy"] == "true"
+    }));
+    assert_eq!(
+        names(&get(&sim, "zones/us-central1-b/instances").await),
+        vms
     );
-    assert!(
-        out.contains("recreate-instances gce-lsx-0 --instances=gce-lsx-0-"),
-        "{out}"
-    );
-    assert!(started.elapsed() < Duration::from_secs(30), "{out}");
-    // Back in the specs unprotected, its spec's word lifts the stamp the
-    // MIG recorded at create: destroy takes everything down.
+    // Unprotected: apply lifts the Nodes' stamp, the spec's word lifts the
+    // one the MIG recorded at create, and destroy takes everything down.
     std::fs::write(
         dir.path().join("lsx.yaml"),
         protected.replace("preventDestroy: true", "preventDestroy: false"),
     )
     .unwrap();
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
     let o = slicectl(
         &sim,
         &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],

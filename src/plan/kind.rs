@@ -403,6 +403,15 @@ pub trait Kind: Send + Sync {
         None
     }
 
+    /// When hosts of the replica run without being in the cluster (more
+    /// running hosts than [`Kind::stamped_hosts`]) and no join is under way
+    /// in `live` (this kind's live body, if any): the update group that
+    /// recreates the hosts that lost their place (a self-managed slice's
+    /// VMs whose Nodes were deleted), if the kind can.
+    fn recreate_lost_hosts(&self, _live: Option<&Body>) -> Option<UpdateGroup> {
+        None
+    }
+
     /// Reads a live body from Google's JSON (golden inventories, fakes).
     fn parse(&self, json: Value) -> Result<Body, String>;
 

@@ -556,6 +556,16 @@ fn lost_nodes_note(running: u32, seen: u32, scope: &Scope, mig: &str) -> FieldCh
     }
 }
 
+/// How many hosts an action that is not a replace or delete disrupts (the
+/// VMs a lost-Node recreate may make again), counted against
+/// `--max-destroy`.
+fn disruption(a: &Action) -> usize {
+    match &a.reason {
+        Reason::NodeLost { running, nodes, .. } => running.saturating_sub(*nodes) as usize,
+        _ => 0,
+    }
+}
+
 /// The refusal text of a slice replica gone from the specs whose
 /// protection cannot be read.
 fn protection_unknown(a: &Action, running: u32, seen: u32) -> String {
@@ -1048,10 +1058,23 @@ fn build(
         };
         let key = (owner, a.owner.slice.clone(), a.owner.replica);
         let seen = stamped_hosts.get(&key).copied().unwrap_or(0);
-        if let Some((running, scope, mig)) = running_hosts.get(&key)
-            && *running > seen
-        {
-            a.changes.push(lost_nodes_note(*running, seen, scope, mig));
+        let Some((running, scope, mig)) = running_hosts.get(&key).filter(|r| r.0 > seen) else {
+            continue;
+        };
+        let live = live_by_id.get(&a.id).map(|l| &l.body);
+        match kind_of(a.id.kind).and_then(|k| k.recreate_lost_hosts(live)) {
+            // The fix is planned, with the usual consent, and counted as a
+            // disruption: the executor recreates only VMs that joined and
+            // lost their Node.
+            Some(group) => {
+                a.groups.insert(group);
+                a.reason = Reason::NodeLost {
+                    mig: mig.clone(),
+                    running: *running,
+                    nodes: seen,
+                };
+            }
+            None => a.changes.push(lost_nodes_note(*running, seen, scope, mig)),
         }
     }
 
@@ -1190,15 +1213,16 @@ fn build(
     }
     let destructive: Vec<&Action> = actions
         .iter()
-        .filter(|a| a.action.is_destructive())
+        .filter(|a| a.action.is_destructive() || disruption(a) > 0)
         .collect();
-    if destructive.len() > opts.max_destroy {
+    let count: usize = destructive.iter().map(|a| disruption(a).max(1)).sum();
+    if count > opts.max_destroy {
         let slices: BTreeSet<String> = destructive
             .iter()
             .map(|a| format!("{}[{}]", a.owner.slice, a.owner.replica))
             .collect();
         errors.push(PlanError::TooManyDestructive {
-            count: destructive.len(),
+            count,
             max: opts.max_destroy,
             slices: slices.into_iter().collect(),
         });

@@ -688,12 +688,13 @@ fn a_mig_whose_protection_cannot_be_read_is_not_deleted_without_override() {
 }
 
 #[test]
-fn nodes_missing_beside_running_vms_are_said_in_the_plan() {
-    // 4 VMs RUNNING, their Nodes deleted: the plan says a kubelet does not
-    // register again by itself and how to recreate the VM.
+fn running_vms_whose_nodes_are_gone_are_recreated_by_a_planned_step() {
+    // 4 VMs RUNNING, their Nodes deleted, no join under way: the plan
+    // offers recreating them through the MIG (reason node_lost), counted
+    // against --max-destroy.
     let f = fleet(&[slice("x", "4x4", "", "a")]);
     let kinds = crate::kinds::plan_kinds();
-    for nodes in [0, 2] {
+    for (nodes, action) in [(0, ActionKind::Create), (2, ActionKind::Update)] {
         let inv = live_replica(&f, "x", 4, nodes, as_written);
         let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
         let a = p
@@ -701,33 +702,64 @@ fn nodes_missing_beside_running_vms_are_said_in_the_plan() {
             .iter()
             .find(|a| a.id.kind == super::nodes::KIND)
             .unwrap();
-        let note = a
-            .changes
-            .iter()
-            .find(|c| c.path == "nodes.missing")
-            .unwrap_or_else(|| panic!("{:?}", a.changes));
-        let text = note.after.as_ref().unwrap().as_str().unwrap();
-        assert!(text.contains("does not register its Node again"), "{text}");
+        assert_eq!(a.action, action);
+        assert_eq!(a.reason.code(), "node_lost", "{}", a.reason_text());
+        assert!(a.groups.contains(&super::nodes::GROUP_RECREATE_LOST));
+        let text = a.reason_text();
+        assert!(text.contains("does not register it again"), "{text}");
+        assert!(text.contains("recreateInstances"), "{text}");
+        assert!(text.contains(&format!("({} at most)", 4 - nodes)), "{text}");
+        // A disruption: counted against --max-destroy by the VMs it may recreate.
+        let opts = PlanOptions {
+            max_destroy: 3 - nodes,
+            ..PlanOptions::default()
+        };
+        let err = plan::plan(&f, &inv, &kinds, &opts).unwrap_err();
         assert!(
-            text.contains("recreate-instances x-0 --instances=VM --zone=us-central1-b"),
-            "{text}"
-        );
-        assert!(
-            note.before
-                .as_ref()
-                .unwrap()
-                .as_str()
-                .unwrap()
-                .contains("4 VM(s)"),
-            "{note:?}"
+            err.to_string()
+                .contains(&format!("would destroy or replace {} resources", 4 - nodes)),
+            "{err}"
         );
     }
-    // Every VM has its Node: nothing said.
+    // A join under way (a bootstrap token out): nothing is recreated, the
+    // plan only says what a lost Node would need.
+    let mut inv = live_replica(&f, "x", 4, 2, as_written);
+    let g = inv.resources.get_mut(&super::nodes::KIND).unwrap();
+    let mut live_group = plan::kind::body_as::<NodeGroupLive>(&g[0].body)
+        .unwrap()
+        .clone();
+    live_group
+        .token_secrets
+        .push("bootstrap-token-abcdef".into());
+    g[0].body = Arc::new(live_group);
+    let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    let a = p
+        .actions
+        .iter()
+        .find(|a| a.id.kind == super::nodes::KIND)
+        .unwrap();
+    assert_ne!(a.reason.code(), "node_lost");
+    assert!(
+        a.groups
+            .iter()
+            .all(|g| *g != super::nodes::GROUP_RECREATE_LOST)
+    );
+    let note = a
+        .changes
+        .iter()
+        .find(|c| c.path == "nodes.missing")
+        .unwrap_or_else(|| panic!("{:?}", a.changes));
+    let text = note.after.as_ref().unwrap().as_str().unwrap();
+    assert!(text.contains("does not register its Node again"), "{text}");
+    assert!(
+        text.contains("recreate-instances x-0 --instances=VM --zone=us-central1-b"),
+        "{text}"
+    );
+    // Every VM has its Node: nothing said, nothing recreated.
     let inv = live_replica(&f, "x", 4, 4, as_written);
     let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
     assert!(
-        p.actions
-            .iter()
-            .all(|a| a.changes.iter().all(|c| c.path != "nodes.missing"))
+        p.actions.iter().all(|a| a.reason.code() != "node_lost"
+            && a.changes.iter().all(|c| c.path != "nodes.missing"))
     );
 }

@@ -368,6 +368,7 @@ async fn drive(
     let mut cleaned: BTreeSet<String> = BTreeSet::new();
     let mut failing_since: BTreeMap<String, Instant> = BTreeMap::new();
     let mut last_status: BTreeMap<String, String> = BTreeMap::new();
+    let mut recreated: BTreeSet<String> = BTreeSet::new();
     loop {
         let managed = cloud
             .compute
@@ -522,7 +523,30 @@ async fn drive(
             }
         }
         if !lost.is_empty() {
-            return Err(node_lost(a, want, &lost));
+            // The plan offered the fix (reason node_lost): recreate them
+            // once through the MIG; each boots again from the template with
+            // fresh metadata and joins like a new VM on the next passes.
+            if !a.groups.contains(&nodes::GROUP_RECREATE_LOST)
+                || lost.iter().any(|v| recreated.contains(v))
+            {
+                return Err(node_lost(a, want, &lost));
+            }
+            tracing::info!(mig = %want.mig, vms = ?lost, "recreating VMs whose Nodes are gone");
+            let op = cloud
+                .compute
+                .recreate_instances(&zone, &want.mig, &lost)
+                .await?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            cloud
+                .compute
+                .wait_operation(&op, left.max(Duration::from_secs(1)))
+                .await?;
+            for v in lost {
+                failing_since.remove(&v);
+                last_status.remove(&v);
+                cleaned.remove(&v);
+                recreated.insert(v);
+            }
         }
         if !failures.is_empty() {
             return Err(ApplyError::Bootstrap {

@@ -280,6 +280,34 @@ async fn a_vm_that_joined_and_lost_its_node_fails_the_step_with_the_fix() {
 }
 
 #[tokio::test]
+async fn a_planned_recreate_makes_vms_that_lost_their_node_again_and_they_join() {
+    // The plan offered the fix (reason node_lost): the step recreates the
+    // VMs through the MIG once, and they join like new ones.
+    let mut w = world(false).await;
+    w.nodes_action.groups.insert(nodes::GROUP_RECREATE_LOST);
+    let vms: Vec<String> = w
+        .fake
+        .instances(&zone())
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    for vm in &vms {
+        w.fake
+            .set_guest_attribute(&zone(), vm, "slicectl/bootstrap", "joined");
+    }
+    let j = joiner(w.fake.clone(), w.kube.clone());
+    let out = run(&w, StepOp::Create).await;
+    j.abort();
+    assert!(matches!(out, Ok(StepOutcome::Done)), "{out:?}");
+    let recreated = w.fake.calls_of("recreate_instances");
+    assert_eq!(recreated.len(), 1, "{recreated:?}");
+    for vm in &vms {
+        assert!(recreated[0].contains(vm.as_str()), "{recreated:?}");
+        assert!(w.kube.node(&kref(), vm).is_some(), "{vm} joined again");
+    }
+}
+
+#[tokio::test]
 async fn a_bulk_stockout_fails_the_step_as_a_stockout() {
     let w = world(true).await;
     assert!(w.fake.instances(&zone()).is_empty(), "BULK: no VM at all");
