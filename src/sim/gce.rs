@@ -1093,6 +1093,18 @@ fn find_mig<'a>(inner: &'a Inner, key: &str) -> Result<&'a MigRec, ApiError> {
     }
 }
 
+/// A MIG that exists and is not being deleted (a write's target).
+fn live_mig<'a>(inner: &'a Inner, key: &str) -> Result<&'a MigRec, ApiError> {
+    let m = find_mig(inner, key)?;
+    if m.deleting {
+        return Err(ApiError::invalid(
+            "resourceNotReady",
+            format!("The resource '{key}' is not ready"),
+        ));
+    }
+    Ok(m)
+}
+
 /// `GET …/instanceGroupManagers/M`.
 pub(crate) fn get_mig(
     inner: &Inner,
@@ -1145,13 +1157,7 @@ pub(crate) fn delete_mig(
         return Ok(op);
     }
     let key = mig_key(project, zone, name);
-    let m = find_mig(inner, &key)?;
-    if m.deleting {
-        return Err(ApiError::invalid(
-            "resourceNotReady",
-            format!("The resource '{key}' is not ready"),
-        ));
-    }
+    let m = live_mig(inner, &key)?;
     let id = m.spec["id"].as_str().unwrap_or_default().to_string();
     let scope = zone_scope(m);
     let members = m.members.clone();
@@ -1200,13 +1206,7 @@ pub(crate) fn recreate_instances(
         return Ok(op);
     }
     let key = mig_key(project, zone, name);
-    let m = find_mig(inner, &key)?;
-    if m.deleting {
-        return Err(ApiError::invalid(
-            "resourceNotReady",
-            format!("The resource '{key}' is not ready"),
-        ));
-    }
+    let m = live_mig(inner, &key)?;
     let links: Vec<&str> = body["instances"]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())

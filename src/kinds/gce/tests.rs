@@ -687,6 +687,13 @@ fn a_mig_whose_protection_cannot_be_read_is_not_deleted_without_override() {
     assert!(p.refused.is_empty(), "{:?}", p.refused);
 }
 
+fn nodes_action(p: &plan::Plan) -> &plan::Action {
+    p.actions
+        .iter()
+        .find(|a| a.id.kind == super::nodes::KIND)
+        .expect("the Nodes are planned")
+}
+
 #[test]
 fn running_vms_whose_nodes_are_gone_are_recreated_by_a_planned_step() {
     // 4 VMs RUNNING, their Nodes deleted, no join under way: the plan
@@ -697,11 +704,7 @@ fn running_vms_whose_nodes_are_gone_are_recreated_by_a_planned_step() {
     for (nodes, action) in [(0, ActionKind::Create), (2, ActionKind::Update)] {
         let inv = live_replica(&f, "x", 4, nodes, as_written);
         let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
-        let a = p
-            .actions
-            .iter()
-            .find(|a| a.id.kind == super::nodes::KIND)
-            .unwrap();
+        let a = nodes_action(&p);
         assert_eq!(a.action, action);
         assert_eq!(a.reason.code(), "node_lost", "{}", a.reason_text());
         assert!(a.groups.contains(&super::nodes::GROUP_RECREATE_LOST));
@@ -733,11 +736,7 @@ fn running_vms_whose_nodes_are_gone_are_recreated_by_a_planned_step() {
         .push("bootstrap-token-abcdef".into());
     g[0].body = Arc::new(live_group);
     let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
-    let a = p
-        .actions
-        .iter()
-        .find(|a| a.id.kind == super::nodes::KIND)
-        .unwrap();
+    let a = nodes_action(&p);
     assert_ne!(a.reason.code(), "node_lost");
     assert!(
         a.groups

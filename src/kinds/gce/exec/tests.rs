@@ -141,6 +141,22 @@ fn joiner(fake: Arc<FakeCloud>, kube: Arc<FakeKube>) -> tokio::task::JoinHandle<
     })
 }
 
+/// Every VM reports it joined, as one does after `kubeadm join` (its Node
+/// since deleted): their names.
+fn joined_before(w: &World) -> Vec<String> {
+    let vms: Vec<String> = w
+        .fake
+        .instances(&zone())
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    for vm in &vms {
+        w.fake
+            .set_guest_attribute(&zone(), vm, "slicectl/bootstrap", "joined");
+    }
+    vms
+}
+
 async fn run(w: &World, op: StepOp) -> Result<StepOutcome, crate::apply::ApplyError> {
     Nodes
         .execute(&w.cloud, &Scheduler::new(4), &w.nodes_action, op)
@@ -251,16 +267,7 @@ async fn a_vm_that_joined_and_lost_its_node_fails_the_step_with_the_fix() {
     // Nodes were deleted: no token makes a kubelet register again, so the
     // step says so at once instead of waiting for its timeout.
     let w = world(false).await;
-    let vms: Vec<String> = w
-        .fake
-        .instances(&zone())
-        .into_iter()
-        .map(|v| v.name)
-        .collect();
-    for vm in &vms {
-        w.fake
-            .set_guest_attribute(&zone(), vm, "slicectl/bootstrap", "joined");
-    }
+    let vms = joined_before(&w);
     let started = std::time::Instant::now();
     let err = run(&w, StepOp::Create).await.unwrap_err();
     assert_eq!(err.code(), "node_lost", "{err}");
@@ -285,16 +292,7 @@ async fn a_planned_recreate_makes_vms_that_lost_their_node_again_and_they_join()
     // VMs through the MIG once, and they join like new ones.
     let mut w = world(false).await;
     w.nodes_action.groups.insert(nodes::GROUP_RECREATE_LOST);
-    let vms: Vec<String> = w
-        .fake
-        .instances(&zone())
-        .into_iter()
-        .map(|v| v.name)
-        .collect();
-    for vm in &vms {
-        w.fake
-            .set_guest_attribute(&zone(), vm, "slicectl/bootstrap", "joined");
-    }
+    let vms = joined_before(&w);
     let j = joiner(w.fake.clone(), w.kube.clone());
     let out = run(&w, StepOp::Create).await;
     j.abort();
