@@ -716,8 +716,9 @@ async fn a_protected_slice_survives_its_yaml_and_its_nodes_going() {
         names(&get(&sim, "zones/us-central1-b/instances").await),
         vms
     );
-    // Unprotected: apply lifts the Nodes' stamp, the spec's word lifts the
-    // one the MIG recorded at create, and destroy takes everything down.
+    // Unprotected: apply lifts the Nodes' stamp. Then removing the YAML
+    // deletes the slice: the MIG's stamp, recorded at create, yields to
+    // its Nodes, one per running VM, which no longer carry it.
     std::fs::write(
         dir.path().join("lsx.yaml"),
         protected.replace("preventDestroy: true", "preventDestroy: false"),
@@ -725,6 +726,11 @@ async fn a_protected_slice_survives_its_yaml_and_its_nodes_going() {
     .unwrap();
     let o = gce_apply(&sim, dir.path()).await;
     assert!(o.status.success(), "{}", text(&o));
+    std::fs::remove_file(dir.path().join("lsx.yaml")).unwrap();
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(names(&get(&sim, migs).await), ["gce-other-0"]);
+    assert!(nodes_of(&client, "gce-lsx").await.is_empty());
     let o = slicectl(
         &sim,
         &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],

@@ -519,13 +519,19 @@ fn protected(a: &Action, mode: PlanMode, in_specs: bool) -> PlanError {
     }
 }
 
+/// Why a stamp recorded at create yields: the spec is present and does not
+/// protect the slice.
+const RECORDED_SPEC: &str = "the spec no longer protects the slice";
+/// Why a stamp recorded at create yields: the slice is gone from the specs
+/// and its Nodes, one for every running VM, carry no stamp any more.
+const RECORDED_NODES: &str = "the slice's Nodes no longer carry it";
+
 /// The change shown on a replaced or deleted resource whose
 /// `preventDestroy` stamp was recorded at create (a MIG's description) and
 /// yields to the spec: the old protection is there, and not carried on.
-fn stamp_recorded_at_create() -> FieldChange {
+fn stamp_recorded_at_create(why: &str) -> FieldChange {
     FieldChange {
-        path: "description.prevent-destroy (recorded at create; the spec no longer protects the slice)"
-            .into(),
+        path: format!("description.prevent-destroy (recorded at create; {why})"),
         before: Some(Value::from("true")),
         after: None,
         forces_replacement: false,
@@ -914,7 +920,9 @@ fn build(
         if !d.prevent_destroy && !live_protected {
             let mut planned = planned;
             if recorded {
-                planned.changes.push(stamp_recorded_at_create());
+                planned
+                    .changes
+                    .push(stamp_recorded_at_create(RECORDED_SPEC));
             }
             actions.push(planned);
             continue;
@@ -1035,7 +1043,9 @@ fn build(
         }
         let mut planned = planned;
         if recorded {
-            planned.changes.push(stamp_recorded_at_create());
+            planned
+                .changes
+                .push(stamp_recorded_at_create(RECORDED_SPEC));
         }
         actions.push(planned);
     }
@@ -1138,11 +1148,21 @@ fn build(
                 noun: kind.noun(),
             };
             let spec = fleet.slices.get(&a.owner.slice);
-            // A stamp recorded at create yields to a spec that no longer
-            // protects the slice; with no spec, it protects.
-            let spec_lifts = spec.is_some_and(|s| !s.spec.lifecycle.prevent_destroy)
-                && kind.protection_recorded_at_create();
-            if action == ActionKind::Delete && o.prevent_destroy && !spec_lifts {
+            let seen = stamped_hosts
+                .get(&(o.owner.clone(), o.slice.clone(), o.replica))
+                .copied()
+                .unwrap_or(0);
+            let running = kind.running_hosts(&l.body).unwrap_or(0);
+            // A stamp recorded at create (the MIG's) speaks for the slice
+            // only where nothing current does: it yields to a spec that is
+            // present, and to the Nodes when there are some and every
+            // running VM has one (they carry the stamp as it is now).
+            let (yields, yielded_to) = match spec {
+                Some(s) => (!s.spec.lifecycle.prevent_destroy, RECORDED_SPEC),
+                None => (seen > 0 && seen >= running, RECORDED_NODES),
+            };
+            let yields = yields && kind.protection_recorded_at_create();
+            if action == ActionKind::Delete && o.prevent_destroy && !yields {
                 let msg = protected(&a, mode, spec.is_some()).to_string();
                 refused.push(refusal(&a, "protected", msg));
                 continue;
@@ -1151,21 +1171,15 @@ fn build(
                 && spec.is_none()
                 && !o.prevent_destroy
                 && !opts.allow_unverified_delete
-                && let Some(running) = kind.running_hosts(&l.body).filter(|n| *n > 0)
+                && running > seen
             {
-                let seen = stamped_hosts
-                    .get(&(o.owner.clone(), o.slice.clone(), o.replica))
-                    .copied()
-                    .unwrap_or(0);
-                if seen < running {
-                    let msg = protection_unknown(&a, running, seen);
-                    refused.push(refusal(&a, "protection_unknown", msg));
-                    continue;
-                }
+                let msg = protection_unknown(&a, running, seen);
+                refused.push(refusal(&a, "protection_unknown", msg));
+                continue;
             }
             let mut a = a;
             if action == ActionKind::Delete && o.prevent_destroy {
-                a.changes.push(stamp_recorded_at_create());
+                a.changes.push(stamp_recorded_at_create(yielded_to));
             }
             actions.push(a);
         }

@@ -762,3 +762,52 @@ fn running_vms_whose_nodes_are_gone_are_recreated_by_a_planned_step() {
             && a.changes.iter().all(|c| c.path != "nodes.missing"))
     );
 }
+
+#[test]
+fn once_its_nodes_are_unprotected_the_migs_recorded_stamp_yields_to_them() {
+    // Created protected (the MIG's description says so), then unprotected:
+    // apply lifted the stamp from every Node. Removing the YAML now
+    // deletes the slice: the Nodes, one per running VM, carry the stamp as
+    // it is now.
+    let f = fleet(&[
+        slice("lsx", "4x4", PROTECTED, "a"),
+        slice("other", "2x2", "", "a"),
+    ]);
+    let mut inv = live_replica(&f, "lsx", 4, 4, as_written);
+    let g = inv.resources.get_mut(&super::nodes::KIND).unwrap();
+    let mut lifted = plan::kind::body_as::<NodeGroupLive>(&g[0].body)
+        .unwrap()
+        .clone();
+    for n in &mut lifted.nodes {
+        n.labels.remove("slicectl.dev/prevent-destroy");
+    }
+    g[0].body = Arc::new(lifted);
+    let mut gone = f.clone();
+    gone.slices.remove("lsx");
+    let kinds = crate::kinds::plan_kinds();
+    let p = plan::plan(&gone, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    let mig = p
+        .actions
+        .iter()
+        .find(|a| a.id.kind == super::mig::KIND)
+        .unwrap();
+    assert_eq!(mig.action, ActionKind::Delete);
+    assert!(
+        mig.changes
+            .iter()
+            .any(|c| c.path.contains("the slice's Nodes no longer carry it")),
+        "{:?}",
+        mig.changes
+    );
+    // No Node at all (and no VM running): only the MIG speaks, and it
+    // protects.
+    let inv = live_replica(&f, "lsx", 0, 0, as_written);
+    let p = plan::plan(&gone, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(refusals(&p).contains(&("slice.lsx[0].mig".into(), "protected".into())));
+    // Some VMs without a Node: the MIG's stamp protects, whatever the
+    // remaining Nodes say.
+    let inv = live_replica(&f, "lsx", 4, 2, as_written);
+    let p = plan::plan(&gone, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(p.actions.iter().all(|a| a.owner.slice != "lsx"));
+}
