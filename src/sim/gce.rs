@@ -1188,12 +1188,16 @@ pub(crate) fn delete_mig(
 /// Each instance is recreated using the group's current configuration. This
 /// operation is marked as DONE when the flag is set even if the instances
 /// have not yet been recreated"; `instances` are "full URL or a partial URL,
-/// such as zones/[ZONE]/instances/[INSTANCE_NAME]", at most 1000. A
-/// recreated VM keeps its name (Compute Engine, "Recreating VMs in a MIG":
-/// the MIG deletes the VM and creates it again with the same name) and
-/// boots again from the template: fresh metadata, no guest attributes, a
-/// new node agent. An instance that is not the group's is refused (the
-/// message is the simulator's own; no public source quotes GCE's).
+/// such as zones/[ZONE]/instances/[INSTANCE_NAME]", at most 1000. The gcloud
+/// reference (cloud.google.com/sdk/gcloud/reference/compute/instance-groups/
+/// managed/recreate-instances): "The underlying virtual machine instances
+/// are deleted and recreated based on the latest instance template
+/// configured for the managed instance group". The managed instance is the
+/// one named in the request, so the VM comes back under its name (the
+/// simulator's reading; no page found says it in so many words) and boots
+/// again from the template: fresh metadata, no guest attributes, a new node
+/// agent. An instance that is not the group's is refused (the message is
+/// the simulator's own; no public source quotes GCE's).
 pub(crate) fn recreate_instances(
     inner: &mut Inner,
     ctx: &Ctx,
