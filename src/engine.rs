@@ -174,7 +174,7 @@ pub fn plan_with(
     let kinds = kinds();
     match mode {
         PlanMode::Apply => plan::plan(fleet, inv, &kinds, opts),
-        PlanMode::Destroy => plan::plan_destroy(fleet, inv, &kinds, opts.max_destroy),
+        PlanMode::Destroy => plan::plan_destroy_with(fleet, inv, &kinds, opts),
     }
 }
 

@@ -806,3 +806,127 @@ async fn sim_mode_never_writes_to_a_reachable_real_cluster() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(nodes_of(&client, "sim-iso").await.is_empty());
 }
+
+/// Issue 23 item 2: a protected slice whose YAML was moved away and whose
+/// Nodes were deleted (maintenance, node GC) keeps its MIG, template and
+/// policy: the protection is read from the MIG, where the capacity is.
+/// Put back, its running VMs without Nodes are recreated by a planned step
+/// and join again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_protected_slice_survives_its_yaml_and_its_nodes_going() {
+    let _serial = SERIAL.lock().await;
+    let client = kube_client().await;
+    let sim = sim(Duration::from_millis(50), 11, FaultConfig::default()).await;
+    // 2 hosts of 4 chips: a multi-host slice, with a workload policy.
+    let protected = gce_slice(
+        "gce-lsx",
+        "2x4",
+        "  machineType: ct6e-standard-4t\n  lifecycle: {preventDestroy: true}\n",
+    );
+    let dir = gce_dir(
+        "e2e-gce-protect",
+        &[
+            ("lsx.yaml", protected.clone()),
+            ("other.yaml", gce_slice("gce-other", "2x2", "")),
+        ],
+    );
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(nodes_of(&client, "gce-lsx").await.len(), 2);
+    let migs = "zones/us-central1-b/instanceGroupManagers";
+    let mig = get(&sim, &format!("{migs}/gce-lsx-0")).await;
+    assert!(
+        mig["description"]
+            .as_str()
+            .unwrap()
+            .ends_with(" prevent-destroy=true"),
+        "{mig}"
+    );
+    // The YAML moves away (another slice stays: the source is not empty),
+    // and the Nodes are deleted by hand.
+    std::fs::remove_file(dir.path().join("lsx.yaml")).unwrap();
+    for n in nodes_of(&client, "gce-lsx").await {
+        Api::<Node>::all(client.clone())
+            .delete(n.metadata.name.as_deref().unwrap(), &Default::default())
+            .await
+            .unwrap();
+    }
+    assert!(nodes_of(&client, "gce-lsx").await.is_empty());
+    let o = gce_apply(&sim, dir.path()).await;
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("slice.gce-lsx[0].mig"), "{out}");
+    assert!(out.contains("protected by preventDestroy"), "{out}");
+    assert!(!out.contains("deleting done"), "{out}");
+    // Nothing of it was deleted.
+    assert_eq!(names(&get(&sim, migs).await), ["gce-lsx-0", "gce-other-0"]);
+    assert_eq!(
+        names(&get(&sim, "global/instanceTemplates").await),
+        ["gce-lsx-0-it", "gce-other-0-it"]
+    );
+    assert_eq!(
+        names(&get(&sim, "regions/us-central1/resourcePolicies").await),
+        ["gce-lsx-0-wp"]
+    );
+    // Back in the specs: its VMs run, their Nodes are gone, and a kubelet
+    // does not register again by itself. The plan offers recreating them
+    // through the MIG (reason node_lost); apply does it and they join again
+    // under their names.
+    let vms = names(&get(&sim, "zones/us-central1-b/instances").await);
+    std::fs::write(dir.path().join("lsx.yaml"), &protected).unwrap();
+    let o = slicectl(
+        &sim,
+        &["plan", dir.path().to_str().unwrap(), "--output", "json"],
+    )
+    .await;
+    let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let nodes = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["address"] == "slice.gce-lsx[0].nodes")
+        .unwrap_or_else(|| panic!("{plan}"));
+    assert_eq!(nodes["reason_code"], "node_lost", "{nodes}");
+    assert!(
+        nodes["reason"]
+            .as_str()
+            .unwrap()
+            .contains("recreated through the MIG"),
+        "{nodes}"
+    );
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let back = nodes_of(&client, "gce-lsx").await;
+    assert_eq!(back.len(), 2);
+    assert!(back.iter().all(|n| ready_with_chips(n, "4")));
+    assert!(back.iter().all(|n| {
+        n.metadata.labels.as_ref().unwrap()["slicectl.dev/prevent-destroy"] == "true"
+    }));
+    assert_eq!(
+        names(&get(&sim, "zones/us-central1-b/instances").await),
+        vms
+    );
+    // Unprotected: apply lifts the Nodes' stamp. Then removing the YAML
+    // deletes the slice: the MIG's stamp, recorded at create, yields to
+    // its Nodes, one per running VM, which no longer carry it.
+    std::fs::write(
+        dir.path().join("lsx.yaml"),
+        protected.replace("preventDestroy: true", "preventDestroy: false"),
+    )
+    .unwrap();
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::remove_file(dir.path().join("lsx.yaml")).unwrap();
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(names(&get(&sim, migs).await), ["gce-other-0"]);
+    assert!(nodes_of(&client, "gce-lsx").await.is_empty());
+    let o = slicectl(
+        &sim,
+        &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],
+    )
+    .await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(names(&get(&sim, migs).await).is_empty());
+    assert!(nodes_of(&client, "gce-other").await.is_empty());
+}

@@ -226,6 +226,7 @@ fn outputs(dir: &Path) -> Result<Vec<(&'static str, Option<String>)>, String> {
                 allow_empty_source: opts
                     .allow_empty_source
                     .unwrap_or(defaults.allow_empty_source),
+                ..PlanOptions::default()
             },
         ),
         Mode::Destroy => plan::plan_destroy(&fleet, &inv, &kinds, max_destroy),

@@ -417,6 +417,69 @@ async fn bulk_stockout_creates_no_vm_until_capacity_returns() {
 }
 
 #[tokio::test]
+async fn recreate_instances_makes_a_vm_again_under_its_name_with_fresh_metadata() {
+    let sim = start(Duration::ZERO, 9, FaultConfig::default()).await;
+    let c = Client::new(&sim);
+    make_slice(&c, "rc").await;
+    let vms = wait_running(&c, 4).await;
+    let name = vms[0]["name"].as_str().unwrap().to_string();
+    let id = vms[0]["id"].clone();
+    let path = format!("{}/instances/{name}", zone_path());
+    // Something written into its metadata since it booted.
+    let fp = vms[0]["metadata"]["fingerprint"].clone();
+    let mut items = vms[0]["metadata"]["items"].as_array().unwrap().clone();
+    items.push(json!({"key": "written-later", "value": "x"}));
+    let op = ok(
+        &c,
+        "POST",
+        &format!("{path}/setMetadata"),
+        Some(json!({"fingerprint": fp, "items": items})),
+    )
+    .await;
+    wait(&c, &op).await;
+    let recreate = format!("{}/instanceGroupManagers/rc/recreateInstances", zone_path());
+    // The body is checked against the discovery document, and the VMs
+    // must be the group's.
+    let (s, e) = c.post(&recreate, json!({"instance": [name.clone()]})).await;
+    assert_eq!(s, 400, "{e}");
+    let (s, e) = c
+        .post(
+            &recreate,
+            json!({"instances": ["zones/x/instances/not-mine"]}),
+        )
+        .await;
+    assert_eq!(s, 400, "{e}");
+    let op = ok(
+        &c,
+        "POST",
+        &recreate,
+        Some(json!({"instances": [format!("zones/{ZONE}/instances/{name}")]})),
+    )
+    .await;
+    assert_eq!(
+        op["operationType"],
+        "compute.instanceGroupManagers.recreateInstances"
+    );
+    assert!(wait(&c, &op).await.get("error").is_none());
+    let again = wait_running(&c, 4).await;
+    let vm = again.iter().find(|v| v["name"] == name.as_str()).unwrap();
+    assert_ne!(vm["id"], id, "a new VM under the same name");
+    let keys: Vec<&str> = vm["metadata"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["key"].as_str())
+        .collect();
+    assert!(keys.contains(&"created-by"), "{keys:?}");
+    assert!(!keys.contains(&"written-later"), "{keys:?}");
+    // The other VMs are untouched.
+    for v in &vms[1..] {
+        let now = again.iter().find(|a| a["name"] == v["name"]).unwrap();
+        assert_eq!(now["id"], v["id"]);
+    }
+}
+
+#[tokio::test]
 async fn set_metadata_needs_the_current_fingerprint() {
     use base64::Engine;
     let sim = start(Duration::ZERO, 7, FaultConfig::default()).await;

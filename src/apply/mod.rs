@@ -92,6 +92,16 @@ pub enum ApplyError {
         /// What happened.
         message: String,
     },
+    /// A self-managed slice's VM runs and joined once, but its Node is gone
+    /// (deleted by hand, by node GC): its kubelet does not register it
+    /// again by itself. The message names the VM and the fix.
+    #[error("{address}: {message}")]
+    NodeLost {
+        /// Address.
+        address: String,
+        /// Which VMs, and how to recreate them.
+        message: String,
+    },
 }
 
 impl ApplyError {
@@ -110,6 +120,7 @@ impl ApplyError {
             ApplyError::Panicked(_) => "panicked",
             ApplyError::Kube(e) => e.code(),
             ApplyError::Bootstrap { .. } => "bootstrap_failed",
+            ApplyError::NodeLost { .. } => "node_lost",
             ApplyError::InvalidTemplate { .. } => "invalid_template",
         }
     }

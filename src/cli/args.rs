@@ -142,6 +142,10 @@ pub enum Command {
         /// Maximum resources (of every kind) this destroy may delete.
         #[arg(long, default_value_t = DEFAULT_MAX_DESTROY)]
         max_destroy: usize,
+        /// Allow deleting a self-managed slice replica whose protection
+        /// cannot be read (refusal `protection_unknown`).
+        #[arg(long)]
+        allow_unverified_delete: bool,
         /// Execution settings.
         #[command(flatten)]
         exec: Exec,
@@ -264,6 +268,11 @@ pub struct Safety {
     /// Allow pruning every slice when the specs define none.
     #[arg(long)]
     pub allow_empty_source: bool,
+    /// Allow deleting a self-managed slice gone from the specs whose
+    /// protection cannot be read (refusal `protection_unknown`: its MIG
+    /// carries no stamp and some of its running VMs have no Node).
+    #[arg(long)]
+    pub allow_unverified_delete: bool,
 }
 
 /// Timing of `reconcile --watch`.

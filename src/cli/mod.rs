@@ -145,6 +145,7 @@ async fn run(cmd: Command) -> Result<u8> {
                     planfile::SavedOptions {
                         max_destroy: opts.max_destroy,
                         allow_empty_source: opts.allow_empty_source,
+                        allow_unverified_delete: opts.allow_unverified_delete,
                     },
                 )?;
                 eprintln!(
@@ -173,9 +174,12 @@ async fn run(cmd: Command) -> Result<u8> {
             // Anything that exists and is not a directory is a plan file
             // (read as a bounded regular file: a FIFO or a device is refused).
             if path.exists() && !path.is_dir() {
-                if safety.max_destroy.is_some() || safety.allow_empty_source {
+                if safety.max_destroy.is_some()
+                    || safety.allow_empty_source
+                    || safety.allow_unverified_delete
+                {
                     bail!(
-                        "--max-destroy and --allow-empty-source cannot be used with a saved plan: \
+                        "--max-destroy, --allow-empty-source and --allow-unverified-delete cannot be used with a saved plan: \
                          {} was made with its own safety options, and applying it checks them again. \
                          Make a new plan with the options you want: `slicectl plan DIR --out FILE ...`",
                         path.display()
@@ -214,6 +218,7 @@ async fn run(cmd: Command) -> Result<u8> {
             dir,
             conn,
             max_destroy,
+            allow_unverified_delete,
             exec,
         } => {
             let Some(loaded) = load_observable(&dir)? else {
@@ -222,6 +227,7 @@ async fn run(cmd: Command) -> Result<u8> {
             let opts = PlanOptions {
                 max_destroy,
                 allow_empty_source: true,
+                allow_unverified_delete,
             };
             reconcile(&loaded.fleet, &conn, PlanMode::Destroy, opts, &exec).await
         }
@@ -430,6 +436,7 @@ fn plan_options(s: &Safety) -> PlanOptions {
     PlanOptions {
         max_destroy: s.max_destroy.unwrap_or(args::DEFAULT_MAX_DESTROY),
         allow_empty_source: s.allow_empty_source,
+        allow_unverified_delete: s.allow_unverified_delete,
     }
 }
 

@@ -35,6 +35,9 @@ pub struct SavedOptions {
     pub max_destroy: usize,
     /// `--allow-empty-source`.
     pub allow_empty_source: bool,
+    /// `--allow-unverified-delete` (absent in files saved before it existed).
+    #[serde(default)]
+    pub allow_unverified_delete: bool,
 }
 
 impl From<SavedOptions> for PlanOptions {
@@ -42,6 +45,7 @@ impl From<SavedOptions> for PlanOptions {
         PlanOptions {
             max_destroy: o.max_destroy,
             allow_empty_source: o.allow_empty_source,
+            allow_unverified_delete: o.allow_unverified_delete,
         }
     }
 }
@@ -218,6 +222,7 @@ mod tests {
     const OPTS: SavedOptions = SavedOptions {
         max_destroy: 3,
         allow_empty_source: false,
+        allow_unverified_delete: false,
     };
 
     #[test]

@@ -157,6 +157,14 @@ pub trait ComputeService: Send + Sync {
         zone: &ZoneRef,
         name: &str,
     ) -> Result<compute::Operation, CloudError>;
+    /// Starts recreating VMs of a MIG from its template, each under its
+    /// name (`instanceGroupManagers.recreateInstances`, a zonal operation).
+    async fn recreate_instances(
+        &self,
+        zone: &ZoneRef,
+        mig: &str,
+        instances: &[String],
+    ) -> Result<compute::Operation, CloudError>;
     /// The VMs of a MIG, existing or not yet.
     async fn list_managed_instances(
         &self,
@@ -417,6 +425,16 @@ impl ComputeService for CloudClient {
     ) -> Result<compute::Operation, CloudError> {
         self.compute()
             .delete_instance_group_manager(zone, name)
+            .await
+    }
+    async fn recreate_instances(
+        &self,
+        zone: &ZoneRef,
+        mig: &str,
+        instances: &[String],
+    ) -> Result<compute::Operation, CloudError> {
+        self.compute()
+            .recreate_instances(zone, mig, instances)
             .await
     }
     async fn list_managed_instances(

@@ -20,7 +20,7 @@ use super::http::{Access, Request};
 use crate::resource::compute::{
     GuestAttributeEntry, GuestAttributes, Instance, InstanceGroupManager,
     InstanceManagedByIgmError, InstanceTemplate, ManagedInstance, ManagedInstanceList, Metadata,
-    Operation, ResourcePolicy,
+    Operation, RecreateInstancesRequest, ResourcePolicy,
 };
 use crate::resource::{ProjectRef, ZoneRef};
 
@@ -379,6 +379,35 @@ impl<'a> ComputeApi<'a> {
             "compute.instanceGroupManagers.delete",
             url,
             None,
+        )
+        .await
+    }
+
+    /// Starts recreating VMs of a MIG (`POST …/recreateInstances`, a zonal
+    /// operation DONE once they are flagged): each VM is deleted and made
+    /// again under its name from the group's template.
+    pub async fn recreate_instances(
+        &self,
+        zone: &ZoneRef,
+        mig: &str,
+        instances: &[String],
+    ) -> Result<Operation, CloudError> {
+        segment("instance group manager", mig)?;
+        let url = format!(
+            "{}/recreateInstances",
+            self.zone_url(zone, "instanceGroupManagers", Some(mig))?
+        );
+        let body = RecreateInstancesRequest {
+            instances: instances
+                .iter()
+                .map(|i| format!("zones/{}/instances/{i}", zone.zone))
+                .collect(),
+        };
+        self.write(
+            Method::POST,
+            "compute.instanceGroupManagers.recreateInstances",
+            url,
+            Some(&body),
         )
         .await
     }

@@ -89,6 +89,8 @@ enum Effect {
     /// Zone key, the MIG, whether its VMs meet a stockout.
     InsertMig(String, Box<InstanceGroupManager>, bool),
     DeleteMig(String, String),
+    /// Zone key, the MIG, the VMs made again.
+    RecreateVms(String, String, Vec<String>),
 }
 
 /// A MIG in the fake: the group, its VMs' names, and whether it is stuck
@@ -499,6 +501,20 @@ fn apply_effect(st: &mut State, effect: &Effect) {
                     stockout: *stockout,
                 },
             );
+        }
+        Effect::RecreateVms(zone, name, vms) => {
+            let Some(mig) = st
+                .migs
+                .get(zone)
+                .and_then(|m| m.get(name))
+                .map(|f| f.mig.clone())
+            else {
+                return;
+            };
+            for vm in vms {
+                st.guest.remove(&(zone.clone(), vm.clone()));
+            }
+            create_vms(st, zone, &mig, vms);
         }
         Effect::DeleteMig(zone, name) => {
             if let Some(f) = st.migs.get_mut(zone).and_then(|m| m.remove(name))
@@ -961,6 +977,38 @@ impl ComputeService for FakeCloud {
             key.clone(),
             op.clone(),
             Effect::DeleteMig(key, name.to_string()),
+        ));
+        Ok(op)
+    }
+
+    async fn recreate_instances(
+        &self,
+        zone: &ZoneRef,
+        mig: &str,
+        instances: &[String],
+    ) -> Result<compute::Operation, CloudError> {
+        self.call(
+            "recreate_instances",
+            &format!("{mig} {}", instances.join(",")),
+        )?;
+        let mut st = self.lock();
+        let key = zone_key(zone);
+        let Some(f) = st.migs.get(&key).and_then(|m| m.get(mig)) else {
+            return Err(Fault::NotFound.error("recreate_instances"));
+        };
+        if instances.iter().any(|i| !f.members.contains(i)) {
+            return Err(Fault::NotFound.error("recreate_instances"));
+        }
+        let op = new_scoped_op(
+            &mut st,
+            &key,
+            &format!("instanceGroupManagers/{mig}"),
+            "compute.instanceGroupManagers.recreateInstances",
+        );
+        st.compute_ops.push((
+            key.clone(),
+            op.clone(),
+            Effect::RecreateVms(key, mig.to_string(), instances.to_vec()),
         ));
         Ok(op)
     }

@@ -380,6 +380,38 @@ pub trait Kind: Send + Sync {
         None
     }
 
+    /// Whether this kind's `preventDestroy` stamp is written when the
+    /// resource is created and never lifted in place (a MIG's description).
+    /// While the slice is in the specs its spec decides, so such a stamp
+    /// never blocks a slice whose spec no longer protects it; once the slice
+    /// is gone from the specs the stamp protects it.
+    fn protection_recorded_at_create(&self) -> bool {
+        false
+    }
+
+    /// How many hosts of its slice replica a live resource runs, when it is
+    /// the one holding the replica's capacity (a MIG's RUNNING VMs).
+    fn running_hosts(&self, _live: &Body) -> Option<u32> {
+        None
+    }
+
+    /// How many hosts of its slice replica a live resource stands for in the
+    /// cluster, when it is where the replica's mutable protection stamp
+    /// lives (a self-managed slice's Nodes): fewer of them than running
+    /// hosts means the stamp cannot be read for every host.
+    fn stamped_hosts(&self, _live: &Body) -> Option<u32> {
+        None
+    }
+
+    /// When hosts of the replica run without being in the cluster (more
+    /// running hosts than [`Kind::stamped_hosts`]) and no join is under way
+    /// in `live` (this kind's live body, if any): the update group that
+    /// recreates the hosts that lost their place (a self-managed slice's
+    /// VMs whose Nodes were deleted), if the kind can.
+    fn recreate_lost_hosts(&self, _live: Option<&Body>) -> Option<UpdateGroup> {
+        None
+    }
+
     /// Reads a live body from Google's JSON (golden inventories, fakes).
     fn parse(&self, json: Value) -> Result<Body, String>;
 

@@ -224,6 +224,9 @@ pub struct PlanOptions {
     pub max_destroy: usize,
     /// Allow pruning when the specs define no slice at all.
     pub allow_empty_source: bool,
+    /// Allow deleting a slice replica no longer in the specs whose
+    /// protection cannot be read (`protection_unknown`).
+    pub allow_unverified_delete: bool,
 }
 
 impl Default for PlanOptions {
@@ -231,6 +234,7 @@ impl Default for PlanOptions {
         PlanOptions {
             max_destroy: 10,
             allow_empty_source: false,
+            allow_unverified_delete: false,
         }
     }
 }
@@ -408,7 +412,22 @@ pub fn plan_destroy(
 ) -> Result<Plan, PlanError> {
     let opts = PlanOptions {
         max_destroy,
+        ..PlanOptions::default()
+    };
+    plan_destroy_with(fleet, inventory, kinds, &opts)
+}
+
+/// [`plan_destroy`] with every safety option (`allow_empty_source` has no
+/// effect: a destroy empties the fleet by design).
+pub fn plan_destroy_with(
+    fleet: &Fleet,
+    inventory: &Inventory,
+    kinds: &[&dyn Kind],
+    opts: &PlanOptions,
+) -> Result<Plan, PlanError> {
+    let opts = PlanOptions {
         allow_empty_source: true,
+        ..*opts
     };
     build(fleet, inventory, kinds, &opts, PlanMode::Destroy)
 }
@@ -568,6 +587,81 @@ fn protected(a: &Action, mode: PlanMode, in_specs: bool) -> PlanError {
         how,
         reason: a.reason_text(),
     }
+}
+
+/// Why a stamp recorded at create yields: the spec is present and does not
+/// protect the slice.
+const RECORDED_SPEC: &str = "the spec no longer protects the slice";
+/// Why a stamp recorded at create yields: the slice is gone from the specs
+/// and its Nodes, one for every running VM, carry no stamp any more.
+const RECORDED_NODES: &str = "the slice's Nodes no longer carry it";
+
+/// The change shown on a replaced or deleted resource whose
+/// `preventDestroy` stamp was recorded at create (a MIG's description) and
+/// yields to the spec: the old protection is there, and not carried on.
+fn stamp_recorded_at_create(why: &str) -> FieldChange {
+    FieldChange {
+        path: format!("description.prevent-destroy (recorded at create; {why})"),
+        before: Some(Value::from("true")),
+        after: None,
+        forces_replacement: false,
+    }
+}
+
+/// The note on Nodes planned to join while VMs of the replica already run
+/// without one: a VM still bootstrapping joins during the apply, but one
+/// whose Node was deleted does not, and apply stops on it (`node_lost`).
+fn lost_nodes_note(running: u32, seen: u32, scope: &Scope, mig: &str) -> FieldChange {
+    let (zone, project) = match scope {
+        Scope::Zone(z) => (z.zone.as_str(), z.project.as_str()),
+        _ => ("ZONE", "PROJECT"),
+    };
+    FieldChange {
+        path: "nodes.missing".into(),
+        before: Some(Value::from(format!(
+            "{running} VM(s) of managed instance group {mig} RUNNING, {seen} Node(s)"
+        ))),
+        after: Some(Value::from(format!(
+            "a VM still bootstrapping joins during this apply; a VM that joined and whose Node was deleted does not: \
+             a kubelet does not register its Node again by itself, so apply stops on it (node_lost) and names it. \
+             Recreate such a VM: gcloud compute instance-groups managed recreate-instances {mig} --instances=VM \
+             --zone={zone} --project={project} (list them: gcloud compute instance-groups managed list-instances {mig} \
+             --zone={zone} --project={project})"
+        ))),
+        forces_replacement: false,
+    }
+}
+
+/// How many hosts an action that is not a replace or delete disrupts (the
+/// VMs a lost-Node recreate may make again), counted against
+/// `--max-destroy`.
+fn disruption(a: &Action) -> usize {
+    match &a.reason {
+        Reason::NodeLost { running, nodes, .. } => running.saturating_sub(*nodes) as usize,
+        _ => 0,
+    }
+}
+
+/// The refusal text of a slice replica gone from the specs whose
+/// protection cannot be read.
+fn protection_unknown(a: &Action, running: u32, seen: u32) -> String {
+    format!(
+        "{} ({}) would be destroyed ({}), but whether slice {} is protected by preventDestroy cannot be read: \
+         the {} {} carries no protection stamp, and {} VM(s) run while only {seen} of their Nodes exist \
+         ({} missing), and the Nodes are where the stamp lives. Nothing of slice replica {}[{}] is deleted. \
+         If it is protected, put its spec back with `lifecycle.preventDestroy: true`; if you are sure it is not, \
+         apply again with --allow-unverified-delete",
+        a.address(),
+        a.id.name,
+        a.reason_text(),
+        a.owner.slice,
+        a.noun,
+        a.id.name,
+        running,
+        running - seen,
+        a.owner.slice,
+        a.owner.replica,
+    )
 }
 
 /// Which forced change to name in a replacement's reason: the ones a person
@@ -759,6 +853,30 @@ fn build(
         }
     }
 
+    // Per owned slice replica: how many hosts carry its mutable protection
+    // stamp (a self-managed slice's Nodes), and how many run (its MIG's
+    // RUNNING VMs, with where they run), to tell whether the stamp can be
+    // read for every running host.
+    let mut stamped_hosts: BTreeMap<(String, String, u32), u32> = BTreeMap::new();
+    let mut running_hosts: BTreeMap<(String, String, u32), (u32, &Scope, String)> = BTreeMap::new();
+    for kind in kinds {
+        for l in inv.live(kind.id()) {
+            let Some(o) = kind.ownership(&l.body) else {
+                continue;
+            };
+            if !owners.owns(&l.scope, Some(&o)) {
+                continue;
+            }
+            let key = (o.owner, o.slice, o.replica);
+            if let Some(n) = kind.stamped_hosts(&l.body) {
+                *stamped_hosts.entry(key.clone()).or_default() += n;
+            }
+            if let Some(n) = kind.running_hosts(&l.body) {
+                running_hosts.insert(key, (n, &l.scope, kind.name(&l.body)));
+            }
+        }
+    }
+
     // Desired resources. Unchanged ones that go with their dependencies
     // are looked at again once every action is known.
     let mut unchanged: Vec<(&Desired, &LiveResource)> = Vec::new();
@@ -930,8 +1048,19 @@ fn build(
             actions.push(planned);
             continue;
         }
-        let live_protected = own.as_ref().is_some_and(|o| o.prevent_destroy);
+        // A stamp recorded at create (a MIG's description) yields to the
+        // spec while the slice is in the specs; the replacement does not
+        // carry it, and the plan says so.
+        let recorded =
+            own.as_ref().is_some_and(|o| o.prevent_destroy) && kind.protection_recorded_at_create();
+        let live_protected = own.as_ref().is_some_and(|o| o.prevent_destroy) && !recorded;
         if !d.prevent_destroy && !live_protected {
+            let mut planned = planned;
+            if recorded {
+                planned
+                    .changes
+                    .push(stamp_recorded_at_create(RECORDED_SPEC));
+            }
             actions.push(planned);
             continue;
         }
@@ -1040,15 +1169,60 @@ fn build(
             timeout: d.timeout,
             noun: kind.noun(),
         };
-        let protected_live = kind
+        let stamped = kind
             .ownership(&live.body)
             .is_some_and(|o| o.prevent_destroy);
-        if d.prevent_destroy || protected_live {
+        let recorded = stamped && kind.protection_recorded_at_create();
+        if d.prevent_destroy || (stamped && !recorded) {
             let msg = protected(&planned, mode, true).to_string();
             refused.push(refusal(&planned, "protected", msg));
             continue;
         }
+        let mut planned = planned;
+        if recorded {
+            planned
+                .changes
+                .push(stamp_recorded_at_create(RECORDED_SPEC));
+        }
         actions.push(planned);
+    }
+
+    // Nodes planned to join while some of the replica's VMs already run:
+    // say that a VM whose Node was deleted will not join again by itself.
+    for a in &mut actions {
+        if !matches!(a.action, ActionKind::Create | ActionKind::Update)
+            || !kind_of(a.id.kind).is_some_and(|k| k.reports_nodes())
+        {
+            continue;
+        }
+        let Some(owner) = fleet
+            .slices
+            .get(&a.owner.slice)
+            .and_then(|s| fleet.target_of(s))
+            .map(|t| t.spec.owner_id.clone())
+        else {
+            continue;
+        };
+        let key = (owner, a.owner.slice.clone(), a.owner.replica);
+        let seen = stamped_hosts.get(&key).copied().unwrap_or(0);
+        let Some((running, scope, mig)) = running_hosts.get(&key).filter(|r| r.0 > seen) else {
+            continue;
+        };
+        let live = live_by_id.get(&a.id).map(|l| &l.body);
+        match kind_of(a.id.kind).and_then(|k| k.recreate_lost_hosts(live)) {
+            // The fix is planned, with the usual consent, and counted as a
+            // disruption: the executor recreates only VMs that joined and
+            // lost their Node.
+            Some(group) => {
+                a.groups.insert(group);
+                a.reason = Reason::NodeLost {
+                    mig: mig.clone(),
+                    running: *running,
+                    nodes: seen,
+                };
+            }
+            None => a.changes.push(lost_nodes_note(*running, seen, scope, mig)),
+        }
     }
 
     // Live resources: owned but not desired → delete; not owned → unmanaged.
@@ -1110,9 +1284,23 @@ fn build(
                 timeout: crate::spec::DEFAULT_OPERATION_TIMEOUT,
                 noun: kind.noun(),
             };
-            if action == ActionKind::Delete && o.prevent_destroy {
-                let in_specs = fleet.slices.contains_key(&a.owner.slice);
-                let msg = protected(&a, mode, in_specs).to_string();
+            let spec = fleet.slices.get(&a.owner.slice);
+            let seen = stamped_hosts
+                .get(&(o.owner.clone(), o.slice.clone(), o.replica))
+                .copied()
+                .unwrap_or(0);
+            let running = kind.running_hosts(&l.body).unwrap_or(0);
+            // A stamp recorded at create (the MIG's) speaks for the slice
+            // only where nothing current does: it yields to a spec that is
+            // present, and to the Nodes when there are some and every
+            // running VM has one (they carry the stamp as it is now).
+            let (yields, yielded_to) = match spec {
+                Some(s) => (!s.spec.lifecycle.prevent_destroy, RECORDED_SPEC),
+                None => (seen > 0 && seen >= running, RECORDED_NODES),
+            };
+            let yields = yields && kind.protection_recorded_at_create();
+            if action == ActionKind::Delete && o.prevent_destroy && !yields {
+                let msg = protected(&a, mode, spec.is_some()).to_string();
                 refused.push(refusal(&a, "protected", msg));
                 continue;
             }
@@ -1124,6 +1312,20 @@ fn build(
             {
                 refused.push(refusal(&a, "empty_target", msg));
                 continue;
+            }
+            if action == ActionKind::Delete
+                && spec.is_none()
+                && !o.prevent_destroy
+                && !opts.allow_unverified_delete
+                && running > seen
+            {
+                let msg = protection_unknown(&a, running, seen);
+                refused.push(refusal(&a, "protection_unknown", msg));
+                continue;
+            }
+            let mut a = a;
+            if action == ActionKind::Delete && o.prevent_destroy {
+                a.changes.push(stamp_recorded_at_create(yielded_to));
             }
             actions.push(a);
         }
@@ -1171,15 +1373,16 @@ fn build(
     }
     let destructive: Vec<&Action> = actions
         .iter()
-        .filter(|a| a.action.is_destructive())
+        .filter(|a| a.action.is_destructive() || disruption(a) > 0)
         .collect();
-    if destructive.len() > opts.max_destroy {
+    let count: usize = destructive.iter().map(|a| disruption(a).max(1)).sum();
+    if count > opts.max_destroy {
         let slices: BTreeSet<String> = destructive
             .iter()
             .map(|a| format!("{}[{}]", a.owner.slice, a.owner.replica))
             .collect();
         errors.push(PlanError::TooManyDestructive {
-            count: destructive.len(),
+            count,
             max: opts.max_destroy,
             slices: slices.into_iter().collect(),
         });

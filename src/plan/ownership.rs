@@ -75,7 +75,11 @@ impl Ownership {
     }
 
     /// Compute resource policies have no labels: ownership is written into
-    /// the description as `slicectl: key=value ...`.
+    /// the description as `slicectl: key=value ...`, with
+    /// `prevent-destroy=true` last when protected (only the MIG, which
+    /// holds a self-managed slice's capacity, is rendered protected). A
+    /// description without the token reads as unprotected, so descriptions
+    /// written before the token existed parse as they always did.
     pub fn to_description(&self) -> String {
         let mut s = format!(
             "slicectl: managed-by={MANAGER} owner={} slice={} replica={}",
@@ -86,6 +90,9 @@ impl Ownership {
         }
         if let Some(v) = &self.hash_version {
             s.push_str(&format!(" hash-version={v}"));
+        }
+        if self.prevent_destroy {
+            s.push_str(" prevent-destroy=true");
         }
         s
     }
@@ -106,7 +113,7 @@ impl Ownership {
             replica: kv.get("replica")?.parse().ok()?,
             spec_hash: kv.get("spec-hash").map(|s| s.to_string()),
             hash_version: kv.get("hash-version").map(|s| s.to_string()),
-            prevent_destroy: false,
+            prevent_destroy: kv.get("prevent-destroy") == Some(&"true"),
         })
     }
 }
@@ -143,5 +150,19 @@ mod tests {
         o.prevent_destroy = false;
         assert_eq!(Ownership::from_description(&o.to_description()), Some(o));
         assert_eq!(Ownership::from_description("made by hand"), None);
+        // The protection stamp round-trips, and is written only when set.
+        let o = sample();
+        assert!(o.to_description().ends_with(" prevent-destroy=true"));
+        assert_eq!(Ownership::from_description(&o.to_description()), Some(o));
+    }
+
+    #[test]
+    fn a_description_written_before_the_stamp_existed_reads_unprotected() {
+        // The exact format of every description written so far.
+        let old = "slicectl: managed-by=slicectl owner=team-llm slice=llm replica=2 spec-hash=abc hash-version=v1";
+        let mut want = sample();
+        want.prevent_destroy = false;
+        assert_eq!(Ownership::from_description(old), Some(want.clone()));
+        assert_eq!(want.to_description(), old);
     }
 }

@@ -82,6 +82,17 @@ pub enum Reason {
         /// `created again` or `replaced`.
         how: &'static str,
     },
+    /// VMs of the replica run without a Node, and no bootstrap is under
+    /// way: those that joined and lost their Node are recreated through
+    /// their MIG (a kubelet does not register its Node again by itself).
+    NodeLost {
+        /// The MIG.
+        mig: String,
+        /// Its RUNNING VMs.
+        running: u32,
+        /// The replica's Nodes.
+        nodes: u32,
+    },
 }
 
 impl Reason {
@@ -103,6 +114,7 @@ impl Reason {
             Reason::Moved { .. } => "moved",
             Reason::NotNeeded => "not_needed",
             Reason::DependencyReplaced { .. } => "dependency_replaced",
+            Reason::NodeLost { .. } => "node_lost",
         }
     }
 
@@ -211,6 +223,17 @@ impl Reason {
             Reason::NotNeeded => {
                 format!("delete because replica {r} of slice {s} no longer needs a {noun}")
             }
+            Reason::NodeLost {
+                mig,
+                running,
+                nodes,
+            } => format!(
+                "recreate because {running} VM(s) of managed instance group {mig} run and replica {r} of slice {s} \
+                 has {nodes} Node(s): a VM that joined and whose Node was deleted does not register it again by \
+                 itself, so each such VM ({} at most) is recreated through the MIG (recreateInstances) and joins \
+                 again; a VM still bootstrapping is left to join",
+                running.saturating_sub(*nodes)
+            ),
         }
     }
 }
@@ -260,6 +283,11 @@ mod tests {
             Reason::DependencyReplaced {
                 noun: "x",
                 how: "replaced",
+            },
+            Reason::NodeLost {
+                mig: "m".into(),
+                running: 2,
+                nodes: 1,
             },
         ];
         let codes: std::collections::BTreeSet<&str> = all.iter().map(Reason::code).collect();

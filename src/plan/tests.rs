@@ -783,6 +783,7 @@ fn empty_source_never_prunes_without_override() {
         &PlanOptions {
             max_destroy: 100,
             allow_empty_source: true,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -799,6 +800,7 @@ fn destructive_cap_is_enforced() {
         &PlanOptions {
             max_destroy: 3,
             allow_empty_source: true,
+            ..Default::default()
         },
     )
     .unwrap_err();
@@ -1061,6 +1063,7 @@ fn every_refusal_is_reported_not_just_the_first() {
         &PlanOptions {
             max_destroy: 100,
             allow_empty_source: true,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -1140,6 +1143,7 @@ fn ownership_guards_workload_policies_too() {
         &PlanOptions {
             max_destroy: 10,
             allow_empty_source: true,
+            ..Default::default()
         },
     )
     .unwrap();

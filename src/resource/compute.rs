@@ -631,6 +631,15 @@ pub struct InstanceGroupManagerList {
     pub next_page_token: Option<String>,
 }
 
+/// `InstanceGroupManagersRecreateInstancesRequest`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecreateInstancesRequest {
+    /// The VMs, as URLs or `zones/Z/instances/NAME`.
+    #[serde(default)]
+    pub instances: Vec<String>,
+}
+
 /// `ManagedInstance` (one item of `listManagedInstances`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

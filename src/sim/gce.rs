@@ -812,6 +812,84 @@ fn still_stocked_out(inner: &Inner, m: &MigRec) -> bool {
     }
 }
 
+/// What a MIG's VMs are made of, from its template as it is now.
+struct MemberShape {
+    props: Value,
+    machine: String,
+    chips: u32,
+    items: Vec<(String, String)>,
+}
+
+fn member_shape(inner: &Inner, m: &MigRec) -> Option<MemberShape> {
+    let template = inner.templates.get(&m.template)?;
+    let props = template
+        .spec
+        .get("properties")
+        .cloned()
+        .unwrap_or(json!({}));
+    let machine = props["machineType"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let chips = crate::spec::catalog::generation_of_machine_type(&machine)
+        .and_then(|g| g.machine_types.iter().find(|t| t.name == machine))
+        .map_or(0, |t| t.chips_per_host);
+    let num = project_number(&m.project);
+    let mut items = metadata_items(props.pointer("/metadata/items"));
+    // GCE adds `instance-template` and `created-by` to the metadata of a
+    // MIG's VMs, both naming the project by number: `created-by` =
+    // `projects/NUM/zones/Z/instanceGroupManagers/M` (GCE's default VM
+    // metadata keys; the TPU device plugin, ai-on-gke/tpu-device-plugin,
+    // reads `created-by` to annotate the Node with its MIG —
+    // ../shared/reference/tpu-anchors.md §B.5).
+    items.retain(|(k, _)| k != "created-by" && k != "instance-template");
+    items.push((
+        "instance-template".into(),
+        format!(
+            "projects/{num}/global/instanceTemplates/{}",
+            m.template.rsplit('/').next().unwrap_or_default()
+        ),
+    ));
+    items.push((
+        "created-by".into(),
+        format!(
+            "projects/{num}/zones/{}/instanceGroupManagers/{}",
+            m.zone, m.name
+        ),
+    ));
+    Some(MemberShape {
+        props,
+        machine,
+        chips,
+        items,
+    })
+}
+
+/// A new VM of a MIG, booting from `at` (PROVISIONING, then STAGING and
+/// RUNNING after the simulated latency), with its own metadata server.
+fn make_vm(inner: &mut Inner, m: &MigRec, name: &str, shape: &MemberShape, at: Instant) -> VmRec {
+    let latency = inner.latency;
+    let id = inner.numeric_id().to_string();
+    let fingerprint = new_fingerprint(inner);
+    let mut vm = VmRec {
+        project: m.project.clone(),
+        zone: m.zone.clone(),
+        name: name.to_string(),
+        id,
+        machine_type: shape.machine.clone(),
+        properties: shape.props.clone(),
+        items: shape.items.clone(),
+        fingerprint,
+        status: "PROVISIONING",
+        created_wall: jiff::Timestamp::now(),
+        staging_at: at + latency / 2,
+        running_at: at + latency,
+        runtime: None,
+    };
+    vm.runtime = start_runtime(&vm, shape.chips);
+    vm
+}
+
 /// Creates all of a MIG's VMs at once (BULK: all or none), unless it is
 /// still stocked out.
 fn try_create_vms(inner: &mut Inner, key: &str, at: Instant) {
@@ -828,64 +906,11 @@ fn try_create_vms(inner: &mut Inner, key: &str, at: Instant) {
         return;
     }
     let m = m.clone();
-    let Some(template) = inner.templates.get(&m.template).cloned() else {
+    let Some(shape) = member_shape(inner, &m) else {
         return;
     };
-    let props = template
-        .spec
-        .get("properties")
-        .cloned()
-        .unwrap_or(json!({}));
-    let machine = props["machineType"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let chips = crate::spec::catalog::generation_of_machine_type(&machine)
-        .and_then(|g| g.machine_types.iter().find(|t| t.name == machine))
-        .map_or(0, |t| t.chips_per_host);
-    let num = project_number(&m.project);
-    let mut template_items = metadata_items(props.pointer("/metadata/items"));
-    // GCE adds `instance-template` and `created-by` to the metadata of a
-    // MIG's VMs, both naming the project by number: `created-by` =
-    // `projects/NUM/zones/Z/instanceGroupManagers/M` (GCE's default VM
-    // metadata keys; the TPU device plugin, ai-on-gke/tpu-device-plugin,
-    // reads `created-by` to annotate the Node with its MIG —
-    // ../shared/reference/tpu-anchors.md §B.5).
-    template_items.retain(|(k, _)| k != "created-by" && k != "instance-template");
-    template_items.push((
-        "instance-template".into(),
-        format!(
-            "projects/{num}/global/instanceTemplates/{}",
-            m.template.rsplit('/').next().unwrap_or_default()
-        ),
-    ));
-    template_items.push((
-        "created-by".into(),
-        format!(
-            "projects/{num}/zones/{}/instanceGroupManagers/{}",
-            m.zone, m.name
-        ),
-    ));
-    let latency = inner.latency;
     for name in &m.members {
-        let id = inner.numeric_id().to_string();
-        let fingerprint = new_fingerprint(inner);
-        let mut vm = VmRec {
-            project: m.project.clone(),
-            zone: m.zone.clone(),
-            name: name.clone(),
-            id,
-            machine_type: machine.clone(),
-            properties: props.clone(),
-            items: template_items.clone(),
-            fingerprint,
-            status: "PROVISIONING",
-            created_wall: jiff::Timestamp::now(),
-            staging_at: at + latency / 2,
-            running_at: at + latency,
-            runtime: None,
-        };
-        vm.runtime = start_runtime(&vm, chips);
+        let vm = make_vm(inner, &m, name, &shape, at);
         inner
             .instances
             .insert(vm_key(&m.project, &m.zone, name), vm);
@@ -975,7 +1000,9 @@ pub(crate) fn has_pending(inner: &Inner) -> bool {
         !op.done
             && matches!(
                 op.effect,
-                ComputeEffect::MigReady { .. } | ComputeEffect::MigDelete { .. }
+                ComputeEffect::MigReady { .. }
+                    | ComputeEffect::MigDelete { .. }
+                    | ComputeEffect::MigRecreate { .. }
             )
     }) || inner
         .instances
@@ -1080,6 +1107,18 @@ fn find_mig<'a>(inner: &'a Inner, key: &str) -> Result<&'a MigRec, ApiError> {
     }
 }
 
+/// A MIG that exists and is not being deleted (a write's target).
+fn live_mig<'a>(inner: &'a Inner, key: &str) -> Result<&'a MigRec, ApiError> {
+    let m = find_mig(inner, key)?;
+    if m.deleting {
+        return Err(ApiError::invalid(
+            "resourceNotReady",
+            format!("The resource '{key}' is not ready"),
+        ));
+    }
+    Ok(m)
+}
+
 /// `GET …/instanceGroupManagers/M`.
 pub(crate) fn get_mig(
     inner: &Inner,
@@ -1132,13 +1171,7 @@ pub(crate) fn delete_mig(
         return Ok(op);
     }
     let key = mig_key(project, zone, name);
-    let m = find_mig(inner, &key)?;
-    if m.deleting {
-        return Err(ApiError::invalid(
-            "resourceNotReady",
-            format!("The resource '{key}' is not ready"),
-        ));
-    }
+    let m = live_mig(inner, &key)?;
     let id = m.spec["id"].as_str().unwrap_or_default().to_string();
     let scope = zone_scope(m);
     let members = m.members.clone();
@@ -1160,6 +1193,91 @@ pub(crate) fn delete_mig(
         id,
         ComputeEffect::MigDelete { key },
     ))
+}
+
+/// `POST …/instanceGroupManagers/M/recreateInstances` with a validated
+/// `InstanceGroupManagersRecreateInstancesRequest`. Compute v1 discovery,
+/// `instanceGroupManagers.recreateInstances`: "Flags the specified VM
+/// instances in the managed instance group to be immediately recreated.
+/// Each instance is recreated using the group's current configuration. This
+/// operation is marked as DONE when the flag is set even if the instances
+/// have not yet been recreated"; `instances` are "full URL or a partial URL,
+/// such as zones/[ZONE]/instances/[INSTANCE_NAME]", at most 1000. The gcloud
+/// reference (cloud.google.com/sdk/gcloud/reference/compute/instance-groups/
+/// managed/recreate-instances): "The underlying virtual machine instances
+/// are deleted and recreated based on the latest instance template
+/// configured for the managed instance group". The managed instance is the
+/// one named in the request, so the VM comes back under its name (the
+/// simulator's reading; no page found says it in so many words) and boots
+/// again from the template: fresh metadata, no guest attributes, a new node
+/// agent. An instance that is not the group's is refused (the message is
+/// the simulator's own; no public source quotes GCE's).
+pub(crate) fn recreate_instances(
+    inner: &mut Inner,
+    ctx: &Ctx,
+    project: &str,
+    zone: &str,
+    name: &str,
+    body: &Value,
+) -> Result<Value, ApiError> {
+    if let Some(op) = replayed(inner, ctx) {
+        return Ok(op);
+    }
+    let key = mig_key(project, zone, name);
+    let m = live_mig(inner, &key)?;
+    let links: Vec<&str> = body["instances"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if links.is_empty() || links.len() > 1000 {
+        return Err(invalid_field(
+            "instances",
+            &links.len().to_string(),
+            "1 to 1000 instances must be given",
+        ));
+    }
+    let mut vms = Vec::new();
+    for link in links {
+        let vm = link.rsplit_once("instances/").map_or(link, |(_, n)| n);
+        if !m.members.iter().any(|n| n == vm) {
+            return Err(invalid_field(
+                "instances",
+                link,
+                &format!("it is not an instance of managed instance group {name}"),
+            ));
+        }
+        vms.push(vm.to_string());
+    }
+    let id = m.spec["id"].as_str().unwrap_or_default().to_string();
+    let scope = zone_scope(m);
+    tracing::debug!(mig = %key, ?vms, "sim: recreate instances");
+    Ok(new_op(
+        inner,
+        ctx,
+        scope,
+        "compute.instanceGroupManagers.recreateInstances",
+        key.clone(),
+        id,
+        ComputeEffect::MigRecreate { key, vms },
+    ))
+}
+
+/// Called when a recreateInstances operation completes: each VM is made
+/// again under its name from the group's template (the old one, its
+/// metadata server and its agent are gone).
+pub(crate) fn mig_recreate(inner: &mut Inner, key: &str, vms: &[String], at: Instant) {
+    let Some(m) = inner.migs.get(key).filter(|m| !m.deleting).cloned() else {
+        return;
+    };
+    let Some(shape) = member_shape(inner, &m) else {
+        return;
+    };
+    for name in vms {
+        let vm = make_vm(inner, &m, name, &shape, at);
+        inner
+            .instances
+            .insert(vm_key(&m.project, &m.zone, name), vm);
+    }
 }
 
 /// Called when a MIG delete completes: its VMs (and their metadata servers

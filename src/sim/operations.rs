@@ -176,6 +176,8 @@ pub(crate) enum ComputeEffect {
     MigReady { key: String },
     /// MIG and its VMs removed.
     MigDelete { key: String },
+    /// These VMs of the MIG are made again from its template.
+    MigRecreate { key: String, vms: Vec<String> },
     /// The operation fails with this error and changes nothing.
     Fail {
         code: String,

@@ -75,6 +75,7 @@ pub(crate) enum Endpoint {
     MigList(String, String),
     MigGet(String, String, String),
     MigDelete(String, String, String),
+    MigRecreate(String, String, String),
     MigListManaged(String, String, String),
     MigListErrors(String, String, String),
     AutoscalerList(String, String),
@@ -125,6 +126,7 @@ impl Endpoint {
             Self::MigList(..) => "compute.instanceGroupManagers.list".into(),
             Self::MigGet(..) => "compute.instanceGroupManagers.get".into(),
             Self::MigDelete(..) => "compute.instanceGroupManagers.delete".into(),
+            Self::MigRecreate(..) => "compute.instanceGroupManagers.recreateInstances".into(),
             Self::MigListManaged(..) => "compute.instanceGroupManagers.listManagedInstances".into(),
             Self::MigListErrors(..) => "compute.instanceGroupManagers.listErrors".into(),
             Self::AutoscalerList(..) => "compute.autoscalers.list".into(),
@@ -149,6 +151,7 @@ impl Endpoint {
                 | Self::TemplateDelete(..)
                 | Self::MigInsert(..)
                 | Self::MigDelete(..)
+                | Self::MigRecreate(..)
                 | Self::InstanceSetMetadata(..)
         )
     }
@@ -310,6 +313,9 @@ fn compute(method: &Method, p: &str, rest: &[&str]) -> Option<Endpoint> {
                 }
                 ("GET", [n, "listErrors"]) => {
                     Some(Endpoint::MigListErrors(project, zone, (*n).into()))
+                }
+                ("POST", [n, "recreateInstances"]) => {
+                    Some(Endpoint::MigRecreate(project, zone, (*n).into()))
                 }
                 _ => None,
             }

@@ -237,6 +237,7 @@ impl Inner {
             ComputeEffect::TemplateDelete { key } => gce::template_delete(self, &key),
             ComputeEffect::MigReady { key } => gce::mig_ready(self, &key, done_at),
             ComputeEffect::MigDelete { key } => gce::mig_delete(self, &key),
+            ComputeEffect::MigRecreate { key, vms } => gce::mig_recreate(self, &key, &vms, done_at),
             ComputeEffect::Fail {
                 code,
                 message,

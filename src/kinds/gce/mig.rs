@@ -97,6 +97,16 @@ pub fn check_brought_template(t: &compute::InstanceTemplate) -> Vec<String> {
     out
 }
 
+/// How many of the MIG's VMs are RUNNING (`status.currentInstanceStatuses`).
+pub fn running_vms(m: &InstanceGroupManager) -> u32 {
+    m.status
+        .as_ref()
+        .and_then(|s| s.current_instance_statuses.as_ref())
+        .and_then(|c| c.running)
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(0)
+}
+
 /// The MIG's last bulk-creation error (`CODE: message`), if any.
 pub fn bulk_error(m: &InstanceGroupManager) -> Option<String> {
     let e = m
@@ -207,16 +217,19 @@ impl Kind for Migs {
             .map_err(|e| e.to_string())
     }
 
+    fn protection_recorded_at_create(&self) -> bool {
+        true
+    }
+
+    fn running_hosts(&self, live: &Body) -> Option<u32> {
+        mig(live).map(running_vms)
+    }
+
     fn report(&self, live: &Body, hosts: u32) -> LiveReport {
         let Some(m) = mig(live) else {
             return LiveReport::default();
         };
-        let running = m
-            .status
-            .as_ref()
-            .and_then(|s| s.current_instance_statuses.as_ref())
-            .and_then(|c| c.running)
-            .unwrap_or(0);
+        let running = running_vms(m);
         let stable = m.status.as_ref().is_some_and(|s| s.is_stable);
         let error = bulk_error(m).unwrap_or_default();
         let state = match (stable, error.is_empty()) {

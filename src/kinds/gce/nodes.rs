@@ -32,6 +32,8 @@ pub const KIND: KindId = KindId("nodes");
 pub const GROUP_JOIN: UpdateGroup = UpdateGroup("join");
 /// Patch labels and taints onto joined Nodes.
 pub const GROUP_LABELS: UpdateGroup = UpdateGroup("labels");
+/// Recreate, through the MIG, the VMs that joined and whose Node is gone.
+pub const GROUP_RECREATE_LOST: UpdateGroup = UpdateGroup("recreate_lost");
 
 /// The Nodes kind.
 #[derive(Debug, Clone, Copy)]
@@ -282,6 +284,19 @@ impl Kind for Nodes {
         } else {
             Comparison::Update { changes, groups }
         }
+    }
+
+    fn recreate_lost_hosts(&self, live: Option<&Body>) -> Option<UpdateGroup> {
+        // A bootstrap token out means a join is under way: its VMs are not
+        // known lost (the Secrets go once every Node of the replica joined).
+        let joining = live
+            .and_then(group)
+            .is_some_and(|g| !g.token_secrets.is_empty());
+        (!joining).then_some(GROUP_RECREATE_LOST)
+    }
+
+    fn stamped_hosts(&self, live: &Body) -> Option<u32> {
+        group(live).map(|g| u32::try_from(g.nodes.len()).unwrap_or(u32::MAX))
     }
 
     fn lift_protection(&self, desired: &Desired, live: &Body) -> Option<(Body, Comparison)> {

@@ -471,7 +471,20 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
         mp.insert("(workload policy spec hash)".into(), Value::from(h.clone()));
     }
     let generation = hash::spec_hash(&mp);
-    mig.description = Some(own(generation.clone()).to_description());
+    // The MIG holds the capacity, so it carries the protection too: a
+    // protected slice's MIG is created with `prevent-destroy=true` in its
+    // description, which the planner reads even when the Nodes are gone.
+    // It is written at create only (the description is not part of the
+    // selective hash, and slicectl does not patch MIGs): a MIG without the
+    // token is never drifted, and the Nodes' labels carry the protection
+    // the spec gives later.
+    mig.description = Some(
+        Ownership {
+            prevent_destroy: slice.spec.lifecycle.prevent_destroy,
+            ..own(generation.clone())
+        }
+        .to_description(),
+    );
 
     // The Nodes.
     let mut labels = reg_labels;

@@ -329,39 +329,14 @@ fn teardown_order_cordon_mig_template_policy_then_cleanup_then_device_plugin() {
     // Destroy a slice whose resources are all live.
     let f = fleet(&[slice("a", "4x4", "", "a")]);
     let r = replica(&f, "a");
-    let kube = Scope::Kube(r.kube.clone());
-    let mut inv = Inventory::default();
-    let mut add = |kind, scope: Scope, body: Body| {
-        inv.resources
-            .entry(kind)
-            .or_default()
-            .push(LiveResource { scope, body });
-    };
-    add(
-        crate::kinds::workload_policy::KIND,
-        Scope::Region(r.region.clone()),
-        Arc::new(r.policy.clone().unwrap()),
-    );
-    add(
-        super::template::KIND,
-        Scope::Global(r.project.clone()),
-        Arc::new(r.template.clone().unwrap()),
-    );
-    add(
-        super::mig::KIND,
-        Scope::Zone(r.zone.clone()),
-        Arc::new(r.mig.clone()),
-    );
-    add(
-        super::nodes::KIND,
-        kube.clone(),
-        Arc::new(live(&r.nodes, vec![node(&r.nodes, 0, true)])),
-    );
-    add(
-        device_plugin::KIND,
-        kube,
-        Arc::new(device_plugin::objects("img", "o").unwrap().daemon_set),
-    );
+    let mut inv = live_replica(&f, "a", 4, 1, as_written);
+    inv.resources
+        .entry(device_plugin::KIND)
+        .or_default()
+        .push(LiveResource {
+            scope: Scope::Kube(r.kube.clone()),
+            body: Arc::new(device_plugin::objects("img", "o").unwrap().daemon_set),
+        });
     let kinds = crate::kinds::plan_kinds();
     let plan = plan::plan_destroy(&f, &inv, &kinds, 10).unwrap();
     assert!(plan.actions.iter().all(|a| a.action == ActionKind::Delete));
@@ -471,4 +446,368 @@ fn nodes_of_vms_that_are_gone_go_with_a_mig_created_again() {
         "{:?}",
         plan.actions.iter().map(|a| a.address()).collect::<Vec<_>>()
     );
+}
+
+/// A live replica of slice `name`: policy, template, its MIG with `running`
+/// RUNNING VMs (its description as `describe` makes it), and `nodes` of its
+/// Nodes (labelled as rendered).
+fn live_replica(
+    f: &Fleet,
+    name: &str,
+    running: i32,
+    nodes: usize,
+    describe: impl Fn(&str) -> String,
+) -> Inventory {
+    let r = replica(f, name);
+    let mut inv = Inventory::default();
+    let mut add = |kind, scope: Scope, body: Body| {
+        inv.resources
+            .entry(kind)
+            .or_default()
+            .push(LiveResource { scope, body });
+    };
+    if let Some(p) = r.policy.clone() {
+        add(
+            crate::kinds::workload_policy::KIND,
+            Scope::Region(r.region.clone()),
+            Arc::new(p),
+        );
+    }
+    add(
+        super::template::KIND,
+        Scope::Global(r.project.clone()),
+        Arc::new(r.template.clone().unwrap()),
+    );
+    let mut mig = r.mig.clone();
+    mig.description = Some(describe(mig.description.as_deref().unwrap()));
+    mig.status = Some(crate::resource::compute::InstanceGroupManagerStatus {
+        is_stable: true,
+        current_instance_statuses: Some(crate::resource::compute::InstanceStatusSummary {
+            running: Some(running),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    add(super::mig::KIND, Scope::Zone(r.zone.clone()), Arc::new(mig));
+    if nodes > 0 {
+        let all: Vec<NodeView> = (0..nodes).map(|i| node(&r.nodes, i, true)).collect();
+        add(
+            super::nodes::KIND,
+            Scope::Kube(r.kube.clone()),
+            Arc::new(live(&r.nodes, all)),
+        );
+    }
+    inv
+}
+
+fn as_written(d: &str) -> String {
+    d.to_string()
+}
+
+/// The description every MIG got before the stamp existed.
+fn without_stamp(d: &str) -> String {
+    d.replace(" prevent-destroy=true", "")
+}
+
+fn refusals(p: &plan::Plan) -> Vec<(String, String)> {
+    p.refused
+        .iter()
+        .map(|r| (r.address.clone(), r.code.clone()))
+        .collect()
+}
+
+const PROTECTED: &str = "  lifecycle: {preventDestroy: true}\n";
+
+#[test]
+fn a_protected_slices_mig_carries_the_stamp_and_the_same_hash() {
+    let open = replica(&fleet(&[slice("x", "4x4", "", "a")]), "x");
+    let kept = replica(&fleet(&[slice("x", "4x4", PROTECTED, "a")]), "x");
+    let d = kept.mig.description.clone().unwrap();
+    assert!(d.ends_with(" prevent-destroy=true"), "{d}");
+    let own = crate::plan::ownership::Ownership::from_description(&d).unwrap();
+    assert!(own.prevent_destroy);
+    // Protection is not a replacement-class field: the hash is the same.
+    assert_eq!(without_stamp(&d), open.mig.description.clone().unwrap());
+    // Only the MIG carries it: template and policy are as before.
+    assert_eq!(kept.template, open.template);
+    assert_eq!(kept.policy, open.policy);
+}
+
+#[test]
+fn an_existing_mig_without_the_stamp_plans_no_change() {
+    // A MIG created before the stamp existed, of a slice the spec protects
+    // (its Nodes carry the stamp): nothing to replace, nothing to update.
+    let f = fleet(&[slice("x", "4x4", PROTECTED, "a")]);
+    let inv = live_replica(&f, "x", 4, 4, without_stamp);
+    let kinds = crate::kinds::plan_kinds();
+    let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    let touched: Vec<String> = p
+        .actions
+        .iter()
+        .filter(|a| a.id.kind != device_plugin::KIND)
+        .map(|a| a.address())
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    // Nor one of an unprotected slice that carries it.
+    let f = fleet(&[slice("x", "4x4", "", "a")]);
+    let inv = live_replica(&f, "x", 4, 4, |d| format!("{d} prevent-destroy=true"));
+    let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(
+        p.actions.iter().all(|a| a.id.kind == device_plugin::KIND),
+        "{:?}",
+        p.actions.iter().map(|a| a.address()).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_protected_slice_whose_nodes_are_gone_is_refused_by_its_mig() {
+    // Issue 23 item 2: the YAML moved away, then `kubectl delete nodes`.
+    let f = fleet(&[
+        slice("lsx", "4x4", PROTECTED, "a"),
+        slice("other", "2x2", "", "a"),
+    ]);
+    let inv = live_replica(&f, "lsx", 4, 0, as_written);
+    let mut gone = f.clone();
+    gone.slices.remove("lsx");
+    let kinds = crate::kinds::plan_kinds();
+    let p = plan::plan(&gone, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(
+        p.actions.iter().all(|a| a.owner.slice != "lsx"),
+        "{:?}",
+        p.actions.iter().map(|a| a.address()).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        refusals(&p),
+        vec![
+            ("slice.lsx[0].workload_policy".into(), "held_back".into()),
+            ("slice.lsx[0].instance_template".into(), "held_back".into()),
+            ("slice.lsx[0].mig".into(), "protected".into()),
+        ]
+    );
+    // `destroy` refuses it too.
+    let p = plan::plan_destroy(&f, &inv, &kinds, 10).unwrap();
+    assert!(p.actions.iter().all(|a| a.owner.slice != "lsx"));
+    assert!(refusals(&p).contains(&("slice.lsx[0].mig".into(), "protected".into())));
+}
+
+#[test]
+fn the_spec_lifts_the_stamp_its_mig_recorded_at_create() {
+    // The spec is present and no longer protects the slice: the MIG's
+    // description (recorded at create) yields, and the plan shows it.
+    let f = fleet(&[slice("x", "4x4", PROTECTED, "a")]);
+    let inv = live_replica(&f, "x", 4, 0, as_written);
+    let kinds = crate::kinds::plan_kinds();
+    let open = fleet(&[slice("x", "4x8", "", "a")]);
+    let p = plan::plan(&open, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    let mig = p
+        .actions
+        .iter()
+        .find(|a| a.id.kind == super::mig::KIND)
+        .unwrap();
+    assert_eq!(mig.action, ActionKind::Replace);
+    assert!(
+        mig.changes
+            .iter()
+            .any(|c| c.path.starts_with("description.prevent-destroy")),
+        "{:?}",
+        mig.changes
+    );
+    // Still protected by the spec: refused.
+    let kept = fleet(&[slice("x", "4x8", PROTECTED, "a")]);
+    let p = plan::plan(&kept, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(refusals(&p).contains(&("slice.x[0].mig".into(), "protected".into())));
+    // With its Nodes still stamped, the first apply only lifts their stamp.
+    let inv = live_replica(&f, "x", 4, 4, as_written);
+    let p = plan::plan(&open, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(
+        p.actions
+            .iter()
+            .filter(|a| a.owner.slice == "x")
+            .all(|a| a.action == ActionKind::Update && a.id.kind == super::nodes::KIND),
+        "{:?}",
+        p.actions
+            .iter()
+            .map(|a| (a.address(), a.action))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_mig_whose_protection_cannot_be_read_is_not_deleted_without_override() {
+    // No stamp on the MIG (made before it existed), slice gone from the
+    // specs, 4 VMs running and only 1 Node left (unstamped).
+    let f = fleet(&[slice("lsx", "4x4", "", "a"), slice("other", "2x2", "", "a")]);
+    let inv = live_replica(&f, "lsx", 4, 1, without_stamp);
+    let mut gone = f.clone();
+    gone.slices.remove("lsx");
+    let kinds = crate::kinds::plan_kinds();
+    let p = plan::plan(&gone, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(p.actions.iter().all(|a| a.owner.slice != "lsx"));
+    assert!(
+        refusals(&p).contains(&("slice.lsx[0].mig".into(), "protection_unknown".into())),
+        "{:?}",
+        p.refused
+    );
+    let msg = &p
+        .refused
+        .iter()
+        .find(|r| r.code == "protection_unknown")
+        .unwrap()
+        .message;
+    for want in [
+        "lsx-0",
+        "4 VM(s) run",
+        "only 1 of their Nodes",
+        "3 missing",
+        "--allow-unverified-delete",
+    ] {
+        assert!(msg.contains(want), "{want:?} not in {msg}");
+    }
+    // The override deletes it.
+    let opts = PlanOptions {
+        allow_unverified_delete: true,
+        ..PlanOptions::default()
+    };
+    let p = plan::plan(&gone, &inv, &kinds, &opts).unwrap();
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    assert!(
+        p.actions
+            .iter()
+            .any(|a| a.id.kind == super::mig::KIND && a.action == ActionKind::Delete)
+    );
+    // Every running VM has its (unstamped) Node: the Nodes' word is read.
+    let inv = live_replica(&f, "lsx", 4, 4, without_stamp);
+    let p = plan::plan(&gone, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    // No VM running: nothing to lose.
+    let inv = live_replica(&f, "lsx", 0, 0, without_stamp);
+    let p = plan::plan(&gone, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+}
+
+fn nodes_action(p: &plan::Plan) -> &plan::Action {
+    p.actions
+        .iter()
+        .find(|a| a.id.kind == super::nodes::KIND)
+        .expect("the Nodes are planned")
+}
+
+#[test]
+fn running_vms_whose_nodes_are_gone_are_recreated_by_a_planned_step() {
+    // 4 VMs RUNNING, their Nodes deleted, no join under way: the plan
+    // offers recreating them through the MIG (reason node_lost), counted
+    // against --max-destroy.
+    let f = fleet(&[slice("x", "4x4", "", "a")]);
+    let kinds = crate::kinds::plan_kinds();
+    for (nodes, action) in [(0, ActionKind::Create), (2, ActionKind::Update)] {
+        let inv = live_replica(&f, "x", 4, nodes, as_written);
+        let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+        let a = nodes_action(&p);
+        assert_eq!(a.action, action);
+        assert_eq!(a.reason.code(), "node_lost", "{}", a.reason_text());
+        assert!(a.groups.contains(&super::nodes::GROUP_RECREATE_LOST));
+        let text = a.reason_text();
+        assert!(text.contains("does not register it again"), "{text}");
+        assert!(text.contains("recreateInstances"), "{text}");
+        assert!(text.contains(&format!("({} at most)", 4 - nodes)), "{text}");
+        // A disruption: counted against --max-destroy by the VMs it may recreate.
+        let opts = PlanOptions {
+            max_destroy: 3 - nodes,
+            ..PlanOptions::default()
+        };
+        let err = plan::plan(&f, &inv, &kinds, &opts).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(&format!("would destroy or replace {} resources", 4 - nodes)),
+            "{err}"
+        );
+    }
+    // A join under way (a bootstrap token out): nothing is recreated, the
+    // plan only says what a lost Node would need.
+    let mut inv = live_replica(&f, "x", 4, 2, as_written);
+    let g = inv.resources.get_mut(&super::nodes::KIND).unwrap();
+    let mut live_group = plan::kind::body_as::<NodeGroupLive>(&g[0].body)
+        .unwrap()
+        .clone();
+    live_group
+        .token_secrets
+        .push("bootstrap-token-abcdef".into());
+    g[0].body = Arc::new(live_group);
+    let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    let a = nodes_action(&p);
+    assert_ne!(a.reason.code(), "node_lost");
+    assert!(
+        a.groups
+            .iter()
+            .all(|g| *g != super::nodes::GROUP_RECREATE_LOST)
+    );
+    let note = a
+        .changes
+        .iter()
+        .find(|c| c.path == "nodes.missing")
+        .unwrap_or_else(|| panic!("{:?}", a.changes));
+    let text = note.after.as_ref().unwrap().as_str().unwrap();
+    assert!(text.contains("does not register its Node again"), "{text}");
+    assert!(
+        text.contains("recreate-instances x-0 --instances=VM --zone=us-central1-b"),
+        "{text}"
+    );
+    // Every VM has its Node: nothing said, nothing recreated.
+    let inv = live_replica(&f, "x", 4, 4, as_written);
+    let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(
+        p.actions.iter().all(|a| a.reason.code() != "node_lost"
+            && a.changes.iter().all(|c| c.path != "nodes.missing"))
+    );
+}
+
+#[test]
+fn once_its_nodes_are_unprotected_the_migs_recorded_stamp_yields_to_them() {
+    // Created protected (the MIG's description says so), then unprotected:
+    // apply lifted the stamp from every Node. Removing the YAML now
+    // deletes the slice: the Nodes, one per running VM, carry the stamp as
+    // it is now.
+    let f = fleet(&[
+        slice("lsx", "4x4", PROTECTED, "a"),
+        slice("other", "2x2", "", "a"),
+    ]);
+    let mut inv = live_replica(&f, "lsx", 4, 4, as_written);
+    let g = inv.resources.get_mut(&super::nodes::KIND).unwrap();
+    let mut lifted = plan::kind::body_as::<NodeGroupLive>(&g[0].body)
+        .unwrap()
+        .clone();
+    for n in &mut lifted.nodes {
+        n.labels.remove("slicectl.dev/prevent-destroy");
+    }
+    g[0].body = Arc::new(lifted);
+    let mut gone = f.clone();
+    gone.slices.remove("lsx");
+    let kinds = crate::kinds::plan_kinds();
+    let p = plan::plan(&gone, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    let mig = p
+        .actions
+        .iter()
+        .find(|a| a.id.kind == super::mig::KIND)
+        .unwrap();
+    assert_eq!(mig.action, ActionKind::Delete);
+    assert!(
+        mig.changes
+            .iter()
+            .any(|c| c.path.contains("the slice's Nodes no longer carry it")),
+        "{:?}",
+        mig.changes
+    );
+    // No Node at all (and no VM running): only the MIG speaks, and it
+    // protects.
+    let inv = live_replica(&f, "lsx", 0, 0, as_written);
+    let p = plan::plan(&gone, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(refusals(&p).contains(&("slice.lsx[0].mig".into(), "protected".into())));
+    // Some VMs without a Node: the MIG's stamp protects, whatever the
+    // remaining Nodes say.
+    let inv = live_replica(&f, "lsx", 4, 2, as_written);
+    let p = plan::plan(&gone, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(p.actions.iter().all(|a| a.owner.slice != "lsx"));
 }

@@ -274,6 +274,30 @@ async fn bootstrap_status(cloud: &Cloud, zone: &ZoneRef, instance: &str) -> Opti
         .map(|e| e.value)
 }
 
+/// What a drive pass records for a VM whose Node is gone (never a status a
+/// VM reports: those are `waiting-for-token`, `joining`, `joined`, `failed: …`).
+const NODE_LOST: &str = "(node lost)";
+
+/// The failure of a drive that found RUNNING VMs that joined once and whose
+/// Nodes are gone: what is wrong, and the command that fixes it.
+fn node_lost(a: &Action, want: &NodeGroup, vms: &[String]) -> ApplyError {
+    ApplyError::NodeLost {
+        address: a.address(),
+        message: format!(
+            "VM(s) {} of managed instance group {} run(s) but the Node is gone: the VM joined the cluster and its Node \
+             was deleted since, and a kubelet does not register its Node again by itself. Recreate the VM(s); \
+             the MIG makes them again from its template, and the next apply joins them: \
+             gcloud compute instance-groups managed recreate-instances {} --instances={} --zone={} --project={}",
+            vms.join(", "),
+            want.mig,
+            want.mig,
+            vms.join(","),
+            want.zone,
+            want.project
+        ),
+    }
+}
+
 /// How long a VM may keep reporting failures before the step fails.
 pub const FAILING_GRACE: Duration = Duration::from_secs(60);
 
@@ -344,6 +368,7 @@ async fn drive(
     let mut cleaned: BTreeSet<String> = BTreeSet::new();
     let mut failing_since: BTreeMap<String, Instant> = BTreeMap::new();
     let mut last_status: BTreeMap<String, String> = BTreeMap::new();
+    let mut recreated: BTreeSet<String> = BTreeSet::new();
     loop {
         let managed = cloud
             .compute
@@ -409,6 +434,7 @@ async fn drive(
             ensure_labels(cloud, k, want, n).await?;
         }
         let mut failures = Vec::new();
+        let mut lost = Vec::new();
         if want.bootstrap {
             if running.iter().any(|i| !joined.contains(i.as_str())) {
                 if ca_hash.is_none() {
@@ -431,6 +457,21 @@ async fn drive(
                             set_join_metadata(cloud, zone, &inst, None).await?;
                         }
                         return Ok::<_, ApplyError>((inst, true, None));
+                    }
+                    // A VM that says it joined, whose token slicectl already
+                    // removed (it saw its Node then), has lost its Node: no
+                    // token makes its kubelet register again.
+                    let before = bootstrap_status(cloud, zone, &inst).await;
+                    if before.as_deref() == Some("joined")
+                        && cloud
+                            .compute
+                            .get_instance(zone, &inst)
+                            .await?
+                            .metadata
+                            .get(bootstrap::JOIN_TOKEN_KEY)
+                            .is_none()
+                    {
+                        return Ok((inst, false, Some(NODE_LOST.to_string())));
                     }
                     if let (Some(t), Some(h)) = (secret, hash) {
                         set_join_metadata(
@@ -461,6 +502,10 @@ async fn drive(
                 let Some(s) = status else {
                     continue;
                 };
+                if s == NODE_LOST {
+                    lost.push(inst);
+                    continue;
+                }
                 if s.starts_with("failed") {
                     // A VM retries on its own (a token not yet signed into
                     // cluster-info, an API server restarting): fail the
@@ -475,6 +520,32 @@ async fn drive(
                     failing_since.remove(&inst);
                 }
                 last_status.insert(inst, s);
+            }
+        }
+        if !lost.is_empty() {
+            // The plan offered the fix (reason node_lost): recreate them
+            // once through the MIG; each boots again from the template with
+            // fresh metadata and joins like a new VM on the next passes.
+            if !a.groups.contains(&nodes::GROUP_RECREATE_LOST)
+                || lost.iter().any(|v| recreated.contains(v))
+            {
+                return Err(node_lost(a, want, &lost));
+            }
+            tracing::info!(mig = %want.mig, vms = ?lost, "recreating VMs whose Nodes are gone");
+            let op = cloud
+                .compute
+                .recreate_instances(&zone, &want.mig, &lost)
+                .await?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            cloud
+                .compute
+                .wait_operation(&op, left.max(Duration::from_secs(1)))
+                .await?;
+            for v in lost {
+                failing_since.remove(&v);
+                last_status.remove(&v);
+                cleaned.remove(&v);
+                recreated.insert(v);
             }
         }
         if !failures.is_empty() {

@@ -141,6 +141,22 @@ fn joiner(fake: Arc<FakeCloud>, kube: Arc<FakeKube>) -> tokio::task::JoinHandle<
     })
 }
 
+/// Every VM reports it joined, as one does after `kubeadm join` (its Node
+/// since deleted): their names.
+fn joined_before(w: &World) -> Vec<String> {
+    let vms: Vec<String> = w
+        .fake
+        .instances(&zone())
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    for vm in &vms {
+        w.fake
+            .set_guest_attribute(&zone(), vm, "slicectl/bootstrap", "joined");
+    }
+    vms
+}
+
 async fn run(w: &World, op: StepOp) -> Result<StepOutcome, crate::apply::ApplyError> {
     Nodes
         .execute(&w.cloud, &Scheduler::new(4), &w.nodes_action, op)
@@ -242,6 +258,50 @@ async fn a_vm_that_gave_up_fails_the_step_with_its_reason_and_no_token() {
     for t in w.kube.tokens(&kref()) {
         let secret = t.token.unwrap().expose();
         assert!(!msg.contains(secret.split('.').nth(1).unwrap()), "{msg}");
+    }
+}
+
+#[tokio::test]
+async fn a_vm_that_joined_and_lost_its_node_fails_the_step_with_the_fix() {
+    // Both VMs joined once (slicectl removed their tokens), then their
+    // Nodes were deleted: no token makes a kubelet register again, so the
+    // step says so at once instead of waiting for its timeout.
+    let w = world(false).await;
+    let vms = joined_before(&w);
+    let started = std::time::Instant::now();
+    let err = run(&w, StepOp::Create).await.unwrap_err();
+    assert_eq!(err.code(), "node_lost", "{err}");
+    let msg = err.to_string();
+    for vm in &vms {
+        assert!(msg.contains(vm.as_str()), "{msg}");
+    }
+    assert!(
+        msg.contains("gcloud compute instance-groups managed recreate-instances"),
+        "{msg}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "failed at once");
+    assert!(
+        w.fake.calls_of("set_instance_metadata").is_empty(),
+        "no token is handed to a VM that joined already"
+    );
+}
+
+#[tokio::test]
+async fn a_planned_recreate_makes_vms_that_lost_their_node_again_and_they_join() {
+    // The plan offered the fix (reason node_lost): the step recreates the
+    // VMs through the MIG once, and they join like new ones.
+    let mut w = world(false).await;
+    w.nodes_action.groups.insert(nodes::GROUP_RECREATE_LOST);
+    let vms = joined_before(&w);
+    let j = joiner(w.fake.clone(), w.kube.clone());
+    let out = run(&w, StepOp::Create).await;
+    j.abort();
+    assert!(matches!(out, Ok(StepOutcome::Done)), "{out:?}");
+    let recreated = w.fake.calls_of("recreate_instances");
+    assert_eq!(recreated.len(), 1, "{recreated:?}");
+    for vm in &vms {
+        assert!(recreated[0].contains(vm.as_str()), "{recreated:?}");
+        assert!(w.kube.node(&kref(), vm).is_some(), "{vm} joined again");
     }
 }
 
