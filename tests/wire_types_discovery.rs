@@ -45,6 +45,10 @@ fn compute_roots(doc: &Discovery) -> Vec<WireCheck> {
             "InstanceGroupManagersListManagedInstancesResponse",
         ),
         check::<compute::IgmErrorList>(doc, "InstanceGroupManagersListErrorsResponse"),
+        check::<compute::RecreateInstancesRequest>(
+            doc,
+            "InstanceGroupManagersRecreateInstancesRequest",
+        ),
         check::<compute::Instance>(doc, "Instance"),
         check::<compute::InstanceList>(doc, "InstanceList"),
         check::<compute::Metadata>(doc, "Metadata"),

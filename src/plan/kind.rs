@@ -362,6 +362,14 @@ pub trait Kind: Send + Sync {
         }
     }
 
+    /// Whether a change of the owner id is written onto a live resource in
+    /// place (labels), so that a Target's `ownerId` can move without a
+    /// delete. Kinds that record ownership where slicectl does not rewrite
+    /// it (a compute resource's description) say `false`.
+    fn owner_relabels_in_place(&self) -> bool {
+        false
+    }
+
     /// How to take back a resource whose ownership was removed by hand, if
     /// the kind can say (appended to the refusal).
     fn reclaim_hint(&self, _desired: &Desired, _live: &Body) -> String {

@@ -732,12 +732,23 @@ fn empty_target(fleet: &Fleet, a: &Action, o: &Ownership) -> Option<String> {
 /// another owner id (the Target's `ownerId` was changed), the way to change
 /// it without losing capacity: both owner ids must be this reconciler's for
 /// one apply, so that the live resources are relabelled in place.
-fn owner_change_hint(d: &Desired, live: Option<&Ownership>) -> String {
+fn owner_change_hint(d: &Desired, live: Option<&Ownership>, relabels: bool) -> String {
     let Some(o) = live.filter(|o| {
         o.slice == d.owner.slice && o.replica == d.owner.replica && o.owner != d.owner_id
     }) else {
         return String::new();
     };
+    if !relabels {
+        return format!(
+            ". It is this very slice replica, created under owner id {old:?}, which it records where \
+             slicectl does not rewrite it: if you changed the Target's ownerId from {old:?} to {new:?}, \
+             deleting and recreating it would lose its capacity. Keep (or restore) a Target with ownerId \
+             {old:?} on this scope for as long as it lives (a second Target with ownerId {new:?} may stand \
+             beside it)",
+            old = o.owner,
+            new = d.owner_id,
+        );
+    }
     format!(
         ". It is this very slice replica, created under owner id {old:?}: if you changed the Target's \
          ownerId from {old:?} to {new:?}, deleting and recreating it would lose its capacity. The lossless \
@@ -950,7 +961,7 @@ fn build(
                 hint: format!(
                     "{}{}",
                     kind.reclaim_hint(d, &live.body),
-                    owner_change_hint(d, own.as_ref())
+                    owner_change_hint(d, own.as_ref(), kind.owner_relabels_in_place())
                 ),
             };
             refused.push(refusal(&a, "name_taken", msg.to_string()));

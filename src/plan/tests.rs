@@ -1281,13 +1281,10 @@ fn scale_down_drops_broken_replicas_first_and_keeps_working_ones() {
 /// relabels the live pool in place, with no delete.
 #[test]
 fn an_owner_id_change_is_refused_with_the_lossless_way_which_relabels_in_place() {
-    let before = fleet(vec![slice(
-        "tiny",
-        "tpu-v6e-slice",
-        "1x1",
-        1,
-        CapacityType::OnDemand,
-    )]);
+    let before = fleet(vec![
+        slice("tiny", "tpu-v6e-slice", "1x1", 1, CapacityType::OnDemand),
+        slice("iron", "tpu7x", "2x2x2", 1, CapacityType::OnDemand),
+    ]);
     let inv = converged(&before);
     let opts = PlanOptions {
         max_destroy: 100,
@@ -1299,27 +1296,45 @@ fn an_owner_id_change_is_refused_with_the_lossless_way_which_relabels_in_place()
         t.spec.owner_id = "platform-v2".into();
     }
     let p = plan(&changed, &inv, &opts).unwrap();
-    assert_eq!(p.refused.len(), 1, "{:?}", p.refused);
-    assert_eq!(p.refused[0].code, "name_taken");
-    let m = &p.refused[0].message;
-    assert!(m.contains("lossless way"), "{m}");
-    assert!(
-        m.contains("\"platform\"") && m.contains("\"platform-v2\""),
-        "{m}"
-    );
+    assert_eq!(p.refused.len(), 3, "{:?}", p.refused);
+    for r in &p.refused {
+        assert_eq!(r.code, "name_taken");
+        let m = &r.message;
+        if r.kind == "node_pool" {
+            assert!(m.contains("lossless way"), "{m}");
+        } else {
+            assert!(m.contains("for as long as it lives"), "{m}");
+        }
+        assert!(
+            m.contains("\"platform\"") && m.contains("\"platform-v2\""),
+            "{m}"
+        );
+    }
     // The lossless way: the old Targets stay, a new one takes the Slices.
     let mut both = before.clone();
     let mut t2 = target_in("train-v2", "us-central1-b");
     t2.spec.owner_id = "platform-v2".into();
     both.targets.insert("train-v2".into(), t2);
+    let mut t3 = target_in("train-c-v2", "us-central1-c");
+    t3.spec.owner_id = "platform-v2".into();
+    both.targets.insert("train-c-v2".into(), t3);
     for s in both.slices.values_mut() {
-        s.spec.target = "train-v2".into();
+        s.spec.target = if s.name == "iron" {
+            "train-c-v2".into()
+        } else {
+            "train-v2".into()
+        };
     }
     let p = plan(&both, &inv, &opts).unwrap();
     assert!(p.refused.is_empty(), "{:?}", p.refused);
+    // The pools are relabelled in place; the workload policy keeps its
+    // recorded owner (the old Target must stay while it lives).
     assert_eq!(
         kinds(&p),
-        vec![("slice.tiny[0].node_pool".to_string(), ActionKind::Update)],
+        vec![
+            ("slice.iron[0].node_pool".to_string(), ActionKind::Update),
+            ("slice.tiny[0].node_pool".to_string(), ActionKind::Update),
+        ],
         "{:#?}",
         p.actions
     );

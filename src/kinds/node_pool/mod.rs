@@ -209,6 +209,11 @@ impl Kind for NodePools {
         }
     }
 
+    fn owner_relabels_in_place(&self) -> bool {
+        // The owner is a node label (`config.labels`), updated in place.
+        true
+    }
+
     fn reclaim_hint(&self, d: &Desired, live: &Body) -> String {
         let labels = pool(live)
             .and_then(|p| p.config.as_ref())
