@@ -340,6 +340,33 @@ pub struct ListNodePoolsResponse {
     pub node_pools: Vec<NodePool>,
 }
 
+/// The part of a GKE `Cluster` slicectl reads from `clusters.list`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSummary {
+    /// Cluster name.
+    #[serde(default)]
+    pub name: String,
+    /// Region or zone the cluster lives in.
+    #[serde(default)]
+    pub location: String,
+    /// Its node pools, as `nodePools.list` has them (GKE embeds them).
+    #[serde(default)]
+    pub node_pools: Vec<NodePool>,
+}
+
+/// `ListClustersResponse`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListClustersResponse {
+    /// Clusters.
+    #[serde(default)]
+    pub clusters: Vec<ClusterSummary>,
+    /// Zones the listing may be missing (unavailable at the time).
+    #[serde(default)]
+    pub missing_zones: Vec<String>,
+}
+
 /// GKE `Operation` (not a google.longrunning Operation).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

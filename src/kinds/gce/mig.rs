@@ -228,6 +228,7 @@ impl Kind for Migs {
             state: format!("MIG {state}, VMs {running}/{hosts}"),
             nodes: String::new(),
             error,
+            topology: String::new(),
         }
     }
 

@@ -347,6 +347,7 @@ impl Kind for Nodes {
             } else {
                 String::new()
             },
+            topology: String::new(),
         }
     }
 }
