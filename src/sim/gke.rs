@@ -204,12 +204,11 @@ pub(crate) fn list_clusters(inner: &Inner, ctx: &Ctx, project: &str, location: &
         .keys()
         .filter_map(|k| {
             let c = crate::cloud::ClusterRef::parse(k).ok()?;
-            (c.project == project && (location == "-" || c.location == location)).then(|| {
-                ClusterRef {
-                    project: c.project,
-                    location: c.location,
-                    cluster: c.name,
-                }
+            let wanted = c.project == project && (location == "-" || c.location == location);
+            wanted.then_some(ClusterRef {
+                project: c.project,
+                location: c.location,
+                cluster: c.name,
             })
         })
         .filter_map(|c| get_cluster(inner, ctx, &c).ok())
