@@ -73,6 +73,10 @@ async fn left_behind_clusters(cloud: &Cloud, owners: &Owners) -> Result<Vec<Scop
                 location: c.location,
                 name: c.name,
             });
+            // A cluster a Target names is observed in full anyway.
+            if owners.by_scope.contains_key(&scope) {
+                continue;
+            }
             let ours = c.node_pools.iter().any(|p| {
                 let own = p
                     .config

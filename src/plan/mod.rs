@@ -397,21 +397,25 @@ impl Owners {
     }
 
     /// Whether a live resource with ownership `own` in `scope` is one this
-    /// fleet left behind: `scope` is a GKE cluster no Target names any
-    /// more, in a project a GKE Target names, and `own` is the ownerId of
-    /// a GKE Target of that project. Such a resource is shown, deleted as
-    /// moved (its slice replica renders elsewhere) or refused as
+    /// fleet left behind: `scope` is a GKE cluster no Target of its owner
+    /// names any more (another owner's Target may still name it), in a
+    /// project a GKE Target of that owner names. Such a resource is shown,
+    /// deleted as moved (its slice replica renders elsewhere) or refused as
     /// `target_removed`, and destroyed by `destroy`; never left unseen.
     pub fn left_behind(&self, scope: &Scope, own: Option<&Ownership>) -> bool {
         let Scope::Cluster(c) = scope else {
             return false;
         };
-        !self.by_scope.contains_key(scope)
-            && own.is_some_and(|o| {
-                self.gke_projects
+        own.is_some_and(|o| {
+            !self
+                .by_scope
+                .get(scope)
+                .is_some_and(|ids| ids.contains(&o.owner))
+                && self
+                    .gke_projects
                     .get(&c.project)
                     .is_some_and(|ids| ids.contains(&o.owner))
-            })
+        })
     }
 
     /// Every scope, in order.

@@ -1479,3 +1479,35 @@ fn status_shows_pools_left_in_a_cluster_no_target_names() {
         assert_eq!(r.pending, "create");
     }
 }
+
+/// The old cluster is still named by a Target of another ownerId: the
+/// moved Target's pools there are still this fleet's, deleted as moved, not
+/// shown as someone else's.
+#[test]
+fn a_target_moved_off_a_cluster_another_owner_still_uses_takes_its_pools_along() {
+    let mut other = target_in("other", "us-central1-b");
+    other.spec.owner_id = "other".into();
+    let before = fleet(vec![slice(
+        "zz",
+        "tpu-v6e-slice",
+        "1x1",
+        1,
+        CapacityType::OnDemand,
+    )]);
+    let inv = converged(&before);
+    let mut after = on_cluster(before, "train2");
+    after.targets.insert("other".into(), other);
+    let p = plan(&after, &inv, &PlanOptions::default()).unwrap();
+    let del: Vec<&Action> = p
+        .actions
+        .iter()
+        .filter(|a| a.action == ActionKind::Delete)
+        .collect();
+    assert_eq!(del.len(), 1, "{:?}", kinds(&p));
+    assert!(
+        matches!(del[0].reason, Reason::Moved { .. }),
+        "{:?}",
+        del[0]
+    );
+    assert!(p.unmanaged.is_empty(), "{:?}", p.unmanaged);
+}
