@@ -65,6 +65,13 @@ async fn run(sim: &SimHandle, args: &[&str], dir: &Path) -> std::process::Output
     slicectl(sim, &a).await
 }
 
+/// `plan -o json --detailed-exitcode`, which must exit `code`.
+async fn plan_json(sim: &SimHandle, dir: &Path, code: i32) -> Value {
+    let o = run(sim, &["plan", "-o", "json", "--detailed-exitcode"], dir).await;
+    assert_eq!(o.status.code(), Some(code), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 async fn stockout(sim: &SimHandle, rate: f64) {
     let r = reqwest::Client::new()
         .put(format!("{}/_sim/faults", sim.base_url()))
@@ -91,14 +98,7 @@ async fn moved_from_c1_to_c2(latency: Duration) -> (SimHandle, tempfile::TempDir
 #[tokio::test(flavor = "multi_thread")]
 async fn a_target_moved_to_another_cluster_takes_its_pools_along() {
     let (sim, dir) = moved_from_c1_to_c2(Duration::from_millis(10)).await;
-    let o = run(
-        &sim,
-        &["plan", "-o", "json", "--detailed-exitcode"],
-        dir.path(),
-    )
-    .await;
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let plan = plan_json(&sim, dir.path(), 2).await;
     let actions = plan["actions"].as_array().unwrap();
     for r in 0..2 {
         let at = |action: &str, cluster: &str| {
@@ -191,14 +191,8 @@ async fn removed_target() -> (SimHandle, tempfile::TempDir) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_target_removed_with_its_slices_is_refused_without_override() {
     let (sim, dir) = removed_target().await;
-    let o = run(
-        &sim,
-        &["plan", "--detailed-exitcode", "-o", "json"],
-        dir.path(),
-    )
-    .await;
-    assert_eq!(o.status.code(), Some(1), "never in sync: {}", text(&o));
-    let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Never "in sync" while they run.
+    let plan = plan_json(&sim, dir.path(), 1).await;
     let codes: Vec<&str> = plan["refused"]
         .as_array()
         .unwrap()

@@ -1271,6 +1271,17 @@ fn scale_down_drops_broken_replicas_first_and_keeps_working_ones() {
     );
 }
 
+/// A one-chip v6e slice of `replicas` replicas, on demand.
+fn v6e(name: &str, replicas: u32) -> Slice {
+    slice(
+        name,
+        "tpu-v6e-slice",
+        "1x1",
+        replicas,
+        CapacityType::OnDemand,
+    )
+}
+
 /// Every Target of the test fleet moved to cluster `name` (same project).
 fn on_cluster(mut f: Fleet, name: &str) -> Fleet {
     for t in f.targets.values_mut() {
@@ -1286,13 +1297,7 @@ fn on_cluster(mut f: Fleet, name: &str) -> Fleet {
 /// moved, not left running unseen.
 #[test]
 fn a_target_moved_to_another_cluster_deletes_its_old_pools_as_moved() {
-    let f = fleet(vec![slice(
-        "zz",
-        "tpu-v6e-slice",
-        "1x1",
-        2,
-        CapacityType::OnDemand,
-    )]);
+    let f = fleet(vec![v6e("zz", 2)]);
     let inv = converged(&f);
     let moved = on_cluster(f, "train2");
     let p = plan(&moved, &inv, &PlanOptions::default()).unwrap();
@@ -1342,25 +1347,10 @@ fn a_target_moved_to_another_cluster_deletes_its_old_pools_as_moved() {
 /// given, and `destroy` of the remaining specs finds them too.
 #[test]
 fn a_target_removed_with_its_slices_is_refused_and_destroy_finds_its_pools() {
-    let before = fleet(vec![slice(
-        "zz",
-        "tpu-v6e-slice",
-        "1x1",
-        2,
-        CapacityType::OnDemand,
-    )]);
+    let before = fleet(vec![v6e("zz", 2)]);
     let inv = converged(&before);
     // What is left: the other Targets, on cluster train2, with one Slice.
-    let after = on_cluster(
-        fleet(vec![slice(
-            "keep",
-            "tpu-v6e-slice",
-            "1x1",
-            1,
-            CapacityType::OnDemand,
-        )]),
-        "train2",
-    );
+    let after = on_cluster(fleet(vec![v6e("keep", 1)]), "train2");
     let p = plan(&after, &inv, &PlanOptions::default()).unwrap();
     assert_eq!(p.summary.delete, 0, "{:?}", kinds(&p));
     assert_eq!(p.refused.len(), 2, "{:?}", p.refused);
@@ -1392,13 +1382,7 @@ fn a_target_removed_with_its_slices_is_refused_and_destroy_finds_its_pools() {
 /// fleet's business: not deleted, not refused, not even listed.
 #[test]
 fn another_owners_pools_in_an_unnamed_cluster_are_left_alone() {
-    let before = fleet(vec![slice(
-        "zz",
-        "tpu-v6e-slice",
-        "1x1",
-        1,
-        CapacityType::OnDemand,
-    )]);
+    let before = fleet(vec![v6e("zz", 1)]);
     let inv = converged(&before);
     let mut after = on_cluster(before, "train2");
     for t in after.targets.values_mut() {
@@ -1455,13 +1439,7 @@ fn status_shows_the_live_topology_and_the_pending_replacement() {
 /// left in the old cluster, with that cluster, as moved.
 #[test]
 fn status_shows_pools_left_in_a_cluster_no_target_names() {
-    let f = fleet(vec![slice(
-        "zz",
-        "tpu-v6e-slice",
-        "1x1",
-        2,
-        CapacityType::OnDemand,
-    )]);
+    let f = fleet(vec![v6e("zz", 2)]);
     let inv = converged(&f);
     let moved = on_cluster(f, "train2");
     let rows = crate::status::rows(&moved, &inv.inventory(), &all_kinds());
@@ -1487,13 +1465,7 @@ fn status_shows_pools_left_in_a_cluster_no_target_names() {
 fn a_target_moved_off_a_cluster_another_owner_still_uses_takes_its_pools_along() {
     let mut other = target_in("other", "us-central1-b");
     other.spec.owner_id = "other".into();
-    let before = fleet(vec![slice(
-        "zz",
-        "tpu-v6e-slice",
-        "1x1",
-        1,
-        CapacityType::OnDemand,
-    )]);
+    let before = fleet(vec![v6e("zz", 1)]);
     let inv = converged(&before);
     let mut after = on_cluster(before, "train2");
     after.targets.insert("other".into(), other);
