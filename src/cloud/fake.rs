@@ -648,7 +648,15 @@ impl GkeService for FakeCloud {
             .map(|(c, pools)| gke::ClusterSummary {
                 name: c.name,
                 location: c.location,
-                node_pools: pools.values().cloned().collect(),
+                node_pools: pools
+                    .values()
+                    .map(|p| gke::PoolLabels {
+                        name: p.name.clone(),
+                        config: p.config.as_ref().map(|c| gke::ResourceLabels {
+                            labels: c.labels.clone(),
+                        }),
+                    })
+                    .collect(),
             })
             .collect();
         Ok(gke::ListClustersResponse {

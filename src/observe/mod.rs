@@ -81,7 +81,7 @@ async fn left_behind_clusters(cloud: &Cloud, owners: &Owners) -> Result<Vec<Scop
                 let own = p
                     .config
                     .as_ref()
-                    .and_then(|cfg| crate::plan::ownership::Ownership::from_labels(&cfg.labels));
+                    .and_then(|c| crate::plan::ownership::Ownership::from_labels(&c.labels));
                 owners.left_behind(&scope, own.as_ref())
             });
             if ours {
