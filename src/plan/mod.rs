@@ -678,9 +678,9 @@ fn target_removed(a: &Action, o: &Ownership) -> String {
     format!(
         "{} ({}) runs in {}, which no Target names any more, and slice {} is not in the specs: its Target \
          was removed together with its Slices (a file lost in a merge looks like this too). Refusing to \
-         delete it. To remove it deliberately, pass --allow-empty-source (or run `slicectl destroy` on \
-         specs that still name a Target with ownerId {:?} in this project); to keep it, put its Target and \
-         Slice back",
+         delete it. To remove it deliberately, pass --allow-empty-source (`slicectl destroy` removes it \
+         too, with every other slice of ownerId {:?} in these specs); to keep it, put its Target and Slice \
+         back",
         a.address(),
         a.id.name,
         a.id.scope,
