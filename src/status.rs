@@ -6,7 +6,12 @@
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 
-use crate::plan::{Inventory, Kind, Owners, render_fleet_at, replica_indices};
+use std::collections::BTreeSet;
+
+use crate::plan::{
+    Comparison, Inventory, Kind, LiveState, Owners, ResourceId, Scope, render_fleet_at,
+    replica_indices,
+};
 use crate::spec::Fleet;
 
 /// One row of the status table.
@@ -33,6 +38,32 @@ pub struct Row {
     pub nodes: String,
     /// Last error, if any.
     pub last_error: String,
+    /// Project of the replica's primary resource.
+    pub project: String,
+    /// Cluster it is in: the GKE cluster's name, or for a self-managed
+    /// slice its Target's control-plane endpoint.
+    pub cluster: String,
+    /// Location of the primary resource: the GKE cluster's region or zone,
+    /// or the MIG's zone.
+    pub location: String,
+    /// The topology the live resource has, where it says (empty when none
+    /// is live or the resource does not say).
+    pub live_topology: String,
+    /// What the next apply does to the live resource: `replace`, `update`,
+    /// `create`, `delete`, or empty when it matches the specs.
+    pub pending: String,
+}
+
+/// Project, cluster and location of a primary resource's scope (`cluster`
+/// given for scopes that do not name one).
+fn place(scope: &Scope, cluster: &str) -> (String, String, String) {
+    match scope {
+        Scope::Cluster(c) => (c.project.clone(), c.name.clone(), c.location.clone()),
+        Scope::Zone(z) => (z.project.clone(), cluster.to_string(), z.zone.clone()),
+        Scope::Region(r) => (r.project.clone(), cluster.to_string(), r.region.clone()),
+        Scope::Global(g) => (g.project.clone(), cluster.to_string(), "global".into()),
+        Scope::Kube(k) => (String::new(), k.endpoint.clone(), String::new()),
+    }
 }
 
 /// Builds the rows.
@@ -42,7 +73,9 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
     let primary: Vec<&dyn Kind> = kinds.iter().copied().filter(|k| k.is_primary()).collect();
     // The replicas the planner keeps (working ones first after a scale-down).
     let indices = replica_indices(fleet, inv, kinds);
-    for d in render_fleet_at(fleet, &primary, &indices) {
+    let desired = render_fleet_at(fleet, &primary, &indices);
+    let wanted: BTreeSet<&ResourceId> = desired.iter().map(|d| &d.id).collect();
+    for d in &desired {
         let (Some(slice), Some(kind)) = (
             fleet.slices.get(&d.owner.slice),
             primary.iter().find(|k| k.id() == d.id.kind),
@@ -59,8 +92,13 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
             && own
                 .as_ref()
                 .is_some_and(|o| o.slice == d.owner.slice && o.replica == d.owner.replica);
+        let mut live_topology = String::new();
+        let mut pending = String::new();
         let (state, nodes, mut last_error) = match live {
-            None => ("MISSING".to_string(), format!("0/{hosts}"), String::new()),
+            None => {
+                pending = "create".into();
+                ("MISSING".to_string(), format!("0/{hosts}"), String::new())
+            }
             Some(_) if !ours => (
                 "NOT OWNED".to_string(),
                 format!("?/{hosts}"),
@@ -71,9 +109,33 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
             ),
             Some(l) => {
                 let r = kind.report(&l.body, hosts);
+                live_topology = r.topology;
+                pending = match (kind.state(&l.body), kind.compare(d, &l.body)) {
+                    (LiveState::Error { .. }, _) | (_, Comparison::Replace { .. }) => {
+                        "replace".into()
+                    }
+                    (_, Comparison::Update { .. }) => "update".into(),
+                    (_, Comparison::Equal) => String::new(),
+                };
                 (r.state, r.nodes, r.error)
             }
         };
+        // What is live, and what is pending: `2x4 → 4x4 (pending replace)`.
+        let want = &slice.shape.topology;
+        let topology = match (pending.as_str(), live_topology.as_str()) {
+            ("replace", "") => format!("{want} (pending replace)"),
+            ("replace", now) if now != want => format!("{now} → {want} (pending replace)"),
+            ("replace", _) => format!("{want} (pending replace)"),
+            _ => want.clone(),
+        };
+        let (project, cluster, location) = place(
+            &d.id.scope,
+            fleet
+                .target_of(slice)
+                .and_then(|t| t.spec.gce.as_ref())
+                .map(|g| g.control_plane_endpoint.as_str())
+                .unwrap_or_default(),
+        );
         if last_error.is_empty()
             && let Some(op) = inv.last_error(d.id.kind, &d.id.scope, &d.id.name)
         {
@@ -128,42 +190,74 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
             node_pool: d.id.name.clone(),
             backend: slice.spec.backend.as_str().to_string(),
             accelerator: slice.spec.accelerator.clone(),
-            topology: slice.shape.topology.clone(),
+            topology,
             state,
             nodes,
             last_error,
+            project,
+            cluster,
+            location,
+            live_topology,
+            pending,
         });
     }
     // Owned but no longer desired.
     for kind in &primary {
         for l in inv.live(kind.id()) {
             let own = kind.ownership(&l.body);
-            let Some(o) = own.filter(|o| owners.owns(&l.scope, Some(o))) else {
+            // Left behind in a cluster no Target names any more (a Target
+            // moved or removed): shown, never left unseen.
+            let left = owners.left_behind(&l.scope, own.as_ref());
+            let Some(o) = own.filter(|o| left || owners.owns(&l.scope, Some(o))) else {
                 continue;
             };
-            let desired = fleet
-                .slices
-                .get(&o.slice)
-                .is_some_and(|s| o.replica < s.spec.replicas);
-            if desired {
+            let id = ResourceId {
+                scope: l.scope.clone(),
+                kind: kind.id(),
+                name: kind.name(&l.body),
+            };
+            if wanted.contains(&id) {
                 continue;
             }
             let r = kind.report(&l.body, 0);
+            let moved_to = desired.iter().find(|d| {
+                d.id.kind == kind.id() && d.owner.slice == o.slice && d.owner.replica == o.replica
+            });
+            let (project, cluster, location) = place(&l.scope, "");
+            let last_error = match (moved_to, left) {
+                _ if o.prevent_destroy => {
+                    "not in the specs, protected by preventDestroy: apply refuses to delete it".into()
+                }
+                (Some(now), _) => format!(
+                    "moved to {}: the next apply deletes this one once the new one is created",
+                    now.id.scope
+                ),
+                (None, true) if !fleet.slices.contains_key(&o.slice) => {
+                    "its Target and Slice left the specs: apply refuses to delete it (target_removed) \
+                     without --allow-empty-source"
+                        .into()
+                }
+                _ => "not in the specs: the next apply deletes it".into(),
+            };
             out.push(Row {
                 slice: o.slice.clone(),
                 replica: o.replica,
                 node_pool: kind.name(&l.body),
                 backend: String::new(),
                 accelerator: String::new(),
-                topology: String::new(),
                 state: format!("ORPHANED ({})", r.state),
                 nodes: r.nodes.split('/').next().unwrap_or("?").to_string(),
-                last_error: if o.prevent_destroy {
-                    "not in the specs, protected by preventDestroy: apply refuses to delete it"
-                        .into()
+                last_error,
+                project,
+                cluster,
+                location,
+                live_topology: r.topology.clone(),
+                pending: if o.prevent_destroy {
+                    String::new()
                 } else {
-                    "not in the specs: the next apply deletes it".into()
+                    "delete".into()
                 },
+                topology: r.topology,
             });
         }
     }

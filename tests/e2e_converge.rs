@@ -58,8 +58,8 @@ async fn create_then_noop_then_update_replace_delete() {
     let stats = sim.stats();
     assert_eq!(stats.writes, 0, "{stats:?}");
     assert!(
-        stats.reads <= 4,
-        "one list per kind and location: {stats:?}"
+        stats.reads <= 5,
+        "one list per kind and location, and one cluster list per project: {stats:?}"
     );
     let o = slicectl(
         &sim,

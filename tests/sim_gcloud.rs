@@ -108,6 +108,13 @@ async fn gcloud_reads_back_and_drives_the_simulator() {
     assert_eq!(desc["config"]["taints"][0]["effect"], "NO_SCHEDULE");
     assert_eq!(desc["maxPodsConstraint"]["maxPodsPerNode"], "32");
 
+    // `clusters list` asks for location `-` (every zone and region), the
+    // call slicectl makes to find pools a moved Target left behind.
+    let args = ["container", "clusters", "list", "--format=json"];
+    let list: Value = serde_json::from_str(&gcloud(&base, cfg.path(), &args).await).unwrap();
+    assert_eq!(names(&list), ["c1"], "{list}");
+    assert_eq!(list[0]["location"], "us-central2", "{list}");
+
     // gcloud's own create request passes validation and completes.
     let args = [
         "container",

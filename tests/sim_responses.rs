@@ -72,6 +72,18 @@ async fn responses_match_discovery_response_schemas() {
     check(&format!("{np}.delete"), &op);
     let (_, cl) = c.get(&format!("{GKE}/clusters/c1")).await;
     check("container.projects.locations.clusters.get", &cl);
+    // `-`: every zone and region of the project, full Clusters as `get` has them.
+    let (s, all) = c.get("/v1/projects/proj1/locations/-/clusters").await;
+    assert_eq!(s, 200, "{all}");
+    check("container.projects.locations.clusters.list", &all);
+    assert_eq!(all["clusters"][0]["name"], cl["name"], "{all}");
+    let (_, none) = c.get("/v1/projects/nobody/locations/-/clusters").await;
+    check("container.projects.locations.clusters.list", &none);
+    assert_eq!(
+        none,
+        json!({}),
+        "no clusters: an empty message, as GKE sends"
+    );
     let (_, ol) = c.get(&format!("{GKE}/operations")).await;
     check("container.projects.locations.operations.list", &ol);
 

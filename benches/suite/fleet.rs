@@ -113,10 +113,12 @@ impl Fleet {
 
     /// The fewest list calls one observation of this fleet can make, as the
     /// design puts it: one node pool list per cluster, one GKE operations
-    /// list per location, and per region one resource-policy list and one
-    /// region-operations list.
+    /// list per location, per region one resource-policy list and one
+    /// region-operations list, and per project one cluster list (where
+    /// pools left by a moved or removed Target are found: issue 24).
     pub fn ideal_lists(&self) -> IdealLists {
         IdealLists {
+            cluster_lists: 1,
             node_pool_lists: self.per_cluster.len(),
             gke_operation_lists: 1,
             policy_lists: 1,
@@ -152,6 +154,9 @@ impl Fleet {
 /// The minimum list calls of one observation, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdealLists {
+    /// `container.projects.locations.clusters.list` (location `-`): one per
+    /// project.
+    pub cluster_lists: usize,
     /// `container.projects.locations.clusters.nodePools.list`: one per cluster.
     pub node_pool_lists: usize,
     /// `container.projects.locations.operations.list`: one per location.
@@ -165,7 +170,8 @@ pub struct IdealLists {
 impl IdealLists {
     /// All of them.
     pub fn total(&self) -> usize {
-        self.node_pool_lists
+        self.cluster_lists
+            + self.node_pool_lists
             + self.gke_operation_lists
             + self.policy_lists
             + self.region_operation_lists

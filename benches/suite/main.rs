@@ -615,8 +615,9 @@ fn plan_scenario(b: &mut Bench, n: usize, gcloud_list: bool) -> Duration {
     let got = lists(&stats);
     let gets = stats.reads - got;
     b.report.note(format!(
-        "plan {n}: requests per run: {} (ideal lists: {} node pool, {} GKE operations, {} policy, {} region operations)",
+        "plan {n}: requests per run: {} (ideal lists: {} cluster, {} node pool, {} GKE operations, {} policy, {} region operations)",
         by_method(&stats),
+        ideal.cluster_lists,
         ideal.node_pool_lists,
         ideal.gke_operation_lists,
         ideal.policy_lists,

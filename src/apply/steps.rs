@@ -1,10 +1,11 @@
 //! Expands a plan's actions into a dependency graph of executable steps:
 //! dependencies first on the way up (workload policy → node pool), last on
-//! the way down, delete → create inside a replacement.
+//! the way down, delete → create inside a replacement, and create → delete
+//! for a replica moved to another scope (its new resource first).
 
 use std::collections::BTreeMap;
 
-use crate::plan::{ActionKind, KindId, Plan};
+use crate::plan::{ActionKind, KindId, Plan, Reason};
 
 /// What one step does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +81,8 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
     let mut marks: BTreeMap<Key<'_>, Marks> = BTreeMap::new();
     // Shared kinds: by (kind, scope).
     let mut shared: BTreeMap<(KindId, &crate::plan::Scope), Marks> = BTreeMap::new();
+    // Deletes of replicas moved elsewhere, with the replica and kind.
+    let mut moved: Vec<(usize, Key<'_>)> = Vec::new();
     let push = |steps: &mut Vec<Step>, action: usize, op: StepOp, deps: Vec<usize>| {
         let id = steps.len();
         steps.push(Step {
@@ -117,6 +120,14 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
             prev = Some(id);
         }
         m.last = prev;
+        // A replica moved to another scope: its old resource is deleted once
+        // the new one is created (ordered below), never in its place.
+        if matches!(a.reason, Reason::Moved { .. }) && a.action == ActionKind::Delete {
+            if let Some(del) = m.delete {
+                moved.push((del, (a.owner.slice.as_str(), a.owner.replica, a.id.kind)));
+            }
+            continue;
+        }
         if ki.shared {
             shared.insert((a.id.kind, &a.id.scope), m);
         } else {
@@ -152,6 +163,13 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
                     steps[cleanup].deps.push(del);
                 }
             }
+        }
+    }
+    // Create before delete across scopes: a moved replica's old resource
+    // goes only once its new one is created (a failed create keeps it).
+    for (del, key) in moved {
+        if let Some(create) = marks.get(&key).and_then(|m| m.create) {
+            steps[del].deps.push(create);
         }
     }
     // Shared kinds: before every dependent in their scope on the way up,
@@ -256,6 +274,36 @@ mod tests {
             vec![2, 1],
             "pool create waits for its delete and the new policy"
         );
+    }
+
+    #[test]
+    fn a_moved_replica_is_deleted_only_after_its_new_pool_is_created() {
+        let mut old = action(node_pool::KIND, ActionKind::Delete);
+        old.reason = Reason::Moved {
+            now: "node pool n in c2".into(),
+        };
+        old.id.scope = Scope::Region(RegionRef {
+            project: "p".into(),
+            region: "old".into(),
+        });
+        let new = action(node_pool::KIND, ActionKind::Create);
+        for (actions, create, delete) in [
+            (vec![new.clone(), old.clone()], 0, 1),
+            (vec![old.clone(), new.clone()], 1, 0),
+        ] {
+            let s = expand(&plan(actions), deps);
+            assert_eq!(s.len(), 2);
+            assert_eq!(s[create].op, StepOp::Create);
+            assert_eq!(s[delete].op, StepOp::Delete);
+            assert_eq!(s[delete].deps, vec![create], "{s:?}");
+            assert!(s[create].deps.is_empty(), "{s:?}");
+        }
+        // A replacement in the new scope: the old one waits for its create.
+        let mut again = action(node_pool::KIND, ActionKind::Replace);
+        again.reason = Reason::StoredHashDiffers;
+        let s = expand(&plan(vec![again, old]), deps);
+        assert_eq!(s[2].op, StepOp::Delete);
+        assert_eq!(s[2].deps, vec![1], "{s:?}");
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub trait GkeService: Send + Sync {
         cluster: &ClusterRef,
         name: &str,
     ) -> Result<gke::Operation, CloudError>;
+    /// Every GKE cluster of a project, in all its zones and regions
+    /// (`clusters.list` with location `-`, one call).
+    async fn list_clusters(&self, project: &str) -> Result<gke::ListClustersResponse, CloudError>;
     /// Operations of a location.
     async fn list_operations(
         &self,
@@ -293,6 +296,9 @@ impl GkeService for CloudClient {
         name: &str,
     ) -> Result<gke::Operation, CloudError> {
         self.gke().delete_node_pool(cluster, name).await
+    }
+    async fn list_clusters(&self, project: &str) -> Result<gke::ListClustersResponse, CloudError> {
+        self.gke().list_clusters(project).await
     }
     async fn list_operations(
         &self,

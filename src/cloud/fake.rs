@@ -652,6 +652,35 @@ impl GkeService for FakeCloud {
         Ok(op)
     }
 
+    /// The clusters that hold (or held) a pool in this fake.
+    async fn list_clusters(&self, project: &str) -> Result<gke::ListClustersResponse, CloudError> {
+        self.call("list_clusters", project)?;
+        let clusters = self
+            .lock()
+            .pools
+            .iter()
+            .filter_map(|(k, pools)| Some((ClusterRef::parse(k).ok()?, pools)))
+            .filter(|(c, _)| c.project == project)
+            .map(|(c, pools)| gke::ClusterSummary {
+                name: c.name,
+                location: c.location,
+                node_pools: pools
+                    .values()
+                    .map(|p| gke::PoolLabels {
+                        name: p.name.clone(),
+                        config: p.config.as_ref().map(|c| gke::ResourceLabels {
+                            labels: c.labels.clone(),
+                        }),
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(gke::ListClustersResponse {
+            clusters,
+            missing_zones: Vec::new(),
+        })
+    }
+
     async fn list_operations(
         &self,
         project: &str,

@@ -9,8 +9,8 @@ use super::endpoints::segment;
 use super::error::{CloudError, STOCKOUT_CODES, rpc_code_name};
 use super::http::Request;
 use crate::resource::gke::{
-    CreateNodePoolRequest, ListNodePoolsResponse, ListOperationsResponse, NodePool, Operation,
-    UpdateNodePoolRequest,
+    CreateNodePoolRequest, ListClustersResponse, ListNodePoolsResponse, ListOperationsResponse,
+    NodePool, Operation, UpdateNodePoolRequest,
 };
 
 pub use crate::resource::ClusterRef;
@@ -72,6 +72,20 @@ impl<'a> GkeApi<'a> {
 
     fn url(&self, path: &str) -> String {
         self.inner.endpoints.container_url(path)
+    }
+
+    /// Every GKE cluster of a project, in all zones and regions
+    /// (`clusters.list` with location `-`; GKE does not page it). Zones GKE
+    /// could not reach are in `missingZones`.
+    pub async fn list_clusters(&self, project: &str) -> Result<ListClustersResponse, CloudError> {
+        segment("project", project)?;
+        let url = self.url(&format!("projects/{project}/locations/-/clusters"));
+        let req = Request::new(
+            Method::GET,
+            "container.projects.locations.clusters.list",
+            url,
+        );
+        self.inner.call(&req).await
     }
 
     /// All node pools of a cluster (`nodePools.list`; GKE does not page it).

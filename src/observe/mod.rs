@@ -49,7 +49,53 @@ fn deferred_scopes(cloud: &Cloud, owners: &Owners) -> BTreeMap<Scope, String> {
         .collect()
 }
 
-/// Observes every scope the fleet's targets name, with every registered kind.
+/// The GKE clusters no Target names that hold a node pool of this fleet:
+/// one `clusters.list` (location `-`, every zone and region) per project a
+/// GKE Target names. GKE embeds each cluster's node pools in the listing,
+/// so a cluster is picked out from the owner labels with no further call;
+/// only the picked ones are then listed in full. The old scope of a moved
+/// or removed Target is found here: slicectl keeps no state file.
+async fn left_behind_clusters(cloud: &Cloud, owners: &Owners) -> Result<Vec<Scope>, CloudError> {
+    let projects: Vec<&String> = owners.gke_projects.keys().collect();
+    let listed = try_join_all(projects.iter().map(|p| cloud.gke.list_clusters(p))).await?;
+    let mut out = Vec::new();
+    for (project, resp) in projects.into_iter().zip(listed) {
+        if !resp.missing_zones.is_empty() {
+            tracing::warn!(
+                project = %project,
+                missing_zones = ?resp.missing_zones,
+                "GKE could not list the clusters of some zones: node pools this fleet left there are not seen this cycle"
+            );
+        }
+        for c in resp.clusters {
+            let scope = Scope::Cluster(ClusterRef {
+                project: project.clone(),
+                location: c.location,
+                name: c.name,
+            });
+            // A cluster a Target names is observed in full anyway.
+            if owners.by_scope.contains_key(&scope) {
+                continue;
+            }
+            let ours = c.node_pools.iter().any(|p| {
+                let own = p
+                    .config
+                    .as_ref()
+                    .and_then(|c| crate::plan::ownership::Ownership::from_labels(&c.labels));
+                owners.left_behind(&scope, own.as_ref())
+            });
+            if ours {
+                tracing::info!(cluster = %scope, "a cluster no Target names holds node pools of this fleet");
+                out.push(scope);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Observes every scope the fleet's targets name, with every registered
+/// kind, and the GKE clusters no Target names any more that still hold
+/// node pools of this fleet ([`left_behind_clusters`]).
 pub async fn observe(cloud: &Cloud, fleet: &Fleet) -> Result<Inventory, CloudError> {
     let owners = Owners::of(fleet);
     // Each location's operations are listed once for all its clusters.
@@ -71,7 +117,17 @@ pub async fn observe(cloud: &Cloud, fleet: &Fleet) -> Result<Inventory, CloudErr
                 move |s| async move { Ok::<_, CloudError>((k.kind(), k.observe(cloud, s).await?)) },
             )
     });
-    let results = try_join_all(lists).await?;
+    let (mut results, left) =
+        futures::try_join!(try_join_all(lists), left_behind_clusters(cloud, &owners))?;
+    // Clusters no Target names that hold pools of this fleet: observed in
+    // full (pools and their operations), so they are planned like any other.
+    let wider =
+        kinds.iter().flat_map(|k| {
+            left.iter().filter(|s| k.observes(s)).map(
+            move |s| async move { Ok::<_, CloudError>((k.kind(), k.observe(cloud, s).await?)) },
+        )
+        });
+    results.extend(try_join_all(wider).await?);
     let mut inv = Inventory {
         deferred,
         ..Inventory::default()

@@ -64,6 +64,9 @@ impl GkeService for SharedListings {
     ) -> Result<gke::Operation, CloudError> {
         self.inner.delete_node_pool(cluster, name).await
     }
+    async fn list_clusters(&self, project: &str) -> Result<gke::ListClustersResponse, CloudError> {
+        self.inner.list_clusters(project).await
+    }
     async fn list_operations(
         &self,
         project: &str,

@@ -242,6 +242,10 @@ pub struct LiveReport {
     pub nodes: String,
     /// The error the resource itself reports, if any.
     pub error: String,
+    /// The topology the live resource has, where it says (empty otherwise):
+    /// `status` shows it, not the desired one, while a replacement is
+    /// pending.
+    pub topology: String,
 }
 
 /// What the planner needs to render a slice replica.
@@ -438,6 +442,7 @@ pub trait Kind: Send + Sync {
                 LiveState::Error { detail, .. } => detail,
                 _ => String::new(),
             },
+            topology: String::new(),
         }
     }
 

@@ -328,12 +328,17 @@ pub enum PlanError {
 pub struct Owners {
     /// Owner ids per scope.
     pub by_scope: BTreeMap<Scope, BTreeSet<String>>,
+    /// Owner ids of the GKE Targets per project: where slicectl also looks
+    /// for this owner's node pools left in clusters no Target names any
+    /// more (a Target moved, or removed with its Slices).
+    pub gke_projects: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Owners {
     /// The scopes of a fleet's targets.
     pub fn of(fleet: &Fleet) -> Owners {
         let mut by_scope: BTreeMap<Scope, BTreeSet<String>> = BTreeMap::new();
+        let mut gke_projects: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for t in fleet.targets.values() {
             for scope in Owners::scopes_of(t) {
                 by_scope
@@ -341,8 +346,17 @@ impl Owners {
                     .or_default()
                     .insert(t.spec.owner_id.clone());
             }
+            if t.spec.gke.is_some() {
+                gke_projects
+                    .entry(t.spec.project.clone())
+                    .or_default()
+                    .insert(t.spec.owner_id.clone());
+            }
         }
-        Owners { by_scope }
+        Owners {
+            by_scope,
+            gke_projects,
+        }
     }
 
     /// Every scope one target names: its GKE cluster, its region, and for a
@@ -383,6 +397,28 @@ impl Owners {
             self.by_scope
                 .get(scope)
                 .is_some_and(|ids| ids.contains(&o.owner))
+        })
+    }
+
+    /// Whether a live resource with ownership `own` in `scope` is one this
+    /// fleet left behind: `scope` is a GKE cluster no Target of its owner
+    /// names any more (another owner's Target may still name it), in a
+    /// project a GKE Target of that owner names. Such a resource is shown,
+    /// deleted as moved (its slice replica renders elsewhere) or refused as
+    /// `target_removed`, and destroyed by `destroy`; never left unseen.
+    pub fn left_behind(&self, scope: &Scope, own: Option<&Ownership>) -> bool {
+        let Scope::Cluster(c) = scope else {
+            return false;
+        };
+        own.is_some_and(|o| {
+            !self
+                .by_scope
+                .get(scope)
+                .is_some_and(|ids| ids.contains(&o.owner))
+                && self
+                    .gke_projects
+                    .get(&c.project)
+                    .is_some_and(|ids| ids.contains(&o.owner))
         })
     }
 
@@ -757,6 +793,25 @@ fn owner_change_hint(d: &Desired, live: Option<&Ownership>, relabels: bool) -> S
          delete); then remove the old Target",
         old = o.owner,
         new = d.owner_id,
+    )
+}
+
+/// The refusal of a delete in a cluster no Target names any more, of a
+/// slice no longer in the specs: its Target was removed together with its
+/// Slices (or the file holding both was lost). Like the empty-source guard,
+/// it takes an explicit override.
+fn target_removed(a: &Action, o: &Ownership) -> String {
+    format!(
+        "{} ({}) runs in {}, which no Target names any more, and slice {} is not in the specs: its Target \
+         was removed together with its Slices (a file lost in a merge looks like this too). Refusing to \
+         delete it. To remove it deliberately, pass --allow-empty-source (`slicectl destroy` removes it \
+         too, with every other slice of ownerId {:?} in these specs); to keep it, put its Target and Slice \
+         back",
+        a.address(),
+        a.id.name,
+        a.id.scope,
+        o.slice,
+        o.owner
     )
 }
 
@@ -1243,8 +1298,13 @@ fn build(
         for l in inv.live(kind.id()) {
             let name = kind.name(&l.body);
             let own = kind.ownership(&l.body);
-            let Some(o) = own.filter(|o| owners.owns(&l.scope, Some(o))) else {
-                if kind.lists_unmanaged() {
+            // Left behind: in a cluster no Target names any more (observed
+            // only because it holds this fleet's pools).
+            let left = owners.left_behind(&l.scope, own.as_ref());
+            let Some(o) = own.filter(|o| left || owners.owns(&l.scope, Some(o))) else {
+                // Someone else's resources in a cluster no Target names are
+                // none of this fleet's business: not even listed.
+                if kind.lists_unmanaged() && owners.by_scope.contains_key(&l.scope) {
                     unmanaged.push(Unmanaged {
                         kind: kind.id().as_str(),
                         name,
@@ -1322,6 +1382,15 @@ fn build(
                 && let Some(msg) = empty_target(fleet, &a, &o)
             {
                 refused.push(refusal(&a, "empty_target", msg));
+                continue;
+            }
+            if left
+                && action == ActionKind::Delete
+                && a.reason == Reason::NotInSpecs
+                && !opts.allow_empty_source
+            {
+                let msg = target_removed(&a, &o);
+                refused.push(refusal(&a, "target_removed", msg));
                 continue;
             }
             if action == ActionKind::Delete

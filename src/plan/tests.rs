@@ -1339,3 +1339,216 @@ fn an_owner_id_change_is_refused_with_the_lossless_way_which_relabels_in_place()
         p.actions
     );
 }
+
+/// A one-chip v6e slice of `replicas` replicas, on demand.
+fn v6e(name: &str, replicas: u32) -> Slice {
+    slice(
+        name,
+        "tpu-v6e-slice",
+        "1x1",
+        replicas,
+        CapacityType::OnDemand,
+    )
+}
+
+/// Every Target of the test fleet moved to cluster `name` (same project).
+fn on_cluster(mut f: Fleet, name: &str) -> Fleet {
+    for t in f.targets.values_mut() {
+        if let Some(g) = t.spec.gke.as_mut() {
+            g.name = name.into();
+        }
+    }
+    f
+}
+
+/// Issue 24 item 5: the Targets move from cluster `train` to `train2`. The
+/// pools left in `train` (which no Target names any more) are deleted as
+/// moved, not left running unseen.
+#[test]
+fn a_target_moved_to_another_cluster_deletes_its_old_pools_as_moved() {
+    let f = fleet(vec![v6e("zz", 2)]);
+    let inv = converged(&f);
+    let moved = on_cluster(f, "train2");
+    let p = plan(&moved, &inv, &PlanOptions::default()).unwrap();
+    let train2 = |a: &Action| a.id.scope.to_string().contains("clusters/train2");
+    let creates: Vec<&Action> = p
+        .actions
+        .iter()
+        .filter(|a| a.action == ActionKind::Create)
+        .collect();
+    let deletes: Vec<&Action> = p
+        .actions
+        .iter()
+        .filter(|a| a.action == ActionKind::Delete)
+        .collect();
+    assert_eq!(creates.len(), 2, "{:?}", kinds(&p));
+    assert!(creates.iter().all(|a| train2(a)), "{:?}", kinds(&p));
+    assert_eq!(deletes.len(), 2, "the old pools are seen: {:?}", kinds(&p));
+    for d in &deletes {
+        assert!(!train2(d), "{}", d.id.scope);
+        assert!(matches!(d.reason, Reason::Moved { .. }), "{:?}", d.reason);
+        assert!(
+            d.reason_text().contains("clusters/train2"),
+            "{}",
+            d.reason_text()
+        );
+    }
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    assert!(p.unmanaged.is_empty(), "{:?}", p.unmanaged);
+    let text = human::render(&p, false);
+    assert!(text.contains("moved"), "{text}");
+    // Once the new pools run and the old ones are gone: no changes.
+    let inv2 = converged(&moved);
+    let mut live = inv2.inventory();
+    for l in live.resources.entry(node_pool::KIND).or_default() {
+        l.scope = Scope::Cluster(ClusterRef {
+            name: "train2".into(),
+            ..cluster()
+        });
+    }
+    let p = super::plan(&moved, &live, &all_kinds(), &PlanOptions::default()).unwrap();
+    assert!(!p.summary.has_changes(), "{:?}", kinds(&p));
+}
+
+/// Issue 24 item 5: a Target removed together with its Slices, while the
+/// fleet keeps another Target in the project: its pools, in a cluster no
+/// Target names, are refused (`target_removed`) unless the override is
+/// given, and `destroy` of the remaining specs finds them too.
+#[test]
+fn a_target_removed_with_its_slices_is_refused_and_destroy_finds_its_pools() {
+    let before = fleet(vec![v6e("zz", 2)]);
+    let inv = converged(&before);
+    // What is left: the other Targets, on cluster train2, with one Slice.
+    let after = on_cluster(fleet(vec![v6e("keep", 1)]), "train2");
+    let p = plan(&after, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(p.summary.delete, 0, "{:?}", kinds(&p));
+    assert_eq!(p.refused.len(), 2, "{:?}", p.refused);
+    for r in &p.refused {
+        assert_eq!(r.code, "target_removed", "{r:?}");
+        assert!(r.message.contains("--allow-empty-source"), "{}", r.message);
+        assert!(r.message.contains("no Target names"), "{}", r.message);
+    }
+    assert!(!p.effect().to_string().is_empty());
+    let p = plan(
+        &after,
+        &inv,
+        &PlanOptions {
+            allow_empty_source: true,
+            ..PlanOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(p.summary.delete, 2, "{:?}", kinds(&p));
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    // Destroy finds them: they are this fleet's, in a project it names.
+    let d = plan_destroy(&after, &inv, 10).unwrap();
+    let gone: Vec<String> = d.actions.iter().map(|a| a.id.name.clone()).collect();
+    assert_eq!(gone, vec!["zz-0", "zz-1"], "{:?}", kinds(&d));
+    assert!(d.actions.iter().all(|a| a.action == ActionKind::Delete));
+}
+
+/// Pools of another ownerId in a cluster no Target names are none of this
+/// fleet's business: not deleted, not refused, not even listed.
+#[test]
+fn another_owners_pools_in_an_unnamed_cluster_are_left_alone() {
+    let before = fleet(vec![v6e("zz", 1)]);
+    let inv = converged(&before);
+    let mut after = on_cluster(before, "train2");
+    for t in after.targets.values_mut() {
+        t.spec.owner_id = "someone-else".into();
+    }
+    let p = plan(&after, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(p.summary.delete, 0, "{:?}", kinds(&p));
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    assert!(p.unmanaged.is_empty(), "{:?}", p.unmanaged);
+}
+
+/// Issue 24 item 8: `status` shows what is live and what is pending. A live
+/// 2x2x2 pool (2 hosts) with one node whose spec now says 2x2x4 (4 hosts)
+/// is `2x2x2 → 2x2x4 (pending replace)`, `1/2` nodes (the live pool's
+/// hosts), and the row names its cluster and location.
+#[test]
+fn status_shows_the_live_topology_and_the_pending_replacement() {
+    let f = fleet(vec![slice(
+        "zz",
+        "tpu-v5p-slice",
+        "2x2x2",
+        1,
+        CapacityType::OnDemand,
+    )]);
+    let mut inv = converged(&f);
+    inv.node_pools[0].initial_node_count = Some(1);
+    let mut f2 = f.clone();
+    let s = f2.slices.get_mut("zz").unwrap();
+    s.spec.topology = "2x2x4".into();
+    s.shape = catalog::resolve("tpu-v5p-slice", "2x2x4", None).unwrap();
+    let rows = crate::status::rows(&f2, &inv.inventory(), &all_kinds());
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    let r = &rows[0];
+    assert_eq!(r.topology, "2x2x2 → 2x2x4 (pending replace)", "{r:#?}");
+    assert_eq!(r.live_topology, "2x2x2");
+    assert_eq!(r.pending, "replace");
+    assert_eq!(r.state, "RUNNING");
+    assert_eq!(
+        r.nodes, "1/2",
+        "the live pool's hosts, not the spec's: {r:#?}"
+    );
+    assert_eq!(
+        (r.project.as_str(), r.cluster.as_str(), r.location.as_str()),
+        ("example-project", "train", "us-central1")
+    );
+    // In sync: the desired topology, nothing pending.
+    let rows = crate::status::rows(&f, &converged(&f).inventory(), &all_kinds());
+    assert_eq!(rows[0].topology, "2x2x2");
+    assert_eq!(rows[0].pending, "");
+    assert_eq!(rows[0].nodes, "2/2");
+}
+
+/// Issue 24 items 5 and 8: after a Target moved, `status` shows the pools
+/// left in the old cluster, with that cluster, as moved.
+#[test]
+fn status_shows_pools_left_in_a_cluster_no_target_names() {
+    let f = fleet(vec![v6e("zz", 2)]);
+    let inv = converged(&f);
+    let moved = on_cluster(f, "train2");
+    let rows = crate::status::rows(&moved, &inv.inventory(), &all_kinds());
+    let old: Vec<&crate::status::Row> = rows.iter().filter(|r| r.cluster == "train").collect();
+    let new: Vec<&crate::status::Row> = rows.iter().filter(|r| r.cluster == "train2").collect();
+    assert_eq!(old.len(), 2, "{rows:#?}");
+    assert_eq!(new.len(), 2, "{rows:#?}");
+    for r in &old {
+        assert!(r.state.starts_with("ORPHANED"), "{r:#?}");
+        assert!(r.last_error.contains("moved to"), "{r:#?}");
+        assert_eq!(r.pending, "delete");
+    }
+    for r in &new {
+        assert_eq!(r.state, "MISSING");
+        assert_eq!(r.pending, "create");
+    }
+}
+
+/// The old cluster is still named by a Target of another ownerId: the
+/// moved Target's pools there are still this fleet's, deleted as moved, not
+/// shown as someone else's.
+#[test]
+fn a_target_moved_off_a_cluster_another_owner_still_uses_takes_its_pools_along() {
+    let mut other = target_in("other", "us-central1-b");
+    other.spec.owner_id = "other".into();
+    let before = fleet(vec![v6e("zz", 1)]);
+    let inv = converged(&before);
+    let mut after = on_cluster(before, "train2");
+    after.targets.insert("other".into(), other);
+    let p = plan(&after, &inv, &PlanOptions::default()).unwrap();
+    let del: Vec<&Action> = p
+        .actions
+        .iter()
+        .filter(|a| a.action == ActionKind::Delete)
+        .collect();
+    assert_eq!(del.len(), 1, "{:?}", kinds(&p));
+    assert!(
+        matches!(del[0].reason, Reason::Moved { .. }),
+        "{:?}",
+        del[0]
+    );
+    assert!(p.unmanaged.is_empty(), "{:?}", p.unmanaged);
+}

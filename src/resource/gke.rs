@@ -340,6 +340,46 @@ pub struct ListNodePoolsResponse {
     pub node_pools: Vec<NodePool>,
 }
 
+/// The part of a GKE `Cluster` slicectl reads from `clusters.list`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSummary {
+    /// Cluster name.
+    #[serde(default)]
+    pub name: String,
+    /// Region or zone the cluster lives in.
+    #[serde(default)]
+    pub location: String,
+    /// Its node pools (GKE embeds them), read only as far as their labels:
+    /// enough to see whose they are, cheap to hold for a large fleet.
+    #[serde(default)]
+    pub node_pools: Vec<PoolLabels>,
+}
+
+/// A node pool's `config.labels`, and nothing else of it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolLabels {
+    /// Pool name.
+    #[serde(default)]
+    pub name: String,
+    /// The node config, labels only.
+    #[serde(default)]
+    pub config: Option<ResourceLabels>,
+}
+
+/// `ListClustersResponse`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListClustersResponse {
+    /// Clusters.
+    #[serde(default)]
+    pub clusters: Vec<ClusterSummary>,
+    /// Zones the listing may be missing (unavailable at the time).
+    #[serde(default)]
+    pub missing_zones: Vec<String>,
+}
+
 /// GKE `Operation` (not a google.longrunning Operation).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -1,4 +1,4 @@
-//! GKE (container v1/v1beta1): clusters (get), node pools (create, get,
+//! GKE (container v1/v1beta1): clusters (get, list), node pools (create, get,
 //! list, update, delete) and operations (get, list). Node pools are stored
 //! as the validated request plus the defaults GKE's server fills in, so a
 //! client must normalise defaults before diffing, as against real GKE.
@@ -189,6 +189,35 @@ pub(crate) fn get_cluster(inner: &Inner, ctx: &Ctx, c: &ClusterRef) -> Result<Va
         "selfLink": format!("{}/{}/{}", ctx.base, ctx.version, c.key()),
         "nodePools": pools,
     }))
+}
+
+/// `GET v1/projects/P/locations/L/clusters` → `ListClustersResponse`: the
+/// project's clusters in location `L`, or in every zone and region for
+/// `L` = `-` ("Location \"-\" matches all zones and all regions":
+/// cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters/list).
+/// Each is a full `Cluster`, node pools included, as `clusters.get` returns
+/// it. As on the wire (proto3 JSON), an empty `clusters` list is left out,
+/// and so is `missingZones`: the simulator never misses a zone.
+pub(crate) fn list_clusters(inner: &Inner, ctx: &Ctx, project: &str, location: &str) -> Value {
+    let clusters: Vec<Value> = inner
+        .clusters
+        .keys()
+        .filter_map(|k| {
+            let c = crate::cloud::ClusterRef::parse(k).ok()?;
+            let wanted = c.project == project && (location == "-" || c.location == location);
+            wanted.then_some(ClusterRef {
+                project: c.project,
+                location: c.location,
+                cluster: c.name,
+            })
+        })
+        .filter_map(|c| get_cluster(inner, ctx, &c).ok())
+        .collect();
+    if clusters.is_empty() {
+        json!({})
+    } else {
+        json!({ "clusters": clusters })
+    }
 }
 
 fn pools_of<'a>(

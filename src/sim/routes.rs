@@ -19,6 +19,10 @@ pub(crate) enum Api {
 #[derive(Debug, Clone)]
 pub(crate) enum Endpoint {
     GkeClusterGet(ClusterRef),
+    GkeClusterList {
+        project: String,
+        location: String,
+    },
     GkePoolList(ClusterRef),
     GkePoolCreate(ClusterRef),
     GkePoolGet(ClusterRef, String),
@@ -101,6 +105,7 @@ impl Endpoint {
         const NP: &str = "container.projects.locations.clusters.nodePools";
         match self {
             Self::GkeClusterGet(_) => "container.projects.locations.clusters.get".into(),
+            Self::GkeClusterList { .. } => "container.projects.locations.clusters.list".into(),
             Self::GkePoolList(_) => format!("{NP}.list"),
             Self::GkePoolCreate(_) => format!("{NP}.create"),
             Self::GkePoolGet(..) => format!("{NP}.get"),
@@ -210,6 +215,10 @@ fn gke(method: &Method, p: &str, l: &str, rest: &[&str]) -> Option<Endpoint> {
     };
     let ok = |s: &str| !s.is_empty() && !s.contains(':');
     match (method.as_str(), rest) {
+        ("GET", ["clusters"]) => Some(Endpoint::GkeClusterList {
+            project: p.into(),
+            location: l.into(),
+        }),
         ("GET", ["clusters", c]) if ok(c) => Some(Endpoint::GkeClusterGet(cref(c))),
         ("GET", ["clusters", c, "nodePools"]) => Some(Endpoint::GkePoolList(cref(c))),
         ("POST", ["clusters", c, "nodePools"]) => Some(Endpoint::GkePoolCreate(cref(c))),

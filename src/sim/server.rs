@@ -302,6 +302,9 @@ fn call(sim: &Sim, r: &Resolved, ctx: &Ctx, body: &Bytes) -> Result<Value, ApiEr
     let inner = &mut *inner;
     match &r.endpoint {
         Endpoint::GkeClusterGet(c) => gke::get_cluster(inner, ctx, c),
+        Endpoint::GkeClusterList { project, location } => {
+            Ok(gke::list_clusters(inner, ctx, project, location))
+        }
         Endpoint::GkePoolList(c) => gke::list_pools(inner, ctx, c),
         Endpoint::GkePoolCreate(c) => gke::create_pool(inner, ctx, c, &body),
         Endpoint::GkePoolGet(c, np) => gke::get_pool(inner, ctx, c, np),

@@ -241,6 +241,7 @@ impl Kind for Migs {
             state: format!("MIG {state}, VMs {running}/{hosts}"),
             nodes: String::new(),
             error,
+            topology: String::new(),
         }
     }
 

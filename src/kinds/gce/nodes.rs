@@ -362,6 +362,7 @@ impl Kind for Nodes {
             } else {
                 String::new()
             },
+            topology: String::new(),
         }
     }
 }

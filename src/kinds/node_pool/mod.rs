@@ -293,6 +293,23 @@ impl Kind for NodePools {
             return LiveReport::default();
         };
         let state = p.status.clone().unwrap_or_else(|| "UNKNOWN".to_string());
+        // The live pool's own shape: a pool waiting to be replaced is shown
+        // as it is (a live 2x4 pool has 2 hosts, whatever the spec now says).
+        let topology = p
+            .placement_policy
+            .as_ref()
+            .and_then(|pp| pp.tpu_topology.clone())
+            .unwrap_or_default();
+        let hosts = p
+            .config
+            .as_ref()
+            .and_then(|c| {
+                let g = crate::spec::catalog::generation_of_machine_type(&c.machine_type)?;
+                let m = g.machine_types.iter().find(|m| m.name == c.machine_type)?;
+                let chips = crate::spec::catalog::chips(&topology);
+                (m.chips_per_host > 0 && chips > 0).then(|| chips.div_ceil(m.chips_per_host))
+            })
+            .unwrap_or(hosts);
         // GKE reports no node count for a pool that is not running; the
         // count of a running pool is its size, not node readiness.
         // A RUNNING_WITH_ERROR pool's size is what it asked for, not what runs.
@@ -316,6 +333,7 @@ impl Kind for NodePools {
             state,
             nodes,
             error,
+            topology,
         }
     }
 
