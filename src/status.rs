@@ -6,7 +6,7 @@
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 
-use crate::plan::{Inventory, Kind, Owners, render_fleet_at, replica_indices};
+use crate::plan::{Inventory, Kind, Owners, claims, render_fleet_at, replica_indices, stems};
 use crate::spec::Fleet;
 
 /// One row of the status table.
@@ -42,7 +42,9 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
     let primary: Vec<&dyn Kind> = kinds.iter().copied().filter(|k| k.is_primary()).collect();
     // The replicas the planner keeps (working ones first after a scale-down).
     let indices = replica_indices(fleet, inv, kinds);
-    for d in render_fleet_at(fleet, &primary, &indices) {
+    // A declared rename's replicas keep their old resource names.
+    let stems = stems(fleet, inv, kinds, &indices);
+    for d in render_fleet_at(fleet, &primary, &indices, &stems) {
         let (Some(slice), Some(kind)) = (
             fleet.slices.get(&d.owner.slice),
             primary.iter().find(|k| k.id() == d.id.kind),
@@ -56,9 +58,9 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
             .find(|l| l.scope == d.id.scope && kind.name(&l.body) == d.id.name);
         let own = live.and_then(|l| kind.ownership(&l.body));
         let ours = owners.owns(&d.id.scope, own.as_ref())
-            && own
-                .as_ref()
-                .is_some_and(|o| o.slice == d.owner.slice && o.replica == d.owner.replica);
+            && own.as_ref().is_some_and(|o| {
+                claims(fleet, slice, o, &d.id.scope) && o.replica == d.owner.replica
+            });
         let (state, nodes, mut last_error) = match live {
             None => ("MISSING".to_string(), format!("0/{hosts}"), String::new()),
             Some(_) if !ours => (
@@ -91,6 +93,9 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                     },
                     slice,
                     replica: d.owner.replica,
+                    stem: stems
+                        .get(&(slice.name.clone(), d.owner.replica))
+                        .unwrap_or(&slice.name),
                 })
                 .into_iter()
                 .next()
@@ -142,8 +147,8 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                 continue;
             };
             let desired = fleet
-                .slices
-                .get(&o.slice)
+                .claimant(&o.slice)
+                .filter(|s| claims(fleet, s, &o, &l.scope))
                 .is_some_and(|s| o.replica < s.spec.replicas);
             if desired {
                 continue;

@@ -178,7 +178,53 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
             }
         }
     }
+    create_before_delete(plan, &info, &mut steps);
     steps
+}
+
+/// Create before delete wherever names do not clash: the delete of a
+/// resource of slice `s` (or of a slice that looks renamed to `s`, see
+/// [`crate::plan::Rename`]) waits for every create of `s`'s resources of
+/// the same kind under another name, so a failed create (a stockout) skips
+/// the delete and the old capacity stays.
+fn create_before_delete<'k>(
+    plan: &Plan,
+    info: &impl Fn(KindId) -> KindInfo<'k>,
+    steps: &mut [Step],
+) {
+    let successor = |slice: &str| -> String {
+        plan.renames
+            .iter()
+            .find(|r| !r.declared && r.from == slice)
+            .map_or_else(|| slice.to_string(), |r| r.to.clone())
+    };
+    let mut delete_step: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut last_step: BTreeMap<usize, usize> = BTreeMap::new();
+    for s in steps.iter() {
+        if s.op == StepOp::Delete {
+            delete_step.insert(s.action, s.id);
+        }
+        last_step.insert(s.action, s.id);
+    }
+    for (i, a) in plan.actions.iter().enumerate() {
+        if a.action != ActionKind::Delete || info(a.id.kind).shared {
+            continue;
+        }
+        let Some(&del) = delete_step.get(&i) else {
+            continue;
+        };
+        let to = successor(&a.owner.slice);
+        for (j, c) in plan.actions.iter().enumerate() {
+            if c.action == ActionKind::Create
+                && c.owner.slice == to
+                && c.id.kind == a.id.kind
+                && c.id.name != a.id.name
+                && let Some(&last) = last_step.get(&j)
+            {
+                steps[del].deps.push(last);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -225,6 +271,7 @@ mod tests {
             unmanaged: vec![],
             refused: vec![],
             deferred: vec![],
+            renames: vec![],
             summary: Summary::default(),
         }
     }

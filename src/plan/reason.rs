@@ -74,6 +74,12 @@ pub enum Reason {
     },
     /// The replica no longer uses a resource of this kind.
     NotNeeded,
+    /// A declared rename (`previousNames`): the resource of slice `from`
+    /// is relabelled in place as this slice's and keeps its name.
+    Renamed {
+        /// The slice's previous name.
+        from: String,
+    },
     /// A resource it is made from is created again or replaced (a slice's
     /// Nodes when its MIG is: they are other VMs then).
     DependencyReplaced {
@@ -102,6 +108,7 @@ impl Reason {
             Reason::ReplicaNotDesired { .. } => "replica_not_desired",
             Reason::Moved { .. } => "moved",
             Reason::NotNeeded => "not_needed",
+            Reason::Renamed { .. } => "renamed",
             Reason::DependencyReplaced { .. } => "dependency_replaced",
         }
     }
@@ -211,6 +218,10 @@ impl Reason {
             Reason::NotNeeded => {
                 format!("delete because replica {r} of slice {s} no longer needs a {noun}")
             }
+            Reason::Renamed { from } => format!(
+                "update in place because slice {from} is renamed to {s} (previousNames): the {noun} is \
+                 relabelled as replica {r} of slice {s} and keeps its name; nothing is deleted"
+            ),
         }
     }
 }
@@ -257,6 +268,7 @@ mod tests {
             },
             Reason::Moved { now: "x".into() },
             Reason::NotNeeded,
+            Reason::Renamed { from: "a".into() },
             Reason::DependencyReplaced {
                 noun: "x",
                 how: "replaced",
