@@ -2174,6 +2174,87 @@ spec:
     }
 
     #[test]
+    fn previous_names_are_checked_and_located() {
+        let text = format!(
+            "{TARGET}{}{}",
+            slice(
+                "gamma",
+                "  accelerator: tpu-v5p-slice\n  topology: 2x2x1\n  previousNames:\n    - Alpha\n    - gamma\n    - beta\n    - beta\n"
+            ),
+            slice(
+                "delta",
+                "  accelerator: tpu-v5p-slice\n  topology: 2x2x1\n  previousNames: [gamma]\n"
+            )
+        );
+        let diagnostics = load(&[file("t.yaml", &text)]).expect_err("invalid");
+        let got: Vec<(usize, usize, &str)> = diagnostics
+            .iter()
+            .map(|d| (d.location.line, d.location.column, d.message.as_str()))
+            .collect();
+        assert_eq!(got.len(), 4, "{got:#?}");
+        assert_eq!((got[0].0, got[0].1), (23, 7));
+        assert!(
+            got[0].2.contains("\"Alpha\"") && got[0].2.contains("lowercase"),
+            "{}",
+            got[0].2
+        );
+        assert_eq!(got[1].0, 24);
+        assert!(got[1].2.contains("this slice's own name"), "{}", got[1].2);
+        assert_eq!(got[2].0, 26);
+        assert!(
+            got[2].2.contains("already given as previousNames[2]"),
+            "{}",
+            got[2].2
+        );
+        assert_eq!((got[3].0, got[3].1), (37, 19));
+        assert!(
+            got[3]
+                .2
+                .contains("is the name of Slice \"gamma\" in the specs"),
+            "{}",
+            got[3].2
+        );
+
+        // Two slices cannot take over one slice's resources.
+        let text = format!(
+            "{TARGET}{}{}",
+            slice(
+                "gamma",
+                "  accelerator: tpu-v5p-slice\n  topology: 2x2x1\n  previousNames: [alpha]\n"
+            ),
+            slice(
+                "delta",
+                "  accelerator: tpu-v5p-slice\n  topology: 2x2x1\n  previousNames: [alpha]\n"
+            )
+        );
+        let diagnostics = load(&[file("t.yaml", &text)]).expect_err("invalid");
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+        assert!(
+            diagnostics[0]
+                .message
+                .contains("also claimed by Slice \"gamma\"")
+        );
+
+        // A valid declaration loads.
+        let text = format!(
+            "{TARGET}{}",
+            slice(
+                "gamma",
+                "  accelerator: tpu-v5p-slice\n  topology: 2x2x1\n  previousNames: [alpha]\n"
+            )
+        );
+        let fleet = load(&[file("t.yaml", &text)]).expect("valid");
+        assert_eq!(
+            fleet.slices["gamma"].spec.previous_names,
+            vec!["alpha".to_string()]
+        );
+        assert_eq!(
+            fleet.claimant("alpha").map(|s| s.name.as_str()),
+            Some("gamma")
+        );
+    }
+
+    #[test]
     fn duplicate_taints_are_rejected() {
         let text = format!(
             "{TARGET}{}",
