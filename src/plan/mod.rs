@@ -971,8 +971,12 @@ fn build(
                 },
                 Comparison::Update { changes, groups } => mk(
                     ActionKind::Update,
-                    match own.as_ref().filter(|o| o.slice != d.owner.slice) {
-                        // A declared rename relabels the adopted resource.
+                    match own.as_ref().filter(|o| {
+                        kind.ownership(&d.body)
+                            .is_some_and(|w| w.slice == d.owner.slice && o.slice != w.slice)
+                    }) {
+                        // A declared rename relabels the adopted resource
+                        // (one whose ownership can change in place).
                         Some(o) => Reason::Renamed {
                             from: o.slice.clone(),
                         },

@@ -472,3 +472,78 @@ fn nodes_of_vms_that_are_gone_go_with_a_mig_created_again() {
         plan.actions.iter().map(|a| a.address()).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn a_declared_rename_keeps_a_gce_slices_resources_as_they_are() {
+    // Slice `a` live (policy, template, MIG, Nodes), then renamed to `b`
+    // with `previousNames: [a]`: the compute resources keep their names and
+    // immutable ownership, so `b` plans exactly what `a` would (nothing is
+    // deleted or created), and without the declaration it would delete them.
+    let f = fleet(&[slice("a", "4x4", "", "a")]);
+    let r = replica(&f, "a");
+    let mut inv = Inventory::default();
+    let mut add = |kind, scope: Scope, body: Body| {
+        inv.resources
+            .entry(kind)
+            .or_default()
+            .push(LiveResource { scope, body });
+    };
+    add(
+        crate::kinds::workload_policy::KIND,
+        Scope::Region(r.region.clone()),
+        Arc::new(r.policy.clone().unwrap()),
+    );
+    add(
+        super::template::KIND,
+        Scope::Global(r.project.clone()),
+        Arc::new(r.template.clone().unwrap()),
+    );
+    add(
+        super::mig::KIND,
+        Scope::Zone(r.zone.clone()),
+        Arc::new(r.mig.clone()),
+    );
+    let nodes: Vec<NodeView> = (0..4).map(|i| node(&r.nodes, i, true)).collect();
+    add(
+        super::nodes::KIND,
+        Scope::Kube(r.kube.clone()),
+        Arc::new(live(&r.nodes, nodes)),
+    );
+    add(
+        device_plugin::KIND,
+        Scope::Kube(r.kube.clone()),
+        Arc::new(device_plugin::objects("img", "o").unwrap().daemon_set),
+    );
+    let kinds = crate::kinds::plan_kinds();
+    let shown = |p: &plan::Plan| -> Vec<(String, ActionKind, String)> {
+        p.actions
+            .iter()
+            .map(|a| (a.id.name.clone(), a.action, a.reason.code().to_string()))
+            .collect()
+    };
+    let same = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    let renamed = fleet(&[slice("b", "4x4", "  previousNames: [a]\n", "a")]);
+    let p = plan::plan(&renamed, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert_eq!(shown(&p), shown(&same));
+    assert!(
+        p.actions.iter().all(|a| !matches!(
+            a.action,
+            ActionKind::Delete | ActionKind::Create | ActionKind::Replace
+        )),
+        "{:?}",
+        shown(&p)
+    );
+    assert_eq!(p.renames.len(), 1);
+    assert!(p.renames[0].declared && p.renames[0].message.contains("Keep `previousNames: [a]`"));
+    let rows = crate::status::rows(&renamed, &inv, &kinds);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0].slice.as_str(), rows[0].node_pool.as_str()),
+        ("b", r.mig.name.as_str())
+    );
+    assert_ne!(rows[0].state, "NOT OWNED");
+
+    let undeclared = fleet(&[slice("b", "4x4", "", "a")]);
+    let p = plan::plan(&undeclared, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(p.actions.iter().any(|a| a.action == ActionKind::Delete));
+}
