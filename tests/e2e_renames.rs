@@ -17,15 +17,8 @@ async fn alpha_running_then_stockout() -> (SimHandle, tempfile::TempDir) {
     let dir = spec_dir(&[("s.yaml", slice_yaml("alpha", "tpu-v6e-slice", "2x2", 2, ""))]);
     let o = apply(&sim, dir.path()).await;
     assert!(o.status.success(), "{}", text(&o));
-    let c = reqwest::Client::new();
-    let r = c
-        .put(format!("{}/_sim/faults", sim.base_url()))
-        .json(&serde_json::json!({"stockout_rate": 1.0}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
-    let r = c
+    set_faults(&sim, serde_json::json!({"stockout_rate": 1.0})).await;
+    let r = reqwest::Client::new()
         .post(format!("{}/_sim/reset-stats", sim.base_url()))
         .send()
         .await

@@ -456,10 +456,7 @@ pub fn stems(
         let Some(target) = fleet.target_of(slice) else {
             continue;
         };
-        let replicas: Vec<u32> = indices
-            .get(&slice.name)
-            .cloned()
-            .unwrap_or_else(|| (0..slice.spec.replicas).collect());
+        let replicas = replicas_of(slice, indices);
         for replica in replicas {
             let candidates = std::iter::once(&slice.name).chain(&slice.spec.previous_names);
             for stem in candidates {
@@ -558,6 +555,15 @@ pub fn replica_indices(
     out
 }
 
+/// The replica indices of `slice`: from [`replica_indices`], else
+/// `0..replicas`.
+fn replicas_of(slice: &crate::spec::Slice, indices: &BTreeMap<String, Vec<u32>>) -> Vec<u32> {
+    indices
+        .get(&slice.name)
+        .cloned()
+        .unwrap_or_else(|| (0..slice.spec.replicas).collect())
+}
+
 /// [`render_fleet`] with the replica indices of [`replica_indices`] and
 /// the names of [`stems`].
 pub fn render_fleet_at(
@@ -571,10 +577,7 @@ pub fn render_fleet_at(
         let Some(target) = fleet.target_of(slice) else {
             continue;
         };
-        let replicas: Vec<u32> = indices
-            .get(&slice.name)
-            .cloned()
-            .unwrap_or_else(|| (0..slice.spec.replicas).collect());
+        let replicas = replicas_of(slice, indices);
         for replica in replicas {
             let stem = stems
                 .get(&(slice.name.clone(), replica))

@@ -324,11 +324,9 @@ fn a_device_plugin_another_owner_manages_is_used_as_is() {
     );
 }
 
-#[test]
-fn teardown_order_cordon_mig_template_policy_then_cleanup_then_device_plugin() {
-    // Destroy a slice whose resources are all live.
-    let f = fleet(&[slice("a", "4x4", "", "a")]);
-    let r = replica(&f, "a");
+/// Every resource of replica `r` live as rendered, with `nodes` as its
+/// Nodes, and the cluster's device plugin.
+fn all_live(r: &render::GceReplica, nodes: Vec<NodeView>) -> Inventory {
     let kube = Scope::Kube(r.kube.clone());
     let mut inv = Inventory::default();
     let mut add = |kind, scope: Scope, body: Body| {
@@ -337,16 +335,20 @@ fn teardown_order_cordon_mig_template_policy_then_cleanup_then_device_plugin() {
             .or_default()
             .push(LiveResource { scope, body });
     };
-    add(
-        crate::kinds::workload_policy::KIND,
-        Scope::Region(r.region.clone()),
-        Arc::new(r.policy.clone().unwrap()),
-    );
-    add(
-        super::template::KIND,
-        Scope::Global(r.project.clone()),
-        Arc::new(r.template.clone().unwrap()),
-    );
+    if let Some(p) = &r.policy {
+        add(
+            crate::kinds::workload_policy::KIND,
+            Scope::Region(r.region.clone()),
+            Arc::new(p.clone()),
+        );
+    }
+    if let Some(t) = &r.template {
+        add(
+            super::template::KIND,
+            Scope::Global(r.project.clone()),
+            Arc::new(t.clone()),
+        );
+    }
     add(
         super::mig::KIND,
         Scope::Zone(r.zone.clone()),
@@ -355,13 +357,22 @@ fn teardown_order_cordon_mig_template_policy_then_cleanup_then_device_plugin() {
     add(
         super::nodes::KIND,
         kube.clone(),
-        Arc::new(live(&r.nodes, vec![node(&r.nodes, 0, true)])),
+        Arc::new(live(&r.nodes, nodes)),
     );
     add(
         device_plugin::KIND,
         kube,
         Arc::new(device_plugin::objects("img", "o").unwrap().daemon_set),
     );
+    inv
+}
+
+#[test]
+fn teardown_order_cordon_mig_template_policy_then_cleanup_then_device_plugin() {
+    // Destroy a slice whose resources are all live.
+    let f = fleet(&[slice("a", "4x4", "", "a")]);
+    let r = replica(&f, "a");
+    let inv = all_live(&r, vec![node(&r.nodes, 0, true)]);
     let kinds = crate::kinds::plan_kinds();
     let plan = plan::plan_destroy(&f, &inv, &kinds, 10).unwrap();
     assert!(plan.actions.iter().all(|a| a.action == ActionKind::Delete));
@@ -481,39 +492,8 @@ fn a_declared_rename_keeps_a_gce_slices_resources_as_they_are() {
     // deleted or created), and without the declaration it would delete them.
     let f = fleet(&[slice("a", "4x4", "", "a")]);
     let r = replica(&f, "a");
-    let mut inv = Inventory::default();
-    let mut add = |kind, scope: Scope, body: Body| {
-        inv.resources
-            .entry(kind)
-            .or_default()
-            .push(LiveResource { scope, body });
-    };
-    add(
-        crate::kinds::workload_policy::KIND,
-        Scope::Region(r.region.clone()),
-        Arc::new(r.policy.clone().unwrap()),
-    );
-    add(
-        super::template::KIND,
-        Scope::Global(r.project.clone()),
-        Arc::new(r.template.clone().unwrap()),
-    );
-    add(
-        super::mig::KIND,
-        Scope::Zone(r.zone.clone()),
-        Arc::new(r.mig.clone()),
-    );
     let nodes: Vec<NodeView> = (0..4).map(|i| node(&r.nodes, i, true)).collect();
-    add(
-        super::nodes::KIND,
-        Scope::Kube(r.kube.clone()),
-        Arc::new(live(&r.nodes, nodes)),
-    );
-    add(
-        device_plugin::KIND,
-        Scope::Kube(r.kube.clone()),
-        Arc::new(device_plugin::objects("img", "o").unwrap().daemon_set),
-    );
+    let inv = all_live(&r, nodes);
     let kinds = crate::kinds::plan_kinds();
     let shown = |p: &plan::Plan| -> Vec<(String, ActionKind, String)> {
         p.actions
