@@ -1285,6 +1285,19 @@ fn build(
         PlanMode::Apply => renames(fleet, inv, kinds, &stems, &actions),
         PlanMode::Destroy => Vec::new(),
     };
+    // A slice that looks renamed is listed right after the slice it looks
+    // renamed to: the plan reads in the order it runs (creates first).
+    if renames.iter().any(|r| !r.declared) {
+        actions.sort_by_key(|a| {
+            match renames
+                .iter()
+                .find(|r| !r.declared && r.from == a.owner.slice)
+            {
+                Some(r) => (r.to.clone(), 1u8),
+                None => (a.owner.slice.clone(), 0u8),
+            }
+        });
+    }
     let mut plan = Plan {
         observed_fingerprint: inv.fingerprint(kinds),
         mode,

@@ -1412,6 +1412,16 @@ fn an_undeclared_rename_is_named_and_creates_before_it_deletes() {
         r.message
     );
     assert_eq!(r.addresses.len(), 4);
+    // The plan reads in the order it runs: gamma's creates, then alpha's deletes.
+    assert_eq!(
+        kinds(&p),
+        vec![
+            ("slice.gamma[0].node_pool".to_string(), ActionKind::Create),
+            ("slice.gamma[1].node_pool".to_string(), ActionKind::Create),
+            ("slice.alpha[0].node_pool".to_string(), ActionKind::Delete),
+            ("slice.alpha[1].node_pool".to_string(), ActionKind::Delete),
+        ]
+    );
     let json = p.to_json();
     assert_eq!(json["renames"][0]["from"], "alpha");
     assert_eq!(json["renames"][0]["declared"], false);
