@@ -91,6 +91,12 @@ async fn a_declared_rename_relabels_in_place_under_a_stockout() {
             ("alpha-1".into(), "RUNNING".into(), "gamma".into()),
         ]
     );
+    for p in node_pools(&sim).await {
+        assert_eq!(
+            p["config"]["resourceLabels"]["slicectl-slice"], "gamma",
+            "{p}"
+        );
+    }
     // Converged: the next plan changes nothing.
     let o = slicectl(
         &sim,
