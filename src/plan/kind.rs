@@ -260,16 +260,6 @@ pub struct RenderCtx<'a> {
 }
 
 impl<'a> RenderCtx<'a> {
-    /// The context of `slice`'s replica `replica`, named after the slice.
-    pub fn new(target: &'a Target, slice: &'a Slice, replica: u32) -> RenderCtx<'a> {
-        RenderCtx {
-            target,
-            slice,
-            replica,
-            stem: &slice.name,
-        }
-    }
-
     /// The slice as the kinds whose ownership is immutable (written in a
     /// compute resource's description or a template's VM labels) render
     /// it: under the stem's name, so an adopted resource compares equal to

@@ -579,9 +579,13 @@ pub fn render_fleet_at(
         };
         let replicas = replicas_of(slice, indices);
         for replica in replicas {
-            let stem = stems
-                .get(&(slice.name.clone(), replica))
-                .unwrap_or(&slice.name);
+            let stem = if stems.is_empty() {
+                &slice.name
+            } else {
+                stems
+                    .get(&(slice.name.clone(), replica))
+                    .unwrap_or(&slice.name)
+            };
             for kind in kinds {
                 for d in kind.render(RenderCtx {
                     target,
