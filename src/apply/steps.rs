@@ -306,6 +306,21 @@ mod tests {
     }
 
     #[test]
+    fn a_delete_waits_for_the_creates_of_its_slice_under_other_names() {
+        let mut create = action(node_pool::KIND, ActionKind::Create);
+        create.id.name = "s-0".into();
+        let mut delete = action(node_pool::KIND, ActionKind::Delete);
+        delete.id.name = "s-2".into();
+        delete.owner.replica = 2;
+        let mut other = action(node_pool::KIND, ActionKind::Delete);
+        other.owner.slice = "t".into();
+        let s = expand(&plan(vec![delete, create, other]), deps);
+        assert_eq!(s[0].op, StepOp::Delete);
+        assert_eq!(s[0].deps, vec![1], "the delete waits for the create");
+        assert!(s[2].deps.is_empty(), "another slice's delete does not wait");
+    }
+
+    #[test]
     fn in_flight_operation_is_waited_first() {
         let mut a = action(node_pool::KIND, ActionKind::Create);
         a.operation = Some("op".into());
