@@ -9,8 +9,8 @@ use serde::Serialize;
 use std::collections::BTreeSet;
 
 use crate::plan::{
-    Comparison, Inventory, Kind, LiveState, Owners, ResourceId, Scope, render_fleet_at,
-    replica_indices,
+    Comparison, Inventory, Kind, LiveState, Owners, ResourceId, Scope, claims, render_fleet_at,
+    replica_indices, stems,
 };
 use crate::spec::Fleet;
 
@@ -73,7 +73,9 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
     let primary: Vec<&dyn Kind> = kinds.iter().copied().filter(|k| k.is_primary()).collect();
     // The replicas the planner keeps (working ones first after a scale-down).
     let indices = replica_indices(fleet, inv, kinds);
-    let desired = render_fleet_at(fleet, &primary, &indices);
+    // A declared rename's replicas keep their old resource names.
+    let stems = stems(fleet, inv, kinds, &indices);
+    let desired = render_fleet_at(fleet, &primary, &indices, &stems);
     let wanted: BTreeSet<&ResourceId> = desired.iter().map(|d| &d.id).collect();
     for d in &desired {
         let (Some(slice), Some(kind)) = (
@@ -89,9 +91,9 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
             .find(|l| l.scope == d.id.scope && kind.name(&l.body) == d.id.name);
         let own = live.and_then(|l| kind.ownership(&l.body));
         let ours = owners.owns(&d.id.scope, own.as_ref())
-            && own
-                .as_ref()
-                .is_some_and(|o| o.slice == d.owner.slice && o.replica == d.owner.replica);
+            && own.as_ref().is_some_and(|o| {
+                claims(fleet, slice, o, &d.id.scope) && o.replica == d.owner.replica
+            });
         let mut live_topology = String::new();
         let mut pending = String::new();
         let (state, nodes, mut last_error) = match live {
@@ -153,6 +155,9 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                     },
                     slice,
                     replica: d.owner.replica,
+                    stem: stems
+                        .get(&(slice.name.clone(), d.owner.replica))
+                        .unwrap_or(&slice.name),
                 })
                 .into_iter()
                 .next()

@@ -76,7 +76,8 @@ fn gcloud_flags_express_every_rendered_field() {
     let mut seen_topology = false;
     for slice in loaded.slices.values() {
         let target = loaded.target_of(slice).unwrap();
-        let pool = slicectl::kinds::node_pool::render::node_pool(target, slice, 0).unwrap();
+        let pool =
+            slicectl::kinds::node_pool::render::node_pool(target, slice, 0, &slice.name).unwrap();
         let body = serde_json::to_value(&pool).unwrap();
         let g = fleet::gcloud_create_args(&body, &target.name, fleet::LOCATION);
         assert!(

@@ -507,13 +507,7 @@ async fn a_roll_out_under_a_stockout_stops_at_the_first_failed_replacement() {
         slice_yaml("rep", "tpu-v6e-slice", "2x4", 3, ""),
     )
     .unwrap();
-    let r = reqwest::Client::new()
-        .put(format!("{}/_sim/faults", sim.base_url()))
-        .json(&serde_json::json!({"stockout_rate": 1.0}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
+    set_faults(&sim, serde_json::json!({"stockout_rate": 1.0})).await;
     let o = slicectl(
         &sim,
         &[

@@ -196,7 +196,53 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
             }
         }
     }
+    create_before_delete(plan, &info, &mut steps);
     steps
+}
+
+/// Create before delete wherever names do not clash: the delete of a
+/// resource of slice `s` (or of a slice that looks renamed to `s`, see
+/// [`crate::plan::Rename`]) waits for every create of `s`'s resources of
+/// the same kind under another name, so a failed create (a stockout) skips
+/// the delete and the old capacity stays.
+fn create_before_delete<'k>(
+    plan: &Plan,
+    info: &impl Fn(KindId) -> KindInfo<'k>,
+    steps: &mut [Step],
+) {
+    let successor = |slice: &str| -> String {
+        plan.renames
+            .iter()
+            .find(|r| !r.declared && r.from == slice)
+            .map_or_else(|| slice.to_string(), |r| r.to.clone())
+    };
+    let mut delete_step: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut last_step: BTreeMap<usize, usize> = BTreeMap::new();
+    for s in steps.iter() {
+        if s.op == StepOp::Delete {
+            delete_step.insert(s.action, s.id);
+        }
+        last_step.insert(s.action, s.id);
+    }
+    for (i, a) in plan.actions.iter().enumerate() {
+        if a.action != ActionKind::Delete || info(a.id.kind).shared {
+            continue;
+        }
+        let Some(&del) = delete_step.get(&i) else {
+            continue;
+        };
+        let to = successor(&a.owner.slice);
+        for (j, c) in plan.actions.iter().enumerate() {
+            if c.action == ActionKind::Create
+                && c.owner.slice == to
+                && c.id.kind == a.id.kind
+                && c.id.name != a.id.name
+                && let Some(&last) = last_step.get(&j)
+            {
+                steps[del].deps.push(last);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -243,6 +289,7 @@ mod tests {
             unmanaged: vec![],
             refused: vec![],
             deferred: vec![],
+            renames: vec![],
             summary: Summary::default(),
         }
     }
@@ -304,6 +351,21 @@ mod tests {
         let s = expand(&plan(vec![again, old]), deps);
         assert_eq!(s[2].op, StepOp::Delete);
         assert_eq!(s[2].deps, vec![1], "{s:?}");
+    }
+
+    #[test]
+    fn a_delete_waits_for_the_creates_of_its_slice_under_other_names() {
+        let mut create = action(node_pool::KIND, ActionKind::Create);
+        create.id.name = "s-0".into();
+        let mut delete = action(node_pool::KIND, ActionKind::Delete);
+        delete.id.name = "s-2".into();
+        delete.owner.replica = 2;
+        let mut other = action(node_pool::KIND, ActionKind::Delete);
+        other.owner.slice = "t".into();
+        let s = expand(&plan(vec![delete, create, other]), deps);
+        assert_eq!(s[0].op, StepOp::Delete);
+        assert_eq!(s[0].deps, vec![1], "the delete waits for the create");
+        assert!(s[2].deps.is_empty(), "another slice's delete does not wait");
     }
 
     #[test]

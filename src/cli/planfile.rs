@@ -210,6 +210,7 @@ mod tests {
             unmanaged: vec![],
             refused: vec![],
             deferred: vec![],
+            renames: vec![],
             summary: Summary::default(),
         };
         let specs = vec![SourceFile {

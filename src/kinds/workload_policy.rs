@@ -76,7 +76,9 @@ impl Kind for WorkloadPolicies {
 
     fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {
         // A `gce` slice's policy (any multi-host slice) comes from its render.
-        if let Some(r) = crate::kinds::gce::render::render(ctx.target, ctx.slice, ctx.replica) {
+        if let Some(r) =
+            crate::kinds::gce::render::render(ctx.target, &ctx.stem_slice(), ctx.replica)
+        {
             return r
                 .policy
                 .map(|p| ctx.desired(KIND, Scope::Region(r.region), p.name.clone(), p))
@@ -94,8 +96,10 @@ impl Kind for WorkloadPolicies {
             project: t.project.clone(),
             region: crate::spec::validate::region_of(&t.zone).to_string(),
         };
+        // Its ownership is in its immutable description: an adopted policy
+        // keeps the name it was created under (`ctx.stem`).
         let mut p = ResourcePolicy {
-            name: names::workload_policy(&ctx.slice.name, ctx.replica),
+            name: names::workload_policy(ctx.stem, ctx.replica),
             region: Some(region.region.clone()),
             workload_policy: Some(WorkloadPolicy {
                 kind: "HIGH_THROUGHPUT".to_string(),
@@ -106,7 +110,7 @@ impl Kind for WorkloadPolicies {
         };
         let own = Ownership {
             owner: t.owner_id.clone(),
-            slice: ctx.slice.name.clone(),
+            slice: ctx.stem.to_string(),
             replica: ctx.replica,
             spec_hash: Some(hash::spec_hash(&projection(&p))),
             hash_version: Some(HASH_VERSION.to_string()),

@@ -185,6 +185,18 @@ pub fn render(plan: &Plan, color: bool) -> String {
             d.reason
         );
     }
+    for r in &plan.renames {
+        let (label, color) = if r.declared {
+            ("Renamed:", green().bold())
+        } else {
+            ("Looks renamed:", yellow().bold())
+        };
+        let _ = writeln!(out, "{} {}", p.paint(color, label), r.message);
+        if !r.addresses.is_empty() {
+            let _ = writeln!(out, "  affects {}", r.addresses.join(", "));
+        }
+        out.push('\n');
+    }
     if plan.actions.is_empty() {
         let msg = if plan.refused.is_empty() {
             p.paint(

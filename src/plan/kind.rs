@@ -257,9 +257,26 @@ pub struct RenderCtx<'a> {
     pub slice: &'a Slice,
     /// The replica index.
     pub replica: u32,
+    /// The name the replica's cloud resources are named after: the slice's
+    /// own name, or a name in its `previousNames` whose live resources it
+    /// adopts (a declared rename keeps `alpha-0` as gamma's replica 0).
+    pub stem: &'a str,
 }
 
-impl RenderCtx<'_> {
+impl<'a> RenderCtx<'a> {
+    /// The slice as the kinds whose ownership is immutable (written in a
+    /// compute resource's description or a template's VM labels) render
+    /// it: under the stem's name, so an adopted resource compares equal to
+    /// what is live and keeps the old slice name in its ownership.
+    pub fn stem_slice(&self) -> std::borrow::Cow<'a, Slice> {
+        if self.stem == self.slice.name {
+            return std::borrow::Cow::Borrowed(self.slice);
+        }
+        let mut s = self.slice.clone();
+        s.name = self.stem.to_string();
+        std::borrow::Cow::Owned(s)
+    }
+
     /// The desired resource `name` of `kind` in `scope` for this slice
     /// replica, with its owner, protection and timeout from the spec.
     pub fn desired<T: Resource>(

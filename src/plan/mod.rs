@@ -33,7 +33,7 @@ pub use kind::{
 };
 use ownership::Ownership;
 pub use reason::Reason;
-pub use view::{Refusal, Unmanaged};
+pub use view::{Refusal, Rename, Unmanaged};
 
 /// Version of the plan JSON format (`plan --output json`, `plan --out`).
 pub const FORMAT_VERSION: u32 = 1;
@@ -159,6 +159,9 @@ pub struct Plan {
     /// Scopes that could not be observed and are left out of the plan
     /// (`--sim` with a self-managed cluster whose API is not reachable).
     pub deferred: Vec<Deferred>,
+    /// Slices renamed in the specs, declared or likely: notes for people,
+    /// and (undeclared ones) create-before-delete ordering for the executor.
+    pub renames: Vec<Rename>,
     /// Counts.
     pub summary: Summary,
 }
@@ -470,7 +473,77 @@ pub fn plan_destroy_with(
 
 /// Renders every desired resource of the fleet, kind by kind.
 pub fn render_fleet(fleet: &Fleet, kinds: &[&dyn Kind]) -> Vec<Desired> {
-    render_fleet_at(fleet, kinds, &BTreeMap::new())
+    render_fleet_at(fleet, kinds, &BTreeMap::new(), &BTreeMap::new())
+}
+
+/// Whether a live resource with ownership `o` in `scope` is slice `slice`'s:
+/// it carries the slice's name, or a name the slice declares in
+/// `previousNames` with the owner id of the slice's Target and in one of
+/// that Target's scopes.
+pub fn claims(fleet: &Fleet, slice: &crate::spec::Slice, o: &Ownership, scope: &Scope) -> bool {
+    if o.slice == slice.name {
+        return true;
+    }
+    slice.spec.previous_names.contains(&o.slice)
+        && fleet
+            .target_of(slice)
+            .is_some_and(|t| t.spec.owner_id == o.owner && Owners::scopes_of(t).contains(scope))
+}
+
+/// The name each replica of a renamed slice is rendered under (see
+/// [`RenderCtx::stem`]), for the replicas not named after the slice itself:
+/// the first of the slice's name and its `previousNames` under which a live
+/// resource of the replica exists that the slice [`claims`]. Slices without
+/// `previousNames` are not in the map.
+pub fn stems(
+    fleet: &Fleet,
+    inv: &Inventory,
+    kinds: &[&dyn Kind],
+    indices: &BTreeMap<String, Vec<u32>>,
+) -> BTreeMap<(String, u32), String> {
+    let owners = Owners::of(fleet);
+    let mut out = BTreeMap::new();
+    for slice in fleet
+        .slices
+        .values()
+        .filter(|s| !s.spec.previous_names.is_empty())
+    {
+        let Some(target) = fleet.target_of(slice) else {
+            continue;
+        };
+        let replicas = replicas_of(slice, indices);
+        for replica in replicas {
+            let candidates = std::iter::once(&slice.name).chain(&slice.spec.previous_names);
+            for stem in candidates {
+                let ctx = RenderCtx {
+                    target,
+                    slice,
+                    replica,
+                    stem,
+                };
+                let adopted = kinds.iter().filter(|k| !k.shared()).any(|k| {
+                    k.render(ctx).iter().any(|d| {
+                        inv.live(k.id()).iter().any(|l| {
+                            l.scope == d.id.scope
+                                && k.name(&l.body) == d.id.name
+                                && k.ownership(&l.body).is_some_and(|o| {
+                                    owners.owns(&l.scope, Some(&o))
+                                        && o.replica == replica
+                                        && claims(fleet, slice, &o, &l.scope)
+                                })
+                        })
+                    })
+                });
+                if adopted {
+                    if stem != &slice.name {
+                        out.insert((slice.name.clone(), replica), stem.clone());
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Which replica indices of each slice are kept, given what is live. The
@@ -497,7 +570,10 @@ pub fn replica_indices(
             else {
                 continue;
             };
-            let Some(slice) = fleet.slices.get(&o.slice) else {
+            let Some(slice) = fleet
+                .claimant(&o.slice)
+                .filter(|s| claims(fleet, s, &o, &l.scope))
+            else {
                 continue;
             };
             let ok = kind.state(&l.body) == LiveState::Ok;
@@ -534,27 +610,43 @@ pub fn replica_indices(
     out
 }
 
-/// [`render_fleet`] with the replica indices of [`replica_indices`].
+/// The replica indices of `slice`: from [`replica_indices`], else
+/// `0..replicas`.
+fn replicas_of(slice: &crate::spec::Slice, indices: &BTreeMap<String, Vec<u32>>) -> Vec<u32> {
+    indices
+        .get(&slice.name)
+        .cloned()
+        .unwrap_or_else(|| (0..slice.spec.replicas).collect())
+}
+
+/// [`render_fleet`] with the replica indices of [`replica_indices`] and
+/// the names of [`stems`].
 pub fn render_fleet_at(
     fleet: &Fleet,
     kinds: &[&dyn Kind],
     indices: &BTreeMap<String, Vec<u32>>,
+    stems: &BTreeMap<(String, u32), String>,
 ) -> Vec<Desired> {
     let mut out = Vec::new();
     for slice in fleet.slices.values() {
         let Some(target) = fleet.target_of(slice) else {
             continue;
         };
-        let replicas: Vec<u32> = indices
-            .get(&slice.name)
-            .cloned()
-            .unwrap_or_else(|| (0..slice.spec.replicas).collect());
+        let replicas = replicas_of(slice, indices);
         for replica in replicas {
+            let stem = if stems.is_empty() {
+                &slice.name
+            } else {
+                stems
+                    .get(&(slice.name.clone(), replica))
+                    .unwrap_or(&slice.name)
+            };
             for kind in kinds {
                 for d in kind.render(RenderCtx {
                     target,
                     slice,
                     replica,
+                    stem,
                 }) {
                     // A shared resource is planned once per scope, owned by
                     // no slice: the first slice that renders it says what it is.
@@ -821,13 +913,13 @@ fn delete_reason(fleet: &Fleet, desired: &[Desired], kind: &dyn Kind, o: &Owners
         // A shared resource: no slice of its scope renders it any more.
         return Reason::NotNeeded;
     }
-    let Some(s) = fleet.slices.get(&o.slice) else {
+    let Some(s) = fleet.claimant(&o.slice) else {
         return Reason::NotInSpecs;
     };
     let kept: Vec<u32> = {
         let mut k: Vec<u32> = desired
             .iter()
-            .filter(|d| d.owner.slice == o.slice)
+            .filter(|d| d.owner.slice == s.name)
             .map(|d| d.owner.replica)
             .collect();
         k.dedup();
@@ -839,9 +931,10 @@ fn delete_reason(fleet: &Fleet, desired: &[Desired], kind: &dyn Kind, o: &Owners
             kept,
         };
     }
-    match desired.iter().find(|d| {
-        d.id.kind == kind.id() && d.owner.slice == o.slice && d.owner.replica == o.replica
-    }) {
+    match desired
+        .iter()
+        .find(|d| d.id.kind == kind.id() && d.owner.slice == s.name && d.owner.replica == o.replica)
+    {
         Some(d) => Reason::Moved {
             now: format!(
                 "{} {} in {} (target {})",
@@ -863,8 +956,12 @@ fn build(
     mode: PlanMode,
 ) -> Result<Plan, PlanError> {
     let indices = replica_indices(fleet, inv, kinds);
+    let stems = match mode {
+        PlanMode::Apply => stems(fleet, inv, kinds, &indices),
+        PlanMode::Destroy => BTreeMap::new(),
+    };
     let mut desired: Vec<Desired> = match mode {
-        PlanMode::Apply => render_fleet_at(fleet, kinds, &indices),
+        PlanMode::Apply => render_fleet_at(fleet, kinds, &indices, &stems),
         PlanMode::Destroy => Vec::new(),
     };
     // Scopes that could not be observed are left out, and said so.
@@ -1090,8 +1187,18 @@ fn build(
                 },
                 Comparison::Update { changes, groups } => mk(
                     ActionKind::Update,
-                    Reason::InPlaceFieldsChanged {
-                        groups: groups.iter().copied().collect(),
+                    match own.as_ref().filter(|o| {
+                        kind.ownership(&d.body)
+                            .is_some_and(|w| w.slice == d.owner.slice && o.slice != w.slice)
+                    }) {
+                        // A declared rename relabels the adopted resource
+                        // (one whose ownership can change in place).
+                        Some(o) => Reason::Renamed {
+                            from: o.slice.clone(),
+                        },
+                        None => Reason::InPlaceFieldsChanged {
+                            groups: groups.iter().copied().collect(),
+                        },
                     },
                     changes,
                     groups,
@@ -1486,6 +1593,23 @@ fn build(
             &b.name,
         ))
     });
+    let renames = match mode {
+        PlanMode::Apply => renames(fleet, inv, kinds, &stems, &actions),
+        PlanMode::Destroy => Vec::new(),
+    };
+    // A slice that looks renamed is listed right after the slice it looks
+    // renamed to: the plan reads in the order it runs (creates first).
+    if renames.iter().any(|r| !r.declared) {
+        actions.sort_by_key(|a| {
+            match renames
+                .iter()
+                .find(|r| !r.declared && r.from == a.owner.slice)
+            {
+                Some(r) => (r.to.clone(), 1u8),
+                None => (a.owner.slice.clone(), 0u8),
+            }
+        });
+    }
     let mut plan = Plan {
         observed_fingerprint: inv.fingerprint(kinds),
         mode,
@@ -1493,10 +1617,135 @@ fn build(
         unmanaged,
         refused,
         deferred,
+        renames,
         summary: Summary::default(),
     };
     plan.summary = plan.count();
     Ok(plan)
+}
+
+/// The renames of a plan: the declared ones it carries out (from
+/// [`stems`]), and the likely ones it can only see. A slice `old` that is
+/// no longer in the specs looks renamed to a slice `new` when every action
+/// of `new` creates and `new` renders, under `old`'s names, what `old`'s
+/// live primary resources are up to in-place fields (same Target, same
+/// shape).
+fn renames(
+    fleet: &Fleet,
+    inv: &Inventory,
+    kinds: &[&dyn Kind],
+    stems: &BTreeMap<(String, u32), String>,
+    actions: &[Action],
+) -> Vec<Rename> {
+    let addresses = |slice: &str| -> Vec<String> {
+        actions
+            .iter()
+            .filter(|a| a.owner.slice == slice)
+            .map(Action::address)
+            .collect()
+    };
+    let mut out = Vec::new();
+    let declared: BTreeSet<(&String, &String)> =
+        stems.iter().map(|((to, _), from)| (from, to)).collect();
+    for (from, to) in declared {
+        let target = fleet
+            .slices
+            .get(to)
+            .map(|s| s.spec.target.clone())
+            .unwrap_or_default();
+        out.push(Rename {
+            from: from.clone(),
+            to: to.clone(),
+            declared: true,
+            target,
+            addresses: addresses(to)
+                .into_iter()
+                .chain(addresses(from))
+                .collect(),
+            message: format!(
+                "slice {to} takes over the live resources of slice {from} (previousNames): node pools are \
+                 relabelled in place and keep their names, nothing is deleted. Keep `previousNames: [{from}]` \
+                 in slice {to} while resources named after {from} live: their names cannot change, and compute \
+                 resources (workload policies, instance templates, MIGs) keep {from} in their ownership"
+            ),
+        });
+    }
+    let primary: Vec<&dyn Kind> = kinds.iter().copied().filter(|k| k.is_primary()).collect();
+    // Old slices: every primary resource deleted because the slice left the specs.
+    let mut old: BTreeMap<&str, Vec<&Action>> = BTreeMap::new();
+    for a in actions {
+        if a.action == ActionKind::Delete
+            && a.reason == Reason::NotInSpecs
+            && primary.iter().any(|k| k.id() == a.id.kind)
+        {
+            old.entry(a.owner.slice.as_str()).or_default().push(a);
+        }
+    }
+    for new in fleet.slices.values() {
+        let mine: Vec<&Action> = actions
+            .iter()
+            .filter(|a| a.owner.slice == new.name)
+            .collect();
+        if mine.is_empty() || mine.iter().any(|a| a.action != ActionKind::Create) {
+            continue;
+        }
+        let Some(target) = fleet.target_of(new) else {
+            continue;
+        };
+        let found = old.iter().find(|(from, deletes)| {
+            deletes.iter().all(|a| {
+                let Some(kind) = primary.iter().find(|k| k.id() == a.id.kind) else {
+                    return false;
+                };
+                let Some(live) = inv
+                    .live(a.id.kind)
+                    .iter()
+                    .find(|l| l.scope == a.id.scope && kind.name(&l.body) == a.id.name)
+                else {
+                    return false;
+                };
+                let same_target = kind
+                    .ownership(&live.body)
+                    .is_some_and(|o| o.owner == target.spec.owner_id)
+                    && Owners::scopes_of(target).contains(&a.id.scope);
+                same_target
+                    && kind
+                        .render(RenderCtx {
+                            target,
+                            slice: new,
+                            replica: a.owner.replica,
+                            stem: from,
+                        })
+                        .iter()
+                        .any(|d| {
+                            d.id == a.id
+                                && !matches!(
+                                    kind.compare(d, &live.body),
+                                    Comparison::Replace { .. }
+                                )
+                        })
+            })
+        });
+        let Some((from, _)) = found else {
+            continue;
+        };
+        let (from, to) = (from.to_string(), new.name.clone());
+        out.push(Rename {
+            message: format!(
+                "slice {from} looks renamed to {to} (same Target, same shape, {from} gone, {to} new): \
+                 declare `previousNames: [{from}]` in {to} to keep its capacity. As planned, {to}'s \
+                 resources are created first and {from}'s are deleted only once those creates succeed"
+            ),
+            addresses: addresses(&to).into_iter().chain(addresses(&from)).collect(),
+            target: new.spec.target.clone(),
+            declared: false,
+            from,
+            to,
+        });
+        let taken = out.last().map(|r| r.from.clone()).unwrap_or_default();
+        old.remove(taken.as_str());
+    }
+    out
 }
 
 fn rank_str(kinds: &[&dyn Kind], k: &str) -> usize {

@@ -74,6 +74,12 @@ pub enum Reason {
     },
     /// The replica no longer uses a resource of this kind.
     NotNeeded,
+    /// A declared rename (`previousNames`): the resource of slice `from`
+    /// is relabelled in place as this slice's and keeps its name.
+    Renamed {
+        /// The slice's previous name.
+        from: String,
+    },
     /// A resource it is made from is created again or replaced (a slice's
     /// Nodes when its MIG is: they are other VMs then).
     DependencyReplaced {
@@ -113,6 +119,7 @@ impl Reason {
             Reason::ReplicaNotDesired { .. } => "replica_not_desired",
             Reason::Moved { .. } => "moved",
             Reason::NotNeeded => "not_needed",
+            Reason::Renamed { .. } => "renamed",
             Reason::DependencyReplaced { .. } => "dependency_replaced",
             Reason::NodeLost { .. } => "node_lost",
         }
@@ -234,6 +241,10 @@ impl Reason {
                  again; a VM still bootstrapping is left to join",
                 running.saturating_sub(*nodes)
             ),
+            Reason::Renamed { from } => format!(
+                "update in place because slice {from} is renamed to {s} (previousNames): the {noun} is \
+                 relabelled as replica {r} of slice {s} and keeps its name; nothing is deleted"
+            ),
         }
     }
 }
@@ -280,6 +291,7 @@ mod tests {
             },
             Reason::Moved { now: "x".into() },
             Reason::NotNeeded,
+            Reason::Renamed { from: "a".into() },
             Reason::DependencyReplaced {
                 noun: "x",
                 how: "replaced",

@@ -78,6 +78,7 @@ fn slice(name: &str, acc: &str, topo: &str, replicas: u32, cap: CapacityType) ->
         taints: Vec::new(),
         lifecycle: Lifecycle::default(),
         gce: None,
+        previous_names: Vec::new(),
     };
     Slice {
         name: name.into(),
@@ -1551,4 +1552,195 @@ fn a_target_moved_off_a_cluster_another_owner_still_uses_takes_its_pools_along()
         del[0]
     );
     assert!(p.unmanaged.is_empty(), "{:?}", p.unmanaged);
+}
+
+/// `alpha` (2 replicas, and a tpu7x `beta` with a workload policy) as they
+/// run, then renamed in the specs.
+fn renamed(name: &str, from: &str, acc: &str, topo: &str, declare: bool) -> (Fleet, TestInv) {
+    let before = fleet(vec![slice(from, acc, topo, 2, CapacityType::OnDemand)]);
+    let inv = converged(&before);
+    let mut s = slice(name, acc, topo, 2, CapacityType::OnDemand);
+    if declare {
+        s.spec.previous_names = vec![from.to_string()];
+    }
+    (fleet(vec![s]), inv)
+}
+
+#[test]
+fn a_declared_rename_relabels_in_place_and_keeps_the_names() {
+    for (acc, topo) in [("tpu-v6e-slice", "4x4"), ("tpu7x", "2x2x2")] {
+        let (f, inv) = renamed("gamma", "alpha", acc, topo, true);
+        let p = plan(&f, &inv, &PlanOptions::default()).unwrap();
+        assert_eq!(
+            p.summary.create + p.summary.delete + p.summary.replace,
+            0,
+            "{acc}: {:?}",
+            kinds(&p)
+        );
+        // Node pools are relabelled (an in-place update); workload
+        // policies keep their immutable description and are not touched.
+        let updates: Vec<(String, String, &str)> = p
+            .actions
+            .iter()
+            .map(|a| (a.address(), a.id.name.clone(), a.reason.code()))
+            .collect();
+        assert_eq!(
+            updates,
+            vec![
+                (
+                    "slice.gamma[0].node_pool".into(),
+                    "alpha-0".into(),
+                    "renamed"
+                ),
+                (
+                    "slice.gamma[1].node_pool".into(),
+                    "alpha-1".into(),
+                    "renamed"
+                ),
+            ],
+            "{acc}"
+        );
+        assert!(p.actions.iter().all(|a| a.action == ActionKind::Update));
+        let labels: Vec<&str> = p.actions[0]
+            .changes
+            .iter()
+            .map(|c| c.path.as_str())
+            .collect();
+        assert!(
+            labels.iter().any(|l| l.contains(ownership::SLICE)),
+            "{labels:?}"
+        );
+        assert_eq!(p.renames.len(), 1);
+        assert!(p.renames[0].declared);
+        assert_eq!(
+            (p.renames[0].from.as_str(), p.renames[0].to.as_str()),
+            ("alpha", "gamma")
+        );
+
+        // Applied: the pools carry gamma's labels under their old names,
+        // and the next plan is empty.
+        let mut after = inv.clone();
+        for np in after.node_pools.iter_mut() {
+            let want = p
+                .actions
+                .iter()
+                .find(|a| a.id.name == np.name)
+                .and_then(|a| a.desired.as_ref())
+                .and_then(kind::body_as::<NodePool>)
+                .cloned()
+                .unwrap();
+            *np = as_live(want);
+        }
+        let again = plan(&f, &after, &PlanOptions::default()).unwrap();
+        assert!(!again.summary.has_changes(), "{acc}: {:?}", kinds(&again));
+        // Status reports the adopted pools as gamma's.
+        let rows = crate::status::rows(&f, &after.inventory(), &all_kinds());
+        let states: Vec<(String, String, String)> = rows
+            .iter()
+            .map(|r| (r.slice.clone(), r.node_pool.clone(), r.state.clone()))
+            .collect();
+        assert_eq!(
+            states,
+            vec![
+                ("gamma".into(), "alpha-0".into(), "RUNNING".into()),
+                ("gamma".into(), "alpha-1".into(), "RUNNING".into()),
+            ],
+            "{acc}"
+        );
+    }
+}
+
+#[test]
+fn a_declared_rename_still_replaces_on_a_topology_change() {
+    let (mut f, inv) = renamed("gamma", "alpha", "tpu-v6e-slice", "4x4", true);
+    let s = f.slices.get_mut("gamma").unwrap();
+    s.spec.topology = "2x4".into();
+    s.shape = catalog::resolve("tpu-v6e-slice", "2x4", None).unwrap();
+    let p = plan(&f, &inv, &PlanOptions::default()).unwrap();
+    let got: Vec<(String, String, ActionKind)> = p
+        .actions
+        .iter()
+        .map(|a| (a.address(), a.id.name.clone(), a.action))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "slice.gamma[0].node_pool".into(),
+                "alpha-0".into(),
+                ActionKind::Replace
+            ),
+            (
+                "slice.gamma[1].node_pool".into(),
+                "alpha-1".into(),
+                ActionKind::Replace
+            ),
+        ]
+    );
+}
+
+#[test]
+fn an_undeclared_rename_is_named_and_creates_before_it_deletes() {
+    let (f, inv) = renamed("gamma", "alpha", "tpu-v6e-slice", "4x4", false);
+    let p = plan(&f, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!((p.summary.create, p.summary.delete), (2, 2));
+    assert_eq!(p.renames.len(), 1, "{:?}", p.renames);
+    let r = &p.renames[0];
+    assert!(!r.declared);
+    assert!(
+        r.message.contains("slice alpha looks renamed to gamma")
+            && r.message.contains("previousNames: [alpha]"),
+        "{}",
+        r.message
+    );
+    assert_eq!(r.addresses.len(), 4);
+    // The plan reads in the order it runs: gamma's creates, then alpha's deletes.
+    assert_eq!(
+        kinds(&p),
+        vec![
+            ("slice.gamma[0].node_pool".to_string(), ActionKind::Create),
+            ("slice.gamma[1].node_pool".to_string(), ActionKind::Create),
+            ("slice.alpha[0].node_pool".to_string(), ActionKind::Delete),
+            ("slice.alpha[1].node_pool".to_string(), ActionKind::Delete),
+        ]
+    );
+    let json = p.to_json();
+    assert_eq!(json["renames"][0]["from"], "alpha");
+    assert_eq!(json["renames"][0]["declared"], false);
+    assert!(human::render(&p, false).contains("Looks renamed: slice alpha looks renamed to gamma"));
+
+    // Every delete of alpha waits for gamma's creates.
+    let steps = crate::apply::steps::expand(&p, |k| {
+        crate::kinds::get(k).map_or(crate::apply::steps::KindInfo::default(), |x| {
+            crate::apply::steps::KindInfo {
+                depends_on: x.depends_on(),
+                shared: x.shared(),
+                cleanup: x.cleanup_after_dependencies(),
+            }
+        })
+    });
+    let creates: Vec<usize> = steps
+        .iter()
+        .filter(|s| p.actions[s.action].action == ActionKind::Create)
+        .map(|s| s.id)
+        .collect();
+    for s in steps
+        .iter()
+        .filter(|s| p.actions[s.action].action == ActionKind::Delete)
+    {
+        for c in &creates {
+            assert!(
+                s.deps.contains(c),
+                "delete step {s:?} does not wait for {c}"
+            );
+        }
+    }
+
+    // A different shape is not a rename.
+    let (mut f2, inv2) = renamed("gamma", "alpha", "tpu-v6e-slice", "4x4", false);
+    let s = f2.slices.get_mut("gamma").unwrap();
+    s.spec.topology = "2x4".into();
+    s.shape = catalog::resolve("tpu-v6e-slice", "2x4", None).unwrap();
+    let p2 = plan(&f2, &inv2, &PlanOptions::default()).unwrap();
+    assert!(p2.renames.is_empty(), "{:?}", p2.renames);
 }

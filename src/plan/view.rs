@@ -22,6 +22,8 @@ pub struct PlanView<'a> {
     refused: &'a [Refusal],
     #[serde(skip_serializing_if = "<[super::Deferred]>::is_empty")]
     deferred: &'a [super::Deferred],
+    #[serde(skip_serializing_if = "<[Rename]>::is_empty")]
+    renames: &'a [Rename],
     summary: Summary,
 }
 
@@ -96,6 +98,26 @@ pub struct Refusal {
     pub message: String,
 }
 
+/// A slice renamed in the specs: declared (`previousNames`, its resources
+/// are taken over in place) or only likely (an old slice gone and a new one
+/// of the same shape on the same Target: the creates of the new one run
+/// before the deletes of the old one, which are skipped if a create fails).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rename {
+    /// The old slice name.
+    pub from: String,
+    /// The new slice name.
+    pub to: String,
+    /// Declared in `previousNames` (true) or detected (false).
+    pub declared: bool,
+    /// The Target of both.
+    pub target: String,
+    /// The addresses of the actions it affects.
+    pub addresses: Vec<String>,
+    /// What it means and what to do.
+    pub message: String,
+}
+
 impl<'a> PlanView<'a> {
     /// The view of a plan.
     pub fn of(plan: &'a Plan) -> PlanView<'a> {
@@ -135,6 +157,7 @@ impl<'a> PlanView<'a> {
             unmanaged: &plan.unmanaged,
             refused: &plan.refused,
             deferred: &plan.deferred,
+            renames: &plan.renames,
             summary: plan.count(),
         }
     }

@@ -258,6 +258,17 @@ impl Fleet {
     pub fn target_of(&self, slice: &Slice) -> Option<&Target> {
         self.targets.get(&slice.spec.target)
     }
+
+    /// The slice whose live resources carry slice name `name`: the slice of
+    /// that name, or the one that declares it in `previousNames` (a
+    /// declared rename).
+    pub fn claimant(&self, name: &str) -> Option<&Slice> {
+        self.slices.get(name).or_else(|| {
+            self.slices
+                .values()
+                .find(|s| s.spec.previous_names.iter().any(|p| p == name))
+        })
+    }
 }
 
 #[cfg(test)]

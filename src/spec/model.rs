@@ -275,6 +275,17 @@ pub struct SliceSpec {
     /// refused for `gke`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gce: Option<GceSlice>,
+    /// Names this slice had before: a declared rename (Terraform's `moved`
+    /// block). The live resources of a slice named here, with the same
+    /// owner id and Target, are this slice's: a node pool is relabelled in
+    /// place and keeps its name (`alpha-0` becomes this slice's replica 0),
+    /// nothing is deleted or created. Compute resources (workload policy,
+    /// instance template, MIG) keep their old name and ownership, which
+    /// cannot change in place, so keep the entry as long as resources made
+    /// under the old name live. A name here must be a valid slice name,
+    /// not this slice's own, and not the name of another Slice in the specs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_names: Vec<String>,
 }
 
 /// A `gce` slice's VMs: image, disk, metadata, and how they join.

@@ -212,6 +212,8 @@ fn validate(
     }
     // Valid slices in document order, for the name collision check.
     let mut rendered: Vec<Rendered> = Vec::new();
+    // (slice, previous name, where it is written), for the checks across slices.
+    let mut claims: Vec<(String, String, Location)> = Vec::new();
     for doc in slices {
         if let DocumentSpec::Slice(spec) = doc.spec {
             let fields = &doc.fields;
@@ -235,7 +237,15 @@ fn validate(
             };
             let target = all_targets.get(&spec.target).filter(|_| target_ok);
             let gce_ok = check_gce_slice(&mut d, fields, &spec, target, shape.as_ref());
-            let spec_ok = check_slice(&mut d, fields, &spec) && zone_ok && gce_ok;
+            let previous_ok = check_previous_names(&mut d, fields, &doc.metadata.name, &spec);
+            for (i, p) in spec.previous_names.iter().enumerate() {
+                claims.push((
+                    doc.metadata.name.clone(),
+                    p.clone(),
+                    fields.value(&["spec", "previousNames", &i.to_string()]),
+                ));
+            }
+            let spec_ok = check_slice(&mut d, fields, &spec) && zone_ok && gce_ok && previous_ok;
             let timeout = check_operation_timeout(&mut d, fields, &spec);
             if let (true, true, true, Some(shape), Some(operation_timeout)) =
                 (name_ok, target_ok, spec_ok, shape, timeout)
@@ -267,7 +277,91 @@ fn validate(
         }
     }
     check_name_collisions(&mut d, &rendered);
+    check_previous_names_across(&mut d, &claims, &seen, &mut fleet);
     fleet
+}
+
+/// A slice's `previousNames` on its own: valid slice names, none twice, not
+/// its own name.
+fn check_previous_names(d: &mut Diags<'_>, f: &FieldIndex, name: &str, spec: &SliceSpec) -> bool {
+    let before = d.0.len();
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, p) in spec.previous_names.iter().enumerate() {
+        let at = f.value(&["spec", "previousNames", &i.to_string()]);
+        let problem = match dns_label_problem(p, 63) {
+            Some(problem) => Some(problem),
+            None if !p.starts_with(|c: char| c.is_ascii_lowercase()) => {
+                Some("must start with a lowercase letter, as a slice name does".to_string())
+            }
+            None => None,
+        };
+        if let Some(problem) = problem {
+            d.push(at, format!("previousNames entry {p:?} {problem}"));
+        } else if p == name {
+            d.push(
+                at,
+                format!(
+                    "previousNames entry {p:?} is this slice's own name; list only the names it had before"
+                ),
+            );
+        } else if let Some(first) = seen.insert(p, i) {
+            d.push(
+                at,
+                format!("previousNames entry {p:?} is already given as previousNames[{first}]"),
+            );
+        }
+    }
+    d.0.len() == before
+}
+
+/// `previousNames` across slices: a previous name must not be another
+/// Slice's name in the specs (that slice's resources are its own), nor be
+/// claimed by two slices (whose would its resources be?). A slice with such
+/// an entry is left out of the fleet, like any invalid slice.
+fn check_previous_names_across(
+    d: &mut Diags<'_>,
+    claims: &[(String, String, Location)],
+    seen: &BTreeMap<(&'static str, String), Location>,
+    fleet: &mut Fleet,
+) {
+    let mut first_claim: BTreeMap<&str, (&str, &Location)> = BTreeMap::new();
+    let mut invalid: BTreeSet<&str> = BTreeSet::new();
+    for (slice, prev, at) in claims {
+        if prev == slice {
+            continue;
+        }
+        if let Some(other) = seen.get(&("Slice", prev.clone())) {
+            d.push(
+                at.clone(),
+                format!(
+                    "previousNames entry {prev:?} is the name of Slice {prev:?} in the specs (defined at {other}); \
+                     a slice can take over the resources of a slice that is gone, not of one that still exists"
+                ),
+            );
+            invalid.insert(slice);
+            continue;
+        }
+        match first_claim.get(prev.as_str()) {
+            Some(&(first, first_at)) if first != slice => {
+                d.push(
+                    at.clone(),
+                    format!(
+                        "previousNames entry {prev:?} is also claimed by Slice {first:?} (at {first_at}); \
+                         the resources of slice {prev:?} can go to one slice only"
+                    ),
+                );
+                invalid.insert(slice);
+                invalid.insert(first);
+            }
+            Some(_) => {}
+            None => {
+                first_claim.insert(prev, (slice, at));
+            }
+        }
+    }
+    for s in invalid {
+        fleet.slices.remove(s);
+    }
 }
 
 /// A valid slice, as much as the name collision check needs.
@@ -2077,6 +2171,87 @@ spec:
         let body = "  accelerator: tpu7x\n  topology: 1x1x1\n";
         let text = format!("{target}{}{}", slice(&long, body), slice(&short, body));
         load(&[file("w.yaml", &text)]).expect("single-host: no workload policy");
+    }
+
+    #[test]
+    fn previous_names_are_checked_and_located() {
+        let text = format!(
+            "{TARGET}{}{}",
+            slice(
+                "gamma",
+                "  accelerator: tpu-v5p-slice\n  topology: 2x2x1\n  previousNames:\n    - Alpha\n    - gamma\n    - beta\n    - beta\n"
+            ),
+            slice(
+                "delta",
+                "  accelerator: tpu-v5p-slice\n  topology: 2x2x1\n  previousNames: [gamma]\n"
+            )
+        );
+        let diagnostics = load(&[file("t.yaml", &text)]).expect_err("invalid");
+        let got: Vec<(usize, usize, &str)> = diagnostics
+            .iter()
+            .map(|d| (d.location.line, d.location.column, d.message.as_str()))
+            .collect();
+        assert_eq!(got.len(), 4, "{got:#?}");
+        assert_eq!((got[0].0, got[0].1), (23, 7));
+        assert!(
+            got[0].2.contains("\"Alpha\"") && got[0].2.contains("lowercase"),
+            "{}",
+            got[0].2
+        );
+        assert_eq!(got[1].0, 24);
+        assert!(got[1].2.contains("this slice's own name"), "{}", got[1].2);
+        assert_eq!(got[2].0, 26);
+        assert!(
+            got[2].2.contains("already given as previousNames[2]"),
+            "{}",
+            got[2].2
+        );
+        assert_eq!((got[3].0, got[3].1), (37, 19));
+        assert!(
+            got[3]
+                .2
+                .contains("is the name of Slice \"gamma\" in the specs"),
+            "{}",
+            got[3].2
+        );
+
+        // Two slices cannot take over one slice's resources.
+        let text = format!(
+            "{TARGET}{}{}",
+            slice(
+                "gamma",
+                "  accelerator: tpu-v5p-slice\n  topology: 2x2x1\n  previousNames: [alpha]\n"
+            ),
+            slice(
+                "delta",
+                "  accelerator: tpu-v5p-slice\n  topology: 2x2x1\n  previousNames: [alpha]\n"
+            )
+        );
+        let diagnostics = load(&[file("t.yaml", &text)]).expect_err("invalid");
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+        assert!(
+            diagnostics[0]
+                .message
+                .contains("also claimed by Slice \"gamma\"")
+        );
+
+        // A valid declaration loads.
+        let text = format!(
+            "{TARGET}{}",
+            slice(
+                "gamma",
+                "  accelerator: tpu-v5p-slice\n  topology: 2x2x1\n  previousNames: [alpha]\n"
+            )
+        );
+        let fleet = load(&[file("t.yaml", &text)]).expect("valid");
+        assert_eq!(
+            fleet.slices["gamma"].spec.previous_names,
+            vec!["alpha".to_string()]
+        );
+        assert_eq!(
+            fleet.claimant("alpha").map(|s| s.name.as_str()),
+            Some("gamma")
+        );
     }
 
     #[test]

@@ -483,8 +483,23 @@ fn one(
         rep.nodes = row.nodes.clone();
         rep.last_error = (!row.last_error.is_empty()).then(|| shorten(&row.last_error));
         primary.insert(row.replica, row.state.clone());
-        // The primary resource's state is the live one.
-        match rep.resources.iter_mut().find(|r| r.name == row.node_pool) {
+        // The primary resource's state is the live one. Under a declared
+        // rename the live primary resource keeps its old name
+        // (`previousNames`): it stands in for the rendered one.
+        let primary_kind = |k: &str| {
+            crate::kinds::plan_kinds()
+                .iter()
+                .any(|x| x.is_primary() && x.id().as_str() == k)
+        };
+        let at = rep
+            .resources
+            .iter()
+            .position(|r| r.name == row.node_pool)
+            .or_else(|| rep.resources.iter().position(|r| primary_kind(&r.kind)));
+        if let Some(i) = at {
+            rep.resources[i].name = row.node_pool.clone();
+        }
+        match at.and_then(|i| rep.resources.get_mut(i)) {
             Some(r) => r.state = row.state.clone(),
             None => rep.resources.push(ResourceStatus {
                 kind: String::new(),

@@ -179,6 +179,18 @@ pub async fn slicectl(sim: &SimHandle, args: &[&str]) -> Output {
     cmd.output().await.unwrap()
 }
 
+/// Sets the simulator server's faults (`PUT /_sim/faults`), e.g.
+/// `{"stockout_rate": 1.0}`.
+pub async fn set_faults(sim: &SimHandle, faults: Value) {
+    let r = reqwest::Client::new()
+        .put(format!("{}/_sim/faults", sim.base_url()))
+        .json(&faults)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "PUT /_sim/faults: {}", r.status());
+}
+
 pub fn text(o: &Output) -> String {
     format!(
         "exit: {:?}\n--- stdout\n{}\n--- stderr\n{}",

@@ -178,7 +178,7 @@ impl Kind for DevicePlugins {
     }
 
     fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {
-        let Some(r) = super::render::render(ctx.target, ctx.slice, ctx.replica) else {
+        let Some(r) = super::render::render(ctx.target, &ctx.stem_slice(), ctx.replica) else {
             return Vec::new();
         };
         let Some(cluster) = ctx.target.spec.gce.as_ref() else {

@@ -171,7 +171,7 @@ impl Kind for Migs {
     }
 
     fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {
-        let Some(r) = render::render(ctx.target, ctx.slice, ctx.replica) else {
+        let Some(r) = render::render(ctx.target, &ctx.stem_slice(), ctx.replica) else {
             return Vec::new();
         };
         vec![ctx.desired(KIND, Scope::Zone(r.zone), r.mig.name.clone(), r.mig)]

@@ -251,7 +251,7 @@ impl Kind for Nodes {
     }
 
     fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {
-        let Some(r) = render::render(ctx.target, ctx.slice, ctx.replica) else {
+        let Some(r) = render::render(ctx.target, &ctx.stem_slice(), ctx.replica) else {
             return Vec::new();
         };
         vec![ctx.desired(KIND, Scope::Kube(r.kube), r.nodes.mig.clone(), r.nodes)]

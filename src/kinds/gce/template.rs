@@ -88,7 +88,7 @@ impl Kind for InstanceTemplates {
     }
 
     fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {
-        let Some(r) = render::render(ctx.target, ctx.slice, ctx.replica) else {
+        let Some(r) = render::render(ctx.target, &ctx.stem_slice(), ctx.replica) else {
             return Vec::new();
         };
         let Some(t) = r.template else {

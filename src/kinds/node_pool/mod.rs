@@ -63,7 +63,7 @@ impl Kind for NodePools {
     fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {
         let (Some(gke), Some(np)) = (
             ctx.target.spec.gke.as_ref(),
-            render::node_pool(ctx.target, ctx.slice, ctx.replica),
+            render::node_pool(ctx.target, ctx.slice, ctx.replica, ctx.stem),
         ) else {
             return Vec::new();
         };

@@ -35,8 +35,11 @@ fn google_duration(s: &str) -> Option<String> {
 }
 
 /// The node pool of one replica, ownership labels and spec hash included.
-/// `None` when the target has no GKE cluster.
-pub fn node_pool(target: &Target, slice: &Slice, replica: u32) -> Option<NodePool> {
+/// `None` when the target has no GKE cluster. The pool (and its workload
+/// policy) are named after `stem`, the slice's name or the previous name
+/// whose live pool it adopts; its labels name the slice (an in-place
+/// relabel).
+pub fn node_pool(target: &Target, slice: &Slice, replica: u32, stem: &str) -> Option<NodePool> {
     target.spec.gke.as_ref()?;
     if slice.spec.backend != crate::spec::model::Backend::Gke {
         return None;
@@ -44,7 +47,7 @@ pub fn node_pool(target: &Target, slice: &Slice, replica: u32) -> Option<NodePoo
     let t = &target.spec;
     let s = &slice.spec;
     let shape = &slice.shape;
-    let pool_name = names::node_pool(&slice.name, replica);
+    let pool_name = names::node_pool(stem, replica);
     let mut ownership = Ownership {
         owner: t.owner_id.clone(),
         slice: slice.name.clone(),
@@ -63,7 +66,7 @@ pub fn node_pool(target: &Target, slice: &Slice, replica: u32) -> Option<NodePoo
         Placement::WorkloadPolicy { .. } => Some(PlacementPolicy {
             kind: None,
             tpu_topology: None,
-            policy_name: Some(names::workload_policy(&slice.name, replica)),
+            policy_name: Some(names::workload_policy(stem, replica)),
         }),
     };
 
