@@ -40,6 +40,7 @@ fn compute_roots(doc: &Discovery) -> Vec<WireCheck> {
         check::<compute::InstanceTemplateList>(doc, "InstanceTemplateList"),
         check::<compute::InstanceGroupManager>(doc, "InstanceGroupManager"),
         check::<compute::InstanceGroupManagerList>(doc, "InstanceGroupManagerList"),
+        check::<compute::InstanceGroupManagerPatch>(doc, "InstanceGroupManager"),
         check::<compute::ManagedInstanceList>(
             doc,
             "InstanceGroupManagersListManagedInstancesResponse",
