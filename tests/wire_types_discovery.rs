@@ -41,6 +41,10 @@ fn compute_roots(doc: &Discovery) -> Vec<WireCheck> {
         check::<compute::InstanceGroupManager>(doc, "InstanceGroupManager"),
         check::<compute::InstanceGroupManagerList>(doc, "InstanceGroupManagerList"),
         check::<compute::InstanceGroupManagerPatch>(doc, "InstanceGroupManager"),
+        check::<compute::RecreateInstancesRequest>(
+            doc,
+            "InstanceGroupManagersRecreateInstancesRequest",
+        ),
         check::<compute::ManagedInstanceList>(
             doc,
             "InstanceGroupManagersListManagedInstancesResponse",

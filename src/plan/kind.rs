@@ -397,9 +397,10 @@ pub trait Kind: Send + Sync {
     }
 
     /// How many hosts of its slice replica a live resource stands for in the
-    /// cluster, when it is where the replica's mutable protection stamp
-    /// lives (a self-managed slice's Nodes): fewer of them than running
-    /// hosts means the stamp cannot be read for every host.
+    /// cluster, when it carries a per-host protection stamp (a self-managed
+    /// slice's Nodes): fewer of them than running hosts means the Nodes
+    /// cannot speak for every host (what matters when the MIG has no stamp
+    /// of its own, see [`Kind::protection_unrecorded`]).
     fn stamped_hosts(&self, _live: &Body) -> Option<u32> {
         None
     }

@@ -834,10 +834,11 @@ fn build(
         }
     }
 
-    // Per owned slice replica: how many hosts carry its mutable protection
+    // Per owned slice replica: how many hosts carry its per-host protection
     // stamp (a self-managed slice's Nodes), and how many run (its MIG's
-    // RUNNING VMs, with where they run), to tell whether the stamp can be
-    // read for every running host.
+    // RUNNING VMs, with where they run), to tell whether the Nodes can
+    // speak for every running host (a MIG without a stamp of its own), and
+    // whether Nodes are lost.
     let mut stamped_hosts: BTreeMap<(String, String, u32), u32> = BTreeMap::new();
     let mut running_hosts: BTreeMap<(String, String, u32), (u32, &Scope, String)> = BTreeMap::new();
     for kind in kinds {

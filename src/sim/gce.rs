@@ -233,6 +233,20 @@ fn decode_fingerprint(s: &str) -> Option<Vec<u8>> {
     URL_SAFE.decode(s).ok().or_else(|| STANDARD.decode(s).ok())
 }
 
+/// 412 conditionNotMet with `message` unless the request's `fingerprint`
+/// is there and decodes to `current`.
+fn require_fingerprint(body: &Value, current: &[u8], message: &str) -> Result<(), ApiError> {
+    let supplied = body
+        .get("fingerprint")
+        .and_then(Value::as_str)
+        .and_then(decode_fingerprint);
+    if supplied.as_deref() == Some(current) {
+        Ok(())
+    } else {
+        Err(ApiError::condition_not_met(message.into()))
+    }
+}
+
 // ---- instance templates -----------------------------------------------------
 
 fn render_template(key: &str, rec: &TemplateRec, ctx: &Ctx) -> Value {
@@ -1249,16 +1263,11 @@ pub(crate) fn patch_mig(
         .as_str()
         .and_then(decode_fingerprint)
         .unwrap_or_default();
-    let supplied = body
-        .get("fingerprint")
-        .and_then(Value::as_str)
-        .and_then(decode_fingerprint);
-    if supplied.as_deref() != Some(&current[..]) {
-        return Err(ApiError::condition_not_met(
-            "Supplied fingerprint does not match current fingerprint of instance group manager."
-                .into(),
-        ));
-    }
+    require_fingerprint(
+        body,
+        &current,
+        "Supplied fingerprint does not match current fingerprint of instance group manager.",
+    )?;
     let id = m.spec["id"].as_str().unwrap_or_default().to_string();
     let scope = zone_scope(m);
     let fingerprint = encode_fingerprint(&new_fingerprint(inner));
@@ -1644,15 +1653,11 @@ pub(crate) fn set_metadata(
     }
     let key = vm_key(project, zone, name);
     let current = find_vm(inner, &key)?.fingerprint;
-    let supplied = body
-        .get("fingerprint")
-        .and_then(Value::as_str)
-        .and_then(decode_fingerprint);
-    if supplied.as_deref() != Some(&current[..]) {
-        return Err(ApiError::condition_not_met(
-            "Supplied fingerprint does not match current metadata fingerprint.".into(),
-        ));
-    }
+    require_fingerprint(
+        body,
+        &current,
+        "Supplied fingerprint does not match current metadata fingerprint.",
+    )?;
     check_metadata_items(Some(body), "metadata")?;
     let items = metadata_items(body.get("items"));
     let fingerprint = new_fingerprint(inner);

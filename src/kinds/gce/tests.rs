@@ -541,6 +541,25 @@ fn apply_mig_update(inv: &mut Inventory, a: &plan::Action) {
     migs[0].body = Arc::new(live);
 }
 
+/// Every action on slice `name` is an in-place update (nothing replaced).
+fn only_updates(p: &plan::Plan, name: &str) {
+    let got: Vec<(String, ActionKind)> = p
+        .actions
+        .iter()
+        .filter(|a| a.owner.slice == name)
+        .map(|a| (a.address(), a.action))
+        .collect();
+    assert!(got.iter().all(|(_, a)| *a == ActionKind::Update), "{got:?}");
+}
+
+/// The live MIG's description, without its stamp.
+fn live_unstamped(inv: &Inventory) -> String {
+    let migs = &inv.resources[&super::mig::KIND];
+    let m = plan::kind::body_as::<crate::resource::compute::InstanceGroupManager>(&migs[0].body)
+        .unwrap();
+    without_stamp(m.description.as_deref().unwrap())
+}
+
 fn live_stamp(inv: &Inventory) -> Option<bool> {
     let migs = &inv.resources[&super::mig::KIND];
     super::mig::recorded_stamp(
@@ -650,30 +669,12 @@ fn protecting_a_slice_after_create_stamps_its_mig_in_place() {
         )
     );
     // Nothing is replaced: the template and policy are untouched.
-    assert!(
-        p.actions
-            .iter()
-            .filter(|a| a.owner.slice == "x")
-            .all(|a| a.action == ActionKind::Update),
-        "{:?}",
-        p.actions
-            .iter()
-            .map(|a| (a.address(), a.action))
-            .collect::<Vec<_>>()
-    );
+    only_updates(&p, "x");
     apply_mig_update(&mut inv, a);
     assert_eq!(live_stamp(&inv), Some(true));
     // The stamp written keeps the recorded hash.
     assert_eq!(
-        without_stamp(
-            &plan::kind::body_as::<crate::resource::compute::InstanceGroupManager>(
-                &inv.resources[&super::mig::KIND][0].body
-            )
-            .unwrap()
-            .description
-            .clone()
-            .unwrap()
-        ),
+        live_unstamped(&inv),
         without_stamp(replica(&open, "x").mig.description.as_deref().unwrap())
     );
 
@@ -734,30 +735,13 @@ fn lifting_the_stamp_takes_two_applies_for_the_mig_as_for_its_nodes() {
                 "{r:?}"
             );
         }
-        assert!(
-            p.actions
-                .iter()
-                .filter(|a| a.owner.slice == "x")
-                .all(|a| a.action == ActionKind::Update),
-            "{:?}",
-            p.actions
-                .iter()
-                .map(|a| (a.address(), a.action))
-                .collect::<Vec<_>>()
-        );
+        only_updates(&p, "x");
         // The lifted stamp keeps the MIG's recorded hash (it is not the
         // replacement's description).
         apply_mig_update(&mut inv, a);
         assert_eq!(live_stamp(&inv), Some(false));
-        let live_desc = plan::kind::body_as::<crate::resource::compute::InstanceGroupManager>(
-            &inv.resources[&super::mig::KIND][0].body,
-        )
-        .unwrap()
-        .description
-        .clone()
-        .unwrap();
         assert_eq!(
-            without_stamp(&live_desc),
+            live_unstamped(&inv),
             without_stamp(replica(&f, "x").mig.description.as_deref().unwrap())
         );
         if nodes == 0 {
