@@ -906,9 +906,9 @@ async fn a_protected_slice_survives_its_yaml_and_its_nodes_going() {
         names(&get(&sim, "zones/us-central1-b/instances").await),
         vms
     );
-    // Unprotected: apply lifts the Nodes' stamp. Then removing the YAML
-    // deletes the slice: the MIG's stamp, recorded at create, yields to
-    // its Nodes, one per running VM, which no longer carry it.
+    // Unprotected: apply lifts the stamp in place, from the MIG's
+    // description (`instanceGroupManagers.patch`, same group, same VMs) and
+    // from the Nodes. Then removing the YAML deletes the slice.
     std::fs::write(
         dir.path().join("lsx.yaml"),
         protected.replace("preventDestroy: true", "preventDestroy: false"),
@@ -916,6 +916,20 @@ async fn a_protected_slice_survives_its_yaml_and_its_nodes_going() {
     .unwrap();
     let o = gce_apply(&sim, dir.path()).await;
     assert!(o.status.success(), "{}", text(&o));
+    let lifted = get(&sim, &format!("{migs}/gce-lsx-0")).await;
+    assert!(
+        lifted["description"]
+            .as_str()
+            .unwrap()
+            .ends_with(" prevent-destroy=false"),
+        "{lifted}"
+    );
+    assert_eq!(lifted["id"], mig["id"]);
+    assert_ne!(lifted["fingerprint"], mig["fingerprint"]);
+    assert_eq!(
+        names(&get(&sim, "zones/us-central1-b/instances").await),
+        vms
+    );
     std::fs::remove_file(dir.path().join("lsx.yaml")).unwrap();
     let o = gce_apply(&sim, dir.path()).await;
     assert!(o.status.success(), "{}", text(&o));

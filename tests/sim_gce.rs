@@ -549,6 +549,117 @@ async fn set_metadata_needs_the_current_fingerprint() {
 }
 
 #[tokio::test]
+async fn patching_a_mig_needs_its_current_fingerprint_and_changes_only_its_description() {
+    let sim = start(Duration::ZERO, 7, FaultConfig::default()).await;
+    let c = Client::new(&sim);
+    make_slice(&c, "pm").await;
+    let path = format!("{}/instanceGroupManagers/pm", zone_path());
+    let before = ok(&c, "GET", &path, None).await;
+    let fp = before["fingerprint"].as_str().unwrap().to_string();
+    let desc = "slicectl: managed-by=slicectl owner=o slice=pm replica=0 prevent-destroy=true";
+
+    // No fingerprint, or a stale one: 412 conditionNotMet, nothing changed.
+    for body in [
+        json!({"description": desc}),
+        json!({"description": desc, "fingerprint": "AAAAAAAAAAA="}),
+    ] {
+        let (s, e) = c.send("PATCH", &path, Some(body)).await;
+        assert_eq!(s, 412, "{e}");
+        assert_eq!(e["error"]["errors"][0]["reason"], "conditionNotMet");
+        assert_eq!(
+            e["error"]["message"],
+            "Supplied fingerprint does not match current fingerprint of instance group manager."
+        );
+    }
+    // A field the discovery document does not know, and one it knows but
+    // the simulator does not patch: 400, nothing changed.
+    for (body, field) in [
+        (json!({"descripton": desc, "fingerprint": fp}), "descripton"),
+        (json!({"targetSize": 8, "fingerprint": fp}), "targetSize"),
+    ] {
+        let (s, e) = c.send("PATCH", &path, Some(body)).await;
+        assert_eq!(s, 400, "{e}");
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains(field),
+            "{e}"
+        );
+    }
+    let unchanged = ok(&c, "GET", &path, None).await;
+    assert_eq!(unchanged["fingerprint"], before["fingerprint"]);
+    assert_eq!(unchanged.get("description"), before.get("description"));
+
+    // The current fingerprint: the description changes, the fingerprint too.
+    let op = ok(
+        &c,
+        "PATCH",
+        &path,
+        Some(json!({"description": desc, "fingerprint": fp})),
+    )
+    .await;
+    assert_eq!(op["operationType"], "compute.instanceGroupManagers.patch");
+    assert_eq!(op["kind"], "compute#operation");
+    assert!(
+        op["zone"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/zones/{ZONE}"))
+    );
+    assert_eq!(
+        op["targetLink"],
+        format!(
+            "{}/compute/v1/projects/proj1/zones/{ZONE}/instanceGroupManagers/pm",
+            sim.base_url()
+        )
+    );
+    assert!(wait(&c, &op).await.get("error").is_none());
+    let after = ok(&c, "GET", &path, None).await;
+    assert_eq!(after["description"], desc);
+    assert_ne!(after["fingerprint"], json!(fp));
+    assert_eq!(after["targetSize"], before["targetSize"]);
+    // The old fingerprint is stale now.
+    let (s, _) = c
+        .send(
+            "PATCH",
+            &path,
+            Some(json!({"description": "x", "fingerprint": fp})),
+        )
+        .await;
+    assert_eq!(s, 412);
+
+    // slicectl's client: get, then patch with the fingerprint it read; a
+    // stale one is told apart.
+    let cloud = client(&sim);
+    let zone = ZoneRef {
+        project: "proj1".into(),
+        zone: ZONE.into(),
+    };
+    let live = cloud.get_instance_group_manager(&zone, "pm").await.unwrap();
+    assert_eq!(live.description.as_deref(), Some(desc));
+    let patch = slicectl::resource::compute::InstanceGroupManagerPatch {
+        description: Some(
+            "slicectl: managed-by=slicectl owner=o slice=pm replica=0 prevent-destroy=false".into(),
+        ),
+        fingerprint: live.fingerprint.clone(),
+    };
+    let op = cloud
+        .patch_instance_group_manager(&zone, "pm", &patch)
+        .await
+        .unwrap();
+    cloud
+        .wait_operation(&op, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let err = cloud
+        .patch_instance_group_manager(&zone, "pm", &patch)
+        .await
+        .unwrap_err();
+    assert!(err.is_stale_fingerprint(), "{err}");
+    let live = cloud.get_instance_group_manager(&zone, "pm").await.unwrap();
+    assert_eq!(live.description, patch.description);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
 async fn google_rules_on_templates_and_migs() {
     let sim = start(Duration::ZERO, 9, FaultConfig::default()).await;
     let c = Client::new(&sim);

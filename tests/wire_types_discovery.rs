@@ -24,6 +24,7 @@ fn gke_roots(doc: &Discovery) -> Vec<WireCheck> {
         check::<gke::NodePool>(doc, "NodePool"),
         check::<gke::CreateNodePoolRequest>(doc, "CreateNodePoolRequest"),
         check::<gke::UpdateNodePoolRequest>(doc, "UpdateNodePoolRequest"),
+        check::<gke::ListClustersResponse>(doc, "ListClustersResponse"),
         check::<gke::ListNodePoolsResponse>(doc, "ListNodePoolsResponse"),
         check::<gke::Operation>(doc, "Operation"),
         check::<gke::ListOperationsResponse>(doc, "ListOperationsResponse"),
@@ -40,15 +41,16 @@ fn compute_roots(doc: &Discovery) -> Vec<WireCheck> {
         check::<compute::InstanceTemplateList>(doc, "InstanceTemplateList"),
         check::<compute::InstanceGroupManager>(doc, "InstanceGroupManager"),
         check::<compute::InstanceGroupManagerList>(doc, "InstanceGroupManagerList"),
+        check::<compute::InstanceGroupManagerPatch>(doc, "InstanceGroupManager"),
+        check::<compute::RecreateInstancesRequest>(
+            doc,
+            "InstanceGroupManagersRecreateInstancesRequest",
+        ),
         check::<compute::ManagedInstanceList>(
             doc,
             "InstanceGroupManagersListManagedInstancesResponse",
         ),
         check::<compute::IgmErrorList>(doc, "InstanceGroupManagersListErrorsResponse"),
-        check::<compute::RecreateInstancesRequest>(
-            doc,
-            "InstanceGroupManagersRecreateInstancesRequest",
-        ),
         check::<compute::Instance>(doc, "Instance"),
         check::<compute::InstanceList>(doc, "InstanceList"),
         check::<compute::Metadata>(doc, "Metadata"),

@@ -11,8 +11,8 @@ use async_trait::async_trait;
 
 use super::{CloudClient, CloudError};
 use crate::resource::compute::{
-    self, GuestAttributeEntry, Instance, InstanceGroupManager, InstanceManagedByIgmError,
-    InstanceTemplate, ManagedInstance, Metadata, ResourcePolicy,
+    self, GuestAttributeEntry, Instance, InstanceGroupManager, InstanceGroupManagerPatch,
+    InstanceManagedByIgmError, InstanceTemplate, ManagedInstance, Metadata, ResourcePolicy,
 };
 use crate::resource::gke::{self, NodePool, UpdateNodePoolRequest};
 use crate::resource::{ClusterRef, ProjectRef, ZoneRef};
@@ -153,6 +153,21 @@ pub trait ComputeService: Send + Sync {
         &self,
         zone: &ZoneRef,
         mig: &InstanceGroupManager,
+    ) -> Result<compute::Operation, CloudError>;
+    /// One MIG, with its current fingerprint.
+    async fn get_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+    ) -> Result<InstanceGroupManager, CloudError>;
+    /// Patches a MIG with its current fingerprint (a zonal operation); a
+    /// stale or missing fingerprint is an error with
+    /// [`CloudError::is_stale_fingerprint`].
+    async fn patch_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+        patch: &InstanceGroupManagerPatch,
     ) -> Result<compute::Operation, CloudError>;
     /// Starts deleting a MIG and its VMs (a zonal operation).
     async fn delete_instance_group_manager(
@@ -422,6 +437,23 @@ impl ComputeService for CloudClient {
     ) -> Result<compute::Operation, CloudError> {
         self.compute()
             .insert_instance_group_manager(zone, mig)
+            .await
+    }
+    async fn get_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+    ) -> Result<InstanceGroupManager, CloudError> {
+        self.compute().get_instance_group_manager(zone, name).await
+    }
+    async fn patch_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+        patch: &InstanceGroupManagerPatch,
+    ) -> Result<compute::Operation, CloudError> {
+        self.compute()
+            .patch_instance_group_manager(zone, name, patch)
             .await
     }
     async fn delete_instance_group_manager(

@@ -19,8 +19,8 @@ use super::error::CloudError;
 use super::http::{Access, Request};
 use crate::resource::compute::{
     GuestAttributeEntry, GuestAttributes, Instance, InstanceGroupManager,
-    InstanceManagedByIgmError, InstanceTemplate, ManagedInstance, ManagedInstanceList, Metadata,
-    Operation, RecreateInstancesRequest, ResourcePolicy,
+    InstanceGroupManagerPatch, InstanceManagedByIgmError, InstanceTemplate, ManagedInstance,
+    ManagedInstanceList, Metadata, Operation, RecreateInstancesRequest, ResourcePolicy,
 };
 use crate::resource::{ProjectRef, ZoneRef};
 
@@ -363,6 +363,36 @@ impl<'a> ComputeApi<'a> {
             "compute.instanceGroupManagers.insert",
             url,
             Some(mig),
+        )
+        .await
+    }
+
+    /// One MIG (its current `fingerprint` included).
+    pub async fn get_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+    ) -> Result<InstanceGroupManager, CloudError> {
+        let url = self.zone_url(zone, "instanceGroupManagers", Some(name))?;
+        self.get("compute.instanceGroupManagers.get", url).await
+    }
+
+    /// Patches a MIG (`PATCH …/instanceGroupManagers/M`, a JSON merge
+    /// patch; a zonal operation). `patch.fingerprint` must be the group's
+    /// current one: a stale or missing one is HTTP 412 `conditionNotMet`
+    /// ([`CloudError::is_stale_fingerprint`]): read the group again and retry.
+    pub async fn patch_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+        patch: &InstanceGroupManagerPatch,
+    ) -> Result<Operation, CloudError> {
+        let url = self.zone_url(zone, "instanceGroupManagers", Some(name))?;
+        self.write(
+            Method::PATCH,
+            "compute.instanceGroupManagers.patch",
+            url,
+            Some(patch),
         )
         .await
     }

@@ -16,9 +16,9 @@ use super::CloudError;
 use super::api::{Cloud, ComputeService, GkeService};
 use crate::resource::compute::{
     self, ActionsSummary, GuestAttributeEntry, IgmErrorActionDetails, IgmErrorDetail, Instance,
-    InstanceGroupManager, InstanceGroupManagerStatus, InstanceManagedByIgmError, InstanceTemplate,
-    ManagedInstance, ManagedInstanceLastAttempt, Metadata, MetadataItem, OperationError,
-    OperationErrorItem, ResourcePolicy,
+    InstanceGroupManager, InstanceGroupManagerPatch, InstanceGroupManagerStatus,
+    InstanceManagedByIgmError, InstanceTemplate, ManagedInstance, ManagedInstanceLastAttempt,
+    Metadata, MetadataItem, OperationError, OperationErrorItem, ResourcePolicy,
 };
 use crate::resource::gke::{self, NodePool, UpdateNodePoolRequest};
 use crate::resource::{ClusterRef, ProjectRef, ZoneRef};
@@ -493,6 +493,8 @@ fn apply_effect(st: &mut State, effect: &Effect) {
             if !stockout {
                 create_vms(st, zone, &mig, &members);
             }
+            st.seq += 1;
+            mig.fingerprint = Some(fingerprint(st.seq));
             st.migs.entry(zone.clone()).or_default().insert(
                 mig.name.clone(),
                 FakeMig {
@@ -982,6 +984,51 @@ impl ComputeService for FakeCloud {
             op.clone(),
             Effect::InsertMig(key, Box::new(mig.clone()), stockout),
         ));
+        Ok(op)
+    }
+
+    async fn get_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+    ) -> Result<InstanceGroupManager, CloudError> {
+        self.call("get_instance_group_manager", name)?;
+        self.list_instance_group_managers(zone)
+            .await?
+            .into_iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| Fault::NotFound.error("get_instance_group_manager"))
+    }
+
+    async fn patch_instance_group_manager(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+        patch: &InstanceGroupManagerPatch,
+    ) -> Result<compute::Operation, CloudError> {
+        self.call("patch_instance_group_manager", name)?;
+        let mut st = self.lock();
+        st.seq += 1;
+        let next = fingerprint(st.seq);
+        let key = zone_key(zone);
+        let Some(f) = st.migs.get_mut(&key).and_then(|m| m.get_mut(name)) else {
+            return Err(Fault::NotFound.error("patch_instance_group_manager"));
+        };
+        if patch.fingerprint.is_none() || patch.fingerprint != f.mig.fingerprint {
+            return Err(Fault::StaleFingerprint.error("patch_instance_group_manager"));
+        }
+        if let Some(d) = &patch.description {
+            f.mig.description = Some(d.clone());
+        }
+        f.mig.fingerprint = Some(next);
+        let mut op = new_scoped_op(
+            &mut st,
+            &key,
+            &format!("instanceGroupManagers/{name}"),
+            "compute.instanceGroupManagers.patch",
+        );
+        op.status = "DONE".into();
+        st.compute_ops.push((key, op.clone(), Effect::None));
         Ok(op)
     }
 

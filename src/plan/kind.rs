@@ -409,12 +409,13 @@ pub trait Kind: Send + Sync {
         None
     }
 
-    /// Whether this kind's `preventDestroy` stamp is written when the
-    /// resource is created and never lifted in place (a MIG's description).
-    /// While the slice is in the specs its spec decides, so such a stamp
-    /// never blocks a slice whose spec no longer protects it; once the slice
-    /// is gone from the specs the stamp protects it.
-    fn protection_recorded_at_create(&self) -> bool {
+    /// Whether a live resource of a kind that records the `preventDestroy`
+    /// stamp (a MIG's description says `prevent-destroy=true|false`) has
+    /// no stamp at all: made before the kind was stamped, so whether its
+    /// slice is protected cannot be read from it (`protection_unknown`
+    /// when its Nodes cannot say either). The next apply that plans the
+    /// slice writes the stamp.
+    fn protection_unrecorded(&self, _live: &Body) -> bool {
         false
     }
 
@@ -425,9 +426,10 @@ pub trait Kind: Send + Sync {
     }
 
     /// How many hosts of its slice replica a live resource stands for in the
-    /// cluster, when it is where the replica's mutable protection stamp
-    /// lives (a self-managed slice's Nodes): fewer of them than running
-    /// hosts means the stamp cannot be read for every host.
+    /// cluster, when it carries a per-host protection stamp (a self-managed
+    /// slice's Nodes): fewer of them than running hosts means the Nodes
+    /// cannot speak for every host (what matters when the MIG has no stamp
+    /// of its own, see [`Kind::protection_unrecorded`]).
     fn stamped_hosts(&self, _live: &Body) -> Option<u32> {
         None
     }

@@ -717,25 +717,6 @@ fn protected(a: &Action, mode: PlanMode, in_specs: bool) -> PlanError {
     }
 }
 
-/// Why a stamp recorded at create yields: the spec is present and does not
-/// protect the slice.
-const RECORDED_SPEC: &str = "the spec no longer protects the slice";
-/// Why a stamp recorded at create yields: the slice is gone from the specs
-/// and its Nodes, one for every running VM, carry no stamp any more.
-const RECORDED_NODES: &str = "the slice's Nodes no longer carry it";
-
-/// The change shown on a replaced or deleted resource whose
-/// `preventDestroy` stamp was recorded at create (a MIG's description) and
-/// yields to the spec: the old protection is there, and not carried on.
-fn stamp_recorded_at_create(why: &str) -> FieldChange {
-    FieldChange {
-        path: format!("description.prevent-destroy (recorded at create; {why})"),
-        before: Some(Value::from("true")),
-        after: None,
-        forces_replacement: false,
-    }
-}
-
 /// The note on Nodes planned to join while VMs of the replica already run
 /// without one: a VM still bootstrapping joins during the apply, but one
 /// whose Node was deleted does not, and apply stops on it (`node_lost`).
@@ -1016,10 +997,11 @@ fn build(
         }
     }
 
-    // Per owned slice replica: how many hosts carry its mutable protection
+    // Per owned slice replica: how many hosts carry its per-host protection
     // stamp (a self-managed slice's Nodes), and how many run (its MIG's
-    // RUNNING VMs, with where they run), to tell whether the stamp can be
-    // read for every running host.
+    // RUNNING VMs, with where they run), to tell whether the Nodes can
+    // speak for every running host (a MIG without a stamp of its own), and
+    // whether Nodes are lost.
     let mut stamped_hosts: BTreeMap<(String, String, u32), u32> = BTreeMap::new();
     let mut running_hosts: BTreeMap<(String, String, u32), (u32, &Scope, String)> = BTreeMap::new();
     for kind in kinds {
@@ -1221,19 +1203,8 @@ fn build(
             actions.push(planned);
             continue;
         }
-        // A stamp recorded at create (a MIG's description) yields to the
-        // spec while the slice is in the specs; the replacement does not
-        // carry it, and the plan says so.
-        let recorded =
-            own.as_ref().is_some_and(|o| o.prevent_destroy) && kind.protection_recorded_at_create();
-        let live_protected = own.as_ref().is_some_and(|o| o.prevent_destroy) && !recorded;
+        let live_protected = own.as_ref().is_some_and(|o| o.prevent_destroy);
         if !d.prevent_destroy && !live_protected {
-            let mut planned = planned;
-            if recorded {
-                planned
-                    .changes
-                    .push(stamp_recorded_at_create(RECORDED_SPEC));
-            }
             actions.push(planned);
             continue;
         }
@@ -1345,17 +1316,10 @@ fn build(
         let stamped = kind
             .ownership(&live.body)
             .is_some_and(|o| o.prevent_destroy);
-        let recorded = stamped && kind.protection_recorded_at_create();
-        if d.prevent_destroy || (stamped && !recorded) {
+        if d.prevent_destroy || stamped {
             let msg = protected(&planned, mode, true).to_string();
             refused.push(refusal(&planned, "protected", msg));
             continue;
-        }
-        let mut planned = planned;
-        if recorded {
-            planned
-                .changes
-                .push(stamp_recorded_at_create(RECORDED_SPEC));
         }
         actions.push(planned);
     }
@@ -1468,16 +1432,10 @@ fn build(
                 .copied()
                 .unwrap_or(0);
             let running = kind.running_hosts(&l.body).unwrap_or(0);
-            // A stamp recorded at create (the MIG's) speaks for the slice
-            // only where nothing current does: it yields to a spec that is
-            // present, and to the Nodes when there are some and every
-            // running VM has one (they carry the stamp as it is now).
-            let (yields, yielded_to) = match spec {
-                Some(s) => (!s.spec.lifecycle.prevent_destroy, RECORDED_SPEC),
-                None => (seen > 0 && seen >= running, RECORDED_NODES),
-            };
-            let yields = yields && kind.protection_recorded_at_create();
-            if action == ActionKind::Delete && o.prevent_destroy && !yields {
+            // Every stamp is current (kept in step by each apply), so each
+            // protects on its own: a pool's label, a MIG's description, a
+            // Node's label.
+            if action == ActionKind::Delete && o.prevent_destroy {
                 let msg = protected(&a, mode, spec.is_some()).to_string();
                 refused.push(refusal(&a, "protected", msg));
                 continue;
@@ -1500,19 +1458,18 @@ fn build(
                 refused.push(refusal(&a, "target_removed", msg));
                 continue;
             }
+            // A MIG made before MIGs were stamped says nothing: its Nodes
+            // must, one for every running VM.
             if action == ActionKind::Delete
                 && spec.is_none()
                 && !o.prevent_destroy
+                && kind.protection_unrecorded(&l.body)
                 && !opts.allow_unverified_delete
                 && running > seen
             {
                 let msg = protection_unknown(&a, running, seen);
                 refused.push(refusal(&a, "protection_unknown", msg));
                 continue;
-            }
-            let mut a = a;
-            if action == ActionKind::Delete && o.prevent_destroy {
-                a.changes.push(stamp_recorded_at_create(yielded_to));
             }
             actions.push(a);
         }

@@ -97,6 +97,21 @@ impl Ownership {
         s
     }
 
+    /// [`Ownership::to_description`] with the protection stamp always
+    /// written, `prevent-destroy=true` or `prevent-destroy=false`: the
+    /// description of a MIG, whose stamp is authoritative. A description
+    /// with neither token was written before slicectl stamped MIGs (never
+    /// recorded), which [`description_stamp`] tells apart from "recorded
+    /// unprotected".
+    pub fn to_stamped_description(&self) -> String {
+        let s = self.to_description();
+        if self.prevent_destroy {
+            s
+        } else {
+            format!("{s} {PREVENT_DESTROY_TOKEN}=false")
+        }
+    }
+
     /// Parses [`Ownership::to_description`].
     pub fn from_description(description: &str) -> Option<Ownership> {
         let rest = description.strip_prefix("slicectl: ")?;
@@ -116,6 +131,35 @@ impl Ownership {
             prevent_destroy: kv.get("prevent-destroy") == Some(&"true"),
         })
     }
+}
+
+/// The key of the protection stamp in a description.
+const PREVENT_DESTROY_TOKEN: &str = "prevent-destroy";
+
+/// The protection stamp a slicectl description records: `Some(true)` or
+/// `Some(false)` when it says (see [`Ownership::to_stamped_description`]),
+/// `None` when it carries no stamp at all (written before MIGs were
+/// stamped, or not a slicectl description).
+pub fn description_stamp(description: &str) -> Option<bool> {
+    let rest = description.strip_prefix("slicectl: ")?;
+    rest.split_whitespace()
+        .filter_map(|p| p.split_once('='))
+        .find(|(k, _)| *k == PREVENT_DESTROY_TOKEN)
+        .map(|(_, v)| v == "true")
+}
+
+/// `description` with its protection stamp set to `protected` (replacing
+/// any stamp it has, appending one otherwise), everything else kept: how a
+/// MIG's stamp is kept in step in place.
+pub fn with_description_stamp(description: &str, protected: bool) -> String {
+    let kept: Vec<&str> = description
+        .split(' ')
+        .filter(|p| {
+            p.split_once('=')
+                .is_none_or(|(k, _)| k != PREVENT_DESTROY_TOKEN)
+        })
+        .collect();
+    format!("{} {PREVENT_DESTROY_TOKEN}={protected}", kept.join(" "))
 }
 
 #[cfg(test)]
@@ -164,5 +208,24 @@ mod tests {
         want.prevent_destroy = false;
         assert_eq!(Ownership::from_description(old), Some(want.clone()));
         assert_eq!(want.to_description(), old);
+        assert_eq!(description_stamp(old), None);
+    }
+
+    #[test]
+    fn a_stamped_description_says_unprotected_too() {
+        let mut o = sample();
+        assert_eq!(description_stamp(&o.to_stamped_description()), Some(true));
+        o.prevent_destroy = false;
+        let d = o.to_stamped_description();
+        assert!(d.ends_with(" prevent-destroy=false"), "{d}");
+        assert_eq!(description_stamp(&d), Some(false));
+        assert_eq!(Ownership::from_description(&d), Some(o.clone()));
+        // Set in place, whatever was there.
+        let old = o.to_description();
+        assert_eq!(with_description_stamp(&old, false), d);
+        let on = with_description_stamp(&d, true);
+        assert_eq!(description_stamp(&on), Some(true));
+        assert_eq!(with_description_stamp(&on, false), d);
+        assert_eq!(description_stamp("made by hand"), None);
     }
 }

@@ -631,6 +631,21 @@ pub struct InstanceGroupManagerList {
     pub next_page_token: Option<String>,
 }
 
+/// The body of `instanceGroupManagers.patch` as slicectl sends it (a JSON
+/// merge patch of an `InstanceGroupManager`): only the description (where a
+/// MIG's ownership and protection stamp live), and the group's current
+/// fingerprint, without which the patch fails with 412 conditionNotMet.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceGroupManagerPatch {
+    /// The new description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The group's current fingerprint (from a get or a list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+}
+
 /// `InstanceGroupManagersRecreateInstancesRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

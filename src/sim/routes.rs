@@ -79,6 +79,7 @@ pub(crate) enum Endpoint {
     MigList(String, String),
     MigGet(String, String, String),
     MigDelete(String, String, String),
+    MigPatch(String, String, String),
     MigRecreate(String, String, String),
     MigListManaged(String, String, String),
     MigListErrors(String, String, String),
@@ -131,6 +132,7 @@ impl Endpoint {
             Self::MigList(..) => "compute.instanceGroupManagers.list".into(),
             Self::MigGet(..) => "compute.instanceGroupManagers.get".into(),
             Self::MigDelete(..) => "compute.instanceGroupManagers.delete".into(),
+            Self::MigPatch(..) => "compute.instanceGroupManagers.patch".into(),
             Self::MigRecreate(..) => "compute.instanceGroupManagers.recreateInstances".into(),
             Self::MigListManaged(..) => "compute.instanceGroupManagers.listManagedInstances".into(),
             Self::MigListErrors(..) => "compute.instanceGroupManagers.listErrors".into(),
@@ -156,6 +158,7 @@ impl Endpoint {
                 | Self::TemplateDelete(..)
                 | Self::MigInsert(..)
                 | Self::MigDelete(..)
+                | Self::MigPatch(..)
                 | Self::MigRecreate(..)
                 | Self::InstanceSetMetadata(..)
         )
@@ -317,6 +320,7 @@ fn compute(method: &Method, p: &str, rest: &[&str]) -> Option<Endpoint> {
                 ("GET", []) => Some(Endpoint::MigList(project, zone)),
                 ("GET", [n]) => Some(Endpoint::MigGet(project, zone, (*n).into())),
                 ("DELETE", [n]) => Some(Endpoint::MigDelete(project, zone, (*n).into())),
+                ("PATCH", [n]) => Some(Endpoint::MigPatch(project, zone, (*n).into())),
                 ("POST", [n, "listManagedInstances"]) => {
                     Some(Endpoint::MigListManaged(project, zone, (*n).into()))
                 }
@@ -418,6 +422,10 @@ mod tests {
             ),
             (
                 "DELETE",
+                "/compute/v1/projects/p/zones/z/instanceGroupManagers/m",
+            ),
+            (
+                "PATCH",
                 "/compute/v1/projects/p/zones/z/instanceGroupManagers/m",
             ),
             (

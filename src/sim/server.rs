@@ -354,6 +354,7 @@ fn call(sim: &Sim, r: &Resolved, ctx: &Ctx, body: &Bytes) -> Result<Value, ApiEr
         Endpoint::MigList(p, z) => gce::list_migs(inner, ctx, p, z),
         Endpoint::MigGet(p, z, n) => gce::get_mig(inner, ctx, p, z, n),
         Endpoint::MigDelete(p, z, n) => gce::delete_mig(inner, ctx, p, z, n),
+        Endpoint::MigPatch(p, z, n) => gce::patch_mig(inner, ctx, p, z, n, &body),
         Endpoint::MigRecreate(p, z, n) => gce::recreate_instances(inner, ctx, p, z, n, &body),
         Endpoint::MigListManaged(p, z, n) => gce::list_managed_instances(inner, ctx, p, z, n),
         Endpoint::MigListErrors(p, z, n) => gce::list_errors(inner, ctx, p, z, n),

@@ -1,10 +1,13 @@
 //! The managed instance group kind: one zonal MIG per `gce` slice replica,
 //! `targetSize` = hosts, `targetSizePolicy.mode: BULK` (all VMs or none),
-//! the workload policy attached for multi-host slices. A MIG is never
-//! updated in place: its selective hash chains its template's and policy's,
-//! so any change replaces the slice replica. Ownership lives in the
-//! description (MIGs have no labels).
+//! the workload policy attached for multi-host slices. Its selective hash
+//! chains its template's and policy's, so any change of those replaces the
+//! slice replica. Ownership lives in the description (MIGs have no labels),
+//! and so does the `preventDestroy` stamp (`prevent-destroy=true|false`):
+//! the one thing updated in place, by `instanceGroupManagers.patch` with
+//! the group's current fingerprint, whenever it differs from the spec.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -13,19 +16,43 @@ use serde_json::Value;
 use super::render::{self, mig_projection};
 use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome};
 use crate::cloud::{Cloud, CloudError};
-use crate::plan::hash;
+use crate::plan::hash::{self, FieldChange};
 use crate::plan::kind::{LiveReport, body_as};
-use crate::plan::ownership::Ownership;
-use crate::plan::{Action, Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, Scope};
+use crate::plan::ownership::{self, Ownership};
+use crate::plan::{
+    Action, Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, Scope, UpdateGroup,
+};
 use crate::resource::ZoneRef;
-use crate::resource::compute::{self, InstanceGroupManager};
+use crate::resource::compute::{self, InstanceGroupManager, InstanceGroupManagerPatch};
 
 /// The kind's name.
 pub const KIND: KindId = KindId("mig");
 
+/// Patch the description (the `preventDestroy` stamp) in place.
+pub const GROUP_DESCRIPTION: UpdateGroup = UpdateGroup("description");
+
 /// The MIG kind.
 #[derive(Debug, Clone, Copy)]
 pub struct Migs;
+
+/// The protection stamp a MIG's description records: `None` for a MIG made
+/// before slicectl stamped MIGs (or not slicectl's).
+pub fn recorded_stamp(m: &InstanceGroupManager) -> Option<bool> {
+    m.description
+        .as_deref()
+        .and_then(ownership::description_stamp)
+}
+
+/// The field change of a MIG's stamp, `before` (`None`: never recorded)
+/// to `after`.
+fn stamp_change(before: Option<bool>, after: bool) -> FieldChange {
+    FieldChange {
+        path: "description.prevent-destroy".into(),
+        before: before.map(|b| Value::from(b.to_string())),
+        after: Some(Value::from(after.to_string())),
+        forces_replacement: false,
+    }
+}
 
 fn mig(b: &Body) -> Option<&InstanceGroupManager> {
     body_as::<InstanceGroupManager>(b)
@@ -201,10 +228,44 @@ impl Kind for Migs {
         let changes = hash::diff(&mig_projection(l), &mig_projection(d), true);
         if hash::stale(ownership_of(l).as_ref(), &want_hash, &changes) {
             let hash_only = changes.is_empty();
-            Comparison::Replace { changes, hash_only }
-        } else {
-            Comparison::Equal
+            return Comparison::Replace { changes, hash_only };
         }
+        // The stamp follows the spec in place; a MIG that has none yet
+        // (made before MIGs were stamped) gets it, so every MIG soon says
+        // whether it is protected.
+        match recorded_stamp(d) {
+            Some(want) if recorded_stamp(l) != Some(want) => Comparison::Update {
+                changes: vec![stamp_change(recorded_stamp(l), want)],
+                groups: BTreeSet::from([GROUP_DESCRIPTION]),
+            },
+            _ => Comparison::Equal,
+        }
+    }
+
+    fn lift_protection(&self, desired: &Desired, live: &Body) -> Option<(Body, Comparison)> {
+        let (Some(_), Some(l)) = (mig(&desired.body), mig(live)) else {
+            return None;
+        };
+        // Lift the stamp only: the live group as it is (its recorded hash
+        // kept), its description saying `prevent-destroy=false`.
+        let description = ownership::with_description_stamp(l.description.as_deref()?, false);
+        let lifted = InstanceGroupManager {
+            name: l.name.clone(),
+            description: Some(description),
+            base_instance_name: l.base_instance_name.clone(),
+            instance_template: l.instance_template.clone(),
+            target_size: l.target_size,
+            target_size_policy: l.target_size_policy.clone(),
+            resource_policies: l.resource_policies.clone(),
+            ..Default::default()
+        };
+        Some((
+            Arc::new(lifted) as Body,
+            Comparison::Update {
+                changes: vec![stamp_change(recorded_stamp(l), false)],
+                groups: BTreeSet::from([GROUP_DESCRIPTION]),
+            },
+        ))
     }
 
     fn display_live(&self, live: &Body, _desired: Option<&Desired>) -> Value {
@@ -217,8 +278,8 @@ impl Kind for Migs {
             .map_err(|e| e.to_string())
     }
 
-    fn protection_recorded_at_create(&self) -> bool {
-        true
+    fn protection_unrecorded(&self, live: &Body) -> bool {
+        mig(live).is_some_and(|m| recorded_stamp(m).is_none())
     }
 
     fn running_hosts(&self, live: &Body) -> Option<u32> {
@@ -349,8 +410,16 @@ impl KindExec for Migs {
                     Err(e) => return Err(e.into()),
                 }
             }
-            // Never updated in place; no cleanup.
-            StepOp::Update | StepOp::Cleanup => return Ok(StepOutcome::Done),
+            StepOp::Update => {
+                let m = a
+                    .desired
+                    .as_ref()
+                    .and_then(body_as::<InstanceGroupManager>)
+                    .ok_or_else(|| ApplyError::Body(a.address()))?;
+                patch_description(cloud, z, a, m).await?
+            }
+            // No cleanup.
+            StepOp::Cleanup => return Ok(StepOutcome::Done),
             StepOp::Delete => match cloud
                 .compute
                 .delete_instance_group_manager(z, &a.id.name)
@@ -363,5 +432,61 @@ impl KindExec for Migs {
         };
         cloud.compute.wait_operation(&started, timeout).await?;
         Ok(StepOutcome::Done)
+    }
+}
+
+/// Patches the MIG's description to the one `m` carries (the stamp kept in
+/// step), with the group's current fingerprint read just before; a 412
+/// (someone changed the group in between) is retried once after a fresh
+/// get. The group must still be this slice replica's.
+async fn patch_description(
+    cloud: &Cloud,
+    z: &ZoneRef,
+    a: &Action,
+    m: &InstanceGroupManager,
+) -> Result<compute::Operation, ApplyError> {
+    let want = ownership_of(m);
+    let mut retried = false;
+    loop {
+        let live = cloud
+            .compute
+            .get_instance_group_manager(z, &a.id.name)
+            .await?;
+        let same = |o: &Ownership, w: &Ownership| {
+            o.owner == w.owner && o.slice == w.slice && o.replica == w.replica
+        };
+        if !ownership_of(&live)
+            .zip(want.as_ref())
+            .is_some_and(|(o, w)| same(&o, w))
+        {
+            return Err(ApplyError::Conflict {
+                address: a.address(),
+                reason: format!(
+                    "managed instance group {} is no longer this slice replica's (its description is {:?}); \
+                     its protection stamp was not changed. Plan again",
+                    a.id.name,
+                    live.description.as_deref().unwrap_or_default()
+                ),
+            });
+        }
+        let patch = InstanceGroupManagerPatch {
+            description: m.description.clone(),
+            fingerprint: live.fingerprint.clone(),
+        };
+        match cloud
+            .compute
+            .patch_instance_group_manager(z, &a.id.name, &patch)
+            .await
+        {
+            Ok(op) => {
+                tracing::info!(mig = %a.id.name, stamp = ?recorded_stamp(m), "patched the MIG's protection stamp");
+                return Ok(op);
+            }
+            Err(e) if e.is_stale_fingerprint() && !retried => {
+                tracing::debug!(mig = %a.id.name, "MIG fingerprint changed under the patch; reading it again");
+                retried = true;
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }

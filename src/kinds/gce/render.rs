@@ -471,19 +471,19 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
         mp.insert("(workload policy spec hash)".into(), Value::from(h.clone()));
     }
     let generation = hash::spec_hash(&mp);
-    // The MIG holds the capacity, so it carries the protection too: a
-    // protected slice's MIG is created with `prevent-destroy=true` in its
-    // description, which the planner reads even when the Nodes are gone.
-    // It is written at create only (the description is not part of the
-    // selective hash, and slicectl does not patch MIGs): a MIG without the
-    // token is never drifted, and the Nodes' labels carry the protection
-    // the spec gives later.
+    // The MIG holds the capacity, so it carries the protection too: its
+    // description says `prevent-destroy=true` or `prevent-destroy=false`
+    // (always one of them, so "recorded unprotected" is told from "never
+    // recorded", a MIG made before the stamp existed). The planner reads it
+    // even when the Nodes are gone. It is not part of the selective hash:
+    // a change of `preventDestroy` patches it in place
+    // (`instanceGroupManagers.patch`), never a replacement.
     mig.description = Some(
         Ownership {
             prevent_destroy: slice.spec.lifecycle.prevent_destroy,
             ..own(generation.clone())
         }
-        .to_description(),
+        .to_stamped_description(),
     );
 
     // The Nodes.
