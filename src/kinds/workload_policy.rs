@@ -139,10 +139,12 @@ impl Kind for WorkloadPolicies {
     }
 
     fn ownership(&self, live: &Body) -> Option<Ownership> {
-        policy(live)?
-            .description
-            .as_deref()
-            .and_then(Ownership::from_description)
+        let p = policy(live)?;
+        Ownership::from_description_named(
+            p.description.as_deref()?,
+            &p.name,
+            crate::spec::names::workload_policy,
+        )
     }
 
     fn state(&self, live: &Body) -> LiveState {
@@ -248,9 +250,11 @@ async fn resolve_conflict(
         Err(e) => return Err(e.into()),
     };
     let own = |p: &ResourcePolicy| {
-        p.description
-            .as_deref()
-            .and_then(Ownership::from_description)
+        Ownership::from_description_named(
+            p.description.as_deref()?,
+            &p.name,
+            crate::spec::names::workload_policy,
+        )
     };
     judge_conflict(
         a,

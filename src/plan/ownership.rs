@@ -45,10 +45,18 @@ impl Ownership {
         if labels.get(MANAGED_BY).map(String::as_str) != Some(MANAGER) {
             return None;
         }
+        // A non-empty owner, and a replica written as slicectl writes it (no
+        // sign, no leading zero). The slice is empty on a shared resource
+        // (the device plugin).
+        let replica_text = labels.get(REPLICA)?;
+        let replica: u32 = replica_text.parse().ok()?;
+        if replica.to_string() != *replica_text {
+            return None;
+        }
         Some(Ownership {
-            owner: labels.get(OWNER)?.clone(),
+            owner: labels.get(OWNER).filter(|v| !v.is_empty())?.clone(),
             slice: labels.get(SLICE)?.clone(),
-            replica: labels.get(REPLICA)?.parse().ok()?,
+            replica,
             spec_hash: labels.get(SPEC_HASH).cloned(),
             hash_version: labels.get(HASH_VERSION).cloned(),
             prevent_destroy: labels.get(PREVENT_DESTROY).map(String::as_str) == Some("true"),
@@ -112,24 +120,71 @@ impl Ownership {
         }
     }
 
-    /// Parses [`Ownership::to_description`].
+    /// Parses [`Ownership::to_description`], strictly: exactly the format
+    /// slicectl writes (`slicectl: ` then `managed-by`, `owner`, `slice`,
+    /// `replica`, and optionally `spec-hash`, `hash-version` and
+    /// `prevent-destroy=true|false`, in that order, each once, single
+    /// spaces, nothing else). Anything else (a duplicated key, trailing
+    /// text, an unknown key) is someone else's description: the resource is
+    /// foreign, shown as unmanaged and never deleted.
     pub fn from_description(description: &str) -> Option<Ownership> {
         let rest = description.strip_prefix("slicectl: ")?;
-        let kv: BTreeMap<&str, &str> = rest
-            .split_whitespace()
-            .filter_map(|p| p.split_once('='))
-            .collect();
-        if kv.get("managed-by") != Some(&MANAGER) {
+        let mut parts = rest.split(' ');
+        let mut take = |key: &str| -> Option<&str> {
+            let (k, v) = parts.next()?.split_once('=')?;
+            (k == key && !v.is_empty()).then_some(v)
+        };
+        if take("managed-by")? != MANAGER {
             return None;
         }
-        Some(Ownership {
-            owner: kv.get("owner")?.to_string(),
-            slice: kv.get("slice")?.to_string(),
-            replica: kv.get("replica")?.parse().ok()?,
-            spec_hash: kv.get("spec-hash").map(|s| s.to_string()),
-            hash_version: kv.get("hash-version").map(|s| s.to_string()),
-            prevent_destroy: kv.get("prevent-destroy") == Some(&"true"),
-        })
+        let owner = take("owner")?.to_string();
+        let slice = take("slice")?.to_string();
+        let replica_text = take("replica")?;
+        let replica: u32 = replica_text.parse().ok()?;
+        if replica.to_string() != replica_text {
+            return None;
+        }
+        let mut own = Ownership {
+            owner,
+            slice,
+            replica,
+            spec_hash: None,
+            hash_version: None,
+            prevent_destroy: false,
+        };
+        // The optional keys, in order, each at most once.
+        let mut optional = ["spec-hash", "hash-version", PREVENT_DESTROY_TOKEN].into_iter();
+        for part in parts {
+            let (k, v) = part.split_once('=')?;
+            if v.is_empty() {
+                return None;
+            }
+            // Advance past keys this one skips; a key out of order or seen
+            // twice is not found and refuses the description.
+            optional.find(|key| *key == k)?;
+            match k {
+                "spec-hash" => own.spec_hash = Some(v.to_string()),
+                "hash-version" => own.hash_version = Some(v.to_string()),
+                _ => match v {
+                    "true" => own.prevent_destroy = true,
+                    "false" => {}
+                    _ => return None,
+                },
+            }
+        }
+        Some(own)
+    }
+
+    /// [`Ownership::from_description`] of a resource named `name`, which
+    /// must be the name slicectl gives that slice replica's resource of
+    /// this kind (`expected`): a description naming another slice or
+    /// replica than the resource's own name is foreign too.
+    pub fn from_description_named(
+        description: &str,
+        name: &str,
+        expected: impl Fn(&str, u32) -> String,
+    ) -> Option<Ownership> {
+        Ownership::from_description(description).filter(|o| expected(&o.slice, o.replica) == name)
     }
 }
 
@@ -227,5 +282,37 @@ mod tests {
         assert_eq!(description_stamp(&on), Some(true));
         assert_eq!(with_description_stamp(&on, false), d);
         assert_eq!(description_stamp("made by hand"), None);
+    }
+
+    /// Issue 24: ownership read back from a description is strict. Only the
+    /// exact format slicectl writes is slicectl's; a duplicated key,
+    /// trailing text, an unknown or out-of-order key, or a slice and replica
+    /// that do not agree with the resource's name make it foreign (shown as
+    /// unmanaged, never deleted). Each of these was accepted before.
+    #[test]
+    fn only_the_exact_description_format_is_slicectls() {
+        let good = "slicectl: managed-by=slicectl owner=team-c slice=llm replica=2 spec-hash=abc hash-version=v1";
+        assert!(Ownership::from_description(good).is_some());
+        for bad in [
+            "slicectl: managed-by=slicectl owner=team-c owner=owner-b slice=llm replica=2",
+            "slicectl: managed-by=slicectl owner=team-c slice=llm replica=2 hash-version=v1 -- do not delete, owned by team-c",
+            "slicectl: managed-by=slicectl owner=team-c slice=llm replica=2 note=mine",
+            "slicectl: managed-by=slicectl owner=team-c slice=llm replica=2 hash-version=v1 spec-hash=abc",
+            "slicectl: managed-by=slicectl owner=team-c slice=llm replica=2 spec-hash=abc spec-hash=abc",
+            "slicectl: managed-by=slicectl owner=team-c slice=llm replica=02",
+            "slicectl: managed-by=slicectl owner=team-c slice=llm replica=2 prevent-destroy=yes",
+            "slicectl: managed-by=slicectl  owner=team-c slice=llm replica=2",
+            "slicectl: managed-by=slicectl owner= slice=llm replica=2",
+            "slicectl: owner=team-c managed-by=slicectl slice=llm replica=2",
+        ] {
+            assert_eq!(Ownership::from_description(bad), None, "{bad}");
+        }
+        // The name must be the one slicectl gives that slice replica.
+        let named = |name: &str| {
+            Ownership::from_description_named(good, name, crate::spec::names::workload_policy)
+        };
+        assert!(named("llm-2-wp").is_some());
+        assert_eq!(named("other-2-wp"), None);
+        assert_eq!(named("llm-3-wp"), None);
     }
 }

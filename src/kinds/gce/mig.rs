@@ -59,9 +59,7 @@ fn mig(b: &Body) -> Option<&InstanceGroupManager> {
 }
 
 fn ownership_of(m: &InstanceGroupManager) -> Option<Ownership> {
-    m.description
-        .as_deref()
-        .and_then(Ownership::from_description)
+    Ownership::from_description_named(m.description.as_deref()?, &m.name, crate::spec::names::mig)
 }
 
 /// The MIG name a compute operation targets.

@@ -31,9 +31,11 @@ fn template(b: &Body) -> Option<&InstanceTemplate> {
 }
 
 fn ownership_of(t: &InstanceTemplate) -> Option<Ownership> {
-    t.description
-        .as_deref()
-        .and_then(Ownership::from_description)
+    Ownership::from_description_named(
+        t.description.as_deref()?,
+        &t.name,
+        crate::spec::names::instance_template,
+    )
 }
 
 /// The template name a compute operation targets.

@@ -363,7 +363,12 @@ fn teardown_order_cordon_mig_template_policy_then_cleanup_then_device_plugin() {
             format!("{} {:?}", plan.actions[st.action].id.kind, st.op)
         })
         .collect();
-    let pos = |x: &str| order.iter().position(|o| o == x).unwrap();
+    let pos = |x: &str| {
+        order
+            .iter()
+            .position(|o| o == x)
+            .unwrap_or_else(|| panic!("{x} not in {order:?}"))
+    };
     assert!(pos("nodes Delete") < pos("mig Delete"), "{order:?}");
     assert!(
         pos("mig Delete") < pos("instance_template Delete"),
