@@ -81,6 +81,24 @@ async fn run(fake: &Arc<FakeCloud>, p: &Plan, opts: ApplyOptions) -> ApplyReport
     execute(&fake.cloud(), p, &opts, Arc::new(Quiet)).await
 }
 
+/// A progress reporter that requests a stop as soon as the first step
+/// starts (a Ctrl-C right after the apply began).
+fn stopping_after_first_start() -> Arc<crate::apply::progress::Stoppable> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    struct StopAfterFirst(Arc<AtomicBool>);
+    impl Progress for StopAfterFirst {
+        fn started(&self, _: &str, _: &str) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+        fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    Arc::new(crate::apply::progress::Stoppable::new(
+        Arc::new(StopAfterFirst(stop.clone())),
+        stop,
+    ))
+}
+
 fn position(calls: &[String], call: &str) -> usize {
     calls
         .iter()
@@ -500,23 +518,11 @@ async fn a_stockout_is_a_failure_with_its_code() {
 /// live state and does only what is left.
 #[tokio::test]
 async fn a_stop_request_lets_steps_in_flight_finish_and_starts_no_new_one() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    struct StopAfterFirst(Arc<AtomicBool>);
-    impl Progress for StopAfterFirst {
-        fn started(&self, _: &str, _: &str) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-        fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
-    }
     let fake = FakeCloud::new();
     let f = fleet(&[slice("iron", "tpu7x", "2x2x2", 1)]);
     let p = plan_on(&fake, &f).await;
     assert_eq!(p.summary.create, 2, "policy, then pool");
-    let stop = Arc::new(AtomicBool::new(false));
-    let progress = Arc::new(crate::apply::progress::Stoppable::new(
-        Arc::new(StopAfterFirst(stop.clone())),
-        stop.clone(),
-    ));
+    let progress = stopping_after_first_start();
     let r = execute(&fake.cloud(), &p, &ApplyOptions::default(), progress).await;
     assert!(!r.success());
     assert_eq!(
@@ -638,24 +644,12 @@ async fn a_stockout_halts_replacements_in_the_same_area() {
 /// unstarted.
 #[tokio::test]
 async fn a_stop_never_leaves_a_started_replacement_without_its_create() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    struct StopAfterFirst(Arc<AtomicBool>);
-    impl Progress for StopAfterFirst {
-        fn started(&self, _: &str, _: &str) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-        fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
-    }
     let fake = FakeCloud::new();
     let f = fleet(&[slice("rep", "tpu-v6e-slice", "2x2", 2)]);
     let p = plan_on(&fake, &f).await;
     assert!(run(&fake, &p, ApplyOptions::default()).await.success());
     let p = plan_on(&fake, &fleet(&[slice("rep", "tpu-v6e-slice", "2x4", 2)])).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let progress = Arc::new(crate::apply::progress::Stoppable::new(
-        Arc::new(StopAfterFirst(stop.clone())),
-        stop.clone(),
-    ));
+    let progress = stopping_after_first_start();
     let opts = ApplyOptions {
         parallelism: 16,
         max_replacements: 1,

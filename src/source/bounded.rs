@@ -43,7 +43,7 @@ pub enum BoundedReadError {
 }
 
 /// What a non-regular file is, in words.
-fn kind_of(t: std::fs::FileType) -> &'static str {
+pub(crate) fn kind_of(t: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if t.is_dir() {
         "a directory"

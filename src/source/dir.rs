@@ -263,27 +263,7 @@ fn walk_entries(dir: &Path, shown: &Path, w: &mut Walk) -> Result<(), SourceErro
 /// What a non-regular, non-directory entry is ("a FIFO (named pipe)", …),
 /// and where it points when it is a symlink.
 fn special_kind(path: &Path, meta: &fs::Metadata) -> String {
-    #[cfg(unix)]
-    let kind = {
-        use std::os::unix::fs::FileTypeExt;
-        let t = meta.file_type();
-        if t.is_fifo() {
-            "a FIFO (named pipe)"
-        } else if t.is_socket() {
-            "a socket"
-        } else if t.is_char_device() {
-            "a character device"
-        } else if t.is_block_device() {
-            "a block device"
-        } else {
-            "a special file"
-        }
-    };
-    #[cfg(not(unix))]
-    let kind = {
-        let _ = meta;
-        "a special file"
-    };
+    let kind = super::bounded::kind_of(meta.file_type());
     match fs::read_link(path) {
         Ok(target) => format!("a symlink to {kind} ({})", crate::spec::ShownPath(&target)),
         Err(_) => kind.to_string(),
