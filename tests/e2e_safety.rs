@@ -562,7 +562,11 @@ async fn a_scale_down_under_a_stockout_keeps_a_running_replica() {
             .map(|p| p["status"].as_str().unwrap_or_default().to_string())
     };
     let pools = node_pools(&sim).await;
-    assert_eq!(status(&pools, "rep-0").as_deref(), Some("ERROR"), "{pools:?}");
+    assert_eq!(
+        status(&pools, "rep-0").as_deref(),
+        Some("ERROR"),
+        "{pools:?}"
+    );
     assert_eq!(status(&pools, "rep-1").as_deref(), Some("RUNNING"));
     assert_eq!(status(&pools, "rep-2").as_deref(), Some("RUNNING"));
 
