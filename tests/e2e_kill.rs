@@ -115,6 +115,7 @@ async fn killed_apply_resumes_without_duplicates_or_leaks() {
 async fn apply_until(
     sim: &slicectl::sim::SimHandle,
     dir: &std::path::Path,
+    extra: &[&str],
     needle: &str,
 ) -> (
     tokio::process::Child,
@@ -124,6 +125,7 @@ async fn apply_until(
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(bin())
         .args(["apply", dir.to_str().unwrap(), "--auto-approve"])
+        .args(extra)
         .env("SLICECTL_API_ENDPOINT", sim.base_url())
         .env("NO_COLOR", "1")
         .stdin(std::process::Stdio::null())
@@ -145,11 +147,7 @@ async fn apply_until(
         false
     })
     .await;
-    assert_eq!(
-        found,
-        Ok(true),
-        "the policy's create never started:\n{seen}"
-    );
+    assert_eq!(found, Ok(true), "never saw {needle:?}:\n{seen}");
     (child, lines, seen)
 }
 
@@ -173,6 +171,7 @@ async fn ctrl_c_during_apply_finishes_the_step_in_flight_and_a_second_stops_at_o
     let (mut child, mut lines, mut err) = apply_until(
         &sim,
         dir.path(),
+        &[],
         "slice.iron[0].workload_policy: creating ...",
     )
     .await;
@@ -221,8 +220,13 @@ async fn ctrl_c_during_apply_finishes_the_step_in_flight_and_a_second_stops_at_o
     // operation, waits for it and converges with no duplicate.
     let dir2 = spec_dir(&[("iron.yaml", slice_yaml("iron", "tpu7x", "2x2x4", 1, ""))]);
     // A replacement: the pool's delete is the first step.
-    let (mut child, _lines, seen) =
-        apply_until(&sim, dir2.path(), "slice.iron[0].node_pool: deleting ...").await;
+    let (mut child, _lines, seen) = apply_until(
+        &sim,
+        dir2.path(),
+        &[],
+        "slice.iron[0].node_pool: deleting ...",
+    )
+    .await;
     assert!(seen.contains("deleting ..."), "{seen}");
     interrupt(&child);
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -240,4 +244,164 @@ async fn ctrl_c_during_apply_finishes_the_step_in_flight_and_a_second_stops_at_o
         stats.by_method["container.projects.locations.clusters.nodePools.create"], 2,
         "the first pool and its replacement, once each: {stats:?}"
     );
+}
+
+/// The rest of a child's stderr (until it closes) and all its stdout.
+async fn rest_of(
+    child: &mut tokio::process::Child,
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+    err: &mut String,
+) -> String {
+    use tokio::io::AsyncReadExt;
+    let read = async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            err.push_str(&l);
+            err.push('\n');
+        }
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .await
+            .unwrap();
+        out
+    };
+    tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .expect("the apply ends")
+}
+
+/// The live node pools by name: (name, status, machine type).
+async fn pools_by_name(sim: &slicectl::sim::SimHandle) -> Vec<(String, String, String)> {
+    let mut v: Vec<(String, String, String)> = node_pools(sim)
+        .await
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or_default().to_string(),
+                p["status"].as_str().unwrap_or_default().to_string(),
+                p["config"]["machineType"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Issue 24: one Ctrl-C during a roll-out (`--max-replacements 1`, slow
+/// operations) while rep-0's old pool is being deleted: rep-0's create
+/// still runs (a replacement is one unit for a graceful stop), rep-1 is
+/// left untouched and reported not run, no replica is left without
+/// capacity, and the next apply converges. A second Ctrl-C during a
+/// replacement exits 130 at once and names what it leaves: the delete in
+/// flight, and the replica without capacity until the next apply.
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_during_a_replacement_finishes_it_and_a_second_names_what_it_leaves() {
+    let sim = sim(Duration::from_millis(10), 5, FaultConfig::default()).await;
+    let spec =
+        |topo: &str| spec_dir(&[("rep.yaml", slice_yaml("rep", "tpu-v6e-slice", topo, 2, ""))]);
+    // One host each, of 4 and of 8 chips.
+    let (small, big) = (spec("2x2"), spec("2x4"));
+    let o = apply(&sim, small.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let running = |name: &str, topo: &str| {
+        let machine = match topo {
+            "2x2" => "ct6e-standard-4t",
+            _ => "ct6e-standard-8t",
+        };
+        (name.to_string(), "RUNNING".to_string(), machine.to_string())
+    };
+    assert_eq!(
+        pools_by_name(&sim).await,
+        [running("rep-0", "2x2"), running("rep-1", "2x2")]
+    );
+
+    // One Ctrl-C while rep-0's delete is in flight.
+    sim.set_latency(Duration::from_secs(2));
+    let (mut child, mut lines, mut err) = apply_until(
+        &sim,
+        big.path(),
+        &["--max-replacements", "1"],
+        "slice.rep[0].node_pool: deleting ...",
+    )
+    .await;
+    interrupt(&child);
+    let out = rest_of(&mut child, &mut lines, &mut err).await;
+    let status = child.wait().await.unwrap();
+    let all = format!("--- stdout\n{out}\n--- stderr\n{err}");
+    assert_eq!(status.code(), Some(1), "{all}");
+    assert!(
+        err.contains("Interrupt received: no new step starts"),
+        "{all}"
+    );
+    assert!(
+        err.contains("slice.rep[0].node_pool: creating done"),
+        "rep-0's create runs after the stop: {all}"
+    );
+    assert!(
+        out.contains("not run: slice.rep[1].node_pool: deleting never ran: a stop was requested"),
+        "{all}"
+    );
+    assert!(!out.contains("replaced but not recreated"), "{all}");
+    assert_eq!(
+        pools_by_name(&sim).await,
+        [running("rep-0", "2x4"), running("rep-1", "2x2")],
+        "rep-0 replaced with the new shape, rep-1 untouched: {all}"
+    );
+
+    // The next apply converges.
+    sim.set_latency(Duration::from_millis(10));
+    let o = apply(&sim, big.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        pools_by_name(&sim).await,
+        [running("rep-0", "2x4"), running("rep-1", "2x4")]
+    );
+
+    // Twice, during the next roll-out's first delete: 130 at once, and it
+    // says that rep-0 has no capacity until the next apply.
+    sim.set_latency(Duration::from_secs(2));
+    let (mut child, mut lines, mut err) = apply_until(
+        &sim,
+        small.path(),
+        &["--max-replacements", "1"],
+        "slice.rep[0].node_pool: deleting ...",
+    )
+    .await;
+    interrupt(&child);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    interrupt(&child);
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+        .await
+        .expect("exits at once on the second interrupt")
+        .unwrap();
+    let out = rest_of(&mut child, &mut lines, &mut err).await;
+    let all = format!("--- stdout\n{out}\n--- stderr\n{err}");
+    assert_eq!(status.code(), Some(130), "{all}");
+    assert!(err.contains("Second interrupt: stopping now."), "{all}");
+    assert!(
+        err.contains("slice.rep[0].node_pool: deleting (in flight: an operation already sent goes on in the cloud)"),
+        "{all}"
+    );
+    assert!(
+        err.contains("slice.rep[0] has no capacity until the next `slicectl apply` creates it"),
+        "{all}"
+    );
+    assert!(
+        !err.contains("slice.rep[1]"),
+        "rep-1 was never started: {all}"
+    );
+    sim.set_latency(Duration::from_millis(10));
+    let o = apply(&sim, small.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        pools_by_name(&sim).await,
+        [running("rep-0", "2x2"), running("rep-1", "2x2")]
+    );
+    sim.shutdown().await;
 }

@@ -539,3 +539,65 @@ async fn a_roll_out_under_a_stockout_stops_at_the_first_failed_replacement() {
     }
     sim.shutdown().await;
 }
+
+/// Issue 24: scale-down keeps the working replicas, through the simulator
+/// server with a stockout on and operation latency. rep-0 is left in ERROR
+/// by a stocked-out create, rep-1 and rep-2 are RUNNING; `replicas: 1`
+/// deletes rep-0 and one of the others, keeps a RUNNING one, and sends no
+/// create (which the stockout would fail).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scale_down_under_a_stockout_keeps_a_running_replica() {
+    let (sim, dir) =
+        converged_sim(&[("rep.yaml", slice_yaml("rep", "tpu-v6e-slice", "2x2", 3, ""))]).await;
+    // rep-0 is lost by hand and recreated into a stockout: ERROR.
+    delete_by_hand(&sim, "rep-0").await;
+    set_faults(&sim, serde_json::json!({"stockout_rate": 1.0})).await;
+    let o = apply(&sim, dir.path()).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    wait_until_done(&sim).await;
+    let status = |pools: &[serde_json::Value], name: &str| {
+        pools
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| p["status"].as_str().unwrap_or_default().to_string())
+    };
+    let pools = node_pools(&sim).await;
+    assert_eq!(
+        status(&pools, "rep-0").as_deref(),
+        Some("ERROR"),
+        "{pools:?}"
+    );
+    assert_eq!(status(&pools, "rep-1").as_deref(), Some("RUNNING"));
+    assert_eq!(status(&pools, "rep-2").as_deref(), Some("RUNNING"));
+
+    // Scale down to one, the stockout still on, operations slow.
+    sim.set_latency(Duration::from_millis(1500));
+    sim.reset_stats();
+    std::fs::write(
+        dir.path().join("rep.yaml"),
+        slice_yaml("rep", "tpu-v6e-slice", "2x2", 1, ""),
+    )
+    .unwrap();
+    let o = apply(&sim, dir.path()).await;
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("the working replicas are kept first"), "{t}");
+    let pools = node_pools(&sim).await;
+    assert_eq!(pools.len(), 1, "{pools:?}");
+    let kept = pools[0]["name"].as_str().unwrap();
+    assert!(kept == "rep-1" || kept == "rep-2", "{pools:?}");
+    assert_eq!(pools[0]["status"], "RUNNING", "{pools:?}");
+    let stats = sim.stats();
+    let count = |m: &str| stats.by_method.get(m).copied().unwrap_or(0);
+    assert_eq!(
+        count("container.projects.locations.clusters.nodePools.create"),
+        0,
+        "no create under the stockout: {stats:?}"
+    );
+    assert_eq!(
+        count("container.projects.locations.clusters.nodePools.delete"),
+        2,
+        "{stats:?}"
+    );
+    sim.shutdown().await;
+}

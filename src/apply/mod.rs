@@ -383,6 +383,11 @@ fn replacement_group(a: &Action) -> (&str, u32) {
     (a.owner.slice.as_str(), a.owner.replica)
 }
 
+/// The address of the slice replica an action belongs to (`slice.rep[0]`).
+fn replica_address(a: &Action) -> String {
+    format!("slice.{}[{}]", a.owner.slice, a.owner.replica)
+}
+
 /// Where a replacement's capacity comes from, for halting a roll-out after
 /// a stockout: the project and the location (zone, region or a GKE
 /// cluster's location). Templates and Nodes hold no capacity of their own.
@@ -521,7 +526,12 @@ pub async fn execute(
                     replacing.insert(g, true);
                     replacements_running += 1;
                 }
-                group_started.insert(g);
+                if group_started.insert(g) {
+                    progress.replacement(
+                        &replica_address(a),
+                        group_left.get(&g).copied().unwrap_or(0),
+                    );
+                }
             }
             progress.started(&a.address(), step.op.verb());
             let cloud = cloud.clone();
@@ -639,6 +649,9 @@ pub async fn execute(
                 let g = replacement_group(fa);
                 if let Some(n) = group_left.get_mut(&g) {
                     *n -= 1;
+                    if group_started.contains(&g) {
+                        progress.replacement(&replica_address(fa), *n);
+                    }
                     if *n == 0 && replacing.insert(g, false).unwrap_or(false) {
                         replacements_running -= 1;
                     }

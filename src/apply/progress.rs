@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
+use super::StepOp;
+
 /// Receives step events from the executor.
 pub trait Progress: Send + Sync {
     /// A step started.
@@ -20,33 +22,136 @@ pub trait Progress: Send + Sync {
     fn stop_requested(&self) -> bool {
         false
     }
+    /// The replacement of slice replica `replica` (`slice.rep[0]`) has
+    /// `left` steps not finished: called as its first step (the old
+    /// resource's delete) starts, and after each of its steps ends (`0`:
+    /// over, whatever the outcome). While it is open, the replica's old
+    /// capacity may be gone and its new one is not there yet.
+    fn replacement(&self, replica: &str, left: usize) {
+        let _ = (replica, left);
+    }
+}
+
+/// What an apply has in flight at a moment: the steps started and not
+/// finished, and the replacements begun and not over. Shared with a signal
+/// handler, which names what a stop at once abandons.
+#[derive(Debug, Default)]
+pub struct InFlight {
+    state: Mutex<InFlightState>,
+}
+
+#[derive(Debug, Default)]
+struct InFlightState {
+    /// (address, verb) of the steps running, in start order.
+    steps: Vec<(String, String)>,
+    /// Open replacements: replica address → steps left.
+    replacements: std::collections::BTreeMap<String, usize>,
+}
+
+impl InFlight {
+    fn started(&self, key: &str, what: &str) {
+        if let Ok(mut s) = self.state.lock() {
+            s.steps.push((key.to_string(), what.to_string()));
+        }
+    }
+
+    fn finished(&self, key: &str, what: &str) {
+        if let Ok(mut s) = self.state.lock()
+            && let Some(i) = s.steps.iter().position(|(k, w)| k == key && w == what)
+        {
+            s.steps.remove(i);
+        }
+    }
+
+    fn replacement(&self, replica: &str, left: usize) {
+        if let Ok(mut s) = self.state.lock() {
+            if left == 0 {
+                s.replacements.remove(replica);
+            } else {
+                s.replacements.insert(replica.to_string(), left);
+            }
+        }
+    }
+
+    /// What stopping now abandons, a line each: every step in flight (its
+    /// operation, once sent, goes on in the cloud), and every replacement
+    /// whose old resource's delete was sent and whose new resource's create
+    /// will not run: that replica has no capacity until the next run
+    /// creates it. A replacement whose last step (the create) is in flight
+    /// gets its capacity back when that operation ends.
+    pub fn abandoned(&self, verb: &str) -> Vec<String> {
+        let Ok(s) = self.state.lock() else {
+            return Vec::new();
+        };
+        let mut lines: Vec<String> = s
+            .steps
+            .iter()
+            .map(|(k, w)| {
+                format!("{k}: {w} (in flight: an operation already sent goes on in the cloud)")
+            })
+            .collect();
+        for (replica, left) in &s.replacements {
+            let prefix = format!("{replica}.");
+            let creating = s
+                .steps
+                .iter()
+                .any(|(k, w)| k.starts_with(&prefix) && w == StepOp::Create.verb());
+            if *left == 1 && creating {
+                continue;
+            }
+            lines.push(format!(
+                "{replica} has no capacity until the next `slicectl {verb}` creates it: \
+                 its replacement's delete was sent, and its create will not run"
+            ));
+        }
+        lines
+    }
 }
 
 /// Another [`Progress`] that also answers [`Progress::stop_requested`]
 /// from a flag the caller sets (on SIGINT or SIGTERM).
+/// It also keeps what is in flight ([`Stoppable::in_flight`]), for a
+/// signal handler that stops at once to say what it leaves.
 pub struct Stoppable {
     inner: Arc<dyn Progress>,
     stop: Arc<AtomicBool>,
+    in_flight: Arc<InFlight>,
 }
 
 impl Stoppable {
     /// `inner`, stopped when `stop` is set.
     pub fn new(inner: Arc<dyn Progress>, stop: Arc<AtomicBool>) -> Self {
-        Stoppable { inner, stop }
+        Stoppable {
+            inner,
+            stop,
+            in_flight: Arc::default(),
+        }
+    }
+
+    /// What is in flight, kept up to date as steps start and finish.
+    pub fn in_flight(&self) -> Arc<InFlight> {
+        self.in_flight.clone()
     }
 }
 
 impl Progress for Stoppable {
     fn started(&self, key: &str, what: &str) {
+        self.in_flight.started(key, what);
         self.inner.started(key, what);
     }
 
     fn finished(&self, key: &str, what: &str, result: Result<(), &str>, elapsed: Duration) {
+        self.in_flight.finished(key, what);
         self.inner.finished(key, what, result, elapsed);
     }
 
     fn stop_requested(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || self.inner.stop_requested()
+    }
+
+    fn replacement(&self, replica: &str, left: usize) {
+        self.in_flight.replacement(replica, left);
+        self.inner.replacement(replica, left);
     }
 }
 

@@ -667,3 +667,64 @@ async fn a_stop_never_leaves_a_started_replacement_without_its_create() {
     assert!(r.not_run[0].1.contains("a stop was requested"), "{r:?}");
     assert_eq!(fake.pools(&cluster()).len(), 2);
 }
+
+/// What a stop at once would abandon, as the executor runs a replacement:
+/// while the old pool's delete is in flight, the step and the replica left
+/// without capacity; while the new pool's create (its last step) is in
+/// flight, only that step (its operation brings the capacity back); once it
+/// is over, nothing.
+#[tokio::test]
+async fn in_flight_names_a_replacement_left_without_capacity() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::{Mutex, OnceLock};
+    #[derive(Default)]
+    struct Snapshots {
+        in_flight: OnceLock<Arc<crate::apply::progress::InFlight>>,
+        seen: Mutex<Vec<(String, Vec<String>)>>,
+    }
+    impl Progress for Snapshots {
+        fn started(&self, key: &str, what: &str) {
+            let now = self.in_flight.get().unwrap().abandoned("apply");
+            self.seen
+                .lock()
+                .unwrap()
+                .push((format!("{key}: {what}"), now));
+        }
+        fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
+    }
+    let fake = FakeCloud::new();
+    let f = fleet(&[slice("rep", "tpu-v6e-slice", "2x2", 1)]);
+    let p = plan_on(&fake, &f).await;
+    assert!(run(&fake, &p, ApplyOptions::default()).await.success());
+    let p = plan_on(&fake, &fleet(&[slice("rep", "tpu-v6e-slice", "2x4", 1)])).await;
+    assert_eq!(p.summary.replace, 1);
+    let snaps = Arc::new(Snapshots::default());
+    let progress = Arc::new(crate::apply::progress::Stoppable::new(
+        snaps.clone(),
+        Arc::new(AtomicBool::new(false)),
+    ));
+    let in_flight = progress.in_flight();
+    snaps.in_flight.set(in_flight.clone()).unwrap();
+    let r = execute(&fake.cloud(), &p, &ApplyOptions::default(), progress).await;
+    assert!(r.success(), "{r:?}");
+    let seen = snaps.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:#?}");
+    assert_eq!(seen[0].0, "slice.rep[0].node_pool: deleting");
+    assert_eq!(seen[0].1.len(), 2, "{seen:#?}");
+    assert!(
+        seen[0].1[0].starts_with("slice.rep[0].node_pool: deleting (in flight"),
+        "{seen:#?}"
+    );
+    assert!(
+        seen[0].1[1]
+            .starts_with("slice.rep[0] has no capacity until the next `slicectl apply` creates it"),
+        "{seen:#?}"
+    );
+    assert_eq!(seen[1].0, "slice.rep[0].node_pool: creating");
+    assert_eq!(seen[1].1.len(), 1, "{seen:#?}");
+    assert!(
+        seen[1].1[0].starts_with("slice.rep[0].node_pool: creating (in flight"),
+        "{seen:#?}"
+    );
+    assert!(in_flight.abandoned("apply").is_empty());
+}

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 
-use crate::apply::progress::Stoppable;
+use crate::apply::progress::{InFlight, Stoppable};
 use crate::apply::{ApplyOptions, PlainProgress, Progress, TerminalProgress};
 use crate::cloud::{ClientOptions, Cloud, CloudClient};
 use crate::engine::{self, Approval, Outcome, ReconcileError, ReconcileOptions};
@@ -269,6 +269,8 @@ async fn reconcile(
     };
     let mut prompt_error = None;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let progress = Arc::new(Stoppable::new(progress(), stop.clone()));
+    let in_flight = progress.in_flight();
     let approve = |plan: &Plan| {
         print!("{}", human::render(plan, color_stdout()));
         let approval = if exec.auto_approve {
@@ -284,11 +286,10 @@ async fn reconcile(
             }
         };
         if approval != Approval::Declined {
-            interrupt_gracefully(verb, stop.clone());
+            interrupt_gracefully(verb, stop.clone(), in_flight.clone());
         }
         approval
     };
-    let progress = Arc::new(Stoppable::new(progress(), stop.clone()));
     let result = engine::reconcile(fleet, &session.cloud, &ropts, approve, progress).await;
     session.close().await;
     if let Some(e) = prompt_error {
@@ -315,9 +316,15 @@ async fn reconcile(
 /// step and lets the steps in flight finish (the run then reports the rest
 /// as not run); a second exits at once with 130. Either way the next run
 /// observes the live state, operations in flight included, and continues.
-/// Before approval the signals keep their default (the process ends; nothing
-/// was sent).
-fn interrupt_gracefully(verb: &'static str, stop: Arc<std::sync::atomic::AtomicBool>) {
+/// The second names what it abandons ([`InFlight::abandoned`]): the steps in
+/// flight, and each replica whose replacement's delete was sent and whose
+/// create will not run. Before approval the signals keep their default (the
+/// process ends; nothing was sent).
+fn interrupt_gracefully(
+    verb: &'static str,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    in_flight: Arc<InFlight>,
+) {
     let (mut signals, _) = match crate::watch::forward_signals() {
         Ok(s) => s,
         Err(e) => {
@@ -334,10 +341,32 @@ fn interrupt_gracefully(verb: &'static str, stop: Arc<std::sync::atomic::AtomicB
             "\nInterrupt received: no new step starts, and the steps in flight finish (their operations are waited on; a replacement whose old resource is being deleted still creates its new one, so no replica is left without capacity). Interrupt again to stop at once: operations already sent go on in the cloud, and the next `slicectl {verb}` continues from the live state."
         );
         if signals.recv().await.is_some() {
-            eprintln!("Second interrupt: stopping now. Run `slicectl {verb}` again to continue.");
+            eprintln!(
+                "{}",
+                second_interrupt_message(verb, &in_flight.abandoned(verb))
+            );
             std::process::exit(130);
         }
     });
+}
+
+/// What a second interrupt says: that it stops now, what it leaves (a line
+/// each, from [`InFlight::abandoned`]), and how to continue.
+fn second_interrupt_message(verb: &str, abandoned: &[String]) -> String {
+    let mut m = String::from("Second interrupt: stopping now.");
+    if abandoned.is_empty() {
+        m.push_str(" No step was in flight.");
+    } else {
+        m.push_str(" Left as it is:");
+        for line in abandoned {
+            m.push_str("\n  ");
+            m.push_str(line);
+        }
+    }
+    m.push_str(&format!(
+        "\nRun `slicectl {verb}` again to continue: it waits on the operations still running and does the rest."
+    ));
+    m
 }
 
 /// Prints a reconciliation's outcome; returns the exit code.
@@ -819,13 +848,14 @@ async fn apply_saved(path: &Path, conn: &Connection, exec: &Exec) -> Result<u8> 
         return Ok(EXIT_ERROR);
     }
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    interrupt_gracefully("apply", stop.clone());
+    let progress = Arc::new(Stoppable::new(progress(), stop.clone()));
+    interrupt_gracefully("apply", stop, progress.in_flight());
     let report = engine::execute(
         &fleet,
         &session.cloud,
         fresh,
         &apply_options(exec),
-        Arc::new(Stoppable::new(progress(), stop)),
+        progress,
     )
     .await;
     session.close().await;

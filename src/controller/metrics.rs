@@ -251,6 +251,10 @@ impl crate::apply::Progress for CountingProgress {
         self.gauge.dec();
         self.inner.finished(key, what, result, elapsed);
     }
+
+    fn replacement(&self, replica: &str, left: usize) {
+        self.inner.replacement(replica, left);
+    }
 }
 
 #[cfg(test)]

@@ -173,6 +173,12 @@ impl SimHandle {
         self.sim.lock().faults.set(f);
     }
 
+    /// Sets the latency of the operations started from now on (a test sets
+    /// a fleet up fast, then slows the operations it means to interrupt).
+    pub fn set_latency(&self, latency: Duration) {
+        self.sim.lock().latency = latency;
+    }
+
     /// Starts a cluster-level operation (`UPGRADE_MASTER`) on `cluster`
     /// that runs for `duration`; returns the operation's name.
     pub fn start_cluster_operation(
