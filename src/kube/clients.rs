@@ -280,10 +280,10 @@ async fn load_config(k: &KubeRef, slot: &Slot, trusted: bool) -> Result<Config, 
 
 /// `$KUBECONFIG` (its first entry) or `~/.kube/config`.
 fn default_kubeconfig() -> Option<PathBuf> {
-    if let Some(v) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
-        return std::env::split_paths(&v).next();
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"))
+    super::kubeconfig::env_kubeconfigs()
+        .into_iter()
+        .next()
+        .or_else(super::kubeconfig::home_kubeconfig)
 }
 
 /// One call's context: the cluster, its client and server URL.

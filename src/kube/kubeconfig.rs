@@ -56,12 +56,8 @@ impl TrustedKubeconfigs {
     /// (nothing can be read from them anyway).
     pub fn from_env(extra: &[PathBuf]) -> Self {
         let mut candidates: Vec<PathBuf> = extra.to_vec();
-        if let Some(v) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
-            candidates.extend(std::env::split_paths(&v));
-        }
-        if let Some(h) = std::env::var_os("HOME") {
-            candidates.push(PathBuf::from(h).join(".kube").join("config"));
-        }
+        candidates.extend(env_kubeconfigs());
+        candidates.extend(home_kubeconfig());
         TrustedKubeconfigs {
             paths: candidates
                 .iter()
@@ -74,6 +70,19 @@ impl TrustedKubeconfigs {
     pub fn trusts(&self, path: &Path) -> bool {
         std::fs::canonicalize(path).is_ok_and(|c| self.paths.contains(&c))
     }
+}
+
+/// The entries of `$KUBECONFIG` (none when it is unset or empty).
+pub(crate) fn env_kubeconfigs() -> Vec<PathBuf> {
+    std::env::var_os("KUBECONFIG")
+        .filter(|v| !v.is_empty())
+        .map(|v| std::env::split_paths(&v).collect())
+        .unwrap_or_default()
+}
+
+/// `~/.kube/config`, when `$HOME` is set.
+pub(crate) fn home_kubeconfig() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"))
 }
 
 /// Reads and parses a kubeconfig. `trusted`: named by the operator (see the
