@@ -335,6 +335,10 @@ pub struct Owners {
     /// for this owner's node pools left in clusters no Target names any
     /// more (a Target moved, or removed with its Slices).
     pub gke_projects: BTreeMap<String, BTreeSet<String>>,
+    /// Owner ids of the self-managed (GCE) Targets per project: where
+    /// slicectl also looks for this owner's MIGs left in zones no Target
+    /// names any more (a Target's zone changed, or it was removed).
+    pub gce_projects: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Owners {
@@ -342,6 +346,7 @@ impl Owners {
     pub fn of(fleet: &Fleet) -> Owners {
         let mut by_scope: BTreeMap<Scope, BTreeSet<String>> = BTreeMap::new();
         let mut gke_projects: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut gce_projects: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for t in fleet.targets.values() {
             for scope in Owners::scopes_of(t) {
                 by_scope
@@ -349,16 +354,20 @@ impl Owners {
                     .or_default()
                     .insert(t.spec.owner_id.clone());
             }
-            if t.spec.gke.is_some() {
-                gke_projects
-                    .entry(t.spec.project.clone())
-                    .or_default()
-                    .insert(t.spec.owner_id.clone());
-            }
+            let projects = match (&t.spec.gke, &t.spec.gce) {
+                (Some(_), _) => &mut gke_projects,
+                (None, Some(_)) => &mut gce_projects,
+                (None, None) => continue,
+            };
+            projects
+                .entry(t.spec.project.clone())
+                .or_default()
+                .insert(t.spec.owner_id.clone());
         }
         Owners {
             by_scope,
             gke_projects,
+            gce_projects,
         }
     }
 
@@ -404,24 +413,24 @@ impl Owners {
     }
 
     /// Whether a live resource with ownership `own` in `scope` is one this
-    /// fleet left behind: `scope` is a GKE cluster no Target of its owner
-    /// names any more (another owner's Target may still name it), in a
-    /// project a GKE Target of that owner names. Such a resource is shown,
-    /// deleted as moved (its slice replica renders elsewhere) or refused as
+    /// fleet left behind: `scope` is a GKE cluster (or a zone, for a
+    /// self-managed Target's MIGs) no Target of its owner names any more
+    /// (another owner's Target may still name it), in a project a Target of
+    /// that owner and backend names. Such a resource is shown, deleted as
+    /// moved (its slice replica renders elsewhere) or refused as
     /// `target_removed`, and destroyed by `destroy`; never left unseen.
     pub fn left_behind(&self, scope: &Scope, own: Option<&Ownership>) -> bool {
-        let Scope::Cluster(c) = scope else {
-            return false;
+        let projects = match scope {
+            Scope::Cluster(c) => self.gke_projects.get(&c.project),
+            Scope::Zone(z) => self.gce_projects.get(&z.project),
+            _ => return false,
         };
         own.is_some_and(|o| {
             !self
                 .by_scope
                 .get(scope)
                 .is_some_and(|ids| ids.contains(&o.owner))
-                && self
-                    .gke_projects
-                    .get(&c.project)
-                    .is_some_and(|ids| ids.contains(&o.owner))
+                && projects.is_some_and(|ids| ids.contains(&o.owner))
         })
     }
 
@@ -699,6 +708,14 @@ fn protected(a: &Action, mode: PlanMode, in_specs: bool) -> PlanError {
         (_, true, _) => "To replace it deliberately, set `lifecycle.preventDestroy: false` in its Slice spec and apply \
              twice: the first apply lifts the protection on the live resource, the second one replaces it"
             .to_string(),
+        // A replica past `replicas` is no longer rendered, so no apply
+        // lifts its stamp: it must be desired again while the stamp goes.
+        (_, false, true) if matches!(a.reason, Reason::ReplicaNotDesired { .. }) => format!(
+            "To remove this replica deliberately, keep slice {}'s `replicas` high enough to include it, set \
+             `lifecycle.preventDestroy: false` and apply (which lifts the protection on every live replica), \
+             then lower `replicas` and apply again",
+            a.owner.slice
+        ),
         (_, false, true) => "To destroy it deliberately, set `lifecycle.preventDestroy: false` in its Slice spec and apply \
              twice: the first apply lifts the protection on the live resource, the second one destroys it"
             .to_string(),
@@ -866,6 +883,45 @@ fn owner_change_hint(d: &Desired, live: Option<&Ownership>, relabels: bool) -> S
          delete); then remove the old Target",
         old = o.owner,
         new = d.owner_id,
+    )
+}
+
+/// The Target a live slice replica was last written by, when these specs
+/// do not declare it for its ownerId, neither by name nor in a Target's
+/// `previousNames` (a hand-over): the slice is another spec source's, one
+/// that applies the same ownerId. `None` when the resource carries no
+/// Target stamp (dependents, and what was made before the stamp existed).
+pub fn other_source<'a>(fleet: &Fleet, o: &'a Ownership) -> Option<&'a str> {
+    let t = o.target.as_deref()?;
+    let declared = fleet.targets.values().any(|x| {
+        x.spec.owner_id == o.owner && (x.name == t || x.spec.previous_names.iter().any(|p| p == t))
+    });
+    (!declared).then_some(t)
+}
+
+/// The refusal of a change to a slice replica another source wrote.
+fn other_source_refusal(a: &Action, o: &Ownership, target: &str, mode: PlanMode) -> String {
+    let delete = match (a.action, mode) {
+        (ActionKind::Delete, PlanMode::Apply) => format!(
+            ". To delete it deliberately (Target {target:?} was removed together with its Slices), pass \
+             --allow-empty-source"
+        ),
+        (_, PlanMode::Destroy) => {
+            ". `slicectl destroy` removes only the slices of the Targets it is given".to_string()
+        }
+        _ => String::new(),
+    };
+    format!(
+        "{} ({}) was last applied by Target {target:?} (ownerId {:?}), which these specs do not declare: \
+         another spec source that applies the same ownerId made it, or Target {target:?} was renamed or \
+         removed. Refusing to {} it. If another source applies it, give one of the two sources its own \
+         ownerId; if Target {target:?} was renamed, or its slices are to move here, add `previousNames: \
+         [{target}]` to the Target that takes them over (one apply relabels them in place, nothing is \
+         deleted); to remove them, run `slicectl destroy` on the specs that declare Target {target:?}{delete}",
+        a.address(),
+        a.id.name,
+        o.owner,
+        a.action.as_str(),
     )
 }
 
@@ -1099,6 +1155,23 @@ fn build(
                 ),
             };
             refused.push(refusal(&a, "name_taken", msg.to_string()));
+            continue;
+        }
+        if let Some(t) = own.as_ref().and_then(|o| other_source(fleet, o)) {
+            let a = mk(
+                ActionKind::Update,
+                Reason::InPlaceFieldsChanged { groups: Vec::new() },
+                Vec::new(),
+                BTreeSet::new(),
+                None,
+                None,
+                None,
+            );
+            let msg = own
+                .as_ref()
+                .map(|o| other_source_refusal(&a, o, t, mode))
+                .unwrap_or_default();
+            refused.push(refusal(&a, "other_source", msg));
             continue;
         }
         let before = Some(kind.display_live(&live.body, Some(d)));
@@ -1432,6 +1505,20 @@ fn build(
                 .copied()
                 .unwrap_or(0);
             let running = kind.running_hosts(&l.body).unwrap_or(0);
+            // Another source's slice: refused, in a destroy too; an apply
+            // deletes it only with the override (its Target was removed
+            // together with its Slices: as the empty-source guard). In a
+            // scope no Target names any more, an apply says so
+            // (`target_removed`, below).
+            let removed_here = left && a.reason == Reason::NotInSpecs;
+            if action == ActionKind::Delete
+                && let Some(t) = other_source(fleet, &o)
+                && (mode == PlanMode::Destroy || (!opts.allow_empty_source && !removed_here))
+            {
+                let msg = other_source_refusal(&a, &o, t, mode);
+                refused.push(refusal(&a, "other_source", msg));
+                continue;
+            }
             // Every stamp is current (kept in step by each apply), so each
             // protects on its own: a pool's label, a MIG's description, a
             // Node's label.
