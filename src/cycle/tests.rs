@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
@@ -18,10 +18,6 @@ use crate::resource::gke::NodePool;
 use crate::source::Skipped;
 
 pub(crate) const TARGET: &str = "apiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata:\n  name: t\nspec:\n  project: unit-project\n  zone: us-central1-b\n  ownerId: unit\n  gke:\n    location: us-central1\n    name: c\n";
-
-const GCE_TARGET: &str = "apiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata:\n  name: kubeadm\nspec:\n  project: unit-project\n  zone: us-central1-b\n  ownerId: unit\n  gce:\n    controlPlaneEndpoint: 10.128.0.2:6443\n    kubeApi:\n      kubeconfig: /nonexistent/kubeconfig\n  nodeDefaults:\n    serviceAccount: tpu@unit-project.iam.gserviceaccount.com\n";
-
-const GCE_SLICE: &str = "apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata:\n  name: vm\nspec:\n  target: kubeadm\n  backend: gce\n  accelerator: tpu-v6e-slice\n  topology: 2x2\n  gce:\n    image: projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-v6e\n    bootstrap: {kubeadm: {kubernetesVersion: \"1.35\"}}\n";
 
 pub(crate) fn slice(name: &str, extra: &str) -> String {
     slice_of(name, "1x1", extra)
@@ -551,90 +547,6 @@ async fn a_held_file_names_its_slices_as_invalid() {
     let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
     assert_eq!(o.code(), "no_changes", "its last good version stands");
     assert_eq!(sink.invalid.keys().collect::<Vec<_>>(), ["a"]);
-}
-
-/// The decisions are events that JSON logs carry, with their fields.
-#[tokio::test]
-async fn held_refused_and_deferred_decisions_are_json_events() {
-    #[derive(Clone, Default)]
-    struct Buf(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Buf {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let buf = Buf::default();
-    let w = buf.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(format!(
-            "warn,{LOG_TARGET}=info"
-        )))
-        .with_writer(move || w.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-
-    // Held: a stockout, then a cycle inside the backoff.
-    let fake = FakeCloud::new();
-    fake.fail_next("create_node_pool", Fault::Stockout);
-    fake.seed_pool(
-        &cluster(),
-        NodePool {
-            name: "b-0".into(),
-            ..Default::default()
-        },
-    );
-    let specs = Specs::new(&[
-        ("t.yaml", TARGET),
-        ("big.yaml", &big()),
-        ("b.yaml", &slice("b", "")),
-        ("k.yaml", GCE_TARGET),
-        ("vm.yaml", GCE_SLICE),
-    ]);
-    let (mut st, mut sink) = (tracked_state(), Recorder::default());
-    // Deferred: a self-managed cluster under --sim is never reached.
-    let cloud = Cloud {
-        sim_defers_kube: true,
-        ..fake.cloud()
-    };
-    let mut conn = FakeConnect::to(cloud);
-    cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
-    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
-    assert_eq!(o.code(), "refused", "{o:?}");
-
-    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
-    let events: Vec<serde_json::Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let find = |decision: &str| {
-        events
-            .iter()
-            .find(|e| e["fields"]["decision"] == decision)
-            .unwrap_or_else(|| panic!("no {decision} event in\n{text}"))
-    };
-    let held = find("held");
-    assert_eq!(held["fields"]["slice"], "big");
-    assert_eq!(held["fields"]["target"], "t");
-    assert_eq!(held["fields"]["code"], "stockout");
-    assert_eq!(held["span"]["name"], "cycle", "{held}");
-    let refused = find("refused");
-    assert_eq!(refused["fields"]["slice"], "b");
-    assert_eq!(refused["fields"]["target"], "t");
-    assert_eq!(refused["fields"]["code"], "name_taken");
-    let deferred = find("deferred");
-    assert_eq!(deferred["fields"]["target"], "kubeadm");
-    assert_eq!(deferred["fields"]["code"], "not_observed");
-    let finished: Vec<&serde_json::Value> = events
-        .iter()
-        .filter(|e| e["fields"]["message"] == "cycle finished")
-        .collect();
-    assert_eq!(finished.len(), 2);
-    assert_eq!(finished[1]["fields"]["outcome"], "refused");
 }
 
 /// Sources are read the same way the loop sees them: a directory's
