@@ -1,8 +1,9 @@
 //! `slicectl controller`: the in-cluster loop. Specs from a ConfigMap (an
-//! API watch) or a mounted directory; cycles through the same library cycle
-//! ([`crate::cycle::run_cycle`]) as `reconcile --watch`, single-flight, on each change and every resync;
-//! only while this replica leads (a Lease); status objects after each
-//! cycle; `/healthz`, `/readyz`, `/metrics`; capacity-aware retries.
+//! API watch) or a mounted directory; the same library cycle
+//! ([`crate::cycle::run_cycle`]) as `reconcile --watch`, single-flight, on
+//! each change and every resync; only while this replica leads (a Lease);
+//! status objects after each cycle; `/healthz`, `/readyz`, `/metrics`;
+//! capacity-aware retries. This file only wires them.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -16,13 +17,13 @@ use kube_lease_manager::LeaseManagerBuilder;
 use super::args::{Connection, ControllerArgs, Exec, Safety};
 use super::cycle::{LoopConnect, TerminalSink, Wording};
 use super::{EXIT_ERROR, EXIT_OK};
+use crate::controller as ctl_mod;
 use crate::controller::capacity::{CapacityTracker, RetryPolicy};
 use crate::controller::configmap;
 use crate::controller::metrics::Metrics;
 use crate::controller::owner;
 use crate::controller::server::{self, Health};
 use crate::controller::sink::ControllerSink;
-use crate::controller::{self as ctl_mod};
 use crate::cycle::{AnySource, ConfigMapSource, CycleState, DirSource, SpecSource, run_cycle};
 use crate::status_object::StatusWriter;
 use crate::watch::{self, LOG_TARGET, LoopEnd, LoopOptions, Trigger};
