@@ -12,7 +12,7 @@ use async_trait::async_trait;
 
 use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome};
 use crate::cloud::{Cloud, CloudError};
-use crate::plan::kind::{Resource, body_as};
+use crate::plan::kind::Resource;
 use crate::plan::ownership::Ownership;
 use crate::plan::{Action, Kind, KindId, OperationRecord, Scope};
 use crate::resource::compute;
@@ -228,13 +228,6 @@ async fn after_conflict<K: ComputeKind>(
     Ok(StepOutcome::Done)
 }
 
-fn desired<K: ComputeKind>(a: &Action) -> Result<&K::Item, ApplyError> {
-    a.desired
-        .as_ref()
-        .and_then(body_as::<K::Item>)
-        .ok_or_else(|| ApplyError::Body(a.address()))
-}
-
 #[async_trait]
 impl<K: ComputeKind> KindExec for K {
     fn kind(&self) -> KindId {
@@ -270,7 +263,7 @@ impl<K: ComputeKind> KindExec for K {
         let started = match op {
             StepOp::WaitInFlight => place.operation(a.operation.as_deref().unwrap_or_default()),
             StepOp::Create => {
-                let item = desired::<K>(a)?;
+                let item = crate::apply::desired_body::<K::Item>(a)?;
                 self.before_insert(cloud, a, item).await?;
                 match K::insert(cloud, place, item).await {
                     Ok(op) => op,
@@ -280,7 +273,10 @@ impl<K: ComputeKind> KindExec for K {
                     Err(e) => return Err(e.into()),
                 }
             }
-            StepOp::Update => match self.update(cloud, place, a, desired::<K>(a)?).await? {
+            StepOp::Update => match self
+                .update(cloud, place, a, crate::apply::desired_body::<K::Item>(a)?)
+                .await?
+            {
                 Some(op) => op,
                 None => return Ok(StepOutcome::Done),
             },

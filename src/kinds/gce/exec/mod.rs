@@ -14,7 +14,6 @@ use super::render::{NodeGroup, TPU_RESOURCE};
 use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome};
 use crate::cloud::{Cloud, CloudError};
 use crate::kube::{DevicePluginObjects, StoredToken};
-use crate::plan::kind::body_as;
 use crate::plan::ownership::{self, Ownership};
 use crate::plan::{Action, KindId, Scope};
 use crate::resource::KubeRef;
@@ -154,11 +153,7 @@ impl KindExec for Nodes {
         match op {
             StepOp::WaitInFlight => Ok(StepOutcome::Done),
             StepOp::Create | StepOp::Update => {
-                let want = a
-                    .desired
-                    .as_ref()
-                    .and_then(body_as::<NodeGroup>)
-                    .ok_or_else(|| ApplyError::Body(a.address()))?;
+                let want = crate::apply::desired_body::<NodeGroup>(a)?;
                 drive::drive(cloud, a, k, want).await
             }
             StepOp::Delete => {
@@ -251,11 +246,7 @@ impl KindExec for DevicePlugins {
         let k = kube_of(a)?;
         match op {
             StepOp::Create | StepOp::Update => {
-                let b = a
-                    .desired
-                    .as_ref()
-                    .and_then(body_as::<DevicePluginBody>)
-                    .ok_or_else(|| ApplyError::Body(a.address()))?;
+                let b = crate::apply::desired_body::<DevicePluginBody>(a)?;
                 cloud.kube.apply_device_plugin(k, &objects_of(b)).await?;
                 Ok(StepOutcome::Done)
             }
