@@ -12,7 +12,7 @@ use slicectl::apply::{self, ApplyOptions, Progress};
 use slicectl::cloud::{ClientOptions, Cloud, CloudClient, PollPolicy};
 use slicectl::plan::{self, ActionKind, PlanOptions};
 use slicectl::resource::compute::ResourcePolicy;
-use slicectl::sim::{FaultConfig, SimHandle};
+use slicectl_sim::{FaultConfig, SimHandle};
 
 /// Records the steps running at any moment.
 #[derive(Default)]
@@ -46,7 +46,7 @@ impl Progress for Recorder {
     }
 }
 
-fn client(sim: &slicectl::sim::SimHandle) -> Cloud {
+fn client(sim: &slicectl_sim::SimHandle) -> Cloud {
     CloudClient::new(ClientOptions {
         api_endpoint: Some(sim.base_url()),
         poll: PollPolicy::fast_for_tests(),

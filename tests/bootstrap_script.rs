@@ -13,7 +13,7 @@ use std::time::Duration;
 use sim_kubelet_support::*;
 use slicectl::bootstrap::{self, STARTUP_SCRIPT};
 use slicectl::kube::{BootstrapToken, ca_cert_hash};
-use slicectl::sim::metadata::{GuestAttributes, MetadataServer, VmMetadata};
+use slicectl_sim::metadata::{GuestAttributes, MetadataServer, VmMetadata};
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 

@@ -11,7 +11,7 @@ use slicectl::resource::compute::{ResourcePolicy, WorkloadPolicy};
 use slicectl::resource::gke::{
     NodeConfig, NodeLabels, NodePool, PlacementPolicy, UpdateNodePoolRequest,
 };
-use slicectl::sim::{FaultConfig, SimConfig, SimHandle, Simulator};
+use slicectl_sim::{FaultConfig, SimConfig, SimHandle, Simulator};
 
 const PROJECT: &str = "p";
 const LOCATION: &str = "us-central2";

@@ -24,8 +24,8 @@ use common::*;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use slicectl::sim::{FaultConfig, SimHandle};
 use slicectl::status_object::SliceStatus;
+use slicectl_sim::{FaultConfig, SimHandle};
 
 const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
 

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use slicectl::sim::FaultConfig;
+use slicectl_sim::FaultConfig;
 
 fn fleet() -> Vec<(&'static str, String)> {
     vec![

@@ -15,7 +15,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::{Api, ListParams};
 use serde_json::Value;
-use slicectl::sim::{FaultConfig, SimHandle};
+use slicectl_sim::{FaultConfig, SimHandle};
 
 /// The tests of this file share the control plane's Nodes and its one
 /// device plugin: they run one at a time.

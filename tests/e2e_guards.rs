@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use slicectl::sim::{FaultConfig, SimHandle};
+use slicectl_sim::{FaultConfig, SimHandle};
 
 async fn converged_sim(files: &[(&str, String)]) -> (SimHandle, tempfile::TempDir) {
     let sim = sim(Duration::from_millis(10), 1, FaultConfig::default()).await;

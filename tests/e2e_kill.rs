@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::*;
 use rand::{Rng, SeedableRng};
-use slicectl::sim::FaultConfig;
+use slicectl_sim::FaultConfig;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn killed_apply_resumes_without_duplicates_or_leaks() {
@@ -113,7 +113,7 @@ async fn killed_apply_resumes_without_duplicates_or_leaks() {
 /// `needle` (a step in flight); returns the child, the rest of its stderr
 /// and everything it said up to that point.
 async fn apply_until(
-    sim: &slicectl::sim::SimHandle,
+    sim: &slicectl_sim::SimHandle,
     dir: &std::path::Path,
     extra: &[&str],
     needle: &str,
@@ -274,7 +274,7 @@ async fn rest_of(
 }
 
 /// The live node pools by name: (name, status, machine type).
-async fn pools_by_name(sim: &slicectl::sim::SimHandle) -> Vec<(String, String, String)> {
+async fn pools_by_name(sim: &slicectl_sim::SimHandle) -> Vec<(String, String, String)> {
     let mut v: Vec<(String, String, String)> = node_pools(sim)
         .await
         .iter()

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
-use slicectl::sim::{FaultConfig, SimHandle};
+use slicectl_sim::{FaultConfig, SimHandle};
 
 const C1: &str = "projects/example-project/locations/us-central1/clusters/c1";
 const C2: &str = "projects/example-project/locations/us-central1/clusters/c2";

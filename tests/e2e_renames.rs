@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
-use slicectl::sim::{FaultConfig, SimHandle};
+use slicectl_sim::{FaultConfig, SimHandle};
 
 /// `alpha` (v6e 2x2, 2 replicas) applied and RUNNING, then every create
 /// stocked out and the simulator's counters reset.

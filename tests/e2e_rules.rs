@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::*;
-use slicectl::sim::FaultConfig;
+use slicectl_sim::FaultConfig;
 
 const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
 
@@ -75,7 +75,7 @@ async fn a_full_reservation_fails_at_once_with_its_own_code() {
 async fn a_pool_left_running_with_error_is_replaced() {
     let stockout = FaultConfig {
         stockout_rate: 1.0,
-        stockout_status: slicectl::sim::StockoutStatus::RunningWithError,
+        stockout_status: slicectl_sim::StockoutStatus::RunningWithError,
         ..FaultConfig::default()
     };
     let sim = sim(Duration::from_millis(10), 1, stockout).await;

@@ -5,9 +5,9 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use slicectl::sim::FaultConfig;
+use slicectl_sim::FaultConfig;
 
-async fn converged_sim(files: &[(&str, String)]) -> (slicectl::sim::SimHandle, tempfile::TempDir) {
+async fn converged_sim(files: &[(&str, String)]) -> (slicectl_sim::SimHandle, tempfile::TempDir) {
     let sim = sim(Duration::from_millis(10), 1, FaultConfig::default()).await;
     let dir = spec_dir(files);
     let o = apply(&sim, dir.path()).await;
@@ -307,7 +307,7 @@ async fn run_in(
     dir: &std::path::Path,
     home: &std::path::Path,
     args: &[&str],
-    sim: Option<&slicectl::sim::SimHandle>,
+    sim: Option<&slicectl_sim::SimHandle>,
 ) -> std::process::Output {
     let mut cmd = tokio::process::Command::new(bin());
     cmd.args(args)

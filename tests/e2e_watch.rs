@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use slicectl::sim::{FaultConfig, SimHandle};
+use slicectl_sim::{FaultConfig, SimHandle};
 
 struct Watch {
     child: tokio::process::Child,

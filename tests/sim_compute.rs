@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sim_support::{Client, GKE, start, tpu_pool};
-use slicectl::sim::FaultConfig;
+use slicectl_sim::FaultConfig;
 
 const RP: &str = "/compute/v1/projects/proj1/regions/us-central2/resourcePolicies";
 

@@ -18,16 +18,15 @@ fn shared_discovery() -> Option<PathBuf> {
 #[test]
 fn embedded_discovery_documents_match_their_sources() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let embedded_compute =
-        std::fs::read_to_string(root.join("src/sim/discovery/compute-v1-pruned.json")).unwrap();
-    assert_eq!(
-        embedded_compute,
-        slicectl::sim::discovery::COMPUTE_V1_PRUNED
-    );
-    let doc = slicectl::sim::discovery::compute().unwrap();
+    let embedded_compute = std::fs::read_to_string(
+        root.join("crates/slicectl-sim/src/discovery/compute-v1-pruned.json"),
+    )
+    .unwrap();
+    assert_eq!(embedded_compute, slicectl_sim::discovery::COMPUTE_V1_PRUNED);
+    let doc = slicectl_sim::discovery::compute().unwrap();
     assert!(doc.method("compute.resourcePolicies.insert").is_some());
     assert_eq!(
-        slicectl::sim::discovery::container().unwrap().revision(),
+        slicectl_sim::discovery::container().unwrap().revision(),
         "20261027"
     );
 
@@ -36,10 +35,11 @@ fn embedded_discovery_documents_match_their_sources() {
         return;
     };
     let original = std::fs::read(shared.join("container-v1.json")).unwrap();
-    let copy = std::fs::read(root.join("src/sim/discovery/container-v1.json")).unwrap();
+    let copy =
+        std::fs::read(root.join("crates/slicectl-sim/src/discovery/container-v1.json")).unwrap();
     assert!(
         original == copy,
-        "src/sim/discovery/container-v1.json differs from {}",
+        "crates/slicectl-sim/src/discovery/container-v1.json differs from {}",
         shared.display()
     );
 
@@ -54,6 +54,6 @@ fn embedded_discovery_documents_match_their_sources() {
     let fresh = std::fs::read_to_string(out.path()).unwrap();
     assert!(
         fresh == embedded_compute,
-        "src/sim/discovery/compute-v1-pruned.json is stale: rerun scripts/prune-discovery.py"
+        "crates/slicectl-sim/src/discovery/compute-v1-pruned.json is stale: rerun scripts/prune-discovery.py"
     );
 }

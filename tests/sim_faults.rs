@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use sim_support::{Client, GKE, start, tpu_pool};
-use slicectl::sim::{FaultConfig, SimStats};
+use slicectl_sim::{FaultConfig, SimStats};
 
 const POOLS: &str = "/v1/projects/proj1/locations/us-central2/clusters/c1/nodePools";
 const RP: &str = "/compute/v1/projects/proj1/regions/us-central2/resourcePolicies";

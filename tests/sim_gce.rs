@@ -16,7 +16,7 @@ use slicectl::resource::compute::{
     MigResourcePolicies, TargetSizePolicy,
 };
 use slicectl::resource::{ProjectRef, ZoneRef};
-use slicectl::sim::{FaultConfig, SimHandle};
+use slicectl_sim::{FaultConfig, SimHandle};
 
 const ZONE: &str = "us-central2-b";
 const REGION: &str = "us-central2";
@@ -207,7 +207,7 @@ async fn bulk_mig_creates_its_vms_which_boot_and_go_with_it() {
                 .map(|i| i["value"].clone())
         };
         assert_eq!(get("slicectl-slice"), Some(json!("s1")));
-        let num = slicectl::sim::project_number("proj1");
+        let num = slicectl_sim::project_number("proj1");
         assert_eq!(
             get("created-by"),
             Some(json!(format!(

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use sim_support::{CLUSTER, Client, GKE, start, tpu_pool};
-use slicectl::sim::FaultConfig;
+use slicectl_sim::FaultConfig;
 
 /// Runs gcloud against the simulator; returns stdout, panics with stderr on failure.
 async fn gcloud(base: &str, config_dir: &Path, args: &[&str]) -> String {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sim_support::{CLUSTER, Client, GKE, start, tpu_pool};
-use slicectl::sim::FaultConfig;
+use slicectl_sim::FaultConfig;
 
 const POOLS: &str = "/v1/projects/proj1/locations/us-central2/clusters/c1/nodePools";
 
@@ -25,7 +25,7 @@ async fn node_pool_round_trip_with_server_defaults() {
     assert_eq!(op["location"], "us-central2");
     assert_eq!(op["zone"], "us-central2");
     // Like real GKE, operation links name the project by its number.
-    let number = slicectl::sim::project_number("proj1");
+    let number = slicectl_sim::project_number("proj1");
     assert_eq!(number.len(), 12);
     let by_number = |path: &str| {
         format!(

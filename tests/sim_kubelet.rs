@@ -14,8 +14,8 @@ use kube::api::{Api, DeleteParams};
 use sim_kubelet_support::*;
 use slicectl::bootstrap;
 use slicectl::kube::BootstrapToken;
-use slicectl::sim::kubelet::{AgentConfig, spawn};
-use slicectl::sim::metadata::{GuestAttributes, MetadataServer, VmMetadata};
+use slicectl_sim::kubelet::{AgentConfig, spawn};
+use slicectl_sim::metadata::{GuestAttributes, MetadataServer, VmMetadata};
 use tokio::sync::watch;
 
 const LABELS: &str = "cloud.google.com/gke-accelerator-count=4,cloud.google.com/gke-tpu-accelerator=tpu-v5p-slice,cloud.google.com/gke-tpu-topology=2x2x1,slicectl.dev/slice=train-a";

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use slicectl::sim::metadata::{GuestAttributes, MetadataServer, VmMetadata};
+use slicectl_sim::metadata::{GuestAttributes, MetadataServer, VmMetadata};
 use tokio::sync::watch;
 
 fn vm() -> VmMetadata {

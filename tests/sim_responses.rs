@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sim_support::{CLUSTER, Client, GKE, start, tpu_pool};
-use slicectl::sim::{FaultConfig, discovery};
+use slicectl_sim::{FaultConfig, discovery};
 
 fn check(method_id: &str, body: &Value) {
     let doc = if method_id.starts_with("container.") {

@@ -11,7 +11,7 @@ use std::path::Path;
 use schemars::{JsonSchema, schema_for};
 use serde::Deserialize;
 use slicectl::resource::{compute, gke};
-use slicectl::sim::discovery::{self, Discovery, WireCheck};
+use slicectl_sim::discovery::{self, Discovery, WireCheck};
 
 fn check<T: JsonSchema>(doc: &Discovery, schema_id: &str) -> WireCheck {
     doc.check_wire_type(schema_id, schema_for!(T).as_value())

@@ -714,7 +714,7 @@ mod tests {
     /// listing after its first page. See tests/wire_types_discovery.rs.
     #[test]
     fn page_fields_are_in_the_compute_discovery_document() {
-        let doc = crate::sim::discovery::compute().unwrap();
+        let doc = slicectl_sim::discovery::compute().unwrap();
         for (schema, id, leaf) in [
             (
                 schemars::schema_for!(Page<ResourcePolicy>),

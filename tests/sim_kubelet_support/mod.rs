@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, Config};
 use slicectl::kube::{BootstrapToken, TokenSpec, ca_cert_hash, config_from_kubeconfig};
-use slicectl::sim::metadata::VmMetadata;
+use slicectl_sim::metadata::VmMetadata;
 
 pub const WAIT: Duration = Duration::from_secs(60);
 

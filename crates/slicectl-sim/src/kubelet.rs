@@ -49,8 +49,8 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use tracing::Instrument as _;
 
-use crate::bootstrap::{self, BootstrapStatus};
-use crate::kube::{BootstrapToken, ca_cert_hash};
+use crate::contract::{self as bootstrap, BootstrapStatus};
+use crate::kubeadm::{BootstrapToken, ca_cert_hash};
 
 /// What a VM's agent needs to know that it does not read from metadata.
 #[derive(Debug, Clone)]
@@ -687,7 +687,7 @@ fn node_taints(kube_taints: &str) -> Result<Vec<Taint>, JoinError> {
         .map(|t| Taint {
             key: t.key,
             value: (!t.value.is_empty()).then_some(t.value),
-            effect: t.effect.as_str().to_owned(),
+            effect: t.effect.to_owned(),
             time_added: None,
         })
         .collect())

@@ -646,8 +646,8 @@ pub(crate) fn insert_mig(
 }
 
 /// A TPU machine type must be offered in the MIG's zone (the zones of
-/// `spec::catalog`, from Google's "TPU regions and zones", as
-/// `sim::tpu_rules` checks node pools). GCE's words for a machine type a
+/// `tpu`, from Google's "TPU regions and zones", as
+/// `tpu_rules` checks node pools). GCE's words for a machine type a
 /// zone lacks: "Invalid value for field 'resource.machineType':
 /// 'zones/Z/machineTypes/MT'. Machine type with name 'MT' does not exist in
 /// zone 'Z'." (the common instances.insert answer, e.g.
@@ -655,7 +655,7 @@ pub(crate) fn insert_mig(
 /// Real MIGs report it per VM in
 /// `listErrors`; refusing the insert is stricter.
 fn check_machine_type_in_zone(machine: &str, zone: &str) -> Result<(), ApiError> {
-    let Some(generation) = crate::spec::catalog::generation_of_machine_type(machine) else {
+    let Some(generation) = crate::tpu::machine_type(machine).map(|m| m.generation) else {
         return Ok(());
     };
     if generation.offered_in(zone) {
@@ -671,7 +671,7 @@ fn check_machine_type_in_zone(machine: &str, zone: &str) -> Result<(), ApiError>
 /// `resourcePolicies.workloadPolicy` must name an existing resource policy
 /// in the zone's region (404 with compute's "not found" message otherwise),
 /// and its `acceleratorTopology` must be what the MIG's VMs make: hosts ×
-/// chips per host (from the machine type, `spec::catalog`) = the topology's
+/// chips per host (from the machine type, `tpu`) = the topology's
 /// chips, and a topology of the machine type's generation. Google's message
 /// for a mismatch is not public; this one is the simulator's.
 fn check_workload_policy(
@@ -689,7 +689,7 @@ fn check_workload_policy(
     else {
         return Ok((None, None));
     };
-    let region = crate::spec::validate::region_of(zone);
+    let region = crate::tpu::region_of(zone);
     // gcloud sends the bare name (`--workload-policy=wp1`, gcp-api.md §6).
     let path = if link.contains('/') {
         resource_path(project, link).ok_or_else(|| {
@@ -727,11 +727,12 @@ fn check_workload_policy(
         .and_then(Value::as_str)
         .map(str::to_string);
     if let Some(t) = &topology {
-        let generation = crate::spec::catalog::generation_of_machine_type(machine);
-        let chips_per_host = generation
-            .and_then(|g| g.machine_types.iter().find(|m| m.name == machine))
-            .map(|m| m.chips_per_host);
-        let (Some(g), Some(cph)) = (generation, chips_per_host) else {
+        let Some(crate::tpu::MachineType {
+            generation: g,
+            chips_per_vm: cph,
+            ..
+        }) = crate::tpu::machine_type(machine)
+        else {
             return Err(invalid_field(
                 "resource.resourcePolicies.workloadPolicy",
                 link,
@@ -740,14 +741,14 @@ fn check_workload_policy(
                 ),
             ));
         };
-        if !g.topologies.contains(&t.as_str()) {
+        if !g.accepts_topology(t) {
             return Err(invalid_field(
                 "resource.resourcePolicies.workloadPolicy",
                 link,
                 &format!("Accelerator topology '{t}' is not valid for machine type '{machine}'."),
             ));
         }
-        let chips = crate::spec::catalog::chips(t);
+        let chips = crate::tpu::chips(t);
         if target_size.saturating_mul(cph) != chips {
             return Err(invalid_field(
                 "resource.targetSize",
@@ -845,9 +846,7 @@ fn member_shape(inner: &Inner, m: &MigRec) -> Option<MemberShape> {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let chips = crate::spec::catalog::generation_of_machine_type(&machine)
-        .and_then(|g| g.machine_types.iter().find(|t| t.name == machine))
-        .map_or(0, |t| t.chips_per_host);
+    let chips = crate::tpu::machine_type(&machine).map_or(0, |t| t.chips_per_vm);
     let num = project_number(&m.project);
     let mut items = metadata_items(props.pointer("/metadata/items"));
     // GCE adds `instance-template` and `created-by` to the metadata of a
@@ -1812,7 +1811,7 @@ fn metadata_items(items: Option<&Value>) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::faults::{FaultConfig, Faults};
+    use crate::faults::{FaultConfig, Faults};
 
     fn ctx(query: &[(&str, &str)]) -> Ctx {
         Ctx {

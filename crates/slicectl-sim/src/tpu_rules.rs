@@ -34,7 +34,7 @@ pub(crate) fn check_request(
 /// The region of the cluster (its location, or its zone's region).
 fn cluster_region(c: &ClusterRef) -> &str {
     if is_zone(&c.location) {
-        crate::spec::validate::region_of(&c.location)
+        crate::tpu::region_of(&c.location)
     } else {
         c.location.as_str()
     }
@@ -102,11 +102,11 @@ fn check_policy_name(
 }
 
 /// A TPU machine type must be offered in every zone of the pool, as Compute
-/// Engine offers it (the zones of `spec::catalog`, from Google's "TPU regions
+/// Engine offers it (the zones of `crate::tpu`, from Google's "TPU regions
 /// and zones"). GKE's answer for a machine type a zone does not offer:
 /// `Error 400: Invalid machine type "e2-standard-4" in zone "us-central2-b":
 /// GCE_NOT_FOUND` (keras-team/kinetic#305). Only TPU machine types are
-/// checked: the catalogue knows no other's zones.
+/// checked: the simulator's TPU tables (`crate::tpu`) know no other's zones.
 fn check_machine_type_zones(c: &ClusterRef, pool: &Map<String, Value>) -> Result<(), ApiError> {
     let Some(machine) = pool
         .get("config")
@@ -115,7 +115,7 @@ fn check_machine_type_zones(c: &ClusterRef, pool: &Map<String, Value>) -> Result
     else {
         return Ok(());
     };
-    let Some(generation) = crate::spec::catalog::generation_of_machine_type(machine) else {
+    let Some(generation) = crate::tpu::machine_type(machine).map(|m| m.generation) else {
         return Ok(());
     };
     match pool_zones(c, pool)

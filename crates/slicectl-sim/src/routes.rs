@@ -362,7 +362,7 @@ fn compute(method: &Method, p: &str, rest: &[&str]) -> Option<Endpoint> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::discovery;
+    use crate::discovery;
 
     /// Every endpoint's method id exists in the embedded discovery document.
     #[test]

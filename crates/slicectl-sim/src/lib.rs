@@ -17,11 +17,13 @@
 //! | `GET /_sim/instances` | the simulated VMs: `[{"name","zone","project","status","metadataHost"}]` (`metadataHost` = the VM's metadata server, `HOST:PORT`, once it listens) |
 
 mod compute;
+pub mod contract;
 pub mod discovery;
 mod errors;
 mod faults;
 mod gce;
 mod gke;
+pub mod kubeadm;
 pub mod kubelet;
 mod labels;
 pub mod metadata;
@@ -31,6 +33,7 @@ mod routes;
 mod server;
 mod state;
 mod stats;
+pub mod tpu;
 mod tpu_rules;
 
 use std::net::SocketAddr;

@@ -43,6 +43,27 @@ pub(crate) struct ClusterRef {
 }
 
 impl ClusterRef {
+    /// Parses `projects/P/locations/L/clusters/C` (or `…/zones/L/…`, the
+    /// v1beta1 spelling; a leading URL or `/` before `projects/` is
+    /// ignored): GKE's cluster resource name
+    /// (<https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters/get>).
+    pub fn parse(s: &str) -> Option<ClusterRef> {
+        let rest = s.find("projects/").map_or(s, |i| &s[i..]);
+        let parts: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
+        match parts.as_slice() {
+            ["projects", p, "locations" | "zones", l, "clusters", c]
+                if !p.is_empty() && !l.is_empty() && !c.is_empty() =>
+            {
+                Some(ClusterRef {
+                    project: (*p).to_owned(),
+                    location: (*l).to_owned(),
+                    cluster: (*c).to_owned(),
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// `projects/P/locations/L/clusters/C`.
     pub fn key(&self) -> String {
         format!(
@@ -145,13 +166,14 @@ pub(crate) fn start_cluster_operation(
     cluster: &str,
     duration: std::time::Duration,
 ) -> Result<Value, ApiError> {
-    let c = crate::cloud::ClusterRef::parse(cluster)
-        .map(|c| ClusterRef {
-            project: c.project,
-            location: c.location,
-            cluster: c.name,
-        })
-        .map_err(|e| ApiError::invalid("badRequest", e.to_string()))?;
+    let c = ClusterRef::parse(cluster).ok_or_else(|| {
+        ApiError::invalid(
+            "badRequest",
+            format!(
+                "invalid input: {cluster:?} is not projects/PROJECT/locations/LOCATION/clusters/CLUSTER"
+            ),
+        )
+    })?;
     require_cluster(inner, &c)?;
     let effect = GkeEffect::Cluster { cluster: c.key() };
     Ok(new_op_lasting(
@@ -203,13 +225,9 @@ pub(crate) fn list_clusters(inner: &Inner, ctx: &Ctx, project: &str, location: &
         .clusters
         .keys()
         .filter_map(|k| {
-            let c = crate::cloud::ClusterRef::parse(k).ok()?;
+            let c = ClusterRef::parse(k)?;
             let wanted = c.project == project && (location == "-" || c.location == location);
-            wanted.then_some(ClusterRef {
-                project: c.project,
-                location: c.location,
-                cluster: c.name,
-            })
+            wanted.then_some(c)
         })
         .filter_map(|c| get_cluster(inner, ctx, &c).ok())
         .collect();
@@ -372,12 +390,7 @@ fn accepted_then_failed(pool: &Map<String, Value>) -> Option<String> {
 /// `acceleratorTopology`).
 fn tpu_shape(inner: &Inner, c: &ClusterRef, pool: &Map<String, Value>) -> Option<(String, u32)> {
     let machine = pool.get("config")?.get("machineType")?.as_str()?;
-    let generation = crate::spec::catalog::generation_of_machine_type(machine)?;
-    let per_host = generation
-        .machine_types
-        .iter()
-        .find(|m| m.name == machine)?
-        .chips_per_host;
+    let per_host = crate::tpu::machine_type(machine)?.chips_per_vm;
     let placement = pool.get("placementPolicy");
     let topology = match placement
         .and_then(|p| p.get("tpuTopology"))
@@ -387,7 +400,7 @@ fn tpu_shape(inner: &Inner, c: &ClusterRef, pool: &Map<String, Value>) -> Option
         None => {
             let policy = placement?.get("policyName")?.as_str()?;
             let region = if is_zone(&c.location) {
-                crate::spec::validate::region_of(&c.location)
+                crate::tpu::region_of(&c.location)
             } else {
                 c.location.as_str()
             };
@@ -404,7 +417,7 @@ fn tpu_shape(inner: &Inner, c: &ClusterRef, pool: &Map<String, Value>) -> Option
                 .to_string()
         }
     };
-    let chips = crate::spec::catalog::chips(&topology);
+    let chips = crate::tpu::chips(&topology);
     (per_host > 0 && chips > 0).then(|| (topology.clone(), chips.div_ceil(per_host)))
 }
 
