@@ -22,7 +22,7 @@ METHODS = {
     "instanceTemplates": ["insert", "get", "list", "delete"],
     "instanceGroupManagers": ["insert", "get", "list", "delete",
                               "listManagedInstances", "listErrors",
-                              "recreateInstances", "patch"],
+                              "recreateInstances", "patch", "aggregatedList"],
     "instances": ["list", "get", "setMetadata", "getGuestAttributes",
                   "aggregatedList"],
     "autoscalers": ["list"],

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Serialize;
+use tracing::Instrument;
 
 use crate::apply::{self, ApplyOptions, ApplyReport, Failure, Progress};
 use crate::cloud::{Cloud, CloudError};
@@ -185,9 +186,19 @@ pub async fn observe_and_plan(
     mode: PlanMode,
     opts: &PlanOptions,
 ) -> Result<(Inventory, Plan), ReconcileError> {
-    let inv = crate::observe::observe(cloud, fleet).await?;
-    let plan = plan_with(fleet, &inv, mode, opts)?;
-    Ok((inv, plan))
+    let span = tracing::info_span!(
+        target: crate::watch::LOG_TARGET,
+        "plan",
+        mode = ?mode,
+        slices = fleet.slices.len()
+    );
+    async {
+        let inv = crate::observe::observe(cloud, fleet).await?;
+        let plan = plan_with(fleet, &inv, mode, opts)?;
+        Ok((inv, plan))
+    }
+    .instrument(span)
+    .await
 }
 
 /// Status rows of the fleet.
@@ -258,7 +269,13 @@ pub async fn execute(
     opts: &ApplyOptions,
     progress: Arc<dyn Progress>,
 ) -> Result<Report, ReconcileError> {
-    let report = apply::execute(cloud, &plan, opts, progress).await;
+    let report = apply::execute(cloud, &plan, opts, progress)
+        .instrument(tracing::info_span!(
+            target: crate::watch::LOG_TARGET,
+            "apply",
+            actions = plan.actions.len()
+        ))
+        .await;
     let status = status(fleet, cloud).await?;
     Ok(Report {
         outcome: Outcome::Applied,

@@ -2,7 +2,9 @@
 //!
 //! The data flows `spec` → `source` → `observe` → `plan` → `apply`, with
 //! `cloud` and `kube` as the edges, `engine` (one
-//! reconciliation as a library call) and `cli` on top. Each resource kind is
+//! reconciliation as a library call), `cycle` (one cycle of the loops: a
+//! source of specs to a sink of results, with a typed outcome) and `cli` on
+//! top. Each resource kind is
 //! one module under `kinds`. The pure core (`spec`, `resource`, `plan`)
 //! never imports the shell. The GCP simulator is its own crate,
 //! `slicectl-sim` (`crates/slicectl-sim`), which only `cli` (for `slicectl sim`
@@ -13,6 +15,7 @@ pub mod bootstrap;
 pub mod cli;
 pub mod cloud;
 pub mod controller;
+pub mod cycle;
 pub mod engine;
 pub mod kinds;
 pub mod kube;

@@ -944,3 +944,78 @@ async fn a_protected_slice_survives_its_yaml_and_its_nodes_going() {
     assert!(names(&get(&sim, migs).await).is_empty());
     assert!(nodes_of(&client, "gce-other").await.is_empty());
 }
+
+/// Issue 24 item 5, self-managed: the Target's zone changes (us-central1-b
+/// to us-east1-d, both v6e zones). The old MIG, in a zone no Target names
+/// any more, is found (one `instanceGroupManagers.aggregatedList` per
+/// project) and deleted as moved once the slice runs in the new zone; then
+/// the plan is in sync and the old zone is empty.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gce_target_moved_to_another_zone_takes_its_slice_along() {
+    let _serial = SERIAL.lock().await;
+    let client = kube_client().await;
+    let sim = sim(Duration::from_millis(100), 11, FaultConfig::default()).await;
+    let dir = gce_dir(
+        "e2e-gce-move",
+        &[("mv.yaml", gce_slice("gce-mv", "1x1", ""))],
+    );
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(nodes_of(&client, "gce-mv").await.len(), 1);
+    let path = dir.path().join("target.yaml");
+    let t = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, t.replace("zone: us-central1-b", "zone: us-east1-d")).unwrap();
+    let o = slicectl(
+        &sim,
+        &["plan", dir.path().to_str().unwrap(), "--output", "json"],
+    )
+    .await;
+    let plan: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
+    let migs: Vec<(String, String, String)> = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "mig")
+        .map(|a| {
+            (
+                a["action"].as_str().unwrap_or_default().to_string(),
+                a["scope"].to_string(),
+                a["reason_code"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        migs.iter()
+            .any(|(a, s, r)| a == "delete" && s.contains("us-central1-b") && r == "moved"),
+        "{migs:?}\n{}",
+        text(&o)
+    );
+    assert!(
+        migs.iter()
+            .any(|(a, s, _)| a == "create" && s.contains("us-east1-d")),
+        "{migs:?}"
+    );
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        count(&sim, "zones/us-central1-b/instanceGroupManagers").await,
+        0
+    );
+    assert_eq!(
+        count(&sim, "zones/us-east1-d/instanceGroupManagers").await,
+        1
+    );
+    let o = slicectl(
+        &sim,
+        &["plan", dir.path().to_str().unwrap(), "--detailed-exitcode"],
+    )
+    .await;
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = slicectl(
+        &sim,
+        &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],
+    )
+    .await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(nodes_of(&client, "gce-mv").await.is_empty());
+}

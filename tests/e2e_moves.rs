@@ -226,12 +226,119 @@ async fn a_target_removed_with_its_slices_is_refused_without_override() {
     sim.shutdown().await;
 }
 
+/// `destroy` finds the pools of a removed Target but removes only the
+/// slices of the Targets it is given: the removed Target's pools carry its
+/// name (`slicectl.dev/target=tz`), like another source's, and are refused
+/// (`other_source`), so destroy does not say it is complete while they
+/// run. Restoring the Target (no Slice needed) lets destroy remove them.
 #[tokio::test(flavor = "multi_thread")]
 async fn destroy_finds_the_pools_of_a_removed_target() {
     let (sim, dir) = removed_target().await;
     let o = run(&sim, &["destroy", "--auto-approve"], dir.path()).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains("other_source") || out.contains("was last applied by Target \"tz\""),
+        "{out}"
+    );
+    assert_eq!(names(&sim, C1).await, vec!["zz-0", "zz-1"], "{out}");
+    assert!(names(&sim, C2).await.is_empty(), "{out}");
+    put(dir.path(), "tz.yaml", &target("tz", "c1"));
+    let o = run(&sim, &["destroy", "--auto-approve"], dir.path()).await;
     assert!(o.status.success(), "{}", text(&o));
     assert!(names(&sim, C1).await.is_empty(), "{}", text(&o));
-    assert!(names(&sim, C2).await.is_empty(), "{}", text(&o));
+    sim.shutdown().await;
+}
+
+/// The `slicectl.dev/target` label of each pool of `cluster`.
+async fn stamps(sim: &SimHandle, cluster: &str) -> Vec<(String, String)> {
+    let url = format!("{}/v1/{cluster}/nodePools", sim.base_url());
+    let v: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    let mut out: Vec<(String, String)> = v["nodePools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or_default().to_string(),
+                p["config"]["labels"]["slicectl.dev/target"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Issue 24 item 7: two spec directories apply one ownerId (`e2e`) on one
+/// cluster. Neither prunes the other's slices, on any run: each pool
+/// records the Target that wrote it, and the other directory's are refused
+/// as `other_source`, under a stockout too. Then directory A takes B's
+/// slices over with `previousNames: [team-b]`: one apply relabels them in
+/// place, nothing is deleted or created, and the plan is in sync.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_spec_directories_with_one_owner_id_keep_each_others_slices() {
+    let sim = two_clusters(Duration::from_millis(10)).await;
+    let a = tempfile::tempdir().unwrap();
+    put(a.path(), "t.yaml", &target("team-a", "c1"));
+    put(a.path(), "s.yaml", &slice("aa", "team-a", 1));
+    let b = tempfile::tempdir().unwrap();
+    put(b.path(), "t.yaml", &target("team-b", "c1"));
+    put(b.path(), "s.yaml", &slice("bb", "team-b", 2));
+    let o = apply(&sim, a.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    for _ in 0..2 {
+        for dir in [b.path(), a.path()] {
+            let o = apply(&sim, dir).await;
+            assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+            assert!(
+                text(&o).contains("was last applied by Target"),
+                "{}",
+                text(&o)
+            );
+            assert_eq!(names(&sim, C1).await, vec!["aa-0", "bb-0", "bb-1"]);
+        }
+    }
+    let plan = plan_json(&sim, a.path(), 1).await;
+    let refused: Vec<(&str, &str)> = plan["refused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap(), r["code"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        refused,
+        vec![("bb-0", "other_source"), ("bb-1", "other_source")],
+        "{plan:#}"
+    );
+    // A destroy of A removes A's slice only.
+    let o = run(&sim, &["destroy", "--auto-approve"], a.path()).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(names(&sim, C1).await, vec!["bb-0", "bb-1"]);
+    let o = apply(&sim, a.path()).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // The hand-over, with every create stocking out: nothing is created or
+    // deleted, so nothing fails.
+    stockout(&sim, 1.0).await;
+    put(
+        a.path(),
+        "t.yaml",
+        &format!("{}  previousNames: [team-b]\n", target("team-a", "c1")),
+    );
+    put(a.path(), "bb.yaml", &slice("bb", "team-a", 2));
+    let o = apply(&sim, a.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        stamps(&sim, C1).await,
+        vec![
+            ("aa-0".to_string(), "team-a".to_string()),
+            ("bb-0".to_string(), "team-a".to_string()),
+            ("bb-1".to_string(), "team-a".to_string()),
+        ]
+    );
+    plan_json(&sim, a.path(), 0).await;
     sim.shutdown().await;
 }

@@ -41,6 +41,10 @@ fn compute_roots(doc: &Discovery) -> Vec<WireCheck> {
         check::<compute::InstanceTemplateList>(doc, "InstanceTemplateList"),
         check::<compute::InstanceGroupManager>(doc, "InstanceGroupManager"),
         check::<compute::InstanceGroupManagerList>(doc, "InstanceGroupManagerList"),
+        check::<compute::InstanceGroupManagerAggregatedList>(
+            doc,
+            "InstanceGroupManagerAggregatedList",
+        ),
         check::<compute::InstanceGroupManagerPatch>(doc, "InstanceGroupManager"),
         check::<compute::RecreateInstancesRequest>(
             doc,

@@ -265,7 +265,9 @@ pub struct Safety {
     /// [default: 10]. Not accepted with a saved plan file, which carries its own.
     #[arg(long, value_name = "N")]
     pub max_destroy: Option<usize>,
-    /// Allow pruning every slice when the specs define none.
+    /// Allow pruning every slice when the specs define none, or none left
+    /// for a Target (empty_target), or whose Target was removed with its
+    /// Slices (target_removed, and the deletes refused as other_source).
     #[arg(long)]
     pub allow_empty_source: bool,
     /// Allow deleting a self-managed slice gone from the specs whose

@@ -441,26 +441,6 @@ fn converge_options(safety: &Safety, exec: &Exec) -> ReconcileOptions {
     }
 }
 
-/// The cloud of a long-running command for `fleet`: its session connects on
-/// the first valid fleet and serves every later one. `None` (the error
-/// printed) when it cannot connect; the next cycle tries again.
-async fn loop_cloud(
-    session: &mut Option<Session>,
-    conn: &Connection,
-    fleet: &Fleet,
-) -> Option<Cloud> {
-    if session.is_none() {
-        match Session::connect(conn, fleet).await {
-            Ok(s) => *session = Some(s),
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                return None;
-            }
-        }
-    }
-    session.as_ref().map(|s| s.cloud_for(fleet))
-}
-
 fn plan_options(s: &Safety) -> PlanOptions {
     PlanOptions {
         max_destroy: s.max_destroy.unwrap_or(args::DEFAULT_MAX_DESTROY),

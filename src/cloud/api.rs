@@ -148,6 +148,12 @@ pub trait ComputeService: Send + Sync {
         &self,
         zone: &ZoneRef,
     ) -> Result<Vec<InstanceGroupManager>, CloudError>;
+    /// Every MIG of a project with its zone, and the scopes GCE could not
+    /// list (`instanceGroupManagers.aggregatedList`).
+    async fn list_instance_group_managers_aggregated(
+        &self,
+        project: &str,
+    ) -> Result<(Vec<(String, InstanceGroupManager)>, Vec<String>), CloudError>;
     /// Starts creating a MIG (a zonal operation).
     async fn insert_instance_group_manager(
         &self,
@@ -429,6 +435,14 @@ impl ComputeService for CloudClient {
         zone: &ZoneRef,
     ) -> Result<Vec<InstanceGroupManager>, CloudError> {
         self.compute().list_instance_group_managers(zone).await
+    }
+    async fn list_instance_group_managers_aggregated(
+        &self,
+        project: &str,
+    ) -> Result<(Vec<(String, InstanceGroupManager)>, Vec<String>), CloudError> {
+        self.compute()
+            .list_instance_group_managers_aggregated(project)
+            .await
     }
     async fn insert_instance_group_manager(
         &self,

@@ -19,8 +19,9 @@ use super::error::CloudError;
 use super::http::{Access, Request};
 use crate::resource::compute::{
     GuestAttributeEntry, GuestAttributes, Instance, InstanceGroupManager,
-    InstanceGroupManagerPatch, InstanceManagedByIgmError, InstanceTemplate, ManagedInstance,
-    ManagedInstanceList, Metadata, Operation, RecreateInstancesRequest, ResourcePolicy,
+    InstanceGroupManagerAggregatedList, InstanceGroupManagerPatch, InstanceManagedByIgmError,
+    InstanceTemplate, ManagedInstance, ManagedInstanceList, Metadata, Operation,
+    RecreateInstancesRequest, ResourcePolicy,
 };
 use crate::resource::{ProjectRef, ZoneRef};
 
@@ -347,6 +348,54 @@ impl<'a> ComputeApi<'a> {
         let url = self.zone_url(zone, "instanceGroupManagers", None)?;
         self.list("compute.instanceGroupManagers.list", url, None)
             .await
+    }
+
+    /// Every MIG of a project, with its zone
+    /// (`instanceGroupManagers.aggregatedList`, following `nextPageToken`),
+    /// and the scopes GCE could not list (`unreachables`).
+    pub async fn list_instance_group_managers_aggregated(
+        &self,
+        project: &str,
+    ) -> Result<(Vec<(String, InstanceGroupManager)>, Vec<String>), CloudError> {
+        const METHOD: &str = "compute.instanceGroupManagers.aggregatedList";
+        let url = self.inner.endpoints.compute_url(&format!(
+            "projects/{}/aggregated/instanceGroupManagers",
+            segment("project", project)?
+        ));
+        let mut out = Vec::new();
+        let mut unreachable = Vec::new();
+        let mut token: Option<String> = None;
+        let mut seen_tokens = std::collections::HashSet::new();
+        loop {
+            let mut req = Request::new(Method::GET, METHOD, url.clone())
+                .query("maxResults", self.inner.page_size.to_string());
+            if let Some(t) = &token {
+                req = req.query("pageToken", t.clone());
+            }
+            let page: InstanceGroupManagerAggregatedList = self.inner.call(&req).await?;
+            for (scope, list) in page.items {
+                let Some(zone) = scope.strip_prefix("zones/") else {
+                    continue;
+                };
+                out.extend(
+                    list.instance_group_managers
+                        .into_iter()
+                        .map(|m| (zone.to_string(), m)),
+                );
+            }
+            unreachable.extend(page.unreachables);
+            match page.next_page_token.filter(|t| !t.is_empty()) {
+                Some(next) => {
+                    if !seen_tokens.insert(next.clone()) {
+                        return Err(CloudError::InvalidInput(format!(
+                            "{METHOD}: server repeated page token {next:?}"
+                        )));
+                    }
+                    token = Some(next);
+                }
+                None => return Ok((out, unreachable)),
+            }
+        }
     }
 
     /// Starts creating a MIG (a zonal operation, DONE once the group exists,

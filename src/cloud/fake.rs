@@ -955,6 +955,32 @@ impl ComputeService for FakeCloud {
             .unwrap_or_default())
     }
 
+    async fn list_instance_group_managers_aggregated(
+        &self,
+        project: &str,
+    ) -> Result<(Vec<(String, InstanceGroupManager)>, Vec<String>), CloudError> {
+        self.call("list_instance_group_managers_aggregated", project)?;
+        let zones: Vec<ZoneRef> = {
+            let st = self.lock();
+            st.migs
+                .keys()
+                .filter_map(|k| {
+                    let rest = k.strip_prefix(&format!("projects/{project}/zones/"))?;
+                    Some(ZoneRef {
+                        project: project.to_string(),
+                        zone: rest.split('/').next()?.to_string(),
+                    })
+                })
+                .collect()
+        };
+        let mut out = Vec::new();
+        for z in zones {
+            let migs = self.list_instance_group_managers(&z).await?;
+            out.extend(migs.into_iter().map(|m| (z.zone.clone(), m)));
+        }
+        Ok((out, Vec::new()))
+    }
+
     async fn insert_instance_group_manager(
         &self,
         zone: &ZoneRef,

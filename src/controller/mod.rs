@@ -8,16 +8,19 @@
 //! - [`metrics`]: the Prometheus metrics;
 //! - [`server`]: `/healthz`, `/readyz`, `/metrics`;
 //! - [`owner`]: the owner reference of the status objects (`--owner-deployment`);
+//! - [`sink`]: the controller's cycle sink (metrics and status objects);
 //! - here: the pure helpers of a cycle (which plan actions a capacity hold
 //!   leaves out, which slices an invalid file stands for, who we are).
 //!
-//! The wiring (leader election, the cycle itself) is in `cli/controller.rs`.
+//! The cycle itself is [`crate::cycle::run_cycle`]; the wiring (leader
+//! election, source, sink) is in `cli/controller.rs`.
 
 pub mod capacity;
 pub mod configmap;
 pub mod metrics;
 pub mod owner;
 pub mod server;
+pub mod sink;
 
 use std::collections::{BTreeMap, BTreeSet};
 

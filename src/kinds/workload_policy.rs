@@ -112,6 +112,7 @@ impl Kind for WorkloadPolicies {
             owner: t.owner_id.clone(),
             slice: ctx.stem.to_string(),
             replica: ctx.replica,
+            target: None,
             spec_hash: Some(hash::spec_hash(&projection(&p))),
             hash_version: Some(HASH_VERSION.to_string()),
             prevent_destroy: false,

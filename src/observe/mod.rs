@@ -11,7 +11,7 @@ use futures::future::try_join_all;
 
 use crate::cloud::{Cloud, CloudError};
 use crate::plan::{Inventory, Owners, Scope};
-use crate::resource::ClusterRef;
+use crate::resource::{ClusterRef, ZoneRef};
 use crate::spec::Fleet;
 
 /// The GKE clusters a fleet's targets point at.
@@ -93,6 +93,52 @@ async fn left_behind_clusters(cloud: &Cloud, owners: &Owners) -> Result<Vec<Scop
     Ok(out)
 }
 
+/// The zones no Target names that hold a MIG of this fleet: one
+/// `instanceGroupManagers.aggregatedList` per project a self-managed
+/// Target names (a MIG's ownership is in its description, so the listing
+/// alone picks them out). The old zone of a Target whose zone changed, or
+/// of a removed Target, is found here.
+async fn left_behind_zones(cloud: &Cloud, owners: &Owners) -> Result<Vec<Scope>, CloudError> {
+    let projects: Vec<&String> = owners.gce_projects.keys().collect();
+    let listed = try_join_all(
+        projects
+            .iter()
+            .map(|p| cloud.compute.list_instance_group_managers_aggregated(p)),
+    )
+    .await?;
+    let mut out = BTreeSet::new();
+    for (project, (migs, unreachable)) in projects.into_iter().zip(listed) {
+        if !unreachable.is_empty() {
+            tracing::warn!(
+                project = %project,
+                unreachable = ?unreachable,
+                "GCE could not list the MIGs of some zones: MIGs this fleet left there are not seen this cycle"
+            );
+        }
+        for (zone, m) in migs {
+            let scope = Scope::Zone(ZoneRef {
+                project: project.clone(),
+                zone,
+            });
+            if owners.by_scope.contains_key(&scope) || out.contains(&scope) {
+                continue;
+            }
+            let own = m.description.as_deref().and_then(|d| {
+                crate::plan::ownership::Ownership::from_description_named(
+                    d,
+                    &m.name,
+                    crate::spec::names::mig,
+                )
+            });
+            if owners.left_behind(&scope, own.as_ref()) {
+                tracing::info!(zone = %scope, "a zone no Target names holds MIGs of this fleet");
+                out.insert(scope);
+            }
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
 /// Observes every scope the fleet's targets name, with every registered
 /// kind, and the GKE clusters no Target names any more that still hold
 /// node pools of this fleet ([`left_behind_clusters`]).
@@ -117,8 +163,12 @@ pub async fn observe(cloud: &Cloud, fleet: &Fleet) -> Result<Inventory, CloudErr
                 move |s| async move { Ok::<_, CloudError>((k.kind(), k.observe(cloud, s).await?)) },
             )
     });
-    let (mut results, left) =
-        futures::try_join!(try_join_all(lists), left_behind_clusters(cloud, &owners))?;
+    let (mut results, mut left, zones) = futures::try_join!(
+        try_join_all(lists),
+        left_behind_clusters(cloud, &owners),
+        left_behind_zones(cloud, &owners)
+    )?;
+    left.extend(zones);
     // Clusters no Target names that hold pools of this fleet: observed in
     // full (pools and their operations), so they are planned like any other.
     let wider =

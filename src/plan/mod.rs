@@ -7,6 +7,7 @@
 //! refuses. [`human`] renders it for people; [`view`] is the stable JSON of
 //! `plan --output json`.
 
+mod build;
 pub mod hash;
 pub mod human;
 pub mod inventory;
@@ -335,6 +336,10 @@ pub struct Owners {
     /// for this owner's node pools left in clusters no Target names any
     /// more (a Target moved, or removed with its Slices).
     pub gke_projects: BTreeMap<String, BTreeSet<String>>,
+    /// Owner ids of the self-managed (GCE) Targets per project: where
+    /// slicectl also looks for this owner's MIGs left in zones no Target
+    /// names any more (a Target's zone changed, or it was removed).
+    pub gce_projects: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Owners {
@@ -342,6 +347,7 @@ impl Owners {
     pub fn of(fleet: &Fleet) -> Owners {
         let mut by_scope: BTreeMap<Scope, BTreeSet<String>> = BTreeMap::new();
         let mut gke_projects: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut gce_projects: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for t in fleet.targets.values() {
             for scope in Owners::scopes_of(t) {
                 by_scope
@@ -349,16 +355,20 @@ impl Owners {
                     .or_default()
                     .insert(t.spec.owner_id.clone());
             }
-            if t.spec.gke.is_some() {
-                gke_projects
-                    .entry(t.spec.project.clone())
-                    .or_default()
-                    .insert(t.spec.owner_id.clone());
-            }
+            let projects = match (&t.spec.gke, &t.spec.gce) {
+                (Some(_), _) => &mut gke_projects,
+                (None, Some(_)) => &mut gce_projects,
+                (None, None) => continue,
+            };
+            projects
+                .entry(t.spec.project.clone())
+                .or_default()
+                .insert(t.spec.owner_id.clone());
         }
         Owners {
             by_scope,
             gke_projects,
+            gce_projects,
         }
     }
 
@@ -404,24 +414,24 @@ impl Owners {
     }
 
     /// Whether a live resource with ownership `own` in `scope` is one this
-    /// fleet left behind: `scope` is a GKE cluster no Target of its owner
-    /// names any more (another owner's Target may still name it), in a
-    /// project a GKE Target of that owner names. Such a resource is shown,
-    /// deleted as moved (its slice replica renders elsewhere) or refused as
+    /// fleet left behind: `scope` is a GKE cluster (or a zone, for a
+    /// self-managed Target's MIGs) no Target of its owner names any more
+    /// (another owner's Target may still name it), in a project a Target of
+    /// that owner and backend names. Such a resource is shown, deleted as
+    /// moved (its slice replica renders elsewhere) or refused as
     /// `target_removed`, and destroyed by `destroy`; never left unseen.
     pub fn left_behind(&self, scope: &Scope, own: Option<&Ownership>) -> bool {
-        let Scope::Cluster(c) = scope else {
-            return false;
+        let projects = match scope {
+            Scope::Cluster(c) => self.gke_projects.get(&c.project),
+            Scope::Zone(z) => self.gce_projects.get(&z.project),
+            _ => return false,
         };
         own.is_some_and(|o| {
             !self
                 .by_scope
                 .get(scope)
                 .is_some_and(|ids| ids.contains(&o.owner))
-                && self
-                    .gke_projects
-                    .get(&c.project)
-                    .is_some_and(|ids| ids.contains(&o.owner))
+                && projects.is_some_and(|ids| ids.contains(&o.owner))
         })
     }
 
@@ -438,7 +448,7 @@ pub fn plan(
     kinds: &[&dyn Kind],
     opts: &PlanOptions,
 ) -> Result<Plan, PlanError> {
-    build(fleet, inventory, kinds, opts, PlanMode::Apply)
+    build::build(fleet, inventory, kinds, opts, PlanMode::Apply)
 }
 
 /// Builds the teardown plan: every resource owned by the fleet's targets is
@@ -468,7 +478,7 @@ pub fn plan_destroy_with(
         allow_empty_source: true,
         ..*opts
     };
-    build(fleet, inventory, kinds, &opts, PlanMode::Destroy)
+    build::build(fleet, inventory, kinds, &opts, PlanMode::Destroy)
 }
 
 /// Renders every desired resource of the fleet, kind by kind.
@@ -699,6 +709,14 @@ fn protected(a: &Action, mode: PlanMode, in_specs: bool) -> PlanError {
         (_, true, _) => "To replace it deliberately, set `lifecycle.preventDestroy: false` in its Slice spec and apply \
              twice: the first apply lifts the protection on the live resource, the second one replaces it"
             .to_string(),
+        // A replica past `replicas` is no longer rendered, so no apply
+        // lifts its stamp: it must be desired again while the stamp goes.
+        (_, false, true) if matches!(a.reason, Reason::ReplicaNotDesired { .. }) => format!(
+            "To remove this replica deliberately, keep slice {}'s `replicas` high enough to include it, set \
+             `lifecycle.preventDestroy: false` and apply (which lifts the protection on every live replica), \
+             then lower `replicas` and apply again",
+            a.owner.slice
+        ),
         (_, false, true) => "To destroy it deliberately, set `lifecycle.preventDestroy: false` in its Slice spec and apply \
              twice: the first apply lifts the protection on the live resource, the second one destroys it"
             .to_string(),
@@ -869,6 +887,45 @@ fn owner_change_hint(d: &Desired, live: Option<&Ownership>, relabels: bool) -> S
     )
 }
 
+/// The Target a live slice replica was last written by, when these specs
+/// do not declare it for its ownerId, neither by name nor in a Target's
+/// `previousNames` (a hand-over): the slice is another spec source's, one
+/// that applies the same ownerId. `None` when the resource carries no
+/// Target stamp (dependents, and what was made before the stamp existed).
+pub fn other_source<'a>(fleet: &Fleet, o: &'a Ownership) -> Option<&'a str> {
+    let t = o.target.as_deref()?;
+    let declared = fleet.targets.values().any(|x| {
+        x.spec.owner_id == o.owner && (x.name == t || x.spec.previous_names.iter().any(|p| p == t))
+    });
+    (!declared).then_some(t)
+}
+
+/// The refusal of a change to a slice replica another source wrote.
+fn other_source_refusal(a: &Action, o: &Ownership, target: &str, mode: PlanMode) -> String {
+    let delete = match (a.action, mode) {
+        (ActionKind::Delete, PlanMode::Apply) => format!(
+            ". To delete it deliberately (Target {target:?} was removed together with its Slices), pass \
+             --allow-empty-source"
+        ),
+        (_, PlanMode::Destroy) => {
+            ". `slicectl destroy` removes only the slices of the Targets it is given".to_string()
+        }
+        _ => String::new(),
+    };
+    format!(
+        "{} ({}) was last applied by Target {target:?} (ownerId {:?}), which these specs do not declare: \
+         another spec source that applies the same ownerId made it, or Target {target:?} was renamed or \
+         removed. Refusing to {} it. If another source applies it, give one of the two sources its own \
+         ownerId; if Target {target:?} was renamed, or its slices are to move here, add `previousNames: \
+         [{target}]` to the Target that takes them over (one apply relabels them in place, nothing is \
+         deleted); to remove them, run `slicectl destroy` on the specs that declare Target {target:?}{delete}",
+        a.address(),
+        a.id.name,
+        o.owner,
+        a.action.as_str(),
+    )
+}
+
 /// The refusal of a delete in a cluster no Target names any more, of a
 /// slice no longer in the specs: its Target was removed together with its
 /// Slices (or the file holding both was lost). Like the empty-source guard,
@@ -927,658 +984,6 @@ fn delete_reason(fleet: &Fleet, desired: &[Desired], kind: &dyn Kind, o: &Owners
         },
         None => Reason::NotNeeded,
     }
-}
-
-fn build(
-    fleet: &Fleet,
-    inv: &Inventory,
-    kinds: &[&dyn Kind],
-    opts: &PlanOptions,
-    mode: PlanMode,
-) -> Result<Plan, PlanError> {
-    let indices = replica_indices(fleet, inv, kinds);
-    let stems = match mode {
-        PlanMode::Apply => stems(fleet, inv, kinds, &indices),
-        PlanMode::Destroy => BTreeMap::new(),
-    };
-    let mut desired: Vec<Desired> = match mode {
-        PlanMode::Apply => render_fleet_at(fleet, kinds, &indices, &stems),
-        PlanMode::Destroy => Vec::new(),
-    };
-    // Scopes that could not be observed are left out, and said so.
-    let mut deferred: Vec<Deferred> = inv
-        .deferred
-        .iter()
-        .map(|(scope, reason)| Deferred {
-            scope: scope.clone(),
-            reason: reason.clone(),
-            resources: desired.iter().filter(|d| &d.id.scope == scope).count(),
-        })
-        .collect();
-    deferred.sort_by(|a, b| a.scope.cmp(&b.scope));
-    desired.retain(|d| !inv.deferred.contains_key(&d.id.scope));
-    let owners = Owners::of(fleet);
-    let kind_of = |id: KindId| kinds.iter().copied().find(|k| k.id() == id);
-    let mut actions: Vec<Action> = Vec::new();
-    let mut unmanaged = Vec::new();
-    let mut refused: Vec<Refusal> = Vec::new();
-    let mut errors: Vec<PlanError> = Vec::new();
-
-    // Validation rejects slices whose names collide (see
-    // `spec::validate::check_name_collisions`); refuse here too rather than
-    // trust it, since two slices sharing a name would fight over one pool.
-    let mut seen: BTreeMap<&ResourceId, &SliceRef> = BTreeMap::new();
-    for d in &desired {
-        if let Some(first) = seen.insert(&d.id, &d.owner) {
-            errors.push(PlanError::NameCollision {
-                kind: "resource",
-                name: d.id.name.clone(),
-                scope: d.id.scope.to_string(),
-                note: format!(
-                    "both slice {} replica {} and slice {} replica {} render to this name",
-                    first.slice, first.replica, d.owner.slice, d.owner.replica
-                ),
-            });
-        }
-    }
-
-    // Live resources by id.
-    let mut live_by_id: BTreeMap<ResourceId, &LiveResource> = BTreeMap::new();
-    for kind in kinds {
-        for l in inv.live(kind.id()) {
-            live_by_id.insert(
-                ResourceId {
-                    scope: l.scope.clone(),
-                    kind: kind.id(),
-                    name: kind.name(&l.body),
-                },
-                l,
-            );
-        }
-    }
-
-    // Per owned slice replica: how many hosts carry its per-host protection
-    // stamp (a self-managed slice's Nodes), and how many run (its MIG's
-    // RUNNING VMs, with where they run), to tell whether the Nodes can
-    // speak for every running host (a MIG without a stamp of its own), and
-    // whether Nodes are lost.
-    let mut stamped_hosts: BTreeMap<(String, String, u32), u32> = BTreeMap::new();
-    let mut running_hosts: BTreeMap<(String, String, u32), (u32, &Scope, String)> = BTreeMap::new();
-    for kind in kinds {
-        for l in inv.live(kind.id()) {
-            let Some(o) = kind.ownership(&l.body) else {
-                continue;
-            };
-            if !owners.owns(&l.scope, Some(&o)) {
-                continue;
-            }
-            let key = (o.owner, o.slice, o.replica);
-            if let Some(n) = kind.stamped_hosts(&l.body) {
-                *stamped_hosts.entry(key.clone()).or_default() += n;
-            }
-            if let Some(n) = kind.running_hosts(&l.body) {
-                running_hosts.insert(key, (n, &l.scope, kind.name(&l.body)));
-            }
-        }
-    }
-
-    // Desired resources. Unchanged ones that go with their dependencies
-    // are looked at again once every action is known.
-    let mut unchanged: Vec<(&Desired, &LiveResource)> = Vec::new();
-    for d in &desired {
-        let Some(kind) = kind_of(d.id.kind) else {
-            continue;
-        };
-        let running = inv.running_operation(d.id.kind, &d.id.scope, &d.id.name);
-        let mk = |action: ActionKind,
-                  reason: Reason,
-                  changes,
-                  groups,
-                  before,
-                  desired: Option<Body>,
-                  op: Option<String>| Action {
-            id: d.id.clone(),
-            owner: d.owner.clone(),
-            action,
-            reason,
-            changes,
-            groups,
-            before,
-            desired,
-            operation: op,
-            timeout: d.timeout,
-            noun: kind.noun(),
-        };
-        let Some(live) = live_by_id.get(&d.id) else {
-            actions.push(mk(
-                ActionKind::Create,
-                Reason::Missing,
-                Vec::new(),
-                BTreeSet::new(),
-                None,
-                Some(d.body.clone()),
-                running.map(|o| o.name.clone()),
-            ));
-            continue;
-        };
-        let own = kind.ownership(&live.body);
-        // A shared resource (the cluster's device plugin) that someone else
-        // manages (another slicectl owner, tpu-operator, a person) serves
-        // this owner's slices as it is: never changed, never refused.
-        if kind.shared() && !owners.owns(&d.id.scope, own.as_ref()) {
-            unmanaged.push(Unmanaged {
-                kind: kind.id().as_str(),
-                name: d.id.name.clone(),
-                scope: d.id.scope.clone(),
-                note: format!(
-                    "{}; shared by every slice on this cluster, so slicectl uses it as it is",
-                    kind.unmanaged_note(&live.body)
-                ),
-            });
-            continue;
-        }
-        if !owners.owns(&d.id.scope, own.as_ref()) {
-            let a = mk(
-                ActionKind::Create,
-                Reason::Missing,
-                Vec::new(),
-                BTreeSet::new(),
-                None,
-                None,
-                None,
-            );
-            let msg = PlanError::NameTaken {
-                kind: kind.noun(),
-                name: d.id.name.clone(),
-                scope: d.id.scope.to_string(),
-                note: kind.unmanaged_note(&live.body),
-                hint: format!(
-                    "{}{}",
-                    kind.reclaim_hint(d, &live.body),
-                    owner_change_hint(d, own.as_ref(), kind.owner_relabels_in_place())
-                ),
-            };
-            refused.push(refusal(&a, "name_taken", msg.to_string()));
-            continue;
-        }
-        let before = Some(kind.display_live(&live.body, Some(d)));
-        let op = running.map(|o| o.name.clone());
-        let planned = match kind.state(&live.body) {
-            LiveState::Stopping => mk(
-                ActionKind::Create,
-                Reason::RecreateAfterDelete,
-                Vec::new(),
-                BTreeSet::new(),
-                None,
-                Some(d.body.clone()),
-                op,
-            ),
-            // An operation still runs on it (GKE retrying a stockout that
-            // left the pool RUNNING_WITH_ERROR, say): wait for it, as for a
-            // healthy resource, rather than replace under it.
-            LiveState::Error { .. } if running.is_some() => mk(
-                ActionKind::Wait,
-                Reason::OperationInFlight {
-                    operation: running.map(|o| o.name.clone()).unwrap_or_default(),
-                    operation_type: running
-                        .map(|o| o.operation_type.clone())
-                        .unwrap_or_default(),
-                },
-                Vec::new(),
-                BTreeSet::new(),
-                before,
-                None,
-                op,
-            ),
-            LiveState::Error { status, detail } => {
-                let changes = match kind.compare(d, &live.body) {
-                    Comparison::Equal => Vec::new(),
-                    Comparison::Update { changes, .. } | Comparison::Replace { changes, .. } => {
-                        changes
-                    }
-                };
-                mk(
-                    ActionKind::Replace,
-                    Reason::ErrorState { status, detail },
-                    changes,
-                    BTreeSet::new(),
-                    before,
-                    Some(d.body.clone()),
-                    None,
-                )
-            }
-            LiveState::Ok => match kind.compare(d, &live.body) {
-                Comparison::Equal if running.is_none() && kind.replaced_with_dependencies() => {
-                    unchanged.push((d, *live));
-                    continue;
-                }
-                Comparison::Equal => match running {
-                    Some(o) => mk(
-                        ActionKind::Wait,
-                        Reason::OperationInFlight {
-                            operation: o.name.clone(),
-                            operation_type: o.operation_type.clone(),
-                        },
-                        Vec::new(),
-                        BTreeSet::new(),
-                        before,
-                        None,
-                        op,
-                    ),
-                    None => continue,
-                },
-                Comparison::Update { changes, groups } => mk(
-                    ActionKind::Update,
-                    match own.as_ref().filter(|o| {
-                        kind.ownership(&d.body)
-                            .is_some_and(|w| w.slice == d.owner.slice && o.slice != w.slice)
-                    }) {
-                        // A declared rename relabels the adopted resource
-                        // (one whose ownership can change in place).
-                        Some(o) => Reason::Renamed {
-                            from: o.slice.clone(),
-                        },
-                        None => Reason::InPlaceFieldsChanged {
-                            groups: groups.iter().copied().collect(),
-                        },
-                    },
-                    changes,
-                    groups,
-                    before,
-                    Some(d.body.clone()),
-                    op,
-                ),
-                Comparison::Replace { changes, hash_only } => mk(
-                    ActionKind::Replace,
-                    replace_reason(&changes, hash_only),
-                    changes,
-                    BTreeSet::new(),
-                    before,
-                    Some(d.body.clone()),
-                    op,
-                ),
-            },
-        };
-        if planned.action != ActionKind::Replace {
-            actions.push(planned);
-            continue;
-        }
-        let live_protected = own.as_ref().is_some_and(|o| o.prevent_destroy);
-        if !d.prevent_destroy && !live_protected {
-            actions.push(planned);
-            continue;
-        }
-        if d.prevent_destroy {
-            let mut msg = protected(&planned, mode, true).to_string();
-            if let LiveState::Error { status, .. } = kind.state(&live.body) {
-                msg.push_str(&kind.error_recovery_hint(&d.id, &status));
-            }
-            refused.push(refusal(&planned, "protected", msg));
-            continue;
-        }
-        // The spec no longer protects the slice but the live resource still
-        // carries the stamp: this apply lifts the stamp in place (keeping
-        // the recorded hash), the next one replaces. Protection always
-        // takes two applies to remove, so one commit cannot bypass it.
-        match kind.lift_protection(d, &live.body) {
-            Some((body, Comparison::Update { changes, groups })) => {
-                refused.push(refusal(
-                    &planned,
-                    "protected_live",
-                    format!(
-                        "{} ({}) is still protected by preventDestroy on the live {}, so this apply does not replace it ({}). \
-                         Your spec no longer protects it: this apply lifts the protection in place; apply again to replace it",
-                        planned.address(),
-                        planned.id.name,
-                        kind.noun(),
-                        planned.reason_text()
-                    ),
-                ));
-                let mut lift = planned;
-                lift.action = ActionKind::Update;
-                lift.reason = Reason::LiftProtection;
-                lift.changes = changes;
-                lift.groups = groups;
-                lift.desired = Some(body);
-                actions.push(lift);
-            }
-            _ => {
-                let msg = protected(&planned, mode, true).to_string();
-                refused.push(refusal(&planned, "protected", msg));
-            }
-        }
-    }
-
-    // A resource made from one that is created again or replaced goes with
-    // it, whether it was unchanged or only to be updated.
-    let goes_with = |owner: &SliceRef, kind: &dyn Kind, actions: &[Action]| {
-        actions
-            .iter()
-            .find(|a| {
-                &a.owner == owner
-                    && kind.depends_on().contains(&a.id.kind)
-                    && kind_of(a.id.kind).is_some_and(|k| !k.shared())
-                    && matches!(a.action, ActionKind::Create | ActionKind::Replace)
-            })
-            .map(|a| (a.noun, a.action == ActionKind::Replace))
-    };
-    let snapshot: Vec<(usize, &'static str, bool)> = actions
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| a.action == ActionKind::Update)
-        .filter_map(|(i, a)| {
-            let kind = kind_of(a.id.kind).filter(|k| k.replaced_with_dependencies())?;
-            let (noun, replaced) = goes_with(&a.owner, kind, &actions)?;
-            Some((i, noun, replaced))
-        })
-        .collect();
-    for (i, noun, replaced) in snapshot {
-        let a = &mut actions[i];
-        a.action = ActionKind::Replace;
-        a.groups.clear();
-        a.reason = Reason::DependencyReplaced {
-            noun,
-            how: if replaced {
-                "replaced"
-            } else {
-                "created again"
-            },
-        };
-    }
-    for (d, live) in unchanged {
-        let Some(kind) = kind_of(d.id.kind) else {
-            continue;
-        };
-        let Some((dep_noun, replaced)) = goes_with(&d.owner, kind, &actions) else {
-            continue;
-        };
-        let how = if replaced {
-            "replaced"
-        } else {
-            "created again"
-        };
-        let planned = Action {
-            id: d.id.clone(),
-            owner: d.owner.clone(),
-            action: ActionKind::Replace,
-            reason: Reason::DependencyReplaced {
-                noun: dep_noun,
-                how,
-            },
-            changes: Vec::new(),
-            groups: BTreeSet::new(),
-            before: Some(kind.display_live(&live.body, Some(d))),
-            desired: Some(d.body.clone()),
-            operation: None,
-            timeout: d.timeout,
-            noun: kind.noun(),
-        };
-        let stamped = kind
-            .ownership(&live.body)
-            .is_some_and(|o| o.prevent_destroy);
-        if d.prevent_destroy || stamped {
-            let msg = protected(&planned, mode, true).to_string();
-            refused.push(refusal(&planned, "protected", msg));
-            continue;
-        }
-        actions.push(planned);
-    }
-
-    // Nodes planned to join while some of the replica's VMs already run:
-    // say that a VM whose Node was deleted will not join again by itself.
-    for a in &mut actions {
-        if !matches!(a.action, ActionKind::Create | ActionKind::Update)
-            || !kind_of(a.id.kind).is_some_and(|k| k.reports_nodes())
-        {
-            continue;
-        }
-        let Some(owner) = fleet
-            .slices
-            .get(&a.owner.slice)
-            .and_then(|s| fleet.target_of(s))
-            .map(|t| t.spec.owner_id.clone())
-        else {
-            continue;
-        };
-        let key = (owner, a.owner.slice.clone(), a.owner.replica);
-        let seen = stamped_hosts.get(&key).copied().unwrap_or(0);
-        let Some((running, scope, mig)) = running_hosts.get(&key).filter(|r| r.0 > seen) else {
-            continue;
-        };
-        let live = live_by_id.get(&a.id).map(|l| &l.body);
-        match kind_of(a.id.kind).and_then(|k| k.recreate_lost_hosts(live)) {
-            // The fix is planned, with the usual consent, and counted as a
-            // disruption: the executor recreates only VMs that joined and
-            // lost their Node.
-            Some(group) => {
-                a.groups.insert(group);
-                a.reason = Reason::NodeLost {
-                    mig: mig.clone(),
-                    running: *running,
-                    nodes: seen,
-                };
-            }
-            None => a.changes.push(lost_nodes_note(*running, seen, scope, mig)),
-        }
-    }
-
-    // Live resources: owned but not desired → delete; not owned → unmanaged.
-    let wanted: BTreeSet<&ResourceId> = desired.iter().map(|d| &d.id).collect();
-    let mut owned_live = 0usize;
-    for kind in kinds {
-        for l in inv.live(kind.id()) {
-            let name = kind.name(&l.body);
-            let own = kind.ownership(&l.body);
-            // Left behind: in a cluster no Target names any more (observed
-            // only because it holds this fleet's pools).
-            let left = owners.left_behind(&l.scope, own.as_ref());
-            let Some(o) = own.filter(|o| left || owners.owns(&l.scope, Some(o))) else {
-                // Someone else's resources in a cluster no Target names are
-                // none of this fleet's business: not even listed.
-                if kind.lists_unmanaged() && owners.by_scope.contains_key(&l.scope) {
-                    unmanaged.push(Unmanaged {
-                        kind: kind.id().as_str(),
-                        name,
-                        scope: l.scope.clone(),
-                        note: kind.unmanaged_note(&l.body),
-                    });
-                }
-                continue;
-            };
-            owned_live += 1;
-            let id = ResourceId {
-                scope: l.scope.clone(),
-                kind: kind.id(),
-                name,
-            };
-            if wanted.contains(&id) {
-                continue;
-            }
-            let running = inv.running_operation(kind.id(), &id.scope, &id.name);
-            let (action, reason) = if kind.state(&l.body) == LiveState::Stopping {
-                (
-                    ActionKind::Wait,
-                    Reason::BeingDeleted {
-                        operation: running.map(|r| r.name.clone()),
-                    },
-                )
-            } else if mode == PlanMode::Destroy {
-                (ActionKind::Delete, Reason::Destroy)
-            } else {
-                (
-                    ActionKind::Delete,
-                    delete_reason(fleet, &desired, *kind, &o),
-                )
-            };
-            let a = Action {
-                id,
-                owner: SliceRef {
-                    slice: o.slice.clone(),
-                    replica: o.replica,
-                },
-                action,
-                reason,
-                changes: Vec::new(),
-                groups: BTreeSet::new(),
-                before: Some(kind.display_live(&l.body, None)),
-                desired: None,
-                operation: running.map(|r| r.name.clone()),
-                timeout: crate::spec::DEFAULT_OPERATION_TIMEOUT,
-                noun: kind.noun(),
-            };
-            let spec = fleet.slices.get(&a.owner.slice);
-            let seen = stamped_hosts
-                .get(&(o.owner.clone(), o.slice.clone(), o.replica))
-                .copied()
-                .unwrap_or(0);
-            let running = kind.running_hosts(&l.body).unwrap_or(0);
-            // Every stamp is current (kept in step by each apply), so each
-            // protects on its own: a pool's label, a MIG's description, a
-            // Node's label.
-            if action == ActionKind::Delete && o.prevent_destroy {
-                let msg = protected(&a, mode, spec.is_some()).to_string();
-                refused.push(refusal(&a, "protected", msg));
-                continue;
-            }
-            if action == ActionKind::Delete
-                && a.reason == Reason::NotInSpecs
-                && !opts.allow_empty_source
-                && !fleet.slices.is_empty()
-                && let Some(msg) = empty_target(fleet, &a, &o)
-            {
-                refused.push(refusal(&a, "empty_target", msg));
-                continue;
-            }
-            if left
-                && action == ActionKind::Delete
-                && a.reason == Reason::NotInSpecs
-                && !opts.allow_empty_source
-            {
-                let msg = target_removed(&a, &o);
-                refused.push(refusal(&a, "target_removed", msg));
-                continue;
-            }
-            // A MIG made before MIGs were stamped says nothing: its Nodes
-            // must, one for every running VM.
-            if action == ActionKind::Delete
-                && spec.is_none()
-                && !o.prevent_destroy
-                && kind.protection_unrecorded(&l.body)
-                && !opts.allow_unverified_delete
-                && running > seen
-            {
-                let msg = protection_unknown(&a, running, seen);
-                refused.push(refusal(&a, "protection_unknown", msg));
-                continue;
-            }
-            actions.push(a);
-        }
-    }
-
-    // A refused resource holds back the creates, replacements and deletes of
-    // the rest of its slice replica (a policy must not be replaced under a
-    // pool that stays, nor created for a pool that cannot be).
-    let held: BTreeMap<(String, u32), String> = refused
-        .iter()
-        .map(|r| ((r.slice.clone(), r.replica), r.address.clone()))
-        .collect();
-    let (kept, held_back): (Vec<Action>, Vec<Action>) = actions.into_iter().partition(|a| {
-        !held.contains_key(&(a.owner.slice.clone(), a.owner.replica))
-            || matches!(a.action, ActionKind::Update | ActionKind::Wait)
-    });
-    actions = kept;
-    for a in held_back {
-        let by = held
-            .get(&(a.owner.slice.clone(), a.owner.replica))
-            .cloned()
-            .unwrap_or_default();
-        let msg = format!(
-            "{} is held back ({} {}): {by} of the same slice replica is refused",
-            a.address(),
-            a.action.as_str(),
-            a.id.name
-        );
-        refused.push(refusal(&a, "held_back", msg));
-    }
-
-    // Safety rails over the whole plan.
-    if mode == PlanMode::Apply {
-        let pruning = actions
-            .iter()
-            .filter(|a| a.action == ActionKind::Delete)
-            .count()
-            + refused
-                .iter()
-                .filter(|r| r.action == ActionKind::Delete)
-                .count();
-        if fleet.slices.is_empty() && pruning > 0 && !opts.allow_empty_source {
-            errors.insert(0, PlanError::EmptySource { live: owned_live });
-        }
-    }
-    let destructive: Vec<&Action> = actions
-        .iter()
-        .filter(|a| a.action.is_destructive() || disruption(a) > 0)
-        .collect();
-    let count: usize = destructive.iter().map(|a| disruption(a).max(1)).sum();
-    if count > opts.max_destroy {
-        let slices: BTreeSet<String> = destructive
-            .iter()
-            .map(|a| format!("{}[{}]", a.owner.slice, a.owner.replica))
-            .collect();
-        errors.push(PlanError::TooManyDestructive {
-            count,
-            max: opts.max_destroy,
-            slices: slices.into_iter().collect(),
-        });
-    }
-    match errors.len() {
-        0 => {}
-        1 => return Err(errors.remove(0)),
-        _ => return Err(PlanError::Multiple(errors)),
-    }
-
-    let rank = |k: KindId| kinds.iter().position(|x| x.id() == k).unwrap_or(usize::MAX);
-    actions.sort_by(|a, b| {
-        (&a.owner, rank(a.id.kind), &a.id.name).cmp(&(&b.owner, rank(b.id.kind), &b.id.name))
-    });
-    unmanaged.sort_by(|a, b| (&a.scope, &a.name).cmp(&(&b.scope, &b.name)));
-    refused.sort_by(|a, b| {
-        (&a.slice, a.replica, rank_str(kinds, a.kind), &a.name).cmp(&(
-            &b.slice,
-            b.replica,
-            rank_str(kinds, b.kind),
-            &b.name,
-        ))
-    });
-    let renames = match mode {
-        PlanMode::Apply => renames(fleet, inv, kinds, &stems, &actions),
-        PlanMode::Destroy => Vec::new(),
-    };
-    // A slice that looks renamed is listed right after the slice it looks
-    // renamed to: the plan reads in the order it runs (creates first).
-    if renames.iter().any(|r| !r.declared) {
-        actions.sort_by_key(|a| {
-            match renames
-                .iter()
-                .find(|r| !r.declared && r.from == a.owner.slice)
-            {
-                Some(r) => (r.to.clone(), 1u8),
-                None => (a.owner.slice.clone(), 0u8),
-            }
-        });
-    }
-    let mut plan = Plan {
-        observed_fingerprint: inv.fingerprint(kinds),
-        mode,
-        actions,
-        unmanaged,
-        refused,
-        deferred,
-        renames,
-        summary: Summary::default(),
-    };
-    plan.summary = plan.count();
-    Ok(plan)
 }
 
 /// The renames of a plan: the declared ones it carries out (from

@@ -13,6 +13,9 @@ pub const OWNER: &str = "slicectl.dev/owner";
 pub const SLICE: &str = "slicectl.dev/slice";
 /// `slicectl.dev/replica` = replica index.
 pub const REPLICA: &str = "slicectl.dev/replica";
+/// `slicectl.dev/target` = the name of the Target that last wrote it: the
+/// source identity (see [`Ownership::target`]).
+pub const TARGET: &str = "slicectl.dev/target";
 /// `slicectl.dev/spec-hash` = selective hash of the replacement-class fields.
 pub const SPEC_HASH: &str = "slicectl.dev/spec-hash";
 /// `slicectl.dev/hash-version` = version of the hash function.
@@ -31,6 +34,12 @@ pub struct Ownership {
     pub slice: String,
     /// Replica index.
     pub replica: u32,
+    /// The Target that last wrote it, on the resource that holds a slice
+    /// replica's capacity (a node pool's label, a MIG's description): which
+    /// source it came from. Two spec sources that share an ownerId do not
+    /// prune each other's slices, because each declares other Targets.
+    /// `None` on dependents and on what was made before the stamp existed.
+    pub target: Option<String>,
     /// Stored selective hash.
     pub spec_hash: Option<String>,
     /// Stored hash version.
@@ -57,6 +66,7 @@ impl Ownership {
             owner: labels.get(OWNER).filter(|v| !v.is_empty())?.clone(),
             slice: labels.get(SLICE)?.clone(),
             replica,
+            target: labels.get(TARGET).filter(|v| !v.is_empty()).cloned(),
             spec_hash: labels.get(SPEC_HASH).cloned(),
             hash_version: labels.get(HASH_VERSION).cloned(),
             prevent_destroy: labels.get(PREVENT_DESTROY).map(String::as_str) == Some("true"),
@@ -70,6 +80,9 @@ impl Ownership {
         l.insert(OWNER.to_string(), self.owner.clone());
         l.insert(SLICE.to_string(), self.slice.clone());
         l.insert(REPLICA.to_string(), self.replica.to_string());
+        if let Some(t) = &self.target {
+            l.insert(TARGET.to_string(), t.clone());
+        }
         if let Some(h) = &self.spec_hash {
             l.insert(SPEC_HASH.to_string(), h.clone());
         }
@@ -93,6 +106,9 @@ impl Ownership {
             "slicectl: managed-by={MANAGER} owner={} slice={} replica={}",
             self.owner, self.slice, self.replica
         );
+        if let Some(t) = &self.target {
+            s.push_str(&format!(" target={t}"));
+        }
         if let Some(h) = &self.spec_hash {
             s.push_str(&format!(" spec-hash={h}"));
         }
@@ -122,7 +138,7 @@ impl Ownership {
 
     /// Parses [`Ownership::to_description`], strictly: exactly the format
     /// slicectl writes (`slicectl: ` then `managed-by`, `owner`, `slice`,
-    /// `replica`, and optionally `spec-hash`, `hash-version` and
+    /// `replica`, and optionally `target`, `spec-hash`, `hash-version` and
     /// `prevent-destroy=true|false`, in that order, each once, single
     /// spaces, nothing else). Anything else (a duplicated key, trailing
     /// text, an unknown key) is someone else's description: the resource is
@@ -148,12 +164,14 @@ impl Ownership {
             owner,
             slice,
             replica,
+            target: None,
             spec_hash: None,
             hash_version: None,
             prevent_destroy: false,
         };
         // The optional keys, in order, each at most once.
-        let mut optional = ["spec-hash", "hash-version", PREVENT_DESTROY_TOKEN].into_iter();
+        let mut optional =
+            ["target", "spec-hash", "hash-version", PREVENT_DESTROY_TOKEN].into_iter();
         for part in parts {
             let (k, v) = part.split_once('=')?;
             if v.is_empty() {
@@ -163,6 +181,7 @@ impl Ownership {
             // twice is not found and refuses the description.
             optional.find(|key| *key == k)?;
             match k {
+                "target" => own.target = Some(v.to_string()),
                 "spec-hash" => own.spec_hash = Some(v.to_string()),
                 "hash-version" => own.hash_version = Some(v.to_string()),
                 _ => match v {
@@ -226,6 +245,7 @@ mod tests {
             owner: "team-llm".into(),
             slice: "llm".into(),
             replica: 2,
+            target: None,
             spec_hash: Some("abc".into()),
             hash_version: Some("v1".into()),
             prevent_destroy: true,
@@ -264,6 +284,27 @@ mod tests {
         assert_eq!(Ownership::from_description(old), Some(want.clone()));
         assert_eq!(want.to_description(), old);
         assert_eq!(description_stamp(old), None);
+    }
+
+    /// The Target stamp: written after the replica on the resource that
+    /// holds the capacity, read back from labels and descriptions, and in
+    /// its place only (a `target=` elsewhere is foreign).
+    #[test]
+    fn the_target_stamp_round_trips_in_its_place() {
+        let mut o = sample();
+        o.target = Some("train".into());
+        let d = o.to_stamped_description();
+        assert!(d.starts_with("slicectl: managed-by=slicectl owner=team-llm slice=llm replica=2 target=train spec-hash="), "{d}");
+        assert_eq!(Ownership::from_description(&d), Some(o.clone()));
+        assert_eq!(Ownership::from_labels(&o.to_labels()), Some(o.clone()));
+        assert_eq!(o.to_labels().get(TARGET).map(String::as_str), Some("train"));
+        let late = "slicectl: managed-by=slicectl owner=team-llm slice=llm replica=2 spec-hash=abc target=train";
+        assert_eq!(Ownership::from_description(late), None);
+        let twice =
+            "slicectl: managed-by=slicectl owner=team-llm slice=llm replica=2 target=a target=b";
+        assert_eq!(Ownership::from_description(twice), None);
+        let empty = "slicectl: managed-by=slicectl owner=team-llm slice=llm replica=2 target=";
+        assert_eq!(Ownership::from_description(empty), None);
     }
 
     #[test]

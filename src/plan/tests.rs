@@ -45,6 +45,7 @@ fn target_in(name: &str, zone: &str) -> Target {
                 service_account: Some("tpu-nodes@example-project.iam.gserviceaccount.com".into()),
                 ..NodeDefaults::default()
             },
+            previous_names: Vec::new(),
         },
         location: loc(),
     }
@@ -1743,4 +1744,188 @@ fn an_undeclared_rename_is_named_and_creates_before_it_deletes() {
     s.shape = catalog::resolve("tpu-v6e-slice", "2x4", None).unwrap();
     let p2 = plan(&f2, &inv2, &PlanOptions::default()).unwrap();
     assert!(p2.renames.is_empty(), "{:?}", p2.renames);
+}
+
+/// Issue 24 item 7: source B's fleet on the same cluster and ownerId as the
+/// test fleet (source A), with its own Target `team-b`.
+fn fleet_b(slices: Vec<Slice>) -> Fleet {
+    let t = Target {
+        name: "team-b".into(),
+        ..target()
+    };
+    Fleet {
+        targets: BTreeMap::from([("team-b".to_string(), t)]),
+        slices: slices
+            .into_iter()
+            .map(|mut s| {
+                s.spec.target = "team-b".into();
+                (s.name.clone(), s)
+            })
+            .collect(),
+        files: 1,
+    }
+}
+
+/// Both sources' slices, converged.
+fn two_sources(a: &Fleet, b: &Fleet) -> TestInv {
+    let mut inv = converged(a);
+    inv.node_pools.extend(converged(b).node_pools);
+    inv
+}
+
+/// Issue 24 item 7: two spec sources apply one ownerId on one cluster.
+/// Neither prunes the other's slices: each pool carries the Target that
+/// wrote it, and a pool of a Target these specs do not declare is refused
+/// (`other_source`), in a destroy too; the override deletes it in an apply.
+#[test]
+fn two_sources_with_one_owner_id_do_not_prune_each_other() {
+    let a = fleet(vec![v6e("mine", 1)]);
+    let b = fleet_b(vec![v6e("theirs", 2)]);
+    let inv = two_sources(&a, &b);
+    let labels = &inv
+        .node_pools
+        .last()
+        .unwrap()
+        .config
+        .as_ref()
+        .unwrap()
+        .labels;
+    assert_eq!(
+        labels.get(ownership::TARGET).map(String::as_str),
+        Some("team-b")
+    );
+    for (f, mine) in [(&a, "mine"), (&b, "theirs")] {
+        let p = plan(f, &inv, &PlanOptions::default()).unwrap();
+        assert!(!p.summary.has_changes(), "{mine}: {:?}", kinds(&p));
+        assert!(!p.refused.is_empty(), "{mine}");
+        for r in &p.refused {
+            assert_eq!(r.code, "other_source", "{r:?}");
+            assert_ne!(r.slice, mine, "{r:?}");
+            assert!(r.message.contains("previousNames"), "{}", r.message);
+            assert!(r.message.contains("its own ownerId"), "{}", r.message);
+        }
+    }
+    let p = plan(&a, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(p.refused.len(), 2, "{:?}", p.refused);
+    assert!(
+        p.refused[0].message.contains("Target \"team-b\""),
+        "{}",
+        p.refused[0].message
+    );
+    // A destroy of A removes A's slices only.
+    let d = plan_destroy(&a, &inv, 10).unwrap();
+    let gone: Vec<String> = d.actions.iter().map(|a| a.id.name.clone()).collect();
+    assert_eq!(gone, vec!["mine-0"], "{:?}", kinds(&d));
+    assert_eq!(d.refused.len(), 2, "{:?}", d.refused);
+    assert!(d.refused.iter().all(|r| r.code == "other_source"));
+    // The override deletes them in an apply (a Target removed together
+    // with its Slices looks the same).
+    let opts = PlanOptions {
+        allow_empty_source: true,
+        ..PlanOptions::default()
+    };
+    let p = plan(&a, &inv, &opts).unwrap();
+    assert_eq!(p.summary.delete, 2, "{:?}", kinds(&p));
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+}
+
+/// A slice of the same name in both sources is refused, not fought over:
+/// A's different shape would otherwise replace B's slice on every apply.
+#[test]
+fn a_slice_another_source_wrote_is_neither_replaced_nor_relabelled() {
+    let b = fleet_b(vec![v6e("shared", 1)]);
+    let inv = converged(&b);
+    let mut s = v6e("shared", 1);
+    s.spec.node_labels.insert("team".into(), "other".into());
+    let a = fleet(vec![s]);
+    let p = plan(&a, &inv, &PlanOptions::default()).unwrap();
+    assert!(!p.summary.has_changes(), "{:?}", kinds(&p));
+    assert_eq!(p.refused.len(), 1, "{:?}", p.refused);
+    assert_eq!(p.refused[0].code, "other_source");
+    assert_eq!(p.refused[0].slice, "shared");
+}
+
+/// The hand-over: a Target that lists `team-b` in `previousNames` takes its
+/// slices over. A slice in the specs is relabelled in place (nothing is
+/// deleted); one that is not is pruned as usual.
+#[test]
+fn previous_names_on_a_target_hands_another_sources_slices_over() {
+    let b = fleet_b(vec![v6e("kept", 1), v6e("gone", 1)]);
+    let inv = converged(&b);
+    let mut a = fleet(vec![v6e("kept", 1)]);
+    if let Some(t) = a.targets.get_mut("train") {
+        t.spec.previous_names = vec!["team-b".into()];
+    }
+    let p = plan(&a, &inv, &PlanOptions::default()).unwrap();
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    assert_eq!(
+        kinds(&p),
+        vec![
+            ("slice.gone[0].node_pool".to_string(), ActionKind::Delete),
+            ("slice.kept[0].node_pool".to_string(), ActionKind::Update),
+        ]
+    );
+    let relabel = p.actions.iter().find(|a| a.owner.slice == "kept").unwrap();
+    assert_eq!(relabel.changes.len(), 1, "{:?}", relabel.changes);
+    assert!(
+        relabel.changes[0].path.contains("slicectl.dev/target"),
+        "{:?}",
+        relabel.changes
+    );
+    // Relabelled, the plan is empty.
+    let p = plan(&a, &converged(&a), &PlanOptions::default()).unwrap();
+    assert!(!p.summary.has_changes(), "{:?}", kinds(&p));
+}
+
+/// A pool made before the Target stamp existed is ours as it always was:
+/// not relabelled for the stamp alone, pruned as before.
+#[test]
+fn a_pool_without_a_target_stamp_is_neither_relabelled_nor_refused() {
+    let a = fleet(vec![v6e("old", 1), v6e("kept", 1)]);
+    let mut inv = converged(&a);
+    for np in &mut inv.node_pools {
+        if let Some(c) = np.config.as_mut() {
+            c.labels.remove(ownership::TARGET);
+        }
+    }
+    let p = plan(&a, &inv, &PlanOptions::default()).unwrap();
+    assert!(!p.summary.has_changes(), "{:?}", kinds(&p));
+    let p = plan(&fleet(vec![v6e("kept", 1)]), &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.old[0].node_pool".to_string(), ActionKind::Delete)]
+    );
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+}
+
+/// A protected slice scaled down: the replica past `replicas` is refused,
+/// and the advice works as written: with `replicas` kept and the
+/// protection off, one apply lifts the stamp on every replica; then the
+/// scale-down deletes.
+#[test]
+fn scaling_down_a_protected_slice_gives_advice_that_works() {
+    let protect = |replicas: u32, on: bool| {
+        let mut s = v6e("keep", replicas);
+        s.spec.lifecycle.prevent_destroy = on;
+        fleet(vec![s])
+    };
+    let inv = converged(&protect(2, true));
+    let p = plan(&protect(1, true), &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(p.refused.len(), 1, "{:?}", p.refused);
+    let msg = &p.refused[0].message;
+    assert!(
+        msg.contains("keep slice keep's `replicas` high enough"),
+        "{msg}"
+    );
+    // Step one of the advice: replicas kept, protection off → lifted in place.
+    let p = plan(&protect(2, false), &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(p.summary.update, 2, "{:?}", kinds(&p));
+    let lifted = converged(&protect(2, false));
+    // Step two: the scale-down deletes.
+    let p = plan(&protect(1, false), &lifted, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.keep[1].node_pool".to_string(), ActionKind::Delete)]
+    );
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
 }

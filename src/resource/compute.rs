@@ -631,6 +631,31 @@ pub struct InstanceGroupManagerList {
     pub next_page_token: Option<String>,
 }
 
+/// `InstanceGroupManagerAggregatedList`: every MIG of a project, by scope
+/// (`zones/Z`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceGroupManagerAggregatedList {
+    /// Scope (`zones/Z`, `regions/R`) → its MIGs.
+    #[serde(default)]
+    pub items: std::collections::BTreeMap<String, InstanceGroupManagersScopedList>,
+    /// Next page token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_page_token: Option<String>,
+    /// Scopes that could not be listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreachables: Vec<String>,
+}
+
+/// `InstanceGroupManagersScopedList`: the MIGs of one scope.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceGroupManagersScopedList {
+    /// The MIGs (absent when the scope has none).
+    #[serde(default)]
+    pub instance_group_managers: Vec<InstanceGroupManager>,
+}
+
 /// The body of `instanceGroupManagers.patch` as slicectl sends it (a JSON
 /// merge patch of an `InstanceGroupManager`): only the description (where a
 /// MIG's ownership and protection stamp live), and the group's current

@@ -57,6 +57,19 @@ pub struct TargetSpec {
     /// Defaults applied to every node of every slice of this target.
     #[serde(default)]
     pub node_defaults: NodeDefaults,
+    /// Names this Target had before, or Targets of another spec source
+    /// whose slices it takes over: a hand-over. slicectl stamps the name of
+    /// the Target that last wrote a slice on the resource that holds its
+    /// capacity (a node pool's `slicectl.dev/target` label, a MIG's
+    /// description), and refuses to change or delete a slice stamped with a
+    /// Target these specs do not declare (`other_source`): another spec
+    /// directory applying the same ownerId made it. Listing that Target here
+    /// makes its slices this Target's: one apply relabels them in place
+    /// (nothing is deleted), and slices not in the specs are then pruned as
+    /// usual. A name here must be a valid Target name, not this Target's
+    /// own, and not the name of another Target in the specs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_names: Vec<String>,
 }
 
 /// A GKE cluster, by location and name.

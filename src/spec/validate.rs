@@ -189,6 +189,8 @@ fn validate(
     let mut all_targets: BTreeMap<String, TargetSpec> = BTreeMap::new();
     // Where each target's zone is written, for the zone check of its slices.
     let mut zone_at: BTreeMap<String, Location> = BTreeMap::new();
+    // (Target, ownerId, previous name, where it is written).
+    let mut target_claims: Vec<(String, String, String, Location)> = Vec::new();
     for doc in targets {
         if let DocumentSpec::Target(spec) = doc.spec {
             zone_at.insert(
@@ -196,7 +198,16 @@ fn validate(
                 doc.fields.value(&["spec", "zone"]),
             );
             let name_ok = check_name(&mut d, &doc.fields, "Target", &doc.metadata.name);
-            let spec_ok = check_target(&mut d, &doc.fields, &spec);
+            let spec_ok = check_target(&mut d, &doc.fields, &spec)
+                & check_target_previous_names(&mut d, &doc.fields, &doc.metadata.name, &spec);
+            for (i, p) in spec.previous_names.iter().enumerate() {
+                target_claims.push((
+                    doc.metadata.name.clone(),
+                    spec.owner_id.clone(),
+                    p.clone(),
+                    doc.fields.value(&["spec", "previousNames", &i.to_string()]),
+                ));
+            }
             all_targets.insert(doc.metadata.name.clone(), spec.clone());
             if name_ok && spec_ok {
                 fleet.targets.insert(
@@ -210,6 +221,7 @@ fn validate(
             }
         }
     }
+    check_target_previous_names_across(&mut d, &mut fleet, &target_claims, &seen);
     // Valid slices in document order, for the name collision check.
     let mut rendered: Vec<Rendered> = Vec::new();
     // (slice, previous name, where it is written), for the checks across slices.
@@ -279,6 +291,87 @@ fn validate(
     check_name_collisions(&mut d, &rendered);
     check_previous_names_across(&mut d, &claims, &seen, &mut fleet);
     fleet
+}
+
+/// A Target's `previousNames` on its own: valid Target names, none twice,
+/// not its own name.
+fn check_target_previous_names(
+    d: &mut Diags<'_>,
+    f: &FieldIndex,
+    name: &str,
+    spec: &TargetSpec,
+) -> bool {
+    let before = d.0.len();
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, p) in spec.previous_names.iter().enumerate() {
+        let at = f.value(&["spec", "previousNames", &i.to_string()]);
+        if let Some(problem) = dns_label_problem(p, 63) {
+            d.push(at, format!("previousNames entry {p:?} {problem}"));
+        } else if p == name {
+            d.push(
+                at,
+                format!(
+                    "previousNames entry {p:?} is this Target's own name; list only the Targets whose slices it takes over"
+                ),
+            );
+        } else if let Some(first) = seen.insert(p, i) {
+            d.push(
+                at,
+                format!("previousNames entry {p:?} is already given as previousNames[{first}]"),
+            );
+        }
+    }
+    d.0.len() == before
+}
+
+/// Target `previousNames` across Targets: an entry must not name a Target
+/// in the specs (its slices are its own), nor be claimed by two Targets of
+/// one ownerId. Such Targets are left out of the fleet, like any invalid
+/// Target.
+fn check_target_previous_names_across(
+    d: &mut Diags<'_>,
+    fleet: &mut Fleet,
+    claims: &[(String, String, String, Location)],
+    seen: &BTreeMap<(&'static str, String), Location>,
+) {
+    let mut first_claim: BTreeMap<(&str, &str), (&str, &Location)> = BTreeMap::new();
+    let mut invalid: BTreeSet<&str> = BTreeSet::new();
+    for (name, owner, prev, at) in claims {
+        if prev == name {
+            continue;
+        }
+        if let Some(other) = seen.get(&("Target", prev.clone())) {
+            d.push(
+                at.clone(),
+                format!(
+                    "previousNames entry {prev:?} is the name of Target {prev:?} in the specs (defined at {other}); \
+                     a Target takes over the slices of a Target these specs do not declare"
+                ),
+            );
+            invalid.insert(name);
+            continue;
+        }
+        match first_claim.get(&(owner.as_str(), prev.as_str())) {
+            Some(&(first, first_at)) if first != name => {
+                d.push(
+                    at.clone(),
+                    format!(
+                        "previousNames entry {prev:?} is also claimed by Target {first:?} (at {first_at}), with the \
+                         same ownerId; the slices of Target {prev:?} can go to one Target only"
+                    ),
+                );
+                invalid.insert(name);
+                invalid.insert(first);
+            }
+            Some(_) => {}
+            None => {
+                first_claim.insert((owner, prev), (name, at));
+            }
+        }
+    }
+    for name in invalid {
+        fleet.targets.remove(name);
+    }
 }
 
 /// A slice's `previousNames` on its own: valid slice names, none twice, not
@@ -2251,6 +2344,68 @@ spec:
         assert_eq!(
             fleet.claimant("alpha").map(|s| s.name.as_str()),
             Some("gamma")
+        );
+    }
+
+    /// A Target's `previousNames` (the hand-over of another Target's
+    /// slices): valid names, not its own, not another Target's in the
+    /// specs, not claimed twice for one ownerId; each located.
+    #[test]
+    fn target_previous_names_are_checked_and_located() {
+        let target = |name: &str, extra: &str| {
+            TARGET.replace("name: train\nspec:", &format!("name: {name}\nspec:")) + extra
+        };
+        let text = format!(
+            "{}---\n{}",
+            target("train", "  previousNames: [Bad_Name, train, old, old]\n"),
+            target("other", "  previousNames: [train]\n"),
+        );
+        let diagnostics = load(&[file("t.yaml", &text)]).expect_err("invalid");
+        let got: Vec<(usize, &str)> = diagnostics
+            .iter()
+            .map(|d| (d.location.line, d.message.as_str()))
+            .collect();
+        assert_eq!(got.len(), 4, "{got:#?}");
+        assert!(
+            got.iter()
+                .any(|(l, m)| *l == 12 && m.contains("\"Bad_Name\"")),
+            "{got:#?}"
+        );
+        assert!(
+            got.iter()
+                .any(|(_, m)| m.contains("this Target's own name")),
+            "{got:#?}"
+        );
+        assert!(
+            got.iter()
+                .any(|(_, m)| m.contains("already given as previousNames[2]")),
+            "{got:#?}"
+        );
+        assert!(
+            got.iter().any(
+                |(l, m)| *l == 25 && m.contains("is the name of Target \"train\" in the specs")
+            ),
+            "{got:#?}"
+        );
+        // Two Targets of one ownerId cannot both take one Target's slices.
+        let text = format!(
+            "{}---\n{}",
+            target("train", "  previousNames: [old]\n"),
+            target("other", "  previousNames: [old]\n"),
+        );
+        let diagnostics = load(&[file("t.yaml", &text)]).expect_err("invalid");
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+        assert!(
+            diagnostics[0]
+                .message
+                .contains("also claimed by Target \"train\"")
+        );
+        // A valid hand-over loads.
+        let fleet =
+            load(&[file("t.yaml", &target("train", "  previousNames: [old]\n"))]).expect("valid");
+        assert_eq!(
+            fleet.targets["train"].spec.previous_names,
+            vec!["old".to_string()]
         );
     }
 

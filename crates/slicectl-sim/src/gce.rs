@@ -1592,6 +1592,40 @@ pub(crate) fn list_instances(
     ))
 }
 
+/// `GET projects/P/aggregated/instanceGroupManagers`: every MIG of the
+/// project, keyed by `zones/Z` (`InstanceGroupManagerAggregatedList`, whose
+/// `items` map scope names to `InstanceGroupManagersScopedList`s; discovery
+/// document, method `compute.instanceGroupManagers.aggregatedList`).
+pub(crate) fn aggregated_migs(inner: &Inner, ctx: &Ctx, project: &str) -> Value {
+    let mut items: BTreeMap<String, Value> = BTreeMap::new();
+    let prefix = format!("projects/{project}/zones/");
+    for (k, m) in inner
+        .migs
+        .iter()
+        .filter(|(k, m)| k.starts_with(&prefix) && m.ready)
+    {
+        let Some(zone) = k[prefix.len()..].split('/').next() else {
+            continue;
+        };
+        let entry = items
+            .entry(format!("zones/{zone}"))
+            .or_insert_with(|| json!({"instanceGroupManagers": []}));
+        if let Some(list) = entry
+            .get_mut("instanceGroupManagers")
+            .and_then(Value::as_array_mut)
+        {
+            list.push(render_mig(inner, k, m, ctx));
+        }
+    }
+    let collection = format!("projects/{project}/aggregated/instanceGroupManagers");
+    json!({
+        "kind": "compute#instanceGroupManagerAggregatedList",
+        "id": collection,
+        "items": items,
+        "selfLink": format!("{}/{collection}", ctx.compute_api()),
+    })
+}
+
 /// `GET projects/P/aggregated/instances` (what `gcloud compute instances
 /// list` without `--zones` calls, gcp-api.md §6).
 pub(crate) fn aggregated_instances(inner: &Inner, ctx: &Ctx, project: &str) -> Value {

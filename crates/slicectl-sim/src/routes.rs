@@ -87,6 +87,8 @@ pub(crate) enum Endpoint {
     /// Instances: project, zone, and the name for one.
     InstanceList(String, String),
     InstanceAggregated(String),
+    /// `GET projects/P/aggregated/instanceGroupManagers`.
+    MigAggregated(String),
     InstanceGet(String, String, String),
     InstanceSetMetadata(String, String, String),
     InstanceGuestAttributes(String, String, String),
@@ -139,6 +141,7 @@ impl Endpoint {
             Self::AutoscalerList(..) => "compute.autoscalers.list".into(),
             Self::InstanceList(..) => "compute.instances.list".into(),
             Self::InstanceAggregated(_) => "compute.instances.aggregatedList".into(),
+            Self::MigAggregated(_) => "compute.instanceGroupManagers.aggregatedList".into(),
             Self::InstanceGet(..) => "compute.instances.get".into(),
             Self::InstanceSetMetadata(..) => "compute.instances.setMetadata".into(),
             Self::InstanceGuestAttributes(..) => "compute.instances.getGuestAttributes".into(),
@@ -275,6 +278,9 @@ fn compute(method: &Method, p: &str, rest: &[&str]) -> Option<Endpoint> {
         }
         ["aggregated", "instances"] if method == Method::GET => {
             return Some(Endpoint::InstanceAggregated(project));
+        }
+        ["aggregated", "instanceGroupManagers"] if method == Method::GET => {
+            return Some(Endpoint::MigAggregated(project));
         }
         _ => return None,
     };

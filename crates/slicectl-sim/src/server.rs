@@ -361,6 +361,7 @@ fn call(sim: &Sim, r: &Resolved, ctx: &Ctx, body: &Bytes) -> Result<Value, ApiEr
         Endpoint::AutoscalerList(p, z) => gce::list_autoscalers(ctx, p, z),
         Endpoint::InstanceList(p, z) => gce::list_instances(inner, ctx, p, z),
         Endpoint::InstanceAggregated(p) => Ok(gce::aggregated_instances(inner, ctx, p)),
+        Endpoint::MigAggregated(p) => Ok(gce::aggregated_migs(inner, ctx, p)),
         Endpoint::InstanceGet(p, z, n) => gce::get_instance(inner, ctx, p, z, n),
         Endpoint::InstanceSetMetadata(p, z, n) => gce::set_metadata(inner, ctx, p, z, n, &body),
         Endpoint::InstanceGuestAttributes(p, z, n) => {

@@ -53,6 +53,7 @@ fn labels(owner: &str, spec_hash: Option<&str>) -> Value {
         owner: owner.to_string(),
         slice: String::new(),
         replica: 0,
+        target: None,
         spec_hash: spec_hash.map(str::to_string),
         hash_version: spec_hash.map(|_| HASH_VERSION.to_string()),
         prevent_destroy: false,

@@ -231,12 +231,30 @@ impl Kind for Migs {
         // The stamp follows the spec in place; a MIG that has none yet
         // (made before MIGs were stamped) gets it, so every MIG soon says
         // whether it is protected.
-        match recorded_stamp(d) {
-            Some(want) if recorded_stamp(l) != Some(want) => Comparison::Update {
-                changes: vec![stamp_change(recorded_stamp(l), want)],
+        let mut changes = Vec::new();
+        if let Some(want) = recorded_stamp(d).filter(|w| recorded_stamp(l) != Some(*w)) {
+            changes.push(stamp_change(recorded_stamp(l), want));
+        }
+        // The Target stamp follows a declared Target rename in place; a MIG
+        // made before the stamp existed gets it with its next patch.
+        let target = |m: &InstanceGroupManager| ownership_of(m).and_then(|o| o.target);
+        if let (Some(have), Some(want)) = (target(l), target(d))
+            && have != want
+        {
+            changes.push(FieldChange {
+                path: "description.target".into(),
+                before: Some(Value::from(have)),
+                after: Some(Value::from(want)),
+                forces_replacement: false,
+            });
+        }
+        if changes.is_empty() {
+            Comparison::Equal
+        } else {
+            Comparison::Update {
+                changes,
                 groups: BTreeSet::from([GROUP_DESCRIPTION]),
-            },
-            _ => Comparison::Equal,
+            }
         }
     }
 

@@ -106,6 +106,7 @@ impl NodeGroupLive {
             owner: self.owner.clone(),
             slice: self.slice.clone(),
             replica: self.replica,
+            target: None,
             spec_hash: generation,
             hash_version: Some(crate::plan::hash::HASH_VERSION.to_string()),
             prevent_destroy: self.nodes.iter().any(|n| {

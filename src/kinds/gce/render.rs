@@ -217,6 +217,7 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
         owner: t.owner_id.clone(),
         slice: slice.name.clone(),
         replica,
+        target: None,
         spec_hash: Some(spec_hash),
         hash_version: Some(HASH_VERSION.to_string()),
         prevent_destroy: false,
@@ -481,6 +482,7 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
     mig.description = Some(
         Ownership {
             prevent_destroy: slice.spec.lifecycle.prevent_destroy,
+            target: Some(target.name.clone()),
             ..own(generation.clone())
         }
         .to_stamped_description(),

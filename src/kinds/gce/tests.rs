@@ -1047,3 +1047,93 @@ fn a_migs_stamp_speaks_for_itself_whatever_its_nodes_say() {
     assert!(p.refused.is_empty(), "{:?}", p.refused);
     assert_eq!(mig_action(&p).unwrap().action, ActionKind::Delete);
 }
+
+/// Issue 24 item 5, self-managed: a Target whose zone changes leaves its MIG
+/// in a zone no Target names. The observation finds that zone (one
+/// `aggregatedList` per project), and the plan creates the replica in the
+/// new zone and deletes the old MIG as moved, after the create.
+#[test]
+fn a_gce_target_whose_zone_changed_deletes_its_old_mig_as_moved() {
+    let before = fleet(&[slice("z", "2x2", "", "a")]);
+    let inv = live_replica(&before, "z", 1, 1, as_written);
+    let moved_text = format!(
+        "{}{}",
+        TARGET.replace(
+            "zone: us-central1-b",
+            "zone: us-central1-a\n  allowUnlistedZone: true"
+        ),
+        slice("z", "2x2", "", "a")
+    );
+    let after = crate::spec::load(&[SourceFile {
+        path: "specs/f.yaml".into(),
+        text: moved_text,
+    }])
+    .unwrap_or_else(|d| panic!("{d:?}"));
+    let old_zone = Scope::Zone(replica(&before, "z").zone);
+    let owners = plan::Owners::of(&after);
+    let own = plan::Owners::of(&before);
+    assert!(!owners.by_scope.contains_key(&old_zone));
+    assert!(own.by_scope.contains_key(&old_zone));
+    let kinds = crate::kinds::plan_kinds();
+    let p = plan::plan(&after, &inv, &kinds, &PlanOptions::default()).unwrap();
+    let migs: Vec<(ActionKind, String, String)> = p
+        .actions
+        .iter()
+        .filter(|a| a.id.kind == super::mig::KIND)
+        .map(|a| {
+            (
+                a.action,
+                a.id.scope.to_string(),
+                a.reason.code().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        migs,
+        vec![
+            (
+                ActionKind::Create,
+                "projects/proj-one/zones/us-central1-a".to_string(),
+                "missing".to_string()
+            ),
+            (
+                ActionKind::Delete,
+                "projects/proj-one/zones/us-central1-b".to_string(),
+                "moved".to_string()
+            ),
+        ],
+        "{:#?}",
+        p.actions
+    );
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    // Removed together with its Slices (another slice keeps the fleet from
+    // looking empty): refused, not pruned.
+    let other = format!(
+        "{}{}",
+        TARGET.replace(
+            "zone: us-central1-b",
+            "zone: us-central1-a\n  allowUnlistedZone: true"
+        ),
+        slice("other", "2x2", "", "a")
+    );
+    let after = crate::spec::load(&[SourceFile {
+        path: "specs/f.yaml".into(),
+        text: other,
+    }])
+    .unwrap_or_else(|d| panic!("{d:?}"));
+    let p = plan::plan(&after, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(
+        p.refused
+            .iter()
+            .any(|r| r.code == "target_removed" && r.name == "z-0"),
+        "{:#?}",
+        p.refused
+    );
+    assert!(
+        !p.actions
+            .iter()
+            .any(|a| a.action == ActionKind::Delete && a.owner.slice == "z"),
+        "{:#?}",
+        p.actions
+    );
+}

@@ -181,12 +181,18 @@ pub fn in_place_changes(
         .config
         .as_ref()
         .is_some_and(|c| c.taints.iter().any(|t| t.key == "google.com/tpu"));
+    // A pool made before the Target stamp existed is not relabelled for it
+    // alone: the stamp is written with its next update.
+    let target_key = format!("config.labels[{:?}]", crate::plan::ownership::TARGET);
     let mut changes = Vec::new();
     let mut groups = BTreeSet::new();
-    for ((group, have), (_, want)) in in_place_views(live, want_tpu_taint)
+    for ((group, have), (_, mut want)) in in_place_views(live, want_tpu_taint)
         .into_iter()
         .zip(in_place_views(desired, true))
     {
+        if group == LABELS && !have.contains_key(&target_key) {
+            want.remove(&target_key);
+        }
         let d = diff(&have, &want, false);
         if !d.is_empty() {
             groups.insert(group);

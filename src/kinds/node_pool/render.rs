@@ -52,6 +52,7 @@ pub fn node_pool(target: &Target, slice: &Slice, replica: u32, stem: &str) -> Op
         owner: t.owner_id.clone(),
         slice: slice.name.clone(),
         replica,
+        target: Some(target.name.clone()),
         spec_hash: None,
         hash_version: Some(HASH_VERSION.to_string()),
         prevent_destroy: s.lifecycle.prevent_destroy,

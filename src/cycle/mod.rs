@@ -1,0 +1,281 @@
+//! One reconcile cycle, in the library: read the specs from a
+//! [`SpecSource`], resolve them against their last good versions, refuse an
+//! empty or missing source, hold slices back for unavailable capacity,
+//! observe, plan and apply through [`crate::engine::reconcile_with`], and
+//! hand a typed [`CycleOutcome`] (with a stable code) to a [`CycleSink`].
+//! `reconcile --watch` and `controller` both run [`run_cycle`]; they only
+//! choose the source, the connection and the sink.
+//!
+//! A cycle runs under the `cycle` span, its planning under `plan` and its
+//! apply under `apply` (target [`LOG_TARGET`]); each decision a user must
+//! see (held, refused, deferred) is an event (`decisions.rs`).
+
+mod capacity;
+mod decisions;
+pub mod outcome;
+pub mod sink;
+pub mod source;
+#[cfg(test)]
+pub(crate) mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use tracing::Instrument;
+
+use crate::apply::Progress;
+use crate::apply::progress::Stoppable;
+use crate::cloud::Cloud;
+use crate::controller::capacity::CapacityTracker;
+use crate::controller::{hold_for_capacity, invalid_slices};
+use crate::engine::{self, Approval, Outcome, ReconcileError, ReconcileOptions};
+use crate::plan::{ActionKind, Plan};
+use crate::source::last_good::{LastGood, Resolved};
+use crate::spec::Fleet;
+use crate::watch::{LOG_TARGET, Trigger};
+
+pub use outcome::{
+    CapacityNote, CycleEnd, CycleOutcome, HeldSlice, PRUNING_SUSPENDED, empty_message,
+    missing_message, pruning_message,
+};
+pub use sink::CycleSink;
+pub use source::{AnySource, ConfigMapSource, DirSource, SpecSource};
+
+/// The cloud for a cycle's fleet: a long-running command connects on its
+/// first valid fleet and serves every later one.
+#[allow(async_fn_in_trait)]
+pub trait Connect {
+    /// The cloud for `fleet`; an error ends the cycle (`connect_failed`)
+    /// and the next cycle tries again.
+    async fn cloud(&mut self, fleet: &Fleet) -> anyhow::Result<Cloud>;
+}
+
+/// What a loop keeps between cycles: the last good version of each file,
+/// the fleet last in force, and (controller) the capacity tracker.
+/// Everything else is observed each cycle.
+pub struct CycleState {
+    options: ReconcileOptions,
+    last_good: LastGood,
+    last_fleet: Fleet,
+    capacity: Option<CapacityTracker>,
+    stop: Arc<AtomicBool>,
+}
+
+impl CycleState {
+    /// A loop converging with `options`; `stop` set (a stop signal) starts
+    /// no new step.
+    pub fn new(options: ReconcileOptions, stop: Arc<AtomicBool>) -> CycleState {
+        CycleState {
+            options,
+            last_good: LastGood::new(),
+            last_fleet: Fleet::default(),
+            capacity: None,
+            stop,
+        }
+    }
+
+    /// Holds slices back while their capacity is unavailable (the
+    /// controller).
+    pub fn with_capacity(mut self, tracker: CapacityTracker) -> CycleState {
+        self.capacity = Some(tracker);
+        self
+    }
+
+    /// The capacity tracker, when there is one.
+    pub fn capacity(&self) -> Option<&CapacityTracker> {
+        self.capacity.as_ref()
+    }
+
+    /// The fleet last in force.
+    pub fn last_fleet(&self) -> &Fleet {
+        &self.last_fleet
+    }
+}
+
+/// Runs one cycle from `source` to `sink`, under the `cycle` span, and
+/// returns its outcome. The sink gets the outcome with its context
+/// ([`CycleEnd`]) before this returns; then the `cycle finished` line is
+/// logged.
+pub async fn run_cycle<S, C, K>(
+    state: &mut CycleState,
+    source: &S,
+    connect: &mut C,
+    sink: &mut K,
+    trigger: Trigger,
+) -> CycleOutcome
+where
+    S: SpecSource,
+    C: Connect,
+    K: CycleSink,
+{
+    let started = Instant::now();
+    let span = tracing::info_span!(target: LOG_TARGET, "cycle", trigger = trigger.as_str());
+    let outcome = async {
+        tracing::debug!(target: LOG_TARGET, trigger = trigger.as_str(), "cycle started");
+        let (outcome, invalid, capacity) = state.turn(source, connect, sink).await;
+        let end = CycleEnd {
+            outcome,
+            source: source.describe(),
+            fleet: &state.last_fleet,
+            invalid,
+            capacity,
+            unavailable_since: state
+                .capacity
+                .as_ref()
+                .map(CapacityTracker::unavailable_since)
+                .unwrap_or_default(),
+        };
+        sink.finished(&end).await;
+        end.outcome
+    }
+    .instrument(span)
+    .await;
+    let elapsed = started.elapsed();
+    sink.timed(outcome.code(), elapsed);
+    log_finished(trigger, &outcome, elapsed);
+    outcome
+}
+
+/// The `cycle finished` line: info for `no_changes` and `applied`, warn for
+/// any other outcome.
+fn log_finished(trigger: Trigger, outcome: &CycleOutcome, elapsed: Duration) {
+    let duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+    let trigger = trigger.as_str();
+    let code = outcome.code();
+    if outcome.converged() {
+        tracing::info!(target: LOG_TARGET, trigger, duration_ms, outcome = code, "cycle finished");
+    } else {
+        tracing::warn!(target: LOG_TARGET, trigger, duration_ms, outcome = code, "cycle finished");
+    }
+}
+
+type Turn = (CycleOutcome, BTreeMap<String, String>, Option<CapacityNote>);
+
+impl CycleState {
+    /// The cycle itself: its outcome, the invalid files' slices, and what
+    /// it knows about capacity (once it planned).
+    async fn turn<S, C, K>(&mut self, source: &S, connect: &mut C, sink: &mut K) -> Turn
+    where
+        S: SpecSource,
+        C: Connect,
+        K: CycleSink,
+    {
+        let where_ = source.describe();
+        let files = match source.read() {
+            Ok(Some(listing)) => {
+                sink.skipped(&listing.skipped);
+                listing.files
+            }
+            Ok(None) => {
+                decisions::refused_cycle("source_missing", &where_, &missing_message(&where_));
+                return (CycleOutcome::SourceMissing, BTreeMap::new(), None);
+            }
+            Err(e) => return (CycleOutcome::SourceUnreadable(e), BTreeMap::new(), None),
+        };
+        let resolved = match self.last_good.resolve(&files) {
+            Ok(r) => r,
+            Err(u) => {
+                return (
+                    CycleOutcome::InvalidSpecs(u.diagnostics),
+                    BTreeMap::new(),
+                    None,
+                );
+            }
+        };
+        sink.resolved(&resolved);
+        let invalid = invalid_slices(&resolved);
+        let Resolved {
+            fleet, left_out, ..
+        } = resolved;
+        if fleet.files == 0 && left_out.is_empty() && !self.options.plan.allow_empty_source {
+            decisions::refused_cycle("empty_source", &where_, &empty_message(&where_));
+            return (CycleOutcome::EmptySource, BTreeMap::new(), None);
+        }
+        self.last_fleet = fleet;
+        let fleet = &self.last_fleet;
+        let cloud = match connect.cloud(fleet).await {
+            Ok(c) => c,
+            Err(e) => return (CycleOutcome::ConnectFailed(e), invalid, None),
+        };
+
+        // Capacity holds: slices not retried while backing off, and pools
+        // the plan finds in an error state after a stockout.
+        let now = tokio::time::Instant::now();
+        let wall = Timestamp::now();
+        let mut holds = capacity::initial_holds(self.capacity.as_mut(), fleet, now);
+        let mut left_out_actions = Vec::new();
+        let mut found_in_plan = 0;
+        let capacity = &mut self.capacity;
+        let edit = |p: &mut Plan| {
+            if let Some(t) = capacity.as_mut() {
+                (left_out_actions, found_in_plan) =
+                    hold_for_capacity(p, fleet, t, &mut holds, now, wall);
+            }
+        };
+        // While a file that never was valid is left out, nothing is pruned.
+        let suspend_prune = !left_out.is_empty();
+        let progress: Arc<dyn Progress> =
+            Arc::new(Stoppable::new(sink.progress(), self.stop.clone()));
+        let approve = |plan: &Plan| {
+            sink.plan(plan);
+            if suspend_prune && plan.actions.iter().any(|a| a.action == ActionKind::Delete) {
+                Approval::Declined
+            } else {
+                Approval::Auto
+            }
+        };
+        let result =
+            engine::reconcile_with(fleet, &cloud, &self.options, edit, approve, progress).await;
+
+        let held = capacity::held_slices(holds, &left_out_actions);
+        for h in &held {
+            decisions::held(fleet, h);
+        }
+        let mut note = CapacityNote {
+            held,
+            unavailable: u64::try_from(found_in_plan).unwrap_or(u64::MAX),
+        };
+        let mut report = match result {
+            Ok(r) => r,
+            Err(e) => {
+                if let ReconcileError::Plan(_) = &e {
+                    decisions::refused_cycle(e.code(), &where_, &e.to_string());
+                }
+                return (CycleOutcome::Rejected(e), invalid, Some(note));
+            }
+        };
+        note.unavailable = note.unavailable.saturating_add(capacity::record(
+            self.capacity.as_mut(),
+            fleet,
+            &report,
+            &note.held,
+            now,
+            wall,
+        ));
+        capacity::report_holds(&mut report.slices, &note.held);
+        for d in &report.plan.deferred {
+            decisions::deferred(fleet, d);
+        }
+        if report.outcome == Outcome::Declined {
+            // The slices whose deletes wait say so (Refused), whether or
+            // not they are still in the specs.
+            report.refuse_deletes(PRUNING_SUSPENDED, &pruning_message(left_out.len(), &where_));
+            for r in &report.plan.refused {
+                decisions::refused(fleet, r);
+            }
+            let outcome = CycleOutcome::PruningSuspended {
+                report: Box::new(report),
+                left_out,
+            };
+            return (outcome, invalid, Some(note));
+        }
+        for r in &report.plan.refused {
+            decisions::refused(fleet, r);
+        }
+        let outcome = CycleOutcome::of_report(report, !note.held.is_empty());
+        (outcome, invalid, Some(note))
+    }
+}

@@ -1,0 +1,572 @@
+//! Every [`CycleOutcome`], driven through the recording fake cloud and real
+//! sources (a temporary directory, a ConfigMap snapshot), with no process.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use super::*;
+use crate::apply::ApplyOptions;
+use crate::cloud::fake::{FakeCloud, Fault};
+use crate::controller::capacity::RetryPolicy;
+use crate::controller::configmap::Snapshot;
+use crate::plan::{PlanMode, PlanOptions};
+use crate::resource::ClusterRef;
+use crate::resource::gke::NodePool;
+use crate::source::Skipped;
+
+pub(crate) const TARGET: &str = "apiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata:\n  name: t\nspec:\n  project: unit-project\n  zone: us-central1-b\n  ownerId: unit\n  gke:\n    location: us-central1\n    name: c\n";
+
+pub(crate) fn slice(name: &str, extra: &str) -> String {
+    slice_of(name, "1x1", extra)
+}
+
+fn slice_of(name: &str, topology: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata:\n  name: {name}\nspec:\n  target: t\n  backend: gke\n  accelerator: tpu-v6e-slice\n  topology: {topology}\n{extra}"
+    )
+}
+
+/// A slice of another offering than [`slice`]'s (the capacity cache is
+/// per offering).
+fn big() -> String {
+    slice_of("big", "2x2", "")
+}
+
+pub(crate) fn cluster() -> ClusterRef {
+    ClusterRef {
+        project: "unit-project".into(),
+        location: "us-central1".into(),
+        name: "c".into(),
+    }
+}
+
+fn options(max_destroy: usize) -> ReconcileOptions {
+    ReconcileOptions {
+        mode: PlanMode::Apply,
+        plan: PlanOptions {
+            max_destroy,
+            ..PlanOptions::default()
+        },
+        apply: ApplyOptions::default(),
+    }
+}
+
+pub(crate) fn state() -> CycleState {
+    CycleState::new(options(10), Arc::new(AtomicBool::new(false)))
+}
+
+pub(crate) fn tracked_state() -> CycleState {
+    state().with_capacity(CapacityTracker::new(RetryPolicy {
+        cache_ttl: Duration::from_secs(60),
+        initial: Duration::from_secs(60),
+        max: Duration::from_secs(600),
+    }))
+}
+
+/// A spec directory the test rewrites between cycles.
+pub(crate) struct Specs {
+    pub(crate) tmp: tempfile::TempDir,
+}
+
+impl Specs {
+    pub(crate) fn new(files: &[(&str, &str)]) -> Specs {
+        let s = Specs {
+            tmp: tempfile::tempdir().unwrap(),
+        };
+        s.set(files);
+        s
+    }
+
+    pub(crate) fn set(&self, files: &[(&str, &str)]) {
+        for e in std::fs::read_dir(self.tmp.path()).unwrap() {
+            std::fs::remove_file(e.unwrap().path()).unwrap();
+        }
+        for (name, text) in files {
+            std::fs::write(self.tmp.path().join(name), text).unwrap();
+        }
+    }
+
+    pub(crate) fn source(&self) -> DirSource {
+        DirSource {
+            dir: self.tmp.path().to_path_buf(),
+        }
+    }
+}
+
+/// The fake cloud, or a connection that fails.
+pub(crate) struct FakeConnect {
+    pub(crate) cloud: Option<Cloud>,
+    pub(crate) connects: usize,
+}
+
+impl FakeConnect {
+    pub(crate) fn to(cloud: Cloud) -> FakeConnect {
+        FakeConnect {
+            cloud: Some(cloud),
+            connects: 0,
+        }
+    }
+}
+
+impl Connect for FakeConnect {
+    async fn cloud(&mut self, _fleet: &Fleet) -> anyhow::Result<Cloud> {
+        self.connects += 1;
+        self.cloud
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("cannot reach the cloud"))
+    }
+}
+
+pub(crate) struct Quiet;
+impl Progress for Quiet {
+    fn started(&self, _: &str, _: &str) {}
+    fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
+}
+
+/// What the cycle told its sink.
+#[derive(Default)]
+struct Recorder {
+    skipped: Vec<PathBuf>,
+    resolved: usize,
+    plans: usize,
+    finished: Vec<&'static str>,
+    fleet: Vec<String>,
+    invalid: BTreeMap<String, String>,
+    capacity: Option<CapacityNote>,
+    source: String,
+    timed: Vec<String>,
+}
+
+impl CycleSink for Recorder {
+    fn progress(&mut self) -> Arc<dyn Progress> {
+        Arc::new(Quiet)
+    }
+
+    fn skipped(&mut self, skipped: &[Skipped]) {
+        self.skipped.extend(skipped.iter().map(|s| s.path.clone()));
+    }
+
+    fn resolved(&mut self, _: &Resolved) {
+        self.resolved += 1;
+    }
+
+    fn plan(&mut self, _: &Plan) {
+        self.plans += 1;
+    }
+
+    async fn finished(&mut self, end: &CycleEnd<'_>) {
+        self.finished.push(end.outcome.code());
+        self.fleet = end.fleet.slices.keys().cloned().collect();
+        self.invalid = end.invalid.clone();
+        self.capacity = end.capacity.clone();
+        self.source = end.source.clone();
+    }
+
+    fn timed(&mut self, code: &str, _: Duration) {
+        self.timed.push(code.to_string());
+    }
+}
+
+async fn cycle(
+    state: &mut CycleState,
+    source: &impl SpecSource,
+    connect: &mut FakeConnect,
+    sink: &mut Recorder,
+) -> CycleOutcome {
+    run_cycle(state, source, connect, sink, Trigger::Change).await
+}
+
+fn writes(fake: &FakeCloud) -> Vec<String> {
+    fake.calls()
+        .into_iter()
+        .filter(|c| !c.starts_with("list_") && !c.starts_with("get_"))
+        .collect()
+}
+
+#[tokio::test]
+async fn applied_then_no_changes_with_no_writes() {
+    let fake = FakeCloud::new();
+    let specs = Specs::new(&[("t.yaml", TARGET), ("a.yaml", &slice("a", ""))]);
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "applied");
+    let CycleOutcome::Applied(r) = &o else {
+        panic!("{o:?}")
+    };
+    assert_eq!(r.plan.summary.create, 1);
+    assert_eq!(fake.pools(&cluster()).len(), 1);
+    assert_eq!(sink.plans, 1, "the plan with changes went to the sink");
+    assert_eq!(sink.fleet, ["a"]);
+    assert_eq!(sink.capacity, Some(CapacityNote::default()));
+
+    let before = writes(&fake).len();
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "no_changes");
+    assert!(matches!(o, CycleOutcome::NoChanges(_)));
+    assert_eq!(writes(&fake).len(), before, "a steady state makes no write");
+    assert_eq!(sink.plans, 1, "no plan is shown without changes");
+    assert_eq!(sink.finished, ["applied", "no_changes"]);
+    assert_eq!(sink.timed, ["applied", "no_changes"]);
+    assert_eq!(conn.connects, 2);
+}
+
+#[tokio::test]
+async fn a_missing_directory_plans_nothing_and_keeps_the_last_fleet() {
+    let fake = FakeCloud::new();
+    let specs = Specs::new(&[("t.yaml", TARGET), ("a.yaml", &slice("a", ""))]);
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+    cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    let calls = fake.calls().len();
+
+    let gone = DirSource {
+        dir: specs.tmp.path().join("nowhere"),
+    };
+    let o = cycle(&mut st, &gone, &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "source_missing");
+    assert_eq!(
+        fake.calls().len(),
+        calls,
+        "nothing observed, nothing pruned"
+    );
+    assert_eq!(sink.fleet, ["a"], "the last fleet stays in force");
+    assert_eq!(sink.capacity, None);
+    assert_eq!(st.last_fleet().slices.len(), 1);
+}
+
+#[tokio::test]
+async fn an_absent_configmap_is_a_missing_source_and_its_keys_follow_the_one_rule() {
+    let fake = FakeCloud::new();
+    let (tx, rx) = tokio::sync::watch::channel(Some(Snapshot::Absent));
+    let src = ConfigMapSource {
+        name: "specs".into(),
+        latest: rx,
+    };
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+    let o = cycle(&mut st, &src, &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "source_missing");
+    assert_eq!(sink.source, "ConfigMap specs");
+    assert_eq!(conn.connects, 0);
+
+    let data: BTreeMap<String, Vec<u8>> = [
+        ("t.yaml", TARGET.to_string()),
+        ("a.yaml", slice("a", "")),
+        ("notes.txt", "not a spec".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.into_bytes()))
+    .collect();
+    tx.send_replace(Some(Snapshot::Data(data)));
+    let o = cycle(&mut st, &src, &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "applied");
+    assert!(sink.skipped.is_empty(), "{:?}", sink.skipped);
+    assert_eq!(fake.pools(&cluster()).len(), 1);
+}
+
+#[tokio::test]
+async fn an_unreadable_source_is_a_source_error() {
+    let fake = FakeCloud::new();
+    let bad: BTreeMap<String, Vec<u8>> = [("a.yaml".to_string(), vec![0xff, 0xfe])].into();
+    let (_tx, rx) = tokio::sync::watch::channel(Some(Snapshot::Data(bad)));
+    let src = ConfigMapSource {
+        name: "specs".into(),
+        latest: rx,
+    };
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+    let o = cycle(&mut st, &src, &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "source_error");
+    let CycleOutcome::SourceUnreadable(e) = &o else {
+        panic!("{o:?}")
+    };
+    assert!(e.to_string().contains("specs/a.yaml is not UTF-8"), "{e}");
+    assert_eq!(sink.resolved, 0);
+    assert!(fake.calls().is_empty());
+}
+
+#[tokio::test]
+async fn specs_no_valid_fleet_can_be_made_of_are_invalid_specs() {
+    let fake = FakeCloud::new();
+    let specs = Specs::new(&[("t.yaml", TARGET), ("a.yaml", &slice("a", ""))]);
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+    cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    let calls = fake.calls().len();
+    // a.yaml broken, and the Target its last good version needs is gone.
+    specs.set(&[("a.yaml", &slice("a", "  replicas: -1\n"))]);
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "invalid_specs", "{o:?}");
+    let CycleOutcome::InvalidSpecs(d) = &o else {
+        panic!("{o:?}")
+    };
+    assert!(!d.is_empty());
+    assert_eq!(fake.calls().len(), calls, "nothing observed");
+    assert_eq!(sink.fleet, ["a"], "the last fleet stays in force");
+}
+
+#[tokio::test]
+async fn an_empty_directory_is_refused_unless_allowed() {
+    let fake = FakeCloud::new();
+    let specs = Specs::new(&[("README.md", "not a spec")]);
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "empty_source");
+    assert!(matches!(o, CycleOutcome::EmptySource));
+    assert_eq!(conn.connects, 0);
+
+    let mut allowed = CycleState::new(
+        ReconcileOptions {
+            plan: PlanOptions {
+                allow_empty_source: true,
+                ..PlanOptions::default()
+            },
+            ..options(10)
+        },
+        Arc::new(AtomicBool::new(false)),
+    );
+    let o = cycle(&mut allowed, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "no_changes", "{o:?}");
+}
+
+#[tokio::test]
+async fn targets_alone_over_live_slices_are_rejected_by_the_planner() {
+    let fake = FakeCloud::new();
+    let specs = Specs::new(&[("t.yaml", TARGET), ("a.yaml", &slice("a", ""))]);
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+    cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+
+    specs.set(&[("t.yaml", TARGET)]);
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "empty_source");
+    assert!(
+        matches!(o, CycleOutcome::Rejected(ReconcileError::Plan(_))),
+        "{o:?}"
+    );
+    assert_eq!(fake.pools(&cluster()).len(), 1, "nothing pruned");
+    assert!(sink.capacity.is_some(), "it planned");
+}
+
+#[tokio::test]
+async fn an_unreachable_cloud_is_connect_failed() {
+    let specs = Specs::new(&[("t.yaml", TARGET), ("a.yaml", &slice("a", ""))]);
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect {
+        cloud: None,
+        connects: 0,
+    };
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "connect_failed");
+    let CycleOutcome::ConnectFailed(e) = &o else {
+        panic!("{o:?}")
+    };
+    assert_eq!(e.to_string(), "cannot reach the cloud");
+    assert_eq!(sink.plans, 0);
+}
+
+#[tokio::test]
+async fn a_failed_listing_is_observe_failed() {
+    let fake = FakeCloud::new();
+    fake.fail_next("list_node_pools", Fault::Unavailable);
+    let specs = Specs::new(&[("t.yaml", TARGET), ("a.yaml", &slice("a", ""))]);
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "observe_failed", "{o:?}");
+    assert!(fake.calls_of("create_node_pool").is_empty());
+}
+
+#[tokio::test]
+async fn more_deletes_than_the_cap_are_too_many_destructive() {
+    let fake = FakeCloud::new();
+    let specs = Specs::new(&[
+        ("t.yaml", TARGET),
+        ("a.yaml", &slice("a", "")),
+        ("b.yaml", &slice("b", "")),
+    ]);
+    let mut conn = FakeConnect::to(fake.cloud());
+    let mut sink = Recorder::default();
+    let mut st = CycleState::new(options(0), Arc::new(AtomicBool::new(false)));
+    assert_eq!(
+        cycle(&mut st, &specs.source(), &mut conn, &mut sink)
+            .await
+            .code(),
+        "applied"
+    );
+    specs.set(&[("t.yaml", TARGET), ("a.yaml", &slice("a", ""))]);
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "too_many_destructive", "{o:?}");
+    assert!(fake.calls_of("delete_node_pool").is_empty());
+}
+
+#[tokio::test]
+async fn a_name_taken_by_another_owner_is_refused_and_the_rest_applied() {
+    let fake = FakeCloud::new();
+    fake.seed_pool(
+        &cluster(),
+        NodePool {
+            name: "b-0".into(),
+            ..Default::default()
+        },
+    );
+    let specs = Specs::new(&[
+        ("t.yaml", TARGET),
+        ("a.yaml", &slice("a", "")),
+        ("b.yaml", &slice("b", "")),
+    ]);
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "refused", "{o:?}");
+    let CycleOutcome::Refused(r) = &o else {
+        panic!("{o:?}")
+    };
+    let codes: Vec<(&str, &str)> = r
+        .plan
+        .refused
+        .iter()
+        .map(|x| (x.slice.as_str(), x.code.as_str()))
+        .collect();
+    assert_eq!(codes, [("b", "name_taken")]);
+    assert_eq!(fake.calls_of("create_node_pool").len(), 1, "a is created");
+}
+
+#[tokio::test]
+async fn a_failed_create_is_failed_and_the_next_cycle_converges() {
+    let fake = FakeCloud::new();
+    fake.fail_next("create_node_pool", Fault::Unavailable);
+    let specs = Specs::new(&[("t.yaml", TARGET), ("a.yaml", &slice("a", ""))]);
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "failed", "{o:?}");
+    let r = o.report().unwrap();
+    assert_eq!(r.slices[0].failed[0].code, "cloud_unavailable");
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "applied");
+}
+
+#[tokio::test]
+async fn a_stockout_holds_the_slice_back_while_the_others_converge() {
+    let fake = FakeCloud::new();
+    fake.fail_next("create_node_pool", Fault::Stockout);
+    let specs = Specs::new(&[("t.yaml", TARGET), ("big.yaml", &big())]);
+    let (mut st, mut sink) = (tracked_state(), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "failed", "{o:?}");
+    assert_eq!(
+        sink.capacity.as_ref().map(|c| c.unavailable),
+        Some(1),
+        "{o:?}"
+    );
+    assert_eq!(st.capacity().map(|t| t.failures("big")), Some(1));
+    let creates = fake.calls_of("create_node_pool").len();
+
+    // Within the backoff: big is held, a new slice converges.
+    specs.set(&[
+        ("t.yaml", TARGET),
+        ("big.yaml", &big()),
+        ("tiny.yaml", &slice("tiny", "")),
+    ]);
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "capacity_held", "{o:?}");
+    let note = sink.capacity.clone().unwrap();
+    assert_eq!(note.held.len(), 1);
+    assert_eq!(note.held[0].slice, "big");
+    assert_eq!(note.held[0].code(), "stockout");
+    assert_eq!(note.held[0].left_out, ["create slice.big[0].node_pool"]);
+    assert_eq!(
+        fake.calls_of("create_node_pool").len(),
+        creates + 1,
+        "tiny only: no retry of big inside its backoff"
+    );
+    let r = o.report().unwrap();
+    let big = r.slices.iter().find(|s| s.slice == "big").unwrap();
+    assert_eq!(big.failed[0].code, "stockout", "its status says why");
+    assert!(big.failed[0].message.contains("held back"));
+}
+
+#[tokio::test]
+async fn a_file_that_never_was_valid_suspends_pruning() {
+    let fake = FakeCloud::new();
+    let specs = Specs::new(&[
+        ("t.yaml", TARGET),
+        ("a.yaml", &slice("a", "")),
+        ("b.yaml", &slice("b", "")),
+    ]);
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+    cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+
+    // b is gone from the specs, and a new file is broken: it may have
+    // been b's new home, so b is not deleted.
+    specs.set(&[
+        ("t.yaml", TARGET),
+        ("a.yaml", &slice("a", "")),
+        ("new.yaml", "kind: Slice\nmetadata: [broken\n"),
+    ]);
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "pruning_suspended", "{o:?}");
+    let CycleOutcome::PruningSuspended { report, left_out } = &o else {
+        panic!("{o:?}")
+    };
+    assert_eq!(left_out.len(), 1);
+    assert!(left_out[0].ends_with("new.yaml"), "{left_out:?}");
+    let refused: Vec<(&str, &str)> = report
+        .plan
+        .refused
+        .iter()
+        .map(|r| (r.slice.as_str(), r.code.as_str()))
+        .collect();
+    assert_eq!(refused, [("b", PRUNING_SUSPENDED)]);
+    assert!(report.slices.iter().any(|s| s.slice == "b" && !s.ok()));
+    assert!(fake.calls_of("delete_node_pool").is_empty());
+    assert_eq!(sink.plans, 2, "the declined plan was shown");
+}
+
+#[tokio::test]
+async fn a_held_file_names_its_slices_as_invalid() {
+    let fake = FakeCloud::new();
+    let specs = Specs::new(&[("t.yaml", TARGET), ("a.yaml", &slice("a", ""))]);
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+    cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    specs.set(&[
+        ("t.yaml", TARGET),
+        ("a.yaml", &slice("a", "  replicas: -1\n")),
+    ]);
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "no_changes", "its last good version stands");
+    assert_eq!(sink.invalid.keys().collect::<Vec<_>>(), ["a"]);
+}
+
+/// Sources are read the same way the loop sees them: a directory's
+/// skipped entries reach the sink.
+#[tokio::test]
+async fn a_near_miss_in_the_directory_is_reported_skipped() {
+    let fake = FakeCloud::new();
+    let specs = Specs::new(&[
+        ("t.yaml", TARGET),
+        ("a.yaml", &slice("a", "")),
+        ("b.yaml.bak", &slice("b", "")),
+    ]);
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "applied");
+    let names: Vec<&str> = sink
+        .skipped
+        .iter()
+        .filter_map(|p| Path::file_name(p)?.to_str())
+        .collect();
+    assert_eq!(names, ["b.yaml.bak"]);
+}

@@ -1,0 +1,914 @@
+//! The planner's decisions, one phase at a time, the way Terraform's plan
+//! walker decides once per node: what is desired and what could not be
+//! observed ([`Planner::new`]), names two slices would share
+//! ([`Planner::name_collisions`]), one decision per desired resource
+//! ([`Planner::decide_desired`]), resources that go with a dependency
+//! created again ([`Planner::cascade_dependents`]), Nodes that will not
+//! join by themselves ([`Planner::announce_lost_nodes`]), one decision per
+//! owned live resource no longer desired ([`Planner::decide_orphan`]), the
+//! rest of a refused slice replica held back ([`hold_back`]), the safety
+//! rails over the whole plan ([`Planner::safety_rails`]), and the plan in
+//! the order it runs ([`Planner::assemble`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::ownership::Ownership;
+use super::{
+    Action, ActionKind, Body, Comparison, Deferred, Desired, Inventory, Kind, KindId, LiveResource,
+    LiveState, Owners, Plan, PlanError, PlanMode, PlanOptions, Reason, Refusal, ResourceId, Scope,
+    SliceRef, Summary, Unmanaged, delete_reason, disruption, empty_target, lost_nodes_note,
+    other_source, other_source_refusal, owner_change_hint, protected, protection_unknown, rank_str,
+    refusal, renames, render_fleet_at, replace_reason, replica_indices, stems, target_removed,
+};
+use crate::spec::Fleet;
+
+/// (owner id, slice, replica): a slice replica across owners.
+type ReplicaKey = (String, String, u32);
+
+/// What the phases read: the fleet, the inventory, the kinds, and what is
+/// worked out from them once.
+pub(super) struct Planner<'a> {
+    fleet: &'a Fleet,
+    inv: &'a Inventory,
+    kinds: &'a [&'a dyn Kind],
+    opts: &'a PlanOptions,
+    mode: PlanMode,
+    owners: Owners,
+    /// Slice replica → the name stem its resources render under (declared
+    /// renames).
+    stems: BTreeMap<(String, u32), String>,
+    /// What the specs render, in scopes that could be observed.
+    desired: Vec<Desired>,
+    /// Their ids.
+    wanted: BTreeSet<ResourceId>,
+    deferred: Vec<Deferred>,
+    live_by_id: BTreeMap<ResourceId, &'a LiveResource>,
+    /// Per owned slice replica: how many hosts carry its per-host
+    /// protection stamp (a self-managed slice's Nodes).
+    stamped_hosts: BTreeMap<ReplicaKey, u32>,
+    /// Per owned slice replica: how many hosts run (its MIG's RUNNING VMs),
+    /// where, and in which group.
+    running_hosts: BTreeMap<ReplicaKey, (u32, &'a Scope, String)>,
+}
+
+/// What the phases decide.
+#[derive(Default)]
+pub(super) struct Decisions<'d> {
+    actions: Vec<Action>,
+    unmanaged: Vec<Unmanaged>,
+    refused: Vec<Refusal>,
+    errors: Vec<PlanError>,
+    /// Unchanged desired resources that go with their dependencies, looked
+    /// at again once every action is known.
+    unchanged: Vec<(&'d Desired, &'d LiveResource)>,
+    /// Owned live resources seen (for the empty-source guard's message).
+    owned_live: usize,
+}
+
+/// Builds the plan: the phases in order.
+pub(super) fn build(
+    fleet: &Fleet,
+    inv: &Inventory,
+    kinds: &[&dyn Kind],
+    opts: &PlanOptions,
+    mode: PlanMode,
+) -> Result<Plan, PlanError> {
+    let planner = Planner::new(fleet, inv, kinds, opts, mode);
+    let mut out = Decisions {
+        errors: planner.name_collisions(),
+        ..Decisions::default()
+    };
+    for d in &planner.desired {
+        planner.decide_desired(d, &mut out);
+    }
+    planner.cascade_dependents(&mut out);
+    planner.announce_lost_nodes(&mut out.actions);
+    for kind in kinds {
+        for l in inv.live(kind.id()) {
+            planner.decide_orphan(*kind, l, &mut out);
+        }
+    }
+    hold_back(&mut out.actions, &mut out.refused);
+    planner.safety_rails(&mut out)?;
+    Ok(planner.assemble(out))
+}
+
+impl<'a> Planner<'a> {
+    /// What is desired (rendered at the replica indices kept, under the
+    /// declared renames' stems), what could not be observed, the live
+    /// resources by id, and the host counts of each owned slice replica.
+    pub(super) fn new(
+        fleet: &'a Fleet,
+        inv: &'a Inventory,
+        kinds: &'a [&'a dyn Kind],
+        opts: &'a PlanOptions,
+        mode: PlanMode,
+    ) -> Planner<'a> {
+        let indices = replica_indices(fleet, inv, kinds);
+        let stems = match mode {
+            PlanMode::Apply => stems(fleet, inv, kinds, &indices),
+            PlanMode::Destroy => BTreeMap::new(),
+        };
+        let mut desired: Vec<Desired> = match mode {
+            PlanMode::Apply => render_fleet_at(fleet, kinds, &indices, &stems),
+            PlanMode::Destroy => Vec::new(),
+        };
+        // Scopes that could not be observed are left out, and said so.
+        let mut deferred: Vec<Deferred> = inv
+            .deferred
+            .iter()
+            .map(|(scope, reason)| Deferred {
+                scope: scope.clone(),
+                reason: reason.clone(),
+                resources: desired.iter().filter(|d| &d.id.scope == scope).count(),
+            })
+            .collect();
+        deferred.sort_by(|a, b| a.scope.cmp(&b.scope));
+        desired.retain(|d| !inv.deferred.contains_key(&d.id.scope));
+        let mut planner = Planner {
+            fleet,
+            inv,
+            kinds,
+            opts,
+            mode,
+            owners: Owners::of(fleet),
+            stems,
+            wanted: desired.iter().map(|d| d.id.clone()).collect(),
+            desired,
+            deferred,
+            live_by_id: BTreeMap::new(),
+            stamped_hosts: BTreeMap::new(),
+            running_hosts: BTreeMap::new(),
+        };
+        planner.index_live();
+        planner
+    }
+
+    /// Live resources by id, and per owned slice replica how many hosts
+    /// carry its protection stamp and how many run: whether the Nodes can
+    /// speak for every running host (a MIG without a stamp of its own), and
+    /// whether Nodes are lost.
+    fn index_live(&mut self) {
+        for kind in self.kinds {
+            for l in self.inv.live(kind.id()) {
+                self.live_by_id.insert(
+                    ResourceId {
+                        scope: l.scope.clone(),
+                        kind: kind.id(),
+                        name: kind.name(&l.body),
+                    },
+                    l,
+                );
+                let Some(o) = kind.ownership(&l.body) else {
+                    continue;
+                };
+                if !self.owners.owns(&l.scope, Some(&o)) {
+                    continue;
+                }
+                let key = (o.owner, o.slice, o.replica);
+                if let Some(n) = kind.stamped_hosts(&l.body) {
+                    *self.stamped_hosts.entry(key.clone()).or_default() += n;
+                }
+                if let Some(n) = kind.running_hosts(&l.body) {
+                    self.running_hosts
+                        .insert(key, (n, &l.scope, kind.name(&l.body)));
+                }
+            }
+        }
+    }
+
+    fn kind_of(&self, id: KindId) -> Option<&'a dyn Kind> {
+        self.kinds.iter().copied().find(|k| k.id() == id)
+    }
+
+    /// Validation rejects slices whose names collide (see
+    /// `spec::validate::check_name_collisions`); refuse here too rather than
+    /// trust it, since two slices sharing a name would fight over one pool.
+    pub(super) fn name_collisions(&self) -> Vec<PlanError> {
+        let mut errors = Vec::new();
+        let mut seen: BTreeMap<&ResourceId, &SliceRef> = BTreeMap::new();
+        for d in &self.desired {
+            if let Some(first) = seen.insert(&d.id, &d.owner) {
+                errors.push(PlanError::NameCollision {
+                    kind: "resource",
+                    name: d.id.name.clone(),
+                    scope: d.id.scope.to_string(),
+                    note: format!(
+                        "both slice {} replica {} and slice {} replica {} render to this name",
+                        first.slice, first.replica, d.owner.slice, d.owner.replica
+                    ),
+                });
+            }
+        }
+        errors
+    }
+
+    /// The one decision for a desired resource: create it, leave it, wait
+    /// on it, update or replace it, or refuse (someone else's, another
+    /// source's, protected).
+    pub(super) fn decide_desired<'d>(&self, d: &'d Desired, out: &mut Decisions<'d>)
+    where
+        'a: 'd,
+    {
+        let Some(kind) = self.kind_of(d.id.kind) else {
+            return;
+        };
+        let running = self
+            .inv
+            .running_operation(d.id.kind, &d.id.scope, &d.id.name);
+        let op = running.map(|o| o.name.clone());
+        let Some(live) = self.live_by_id.get(&d.id).copied() else {
+            out.actions.push(action(
+                d,
+                kind,
+                ActionKind::Create,
+                Reason::Missing,
+                None,
+                Some(d.body.clone()),
+                op,
+            ));
+            return;
+        };
+        let own = kind.ownership(&live.body);
+        if !self.owners.owns(&d.id.scope, own.as_ref()) {
+            self.not_ours(d, kind, live, own.as_ref(), out);
+            return;
+        }
+        if let Some(o) = own.as_ref()
+            && let Some(t) = other_source(self.fleet, o)
+        {
+            let a = action(
+                d,
+                kind,
+                ActionKind::Update,
+                Reason::InPlaceFieldsChanged { groups: Vec::new() },
+                None,
+                None,
+                None,
+            );
+            let msg = other_source_refusal(&a, o, t, self.mode);
+            out.refused.push(refusal(&a, "other_source", msg));
+            return;
+        }
+        let Some(planned) = self.diff(d, kind, live, own.as_ref(), out) else {
+            return;
+        };
+        if planned.action == ActionKind::Replace {
+            self.guard_replacement(d, kind, live, own.as_ref(), planned, out);
+        } else {
+            out.actions.push(planned);
+        }
+    }
+
+    /// A desired name held by a resource this reconciler does not own: a
+    /// shared one (the cluster's device plugin) is used as it is; anything
+    /// else refuses the create (`name_taken`), saying whose it is.
+    fn not_ours(
+        &self,
+        d: &Desired,
+        kind: &dyn Kind,
+        live: &LiveResource,
+        own: Option<&Ownership>,
+        out: &mut Decisions<'_>,
+    ) {
+        if kind.shared() {
+            out.unmanaged.push(Unmanaged {
+                kind: kind.id().as_str(),
+                name: d.id.name.clone(),
+                scope: d.id.scope.clone(),
+                note: format!(
+                    "{}; shared by every slice on this cluster, so slicectl uses it as it is",
+                    kind.unmanaged_note(&live.body)
+                ),
+            });
+            return;
+        }
+        let a = action(
+            d,
+            kind,
+            ActionKind::Create,
+            Reason::Missing,
+            None,
+            None,
+            None,
+        );
+        let msg = PlanError::NameTaken {
+            kind: kind.noun(),
+            name: d.id.name.clone(),
+            scope: d.id.scope.to_string(),
+            note: kind.unmanaged_note(&live.body),
+            hint: format!(
+                "{}{}",
+                kind.reclaim_hint(d, &live.body),
+                owner_change_hint(d, own, kind.owner_relabels_in_place())
+            ),
+        };
+        out.refused.push(refusal(&a, "name_taken", msg.to_string()));
+    }
+
+    /// The action that brings an owned live resource to `d`, from its state
+    /// and the kind's comparison; `None` when it is in sync (an unchanged
+    /// resource that goes with its dependencies is kept for
+    /// [`Planner::cascade_dependents`]).
+    fn diff<'d>(
+        &self,
+        d: &'d Desired,
+        kind: &dyn Kind,
+        live: &'d LiveResource,
+        own: Option<&Ownership>,
+        out: &mut Decisions<'d>,
+    ) -> Option<Action> {
+        let running = self
+            .inv
+            .running_operation(d.id.kind, &d.id.scope, &d.id.name);
+        let op = running.map(|o| o.name.clone());
+        let before = Some(kind.display_live(&live.body, Some(d)));
+        let wait = |o: &super::OperationRecord| Reason::OperationInFlight {
+            operation: o.name.clone(),
+            operation_type: o.operation_type.clone(),
+        };
+        let planned = match kind.state(&live.body) {
+            LiveState::Stopping => action(
+                d,
+                kind,
+                ActionKind::Create,
+                Reason::RecreateAfterDelete,
+                None,
+                Some(d.body.clone()),
+                op,
+            ),
+            // An operation still runs on it (GKE retrying a stockout that
+            // left the pool RUNNING_WITH_ERROR, say): wait for it, as for a
+            // healthy resource, rather than replace under it.
+            LiveState::Error { .. } if running.is_some() => action(
+                d,
+                kind,
+                ActionKind::Wait,
+                running.map(wait).unwrap_or(Reason::Missing),
+                before,
+                None,
+                op,
+            ),
+            LiveState::Error { status, detail } => {
+                let mut a = action(
+                    d,
+                    kind,
+                    ActionKind::Replace,
+                    Reason::ErrorState { status, detail },
+                    before,
+                    Some(d.body.clone()),
+                    None,
+                );
+                a.changes = match kind.compare(d, &live.body) {
+                    Comparison::Equal => Vec::new(),
+                    Comparison::Update { changes, .. } | Comparison::Replace { changes, .. } => {
+                        changes
+                    }
+                };
+                a
+            }
+            LiveState::Ok => match kind.compare(d, &live.body) {
+                Comparison::Equal if running.is_none() && kind.replaced_with_dependencies() => {
+                    out.unchanged.push((d, live));
+                    return None;
+                }
+                Comparison::Equal => {
+                    let o = running?;
+                    action(d, kind, ActionKind::Wait, wait(o), before, None, op)
+                }
+                Comparison::Update { changes, groups } => {
+                    // A declared rename relabels the adopted resource (one
+                    // whose ownership can change in place).
+                    let renamed = own.filter(|o| {
+                        kind.ownership(&d.body)
+                            .is_some_and(|w| w.slice == d.owner.slice && o.slice != w.slice)
+                    });
+                    let reason = match renamed {
+                        Some(o) => Reason::Renamed {
+                            from: o.slice.clone(),
+                        },
+                        None => Reason::InPlaceFieldsChanged {
+                            groups: groups.iter().copied().collect(),
+                        },
+                    };
+                    let mut a = action(
+                        d,
+                        kind,
+                        ActionKind::Update,
+                        reason,
+                        before,
+                        Some(d.body.clone()),
+                        op,
+                    );
+                    a.changes = changes;
+                    a.groups = groups;
+                    a
+                }
+                Comparison::Replace { changes, hash_only } => {
+                    let mut a = action(
+                        d,
+                        kind,
+                        ActionKind::Replace,
+                        replace_reason(&changes, hash_only),
+                        before,
+                        Some(d.body.clone()),
+                        op,
+                    );
+                    a.changes = changes;
+                    a
+                }
+            },
+        };
+        Some(planned)
+    }
+
+    /// A replacement goes ahead unless the spec or the live stamp protects
+    /// the slice. When only the live stamp does (the spec lifted it), this
+    /// apply lifts the stamp in place and the next one replaces: protection
+    /// always takes two applies to remove, so one commit cannot bypass it.
+    fn guard_replacement(
+        &self,
+        d: &Desired,
+        kind: &dyn Kind,
+        live: &LiveResource,
+        own: Option<&Ownership>,
+        planned: Action,
+        out: &mut Decisions<'_>,
+    ) {
+        let live_protected = own.is_some_and(|o| o.prevent_destroy);
+        if !d.prevent_destroy && !live_protected {
+            out.actions.push(planned);
+            return;
+        }
+        if d.prevent_destroy {
+            let mut msg = protected(&planned, self.mode, true).to_string();
+            if let LiveState::Error { status, .. } = kind.state(&live.body) {
+                msg.push_str(&kind.error_recovery_hint(&d.id, &status));
+            }
+            out.refused.push(refusal(&planned, "protected", msg));
+            return;
+        }
+        match kind.lift_protection(d, &live.body) {
+            Some((body, Comparison::Update { changes, groups })) => {
+                out.refused.push(refusal(
+                    &planned,
+                    "protected_live",
+                    format!(
+                        "{} ({}) is still protected by preventDestroy on the live {}, so this apply does not replace it ({}). \
+                         Your spec no longer protects it: this apply lifts the protection in place; apply again to replace it",
+                        planned.address(),
+                        planned.id.name,
+                        kind.noun(),
+                        planned.reason_text()
+                    ),
+                ));
+                let mut lift = planned;
+                lift.action = ActionKind::Update;
+                lift.reason = Reason::LiftProtection;
+                lift.changes = changes;
+                lift.groups = groups;
+                lift.desired = Some(body);
+                out.actions.push(lift);
+            }
+            _ => {
+                let msg = protected(&planned, self.mode, true).to_string();
+                out.refused.push(refusal(&planned, "protected", msg));
+            }
+        }
+    }
+
+    /// The dependency a resource of `owner` and `kind` is made from, when
+    /// that dependency is created again or replaced: `(its noun, replaced)`.
+    fn goes_with(
+        &self,
+        owner: &SliceRef,
+        kind: &dyn Kind,
+        actions: &[Action],
+    ) -> Option<(&'static str, bool)> {
+        actions
+            .iter()
+            .find(|a| {
+                &a.owner == owner
+                    && kind.depends_on().contains(&a.id.kind)
+                    && self.kind_of(a.id.kind).is_some_and(|k| !k.shared())
+                    && matches!(a.action, ActionKind::Create | ActionKind::Replace)
+            })
+            .map(|a| (a.noun, a.action == ActionKind::Replace))
+    }
+
+    /// A resource made from one that is created again or replaced goes with
+    /// it, whether it was unchanged or only to be updated.
+    pub(super) fn cascade_dependents(&self, out: &mut Decisions<'_>) {
+        let how = |replaced: bool| {
+            if replaced {
+                "replaced"
+            } else {
+                "created again"
+            }
+        };
+        let snapshot: Vec<(usize, &'static str, bool)> = out
+            .actions
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.action == ActionKind::Update)
+            .filter_map(|(i, a)| {
+                let kind = self
+                    .kind_of(a.id.kind)
+                    .filter(|k| k.replaced_with_dependencies())?;
+                let (noun, replaced) = self.goes_with(&a.owner, kind, &out.actions)?;
+                Some((i, noun, replaced))
+            })
+            .collect();
+        for (i, noun, replaced) in snapshot {
+            let a = &mut out.actions[i];
+            a.action = ActionKind::Replace;
+            a.groups.clear();
+            a.reason = Reason::DependencyReplaced {
+                noun,
+                how: how(replaced),
+            };
+        }
+        for (d, live) in std::mem::take(&mut out.unchanged) {
+            let Some(kind) = self.kind_of(d.id.kind) else {
+                continue;
+            };
+            let Some((dep_noun, replaced)) = self.goes_with(&d.owner, kind, &out.actions) else {
+                continue;
+            };
+            let planned = action(
+                d,
+                kind,
+                ActionKind::Replace,
+                Reason::DependencyReplaced {
+                    noun: dep_noun,
+                    how: how(replaced),
+                },
+                Some(kind.display_live(&live.body, Some(d))),
+                Some(d.body.clone()),
+                None,
+            );
+            let stamped = kind
+                .ownership(&live.body)
+                .is_some_and(|o| o.prevent_destroy);
+            if d.prevent_destroy || stamped {
+                let msg = protected(&planned, self.mode, true).to_string();
+                out.refused.push(refusal(&planned, "protected", msg));
+                continue;
+            }
+            out.actions.push(planned);
+        }
+    }
+
+    /// Nodes planned to join while some of the replica's VMs already run:
+    /// say that a VM whose Node was deleted will not join again by itself,
+    /// and plan its recreation where the kind can.
+    pub(super) fn announce_lost_nodes(&self, actions: &mut [Action]) {
+        for a in actions {
+            if !matches!(a.action, ActionKind::Create | ActionKind::Update)
+                || !self.kind_of(a.id.kind).is_some_and(|k| k.reports_nodes())
+            {
+                continue;
+            }
+            let Some(owner) = self
+                .fleet
+                .slices
+                .get(&a.owner.slice)
+                .and_then(|s| self.fleet.target_of(s))
+                .map(|t| t.spec.owner_id.clone())
+            else {
+                continue;
+            };
+            let key = (owner, a.owner.slice.clone(), a.owner.replica);
+            let seen = self.stamped_hosts.get(&key).copied().unwrap_or(0);
+            let Some((running, scope, mig)) = self.running_hosts.get(&key).filter(|r| r.0 > seen)
+            else {
+                continue;
+            };
+            let live = self.live_by_id.get(&a.id).map(|l| &l.body);
+            match self
+                .kind_of(a.id.kind)
+                .and_then(|k| k.recreate_lost_hosts(live))
+            {
+                // The fix is planned, with the usual consent, and counted as
+                // a disruption: the executor recreates only VMs that joined
+                // and lost their Node.
+                Some(group) => {
+                    a.groups.insert(group);
+                    a.reason = Reason::NodeLost {
+                        mig: mig.clone(),
+                        running: *running,
+                        nodes: seen,
+                    };
+                }
+                None => a.changes.push(lost_nodes_note(*running, seen, scope, mig)),
+            }
+        }
+    }
+
+    /// The one decision for a live resource: not owned → listed as
+    /// unmanaged (where a Target names its scope); owned and desired →
+    /// decided above; owned and not desired → deleted, unless a guard
+    /// refuses (another source's, protected, the per-Target empty-source
+    /// guard, a removed Target, protection unknown).
+    pub(super) fn decide_orphan(&self, kind: &dyn Kind, l: &LiveResource, out: &mut Decisions<'_>) {
+        let name = kind.name(&l.body);
+        let own = kind.ownership(&l.body);
+        // Left behind: in a cluster (or zone) no Target names any more
+        // (observed only because it holds this fleet's resources).
+        let left = self.owners.left_behind(&l.scope, own.as_ref());
+        let Some(o) = own.filter(|o| left || self.owners.owns(&l.scope, Some(o))) else {
+            // Someone else's resources in a scope no Target names are none
+            // of this fleet's business: not even listed.
+            if kind.lists_unmanaged() && self.owners.by_scope.contains_key(&l.scope) {
+                out.unmanaged.push(Unmanaged {
+                    kind: kind.id().as_str(),
+                    name,
+                    scope: l.scope.clone(),
+                    note: kind.unmanaged_note(&l.body),
+                });
+            }
+            return;
+        };
+        out.owned_live += 1;
+        let id = ResourceId {
+            scope: l.scope.clone(),
+            kind: kind.id(),
+            name,
+        };
+        if self.wanted.contains(&id) {
+            return;
+        }
+        let a = self.orphan_action(kind, l, id, &o);
+        match self.orphan_guard(kind, l, &a, &o, left) {
+            Some((code, msg)) => out.refused.push(refusal(&a, code, msg)),
+            None => out.actions.push(a),
+        }
+    }
+
+    /// What becomes of an owned live resource no longer desired: waited on
+    /// while it is being deleted, else deleted (why: see
+    /// [`delete_reason`]).
+    fn orphan_action(
+        &self,
+        kind: &dyn Kind,
+        l: &LiveResource,
+        id: ResourceId,
+        o: &Ownership,
+    ) -> Action {
+        let running = self.inv.running_operation(kind.id(), &id.scope, &id.name);
+        let (action, reason) = if kind.state(&l.body) == LiveState::Stopping {
+            (
+                ActionKind::Wait,
+                Reason::BeingDeleted {
+                    operation: running.map(|r| r.name.clone()),
+                },
+            )
+        } else if self.mode == PlanMode::Destroy {
+            (ActionKind::Delete, Reason::Destroy)
+        } else {
+            (
+                ActionKind::Delete,
+                delete_reason(self.fleet, &self.desired, kind, o),
+            )
+        };
+        Action {
+            id,
+            owner: SliceRef {
+                slice: o.slice.clone(),
+                replica: o.replica,
+            },
+            action,
+            reason,
+            changes: Vec::new(),
+            groups: BTreeSet::new(),
+            before: Some(kind.display_live(&l.body, None)),
+            desired: None,
+            operation: running.map(|r| r.name.clone()),
+            timeout: crate::spec::DEFAULT_OPERATION_TIMEOUT,
+            noun: kind.noun(),
+        }
+    }
+
+    /// The guard that refuses the delete `a` of an owned live resource, if
+    /// any: `(code, message)`.
+    fn orphan_guard(
+        &self,
+        kind: &dyn Kind,
+        l: &LiveResource,
+        a: &Action,
+        o: &Ownership,
+        left: bool,
+    ) -> Option<(&'static str, String)> {
+        if a.action != ActionKind::Delete {
+            return None;
+        }
+        let opts = self.opts;
+        let not_in_specs = a.reason == Reason::NotInSpecs;
+        let spec = self.fleet.slices.get(&a.owner.slice);
+        // Another source's slice: refused, in a destroy too; an apply
+        // deletes it only with the override (its Target was removed together
+        // with its Slices: as the empty-source guard). In a scope no Target
+        // names any more, an apply says so (`target_removed`, below).
+        let removed_here = left && not_in_specs;
+        if let Some(t) = other_source(self.fleet, o)
+            && (self.mode == PlanMode::Destroy || (!opts.allow_empty_source && !removed_here))
+        {
+            return Some(("other_source", other_source_refusal(a, o, t, self.mode)));
+        }
+        // Every stamp is current (kept in step by each apply), so each
+        // protects on its own: a pool's label, a MIG's description, a Node's
+        // label.
+        if o.prevent_destroy {
+            return Some((
+                "protected",
+                protected(a, self.mode, spec.is_some()).to_string(),
+            ));
+        }
+        if not_in_specs
+            && !opts.allow_empty_source
+            && !self.fleet.slices.is_empty()
+            && let Some(msg) = empty_target(self.fleet, a, o)
+        {
+            return Some(("empty_target", msg));
+        }
+        if left && not_in_specs && !opts.allow_empty_source {
+            return Some(("target_removed", target_removed(a, o)));
+        }
+        // A MIG made before MIGs were stamped says nothing: its Nodes must,
+        // one for every running VM.
+        let seen = self
+            .stamped_hosts
+            .get(&(o.owner.clone(), o.slice.clone(), o.replica))
+            .copied()
+            .unwrap_or(0);
+        let running = kind.running_hosts(&l.body).unwrap_or(0);
+        if spec.is_none()
+            && kind.protection_unrecorded(&l.body)
+            && !opts.allow_unverified_delete
+            && running > seen
+        {
+            return Some(("protection_unknown", protection_unknown(a, running, seen)));
+        }
+        None
+    }
+
+    /// The rails over the whole plan: an apply that would prune while the
+    /// specs define no slice, and more destructive actions than allowed.
+    /// Every error found (name collisions included) is reported at once.
+    pub(super) fn safety_rails(&self, out: &mut Decisions<'_>) -> Result<(), PlanError> {
+        if self.mode == PlanMode::Apply {
+            let pruning = out
+                .actions
+                .iter()
+                .filter(|a| a.action == ActionKind::Delete)
+                .count()
+                + out
+                    .refused
+                    .iter()
+                    .filter(|r| r.action == ActionKind::Delete)
+                    .count();
+            if self.fleet.slices.is_empty() && pruning > 0 && !self.opts.allow_empty_source {
+                out.errors.insert(
+                    0,
+                    PlanError::EmptySource {
+                        live: out.owned_live,
+                    },
+                );
+            }
+        }
+        let destructive: Vec<&Action> = out
+            .actions
+            .iter()
+            .filter(|a| a.action.is_destructive() || disruption(a) > 0)
+            .collect();
+        let count: usize = destructive.iter().map(|a| disruption(a).max(1)).sum();
+        if count > self.opts.max_destroy {
+            let slices: BTreeSet<String> = destructive
+                .iter()
+                .map(|a| format!("{}[{}]", a.owner.slice, a.owner.replica))
+                .collect();
+            out.errors.push(PlanError::TooManyDestructive {
+                count,
+                max: self.opts.max_destroy,
+                slices: slices.into_iter().collect(),
+            });
+        }
+        match out.errors.len() {
+            0 => Ok(()),
+            1 => Err(out.errors.remove(0)),
+            _ => Err(PlanError::Multiple(std::mem::take(&mut out.errors))),
+        }
+    }
+
+    /// The plan, in the order it runs: by slice replica then kind, refusals
+    /// likewise, and a slice that looks renamed right after the slice it
+    /// looks renamed to (creates first).
+    pub(super) fn assemble(&self, out: Decisions<'_>) -> Plan {
+        let kinds = self.kinds;
+        let Decisions {
+            mut actions,
+            mut unmanaged,
+            mut refused,
+            ..
+        } = out;
+        let rank = |k: KindId| kinds.iter().position(|x| x.id() == k).unwrap_or(usize::MAX);
+        actions.sort_by(|a, b| {
+            (&a.owner, rank(a.id.kind), &a.id.name).cmp(&(&b.owner, rank(b.id.kind), &b.id.name))
+        });
+        unmanaged.sort_by(|a, b| (&a.scope, &a.name).cmp(&(&b.scope, &b.name)));
+        refused.sort_by(|a, b| {
+            (&a.slice, a.replica, rank_str(kinds, a.kind), &a.name).cmp(&(
+                &b.slice,
+                b.replica,
+                rank_str(kinds, b.kind),
+                &b.name,
+            ))
+        });
+        let renames = match self.mode {
+            PlanMode::Apply => renames(self.fleet, self.inv, kinds, &self.stems, &actions),
+            PlanMode::Destroy => Vec::new(),
+        };
+        if renames.iter().any(|r| !r.declared) {
+            actions.sort_by_key(|a| {
+                match renames
+                    .iter()
+                    .find(|r| !r.declared && r.from == a.owner.slice)
+                {
+                    Some(r) => (r.to.clone(), 1u8),
+                    None => (a.owner.slice.clone(), 0u8),
+                }
+            });
+        }
+        let mut plan = Plan {
+            observed_fingerprint: self.inv.fingerprint(kinds),
+            mode: self.mode,
+            actions,
+            unmanaged,
+            refused,
+            deferred: self.deferred.clone(),
+            renames,
+            summary: Summary::default(),
+        };
+        plan.summary = plan.count();
+        plan
+    }
+}
+
+/// A refused resource holds back the creates, replacements and deletes of
+/// the rest of its slice replica (a policy must not be replaced under a
+/// pool that stays, nor created for a pool that cannot be); its updates
+/// and waits go on.
+pub(super) fn hold_back(actions: &mut Vec<Action>, refused: &mut Vec<Refusal>) {
+    let held: BTreeMap<(String, u32), String> = refused
+        .iter()
+        .map(|r| ((r.slice.clone(), r.replica), r.address.clone()))
+        .collect();
+    let (kept, held_back): (Vec<Action>, Vec<Action>) =
+        std::mem::take(actions).into_iter().partition(|a| {
+            !held.contains_key(&(a.owner.slice.clone(), a.owner.replica))
+                || matches!(a.action, ActionKind::Update | ActionKind::Wait)
+        });
+    *actions = kept;
+    for a in held_back {
+        let by = held
+            .get(&(a.owner.slice.clone(), a.owner.replica))
+            .cloned()
+            .unwrap_or_default();
+        let msg = format!(
+            "{} is held back ({} {}): {by} of the same slice replica is refused",
+            a.address(),
+            a.action.as_str(),
+            a.id.name
+        );
+        refused.push(refusal(&a, "held_back", msg));
+    }
+}
+
+/// An action on desired resource `d`, with no field changes yet.
+fn action(
+    d: &Desired,
+    kind: &dyn Kind,
+    action: ActionKind,
+    reason: Reason,
+    before: Option<serde_json::Value>,
+    desired: Option<Body>,
+    operation: Option<String>,
+) -> Action {
+    Action {
+        id: d.id.clone(),
+        owner: d.owner.clone(),
+        action,
+        reason,
+        changes: Vec::new(),
+        groups: BTreeSet::new(),
+        before,
+        desired,
+        operation,
+        timeout: d.timeout,
+        noun: kind.noun(),
+    }
+}
+
+#[cfg(test)]
+#[path = "build_tests.rs"]
+mod tests;

@@ -1,0 +1,315 @@
+//! Unit tests of the planner's phases, each on its own.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::kinds::node_pool;
+use crate::resource::gke::NodePool;
+use crate::spec::SourceFile;
+
+const SPECS: &str = "apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata: {name: train}
+spec:
+  project: example-project
+  zone: us-central1-b
+  ownerId: platform
+  gke: {location: us-central1, name: train}
+---
+apiVersion: slicectl.dev/v1alpha1
+kind: Slice
+metadata: {name: s}
+spec: {target: train, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1, replicas: 2}
+";
+
+fn fleet(text: &str) -> Fleet {
+    crate::spec::load(&[SourceFile {
+        path: "specs/f.yaml".into(),
+        text: text.to_string(),
+    }])
+    .unwrap_or_else(|d| panic!("{d:?}"))
+}
+
+fn kinds() -> Vec<&'static dyn Kind> {
+    crate::kinds::plan_kinds()
+}
+
+/// The live pools of `f` as rendered, each changed by `edit`.
+fn live(f: &Fleet, edit: impl Fn(&mut NodePool)) -> Inventory {
+    let mut inv = Inventory::default();
+    for d in super::super::render_fleet(f, &kinds()) {
+        if let Some(np) = super::super::kind::body_as::<NodePool>(&d.body) {
+            let mut np = np.clone();
+            np.status = Some("RUNNING".into());
+            edit(&mut np);
+            inv.resources
+                .entry(node_pool::KIND)
+                .or_default()
+                .push(LiveResource {
+                    scope: d.id.scope.clone(),
+                    body: Arc::new(np),
+                });
+        }
+    }
+    inv
+}
+
+fn label(np: &mut NodePool, k: &str, v: &str) {
+    if let Some(c) = np.config.as_mut() {
+        c.labels.insert(k.into(), v.into());
+    }
+}
+
+/// Each outcome of the one decision per desired resource.
+#[test]
+fn decide_desired_covers_each_outcome() {
+    let f = fleet(SPECS);
+    let kinds = kinds();
+    let opts = PlanOptions::default();
+    let decide = |inv: &Inventory| {
+        let p = Planner::new(&f, inv, &kinds, &opts, PlanMode::Apply);
+        let mut out = Decisions::default();
+        for d in &p.desired {
+            p.decide_desired(d, &mut out);
+        }
+        (
+            out.actions
+                .iter()
+                .map(|a| (a.id.name.clone(), a.action, a.reason.code()))
+                .collect::<Vec<_>>(),
+            out.refused
+                .iter()
+                .map(|r| (r.name.clone(), r.code.clone()))
+                .collect::<Vec<_>>(),
+        )
+    };
+    // Missing → create.
+    let (actions, refused) = decide(&Inventory::default());
+    assert_eq!(
+        actions,
+        vec![
+            ("s-0".into(), ActionKind::Create, "missing"),
+            ("s-1".into(), ActionKind::Create, "missing")
+        ]
+    );
+    assert!(refused.is_empty());
+    // In sync → nothing.
+    let (actions, refused) = decide(&live(&f, |_| {}));
+    assert!(actions.is_empty() && refused.is_empty(), "{actions:?}");
+    // A changed in-place field → update.
+    let (actions, _) = decide(&live(&f, |np| label(np, "team", "x")));
+    assert_eq!(actions[0].1, ActionKind::Update, "{actions:?}");
+    // Another owner's pool under the name → name_taken.
+    let (actions, refused) = decide(&live(&f, |np| {
+        label(np, "slicectl.dev/owner", "someone-else")
+    }));
+    assert!(actions.is_empty(), "{actions:?}");
+    assert_eq!(refused[0].1, "name_taken");
+    // Another source's (a Target these specs do not declare) → other_source.
+    let (actions, refused) = decide(&live(&f, |np| label(np, "slicectl.dev/target", "gone")));
+    assert!(actions.is_empty(), "{actions:?}");
+    assert_eq!(refused.len(), 2);
+    assert!(refused.iter().all(|r| r.1 == "other_source"), "{refused:?}");
+}
+
+/// The guards on a delete, in their order: another source's before
+/// protected, protected before the empty-source guards; destroy refuses
+/// another source's slices even though it overrides the empty-source guard.
+#[test]
+fn orphan_guards_decide_in_order() {
+    let f = fleet(SPECS);
+    let none = fleet(&SPECS.replace("metadata: {name: s}", "metadata: {name: t}"));
+    let kinds = kinds();
+    let node_pool_kind = kinds
+        .iter()
+        .position(|k| k.id() == node_pool::KIND)
+        .unwrap();
+    let guard = |fleet: &Fleet, inv: &Inventory, mode: PlanMode, opts: PlanOptions| {
+        let p = Planner::new(fleet, inv, &kinds, &opts, mode);
+        let mut out = Decisions::default();
+        for l in inv.live(node_pool::KIND) {
+            p.decide_orphan(kinds[node_pool_kind], l, &mut out);
+        }
+        (
+            out.refused
+                .iter()
+                .map(|r| r.code.clone())
+                .collect::<BTreeSet<_>>(),
+            out.actions.len(),
+        )
+    };
+    let set = |c: &[&str]| c.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    let protected_elsewhere = live(&f, |np| {
+        label(np, "slicectl.dev/target", "gone");
+        label(np, "slicectl.dev/prevent-destroy", "true");
+    });
+    assert_eq!(
+        guard(
+            &none,
+            &protected_elsewhere,
+            PlanMode::Apply,
+            PlanOptions::default()
+        ),
+        (set(&["other_source"]), 0)
+    );
+    let destroy = PlanOptions {
+        allow_empty_source: true,
+        ..PlanOptions::default()
+    };
+    assert_eq!(
+        guard(&none, &protected_elsewhere, PlanMode::Destroy, destroy),
+        (set(&["other_source"]), 0)
+    );
+    let protected_here = live(&f, |np| label(np, "slicectl.dev/prevent-destroy", "true"));
+    assert_eq!(
+        guard(
+            &none,
+            &protected_here,
+            PlanMode::Apply,
+            PlanOptions::default()
+        ),
+        (set(&["protected"]), 0)
+    );
+    // Slice `s` left the specs while its Target has another Slice: pruned.
+    assert_eq!(
+        guard(
+            &none,
+            &live(&f, |_| {}),
+            PlanMode::Apply,
+            PlanOptions::default()
+        ),
+        (BTreeSet::new(), 2)
+    );
+}
+
+/// A refused resource holds back the rest of its slice replica's creates,
+/// replacements and deletes, not its updates and waits, nor other replicas.
+#[test]
+fn hold_back_keeps_updates_waits_and_other_replicas() {
+    let f = fleet(SPECS);
+    let kinds = kinds();
+    let desired = super::super::render_fleet(&f, &kinds);
+    let kind = kinds
+        .iter()
+        .copied()
+        .find(|k| k.id() == node_pool::KIND)
+        .unwrap();
+    let mk =
+        |i: usize, a: ActionKind| action(&desired[i], kind, a, Reason::Missing, None, None, None);
+    let mut actions = vec![
+        mk(0, ActionKind::Create),
+        mk(0, ActionKind::Update),
+        mk(0, ActionKind::Wait),
+        mk(1, ActionKind::Create),
+    ];
+    let mut refused = vec![refusal(
+        &mk(0, ActionKind::Replace),
+        "protected",
+        "no".into(),
+    )];
+    hold_back(&mut actions, &mut refused);
+    let left: Vec<(u32, ActionKind)> = actions
+        .iter()
+        .map(|a| (a.owner.replica, a.action))
+        .collect();
+    assert_eq!(
+        left,
+        vec![
+            (0, ActionKind::Update),
+            (0, ActionKind::Wait),
+            (1, ActionKind::Create)
+        ]
+    );
+    assert_eq!(refused.len(), 2);
+    assert_eq!(refused[1].code, "held_back");
+    assert!(
+        refused[1].message.contains("slice.s[0].node_pool"),
+        "{}",
+        refused[1].message
+    );
+}
+
+/// Every safety rail is reported at once: pruning with no Slice in the
+/// specs, and more destructive actions than allowed.
+#[test]
+fn safety_rails_report_every_error_at_once() {
+    let f = fleet(SPECS);
+    let empty = fleet(SPECS.split("---").next().unwrap());
+    let kinds = kinds();
+    let inv = live(&f, |_| {});
+    let opts = PlanOptions {
+        max_destroy: 1,
+        ..PlanOptions::default()
+    };
+    let p = Planner::new(&empty, &inv, &kinds, &opts, PlanMode::Apply);
+    let desired = super::super::render_fleet(&f, &kinds);
+    let kind = kinds
+        .iter()
+        .copied()
+        .find(|k| k.id() == node_pool::KIND)
+        .unwrap();
+    let mut out = Decisions {
+        actions: desired
+            .iter()
+            .map(|d| {
+                action(
+                    d,
+                    kind,
+                    ActionKind::Delete,
+                    Reason::NotInSpecs,
+                    None,
+                    None,
+                    None,
+                )
+            })
+            .collect(),
+        owned_live: 2,
+        ..Decisions::default()
+    };
+    match p.safety_rails(&mut out) {
+        Err(PlanError::Multiple(errors)) => {
+            assert!(
+                matches!(errors[0], PlanError::EmptySource { live: 2 }),
+                "{errors:?}"
+            );
+            assert!(
+                matches!(
+                    errors[1],
+                    PlanError::TooManyDestructive {
+                        count: 2,
+                        max: 1,
+                        ..
+                    }
+                ),
+                "{errors:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Within the limits and with Slices in the specs: no error.
+    let opts = PlanOptions::default();
+    let p = Planner::new(&f, &inv, &kinds, &opts, PlanMode::Apply);
+    assert!(p.safety_rails(&mut out).is_ok());
+}
+
+/// Two desired resources under one id are a collision, reported with both
+/// slice replicas.
+#[test]
+fn name_collisions_name_both_replicas() {
+    let f = fleet(SPECS);
+    let kinds = kinds();
+    let inv = Inventory::default();
+    let opts = PlanOptions::default();
+    let mut p = Planner::new(&f, &inv, &kinds, &opts, PlanMode::Apply);
+    assert!(p.name_collisions().is_empty());
+    let mut twin = p.desired[0].clone();
+    twin.owner.slice = "twin".into();
+    p.desired.push(twin);
+    let errors = p.name_collisions();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let text = errors[0].to_string();
+    assert!(
+        text.contains("slice s replica 0 and slice twin replica 0"),
+        "{text}"
+    );
+}
