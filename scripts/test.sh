@@ -6,7 +6,7 @@
 # and `cargo test --workspace` against it (slicectl and the simulator crate,
 # crates/slicectl-sim), and always stops it on exit.
 #
-# Extra arguments are passed to `cargo test` (e.g. scripts/test.sh --test k8s_controlplane).
+# Extra arguments are passed to `cargo test` (e.g. scripts/test.sh --test controlplane k8s_controlplane::).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -1,4 +1,4 @@
-//! Shared by tests/bootstrap_script.rs and tests/sim_kubelet.rs: the real
+//! Shared by tests/controlplane/bootstrap_script.rs and tests/controlplane/sim_kubelet.rs: the real
 //! control plane (`scripts/k8s-testenv.sh up`), bootstrap tokens minted in
 //! it, and a simulated VM's metadata.
 #![allow(dead_code)]

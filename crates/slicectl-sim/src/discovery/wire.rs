@@ -4,7 +4,7 @@
 //! not in the discovery schema or whose JSON type is not compatible with it.
 //!
 //! Our wire types read with `#[serde(default)]`, so a misspelt field name would
-//! otherwise read as absent; `tests/wire_types_discovery.rs` runs this over
+//! otherwise read as absent; `tests/integration/wire_types_discovery.rs` runs this over
 //! every type in `crate::resource`.
 //!
 //! Compatible means serde can read what Google sends: string ↔ string (any

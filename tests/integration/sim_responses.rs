@@ -2,7 +2,7 @@
 //! document's response schema of the method (no invented fields, right JSON
 //! types, enum names not numbers, int64 as strings).
 
-mod sim_support;
+use crate::sim_support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! binary against the simulator server, with operation latency and every
 //! create stocked out (`PUT /_sim/faults`).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

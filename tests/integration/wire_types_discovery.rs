@@ -150,7 +150,7 @@ fn every_wire_type_is_reached_by_a_checked_root() {
         let missed: Vec<&String> = declared.difference(&reached).collect();
         assert!(
             missed.is_empty(),
-            "src/resource/{file}: {missed:?} not reached by any root in tests/wire_types_discovery.rs"
+            "src/resource/{file}: {missed:?} not reached by any root in tests/integration/wire_types_discovery.rs"
         );
     }
 }

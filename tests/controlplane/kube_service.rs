@@ -5,7 +5,7 @@
 //! API server) they fail, with the commands that start the plane. Every test
 //! uses its own object names, so they run concurrently.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! down in reverse order. Needs `SLICECTL_TEST_KUBECONFIG` (scripts/test.sh
 //! starts the control plane); fails loudly without it.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! Slices, never leave pools running unseen; the old pools go only after
 //! the new ones are created.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! The command line, end to end: the binary as a user runs it.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! Compute wire format through the simulator's HTTP API: resource policies,
 //! region/zone/global operations (get, list, wait), zones and regions.
 
-mod sim_support;
+use crate::sim_support;
 
 use std::time::{Duration, Instant};
 

@@ -8,7 +8,7 @@
 //! hand edit of the spec does nothing. Without the control plane: the README's
 //! argocd-cm snippet is that Lua script.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

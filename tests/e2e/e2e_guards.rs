@@ -2,7 +2,7 @@
 //! end to end through the binary against the simulator. Each test fails
 //! without its fix.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

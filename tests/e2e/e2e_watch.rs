@@ -1,7 +1,7 @@
 //! End to end: `slicectl reconcile DIR --watch`, the real binary against the
 //! simulator, driven by edits to the watched directory.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! An apply killed with SIGKILL at a random point, then run again, converges
 //! with no duplicate and no leaked resource: all state is on the resources.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

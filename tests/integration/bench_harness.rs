@@ -4,7 +4,7 @@
 //! renders for those fleets. Runs in well under a second in debug.
 
 #[allow(dead_code)]
-#[path = "../benches/suite/fleet.rs"]
+#[path = "../../benches/suite/fleet.rs"]
 mod fleet;
 
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! is the REAL kubeadm in dry-run mode, so token discovery really happens
 //! against the real API server (`scripts/k8s-testenv.sh up`).
 
-mod sim_kubelet_support;
+use crate::sim_kubelet_support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;

@@ -11,7 +11,7 @@
 //! `--owner-deployment` the objects are owned by that Deployment and
 //! garbage-collected with it; a missing one stops the controller at start.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 //! a failed step skips exactly what depends on it, replacements are limited,
 //! and parallelism is bounded.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

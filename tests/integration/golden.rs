@@ -44,7 +44,7 @@
 //! ```
 //!
 //! Regenerate the expected files after a deliberate change with
-//! `SLICECTL_UPDATE_GOLDEN=1 cargo test --test golden`, then review the diff.
+//! `SLICECTL_UPDATE_GOLDEN=1 cargo test --test integration golden::`, then review the diff.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -298,12 +298,12 @@ fn run_case(dir: &Path, update: bool) -> Vec<String> {
                 problems.push(format!("{file} differs:\n{diff}"));
             }
             (None, Some(_)) => problems.push(format!(
-                "{file} is missing; run `{UPDATE_ENV}=1 cargo test --test golden` to write it, \
+                "{file} is missing; run `{UPDATE_ENV}=1 cargo test --test integration golden::` to write it, \
                  then review it"
             )),
             (Some(_), None) => problems.push(format!(
                 "{file} exists but this case produces no {file} (the plan {}); \
-                 run `{UPDATE_ENV}=1 cargo test --test golden` to remove it",
+                 run `{UPDATE_ENV}=1 cargo test --test integration golden::` to remove it",
                 if file == "error.txt" {
                     "succeeds"
                 } else {
@@ -355,7 +355,7 @@ fn golden_plans() {
         if update {
             ""
         } else {
-            "; if the new output is intended, run `SLICECTL_UPDATE_GOLDEN=1 cargo test --test golden` and review the diff"
+            "; if the new output is intended, run `SLICECTL_UPDATE_GOLDEN=1 cargo test --test integration golden::` and review the diff"
         }
     );
 }

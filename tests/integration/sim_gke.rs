@@ -1,7 +1,7 @@
 //! GKE wire format through the simulator's HTTP API: node pools, operations,
 //! clusters, errors, validation, latency, stockouts, incompatible operations.
 
-mod sim_support;
+use crate::sim_support;
 
 use std::time::Duration;
 

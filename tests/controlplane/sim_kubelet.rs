@@ -4,7 +4,7 @@
 //! kube-controller-manager approves and signs, registers its own Node under
 //! the real Node authorizer and NodeRestriction, and heartbeats.
 
-mod sim_kubelet_support;
+use crate::sim_kubelet_support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! policies, their VMs (lifecycle, metadata, fingerprints, guest
 //! attributes), stockouts, and the rules Google enforces.
 
-mod sim_support;
+use crate::sim_support;
 
 use std::time::Duration;
 

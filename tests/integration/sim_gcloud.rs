@@ -2,7 +2,7 @@
 //! was created through the simulator's HTTP API, and its own create/delete
 //! requests pass the simulator's discovery validation.
 
-mod sim_support;
+use crate::sim_support;
 
 use std::path::Path;
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! simulator enforces a rule and slicectl must react to it correctly. Each
 //! test fails without its slicectl fix.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! End to end: the slicectl binary converging GKE node pools on the simulator.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

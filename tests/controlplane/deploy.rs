@@ -18,7 +18,7 @@
 //!   the objects, owned by that Deployment, and their status, Events,
 //!   deletion of a departed slice's object).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! Safety rails, end to end through the binary.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

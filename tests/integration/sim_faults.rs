@@ -1,7 +1,7 @@
 //! Fault injection (seeded, deterministic), the write rate limit, request
 //! counters and the `/_sim/` admin endpoints.
 
-mod sim_support;
+use crate::sim_support;
 
 use std::time::Duration;
 
