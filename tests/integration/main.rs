@@ -15,6 +15,7 @@ mod apply_executor;
 mod bench_harness;
 mod cloud_client;
 mod golden;
+mod kind_contract;
 mod plan_specs;
 mod sim_compute;
 mod sim_discovery;
