@@ -15,10 +15,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::ownership::Ownership;
 use super::{
     Action, ActionKind, Body, Comparison, Deferred, Desired, Inventory, Kind, KindId, LiveResource,
-    LiveState, Owners, Plan, PlanError, PlanMode, PlanOptions, Reason, Refusal, ResourceId, Scope,
-    SliceRef, Summary, Unmanaged, delete_reason, disruption, empty_target, lost_nodes_note,
-    other_source, other_source_refusal, owner_change_hint, protected, protection_unknown, rank_str,
-    refusal, renames, render_fleet_at, replace_reason, replica_indices, stems, target_removed,
+    LiveState, OperationRecord, Owners, Plan, PlanError, PlanMode, PlanOptions, Reason, Refusal,
+    ResourceId, Scope, SliceRef, Summary, Unmanaged, delete_reason, disruption, empty_target,
+    lost_nodes_note, other_source, other_source_refusal, owner_change_hint, protected,
+    protection_unknown, rank_str, refusal, renames, render_fleet_at, replace_reason,
+    replica_indices, stems, target_removed,
 };
 use crate::spec::Fleet;
 
@@ -49,6 +50,10 @@ pub(super) struct Planner<'a> {
     /// Per owned slice replica: how many hosts run (its MIG's RUNNING VMs),
     /// where, and in which group.
     running_hosts: BTreeMap<ReplicaKey, (u32, &'a Scope, String)>,
+    /// The operation running on each resource (the first listed, as
+    /// [`Inventory::running_operation`] finds it): one index, so that
+    /// looking up every resource is not a scan of every operation.
+    running_ops: BTreeMap<(KindId, &'a Scope, &'a str), &'a OperationRecord>,
 }
 
 /// What the phases decide.
@@ -139,7 +144,16 @@ impl<'a> Planner<'a> {
             live_by_id: BTreeMap::new(),
             stamped_hosts: BTreeMap::new(),
             running_hosts: BTreeMap::new(),
+            running_ops: BTreeMap::new(),
         };
+        for (kind, ops) in &inv.operations {
+            for o in ops.iter().filter(|o| o.running) {
+                planner
+                    .running_ops
+                    .entry((*kind, &o.scope, o.target.as_str()))
+                    .or_insert(o);
+            }
+        }
         planner.index_live();
         planner
     }
@@ -175,6 +189,13 @@ impl<'a> Planner<'a> {
                 }
             }
         }
+    }
+
+    /// The operation running on resource `id`, if any.
+    fn running_operation(&self, id: &ResourceId) -> Option<&'a OperationRecord> {
+        self.running_ops
+            .get(&(id.kind, &id.scope, id.name.as_str()))
+            .copied()
     }
 
     fn kind_of(&self, id: KindId) -> Option<&'a dyn Kind> {
@@ -213,9 +234,7 @@ impl<'a> Planner<'a> {
         let Some(kind) = self.kind_of(d.id.kind) else {
             return;
         };
-        let running = self
-            .inv
-            .running_operation(d.id.kind, &d.id.scope, &d.id.name);
+        let running = self.running_operation(&d.id);
         let op = running.map(|o| o.name.clone());
         let Some(live) = self.live_by_id.get(&d.id).copied() else {
             out.actions.push(action(
@@ -318,12 +337,10 @@ impl<'a> Planner<'a> {
         own: Option<&Ownership>,
         out: &mut Decisions<'d>,
     ) -> Option<Action> {
-        let running = self
-            .inv
-            .running_operation(d.id.kind, &d.id.scope, &d.id.name);
+        let running = self.running_operation(&d.id);
         let op = running.map(|o| o.name.clone());
         let before = Some(kind.display_live(&live.body, Some(d)));
-        let wait = |o: &super::OperationRecord| Reason::OperationInFlight {
+        let wait = |o: &OperationRecord| Reason::OperationInFlight {
             operation: o.name.clone(),
             operation_type: o.operation_type.clone(),
         };
@@ -655,7 +672,7 @@ impl<'a> Planner<'a> {
         id: ResourceId,
         o: &Ownership,
     ) -> Action {
-        let running = self.inv.running_operation(kind.id(), &id.scope, &id.name);
+        let running = self.running_operation(&id);
         let (action, reason) = if kind.state(&l.body) == LiveState::Stopping {
             (
                 ActionKind::Wait,
