@@ -148,6 +148,25 @@ fn links(prose: &str) -> Vec<Link> {
             line: prose[..i].matches('\n').count() + 1,
         });
     }
+    // Reference definitions: `[label]: target`.
+    for (n, line) in prose.lines().enumerate() {
+        let t = line.trim_start();
+        if line.len() - t.len() > 3 || !t.starts_with('[') {
+            continue;
+        }
+        let Some(rest) = t.find(']').and_then(|k| t[k + 1..].strip_prefix(':')) else {
+            continue;
+        };
+        if let Some(target) = rest.split_whitespace().next() {
+            found.push(Link {
+                target: target
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_string(),
+                line: n + 1,
+            });
+        }
+    }
     found
 }
 
@@ -329,6 +348,22 @@ fn readme_and_docs_links_resolve() {
     );
 }
 
+/// The README's two set-up commands stay in it, verbatim.
+#[test]
+fn readme_keeps_the_two_commands() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    for command in [
+        "cargo run -- apply specs/ --sim --auto-approve",
+        "scripts/test.sh",
+    ] {
+        assert!(
+            readme.lines().any(|l| l.trim() == command),
+            "README.md: the command `{command}` on a line of its own"
+        );
+    }
+}
+
 #[test]
 fn slugs_follow_github() {
     assert_eq!(slug("Two commands"), "two-commands");
@@ -360,8 +395,7 @@ fn slugs_follow_github() {
 
 #[test]
 fn links_skip_code_and_span_lines() {
-    let text =
-        "See [a\nb](x.md#y), `[not](a-link)` and ![img](i.png \"t\").\n\n```\n[no](code)\n```\n";
+    let text = "See [a\nb](x.md#y), `[not](a-link)` and ![img](i.png \"t\").\n\n```\n[no](code)\n```\n\n[ref]: r.md#z\n";
     let found = links(&without_code(text));
     assert_eq!(
         found,
@@ -373,6 +407,10 @@ fn links_skip_code_and_span_lines() {
             Link {
                 target: "i.png".into(),
                 line: 2
+            },
+            Link {
+                target: "r.md#z".into(),
+                line: 8
             }
         ]
     );
