@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use tracing::Instrument;
 
-use crate::apply::{self, ApplyOptions, ApplyReport, Failure, Progress};
+use crate::apply::{self, ApplyOptions, ApplyReport, Failure, Progress, RegisteredKind};
 use crate::cloud::{Cloud, CloudError};
 use crate::plan::{self, Inventory, Kind, Plan, PlanError, PlanMode, PlanOptions, Refusal};
 use crate::spec::Fleet;
@@ -162,7 +162,13 @@ impl Report {
 
 /// The registered kinds' pure halves.
 pub fn kinds() -> Vec<&'static dyn Kind> {
-    crate::kinds::plan_kinds()
+    registry().iter().map(|k| *k as &dyn Kind).collect()
+}
+
+/// The registered kinds: read here, once, and handed to planning
+/// ([`kinds`]), observation and execution alike.
+pub fn registry() -> &'static [&'static dyn RegisteredKind] {
+    crate::kinds::REGISTRY
 }
 
 /// Plans against an observation.
@@ -193,7 +199,7 @@ pub async fn observe_and_plan(
         slices = fleet.slices.len()
     );
     async {
-        let inv = crate::observe::observe(cloud, fleet).await?;
+        let inv = crate::observe::observe(cloud, fleet, registry()).await?;
         let plan = plan_with(fleet, &inv, mode, opts)?;
         Ok((inv, plan))
     }
@@ -203,7 +209,7 @@ pub async fn observe_and_plan(
 
 /// Status rows of the fleet.
 pub async fn status(fleet: &Fleet, cloud: &Cloud) -> Result<Vec<status::Row>, CloudError> {
-    let inv = crate::observe::observe(cloud, fleet).await?;
+    let inv = crate::observe::observe(cloud, fleet, registry()).await?;
     Ok(status::rows(fleet, &inv, &kinds()))
 }
 
@@ -269,7 +275,7 @@ pub async fn execute(
     opts: &ApplyOptions,
     progress: Arc<dyn Progress>,
 ) -> Result<Report, ReconcileError> {
-    let report = apply::execute(cloud, &plan, opts, progress)
+    let report = apply::execute(cloud, registry(), &plan, opts, progress)
         .instrument(tracing::info_span!(
             target: crate::watch::LOG_TARGET,
             "apply",

@@ -68,7 +68,7 @@ fn place(scope: &Scope, cluster: &str) -> (String, String, String) {
 
 /// Builds the rows.
 pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
-    let owners = Owners::of(fleet);
+    let owners = Owners::of(fleet, kinds);
     let mut out = Vec::new();
     let primary: Vec<&dyn Kind> = kinds.iter().copied().filter(|k| k.is_primary()).collect();
     // The replicas the planner keeps (working ones first after a scale-down).
@@ -92,7 +92,7 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
         let own = live.and_then(|l| kind.ownership(&l.body));
         let ours = owners.owns(&d.id.scope, own.as_ref())
             && own.as_ref().is_some_and(|o| {
-                claims(fleet, slice, o, &d.id.scope) && o.replica == d.owner.replica
+                claims(fleet, kinds, slice, o, &d.id.scope) && o.replica == d.owner.replica
             });
         let mut live_topology = String::new();
         let mut pending = String::new();

@@ -61,7 +61,9 @@ async fn observe_and_plan(
     dir: &std::path::Path,
 ) -> (slicectl::spec::Fleet, slicectl::plan::Plan) {
     let fleet = slicectl::source::load_dir(dir).unwrap();
-    let inv = slicectl::observe::observe(c, &fleet).await.unwrap();
+    let inv = slicectl::observe::observe(c, &fleet, slicectl::kinds::REGISTRY)
+        .await
+        .unwrap();
     let p = plan::plan(
         &fleet,
         &inv,
@@ -100,6 +102,7 @@ async fn a_failed_step_skips_exactly_its_dependents() {
     pol.desired = Some(Arc::new(body));
     let report = apply::execute(
         &c,
+        slicectl::kinds::REGISTRY,
         &p,
         &ApplyOptions::default(),
         Arc::new(Recorder::default()),
@@ -124,6 +127,7 @@ async fn replacements_are_limited_and_waiting_holds_no_worker() {
     let rec = Arc::new(Recorder::default());
     let report = apply::execute(
         &c,
+        slicectl::kinds::REGISTRY,
         &p,
         &ApplyOptions {
             parallelism: 2,
@@ -153,6 +157,7 @@ async fn replacements_are_limited_and_waiting_holds_no_worker() {
     });
     let report = apply::execute(
         &c,
+        slicectl::kinds::REGISTRY,
         &p,
         &ApplyOptions {
             parallelism: 8,
@@ -198,6 +203,7 @@ async fn a_cluster_level_operation_is_waited_out_then_every_write_goes() {
         .unwrap();
     let report = apply::execute(
         &c,
+        slicectl::kinds::REGISTRY,
         &p,
         &ApplyOptions::default(),
         Arc::new(Recorder::default()),
@@ -224,6 +230,7 @@ async fn the_operations_quota_is_learned_from_the_first_429_and_never_hit_again(
     let (_, p) = observe_and_plan(&c, dir.path()).await;
     let report = apply::execute(
         &c,
+        slicectl::kinds::REGISTRY,
         &p,
         &ApplyOptions::default(),
         Arc::new(Recorder::default()),
@@ -258,6 +265,7 @@ async fn a_create_that_meets_someone_elses_pool_fails_with_the_reason() {
     create_by_hand(&sim, "a-0", serde_json::json!({"team": "other"})).await;
     let report = apply::execute(
         &c,
+        slicectl::kinds::REGISTRY,
         &p,
         &ApplyOptions::default(),
         Arc::new(Recorder::default()),
@@ -284,11 +292,25 @@ async fn a_create_that_meets_a_delete_in_flight_fails_with_the_reason() {
     let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 1, ""))]);
     let (_, p) = observe_and_plan(&c, dir.path()).await;
     let rec = Arc::new(Recorder::default());
-    let report = apply::execute(&c, &p, &ApplyOptions::default(), rec.clone()).await;
+    let report = apply::execute(
+        &c,
+        slicectl::kinds::REGISTRY,
+        &p,
+        &ApplyOptions::default(),
+        rec.clone(),
+    )
+    .await;
     assert!(report.success(), "{report:?}");
     // Another apply is deleting the pool when this one creates it again.
     start_delete_by_hand(&sim, "a-0").await;
-    let report = apply::execute(&c, &p, &ApplyOptions::default(), rec).await;
+    let report = apply::execute(
+        &c,
+        slicectl::kinds::REGISTRY,
+        &p,
+        &ApplyOptions::default(),
+        rec,
+    )
+    .await;
     assert!(!report.success(), "{report:?}");
     assert_eq!(report.done.get("create"), None, "{report:?}");
     assert!(
@@ -309,14 +331,29 @@ async fn a_delete_that_finds_the_pool_gone_is_not_counted_destroyed() {
     let (fleet, p) = observe_and_plan(&c, dir.path()).await;
     let rec = Arc::new(Recorder::default());
     assert!(
-        apply::execute(&c, &p, &ApplyOptions::default(), rec.clone())
-            .await
-            .success()
+        apply::execute(
+            &c,
+            slicectl::kinds::REGISTRY,
+            &p,
+            &ApplyOptions::default(),
+            rec.clone()
+        )
+        .await
+        .success()
     );
-    let inv = slicectl::observe::observe(&c, &fleet).await.unwrap();
+    let inv = slicectl::observe::observe(&c, &fleet, slicectl::kinds::REGISTRY)
+        .await
+        .unwrap();
     let teardown = plan::plan_destroy(&fleet, &inv, &slicectl::kinds::plan_kinds(), 10).unwrap();
     delete_by_hand(&sim, "a-1").await;
-    let report = apply::execute(&c, &teardown, &ApplyOptions::default(), rec).await;
+    let report = apply::execute(
+        &c,
+        slicectl::kinds::REGISTRY,
+        &teardown,
+        &ApplyOptions::default(),
+        rec,
+    )
+    .await;
     assert!(report.success(), "{report:?}");
     assert_eq!(report.done.get("delete"), Some(&1), "{report:?}");
     assert_eq!(
@@ -368,6 +405,7 @@ async fn five_hundred_slices_are_in_flight_at_once() {
     let (_, p) = observe_and_plan(&c, dir.path()).await;
     let report = apply::execute(
         &c,
+        slicectl::kinds::REGISTRY,
         &p,
         &ApplyOptions::default(),
         Arc::new(Recorder::default()),

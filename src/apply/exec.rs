@@ -43,6 +43,12 @@ impl Observed {
     }
 }
 
+/// Both halves of a kind: what the engine hands to planning, observation
+/// and execution (the registry, `crate::kinds::REGISTRY`, lists them).
+pub trait RegisteredKind: crate::plan::Kind + KindExec {}
+
+impl<T: crate::plan::Kind + KindExec> RegisteredKind for T {}
+
 /// Observing and executing one kind.
 #[async_trait]
 pub trait KindExec: Send + Sync {

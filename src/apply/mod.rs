@@ -20,7 +20,7 @@ use crate::cloud::{Cloud, CloudError};
 use crate::plan::ownership::Ownership;
 use crate::plan::{Action, ActionKind, Plan};
 
-pub use exec::{KindExec, Observed};
+pub use exec::{KindExec, Observed, RegisteredKind};
 pub use progress::{PlainProgress, Progress, TerminalProgress};
 use steps::Step;
 pub use steps::StepOp;
@@ -415,15 +415,25 @@ fn areas_overlap(a: (&str, &str), b: (&str, &str)) -> bool {
 /// (something it depends on failed) or not run (any other reason).
 pub async fn execute(
     cloud: &Cloud,
+    kinds: &'static [&'static dyn RegisteredKind],
     plan: &Plan,
     opts: &ApplyOptions,
     progress: Arc<dyn Progress>,
 ) -> ApplyReport {
     let start = Instant::now();
-    let execs = crate::kinds::exec_kinds();
-    let exec_of = |id| execs.iter().copied().find(|e| e.kind() == id);
+    let exec_of = |id| {
+        kinds
+            .iter()
+            .copied()
+            .find(|e| KindExec::kind(*e) == id)
+            .map(|k| k as &'static dyn KindExec)
+    };
     let steps: Vec<Step> = steps::expand(plan, |k| {
-        crate::kinds::get(k).map_or(steps::KindInfo::default(), |x| steps::KindInfo {
+        let kind = kinds
+            .iter()
+            .copied()
+            .find(|x| crate::plan::Kind::id(*x) == k);
+        kind.map_or(steps::KindInfo::default(), |x| steps::KindInfo {
             depends_on: x.depends_on(),
             shared: x.shared(),
             cleanup: x.cleanup_after_dependencies(),

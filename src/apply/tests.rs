@@ -69,7 +69,9 @@ impl Progress for Quiet {
 }
 
 async fn plan_on(fake: &Arc<FakeCloud>, f: &Fleet) -> Plan {
-    let inv = crate::observe::observe(&fake.cloud(), f).await.unwrap();
+    let inv = crate::observe::observe(&fake.cloud(), f, crate::kinds::REGISTRY)
+        .await
+        .unwrap();
     let opts = PlanOptions {
         max_destroy: 100,
         ..PlanOptions::default()
@@ -78,7 +80,14 @@ async fn plan_on(fake: &Arc<FakeCloud>, f: &Fleet) -> Plan {
 }
 
 async fn run(fake: &Arc<FakeCloud>, p: &Plan, opts: ApplyOptions) -> ApplyReport {
-    execute(&fake.cloud(), p, &opts, Arc::new(Quiet)).await
+    execute(
+        &fake.cloud(),
+        crate::kinds::REGISTRY,
+        p,
+        &opts,
+        Arc::new(Quiet),
+    )
+    .await
 }
 
 /// A progress reporter that requests a stop as soon as the first step
@@ -132,7 +141,9 @@ async fn a_policy_is_created_and_done_before_its_pool() {
         "policy, its wait, then the pool"
     );
     // Teardown runs the other way round.
-    let inv = crate::observe::observe(&fake.cloud(), &f).await.unwrap();
+    let inv = crate::observe::observe(&fake.cloud(), &f, crate::kinds::REGISTRY)
+        .await
+        .unwrap();
     let down = crate::plan::plan_destroy(&f, &inv, &crate::kinds::plan_kinds(), 10).unwrap();
     let r = run(&fake, &down, ApplyOptions::default()).await;
     assert!(r.success(), "{r:?}");
@@ -523,7 +534,14 @@ async fn a_stop_request_lets_steps_in_flight_finish_and_starts_no_new_one() {
     let p = plan_on(&fake, &f).await;
     assert_eq!(p.summary.create, 2, "policy, then pool");
     let progress = stopping_after_first_start();
-    let r = execute(&fake.cloud(), &p, &ApplyOptions::default(), progress).await;
+    let r = execute(
+        &fake.cloud(),
+        crate::kinds::REGISTRY,
+        &p,
+        &ApplyOptions::default(),
+        progress,
+    )
+    .await;
     assert!(!r.success());
     assert_eq!(
         r.completed,
@@ -655,7 +673,7 @@ async fn a_stop_never_leaves_a_started_replacement_without_its_create() {
         max_replacements: 1,
     };
     let before = fake.calls_of("create_node_pool").len();
-    let r = execute(&fake.cloud(), &p, &opts, progress).await;
+    let r = execute(&fake.cloud(), crate::kinds::REGISTRY, &p, &opts, progress).await;
     assert_eq!(
         fake.calls_of("create_node_pool")[before..],
         ["create_node_pool rep-0".to_string()],
@@ -705,7 +723,14 @@ async fn in_flight_names_a_replacement_left_without_capacity() {
     ));
     let in_flight = progress.in_flight();
     snaps.in_flight.set(in_flight.clone()).unwrap();
-    let r = execute(&fake.cloud(), &p, &ApplyOptions::default(), progress).await;
+    let r = execute(
+        &fake.cloud(),
+        crate::kinds::REGISTRY,
+        &p,
+        &ApplyOptions::default(),
+        progress,
+    )
+    .await;
     assert!(r.success(), "{r:?}");
     let seen = snaps.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 2, "{seen:#?}");

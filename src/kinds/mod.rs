@@ -10,7 +10,6 @@ pub mod gce;
 pub mod node_pool;
 pub mod workload_policy;
 
-use crate::apply::KindExec;
 use crate::plan::{Kind, KindId};
 
 /// The operation records of a compute operations listing in `scope`, for
@@ -35,10 +34,7 @@ pub fn compute_operation_records(
         .collect()
 }
 
-/// Both halves of a kind.
-pub trait RegisteredKind: Kind + KindExec {}
-
-impl<T: Kind + KindExec> RegisteredKind for T {}
+pub use crate::apply::RegisteredKind;
 
 /// The registered kinds.
 pub static REGISTRY: &[&dyn RegisteredKind] = &[
@@ -50,14 +46,10 @@ pub static REGISTRY: &[&dyn RegisteredKind] = &[
     &node_pool::NodePools,
 ];
 
-/// The pure halves, for planning.
+/// The pure halves, for planning (what `crate::engine::kinds` hands the
+/// planner; tests use it directly).
 pub fn plan_kinds() -> Vec<&'static dyn Kind> {
     REGISTRY.iter().map(|k| *k as &dyn Kind).collect()
-}
-
-/// The shell halves, for observing and executing.
-pub fn exec_kinds() -> Vec<&'static dyn KindExec> {
-    REGISTRY.iter().map(|k| *k as &dyn KindExec).collect()
 }
 
 /// One kind by name.

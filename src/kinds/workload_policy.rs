@@ -62,6 +62,20 @@ pub fn operation_target(op: &compute::Operation) -> Option<&str> {
 }
 
 impl Kind for WorkloadPolicies {
+    /// Both backends: a tpu7x GKE slice's policy and a multi-host GCE
+    /// slice's live in the Target zone's region.
+    fn scopes(&self, t: &crate::spec::Target) -> Vec<Scope> {
+        vec![Scope::Region(crate::resource::RegionRef {
+            project: t.spec.project.clone(),
+            region: crate::spec::validate::region_of(&t.spec.zone).to_string(),
+        })]
+    }
+
+    /// The topology first: what a person edits.
+    fn replacement_rank(&self, path: &str) -> usize {
+        usize::from(!path.starts_with("workloadPolicy.acceleratorTopology"))
+    }
+
     fn id(&self) -> KindId {
         KIND
     }

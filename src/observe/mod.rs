@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::try_join_all;
 
+use crate::apply::{KindExec, RegisteredKind};
 use crate::cloud::{Cloud, CloudError};
 use crate::plan::{Inventory, Owners, Scope};
 use crate::resource::{ClusterRef, ZoneRef};
@@ -16,11 +17,16 @@ use crate::spec::Fleet;
 
 /// The GKE clusters a fleet's targets point at.
 pub fn clusters(fleet: &Fleet) -> BTreeSet<ClusterRef> {
-    Owners::of(fleet)
-        .scopes()
-        .filter_map(|s| match s {
-            Scope::Cluster(c) => Some(c.clone()),
-            _ => None,
+    fleet
+        .targets
+        .values()
+        .filter_map(|t| {
+            let g = t.spec.gke.as_ref()?;
+            Some(ClusterRef {
+                project: t.spec.project.clone(),
+                location: g.location.clone(),
+                name: g.name.clone(),
+            })
         })
         .collect()
 }
@@ -142,8 +148,14 @@ async fn left_behind_zones(cloud: &Cloud, owners: &Owners) -> Result<Vec<Scope>,
 /// Observes every scope the fleet's targets name, with every registered
 /// kind, and the GKE clusters no Target names any more that still hold
 /// node pools of this fleet ([`left_behind_clusters`]).
-pub async fn observe(cloud: &Cloud, fleet: &Fleet) -> Result<Inventory, CloudError> {
-    let owners = Owners::of(fleet);
+pub async fn observe(
+    cloud: &Cloud,
+    fleet: &Fleet,
+    kinds: &[&dyn RegisteredKind],
+) -> Result<Inventory, CloudError> {
+    let plan_kinds: Vec<&dyn crate::plan::Kind> =
+        kinds.iter().map(|k| *k as &dyn crate::plan::Kind).collect();
+    let owners = Owners::of(fleet, &plan_kinds);
     // Each location's operations are listed once for all its clusters.
     let shared = Cloud {
         gke: std::sync::Arc::new(shared::SharedListings::new(cloud.gke.clone())),
@@ -153,7 +165,7 @@ pub async fn observe(cloud: &Cloud, fleet: &Fleet) -> Result<Inventory, CloudErr
     };
     let cloud = &shared;
     let deferred = deferred_scopes(cloud, &owners);
-    let kinds = crate::kinds::exec_kinds();
+    let kinds: Vec<&dyn KindExec> = kinds.iter().map(|k| *k as &dyn KindExec).collect();
     let deferred_ref = &deferred;
     let lists = kinds.iter().flat_map(|k| {
         owners

@@ -131,7 +131,7 @@ impl<'a> Planner<'a> {
             kinds,
             opts,
             mode,
-            owners: Owners::of(fleet),
+            owners: Owners::of(fleet, kinds),
             stems,
             wanted: desired.iter().map(|d| d.id.clone()).collect(),
             desired,
@@ -409,7 +409,7 @@ impl<'a> Planner<'a> {
                         d,
                         kind,
                         ActionKind::Replace,
-                        replace_reason(&changes, hash_only),
+                        replace_reason(kind, &changes, hash_only),
                         before,
                         Some(d.body.clone()),
                         op,
@@ -727,7 +727,7 @@ impl<'a> Planner<'a> {
         if not_in_specs
             && !opts.allow_empty_source
             && !self.fleet.slices.is_empty()
-            && let Some(msg) = empty_target(self.fleet, a, o)
+            && let Some(msg) = empty_target(self.fleet, self.kinds, a, o)
         {
             return Some(("empty_target", msg));
         }

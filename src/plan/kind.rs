@@ -306,6 +306,12 @@ pub trait Kind: Send + Sync {
     /// The kind's name.
     fn id(&self) -> KindId;
 
+    /// The scopes this kind's resources live in for Target `t` (a node
+    /// pool in its GKE cluster, a policy in its region): where slicectl
+    /// observes, and what the Target's owner id owns. Empty for a Target
+    /// whose backend has none of this kind.
+    fn scopes(&self, t: &Target) -> Vec<Scope>;
+
     /// Human spelling (`node pool`).
     fn noun(&self) -> &'static str;
 
@@ -381,6 +387,14 @@ pub trait Kind: Send + Sync {
             Some(o) => format!("owned by another slicectl owner id {:?}", o.owner),
             None => "not created by slicectl".to_string(),
         }
+    }
+
+    /// How telling a change of the field at `path` is as the reason of a
+    /// replacement, lower first: the plan names the most telling of the
+    /// fields that force it (a node pool's topology before its capacity
+    /// model). Fields a kind does not rank come last, in the order found.
+    fn replacement_rank(&self, _path: &str) -> usize {
+        usize::MAX
     }
 
     /// Whether a change of the owner id is written onto a live resource in

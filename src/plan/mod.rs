@@ -23,10 +23,9 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::resource::{ClusterRef, KubeRef, ProjectRef, RegionRef, ZoneRef};
 use crate::spec::Fleet;
 
-use hash::FieldChange;
+pub use hash::FieldChange;
 pub use inventory::Inventory;
 pub use kind::{
     Body, Comparison, Desired, Kind, KindId, LiveResource, LiveState, OperationRecord, RenderCtx,
@@ -344,12 +343,12 @@ pub struct Owners {
 
 impl Owners {
     /// The scopes of a fleet's targets.
-    pub fn of(fleet: &Fleet) -> Owners {
+    pub fn of(fleet: &Fleet, kinds: &[&dyn Kind]) -> Owners {
         let mut by_scope: BTreeMap<Scope, BTreeSet<String>> = BTreeMap::new();
         let mut gke_projects: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let mut gce_projects: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for t in fleet.targets.values() {
-            for scope in Owners::scopes_of(t) {
+            for scope in Owners::scopes_of(t, kinds) {
                 by_scope
                     .entry(scope)
                     .or_default()
@@ -375,30 +374,14 @@ impl Owners {
     /// Every scope one target names: its GKE cluster, its region, and for a
     /// self-managed target its project's global scope, its Kubernetes API
     /// and its zone (zones hold MIGs: only self-managed targets have any).
-    pub fn scopes_of(t: &crate::spec::Target) -> Vec<Scope> {
-        let mut out = Vec::new();
-        if let Some(g) = &t.spec.gke {
-            out.push(Scope::Cluster(ClusterRef {
-                project: t.spec.project.clone(),
-                location: g.location.clone(),
-                name: g.name.clone(),
-            }));
-        }
-        out.push(Scope::Region(RegionRef {
-            project: t.spec.project.clone(),
-            region: crate::spec::validate::region_of(&t.spec.zone).to_string(),
-        }));
-        if let Some(g) = &t.spec.gce {
-            out.push(Scope::Global(ProjectRef {
-                project: t.spec.project.clone(),
-            }));
-            out.push(Scope::Kube(KubeRef {
-                endpoint: g.control_plane_endpoint.clone(),
-            }));
-            out.push(Scope::Zone(ZoneRef {
-                project: t.spec.project.clone(),
-                zone: t.spec.zone.clone(),
-            }));
+    pub fn scopes_of(t: &crate::spec::Target, kinds: &[&dyn Kind]) -> Vec<Scope> {
+        let mut out: Vec<Scope> = Vec::new();
+        for k in kinds {
+            for s in k.scopes(t) {
+                if !out.contains(&s) {
+                    out.push(s);
+                }
+            }
         }
         out
     }
@@ -490,14 +473,20 @@ pub fn render_fleet(fleet: &Fleet, kinds: &[&dyn Kind]) -> Vec<Desired> {
 /// it carries the slice's name, or a name the slice declares in
 /// `previousNames` with the owner id of the slice's Target and in one of
 /// that Target's scopes.
-pub fn claims(fleet: &Fleet, slice: &crate::spec::Slice, o: &Ownership, scope: &Scope) -> bool {
+pub fn claims(
+    fleet: &Fleet,
+    kinds: &[&dyn Kind],
+    slice: &crate::spec::Slice,
+    o: &Ownership,
+    scope: &Scope,
+) -> bool {
     if o.slice == slice.name {
         return true;
     }
     slice.spec.previous_names.contains(&o.slice)
-        && fleet
-            .target_of(slice)
-            .is_some_and(|t| t.spec.owner_id == o.owner && Owners::scopes_of(t).contains(scope))
+        && fleet.target_of(slice).is_some_and(|t| {
+            t.spec.owner_id == o.owner && Owners::scopes_of(t, kinds).contains(scope)
+        })
 }
 
 /// The name each replica of a renamed slice is rendered under (see
@@ -511,7 +500,7 @@ pub fn stems(
     kinds: &[&dyn Kind],
     indices: &BTreeMap<String, Vec<u32>>,
 ) -> BTreeMap<(String, u32), String> {
-    let owners = Owners::of(fleet);
+    let owners = Owners::of(fleet, kinds);
     let mut out = BTreeMap::new();
     for slice in fleet
         .slices
@@ -539,7 +528,7 @@ pub fn stems(
                                 && k.ownership(&l.body).is_some_and(|o| {
                                     owners.owns(&l.scope, Some(&o))
                                         && o.replica == replica
-                                        && claims(fleet, slice, &o, &l.scope)
+                                        && claims(fleet, kinds, slice, &o, &l.scope)
                                 })
                         })
                     })
@@ -569,7 +558,7 @@ pub fn replica_indices(
     inv: &Inventory,
     kinds: &[&dyn Kind],
 ) -> BTreeMap<String, Vec<u32>> {
-    let owners = Owners::of(fleet);
+    let owners = Owners::of(fleet, kinds);
     // (slice, replica) → working, from the primary kinds' owned resources.
     let mut live: BTreeMap<(&str, u32), bool> = BTreeMap::new();
     for kind in kinds.iter().filter(|k| k.is_primary()) {
@@ -582,7 +571,7 @@ pub fn replica_indices(
             };
             let Some(slice) = fleet
                 .claimant(&o.slice)
-                .filter(|s| claims(fleet, s, &o, &l.scope))
+                .filter(|s| claims(fleet, kinds, s, &o, &l.scope))
             else {
                 continue;
             };
@@ -791,29 +780,11 @@ fn protection_unknown(a: &Action, running: u32, seen: u32) -> String {
     )
 }
 
-/// Which forced change to name in a replacement's reason: the ones a person
-/// edits (topology, machine type, capacity) before derived ones (node count).
-fn reason_rank(path: &str) -> usize {
-    const ORDER: &[&str] = &[
-        "placementPolicy.tpuTopology",
-        "workloadPolicy.acceleratorTopology",
-        "config.machineType",
-        "placementPolicy",
-        "config.spot",
-        "config.reservationAffinity",
-        "config.flexStart",
-        "locations",
-    ];
-    ORDER
-        .iter()
-        .position(|p| path.starts_with(p))
-        .unwrap_or(ORDER.len())
-}
-
-/// The reason of a replacement from its changes.
-fn replace_reason(changes: &[FieldChange], hash_only: bool) -> Reason {
+/// The reason of a replacement from its changes: the forced change the kind
+/// ranks most telling ([`Kind::replacement_rank`]).
+fn replace_reason(kind: &dyn Kind, changes: &[FieldChange], hash_only: bool) -> Reason {
     let forced: Vec<&FieldChange> = changes.iter().filter(|c| c.forces_replacement).collect();
-    match forced.iter().min_by_key(|c| reason_rank(&c.path)) {
+    match forced.iter().min_by_key(|c| kind.replacement_rank(&c.path)) {
         Some(c) if !hash_only => Reason::FieldsForceReplacement {
             path: c.path.clone(),
             before: c.before.clone(),
@@ -829,11 +800,11 @@ fn replace_reason(changes: &[FieldChange], hash_only: bool) -> Reason {
 /// still has a Slice in the specs. When none has (the file with a Target's
 /// Slices was lost in a merge, while another Target keeps the fleet from
 /// looking empty), the delete is refused with why.
-fn empty_target(fleet: &Fleet, a: &Action, o: &Ownership) -> Option<String> {
+fn empty_target(fleet: &Fleet, kinds: &[&dyn Kind], a: &Action, o: &Ownership) -> Option<String> {
     let covering: Vec<&crate::spec::Target> = fleet
         .targets
         .values()
-        .filter(|t| t.spec.owner_id == o.owner && Owners::scopes_of(t).contains(&a.id.scope))
+        .filter(|t| t.spec.owner_id == o.owner && Owners::scopes_of(t, kinds).contains(&a.id.scope))
         .collect();
     if covering.is_empty()
         || covering
@@ -1069,7 +1040,7 @@ fn renames(
                 let same_target = kind
                     .ownership(&live.body)
                     .is_some_and(|o| o.owner == target.spec.owner_id)
-                    && Owners::scopes_of(target).contains(&a.id.scope);
+                    && Owners::scopes_of(target, kinds).contains(&a.id.scope);
                 same_target
                     && kind
                         .render(RenderCtx {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use super::*;
 use crate::kinds::{node_pool, workload_policy};
+use crate::resource::ClusterRef;
 use crate::resource::compute::ResourcePolicy;
 use crate::resource::gke::{self, NodePool, StatusCondition};
 use crate::spec::model::{

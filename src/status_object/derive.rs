@@ -327,7 +327,7 @@ fn outlives(c: &Cycle<'_>, report: Option<&Report>, old: &SliceStatusStatus) -> 
         targets: BTreeMap::from([(target.to_string(), t.clone())]),
         ..Fleet::default()
     };
-    let owners = crate::plan::Owners::of(&one);
+    let owners = crate::plan::Owners::of(&one, &crate::engine::kinds());
     let unseen: Vec<String> = r
         .plan
         .deferred
@@ -487,7 +487,7 @@ fn one(
         // rename the live primary resource keeps its old name
         // (`previousNames`): it stands in for the rendered one.
         let primary_kind = |k: &str| {
-            crate::kinds::plan_kinds()
+            crate::engine::kinds()
                 .iter()
                 .any(|x| x.is_primary() && x.id().as_str() == k)
         };

@@ -179,6 +179,20 @@ fn shown(m: &InstanceGroupManager) -> Value {
 }
 
 impl Kind for Migs {
+    fn scopes(&self, t: &crate::spec::Target) -> Vec<Scope> {
+        t.spec
+            .gce
+            .as_ref()
+            .map(|_| {
+                Scope::Zone(crate::resource::ZoneRef {
+                    project: t.spec.project.clone(),
+                    zone: t.spec.zone.clone(),
+                })
+            })
+            .into_iter()
+            .collect()
+    }
+
     fn id(&self) -> KindId {
         KIND
     }

@@ -73,6 +73,19 @@ fn shown(t: &InstanceTemplate) -> Value {
 }
 
 impl Kind for InstanceTemplates {
+    fn scopes(&self, t: &crate::spec::Target) -> Vec<Scope> {
+        t.spec
+            .gce
+            .as_ref()
+            .map(|_| {
+                Scope::Global(crate::resource::ProjectRef {
+                    project: t.spec.project.clone(),
+                })
+            })
+            .into_iter()
+            .collect()
+    }
+
     fn id(&self) -> KindId {
         KIND
     }

@@ -1070,8 +1070,9 @@ fn a_gce_target_whose_zone_changed_deletes_its_old_mig_as_moved() {
     }])
     .unwrap_or_else(|d| panic!("{d:?}"));
     let old_zone = Scope::Zone(replica(&before, "z").zone);
-    let owners = plan::Owners::of(&after);
-    let own = plan::Owners::of(&before);
+    let all = crate::kinds::plan_kinds();
+    let owners = plan::Owners::of(&after, &all);
+    let own = plan::Owners::of(&before, &all);
     assert!(!owners.by_scope.contains_key(&old_zone));
     assert!(own.by_scope.contains_key(&old_zone));
     let kinds = crate::kinds::plan_kinds();

@@ -44,6 +44,19 @@ fn desired_pool(d: &Desired) -> Option<&NodePool> {
 }
 
 impl Kind for NodePools {
+    fn scopes(&self, t: &crate::spec::Target) -> Vec<Scope> {
+        let gke = t.spec.gke.as_ref();
+        gke.map(|g| {
+            Scope::Cluster(crate::resource::ClusterRef {
+                project: t.spec.project.clone(),
+                location: g.location.clone(),
+                name: g.name.clone(),
+            })
+        })
+        .into_iter()
+        .collect()
+    }
+
     fn id(&self) -> KindId {
         KIND
     }
@@ -207,6 +220,24 @@ impl Kind for NodePools {
             Some(o) => format!("owned by another slicectl owner id {:?}", o.owner),
             None => "not created by slicectl".to_string(),
         }
+    }
+
+    /// The fields a person edits (topology, machine type, capacity) before
+    /// derived ones (node count).
+    fn replacement_rank(&self, path: &str) -> usize {
+        const ORDER: &[&str] = &[
+            "placementPolicy.tpuTopology",
+            "config.machineType",
+            "placementPolicy",
+            "config.spot",
+            "config.reservationAffinity",
+            "config.flexStart",
+            "locations",
+        ];
+        ORDER
+            .iter()
+            .position(|p| path.starts_with(p))
+            .unwrap_or(ORDER.len())
     }
 
     fn owner_relabels_in_place(&self) -> bool {
