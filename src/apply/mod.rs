@@ -126,6 +126,15 @@ impl ApplyError {
     }
 }
 
+/// The desired body of an action, as the kind's own type (an error naming
+/// the action when it has none of that type).
+pub fn desired_body<T: 'static>(a: &Action) -> Result<&T, ApplyError> {
+    a.desired
+        .as_ref()
+        .and_then(crate::plan::kind::body_as::<T>)
+        .ok_or_else(|| ApplyError::Body(a.address()))
+}
+
 /// A conflict error for an action.
 pub fn conflict(a: &Action, reason: String) -> ApplyError {
     ApplyError::Conflict {

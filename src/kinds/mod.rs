@@ -4,35 +4,17 @@
 //! the step graph, the executor and observation are generic over them.
 //!
 //! Adding a kind: write its module and add one line to [`REGISTRY`]. The
-//! order there is the order of actions within a slice replica in plans.
+//! order there is the order of actions within a slice replica in plans. A
+//! compute kind (a resource in a project, region or zone, inserted and
+//! deleted through compute operations) gets its shell half from
+//! [`compute_shell`] by implementing [`compute_shell::ComputeKind`].
 
+pub mod compute_shell;
 pub mod gce;
 pub mod node_pool;
 pub mod workload_policy;
 
 use crate::plan::{Kind, KindId};
-
-/// The operation records of a compute operations listing in `scope`, for
-/// the operations whose target `target_of` names (one kind's resources).
-pub fn compute_operation_records(
-    scope: &crate::plan::Scope,
-    ops: &[crate::resource::compute::Operation],
-    target_of: fn(&crate::resource::compute::Operation) -> Option<&str>,
-) -> Vec<crate::plan::OperationRecord> {
-    ops.iter()
-        .filter_map(|op| {
-            Some(crate::plan::OperationRecord {
-                scope: scope.clone(),
-                target: target_of(op)?.to_string(),
-                name: op.name.clone(),
-                operation_type: op.operation_type.clone(),
-                running: op.status != "DONE",
-                error: None,
-                end_time: None,
-            })
-        })
-        .collect()
-}
 
 pub use crate::apply::RegisteredKind;
 

@@ -15,15 +15,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome, judge_conflict};
 use crate::cloud::{Cloud, CloudError};
+use crate::kinds::compute_shell::{self, ComputeKind};
 use crate::plan::hash::{self, HASH_VERSION, Projection, project};
 use crate::plan::kind::body_as;
 use crate::plan::names;
 use crate::plan::ownership::Ownership;
 use crate::plan::{
-    Action, Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, ResourceId, Scope,
-    SliceRef,
+    Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, ResourceId, Scope, SliceRef,
 };
 use crate::resource::RegionRef;
 use crate::resource::compute::{self, ResourcePolicy, WorkloadPolicy};
@@ -54,11 +53,12 @@ pub fn projection(p: &ResourcePolicy) -> Projection {
     out
 }
 
-/// The resource policy name a compute operation targets.
-pub fn operation_target(op: &compute::Operation) -> Option<&str> {
-    let link = op.target_link.as_deref()?;
-    let (head, name) = link.rsplit_once('/')?;
-    head.ends_with("/resourcePolicies").then_some(name)
+fn ownership_of(p: &ResourcePolicy) -> Option<Ownership> {
+    Ownership::from_description_named(
+        p.description.as_deref()?,
+        &p.name,
+        crate::spec::names::workload_policy,
+    )
 }
 
 impl Kind for WorkloadPolicies {
@@ -154,12 +154,7 @@ impl Kind for WorkloadPolicies {
     }
 
     fn ownership(&self, live: &Body) -> Option<Ownership> {
-        let p = policy(live)?;
-        Ownership::from_description_named(
-            p.description.as_deref()?,
-            &p.name,
-            crate::spec::names::workload_policy,
-        )
+        ownership_of(policy(live)?)
     }
 
     fn state(&self, live: &Body) -> LiveState {
@@ -234,141 +229,66 @@ impl Kind for WorkloadPolicies {
     }
 }
 
-fn region_of(a: &Action) -> Result<&RegionRef, ApplyError> {
-    match &a.id.scope {
-        Scope::Region(r) => Ok(r),
-        _ => Err(ApplyError::Scope(a.address())),
-    }
-}
-
-/// After an insert answered 409: `Some(op)` when the policy is ours and
-/// still being inserted, `None` when it is ours and there; else an error.
-async fn resolve_conflict(
-    cloud: &Cloud,
-    a: &Action,
-    r: &RegionRef,
-    want: &ResourcePolicy,
-) -> Result<Option<compute::Operation>, ApplyError> {
-    let running = cloud
-        .compute
-        .list_region_operations(&r.project, &r.region, true)
-        .await?
-        .into_iter()
-        .find(|o| operation_target(o) == Some(a.id.name.as_str()));
-    let live = match cloud
-        .compute
-        .get_resource_policy(&r.project, &r.region, &a.id.name)
-        .await
-    {
-        Ok(p) => Some(p),
-        Err(e) if e.is_not_found() => None,
-        Err(e) => return Err(e.into()),
-    };
-    let own = |p: &ResourcePolicy| {
-        Ownership::from_description_named(
-            p.description.as_deref()?,
-            &p.name,
-            crate::spec::names::workload_policy,
-        )
-    };
-    judge_conflict(
-        a,
-        "insert",
-        running
-            .as_ref()
-            .map(|o| (o.name.as_str(), o.operation_type.as_str())),
-        live.as_ref().map(own),
-        own(want).as_ref(),
-    )?;
-    Ok(running)
-}
-
-fn region_operation(r: &RegionRef, name: &str) -> compute::Operation {
-    let region = format!(
-        "https://compute.googleapis.com/compute/v1/projects/{}/regions/{}",
-        r.project, r.region
-    );
-    compute::Operation {
-        name: name.to_string(),
-        self_link: Some(format!("{region}/operations/{name}")),
-        region: Some(region),
-        ..Default::default()
-    }
-}
-
 #[async_trait]
-impl KindExec for WorkloadPolicies {
-    fn kind(&self) -> KindId {
-        KIND
+impl ComputeKind for WorkloadPolicies {
+    type Place = RegionRef;
+    type Item = ResourcePolicy;
+    const COLLECTION: &'static str = "resourcePolicies";
+
+    fn ownership_of(p: &ResourcePolicy) -> Option<Ownership> {
+        ownership_of(p)
     }
 
-    fn observes(&self, scope: &Scope) -> bool {
-        matches!(scope, Scope::Region(_))
+    async fn list(cloud: &Cloud, r: &RegionRef) -> Result<Vec<ResourcePolicy>, CloudError> {
+        cloud
+            .compute
+            .list_resource_policies(&r.project, &r.region)
+            .await
     }
 
-    async fn observe(&self, cloud: &Cloud, scope: &Scope) -> Result<Observed, CloudError> {
-        let Scope::Region(r) = scope else {
-            return Ok(Observed::default());
-        };
-        let (policies, ops) = tokio::try_join!(
-            cloud.compute.list_resource_policies(&r.project, &r.region),
+    /// Only the running ones.
+    async fn list_operations(
+        cloud: &Cloud,
+        r: &RegionRef,
+    ) -> Result<Vec<compute::Operation>, CloudError> {
+        cloud
+            .compute
+            .list_region_operations(&r.project, &r.region, true)
+            .await
+    }
+
+    async fn insert(
+        cloud: &Cloud,
+        r: &RegionRef,
+        p: &ResourcePolicy,
+    ) -> Result<compute::Operation, CloudError> {
+        cloud
+            .compute
+            .insert_resource_policy(&r.project, &r.region, p)
+            .await
+    }
+
+    async fn delete(
+        cloud: &Cloud,
+        r: &RegionRef,
+        name: &str,
+    ) -> Result<compute::Operation, CloudError> {
+        cloud
+            .compute
+            .delete_resource_policy(&r.project, &r.region, name)
+            .await
+    }
+
+    async fn find(
+        cloud: &Cloud,
+        r: &RegionRef,
+        p: &ResourcePolicy,
+    ) -> Result<Option<ResourcePolicy>, CloudError> {
+        compute_shell::found(
             cloud
                 .compute
-                .list_region_operations(&r.project, &r.region, true)
-        )?;
-        Ok(Observed::new(
-            scope,
-            policies,
-            crate::kinds::compute_operation_records(scope, &ops, operation_target),
-        ))
-    }
-
-    async fn execute(
-        &self,
-        cloud: &Cloud,
-        _sched: &crate::apply::schedule::Scheduler,
-        a: &Action,
-        op: StepOp,
-    ) -> Result<StepOutcome, ApplyError> {
-        let r = region_of(a)?;
-        let timeout = a.timeout.max(std::time::Duration::from_secs(1));
-        let started = match op {
-            StepOp::WaitInFlight => region_operation(r, a.operation.as_deref().unwrap_or_default()),
-            StepOp::Create => {
-                let p = a
-                    .desired
-                    .as_ref()
-                    .and_then(body_as::<ResourcePolicy>)
-                    .ok_or_else(|| ApplyError::Body(a.address()))?;
-                match cloud
-                    .compute
-                    .insert_resource_policy(&r.project, &r.region, p)
-                    .await
-                {
-                    Ok(op) => op,
-                    Err(e) if e.is_already_exists() => {
-                        match resolve_conflict(cloud, a, r, p).await? {
-                            Some(op) => op,
-                            None => return Ok(StepOutcome::Done),
-                        }
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            // Immutable: the planner never plans an update of a policy; and
-            // policies have no cleanup step.
-            StepOp::Update | StepOp::Cleanup => return Ok(StepOutcome::Done),
-            StepOp::Delete => match cloud
-                .compute
-                .delete_resource_policy(&r.project, &r.region, &a.id.name)
-                .await
-            {
-                Ok(op) => op,
-                Err(e) if e.is_not_found() => return Ok(StepOutcome::AlreadyGone),
-                Err(e) => return Err(e.into()),
-            },
-        };
-        cloud.compute.wait_operation(&started, timeout).await?;
-        Ok(StepOutcome::Done)
+                .get_resource_policy(&r.project, &r.region, &p.name)
+                .await,
+        )
     }
 }

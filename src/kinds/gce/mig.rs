@@ -14,8 +14,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::render::{self, mig_projection};
-use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome};
+use crate::apply::ApplyError;
 use crate::cloud::{Cloud, CloudError};
+use crate::kinds::compute_shell::ComputeKind;
 use crate::plan::hash::{self, FieldChange};
 use crate::plan::kind::{LiveReport, body_as};
 use crate::plan::ownership::{self, Ownership};
@@ -60,13 +61,6 @@ fn mig(b: &Body) -> Option<&InstanceGroupManager> {
 
 fn ownership_of(m: &InstanceGroupManager) -> Option<Ownership> {
     Ownership::from_description_named(m.description.as_deref()?, &m.name, crate::spec::names::mig)
-}
-
-/// The MIG name a compute operation targets.
-pub fn operation_target(op: &compute::Operation) -> Option<&str> {
-    let link = op.target_link.as_deref()?;
-    let (head, name) = link.rsplit_once('/')?;
-    head.ends_with("/instanceGroupManagers").then_some(name)
 }
 
 /// Checks a template the spec brings (`gce.instanceTemplate`) the way
@@ -341,127 +335,100 @@ impl Kind for Migs {
     }
 }
 
-fn zone_of(a: &Action) -> Result<&ZoneRef, ApplyError> {
-    match &a.id.scope {
-        Scope::Zone(z) => Ok(z),
-        _ => Err(ApplyError::Scope(a.address())),
-    }
-}
-
 #[async_trait]
-impl KindExec for Migs {
-    fn kind(&self) -> KindId {
-        KIND
+impl ComputeKind for Migs {
+    type Place = ZoneRef;
+    type Item = InstanceGroupManager;
+    const COLLECTION: &'static str = "instanceGroupManagers";
+
+    fn ownership_of(m: &InstanceGroupManager) -> Option<Ownership> {
+        ownership_of(m)
     }
 
-    fn observes(&self, scope: &Scope) -> bool {
-        matches!(scope, Scope::Zone(_))
+    async fn list(cloud: &Cloud, z: &ZoneRef) -> Result<Vec<InstanceGroupManager>, CloudError> {
+        cloud.compute.list_instance_group_managers(z).await
     }
 
-    async fn observe(&self, cloud: &Cloud, scope: &Scope) -> Result<Observed, CloudError> {
-        let Scope::Zone(z) = scope else {
-            return Ok(Observed::default());
-        };
-        let (migs, ops) = tokio::try_join!(
-            cloud.compute.list_instance_group_managers(z),
-            cloud.compute.list_zone_operations(z)
-        )?;
-        Ok(Observed::new(
-            scope,
-            migs,
-            crate::kinds::compute_operation_records(scope, &ops, operation_target),
-        ))
+    async fn list_operations(
+        cloud: &Cloud,
+        z: &ZoneRef,
+    ) -> Result<Vec<compute::Operation>, CloudError> {
+        cloud.compute.list_zone_operations(z).await
     }
 
-    async fn execute(
+    async fn insert(
+        cloud: &Cloud,
+        z: &ZoneRef,
+        m: &InstanceGroupManager,
+    ) -> Result<compute::Operation, CloudError> {
+        cloud.compute.insert_instance_group_manager(z, m).await
+    }
+
+    async fn delete(
+        cloud: &Cloud,
+        z: &ZoneRef,
+        name: &str,
+    ) -> Result<compute::Operation, CloudError> {
+        cloud.compute.delete_instance_group_manager(z, name).await
+    }
+
+    /// By listing the zone's MIGs.
+    async fn find(
+        cloud: &Cloud,
+        z: &ZoneRef,
+        m: &InstanceGroupManager,
+    ) -> Result<Option<InstanceGroupManager>, CloudError> {
+        Ok(cloud
+            .compute
+            .list_instance_group_managers(z)
+            .await?
+            .into_iter()
+            .find(|l| l.name == m.name))
+    }
+
+    /// A template the spec brings is checked before it is used.
+    async fn before_insert(
         &self,
         cloud: &Cloud,
-        _sched: &crate::apply::schedule::Scheduler,
         a: &Action,
-        op: StepOp,
-    ) -> Result<StepOutcome, ApplyError> {
-        let z = zone_of(a)?;
-        let timeout = a.timeout.max(std::time::Duration::from_secs(1));
-        let started = match op {
-            StepOp::WaitInFlight => {
-                super::zone_operation(z, a.operation.as_deref().unwrap_or_default())
-            }
-            StepOp::Create => {
-                let m = a
-                    .desired
-                    .as_ref()
-                    .and_then(body_as::<InstanceGroupManager>)
-                    .ok_or_else(|| ApplyError::Body(a.address()))?;
-                // A template the spec brings is checked before it is used.
-                let rendered = ownership_of(m).map(|o| {
-                    format!(
-                        "/global/instanceTemplates/{}",
-                        crate::plan::names::instance_template(&o.slice, o.replica)
-                    )
-                });
-                if let Some(link) = m.instance_template.as_deref()
-                    && rendered.is_none_or(|r| !link.ends_with(&r))
-                {
-                    let t = cloud.compute.get_instance_template(link).await?;
-                    let problems = check_brought_template(&t);
-                    if !problems.is_empty() {
-                        return Err(ApplyError::InvalidTemplate {
-                            address: a.address(),
-                            message: format!(
-                                "instance template {link} cannot run a TPU slice: {}. Fix the template or let \
-                                 slicectl render one (remove gce.instanceTemplate, set gce.image and gce.bootstrap)",
-                                problems.join("; ")
-                            ),
-                        });
-                    }
-                }
-                match cloud.compute.insert_instance_group_manager(z, m).await {
-                    Ok(op) => op,
-                    Err(e) if e.is_already_exists() => {
-                        let ops = cloud.compute.list_zone_operations(z).await?;
-                        let live = cloud
-                            .compute
-                            .list_instance_group_managers(z)
-                            .await?
-                            .into_iter()
-                            .find(|l| l.name == m.name)
-                            .map(|l| ownership_of(&l));
-                        return super::after_conflict(
-                            cloud,
-                            a,
-                            &ops,
-                            operation_target,
-                            live,
-                            ownership_of(m),
-                            timeout,
-                        )
-                        .await;
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            StepOp::Update => {
-                let m = a
-                    .desired
-                    .as_ref()
-                    .and_then(body_as::<InstanceGroupManager>)
-                    .ok_or_else(|| ApplyError::Body(a.address()))?;
-                patch_description(cloud, z, a, m).await?
-            }
-            // No cleanup.
-            StepOp::Cleanup => return Ok(StepOutcome::Done),
-            StepOp::Delete => match cloud
-                .compute
-                .delete_instance_group_manager(z, &a.id.name)
-                .await
-            {
-                Ok(op) => op,
-                Err(e) if e.is_not_found() => return Ok(StepOutcome::AlreadyGone),
-                Err(e) => return Err(e.into()),
-            },
+        m: &InstanceGroupManager,
+    ) -> Result<(), ApplyError> {
+        let rendered = ownership_of(m).map(|o| {
+            format!(
+                "/global/instanceTemplates/{}",
+                crate::plan::names::instance_template(&o.slice, o.replica)
+            )
+        });
+        let Some(link) = m.instance_template.as_deref() else {
+            return Ok(());
         };
-        cloud.compute.wait_operation(&started, timeout).await?;
-        Ok(StepOutcome::Done)
+        if rendered.is_some_and(|r| link.ends_with(&r)) {
+            return Ok(());
+        }
+        let t = cloud.compute.get_instance_template(link).await?;
+        let problems = check_brought_template(&t);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(ApplyError::InvalidTemplate {
+            address: a.address(),
+            message: format!(
+                "instance template {link} cannot run a TPU slice: {}. Fix the template or let \
+                 slicectl render one (remove gce.instanceTemplate, set gce.image and gce.bootstrap)",
+                problems.join("; ")
+            ),
+        })
+    }
+
+    /// The protection (and Target) stamp in the description, patched.
+    async fn update(
+        &self,
+        cloud: &Cloud,
+        z: &ZoneRef,
+        a: &Action,
+        m: &InstanceGroupManager,
+    ) -> Result<Option<compute::Operation>, ApplyError> {
+        patch_description(cloud, z, a, m).await.map(Some)
     }
 }
 

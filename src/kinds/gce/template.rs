@@ -10,12 +10,12 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::render::{self, template_projection};
-use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome};
 use crate::cloud::{Cloud, CloudError};
+use crate::kinds::compute_shell::{self, ComputeKind};
 use crate::plan::hash;
 use crate::plan::kind::body_as;
 use crate::plan::ownership::Ownership;
-use crate::plan::{Action, Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, Scope};
+use crate::plan::{Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, Scope};
 use crate::resource::ProjectRef;
 use crate::resource::compute::{self, InstanceTemplate};
 
@@ -36,13 +36,6 @@ fn ownership_of(t: &InstanceTemplate) -> Option<Ownership> {
         &t.name,
         crate::spec::names::instance_template,
     )
-}
-
-/// The template name a compute operation targets.
-pub fn operation_target(op: &compute::Operation) -> Option<&str> {
-    let link = op.target_link.as_deref()?;
-    let (head, name) = link.rsplit_once('/')?;
-    head.ends_with("/instanceTemplates").then_some(name)
 }
 
 /// The template as shown: what was sent (output-only fields dropped).
@@ -153,93 +146,49 @@ impl Kind for InstanceTemplates {
     }
 }
 
-fn project_of(a: &Action) -> Result<&ProjectRef, ApplyError> {
-    match &a.id.scope {
-        Scope::Global(p) => Ok(p),
-        _ => Err(ApplyError::Scope(a.address())),
-    }
-}
-
 #[async_trait]
-impl KindExec for InstanceTemplates {
-    fn kind(&self) -> KindId {
-        KIND
+impl ComputeKind for InstanceTemplates {
+    type Place = ProjectRef;
+    type Item = InstanceTemplate;
+    const COLLECTION: &'static str = "instanceTemplates";
+
+    fn ownership_of(t: &InstanceTemplate) -> Option<Ownership> {
+        ownership_of(t)
     }
 
-    fn observes(&self, scope: &Scope) -> bool {
-        matches!(scope, Scope::Global(_))
+    async fn list(cloud: &Cloud, p: &ProjectRef) -> Result<Vec<InstanceTemplate>, CloudError> {
+        cloud.compute.list_instance_templates(p).await
     }
 
-    async fn observe(&self, cloud: &Cloud, scope: &Scope) -> Result<Observed, CloudError> {
-        let Scope::Global(p) = scope else {
-            return Ok(Observed::default());
-        };
-        let (templates, ops) = tokio::try_join!(
-            cloud.compute.list_instance_templates(p),
-            cloud.compute.list_global_operations(p)
-        )?;
-        Ok(Observed::new(
-            scope,
-            templates,
-            crate::kinds::compute_operation_records(scope, &ops, operation_target),
-        ))
-    }
-
-    async fn execute(
-        &self,
+    async fn list_operations(
         cloud: &Cloud,
-        _sched: &crate::apply::schedule::Scheduler,
-        a: &Action,
-        op: StepOp,
-    ) -> Result<StepOutcome, ApplyError> {
-        let p = project_of(a)?;
-        let timeout = a.timeout.max(std::time::Duration::from_secs(1));
-        let started = match op {
-            StepOp::WaitInFlight => {
-                super::global_operation(p, a.operation.as_deref().unwrap_or_default())
-            }
-            StepOp::Create => {
-                let t = a
-                    .desired
-                    .as_ref()
-                    .and_then(body_as::<InstanceTemplate>)
-                    .ok_or_else(|| ApplyError::Body(a.address()))?;
-                match cloud.compute.insert_instance_template(p, t).await {
-                    Ok(op) => op,
-                    Err(e) if e.is_already_exists() => {
-                        // Ours from an interrupted apply, another run's
-                        // (maybe still being inserted), or someone else's.
-                        let ops = cloud.compute.list_global_operations(p).await?;
-                        let link =
-                            format!("projects/{}/global/instanceTemplates/{}", p.project, t.name);
-                        let live = match cloud.compute.get_instance_template(&link).await {
-                            Ok(l) => Some(ownership_of(&l)),
-                            Err(e) if e.is_not_found() => None,
-                            Err(e) => return Err(e.into()),
-                        };
-                        return super::after_conflict(
-                            cloud,
-                            a,
-                            &ops,
-                            operation_target,
-                            live,
-                            ownership_of(t),
-                            timeout,
-                        )
-                        .await;
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            // Immutable: never updated in place; no cleanup.
-            StepOp::Update | StepOp::Cleanup => return Ok(StepOutcome::Done),
-            StepOp::Delete => match cloud.compute.delete_instance_template(p, &a.id.name).await {
-                Ok(op) => op,
-                Err(e) if e.is_not_found() => return Ok(StepOutcome::AlreadyGone),
-                Err(e) => return Err(e.into()),
-            },
-        };
-        cloud.compute.wait_operation(&started, timeout).await?;
-        Ok(StepOutcome::Done)
+        p: &ProjectRef,
+    ) -> Result<Vec<compute::Operation>, CloudError> {
+        cloud.compute.list_global_operations(p).await
+    }
+
+    async fn insert(
+        cloud: &Cloud,
+        p: &ProjectRef,
+        t: &InstanceTemplate,
+    ) -> Result<compute::Operation, CloudError> {
+        cloud.compute.insert_instance_template(p, t).await
+    }
+
+    async fn delete(
+        cloud: &Cloud,
+        p: &ProjectRef,
+        name: &str,
+    ) -> Result<compute::Operation, CloudError> {
+        cloud.compute.delete_instance_template(p, name).await
+    }
+
+    async fn find(
+        cloud: &Cloud,
+        p: &ProjectRef,
+        t: &InstanceTemplate,
+    ) -> Result<Option<InstanceTemplate>, CloudError> {
+        let link = format!("projects/{}/global/instanceTemplates/{}", p.project, t.name);
+        compute_shell::found(cloud.compute.get_instance_template(&link).await)
     }
 }

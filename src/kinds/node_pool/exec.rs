@@ -8,7 +8,6 @@ use tokio::time::Instant;
 use crate::apply::schedule::{OpSlot, Rejection, Scheduler};
 use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome, judge_conflict};
 use crate::cloud::{Cloud, CloudError};
-use crate::plan::kind::body_as;
 use crate::plan::ownership::Ownership;
 use crate::plan::{Action, KindId, OperationRecord, Scope};
 use crate::resource::ClusterRef;
@@ -34,10 +33,7 @@ fn cluster_of(a: &Action) -> Result<&ClusterRef, ApplyError> {
 }
 
 fn desired(a: &Action) -> Result<&NodePool, ApplyError> {
-    a.desired
-        .as_ref()
-        .and_then(body_as::<NodePool>)
-        .ok_or_else(|| ApplyError::Body(a.address()))
+    crate::apply::desired_body(a)
 }
 
 /// The scheduler's scope of a cluster (GKE's concurrency rules are per cluster).
