@@ -4,9 +4,9 @@
 Usage: prune-discovery.py SRC_COMPUTE_V1_JSON OUT_JSON
 
 Keeps the document's identity fields, the methods the simulator serves
-(src/sim routes) and every schema reachable from their request/response
-bodies. The output is committed as src/sim/discovery/compute-v1-pruned.json;
-tests/sim_discovery.rs re-runs this script and fails if the committed file
+(crates/slicectl-sim/src routes) and every schema reachable from their request/response
+bodies. The output is committed as crates/slicectl-sim/src/discovery/compute-v1-pruned.json;
+tests/integration/sim_discovery.rs re-runs this script and fails if the committed file
 drifted. Add a method here when the simulator starts serving it.
 """
 import json

@@ -2,10 +2,11 @@
 # The project's single test command: builds the Kubernetes control-plane
 # binaries if they are not cached (scripts/k8s-testbin.sh), starts a private
 # control plane (scripts/k8s-testenv.sh) in a temporary directory, runs
-# `cargo fmt --check`, `cargo clippy --all-targets -- -D warnings` and
-# `cargo test` against it, and always stops it on exit.
+# `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings`
+# and `cargo test --workspace` against it (slicectl and the simulator crate,
+# crates/slicectl-sim), and always stops it on exit.
 #
-# Extra arguments are passed to `cargo test` (e.g. scripts/test.sh --test k8s_controlplane).
+# Extra arguments are passed to `cargo test` (e.g. scripts/test.sh --test controlplane k8s_controlplane::).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -56,11 +57,11 @@ log "control plane started in $(since "$t") (SLICECTL_TEST_KUBECONFIG=$SLICECTL_
 sampler_pid=$!
 
 t=$(now_ms)
-cargo fmt --check
-log "cargo fmt --check ok in $(since "$t")"
+cargo fmt --all --check
+log "cargo fmt --all --check ok in $(since "$t")"
 t=$(now_ms)
-cargo clippy --all-targets -- -D warnings
+cargo clippy --workspace --all-targets -- -D warnings
 log "cargo clippy ok in $(since "$t")"
 t=$(now_ms)
-cargo test "$@"
+cargo test --workspace "$@"
 log "cargo test ok in $(since "$t")"

@@ -1,12 +1,14 @@
 //! slicectl: a declarative, GitOps-style reconciler for Google Cloud TPU slices.
 //!
 //! The data flows `spec` → `source` → `observe` → `plan` → `apply`, with
-//! `cloud` and `kube` as the edges, `sim` beside them, `engine` (one
+//! `cloud` and `kube` as the edges, `engine` (one
 //! reconciliation as a library call), `cycle` (one cycle of the loops: a
 //! source of specs to a sink of results, with a typed outcome) and `cli` on
 //! top. Each resource kind is
 //! one module under `kinds`. The pure core (`spec`, `resource`, `plan`)
-//! never imports the shell.
+//! never imports the shell. The GCP simulator is its own crate,
+//! `slicectl-sim` (`crates/slicectl-sim`), which only `cli` (for `slicectl sim`
+//! and `--sim`) and the tests use.
 
 pub mod apply;
 pub mod bootstrap;
@@ -20,7 +22,6 @@ pub mod kube;
 pub mod observe;
 pub mod plan;
 pub mod resource;
-pub mod sim;
 pub mod source;
 pub mod spec;
 pub mod status;

@@ -1,7 +1,7 @@
 //! The pure half of the benchmark suite: the fleets it generates (spec
 //! files), the ideals it compares against, the `gcloud` command lines that
 //! create the same node pools, and the comparison of two live pools. No I/O
-//! except writing spec files, so `tests/bench_harness.rs` covers it in debug.
+//! except writing spec files, so `tests/integration/bench_harness.rs` covers it in debug.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use slicectl::sim::{
+use slicectl_sim::{
     DEFAULT_OPERATION_QUOTA, FaultConfig, SimConfig, SimHandle, SimStats, Simulator,
 };
 

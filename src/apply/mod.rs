@@ -75,31 +75,17 @@ pub enum ApplyError {
     /// A Kubernetes call failed.
     #[error(transparent)]
     Kube(#[from] crate::kube::KubeError),
-    /// The instance template a slice brings cannot run a TPU slice.
+    /// A failure a kind names with a code of its own (declared by the kind:
+    /// a self-managed slice's `bootstrap_failed`, `node_lost`,
+    /// `invalid_template`). The message says what is known and what to
+    /// do, never a secret.
     #[error("{address}: {message}")]
-    InvalidTemplate {
+    Kind {
         /// Address.
         address: String,
-        /// What is wrong with it, and what to do.
-        message: String,
-    },
-    /// A self-managed slice's VMs did not join (a VM reported a failure, or
-    /// the step timed out): what is known, never a token.
-    #[error("{address}: {message}")]
-    Bootstrap {
-        /// Address.
-        address: String,
-        /// What happened.
-        message: String,
-    },
-    /// A self-managed slice's VM runs and joined once, but its Node is gone
-    /// (deleted by hand, by node GC): its kubelet does not register it
-    /// again by itself. The message names the VM and the fix.
-    #[error("{address}: {message}")]
-    NodeLost {
-        /// Address.
-        address: String,
-        /// Which VMs, and how to recreate them.
+        /// The kind's stable code (metric labels, JSON reports).
+        code: &'static str,
+        /// What happened, and what to do.
         message: String,
     },
 }
@@ -119,9 +105,7 @@ impl ApplyError {
             ApplyError::Conflict { .. } => "conflict",
             ApplyError::Panicked(_) => "panicked",
             ApplyError::Kube(e) => e.code(),
-            ApplyError::Bootstrap { .. } => "bootstrap_failed",
-            ApplyError::NodeLost { .. } => "node_lost",
-            ApplyError::InvalidTemplate { .. } => "invalid_template",
+            ApplyError::Kind { code, .. } => code,
         }
     }
 }
@@ -133,6 +117,17 @@ pub fn desired_body<T: 'static>(a: &Action) -> Result<&T, ApplyError> {
         .as_ref()
         .and_then(crate::plan::kind::body_as::<T>)
         .ok_or_else(|| ApplyError::Body(a.address()))
+}
+
+impl ApplyError {
+    /// A failure of action `a` with its kind's own `code`.
+    pub fn of_kind(a: &Action, code: &'static str, message: String) -> ApplyError {
+        ApplyError::Kind {
+            address: a.address(),
+            code,
+            message,
+        }
+    }
 }
 
 /// A conflict error for an action.

@@ -41,8 +41,8 @@ pub const CA_HASH_KEY: &str = "kubeadm-ca-hash";
 pub const GUEST_NAMESPACE: &str = "slicectl";
 /// Guest-attribute key (in [`GUEST_NAMESPACE`]) holding [`BootstrapStatus`].
 pub const GUEST_BOOTSTRAP_KEY: &str = "bootstrap";
-/// The guest-attribute path `NS/KEY` of the bootstrap status, as the
-/// simulator's [`crate::sim::metadata::GuestAttributes`] keys it.
+/// The guest-attribute path `NS/KEY` of the bootstrap status, as Compute
+/// Engine's guest attributes (and the simulator's) key it.
 pub const GUEST_BOOTSTRAP_PATH: &str = "slicectl/bootstrap";
 
 /// The VM's bootstrap progress, as written to `slicectl/bootstrap`.

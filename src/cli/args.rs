@@ -247,7 +247,7 @@ pub struct SimArgs {
     pub sim_reservation: Vec<String>,
     /// Concurrent operations GKE allows per cluster (past it: 429 "Too many
     /// operations").
-    #[arg(long, value_name = "N", default_value_t = crate::sim::DEFAULT_OPERATION_QUOTA)]
+    #[arg(long, value_name = "N", default_value_t = slicectl_sim::DEFAULT_OPERATION_QUOTA)]
     pub sim_operation_quota: u32,
     /// Switch off GKE's concurrency rules (one operation per node pool, a
     /// cluster-level operation excludes the rest, the per-cluster quota).

@@ -22,11 +22,11 @@ use crate::apply::{ApplyOptions, PlainProgress, Progress, TerminalProgress};
 use crate::cloud::{ClientOptions, Cloud, CloudClient};
 use crate::engine::{self, Approval, Outcome, ReconcileError, ReconcileOptions};
 use crate::plan::{Plan, PlanMode, PlanOptions, human};
-use crate::sim::{FaultConfig, SimConfig, SimHandle, Simulator, StockoutStatus};
 use crate::source::{self, LoadError};
 use crate::spec::{Fleet, ShownPath};
 use crate::status;
 use args::{Cli, Command, Connection, Exec, LogFormat, Output, Safety, SimArgs};
+use slicectl_sim::{FaultConfig, SimConfig, SimHandle, Simulator, StockoutStatus};
 
 /// Exit code: success / no changes.
 pub const EXIT_OK: u8 = 0;
@@ -107,7 +107,7 @@ async fn run(cmd: Command) -> Result<u8> {
             clusters,
             sim,
         } => {
-            crate::sim::serve_forever(sim_config(clusters, &sim, None)?, listen).await?;
+            slicectl_sim::serve_forever(sim_config(clusters, &sim, None)?, listen).await?;
             Ok(EXIT_OK)
         }
         Command::Plan {

@@ -1,7 +1,7 @@
 //! The narrow seam between slicectl and Google Cloud: one trait per API
 //! family. Observation and execution only ever go through these. Two
 //! implementations exist: the REST client ([`super::CloudClient`]) and the
-//! in-memory recording fake ([`super::fake::FakeCloud`]) used by the
+//! in-memory recording fake (`fake::FakeCloud`, with the `test-support` feature) used by the
 //! executor's unit tests.
 
 use std::sync::Arc;

@@ -760,10 +760,10 @@ mod tests {
     use crate::resource::compute::{OperationError, OperationErrorItem};
 
     /// `Page` reads with `#[serde(default)]`: a misspelt name would end a
-    /// listing after its first page. See tests/wire_types_discovery.rs.
+    /// listing after its first page. See tests/integration/wire_types_discovery.rs.
     #[test]
     fn page_fields_are_in_the_compute_discovery_document() {
-        let doc = crate::sim::discovery::compute().unwrap();
+        let doc = slicectl_sim::discovery::compute().unwrap();
         for (schema, id, leaf) in [
             (
                 schemars::schema_for!(Page<ResourcePolicy>),

@@ -3,7 +3,7 @@
 //! and deletes start operations that finish when they are waited on; what an
 //! operation does to a resource happens then, as in the real APIs.
 //!
-//! It is deliberately small: the simulator (`crate::sim`) is the faithful
+//! It is deliberately small: the simulator (the `slicectl-sim` crate) is the faithful
 //! stand-in for integration and end-to-end tests.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -313,7 +313,7 @@ impl FakeCloud {
 /// Whether an insert of `name` is running in scope `key`: compute takes
 /// the name at once, so a second insert is answered 409 while a GET still
 /// finds nothing until the first one's operation is done (as the simulator
-/// does; see `crate::sim::gce::insert_template`).
+/// does; see `slicectl_sim::gce::insert_template`).
 fn inserting(st: &State, key: &str, name: &str) -> bool {
     st.compute_ops.iter().any(|(k, op, effect)| {
         k == key

@@ -15,6 +15,9 @@ pub mod auth;
 pub mod compute;
 pub mod endpoints;
 pub mod error;
+/// The in-memory recording fake (unit tests, and integration tests through
+/// the `test-support` feature; not in the product).
+#[cfg(any(test, feature = "test-support"))]
 pub mod fake;
 pub mod gke;
 mod http;

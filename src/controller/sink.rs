@@ -459,7 +459,7 @@ mod tests {
         );
     }
 
-    /// Moved from `tests/e2e_controller.rs`: the specs left with their
+    /// Moved from `tests/e2e/e2e_controller.rs`: the specs left with their
     /// Targets alone. The planner's empty-source guard refuses (no pool
     /// goes), the objects of both live slices stay, Stalled and Refused
     /// with `[empty_source]` and their summary, instead of being deleted;

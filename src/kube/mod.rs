@@ -1,13 +1,16 @@
 //! Kubernetes edge: clients, bootstrap tokens, the cluster CA, and the seam
 //! ([`KubeService`]) through which the GCE backend works on a self-managed
 //! cluster: its real implementation ([`KubeClients`]) and a recording fake
-//! ([`fake::FakeKube`]).
+//! (`fake::FakeKube`, built for tests and with the `test-support` feature).
 
 pub mod bootstrap_token;
 pub mod ca;
 pub mod client;
 pub mod clients;
 pub mod error;
+/// The recording fake (unit tests, and integration tests through the
+/// `test-support` feature; not in the product).
+#[cfg(any(test, feature = "test-support"))]
 pub mod fake;
 pub mod kubeconfig;
 pub mod service;

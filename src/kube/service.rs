@@ -1,7 +1,7 @@
 //! The narrow seam between slicectl and a self-managed cluster's Kubernetes
 //! API: every cluster operation the GCE backend needs. Two implementations
 //! exist: the real one on kube-rs ([`super::KubeClients`]) and the in-memory
-//! recording fake ([`super::fake::FakeKube`]) for the executor's unit tests.
+//! recording fake (`fake::FakeKube`, with the `test-support` feature) for the executor's unit tests.
 //!
 //! A cluster is named by its [`KubeRef`] (the control-plane endpoint its
 //! nodes join); how slicectl reaches its API is the implementation's business.

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use slicectl::sim::{FaultConfig, SimConfig, SimHandle, Simulator};
+use slicectl_sim::{FaultConfig, SimConfig, SimHandle, Simulator};
 
 pub const CLUSTER: &str = "projects/example-project/locations/us-central1/clusters/train";
 

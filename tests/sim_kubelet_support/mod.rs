@@ -1,4 +1,4 @@
-//! Shared by tests/bootstrap_script.rs and tests/sim_kubelet.rs: the real
+//! Shared by tests/controlplane/bootstrap_script.rs and tests/controlplane/sim_kubelet.rs: the real
 //! control plane (`scripts/k8s-testenv.sh up`), bootstrap tokens minted in
 //! it, and a simulated VM's metadata.
 #![allow(dead_code)]
@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, Config};
 use slicectl::kube::{BootstrapToken, TokenSpec, ca_cert_hash, config_from_kubeconfig};
-use slicectl::sim::metadata::VmMetadata;
+use slicectl_sim::metadata::VmMetadata;
 
 pub const WAIT: Duration = Duration::from_secs(60);
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use slicectl::sim::{FaultConfig, SimConfig, SimHandle, Simulator};
+use slicectl_sim::{FaultConfig, SimConfig, SimHandle, Simulator};
 
 pub const CLUSTER: &str = "projects/proj1/locations/us-central2/clusters/c1";
 pub const GKE: &str = "/v1/projects/proj1/locations/us-central2";

@@ -410,7 +410,8 @@ impl ComputeKind for Migs {
         if problems.is_empty() {
             return Ok(());
         }
-        Err(ApplyError::InvalidTemplate {
+        Err(ApplyError::Kind {
+            code: crate::kinds::gce::INVALID_TEMPLATE,
             address: a.address(),
             message: format!(
                 "instance template {link} cannot run a TPU slice: {}. Fix the template or let \

@@ -14,3 +14,12 @@ pub mod template;
 
 #[cfg(test)]
 mod tests;
+
+/// The failure codes this backend's kinds declare (`ApplyError::Kind`),
+/// in metric labels and JSON reports: a VM reported a failed join, or the
+/// join timed out.
+pub const BOOTSTRAP_FAILED: &str = "bootstrap_failed";
+/// A VM runs and joined once, but its Node is gone.
+pub const NODE_LOST: &str = "node_lost";
+/// The instance template a slice brings cannot run a TPU slice.
+pub const INVALID_TEMPLATE: &str = "invalid_template";

@@ -64,7 +64,8 @@ pub(super) async fn drive(
     {
         let server = cloud.kube.server_version(k).await?;
         if let Some(problem) = decide::skew_problem(v, server) {
-            return Err(ApplyError::Bootstrap {
+            return Err(ApplyError::Kind {
+                code: crate::kinds::gce::BOOTSTRAP_FAILED,
                 address: a.address(),
                 message: problem,
             });
@@ -335,12 +336,11 @@ impl Drive<'_> {
                 Ok(None)
             }
             Move::FailNodeLost { vms } => Err(node_lost(a, want, &vms)),
-            Move::FailBootstrap { message } | Move::TimeOut { message } => {
-                Err(ApplyError::Bootstrap {
-                    address: a.address(),
-                    message,
-                })
-            }
+            Move::FailBootstrap { message } | Move::TimeOut { message } => Err(ApplyError::Kind {
+                code: crate::kinds::gce::BOOTSTRAP_FAILED,
+                address: a.address(),
+                message,
+            }),
             Move::Finish { confirm } => {
                 let mut left = Vec::new();
                 for vm in &confirm {
@@ -479,7 +479,8 @@ async fn set_join_metadata(
             Err(e) => return Err(e.into()),
         }
     }
-    Err(ApplyError::Bootstrap {
+    Err(ApplyError::Kind {
+code: crate::kinds::gce::BOOTSTRAP_FAILED,
         address: instance.to_string(),
         message: "the VM's metadata kept changing under slicectl (stale fingerprint 5 times); run apply again".into(),
     })
@@ -502,7 +503,8 @@ async fn bootstrap_status(cloud: &Cloud, zone: &ZoneRef, instance: &str) -> Opti
 /// The failure of a drive that found RUNNING VMs that joined once and whose
 /// Nodes are gone: what is wrong, and the command that fixes it.
 fn node_lost(a: &Action, want: &NodeGroup, vms: &[String]) -> ApplyError {
-    ApplyError::NodeLost {
+    ApplyError::Kind {
+        code: crate::kinds::gce::NODE_LOST,
         address: a.address(),
         message: format!(
             "VM(s) {} of managed instance group {} run(s) but the Node is gone: the VM joined the cluster and its Node \

@@ -1,0 +1,441 @@
+//! SliceStatus objects on the real test control plane (`scripts/k8s-testenv.sh
+//! up`; the test fails without it): the committed CRD applies; the writer's
+//! objects read back as the real kstatus library (the Go program in
+//! `tests/kstatus/`, built once into the testbin cache) and `kubectl wait`
+//! expect, and as Argo CD's health with the committed Lua check
+//! (`deploy/argocd/slicestatus-health.lua`, run by the same program as Argo CD
+//! runs it); Events are recorded; objects of departed slices are deleted; a
+//! hand edit of the spec does nothing. Without the control plane: the argocd-cm
+//! snippet in docs/status-objects.md is that Lua script.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::k8s::*;
+use common::status::one_slice;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use sha2::{Digest, Sha256};
+use slicectl::engine::Approval;
+use slicectl::status_object::{SliceStatus, StatusWriter};
+
+/// The kstatus program, built once per content of `tests/kstatus/` into the
+/// testbin cache (`SLICECTL_TESTBIN_CACHE`, default
+/// `~/.cache/slicectl-testbin`), as the control-plane binaries are.
+fn kstatus_bin() -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kstatus");
+    // go.mod, go.sum and every .go file, by name and content.
+    let mut files: Vec<String> = std::fs::read_dir(&src)
+        .expect("tests/kstatus")
+        .map(|e| {
+            e.expect("tests/kstatus entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|n| n == "go.mod" || n == "go.sum" || n.ends_with(".go"))
+        .collect();
+    files.sort();
+    let mut h = Sha256::new();
+    for f in &files {
+        h.update(f.as_bytes());
+        h.update([0]);
+        h.update(std::fs::read(src.join(f)).expect("tests/kstatus source"));
+        h.update([0]);
+    }
+    let key = &hex::encode(h.finalize())[..16];
+    let cache = std::env::var_os("SLICECTL_TESTBIN_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/slicectl-testbin")
+        });
+    let dir = cache.join(format!("kstatus-{key}"));
+    let bin = dir.join("kstatus");
+    if bin.is_file() {
+        return bin;
+    }
+    std::fs::create_dir_all(&dir).expect("cache dir");
+    let tmp = dir.join(format!("kstatus.tmp.{}", std::process::id()));
+    let o = Command::new("go")
+        .args(["build", "-trimpath", "-o"])
+        .arg(&tmp)
+        .arg(".")
+        .current_dir(&src)
+        .env("GOTOOLCHAIN", "local")
+        .env("CGO_ENABLED", "0")
+        .env("GOFLAGS", "-mod=mod")
+        .output()
+        .expect("go is needed to build tests/kstatus (the real kstatus library)");
+    assert!(
+        o.status.success(),
+        "building tests/kstatus failed (needs Go and the Go module proxy):\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::rename(&tmp, &bin).expect("install the kstatus binary");
+    bin
+}
+
+/// What kstatus computes for each object of a `kubectl get -o json` list.
+fn kstatus(list_json: &str) -> BTreeMap<String, (String, String)> {
+    run_kstatus(&[], list_json)
+}
+
+/// The committed Argo CD health check (the argocd-cm snippet in docs/status-objects.md).
+fn health_lua() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/argocd/slicestatus-health.lua")
+}
+
+/// The health Argo CD gives each object of a `kubectl get -o json` list
+/// with the committed Lua check, evaluated as Argo CD runs it
+/// (`kstatus argocd SCRIPT`, tests/kstatus/argocd.go).
+fn argocd_health(list_json: &str) -> BTreeMap<String, (String, String)> {
+    let script = health_lua();
+    run_kstatus(&["argocd".as_ref(), script.as_os_str()], list_json)
+}
+
+/// `name → (status, message)` printed by the kstatus program run with
+/// `args` on `list_json`.
+fn run_kstatus(args: &[&std::ffi::OsStr], list_json: &str) -> BTreeMap<String, (String, String)> {
+    use std::io::Write;
+    let mut child = Command::new(kstatus_bin())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kstatus");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(list_json.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["name"].as_str().unwrap().to_string(),
+                (
+                    v["status"].as_str().unwrap().to_string(),
+                    v["message"].as_str().unwrap_or("").to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn list_json(ns: &str) -> String {
+    ok(&kubectl(&["get", "slicestatuses", "-n", ns, "-o", "json"]))
+}
+
+fn kstatus_of(ns: &str) -> BTreeMap<String, (String, String)> {
+    kstatus(&list_json(ns))
+}
+
+/// The message of the condition `type_` of object `name` in a list.
+fn condition_message(list_json: &str, name: &str, type_: &str) -> String {
+    let list: serde_json::Value = serde_json::from_str(list_json).unwrap();
+    let obj = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no object {name}"));
+    let c = obj["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == type_)
+        .unwrap_or_else(|| panic!("{name} has no {type_} condition"));
+    c["message"].as_str().unwrap_or("").to_string()
+}
+
+#[tokio::test]
+async fn status_objects_read_back_as_kstatus_and_kubectl_expect() {
+    let client = client().await;
+    // The committed CRD applies server-side and is established.
+    apply_crd();
+    let ns = namespace(&client, "slst").await;
+    let api: Api<SliceStatus> = Api::namespaced(client.clone(), &ns);
+
+    // A fresh object nobody has written a status for: the CRD's default
+    // makes it InProgress, not Current.
+    let fresh = serde_json::json!({
+        "apiVersion": "slicectl.dev/v1alpha1", "kind": "SliceStatus",
+        "metadata": {"name": "fresh"}, "spec": {}
+    });
+    let got = api
+        .patch(
+            "fresh",
+            &PatchParams::apply("slicectl-tests"),
+            &Patch::Apply(&fresh),
+        )
+        .await
+        .expect("create a bare object");
+    assert_eq!(got.status.and_then(|s| s.observed_generation), Some(-1));
+    let list = list_json(&ns);
+    assert_eq!(kstatus(&list)["fresh"].0, "InProgress");
+    // Argo CD: Progressing, not Healthy.
+    let a = argocd_health(&list);
+    assert_eq!(
+        a["fresh"],
+        (
+            "Progressing".to_string(),
+            "Waiting for slicectl to write the status".to_string()
+        ),
+        "{a:?}"
+    );
+    api.delete("fresh", &DeleteParams::default())
+        .await
+        .expect("delete");
+
+    // One object per state, written by the writer.
+    let mut set = one_slice("ready", Approval::Auto, false).await;
+    set.objects.extend(
+        one_slice("inflight", Approval::Declined, false)
+            .await
+            .objects,
+    );
+    set.objects
+        .extend(one_slice("stalled", Approval::Auto, true).await.objects);
+    let writer = StatusWriter::new(client.clone(), &ns, Some("it".into()));
+    let summary = writer.write(&set).await.expect("write");
+    assert_eq!(summary.written, ["ready", "inflight", "stalled"]);
+    assert!(
+        summary.event_errors.is_empty(),
+        "{:?}",
+        summary.event_errors
+    );
+
+    let list = list_json(&ns);
+    let k = kstatus(&list);
+    assert_eq!(k["ready"].0, "Current", "{k:?}");
+    assert_eq!(k["inflight"].0, "InProgress", "{k:?}");
+    assert_eq!(k["stalled"].0, "Failed", "{k:?}");
+    assert!(k["stalled"].1.contains("name_taken"), "{k:?}");
+
+    // The same objects through the Argo CD health check, each with the
+    // message of the condition that decides it.
+    let a = argocd_health(&list);
+    let expect = |status: &str, name: &str, condition: &str| {
+        (
+            status.to_string(),
+            condition_message(&list, name, condition),
+        )
+    };
+    assert_eq!(a["ready"], expect("Healthy", "ready", "Ready"), "{a:?}");
+    assert_eq!(
+        a["inflight"],
+        expect("Progressing", "inflight", "Reconciling"),
+        "{a:?}"
+    );
+    assert_eq!(
+        a["stalled"],
+        expect("Degraded", "stalled", "Stalled"),
+        "{a:?}"
+    );
+    assert!(!a["ready"].1.is_empty(), "{a:?}");
+    assert!(!a["inflight"].1.is_empty(), "{a:?}");
+    assert!(a["stalled"].1.contains("name_taken"), "{a:?}");
+
+    // kubectl wait: met for the ready one, not for the stalled one.
+    ok(&kubectl(&[
+        "wait",
+        "-n",
+        &ns,
+        "--for=condition=Ready",
+        "--timeout=30s",
+        "slicestatus/ready",
+    ]));
+    let o = kubectl(&[
+        "wait",
+        "-n",
+        &ns,
+        "--for=condition=Ready",
+        "--timeout=2s",
+        "slicestatus/stalled",
+    ]);
+    assert!(!o.status.success(), "a stalled slice is not Ready");
+
+    // The printer columns, through the short name.
+    let table = ok(&kubectl(&["get", "slst", "-n", &ns]));
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "REASON", "NODES", "AGE"],
+        "{table}"
+    );
+    let ready: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("ready "))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        &ready[..4],
+        ["ready", "True", "Converged", "1/1"],
+        "{table}"
+    );
+
+    // A status written for an older generation is InProgress for kstatus.
+    let live = api.get("ready").await.unwrap();
+    let mut stale = live.status.clone().unwrap();
+    stale.observed_generation = Some(live.metadata.generation.unwrap() - 1);
+    api.patch_status(
+        "ready",
+        &PatchParams::apply("slicectl").force(),
+        &Patch::Apply(serde_json::json!({
+            "apiVersion": "slicectl.dev/v1alpha1", "kind": "SliceStatus", "status": stale
+        })),
+    )
+    .await
+    .unwrap();
+    let list = list_json(&ns);
+    let k = kstatus(&list);
+    assert_eq!(k["ready"].0, "InProgress", "{k:?}");
+    assert!(k["ready"].1.contains("observed generation"), "{k:?}");
+    // Argo CD: Progressing too, with kstatus's message, though Ready=True.
+    let a = argocd_health(&list);
+    assert_eq!(
+        a["ready"],
+        ("Progressing".to_string(), k["ready"].1.clone()),
+        "{a:?}"
+    );
+
+    // Editing the spec by hand does nothing: the field is pruned, the
+    // generation stays.
+    let o = kubectl(&[
+        "patch",
+        "-n",
+        &ns,
+        "slicestatus/inflight",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"replicas":5,"topology":"4x4"}}"#,
+    ]);
+    ok(&o);
+    let live = api.get("inflight").await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&live.spec).unwrap(),
+        serde_json::json!({})
+    );
+    assert_eq!(live.metadata.generation, Some(1));
+
+    // Events on the objects, from the slicectl reporter.
+    let events: Vec<Event> = Api::<Event>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let of = |name: &str| -> Vec<(String, String)> {
+        events
+            .iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .map(|e| {
+                assert_eq!(e.reporting_controller.as_deref(), Some("slicectl"));
+                (
+                    e.type_.clone().unwrap_or_default(),
+                    e.reason.clone().unwrap_or_default(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(of("ready"), [("Normal".to_string(), "Created".to_string())]);
+    assert!(of("stalled").contains(&("Warning".to_string(), "Refused".to_string())));
+    assert!(of("inflight").is_empty());
+
+    // A second write at a later time keeps the Ready condition's transition
+    // time; a set without two of the slices deletes their objects.
+    let before = api.get("ready").await.unwrap().status.unwrap().conditions[0]
+        .last_transition_time
+        .clone();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let again = one_slice("ready", Approval::Auto, false).await;
+    let summary = writer.write(&again).await.expect("write again");
+    assert_eq!(summary.written, ["ready"]);
+    let mut deleted = summary.deleted.clone();
+    deleted.sort();
+    assert_eq!(deleted, ["inflight", "stalled"]);
+    let live = api.get("ready").await.unwrap();
+    let status = live.status.unwrap();
+    assert_eq!(status.conditions[0].last_transition_time, before);
+    assert_eq!(status.observed_generation, live.metadata.generation);
+    assert!(
+        api.get_opt("stalled")
+            .await
+            .unwrap()
+            .is_none_or(|o| o.metadata.deletion_timestamp.is_some())
+    );
+    assert_eq!(kstatus_of(&ns)["ready"].0, "Current");
+    assert_eq!(argocd_health(&list_json(&ns))["ready"].0, "Healthy");
+
+    let _ = Api::<Namespace>::all(client)
+        .delete(&ns, &DeleteParams::default())
+        .await;
+}
+
+/// The Lua script of `deploy/argocd/slicestatus-health.lua`: the file minus
+/// its header (the leading `--` lines and the blank line after them).
+fn health_script_body() -> String {
+    let text = std::fs::read_to_string(health_lua()).expect("deploy/argocd/slicestatus-health.lua");
+    let (header, body) = text
+        .split_once("\n\n")
+        .expect("a header, a blank line, the script");
+    assert!(
+        header.lines().all(|l| l.starts_with("--")),
+        "the header is Lua comments only:\n{header}"
+    );
+    assert!(!body.trim().is_empty());
+    body.to_string()
+}
+
+#[test]
+fn docs_argocd_snippet_is_the_committed_health_script() {
+    const KEY: &str = "resource.customizations.health.slicectl.dev_SliceStatus";
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/status-objects.md"),
+    )
+    .expect("docs/status-objects.md");
+    // The ```yaml block whose first line is the key.
+    let lines: Vec<&str> = doc.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("{KEY}: |")))
+        .expect("the argocd-cm snippet in docs/status-objects.md");
+    assert_eq!(
+        lines[start - 1],
+        "```yaml",
+        "the snippet opens a yaml block"
+    );
+    let len = lines[start..]
+        .iter()
+        .position(|l| *l == "```")
+        .expect("the snippet's block ends");
+    let block = lines[start..start + len].join("\n") + "\n";
+    // As argocd-cm's data would read it: a YAML map with that one key.
+    let data: BTreeMap<String, String> =
+        serde_saphyr::from_str(&block).expect("the snippet is YAML");
+    assert_eq!(data.keys().collect::<Vec<_>>(), [KEY]);
+    let body = health_script_body();
+    if data[KEY] != body {
+        let diff = similar::TextDiff::from_lines(body.as_str(), data[KEY].as_str());
+        panic!(
+            "docs/status-objects.md's argocd-cm snippet differs from deploy/argocd/slicestatus-health.lua \
+             (below its header); make the snippet the script, indented two spaces:\n{}",
+            diff.unified_diff()
+                .header("slicestatus-health.lua", "docs/status-objects.md")
+        );
+    }
+}

@@ -1,0 +1,20 @@
+//! End to end: the `slicectl` binary against the simulator (and, for `gce` Targets and the
+//! controller, the real test control plane: `SLICECTL_TEST_KUBECONFIG`).
+//!
+//! One test binary of several modules, as ripgrep's tests are: one link instead of one per
+//! file. Run one module with `cargo test --test e2e MODULE::` (docs/testing.md).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cli;
+mod e2e_controller;
+mod e2e_converge;
+mod e2e_gce;
+mod e2e_guards;
+mod e2e_kill;
+mod e2e_moves;
+mod e2e_renames;
+mod e2e_rules;
+mod e2e_safety;
+mod e2e_watch;
