@@ -2,7 +2,7 @@
 //! MIG), written once: observe is one list of the kind's resources and one
 //! list of its scope's operations; execute inserts, deletes or waits on a
 //! running operation, and judges an insert answered 409
-//! ([`crate::apply::judge_conflict`]). A kind says only what differs: its
+//! ([`crate::kind::judge_conflict`]). A kind says only what differs: its
 //! place (project, region or zone), its calls, and what it adds (a check
 //! before its insert, an in-place update).
 //!
@@ -10,11 +10,11 @@
 
 use async_trait::async_trait;
 
-use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome};
 use crate::cloud::{Cloud, CloudError};
-use crate::plan::kind::Resource;
-use crate::plan::ownership::Ownership;
-use crate::plan::{Action, Kind, KindId, OperationRecord, Scope};
+use crate::kind::Resource;
+use crate::kind::ownership::Ownership;
+use crate::kind::{Action, Kind, KindId, OperationRecord, Scope};
+use crate::kind::{ApplyError, KindExec, Observed, StepOp, StepOutcome};
 use crate::resource::compute;
 use crate::resource::{ProjectRef, RegionRef, ZoneRef};
 
@@ -215,7 +215,7 @@ async fn after_conflict<K: ComputeKind>(
     let running = ops.iter().find(|o| {
         o.status != "DONE" && operation_target(o, K::COLLECTION) == Some(a.id.name.as_str())
     });
-    crate::apply::judge_conflict(
+    crate::kind::judge_conflict(
         a,
         "insert",
         running.map(|o| (o.name.as_str(), o.operation_type.as_str())),
@@ -254,7 +254,7 @@ impl<K: ComputeKind> KindExec for K {
     async fn execute(
         &self,
         cloud: &Cloud,
-        _sched: &crate::apply::schedule::Scheduler,
+        _sched: &crate::kind::Scheduler,
         a: &Action,
         op: StepOp,
     ) -> Result<StepOutcome, ApplyError> {
@@ -263,7 +263,7 @@ impl<K: ComputeKind> KindExec for K {
         let started = match op {
             StepOp::WaitInFlight => place.operation(a.operation.as_deref().unwrap_or_default()),
             StepOp::Create => {
-                let item = crate::apply::desired_body::<K::Item>(a)?;
+                let item = crate::kind::desired_body::<K::Item>(a)?;
                 self.before_insert(cloud, a, item).await?;
                 match K::insert(cloud, place, item).await {
                     Ok(op) => op,
@@ -274,7 +274,7 @@ impl<K: ComputeKind> KindExec for K {
                 }
             }
             StepOp::Update => match self
-                .update(cloud, place, a, crate::apply::desired_body::<K::Item>(a)?)
+                .update(cloud, place, a, crate::kind::desired_body::<K::Item>(a)?)
                 .await?
             {
                 Some(op) => op,

@@ -1,6 +1,6 @@
 //! Every resource kind slicectl manages, each described once in its own
-//! module (its pure half implements [`crate::plan::Kind`], its shell half
-//! [`crate::apply::KindExec`]) and registered in [`REGISTRY`]. The planner,
+//! module (its pure half implements [`crate::kind::Kind`], its shell half
+//! [`crate::kind::KindExec`]) and registered in [`REGISTRY`]. The planner,
 //! the step graph, the executor and observation are generic over them.
 //!
 //! Adding a kind: write its module and add one line to [`REGISTRY`]. The
@@ -14,9 +14,9 @@ pub mod gce;
 pub mod node_pool;
 pub mod workload_policy;
 
-use crate::plan::{Kind, KindId};
+use crate::kind::{Kind, KindId};
 
-pub use crate::apply::RegisteredKind;
+pub use crate::kind::RegisteredKind;
 
 /// The registered kinds.
 pub static REGISTRY: &[&dyn RegisteredKind] = &[

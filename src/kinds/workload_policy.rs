@@ -16,14 +16,14 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::cloud::{Cloud, CloudError};
-use crate::kinds::compute_shell::{self, ComputeKind};
-use crate::plan::hash::{self, HASH_VERSION, Projection, project};
-use crate::plan::kind::body_as;
-use crate::plan::names;
-use crate::plan::ownership::Ownership;
-use crate::plan::{
+use crate::kind::body_as;
+use crate::kind::hash::{self, HASH_VERSION, Projection, project};
+use crate::kind::names;
+use crate::kind::ownership::Ownership;
+use crate::kind::{
     Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, ResourceId, Scope, SliceRef,
 };
+use crate::kinds::compute_shell::{self, ComputeKind};
 use crate::resource::RegionRef;
 use crate::resource::compute::{self, ResourcePolicy, WorkloadPolicy};
 use crate::spec::catalog::Placement;

@@ -14,10 +14,10 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::plan::hash::{self, HASH_VERSION};
-use crate::plan::kind::body_as;
-use crate::plan::ownership::{self, Ownership};
-use crate::plan::{
+use crate::kind::body_as;
+use crate::kind::hash::{self, HASH_VERSION};
+use crate::kind::ownership::{self, Ownership};
+use crate::kind::{
     Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, ResourceId, Scope, SliceRef,
     UpdateGroup,
 };
@@ -255,7 +255,7 @@ impl Kind for DevicePlugins {
                 .and_then(|c| c.image.clone())
         };
         Comparison::Update {
-            changes: vec![crate::plan::hash::FieldChange {
+            changes: vec![crate::kind::hash::FieldChange {
                 path: "spec.template.spec.containers[0].image".into(),
                 before: image(l).map(Value::from),
                 after: image(&want.daemon_set).map(Value::from),

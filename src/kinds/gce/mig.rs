@@ -14,15 +14,15 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::render::{self, mig_projection};
-use crate::apply::ApplyError;
 use crate::cloud::{Cloud, CloudError};
-use crate::kinds::compute_shell::ComputeKind;
-use crate::plan::hash::{self, FieldChange};
-use crate::plan::kind::{LiveReport, body_as};
-use crate::plan::ownership::{self, Ownership};
-use crate::plan::{
+use crate::kind::ApplyError;
+use crate::kind::hash::{self, FieldChange};
+use crate::kind::ownership::{self, Ownership};
+use crate::kind::{
     Action, Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, Scope, UpdateGroup,
 };
+use crate::kind::{LiveReport, body_as};
+use crate::kinds::compute_shell::ComputeKind;
 use crate::resource::ZoneRef;
 use crate::resource::compute::{self, InstanceGroupManager, InstanceGroupManagerPatch};
 
@@ -396,7 +396,7 @@ impl ComputeKind for Migs {
         let rendered = ownership_of(m).map(|o| {
             format!(
                 "/global/instanceTemplates/{}",
-                crate::plan::names::instance_template(&o.slice, o.replica)
+                crate::kind::names::instance_template(&o.slice, o.replica)
             )
         });
         let Some(link) = m.instance_template.as_deref() else {

@@ -18,12 +18,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::render::{self, NodeGroup};
-use crate::plan::hash::FieldChange;
-use crate::plan::kind::{LiveReport, body_as};
-use crate::plan::ownership::{self, Ownership};
-use crate::plan::{
+use crate::kind::hash::FieldChange;
+use crate::kind::ownership::{self, Ownership};
+use crate::kind::{
     Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, Scope, UpdateGroup,
 };
+use crate::kind::{LiveReport, body_as};
 
 /// The kind's name.
 pub const KIND: KindId = KindId("nodes");
@@ -108,7 +108,7 @@ impl NodeGroupLive {
             replica: self.replica,
             target: None,
             spec_hash: generation,
-            hash_version: Some(crate::plan::hash::HASH_VERSION.to_string()),
+            hash_version: Some(crate::kind::hash::HASH_VERSION.to_string()),
             prevent_destroy: self.nodes.iter().any(|n| {
                 n.labels.get(ownership::PREVENT_DESTROY).map(String::as_str) == Some("true")
             }),

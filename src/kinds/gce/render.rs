@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::bootstrap;
-use crate::plan::hash::{self, HASH_VERSION, Projection, project};
-use crate::plan::names;
-use crate::plan::ownership::{self, Ownership};
+use crate::kind::hash::{self, HASH_VERSION, Projection, project};
+use crate::kind::names;
+use crate::kind::ownership::{self, Ownership};
 use crate::resource::compute::{
     AttachedDisk, AttachedDiskInitializeParams, Duration as GDuration, InstanceGroupManager,
     InstanceLifecyclePolicy, InstanceProperties, InstanceTemplate, Metadata, MetadataItem,

@@ -11,11 +11,11 @@ use serde_json::Value;
 
 use super::render::{self, template_projection};
 use crate::cloud::{Cloud, CloudError};
+use crate::kind::body_as;
+use crate::kind::hash;
+use crate::kind::ownership::Ownership;
+use crate::kind::{Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, Scope};
 use crate::kinds::compute_shell::{self, ComputeKind};
-use crate::plan::hash;
-use crate::plan::kind::body_as;
-use crate::plan::ownership::Ownership;
-use crate::plan::{Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, Scope};
 use crate::resource::ProjectRef;
 use crate::resource::compute::{self, InstanceTemplate};
 

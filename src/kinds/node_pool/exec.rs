@@ -5,11 +5,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use crate::apply::schedule::{OpSlot, Rejection, Scheduler};
-use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome, judge_conflict};
 use crate::cloud::{Cloud, CloudError};
-use crate::plan::ownership::Ownership;
-use crate::plan::{Action, KindId, OperationRecord, Scope};
+use crate::kind::ownership::Ownership;
+use crate::kind::{Action, KindId, OperationRecord, Scope};
+use crate::kind::{ApplyError, KindExec, Observed, StepOp, StepOutcome, judge_conflict};
+use crate::kind::{OpSlot, Rejection, Scheduler};
 use crate::resource::ClusterRef;
 use crate::resource::gke::{
     self, NodeLabels, NodePool, NodeTaints, ResourceLabels, UpdateNodePoolRequest,
@@ -33,7 +33,7 @@ fn cluster_of(a: &Action) -> Result<&ClusterRef, ApplyError> {
 }
 
 fn desired(a: &Action) -> Result<&NodePool, ApplyError> {
-    crate::apply::desired_body(a)
+    crate::kind::desired_body(a)
 }
 
 /// The scheduler's scope of a cluster (GKE's concurrency rules are per cluster).

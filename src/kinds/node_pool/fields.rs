@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::plan::UpdateGroup;
-use crate::plan::hash::{FieldChange, Projection, diff, lookup, project, remove_path};
+use crate::kind::UpdateGroup;
+use crate::kind::hash::{FieldChange, Projection, diff, lookup, project, remove_path};
 use crate::resource::gke::NodePool;
 
 /// Node pool fields that force replacement (top-level paths; objects are
@@ -183,7 +183,7 @@ pub fn in_place_changes(
         .is_some_and(|c| c.taints.iter().any(|t| t.key == "google.com/tpu"));
     // A pool made before the Target stamp existed is not relabelled for it
     // alone: the stamp is written with its next update.
-    let target_key = format!("config.labels[{:?}]", crate::plan::ownership::TARGET);
+    let target_key = format!("config.labels[{:?}]", crate::kind::ownership::TARGET);
     let mut changes = Vec::new();
     let mut groups = BTreeSet::new();
     for ((group, have), (_, mut want)) in in_place_views(live, want_tpu_taint)

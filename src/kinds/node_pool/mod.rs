@@ -14,12 +14,12 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::plan::hash;
-use crate::plan::kind::{LiveReport, body_as};
-use crate::plan::ownership::{self, Ownership};
-use crate::plan::{
+use crate::kind::hash;
+use crate::kind::ownership::{self, Ownership};
+use crate::kind::{
     Body, Comparison, Desired, Kind, KindId, LiveState, RenderCtx, ResourceId, Scope, SliceRef,
 };
+use crate::kind::{LiveReport, body_as};
 use crate::resource::ClusterRef;
 use crate::resource::gke::NodePool;
 

@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::plan::hash::{self, HASH_VERSION};
-use crate::plan::names;
-use crate::plan::ownership::Ownership;
+use crate::kind::hash::{self, HASH_VERSION};
+use crate::kind::names;
+use crate::kind::ownership::Ownership;
 use crate::resource::gke::{
     AdditionalNodeNetworkConfig, Autoscaling, MaxPodsConstraint, NodeConfig, NodeManagement,
     NodeNetworkConfig, NodePool, NodeTaint, PlacementPolicy, QueuedProvisioning,

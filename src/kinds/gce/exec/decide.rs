@@ -8,9 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use crate::kind::ownership;
 use crate::kinds::gce::nodes::NodeView;
 use crate::kinds::gce::render::{NodeGroup, TPU_RESOURCE};
-use crate::plan::ownership;
 
 /// How long a VM may keep reporting failures before the step fails.
 pub const FAILING_GRACE: Duration = Duration::from_secs(60);

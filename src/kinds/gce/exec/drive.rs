@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 
 use super::decide::{self, Memory, Move, Probe, Seen, decide};
 use super::{token_selector, view};
-use crate::apply::{ApplyError, StepOutcome};
 use crate::bootstrap;
 use crate::cloud::{Cloud, CloudError};
+use crate::kind::Action;
+use crate::kind::ownership::{self, Ownership};
+use crate::kind::{ApplyError, StepOutcome};
 use crate::kinds::gce::nodes::{self, NodeView};
 use crate::kinds::gce::render::NodeGroup;
 use crate::kube::{BootstrapToken, StoredToken};
-use crate::plan::Action;
-use crate::plan::ownership::{self, Ownership};
 use crate::resource::compute::{Metadata, MetadataItem};
 use crate::resource::{KubeRef, ZoneRef};
 

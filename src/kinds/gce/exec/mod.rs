@@ -11,11 +11,11 @@ use k8s_openapi::api::core::v1::Node;
 use super::device_plugin::{self, DevicePluginBody, DevicePlugins};
 use super::nodes::{self, NodeGroupLive, NodeView, Nodes};
 use super::render::{NodeGroup, TPU_RESOURCE};
-use crate::apply::{ApplyError, KindExec, Observed, StepOp, StepOutcome};
 use crate::cloud::{Cloud, CloudError};
+use crate::kind::ownership::{self, Ownership};
+use crate::kind::{Action, KindId, Scope};
+use crate::kind::{ApplyError, KindExec, Observed, StepOp, StepOutcome};
 use crate::kube::{DevicePluginObjects, StoredToken};
-use crate::plan::ownership::{self, Ownership};
-use crate::plan::{Action, KindId, Scope};
 use crate::resource::KubeRef;
 
 pub mod decide;
@@ -108,7 +108,7 @@ pub fn group(nodes: &[Node], tokens: &[StoredToken]) -> Vec<NodeGroupLive> {
 
 fn empty_group(o: &Ownership) -> NodeGroupLive {
     NodeGroupLive {
-        name: crate::plan::names::mig(&o.slice, o.replica),
+        name: crate::kind::names::mig(&o.slice, o.replica),
         owner: o.owner.clone(),
         slice: o.slice.clone(),
         replica: o.replica,
@@ -145,7 +145,7 @@ impl KindExec for Nodes {
     async fn execute(
         &self,
         cloud: &Cloud,
-        _sched: &crate::apply::schedule::Scheduler,
+        _sched: &crate::kind::Scheduler,
         a: &Action,
         op: StepOp,
     ) -> Result<StepOutcome, ApplyError> {
@@ -153,7 +153,7 @@ impl KindExec for Nodes {
         match op {
             StepOp::WaitInFlight => Ok(StepOutcome::Done),
             StepOp::Create | StepOp::Update => {
-                let want = crate::apply::desired_body::<NodeGroup>(a)?;
+                let want = crate::kind::desired_body::<NodeGroup>(a)?;
                 drive::drive(cloud, a, k, want).await
             }
             StepOp::Delete => {
@@ -239,14 +239,14 @@ impl KindExec for DevicePlugins {
     async fn execute(
         &self,
         cloud: &Cloud,
-        _sched: &crate::apply::schedule::Scheduler,
+        _sched: &crate::kind::Scheduler,
         a: &Action,
         op: StepOp,
     ) -> Result<StepOutcome, ApplyError> {
         let k = kube_of(a)?;
         match op {
             StepOp::Create | StepOp::Update => {
-                let b = crate::apply::desired_body::<DevicePluginBody>(a)?;
+                let b = crate::kind::desired_body::<DevicePluginBody>(a)?;
                 cloud.kube.apply_device_plugin(k, &objects_of(b)).await?;
                 Ok(StepOutcome::Done)
             }
