@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark suite (README, "Benchmarks"): builds slicectl in release and
+# The benchmark suite (docs/benchmarks.md): builds slicectl in release and
 # runs benches/suite against the embedded GCP simulator, printing a table of
 # ratios measured in this run. Arguments go to the suite, e.g.
 #

@@ -4,7 +4,7 @@
 //! simulator (in this process, on loopback) and prints, at the end, one table
 //! of ratios measured in this run: each measurement against its ideal or
 //! target. Nothing is asserted; a ratio past its target is reported, not
-//! failed. See README.md, "Benchmarks", for what each row means.
+//! failed. See docs/benchmarks.md for what each row means.
 //!
 //! Options (after `--`): `--quick` (smaller fleets, one run each),
 //! `--smoke` (tiny fleets, no gcloud: checks the harness works, in seconds;

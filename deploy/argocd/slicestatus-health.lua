@@ -1,7 +1,7 @@
 -- Argo CD health check for slicectl's SliceStatus objects (slicectl.dev/v1alpha1).
 -- It goes in Argo CD's own argocd-cm ConfigMap (Argo CD's namespace, not slicectl's),
--- under the key resource.customizations.health.slicectl.dev_SliceStatus: the README's
--- argocd-cm snippet (section "Slice status objects") must be the same text as the
+-- under the key resource.customizations.health.slicectl.dev_SliceStatus: the
+-- argocd-cm snippet in docs/status-objects.md must be the same text as the
 -- script below this header; tests/status_object.rs fails when they differ, and runs
 -- this script as Argo CD does (gopher-lua; tests/kstatus) on objects slicectl wrote.
 -- It uses only Lua's base library: argocd-cm scripts run without string, math or os

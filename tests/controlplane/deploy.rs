@@ -45,8 +45,8 @@ const NS: &str = "slicectl";
 const SA: &str = "system:serviceaccount:slicectl:slicectl";
 
 /// What the controller may do in its namespace, as `kubectl auth can-i
-/// --list` prints it: (resource, resource names, verbs). README "The
-/// manifests in deploy/" explains each row.
+/// --list` prints it: (resource, resource names, verbs). docs/controller.md,
+/// "The manifests in deploy/", explains each row.
 const EXPECTED: &[(&str, &str, &str)] = &[
     ("configmaps", "[slicectl-specs]", "[get list watch]"),
     ("leases.coordination.k8s.io", "[]", "[create]"),

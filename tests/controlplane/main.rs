@@ -3,7 +3,7 @@
 //! through a real CSR, the status objects and kstatus, and `deploy/`.
 //!
 //! One test binary of several modules, as ripgrep's tests are: one link instead of one per
-//! file. Run one module with `cargo test --test controlplane MODULE::` (README, "Tests").
+//! file. Run one module with `cargo test --test controlplane MODULE::` (docs/testing.md).
 
 #[path = "../common/mod.rs"]
 mod common;

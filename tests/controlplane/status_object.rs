@@ -5,8 +5,8 @@
 //! expect, and as Argo CD's health with the committed Lua check
 //! (`deploy/argocd/slicestatus-health.lua`, run by the same program as Argo CD
 //! runs it); Events are recorded; objects of departed slices are deleted; a
-//! hand edit of the spec does nothing. Without the control plane: the README's
-//! argocd-cm snippet is that Lua script.
+//! hand edit of the spec does nothing. Without the control plane: the argocd-cm
+//! snippet in docs/status-objects.md is that Lua script.
 
 use crate::common;
 
@@ -85,7 +85,7 @@ fn kstatus(list_json: &str) -> BTreeMap<String, (String, String)> {
     run_kstatus(&[], list_json)
 }
 
-/// The committed Argo CD health check (the README's argocd-cm snippet).
+/// The committed Argo CD health check (the argocd-cm snippet in docs/status-objects.md).
 fn health_lua() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/argocd/slicestatus-health.lua")
 }
@@ -402,16 +402,18 @@ fn health_script_body() -> String {
 }
 
 #[test]
-fn readme_argocd_snippet_is_the_committed_health_script() {
+fn docs_argocd_snippet_is_the_committed_health_script() {
     const KEY: &str = "resource.customizations.health.slicectl.dev_SliceStatus";
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/status-objects.md"),
+    )
+    .expect("docs/status-objects.md");
     // The ```yaml block whose first line is the key.
-    let lines: Vec<&str> = readme.lines().collect();
+    let lines: Vec<&str> = doc.lines().collect();
     let start = lines
         .iter()
         .position(|l| l.starts_with(&format!("{KEY}: |")))
-        .expect("the argocd-cm snippet in README.md");
+        .expect("the argocd-cm snippet in docs/status-objects.md");
     assert_eq!(
         lines[start - 1],
         "```yaml",
@@ -430,10 +432,10 @@ fn readme_argocd_snippet_is_the_committed_health_script() {
     if data[KEY] != body {
         let diff = similar::TextDiff::from_lines(body.as_str(), data[KEY].as_str());
         panic!(
-            "README.md's argocd-cm snippet differs from deploy/argocd/slicestatus-health.lua \
+            "docs/status-objects.md's argocd-cm snippet differs from deploy/argocd/slicestatus-health.lua \
              (below its header); make the snippet the script, indented two spaces:\n{}",
             diff.unified_diff()
-                .header("slicestatus-health.lua", "README.md")
+                .header("slicestatus-health.lua", "docs/status-objects.md")
         );
     }
 }

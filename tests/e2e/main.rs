@@ -2,7 +2,7 @@
 //! controller, the real test control plane: `SLICECTL_TEST_KUBECONFIG`).
 //!
 //! One test binary of several modules, as ripgrep's tests are: one link instead of one per
-//! file. Run one module with `cargo test --test e2e MODULE::` (README, "Tests").
+//! file. Run one module with `cargo test --test e2e MODULE::` (docs/testing.md).
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -1,6 +1,7 @@
-//! The kind contract, proved by a kind written from the README's "adding a
-//! kind" guide in this file alone: one module (below), one registration
-//! line (`REGISTRY`), nothing else in slicectl touched. The engine's
+//! The kind contract, proved by a kind written from the "Adding a resource
+//! kind" guide (docs/architecture.md) in this file alone: one module
+//! (below), one registration line (`REGISTRY`), nothing else in slicectl
+//! touched. The engine's
 //! planning, observation and execution run it like the built-in kinds:
 //! the scopes it declares are observed, its resources are created,
 //! compared, found in sync, deleted when their slice leaves the specs, and

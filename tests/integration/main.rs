@@ -1,10 +1,11 @@
 //! Fast tests in one process, with no control plane: the pure core (golden plans, the spec
 //! corpus, the example fleet's bodies), our wire types against Google's discovery documents, the
 //! simulator's own tables against the client's, the simulator itself (GKE, compute, metadata
-//! server, faults, responses, gcloud reading it back), and the cloud client and executor on it.
+//! server, faults, responses, gcloud reading it back), the cloud client and executor on it, and the
+//! documentation's links.
 //!
 //! One test binary of several modules, as ripgrep's tests are: one link instead of one per
-//! file. Run one module with `cargo test --test integration MODULE::` (README, "Tests").
+//! file. Run one module with `cargo test --test integration MODULE::` (docs/testing.md).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -14,6 +15,7 @@ mod sim_support;
 mod apply_executor;
 mod bench_harness;
 mod cloud_client;
+mod doc_links;
 mod golden;
 mod kind_contract;
 mod plan_specs;
