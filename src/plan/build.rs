@@ -393,47 +393,32 @@ impl<'a> Planner<'a> {
                     let o = running?;
                     action(d, kind, ActionKind::Wait, wait(o), before, None, op)
                 }
-                Comparison::Update { changes, groups } => {
-                    // A declared rename relabels the adopted resource (one
-                    // whose ownership can change in place).
-                    let renamed = own.filter(|o| {
-                        kind.ownership(&d.body)
-                            .is_some_and(|w| w.slice == d.owner.slice && o.slice != w.slice)
-                    });
-                    let reason = match renamed {
-                        Some(o) => Reason::Renamed {
-                            from: o.slice.clone(),
-                        },
-                        None => Reason::InPlaceFieldsChanged {
-                            groups: groups.iter().copied().collect(),
-                        },
-                    };
-                    let mut a = action(
+                Comparison::Update { changes, groups } => Action {
+                    changes,
+                    groups: groups.clone(),
+                    ..action(
                         d,
                         kind,
                         ActionKind::Update,
-                        reason,
+                        update_reason(d, kind, own, &groups),
                         before,
                         Some(d.body.clone()),
                         op,
-                    );
-                    a.changes = changes;
-                    a.groups = groups;
-                    a
-                }
-                Comparison::Replace { changes, hash_only } => {
-                    let mut a = action(
+                    )
+                },
+                Comparison::Replace { changes, hash_only } => Action {
+                    reason: replace_reason(kind, &changes, hash_only),
+                    changes,
+                    ..action(
                         d,
                         kind,
                         ActionKind::Replace,
-                        replace_reason(kind, &changes, hash_only),
+                        Reason::StoredHashDiffers,
                         before,
                         Some(d.body.clone()),
                         op,
-                    );
-                    a.changes = changes;
-                    a
-                }
+                    )
+                },
             },
         };
         Some(planned)
@@ -898,6 +883,29 @@ pub(super) fn hold_back(actions: &mut Vec<Action>, refused: &mut Vec<Refusal>) {
             a.id.name
         );
         refused.push(refusal(&a, "held_back", msg));
+    }
+}
+
+/// Why an owned resource is updated in place: a declared rename relabels
+/// the adopted resource (one whose ownership can change in place);
+/// anything else is its in-place field groups.
+fn update_reason(
+    d: &Desired,
+    kind: &dyn Kind,
+    own: Option<&Ownership>,
+    groups: &BTreeSet<super::UpdateGroup>,
+) -> Reason {
+    let renamed = own.filter(|o| {
+        kind.ownership(&d.body)
+            .is_some_and(|w| w.slice == d.owner.slice && o.slice != w.slice)
+    });
+    match renamed {
+        Some(o) => Reason::Renamed {
+            from: o.slice.clone(),
+        },
+        None => Reason::InPlaceFieldsChanged {
+            groups: groups.iter().copied().collect(),
+        },
     }
 }
 

@@ -35,8 +35,12 @@ async fn two_clusters(latency: Duration) -> SimHandle {
     sim
 }
 
-/// The node pools of `cluster` as `(name, status)`.
-async fn pools(sim: &SimHandle, cluster: &str) -> Vec<(String, String)> {
+/// The node pools of `cluster` as `(name, field)`, `field` read by `read`.
+async fn pools_by(
+    sim: &SimHandle,
+    cluster: &str,
+    read: impl Fn(&Value) -> &Value,
+) -> Vec<(String, String)> {
     let url = format!("{}/v1/{cluster}/nodePools", sim.base_url());
     let v: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
     let mut out: Vec<(String, String)> = v["nodePools"]
@@ -47,12 +51,17 @@ async fn pools(sim: &SimHandle, cluster: &str) -> Vec<(String, String)> {
         .map(|p| {
             (
                 p["name"].as_str().unwrap_or_default().to_string(),
-                p["status"].as_str().unwrap_or_default().to_string(),
+                read(p).as_str().unwrap_or_default().to_string(),
             )
         })
         .collect();
     out.sort();
     out
+}
+
+/// The node pools of `cluster` as `(name, status)`.
+async fn pools(sim: &SimHandle, cluster: &str) -> Vec<(String, String)> {
+    pools_by(sim, cluster, |p| &p["status"]).await
 }
 
 async fn names(sim: &SimHandle, cluster: &str) -> Vec<String> {
@@ -252,25 +261,12 @@ async fn destroy_finds_the_pools_of_a_removed_target() {
 
 /// The `slicectl.dev/target` label of each pool of `cluster`.
 async fn stamps(sim: &SimHandle, cluster: &str) -> Vec<(String, String)> {
-    let url = format!("{}/v1/{cluster}/nodePools", sim.base_url());
-    let v: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
-    let mut out: Vec<(String, String)> = v["nodePools"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|p| {
-            (
-                p["name"].as_str().unwrap_or_default().to_string(),
-                p["config"]["labels"]["slicectl.dev/target"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            )
-        })
-        .collect();
-    out.sort();
-    out
+    pools_by(
+        sim,
+        cluster,
+        |p| &p["config"]["labels"]["slicectl.dev/target"],
+    )
+    .await
 }
 
 /// Issue 24 item 7: two spec directories apply one ownerId (`e2e`) on one

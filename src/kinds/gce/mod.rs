@@ -23,3 +23,19 @@ pub const BOOTSTRAP_FAILED: &str = "bootstrap_failed";
 pub const NODE_LOST: &str = "node_lost";
 /// The instance template a slice brings cannot run a TPU slice.
 pub const INVALID_TEMPLATE: &str = "invalid_template";
+
+/// The self-managed cluster's Kubernetes API of a `gce` Target: where its
+/// Nodes, bootstrap Secrets and device plugin live (none for other
+/// backends).
+pub fn kube_scope(t: &crate::spec::Target) -> Vec<crate::kind::Scope> {
+    t.spec
+        .gce
+        .as_ref()
+        .map(|g| {
+            crate::kind::Scope::Kube(crate::resource::KubeRef {
+                endpoint: g.control_plane_endpoint.clone(),
+            })
+        })
+        .into_iter()
+        .collect()
+}

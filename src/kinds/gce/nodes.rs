@@ -224,16 +224,7 @@ pub fn differences(
 
 impl Kind for Nodes {
     fn scopes(&self, t: &crate::spec::Target) -> Vec<Scope> {
-        t.spec
-            .gce
-            .as_ref()
-            .map(|g| {
-                Scope::Kube(crate::resource::KubeRef {
-                    endpoint: g.control_plane_endpoint.clone(),
-                })
-            })
-            .into_iter()
-            .collect()
+        super::kube_scope(t)
     }
 
     fn id(&self) -> KindId {

@@ -1056,19 +1056,22 @@ fn a_migs_stamp_speaks_for_itself_whatever_its_nodes_say() {
 fn a_gce_target_whose_zone_changed_deletes_its_old_mig_as_moved() {
     let before = fleet(&[slice("z", "2x2", "", "a")]);
     let inv = live_replica(&before, "z", 1, 1, as_written);
-    let moved_text = format!(
-        "{}{}",
-        TARGET.replace(
-            "zone: us-central1-b",
-            "zone: us-central1-a\n  allowUnlistedZone: true"
-        ),
-        slice("z", "2x2", "", "a")
-    );
-    let after = crate::spec::load(&[SourceFile {
-        path: "specs/f.yaml".into(),
-        text: moved_text,
-    }])
-    .unwrap_or_else(|d| panic!("{d:?}"));
+    // The Target now in us-central1-a, with `slices`.
+    let in_zone_a = |slices: String| {
+        let text = format!(
+            "{}{slices}",
+            TARGET.replace(
+                "zone: us-central1-b",
+                "zone: us-central1-a\n  allowUnlistedZone: true"
+            )
+        );
+        crate::spec::load(&[SourceFile {
+            path: "specs/f.yaml".into(),
+            text,
+        }])
+        .unwrap_or_else(|d| panic!("{d:?}"))
+    };
+    let after = in_zone_a(slice("z", "2x2", "", "a"));
     let old_zone = Scope::Zone(replica(&before, "z").zone);
     let all = crate::kinds::plan_kinds();
     let owners = plan::Owners::of(&after, &all);
@@ -1109,19 +1112,7 @@ fn a_gce_target_whose_zone_changed_deletes_its_old_mig_as_moved() {
     assert!(p.refused.is_empty(), "{:?}", p.refused);
     // Removed together with its Slices (another slice keeps the fleet from
     // looking empty): refused, not pruned.
-    let other = format!(
-        "{}{}",
-        TARGET.replace(
-            "zone: us-central1-b",
-            "zone: us-central1-a\n  allowUnlistedZone: true"
-        ),
-        slice("other", "2x2", "", "a")
-    );
-    let after = crate::spec::load(&[SourceFile {
-        path: "specs/f.yaml".into(),
-        text: other,
-    }])
-    .unwrap_or_else(|d| panic!("{d:?}"));
+    let after = in_zone_a(slice("other", "2x2", "", "a"));
     let p = plan::plan(&after, &inv, &kinds, &PlanOptions::default()).unwrap();
     assert!(
         p.refused
