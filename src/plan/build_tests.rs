@@ -1,4 +1,5 @@
 //! Unit tests of the planner's phases, each on its own.
+#![cfg(test)]
 
 use std::sync::Arc;
 
