@@ -124,6 +124,36 @@ pub struct KubeRef {
     pub endpoint: String,
 }
 
+impl KubeRef {
+    /// The Kubernetes API of a GKE cluster, keyed by the cluster itself
+    /// (`gke://PROJECT/LOCATION/NAME`): how it is reached (the endpoint and CA
+    /// from `clusters.get`, a kubeconfig, in-cluster) is resolved by the
+    /// Kubernetes seam when the cluster is first used.
+    pub fn gke(c: &ClusterRef) -> KubeRef {
+        KubeRef {
+            endpoint: format!("{GKE_KUBE_SCHEME}{}/{}/{}", c.project, c.location, c.name),
+        }
+    }
+
+    /// The GKE cluster this names, if it is [`KubeRef::gke`]'s.
+    pub fn gke_cluster(&self) -> Option<ClusterRef> {
+        let rest = self.endpoint.strip_prefix(GKE_KUBE_SCHEME)?;
+        let mut parts = rest.splitn(3, '/');
+        let (project, location, name) = (parts.next()?, parts.next()?, parts.next()?);
+        if project.is_empty() || location.is_empty() || name.is_empty() || name.contains('/') {
+            return None;
+        }
+        Some(ClusterRef {
+            project: project.to_owned(),
+            location: location.to_owned(),
+            name: name.to_owned(),
+        })
+    }
+}
+
+/// The prefix of [`KubeRef::gke`]'s keys.
+pub const GKE_KUBE_SCHEME: &str = "gke://";
+
 impl fmt::Display for KubeRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "kubernetes {}", self.endpoint)
@@ -184,7 +214,29 @@ pub mod opt_int64_string {
 
 #[cfg(test)]
 mod tests {
-    use super::ClusterRef;
+    use super::{ClusterRef, KubeRef};
+
+    #[test]
+    fn a_gke_cluster_keys_its_kubernetes_api() {
+        let c = ClusterRef {
+            project: "p1".into(),
+            location: "us-central2-b".into(),
+            name: "train".into(),
+        };
+        let k = KubeRef::gke(&c);
+        assert_eq!(k.endpoint, "gke://p1/us-central2-b/train");
+        assert_eq!(k.gke_cluster(), Some(c));
+        let self_managed = KubeRef {
+            endpoint: "10.0.0.2:6443".into(),
+        };
+        assert_eq!(self_managed.gke_cluster(), None);
+        for bad in ["gke://p1/loc", "gke:///loc/n", "gke://p/l/n/x"] {
+            let k = KubeRef {
+                endpoint: bad.into(),
+            };
+            assert_eq!(k.gke_cluster(), None, "{bad}");
+        }
+    }
 
     #[test]
     fn links_match_by_project_id_or_number() {
