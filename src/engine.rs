@@ -10,7 +10,7 @@ use serde::Serialize;
 use tracing::Instrument;
 
 use crate::apply::{self, ApplyOptions, ApplyReport, Failure, Progress, RegisteredKind};
-use crate::cloud::{Cloud, CloudError};
+use crate::cloud::Cloud;
 use crate::plan::{self, Inventory, Kind, Plan, PlanError, PlanMode, PlanOptions, Refusal};
 use crate::spec::Fleet;
 use crate::status;
@@ -42,9 +42,6 @@ pub enum Approval {
 /// short code (metric labels, controller conditions).
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    /// The live state could not be observed.
-    #[error("cannot observe the live state: {0}")]
-    Observe(#[from] CloudError),
     /// The plan as a whole is refused by a safety rail.
     #[error(transparent)]
     Plan(#[from] PlanError),
@@ -62,7 +59,6 @@ impl ReconcileError {
     /// A stable short code.
     pub fn code(&self) -> &'static str {
         match self {
-            ReconcileError::Observe(_) => "observe_failed",
             ReconcileError::Plan(PlanError::EmptySource { .. }) => "empty_source",
             ReconcileError::Plan(PlanError::TooManyDestructive { .. }) => "too_many_destructive",
             ReconcileError::Plan(_) => "plan_refused",
@@ -123,10 +119,12 @@ pub struct Report {
 }
 
 impl Report {
-    /// Whether everything converged: applied without failure, and nothing
-    /// refused.
+    /// Whether everything converged: applied without failure, nothing
+    /// refused, and every Target observed.
     pub fn success(&self) -> bool {
-        self.plan.refused.is_empty() && self.apply.as_ref().is_none_or(ApplyReport::success)
+        self.plan.refused.is_empty()
+            && !self.plan.left_unobserved()
+            && self.apply.as_ref().is_none_or(ApplyReport::success)
     }
 }
 
@@ -199,7 +197,7 @@ pub async fn observe_and_plan(
         slices = fleet.slices.len()
     );
     async {
-        let inv = crate::observe::observe(cloud, fleet, registry()).await?;
+        let inv = crate::observe::observe(cloud, fleet, registry()).await;
         let plan = plan_with(fleet, &inv, mode, opts)?;
         Ok((inv, plan))
     }
@@ -207,10 +205,11 @@ pub async fn observe_and_plan(
     .await
 }
 
-/// Status rows of the fleet.
-pub async fn status(fleet: &Fleet, cloud: &Cloud) -> Result<Vec<status::Row>, CloudError> {
-    let inv = crate::observe::observe(cloud, fleet, registry()).await?;
-    Ok(status::rows(fleet, &inv, &kinds()))
+/// Status rows of the fleet (a slice whose Target could not be observed
+/// says so, with the cause).
+pub async fn status(fleet: &Fleet, cloud: &Cloud) -> Vec<status::Row> {
+    let inv = crate::observe::observe(cloud, fleet, registry()).await;
+    status::rows(fleet, &inv, &kinds())
 }
 
 fn slice_reports(plan: &Plan, applied: Option<&ApplyReport>) -> Vec<SliceReport> {
@@ -282,7 +281,7 @@ pub async fn execute(
             actions = plan.actions.len()
         ))
         .await;
-    let status = status(fleet, cloud).await?;
+    let status = status(fleet, cloud).await;
     Ok(Report {
         outcome: Outcome::Applied,
         slices: slice_reports(&plan, Some(&report)),

@@ -29,8 +29,9 @@ pub struct Row {
     pub accelerator: String,
     /// Topology.
     pub topology: String,
-    /// Live state: the resource's status, MISSING, ORPHANED, or NOT OWNED
-    /// (a resource slicectl does not own sits under the slice's name).
+    /// Live state: the resource's status, MISSING, ORPHANED, NOT OWNED (a
+    /// resource slicectl does not own sits under the slice's name), or NOT
+    /// OBSERVED (its Target could not be observed; the last error says why).
     pub state: String,
     /// `N/H`: the node count a running pool reports, against the hosts the
     /// slice needs; `?/H` when the cloud reports none (provisioning, error).
@@ -53,6 +54,9 @@ pub struct Row {
     /// `create`, `delete`, or empty when it matches the specs.
     pub pending: String,
 }
+
+/// The state of a slice replica whose Target could not be observed.
+pub const NOT_OBSERVED: &str = "NOT OBSERVED";
 
 /// Project, cluster and location of a primary resource's scope (`cluster`
 /// given for scopes that do not name one).
@@ -85,6 +89,35 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
             continue;
         };
         let hosts = slice.shape.hosts;
+        // Its Target could not be observed: nothing about it is known, and
+        // nothing is done to it.
+        if let Some((scope, why)) = fleet.target_of(slice).and_then(|t| {
+            Owners::scopes_of(t, kinds)
+                .into_iter()
+                .find_map(|s| inv.unobserved.get(&s).map(|w| (s, w)))
+        }) {
+            let (project, cluster, location) = place(&d.id.scope, "");
+            out.push(Row {
+                slice: d.owner.slice.clone(),
+                replica: d.owner.replica,
+                node_pool: d.id.name.clone(),
+                backend: slice.spec.backend.as_str().to_string(),
+                accelerator: slice.spec.accelerator.clone(),
+                topology: slice.shape.topology.clone(),
+                state: NOT_OBSERVED.to_string(),
+                nodes: format!("?/{hosts}"),
+                last_error: format!(
+                    "[{}] target {} could not be observed ({scope}): {}",
+                    why.code, slice.spec.target, why.cause
+                ),
+                project,
+                cluster,
+                location,
+                live_topology: String::new(),
+                pending: String::new(),
+            });
+            continue;
+        }
         let live = inv
             .live(d.id.kind)
             .iter()

@@ -259,6 +259,9 @@ impl CycleState {
         for d in &report.plan.deferred {
             decisions::deferred(fleet, d);
         }
+        for u in &report.plan.unobserved {
+            decisions::unobserved(u);
+        }
         if report.outcome == Outcome::Declined {
             // The slices whose deletes wait say so (Refused), whether or
             // not they are still in the specs.

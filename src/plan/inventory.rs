@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 
+use super::Unseen;
 use super::kind::{Kind, KindId, LiveResource, OperationRecord, Scope};
 
 /// Everything observed in one cycle.
@@ -20,6 +21,13 @@ pub struct Inventory {
     /// self-managed cluster whose Kubernetes API is not reachable): their
     /// desired resources are left out of the plan, never planned blind.
     pub deferred: BTreeMap<Scope, String>,
+    /// Scopes whose listing failed (a deleted cluster, an unreachable
+    /// Kubernetes API, a project the credentials cannot see), with why:
+    /// every Target that needs one is unobserved and gets no action.
+    pub unobserved: BTreeMap<Scope, Unseen>,
+    /// Left-behind discovery that failed, per (project, backend): nothing
+    /// is pruned there this time.
+    pub undiscovered: BTreeMap<(String, &'static str), Unseen>,
 }
 
 impl Inventory {
