@@ -262,7 +262,24 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                 d.id.kind == kind.id() && d.owner.slice == o.slice && d.owner.replica == o.replica
             });
             let (project, cluster, location) = place(&l.scope, "");
+            // Its slice's Target could not be observed: left untouched.
+            let unseen = fleet.claimant(&o.slice).and_then(|s| {
+                let t = fleet.targets.get(&s.spec.target)?;
+                Owners::scopes_of(t, kinds)
+                    .into_iter()
+                    .find_map(|sc| inv.unobserved.get(&sc))
+                    .map(|w| (t.name.clone(), w))
+            });
             let last_error = match (moved_to, left) {
+                _ if unseen.is_some() => unseen
+                    .as_ref()
+                    .map(|(t, w)| {
+                        format!(
+                            "[{}] its Target {t} could not be observed: left untouched until it is",
+                            w.code
+                        )
+                    })
+                    .unwrap_or_default(),
                 _ if o.prevent_destroy => {
                     "not in the specs, protected by preventDestroy: apply refuses to delete it".into()
                 }
@@ -290,7 +307,7 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                 cluster,
                 location,
                 live_topology: r.topology.clone(),
-                pending: if o.prevent_destroy {
+                pending: if o.prevent_destroy || unseen.is_some() {
                     String::new()
                 } else {
                     "delete".into()

@@ -12,6 +12,7 @@ mod e2e_controller;
 mod e2e_converge;
 mod e2e_gce;
 mod e2e_guards;
+mod e2e_isolation;
 mod e2e_kill;
 mod e2e_moves;
 mod e2e_renames;
