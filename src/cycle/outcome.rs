@@ -35,7 +35,7 @@ pub enum CycleOutcome {
     /// `connect_failed`: the cloud session could not be set up.
     ConnectFailed(anyhow::Error),
     /// The engine stopped before applying anything; the code is the
-    /// error's (`observe_failed`, `empty_source`, `too_many_destructive`,
+    /// error's (`empty_source`, `too_many_destructive`,
     /// `plan_refused`, `stale_plan`).
     Rejected(ReconcileError),
     /// `pruning_suspended`: the plan deletes, and files that never were
