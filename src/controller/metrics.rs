@@ -324,4 +324,27 @@ mod tests {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
     }
+
+    #[test]
+    fn unobserved_targets_are_one_and_targets_gone_from_the_specs_are_dropped() {
+        let m = Metrics::new();
+        let targets = ["gone".to_string(), "train".to_string()];
+        m.set_targets(&targets, &std::collections::BTreeSet::from(["gone"]));
+        let text = m.encode().unwrap();
+        assert!(
+            text.contains("slicectl_target_unobserved{target=\"gone\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("slicectl_target_unobserved{target=\"train\"} 0"),
+            "{text}"
+        );
+        m.set_targets(&targets[1..], &std::collections::BTreeSet::new());
+        let text = m.encode().unwrap();
+        assert!(!text.contains("target=\"gone\""), "{text}");
+        assert!(
+            text.contains("slicectl_target_unobserved{target=\"train\"} 0"),
+            "{text}"
+        );
+    }
 }

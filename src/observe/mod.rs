@@ -330,7 +330,7 @@ pub async fn observe(cloud: &Cloud, fleet: &Fleet, kinds: &[&dyn RegisteredKind]
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cloud::fake::{Fault, FakeCloud};
+    use crate::cloud::fake::{FakeCloud, Fault};
 
     const SPECS: &str = r#"apiVersion: slicectl.dev/v1alpha1
 kind: Target
@@ -374,7 +374,12 @@ spec:
         assert_eq!(why.code, "target_not_found");
         assert!(why.cause.contains("404"), "{}", why.cause);
         // Both clusters were listed: one failed, the other was observed.
-        assert_eq!(fake.calls_of("list_node_pools").len(), 2, "{:?}", fake.calls());
+        assert_eq!(
+            fake.calls_of("list_node_pools").len(),
+            2,
+            "{:?}",
+            fake.calls()
+        );
         assert!(inv.undiscovered.is_empty());
     }
 
@@ -403,7 +408,10 @@ spec:
             method: "container.projects.locations.clusters.nodePools.list".into(),
         };
         assert_eq!(unseen(&api(404, "NOT_FOUND")).code, "target_not_found");
-        assert_eq!(unseen(&api(403, "PERMISSION_DENIED")).code, "target_forbidden");
+        assert_eq!(
+            unseen(&api(403, "PERMISSION_DENIED")).code,
+            "target_forbidden"
+        );
         assert_eq!(unseen(&api(503, "UNAVAILABLE")).code, "target_unreachable");
         let kube = CloudError::Kube(crate::kube::KubeError::Config {
             endpoint: "10.0.0.1:6443".into(),
