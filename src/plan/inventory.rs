@@ -68,7 +68,8 @@ impl Inventory {
 
     /// A fingerprint of the observed state a plan was computed from: every
     /// live resource (in each kind's fingerprint view, without output-only
-    /// noise) and the running operations. A saved plan is refused when the
+    /// noise), the running operations and the scopes that could not be
+    /// observed. A saved plan is refused when the
     /// fingerprint of a fresh observation differs.
     pub fn fingerprint(&self, kinds: &[&dyn Kind]) -> String {
         let mut h = Sha256::new();
@@ -100,6 +101,13 @@ impl Inventory {
                 .collect();
             running.sort_unstable();
             h.update(running.join(",").as_bytes());
+        }
+        // What could not be observed is part of what a plan was made from
+        // (hashed only when there is any, so other fingerprints stay).
+        for (scope, why) in &self.unobserved {
+            h.update(b"unobserved");
+            h.update(scope.to_string().as_bytes());
+            h.update(why.code.as_bytes());
         }
         hex::encode(&h.finalize()[..16])
     }
