@@ -925,3 +925,63 @@ async fn a_slice_of_an_unobserved_target_is_stalled_and_the_others_are_not() {
     assert!(m.starts_with("[target_not_found] target gone"), "{m}");
     assert!(m.contains("clusters/deleted."), "{m}");
 }
+
+/// A slice gone from the specs whose Target could not be observed keeps
+/// its object (nothing of it is known gone), and a slice still in the
+/// specs on that Target is Stalled/TargetUnreachable.
+#[tokio::test]
+async fn a_slice_gone_from_the_specs_of_an_unobserved_target_keeps_its_object() {
+    let fake = FakeCloud::new();
+    let existing = ready_pair(&fake, &two(false, false)).await;
+    let mut rest = two(false, false);
+    rest.slices.remove("beta");
+    let mut inv = crate::plan::Inventory::default();
+    inv.unobserved.insert(
+        crate::plan::Scope::Cluster(crate::resource::ClusterRef {
+            project: "unit-project".into(),
+            location: "us-central1".into(),
+            name: "c".into(),
+        }),
+        crate::plan::Unseen {
+            code: "target_forbidden".into(),
+            cause: "HTTP 403 PERMISSION_DENIED: the caller may not list node pools".into(),
+        },
+    );
+    let plan = crate::plan::plan(
+        &rest,
+        &inv,
+        &crate::kinds::plan_kinds(),
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    assert!(plan.actions.is_empty());
+    let r = Report {
+        outcome: crate::engine::Outcome::NoChanges,
+        plan,
+        apply: None,
+        slices: Vec::new(),
+        status: Vec::new(),
+    };
+    let set = after(&rest, CycleResult::Report(&r), &existing);
+    assert_eq!(names(&set), ["alpha", "beta"]);
+    assert_eq!(
+        conds(&set.objects[0]),
+        [
+            "Ready=False/TargetUnreachable",
+            "Stalled=True/TargetUnreachable"
+        ]
+    );
+    let beta = &set.objects[1];
+    assert_eq!(
+        conds(beta),
+        [
+            "Ready=False/ObserveFailed",
+            "Reconciling=True/ObserveFailed"
+        ]
+    );
+    let m = &beta.status.conditions[0].message;
+    assert!(
+        m.contains("[not_observed]") && m.contains("[target_forbidden]"),
+        "{m}"
+    );
+}
