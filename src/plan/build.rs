@@ -229,21 +229,33 @@ impl<'a> Planner<'a> {
     }
 
     /// The unobserved Target an owned live resource is (or may be) part of:
-    /// the Target of its slice when the slice is in the specs; else, for a
-    /// slice no longer in the specs (or a resource shared by a scope's
-    /// slices), an unobserved Target of its owner id that needs its scope,
-    /// unless the resource names an observed Target as the one that wrote
-    /// it. Such a resource is not touched: it may be what the unobserved
+    /// the Target of its slice when the slice is in the specs and its
+    /// Target is unobserved; none when its Target is observed and the
+    /// resource is in one of that Target's scopes; else (a slice no longer
+    /// in the specs, a resource shared by a scope's slices, or one left in
+    /// a scope its slice moved away from) an unobserved Target of its owner
+    /// id that needs its scope, unless the resource names an observed
+    /// Target as the one that wrote it. Such a resource is not touched: it may be what the unobserved
     /// Target still needs, and nothing is pruned from what was not seen.
     fn unobserved_owner(&self, scope: &Scope, o: &Ownership) -> Option<String> {
         if self.unobserved.is_empty() {
             return None;
         }
         if let Some(s) = self.fleet.claimant(&o.slice) {
-            return self
-                .unobserved
-                .contains_key(&s.spec.target)
-                .then(|| s.spec.target.clone());
+            if self.unobserved.contains_key(&s.spec.target) {
+                return Some(s.spec.target.clone());
+            }
+            // An observed Target's slice, in a scope of its own: as usual.
+            if self
+                .fleet
+                .targets
+                .get(&s.spec.target)
+                .is_some_and(|t| Owners::scopes_of(t, self.kinds).contains(scope))
+            {
+                return None;
+            }
+            // Elsewhere (moved away from a scope an unobserved Target
+            // needs): judged as below.
         }
         let owners = self.guarded.get(scope)?;
         if !owners.contains(&o.owner) {

@@ -2098,3 +2098,42 @@ fn the_empty_source_guard_still_holds_with_an_unobserved_target() {
     let e = super::plan(&f, &inv, &all_kinds(), &PlanOptions::default()).unwrap_err();
     assert!(matches!(e, PlanError::EmptySource { .. }), "{e:?}");
 }
+
+#[test]
+fn what_a_slice_moved_away_from_an_unobserved_targets_scope_is_left() {
+    // iron moves to an observed Target in another region and cluster,
+    // while train-c (whose region iron's policy is in) cannot be observed.
+    let before = standard_fleet();
+    let live = converged(&before);
+    let (mut f, scope, why) = with_gone_cluster(before);
+    let mut east = target_in("east", "us-east5-a");
+    if let Some(g) = east.spec.gke.as_mut() {
+        g.location = "us-east5".into();
+        g.name = "east".into();
+    }
+    f.targets.insert("east".into(), east);
+    if let Some(s) = f.slices.get_mut("iron") {
+        s.spec.target = "east".into();
+    }
+    let inv = unobserving(&live, &scope, &why);
+    let p = super::plan(&f, &inv, &all_kinds(), &PlanOptions::default()).unwrap();
+    let iron: Vec<(String, ActionKind, String)> = p
+        .actions
+        .iter()
+        .filter(|a| a.owner.slice == "iron")
+        .map(|a| (a.address(), a.action, a.id.scope.to_string()))
+        .collect();
+    // Created in east; its old policy, in the region the unobserved Target
+    // needs, is not deleted (it names no Target: it may be train-c's).
+    assert!(
+        iron.iter()
+            .all(|(_, a, s)| *a != ActionKind::Delete || !s.contains("regions/us-central1")),
+        "{iron:?}"
+    );
+    assert!(
+        iron.iter()
+            .any(|(_, a, s)| *a == ActionKind::Create && s.contains("us-east5")),
+        "{iron:?}"
+    );
+    assert!(p.unobserved[0].untouched >= 1, "{:?}", p.unobserved);
+}
