@@ -99,4 +99,54 @@ mod tests {
             "cannot observe cluster c: HTTP 404 NOT_FOUND: Not found: projects/p/locations/l/clusters/gone"
         );
     }
+
+    /// The error types of every layer that write their cause into their
+    /// message and also return it as their source (the doubled chain of
+    /// issue 17), printed as the CLI prints them.
+    #[test]
+    fn every_layer_prints_each_cause_once() {
+        use std::io;
+        let io_err = || {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "permission denied for this file",
+            )
+        };
+        let cases: Vec<anyhow::Error> = vec![
+            // source: an unreadable spec file, under the CLI's context.
+            anyhow::Error::new(crate::source::SourceError::Unreadable {
+                path: "specs/a.yaml".into(),
+                source: io_err(),
+            })
+            .context("cannot load the specs"),
+            // source: a bounded read's I/O error.
+            anyhow::Error::new(crate::source::bounded::BoundedReadError::Io(io_err())),
+            // cloud: an API error, as the engine and the executor wrap it.
+            anyhow::Error::new(crate::apply::ApplyError::Cloud(
+                crate::cloud::CloudError::Api {
+                    status: 404,
+                    code: "NOT_FOUND".into(),
+                    reason: Some("notFound".into()),
+                    message: "Not found: projects/p/locations/l/clusters/gone.".into(),
+                    method: "container.projects.locations.clusters.nodePools.list".into(),
+                },
+            )),
+            // kube: a missing kubeconfig, seen through the cloud seam.
+            anyhow::Error::new(crate::cloud::CloudError::Kube(
+                crate::kube::KubeError::Config {
+                    endpoint: "10.0.0.1:6443".into(),
+                    message: "kubeconfig /home/x/.kube/config: no such file".into(),
+                },
+            ))
+            .context("cannot observe cluster 10.0.0.1:6443"),
+            // spec / cycle: a plan refused as a whole.
+            anyhow::Error::new(crate::engine::ReconcileError::Plan(
+                crate::plan::PlanError::EmptySource { live: 3 },
+            )),
+        ];
+        for e in &cases {
+            let text = chain_anyhow(e);
+            assert_eq!(repeated_segment(&text), None, "{text}");
+        }
+    }
 }
