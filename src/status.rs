@@ -91,11 +91,15 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
         let hosts = slice.shape.hosts;
         // Its Target could not be observed: nothing about it is known, and
         // nothing is done to it.
-        if let Some((scope, why)) = fleet.target_of(slice).and_then(|t| {
-            Owners::scopes_of(t, kinds)
-                .into_iter()
-                .find_map(|s| inv.unobserved.get(&s).map(|w| (s, w)))
-        }) {
+        if let Some((scope, why)) = fleet
+            .target_of(slice)
+            .filter(|_| !inv.unobserved.is_empty())
+            .and_then(|t| {
+                Owners::scopes_of(t, kinds)
+                    .into_iter()
+                    .find_map(|s| inv.unobserved.get(&s).map(|w| (s, w)))
+            })
+        {
             let (project, cluster, location) = place(&d.id.scope, "");
             out.push(Row {
                 slice: d.owner.slice.clone(),
@@ -263,13 +267,16 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
             });
             let (project, cluster, location) = place(&l.scope, "");
             // Its slice's Target could not be observed: left untouched.
-            let unseen = fleet.claimant(&o.slice).and_then(|s| {
-                let t = fleet.targets.get(&s.spec.target)?;
-                Owners::scopes_of(t, kinds)
-                    .into_iter()
-                    .find_map(|sc| inv.unobserved.get(&sc))
-                    .map(|w| (t.name.clone(), w))
-            });
+            let unseen = fleet
+                .claimant(&o.slice)
+                .filter(|_| !inv.unobserved.is_empty())
+                .and_then(|s| {
+                    let t = fleet.targets.get(&s.spec.target)?;
+                    Owners::scopes_of(t, kinds)
+                        .into_iter()
+                        .find_map(|sc| inv.unobserved.get(&sc))
+                        .map(|w| (t.name.clone(), w))
+                });
             let last_error = match (moved_to, left) {
                 _ if unseen.is_some() => unseen
                     .as_ref()
