@@ -142,13 +142,24 @@ impl<'a> Planner<'a> {
         // slices' resources are left out wherever they would live, and so
         // is anything in a scope that failed.
         let (unobserved, guarded) = Planner::unobserved_targets(fleet, inv, kinds);
-        desired.retain(|d| {
-            !inv.unobserved.contains_key(&d.id.scope)
-                && !fleet
-                    .slices
-                    .get(&d.owner.slice)
-                    .is_some_and(|s| unobserved.contains_key(&s.spec.target))
-        });
+        if !inv.unobserved.is_empty() {
+            // A resource shared by a scope's slices (the device plugin) is
+            // one of theirs too when only unobserved Targets need its scope.
+            let observed_scopes: BTreeSet<Scope> = fleet
+                .targets
+                .iter()
+                .filter(|(name, _)| !unobserved.contains_key(*name))
+                .flat_map(|(_, t)| Owners::scopes_of(t, kinds))
+                .collect();
+            desired.retain(|d| {
+                !inv.unobserved.contains_key(&d.id.scope)
+                    && !fleet
+                        .slices
+                        .get(&d.owner.slice)
+                        .is_some_and(|s| unobserved.contains_key(&s.spec.target))
+                    && (!d.owner.is_shared() || observed_scopes.contains(&d.id.scope))
+            });
+        }
         let mut planner = Planner {
             fleet,
             inv,
@@ -235,8 +246,9 @@ impl<'a> Planner<'a> {
     /// in the specs, a resource shared by a scope's slices, or one left in
     /// a scope its slice moved away from) an unobserved Target of its owner
     /// id that needs its scope, unless the resource names an observed
-    /// Target as the one that wrote it. Such a resource is not touched: it may be what the unobserved
-    /// Target still needs, and nothing is pruned from what was not seen.
+    /// Target as the one that wrote it. Such a resource is not touched: it
+    /// may be what the unobserved Target still needs, and nothing is pruned
+    /// from what was not seen.
     fn unobserved_owner(&self, scope: &Scope, o: &Ownership) -> Option<String> {
         if self.unobserved.is_empty() {
             return None;
