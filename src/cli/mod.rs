@@ -733,6 +733,27 @@ fn cloud_for(client: &CloudClient, fleet: &Fleet, sim: bool, trusted: &[PathBuf]
             ))
         }),
         crate::kube::TrustedKubeconfigs::from_env(trusted),
+    )
+    .with_gke(
+        fleet.targets.values().filter_map(|t| {
+            let g = t.spec.gke.as_ref()?;
+            Some((
+                crate::resource::ClusterRef {
+                    project: t.spec.project.clone(),
+                    location: g.location.clone(),
+                    name: g.name.clone(),
+                },
+                g.kube_api.access(),
+                Some(crate::kube::Origin {
+                    target: t.name.clone(),
+                    location: t.location.clone(),
+                }),
+            ))
+        }),
+        crate::kube::GkeLink {
+            service: std::sync::Arc::new(client.clone()),
+            tokens: client.token_source(),
+        },
     )))
 }
 

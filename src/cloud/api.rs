@@ -43,6 +43,13 @@ pub trait GkeService: Send + Sync {
         cluster: &ClusterRef,
         name: &str,
     ) -> Result<gke::Operation, CloudError>;
+    /// One cluster (`clusters.get`): its endpoints and CA, to reach its
+    /// Kubernetes API. Services that cannot answer it say so.
+    async fn get_cluster(&self, cluster: &ClusterRef) -> Result<gke::ClusterAccess, CloudError> {
+        Err(CloudError::InvalidInput(format!(
+            "this GKE service cannot read cluster {cluster} (clusters.get)"
+        )))
+    }
     /// Every GKE cluster of a project, in all its zones and regions
     /// (`clusters.list` with location `-`, one call).
     async fn list_clusters(&self, project: &str) -> Result<gke::ListClustersResponse, CloudError>;
@@ -320,6 +327,9 @@ impl GkeService for CloudClient {
     }
     async fn list_clusters(&self, project: &str) -> Result<gke::ListClustersResponse, CloudError> {
         self.gke().list_clusters(project).await
+    }
+    async fn get_cluster(&self, cluster: &ClusterRef) -> Result<gke::ClusterAccess, CloudError> {
+        self.gke().get_cluster(cluster).await
     }
     async fn list_operations(
         &self,

@@ -31,6 +31,14 @@ pub type Kube = Arc<dyn KubeService>;
 /// Every Kubernetes operation of the GCE backend, per cluster.
 #[async_trait]
 pub trait KubeService: Send + Sync {
+    /// Why a cluster's API is deliberately not reached, if it is not (a GKE
+    /// cluster whose Google token slicectl does not have: talking to a
+    /// simulator). Observation defers such a cluster's Kubernetes side and
+    /// says why, rather than fail or fake it.
+    fn deferred(&self, _k: &KubeRef) -> Option<String> {
+        None
+    }
+
     /// Whether the cluster's API answers (a cheap `GET /version`), within a
     /// few seconds. `--sim` uses it to decide whether a GCE target's
     /// Kubernetes side can run.

@@ -40,6 +40,7 @@ fn target_in(name: &str, zone: &str) -> Target {
             gke: Some(GkeCluster {
                 location: "us-central1".into(),
                 name: "train".into(),
+                kube_api: Default::default(),
             }),
             gce: None,
             node_defaults: NodeDefaults {
@@ -743,6 +744,7 @@ fn a_slice_moved_to_another_target_says_so() {
     t2.spec.gke = Some(GkeCluster {
         location: "us-central1".into(),
         name: "serve".into(),
+        kube_api: Default::default(),
     });
     f2.targets.insert("serve".into(), t2);
     f2.slices.get_mut("tiny").unwrap().spec.target = "serve".into();
