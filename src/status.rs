@@ -156,7 +156,10 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
         let mut nodes = nodes;
         let mut state = state;
         let mut nodes_unobserved = String::new();
-        for nk in kinds.iter().filter(|k| k.reports_nodes()) {
+        // A resource slicectl does not own under the slice's name: its
+        // Nodes are not this slice's.
+        let not_ours = live.is_some() && !ours;
+        for nk in kinds.iter().filter(|k| k.reports_nodes() && !not_ours) {
             let Some(want) = nk
                 .render(crate::plan::RenderCtx {
                     target: match fleet.target_of(slice) {

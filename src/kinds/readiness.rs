@@ -10,6 +10,11 @@ use std::collections::BTreeMap;
 
 use super::gce::nodes::NodeView;
 
+/// How a status row's last error starts when it is the Nodes' readiness
+/// that speaks (a failed step of the replica says more, and takes its place
+/// in the status objects).
+pub const NOT_READY_PREFIX: &str = "not ready: ";
+
 /// The label GKE puts on every Node of a node pool, naming the pool.
 pub const LABEL_NODEPOOL: &str = "cloud.google.com/gke-nodepool";
 /// The TPU accelerator label.

@@ -546,7 +546,11 @@ fn one(
             if let Some(rep) = replicas
                 .values_mut()
                 .find(|r| f.address.starts_with(&format!("slice.{name}[{}]", r.index)))
-                && rep.last_error.is_none()
+                // A failed step says more than the Nodes it left unready.
+                && rep
+                    .last_error
+                    .as_deref()
+                    .is_none_or(|e| e.starts_with(crate::kinds::readiness::NOT_READY_PREFIX))
             {
                 rep.last_error = Some(shorten(&format!("[{}] {}", f.code, f.message)));
             }

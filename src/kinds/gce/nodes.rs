@@ -378,7 +378,7 @@ impl Kind for Nodes {
             None => r.nodes_column(),
         };
         if report.error.is_empty() && !r.why.is_empty() && g.is_some() {
-            report.error = format!("not ready: {}", r.why);
+            report.error = format!("{}{}", crate::kinds::readiness::NOT_READY_PREFIX, r.why);
         }
         report
     }

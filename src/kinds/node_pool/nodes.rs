@@ -212,7 +212,7 @@ impl Kind for GkeNodes {
             error: if r.why.is_empty() {
                 String::new()
             } else {
-                format!("not ready: {}", r.why)
+                format!("{}{}", crate::kinds::readiness::NOT_READY_PREFIX, r.why)
             },
             topology: String::new(),
         }
