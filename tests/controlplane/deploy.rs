@@ -701,7 +701,7 @@ fn the_workload_cluster_role_grants_exactly_what_readiness_and_drains_need() {
         &["watch", "nodes"],
         &["patch", "nodes/any"],
         &["list", "pods", "-A"],
-        &["create", "pods/eviction", "-n", "team-a"],
+        &["create", "pods", "--subresource=eviction", "-n", "team-a"],
         &["list", "poddisruptionbudgets.policy", "-A"],
     ] {
         assert!(can(yes), "must be yes: {yes:?}");
@@ -711,8 +711,9 @@ fn the_workload_cluster_role_grants_exactly_what_readiness_and_drains_need() {
         &["update", "nodes/any"],
         &["patch", "nodes/any", "--subresource=status"],
         &["delete", "pods", "-n", "team-a"],
-        &["get", "pods/log", "-n", "team-a"],
-        &["create", "pods/exec", "-n", "team-a"],
+        &["get", "pods", "--subresource=log", "-n", "team-a"],
+        &["create", "pods", "--subresource=exec", "-n", "team-a"],
+        &["create", "pods", "-n", "team-a"],
         &["get", "secrets", "-n", "kube-system"],
         &["list", "secrets", "-A"],
         &["create", "poddisruptionbudgets.policy", "-n", "team-a"],

@@ -51,7 +51,7 @@ spec:
 apiVersion: slicectl.dev/v1alpha1
 kind: Slice
 metadata: {{name: {slice}}}
-spec: {{target: train, backend: gke, accelerator: tpu-v6e-slice, topology: 2x4}}
+spec: {{target: train, backend: gke, accelerator: tpu-v6e-slice, topology: 2x4, machineType: ct6e-standard-4t}}
 ",
             kc = kc.display().to_string()
         ),
