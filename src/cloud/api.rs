@@ -281,12 +281,21 @@ impl std::fmt::Debug for Cloud {
 
 impl From<CloudClient> for Cloud {
     fn from(c: CloudClient) -> Cloud {
+        let tokens = c.token_source();
         let shared = Arc::new(c);
         Cloud {
             gke: shared.clone(),
-            compute: shared,
-            // No self-managed cluster until the fleet names one.
-            kube: Arc::new(crate::kube::KubeClients::new([])),
+            compute: shared.clone(),
+            // No self-managed cluster until the fleet names one; GKE
+            // clusters' APIs through clusters.get and this client's token
+            // once their Targets are added (`KubeClients::with_gke`).
+            kube: Arc::new(crate::kube::KubeClients::new([]).with_gke(
+                [],
+                crate::kube::GkeLink {
+                    service: shared,
+                    tokens,
+                },
+            )),
             sim_defers_kube: false,
         }
     }

@@ -181,7 +181,10 @@ impl FakeCloud {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for p in pools.values().filter(|p| p.status.as_deref() == Some("RUNNING")) {
+        for p in pools
+            .values()
+            .filter(|p| p.status.as_deref() == Some("RUNNING"))
+        {
             let Some(cfg) = p.config.as_ref() else {
                 continue;
             };

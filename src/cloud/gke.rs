@@ -9,8 +9,8 @@ use super::endpoints::segment;
 use super::error::{CloudError, STOCKOUT_CODES, rpc_code_name};
 use super::http::Request;
 use crate::resource::gke::{
-    ClusterAccess, CreateNodePoolRequest, ListClustersResponse, ListNodePoolsResponse, ListOperationsResponse,
-    NodePool, Operation, UpdateNodePoolRequest,
+    ClusterAccess, CreateNodePoolRequest, ListClustersResponse, ListNodePoolsResponse,
+    ListOperationsResponse, NodePool, Operation, UpdateNodePoolRequest,
 };
 
 pub use crate::resource::ClusterRef;

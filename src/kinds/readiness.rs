@@ -116,7 +116,11 @@ pub fn judge(nodes: &[&NodeView], e: &Expect) -> Readiness {
     if present < e.hosts {
         reasons.insert(
             0,
-            format!("{} of {} node(s) not registered", e.hosts - present, e.hosts),
+            format!(
+                "{} of {} node(s) not registered",
+                e.hosts - present,
+                e.hosts
+            ),
         );
     }
     Readiness {
@@ -185,7 +189,8 @@ mod tests {
             r.why
         );
         assert!(
-            r.why.contains("gke-tpu-accelerator=tpu-v5p-slice, want tpu-v6e-slice"),
+            r.why
+                .contains("gke-tpu-accelerator=tpu-v5p-slice, want tpu-v6e-slice"),
             "{}",
             r.why
         );
@@ -208,7 +213,11 @@ mod tests {
 
         let r = judge(&[&a], &expect());
         assert_eq!(r.nodes_column(), "1/2 ready");
-        assert!(r.why.starts_with("1 of 2 node(s) not registered"), "{}", r.why);
+        assert!(
+            r.why.starts_with("1 of 2 node(s) not registered"),
+            "{}",
+            r.why
+        );
 
         let r = judge(&[], &expect());
         assert!(!r.is_ready());

@@ -121,7 +121,10 @@ pub const SEALED_MESSAGE: &str = "under --sim slicectl reaches no real Kubernete
 /// the cluster's [`KubeApi`] (a kubeconfig and context, or in-cluster) with
 /// short timeouts, then reused.
 pub struct KubeClients {
-    slots: HashMap<KubeRef, Slot>,
+    slots: HashMap<KubeRef, Arc<Slot>>,
+    /// GKE clusters no Target named (reached the default way: the public
+    /// endpoint from `clusters.get` and the Google token), made on first use.
+    gke_default: std::sync::Mutex<HashMap<KubeRef, Arc<Slot>>>,
     policy: Policy,
     gke: Option<GkeLink>,
 }
@@ -159,8 +162,9 @@ impl KubeClients {
         Self {
             slots: clusters
                 .into_iter()
-                .map(|(k, api)| (k, Slot::new(How::Api(api), None)))
+                .map(|(k, api)| (k, Arc::new(Slot::new(How::Api(api), None))))
                 .collect(),
+            gke_default: std::sync::Mutex::default(),
             policy: Policy::TrustAll,
             gke: None,
         }
@@ -176,8 +180,9 @@ impl KubeClients {
         Self {
             slots: clusters
                 .into_iter()
-                .map(|(k, api, origin)| (k, Slot::new(How::Api(api), Some(origin))))
+                .map(|(k, api, origin)| (k, Arc::new(Slot::new(How::Api(api), Some(origin)))))
                 .collect(),
+            gke_default: std::sync::Mutex::default(),
             policy: Policy::Specs(trusted),
             gke: None,
         }
@@ -201,7 +206,8 @@ impl KubeClients {
                     endpoint,
                 },
             };
-            self.slots.insert(KubeRef::gke(&c), Slot::new(how, origin));
+            self.slots
+                .insert(KubeRef::gke(&c), Arc::new(Slot::new(how, origin)));
         }
         self.gke = Some(link);
         self
@@ -212,6 +218,7 @@ impl KubeClients {
     pub fn sealed() -> Self {
         Self {
             slots: HashMap::new(),
+            gke_default: std::sync::Mutex::default(),
             policy: Policy::Sealed,
             gke: None,
         }
@@ -290,14 +297,34 @@ impl KubeClients {
             })
     }
 
-    fn slot(&self, k: &KubeRef) -> Result<&Slot, KubeError> {
+    fn slot(&self, k: &KubeRef) -> Result<Arc<Slot>, KubeError> {
         if self.is_sealed() {
             return Err(KubeError::Config {
                 endpoint: k.endpoint.clone(),
                 message: SEALED_MESSAGE.to_owned(),
             });
         }
-        self.slots.get(k).ok_or_else(|| KubeError::Config {
+        if let Some(slot) = self.slots.get(k) {
+            return Ok(slot.clone());
+        }
+        // A GKE cluster no Target named: the default way, when GKE is linked.
+        if let (Some(cluster), Some(_)) = (k.gke_cluster(), &self.gke) {
+            let mut defaults = self
+                .gke_default
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let slot = defaults.entry(k.clone()).or_insert_with(|| {
+                Arc::new(Slot::new(
+                    How::Gke {
+                        cluster,
+                        endpoint: GkeEndpoint::Public,
+                    },
+                    None,
+                ))
+            });
+            return Ok(slot.clone());
+        }
+        Err(KubeError::Config {
             endpoint: k.endpoint.clone(),
             message: "no Kubernetes API configured for this cluster (the target's gce.kubeApi \
                       or gke.kubeApi)"
@@ -534,15 +561,23 @@ fn namespace_of<K: Resource>(obj: &K) -> Option<&str> {
 #[async_trait]
 impl KubeService for KubeClients {
     fn deferred(&self, k: &KubeRef) -> Option<String> {
-        let slot = self.slots.get(k)?;
-        let How::Gke { cluster, .. } = &slot.how else {
+        let cluster = k.gke_cluster()?;
+        // A GKE cluster named by no Target is reached the default way.
+        if let Some(slot) = self.slots.get(k)
+            && !matches!(slot.how, How::Gke { .. })
+        {
             return None;
+        }
+        if self.is_sealed() {
+            return None;
+        }
+        let Some(link) = &self.gke else {
+            return Some(format!(
+                "no GKE access is configured for GKE cluster {cluster}'s Kubernetes API (no \
+                 clusters.get, no Google token): its Nodes are not read and readiness is not known"
+            ));
         };
-        let sends = self
-            .gke
-            .as_ref()
-            .is_some_and(|l| l.tokens.sends_credentials());
-        (!sends).then(|| {
+        (!link.tokens.sends_credentials()).then(|| {
             format!(
                 "slicectl sends no Google credentials to this Google API endpoint (--api-endpoint \
                  on loopback: a simulator or a local proxy), so it holds no token GKE cluster \

@@ -472,7 +472,11 @@ impl KubeService for FakeKube {
     async fn nodes(&self, k: &KubeRef) -> Result<Vec<Node>, KubeError> {
         self.call("nodes", k, "")?;
         let mut nodes: Vec<Node> = self.with(k, |c, _| c.nodes.values().cloned().collect());
-        if let Some(source) = self.gke_nodes.as_ref().filter(|_| k.gke_cluster().is_some()) {
+        if let Some(source) = self
+            .gke_nodes
+            .as_ref()
+            .filter(|_| k.gke_cluster().is_some())
+        {
             nodes.extend(source(k));
         }
         Ok(nodes)

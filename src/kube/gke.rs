@@ -272,7 +272,10 @@ mod tests {
         c.status = Some("PROVISIONING".into());
         let e = resolve_server(&cref(), &c, GkeEndpoint::Public).unwrap_err();
         assert!(e.contains("PROVISIONING"), "{e}");
-        assert!(e.contains("projects/p1/locations/us-central2/clusters/train"), "{e}");
+        assert!(
+            e.contains("projects/p1/locations/us-central2/clusters/train"),
+            "{e}"
+        );
         let mut c = cluster();
         c.master_auth = None;
         let e = resolve_server(&cref(), &c, GkeEndpoint::Public).unwrap_err();

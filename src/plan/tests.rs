@@ -1497,7 +1497,10 @@ fn status_shows_the_live_topology_and_the_pending_replacement() {
     // Readiness comes from the Nodes (none observed here), judged against
     // what the spec asks for.
     assert_eq!(r.nodes, "0/4 ready", "{r:#?}");
-    assert!(r.last_error.contains("4 of 4 node(s) not registered"), "{r:#?}");
+    assert!(
+        r.last_error.contains("4 of 4 node(s) not registered"),
+        "{r:#?}"
+    );
     assert_eq!(
         (r.project.as_str(), r.cluster.as_str(), r.location.as_str()),
         ("example-project", "train", "us-central1")

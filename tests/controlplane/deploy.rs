@@ -677,7 +677,12 @@ fn the_workload_cluster_role_grants_exactly_what_readiness_and_drains_need() {
     ]));
     let user = "slicectl-workload-test@example-project.iam.gserviceaccount.com";
     let binding = "slicectl-workload-test";
-    let _ = kubectl(&["delete", "clusterrolebinding", binding, "--ignore-not-found"]);
+    let _ = kubectl(&[
+        "delete",
+        "clusterrolebinding",
+        binding,
+        "--ignore-not-found",
+    ]);
     ok(&kubectl(&[
         "create",
         "clusterrolebinding",
@@ -687,7 +692,10 @@ fn the_workload_cluster_role_grants_exactly_what_readiness_and_drains_need() {
     ]));
     let baseline = can_i_list("nobody@example-project.iam.gserviceaccount.com", "default");
     for ns in ["default", "kube-system"] {
-        let got: BTreeSet<_> = can_i_list(user, ns).difference(&baseline).cloned().collect();
+        let got: BTreeSet<_> = can_i_list(user, ns)
+            .difference(&baseline)
+            .cloned()
+            .collect();
         assert_eq!(got, table(WORKLOAD_EXPECTED), "in {ns}");
     }
     let can = |args: &[&str]| {

@@ -88,7 +88,10 @@ fn cloud(sim: &slicectl_sim::SimHandle, f: &Fleet) -> Cloud {
 
 fn node(name: &str, pool: &str, ready: bool, topology: Option<&str>, chips: &str) -> Node {
     let mut labels = BTreeMap::from([
-        ("cloud.google.com/gke-nodepool".to_string(), pool.to_string()),
+        (
+            "cloud.google.com/gke-nodepool".to_string(),
+            pool.to_string(),
+        ),
         (
             "cloud.google.com/gke-tpu-accelerator".to_string(),
             "tpu-v6e-slice".to_string(),
@@ -120,7 +123,13 @@ fn node(name: &str, pool: &str, ready: bool, topology: Option<&str>, chips: &str
     }
 }
 
-async fn cycle(f: &Fleet, c: &Cloud) -> (Vec<slicectl::status::Row>, slicectl::status_object::StatusSet) {
+async fn cycle(
+    f: &Fleet,
+    c: &Cloud,
+) -> (
+    Vec<slicectl::status::Row>,
+    slicectl::status_object::StatusSet,
+) {
     let opts = ReconcileOptions {
         mode: PlanMode::Apply,
         plan: PlanOptions::default(),
@@ -179,7 +188,10 @@ async fn gke_readiness_follows_the_nodes_on_the_real_api_server() {
         "{row:?}"
     );
     let (status, reason, _) = ready_condition(&set);
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "Provisioning"));
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "Provisioning")
+    );
 
     // One Ready node, one NotReady without its topology label and with the
     // wrong chips.
@@ -205,7 +217,10 @@ async fn gke_readiness_follows_the_nodes_on_the_real_api_server() {
     }
     assert!(row.last_error.contains(&b), "{row:?}");
     let (status, reason, message) = ready_condition(&set);
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "Provisioning"));
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "Provisioning")
+    );
     assert!(message.contains("1/2 ready"), "{message}");
 
     // Node b as GKE would have it once its kubelet and device plugin are up.
@@ -253,7 +268,10 @@ async fn without_a_google_token_readiness_is_deferred_and_unknown() {
     let (rows, set) = cycle(&f, &c).await;
     let row = &rows[0];
     assert_eq!(row.nodes, "?/2", "{row:?}");
-    assert!(row.nodes_unobserved.contains("no Google credentials"), "{row:?}");
+    assert!(
+        row.nodes_unobserved.contains("no Google credentials"),
+        "{row:?}"
+    );
     assert!(row.last_error.contains("readiness unknown"), "{row:?}");
     let o = set.objects.first().expect("object");
     let ready = o

@@ -320,17 +320,25 @@ mod tests {
         assert_eq!(r.nodes, "1/2 ready");
         assert!(r.error.contains("node n2: not Ready"), "{}", r.error);
 
-        let ok: Body = Arc::new(group(&[node("n1", "a-0", true, "4"), node("n2", "a-0", true, "4")])[0].clone());
+        let ok: Body = Arc::new(
+            group(&[node("n1", "a-0", true, "4"), node("n2", "a-0", true, "4")])[0].clone(),
+        );
         let r = GkeNodes.report_nodes(Some(&ok), &want(), 2);
         assert_eq!((r.nodes.as_str(), r.error.as_str()), ("2/2 ready", ""));
 
-        let wrong: Body = Arc::new(group(&[node("n1", "a-0", true, "4"), node("n2", "a-0", true, "1")])[0].clone());
+        let wrong: Body = Arc::new(
+            group(&[node("n1", "a-0", true, "4"), node("n2", "a-0", true, "1")])[0].clone(),
+        );
         let r = GkeNodes.report_nodes(Some(&wrong), &want(), 2);
         assert!(r.error.contains("allocatable 1, want 4"), "{}", r.error);
 
         let r = GkeNodes.report_nodes(None, &want(), 2);
         assert_eq!(r.nodes, "0/2 ready");
-        assert!(r.error.contains("2 of 2 node(s) not registered"), "{}", r.error);
+        assert!(
+            r.error.contains("2 of 2 node(s) not registered"),
+            "{}",
+            r.error
+        );
     }
 
     #[test]

@@ -1406,12 +1406,7 @@ spec:
     #[test]
     fn a_gke_kube_api_takes_one_way_located() {
         let slice_text = slice("a", "  accelerator: tpu-v5p-slice\n  topology: 2x2x1\n");
-        let with = |api: &str| {
-            format!(
-                "{}    kubeApi:\n{api}{slice_text}",
-                TARGET
-            )
-        };
+        let with = |api: &str| format!("{}    kubeApi:\n{api}{slice_text}", TARGET);
         // Each way alone is valid; none given means `endpoint: public`.
         for ok in [
             "      endpoint: private\n",
@@ -1419,12 +1414,27 @@ spec:
             "      kubeconfig: ~/.kube/config\n      context: train\n",
             "      inCluster: true\n",
         ] {
-            let fleet = load(&[file("k.yaml", &with(ok))]).unwrap_or_else(|d| panic!("{ok}: {d:?}"));
-            assert!(!fleet.targets["train"].spec.gke.as_ref().unwrap().kube_api.is_default());
+            let fleet =
+                load(&[file("k.yaml", &with(ok))]).unwrap_or_else(|d| panic!("{ok}: {d:?}"));
+            assert!(
+                !fleet.targets["train"]
+                    .spec
+                    .gke
+                    .as_ref()
+                    .unwrap()
+                    .kube_api
+                    .is_default()
+            );
         }
         let fleet = load(&[file("k.yaml", &format!("{TARGET}{slice_text}"))]).expect("valid");
         assert_eq!(
-            fleet.targets["train"].spec.gke.as_ref().unwrap().kube_api.access(),
+            fleet.targets["train"]
+                .spec
+                .gke
+                .as_ref()
+                .unwrap()
+                .kube_api
+                .access(),
             crate::spec::model::GkeAccess::Endpoint(crate::spec::model::GkeEndpoint::Public)
         );
         for (bad, want, line) in [
@@ -1445,7 +1455,8 @@ spec:
             let d = load(&[file("k.yaml", &with(bad))]).expect_err(bad);
             let text: Vec<String> = d.iter().map(ToString::to_string).collect();
             assert!(
-                text.iter().any(|t| t.contains(want) && t.contains(&format!("k.yaml:{line}:"))),
+                text.iter()
+                    .any(|t| t.contains(want) && t.contains(&format!("k.yaml:{line}:"))),
                 "{bad}: {text:?}"
             );
         }
