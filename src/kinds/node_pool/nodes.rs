@@ -146,21 +146,24 @@ impl Kind for GkeNodes {
     }
 
     fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {
-        let (Some(scope), Some(pool)) = (
-            kube_scope(ctx.target),
-            super::render::node_pool(ctx.target, ctx.slice, ctx.replica, ctx.stem),
-        ) else {
+        let Some(scope) = kube_scope(ctx.target) else {
             return Vec::new();
         };
+        if ctx.slice.spec.backend != crate::spec::model::Backend::Gke {
+            return Vec::new();
+        }
+        // The pool's name, as the node pool kind renders it (without
+        // rendering the whole pool again).
+        let pool = crate::kind::names::node_pool(ctx.stem, ctx.replica);
         let shape = &ctx.slice.shape;
         let want = GkeNodesWant {
-            pool: pool.name.clone(),
+            pool: pool.clone(),
             hosts: shape.hosts,
             chips: shape.chips_per_host,
             accelerator: ctx.slice.spec.accelerator.clone(),
             topology: shape.topology.clone(),
         };
-        vec![ctx.desired(KIND, scope, pool.name, want)]
+        vec![ctx.desired(KIND, scope, pool, want)]
     }
 
     fn name(&self, live_body: &Body) -> String {
