@@ -1,5 +1,8 @@
 //! The real [`KubeService`]: kube-rs clients, one per cluster, built lazily
-//! from each cluster's [`KubeApi`] and cached.
+//! from each cluster's [`KubeApi`] (a kubeconfig or in-cluster), or for a
+//! GKE cluster from `clusters.get` and the Google access token
+//! ([`super::gke`]), and cached (a client holding a Google token is rebuilt
+//! every [`GOOGLE_TOKEN_RENEW`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

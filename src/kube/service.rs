@@ -1,5 +1,6 @@
-//! The narrow seam between slicectl and a self-managed cluster's Kubernetes
-//! API: every cluster operation the GCE backend needs. Two implementations
+//! The narrow seam between slicectl and a cluster's Kubernetes API: every
+//! cluster operation the GCE backend needs, and the Nodes a GKE cluster's
+//! readiness is read from. Two implementations
 //! exist: the real one on kube-rs ([`super::KubeClients`]) and the in-memory
 //! recording fake (`fake::FakeKube`, with the `test-support` feature) for the executor's unit tests.
 //!
