@@ -196,8 +196,30 @@ fn validate(
     let mut zone_at: BTreeMap<String, Location> = BTreeMap::new();
     // (Target, ownerId, previous name, where it is written).
     let mut target_claims: Vec<(String, String, String, Location)> = Vec::new();
+    // GKE cluster → (the first Target naming it, its kubeApi): one cluster
+    // has one Kubernetes API, reached one way.
+    let mut gke_api: BTreeMap<(String, String, String), (String, crate::spec::model::GkeKubeApi)> =
+        BTreeMap::new();
     for doc in targets {
         if let DocumentSpec::Target(spec) = doc.spec {
+            if let Some(g) = &spec.gke {
+                let key = (spec.project.clone(), g.location.clone(), g.name.clone());
+                match gke_api.get(&key) {
+                    Some((first, api)) if api != &g.kube_api => d.push(
+                        doc.fields.key(&["spec", "gke", "name"]),
+                        format!(
+                            "Target {first:?} names the same GKE cluster with another kubeApi; a \
+                             cluster's Kubernetes API is reached one way: give every Target of \
+                             cluster {} the same gke.kubeApi",
+                            g.name
+                        ),
+                    ),
+                    Some(_) => {}
+                    None => {
+                        gke_api.insert(key, (doc.metadata.name.clone(), g.kube_api.clone()));
+                    }
+                }
+            }
             zone_at.insert(
                 doc.metadata.name.clone(),
                 doc.fields.value(&["spec", "zone"]),
@@ -1436,6 +1458,21 @@ spec:
                 .kube_api
                 .access(),
             crate::spec::model::GkeAccess::Endpoint(crate::spec::model::GkeEndpoint::Public)
+        );
+        // Two Targets of one cluster reach its API one way.
+        let second = TARGET
+            .replace("name: train\nspec", "name: train-b\nspec")
+            .replace("us-central1-a", "us-central1-b");
+        let text = format!(
+            "{}    kubeApi: {{endpoint: private}}\n---\n{second}{slice_text}",
+            TARGET
+        );
+        let d = load(&[file("two.yaml", &text)]).expect_err("two ways");
+        let text: Vec<String> = d.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter()
+                .any(|t| t.contains("same GKE cluster with another kubeApi")),
+            "{text:?}"
         );
         for (bad, want, line) in [
             (
