@@ -43,8 +43,10 @@ controllers=serviceaccount-token-controller,serviceaccount-controller,namespace-
 # Node TLS bootstrap (kubelet client CSRs): auto-approval of bootstrap-token
 # CSRs after a SubjectAccessReview, signing with the cluster CA, clean-up.
 controllers+=,certificatesigningrequest-approving-controller,certificatesigningrequest-signing-controller,certificatesigningrequest-cleaner-controller
-# Node health: Ready/NotReady/unreachable condition taints from kubelet leases.
-controllers+=,node-lifecycle-controller
+# Node health: Ready/NotReady/unreachable condition taints from kubelet leases;
+# and the pod garbage collector, which force-deletes the pods of Nodes that are
+# gone (a deleted node pool's), as in any cluster.
+controllers+=,node-lifecycle-controller,pod-garbage-collector-controller
 
 log() { printf '[k8s-testenv] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

@@ -56,7 +56,11 @@ async fn a_linked_tpu_pool_runs_schedules_and_ends_pods_and_goes_with_its_pool()
         "{got}"
     );
     let ca = base64::engine::general_purpose::STANDARD
-        .decode(got["masterAuth"]["clusterCaCertificate"].as_str().expect("CA"))
+        .decode(
+            got["masterAuth"]["clusterCaCertificate"]
+                .as_str()
+                .expect("CA"),
+        )
         .expect("base64 CA");
     let kc_ca = base64::engine::general_purpose::STANDARD
         .decode(kc_cluster.certificate_authority_data.expect("CA data"))
@@ -85,25 +89,49 @@ async fn a_linked_tpu_pool_runs_schedules_and_ends_pods_and_goes_with_its_pool()
         assert!(node.starts_with(&format!("gke-{name}-{multi}-")), "{node}");
         let l = labels(n);
         assert_eq!(l["cloud.google.com/gke-nodepool"], multi);
-        assert_eq!(l["cloud.google.com/gke-tpu-accelerator"], "tpu-v5-lite-podslice");
+        assert_eq!(
+            l["cloud.google.com/gke-tpu-accelerator"],
+            "tpu-v5-lite-podslice"
+        );
         assert_eq!(l["cloud.google.com/gke-tpu-topology"], "2x4");
         assert_eq!(l["cloud.google.com/gke-accelerator-count"], "4");
         assert_eq!(l["topology.kubernetes.io/zone"], "us-central1-a");
-        let taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+        let taints = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
         let taints: Vec<String> = taints
             .iter()
-            .map(|t| format!("{}={}:{}", t.key, t.value.clone().unwrap_or_default(), t.effect))
+            .map(|t| {
+                format!(
+                    "{}={}:{}",
+                    t.key,
+                    t.value.clone().unwrap_or_default(),
+                    t.effect
+                )
+            })
             .collect();
         assert_eq!(taints, ["google.com/tpu=present:NoSchedule"]);
-        let allocatable = n.status.as_ref().and_then(|s| s.allocatable.clone()).unwrap_or_default();
+        let allocatable = n
+            .status
+            .as_ref()
+            .and_then(|s| s.allocatable.clone())
+            .unwrap_or_default();
         assert_eq!(allocatable["google.com/tpu"].0, "4");
     }
     let single_nodes = wait_pool_nodes(&client, &single, 1).await;
-    assert_eq!(labels(&single_nodes[0])["cloud.google.com/gke-tpu-topology"], "2x2");
+    assert_eq!(
+        labels(&single_nodes[0])["cloud.google.com/gke-tpu-topology"],
+        "2x2"
+    );
     let pool_key = format!("{cluster}/nodePools/{multi}");
     let mut names = sim.hollow_nodes(&pool_key);
     names.sort();
-    let mut listed: Vec<String> = nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
+    let mut listed: Vec<String> = nodes
+        .iter()
+        .filter_map(|n| n.metadata.name.clone())
+        .collect();
     listed.sort();
     assert_eq!(names, listed);
 
@@ -117,8 +145,10 @@ async fn a_linked_tpu_pool_runs_schedules_and_ends_pods_and_goes_with_its_pool()
     for p in ["train-0", "train-1", "train-2"] {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            let pod: k8s_openapi::api::core::v1::Pod =
-                kube::Api::namespaced(client.clone(), &ns).get(p).await.expect("get pod");
+            let pod: k8s_openapi::api::core::v1::Pod = kube::Api::namespaced(client.clone(), &ns)
+                .get(p)
+                .await
+                .expect("get pod");
             let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
             if phase.as_deref() == Some("Running") {
                 running.push((p, pod.spec.and_then(|s| s.node_name).expect("bound")));
@@ -128,18 +158,28 @@ async fn a_linked_tpu_pool_runs_schedules_and_ends_pods_and_goes_with_its_pool()
                 .status
                 .as_ref()
                 .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.reason.as_deref() == Some("Unschedulable")));
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.reason.as_deref() == Some("Unschedulable"))
+                });
             if unschedulable {
                 pending = Some(p);
                 break;
             }
-            assert!(tokio::time::Instant::now() < deadline, "{p}: {:?}", pod.status);
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{p}: {:?}",
+                pod.status
+            );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
     assert_eq!(running.len(), 2, "{running:?}");
     assert_ne!(running[0].1, running[1].1, "one pod per host: {running:?}");
-    assert!(running.iter().all(|(_, n)| listed.contains(n)), "{running:?}");
+    assert!(
+        running.iter().all(|(_, n)| listed.contains(n)),
+        "{running:?}"
+    );
     let pending = pending.expect("a third pod is unschedulable");
     let message = wait_unschedulable(&client, &ns, pending).await;
     assert!(message.contains("Insufficient google.com/tpu"), "{message}");
@@ -176,8 +216,12 @@ async fn a_linked_tpu_pool_runs_schedules_and_ends_pods_and_goes_with_its_pool()
     let single_name = single_nodes[0].metadata.name.clone().expect("name");
     assert!(hollow_process_running(&single_name));
     sim.shutdown().await;
-    assert!(!hollow_process_running(&single_name), "{single_name} still runs");
+    assert!(
+        !hollow_process_running(&single_name),
+        "{single_name} still runs"
+    );
     assert!(pool_nodes(&client, &single).await.is_empty());
+    crate::common::k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
 
 #[tokio::test]
@@ -196,7 +240,10 @@ async fn linking_fails_loudly_without_an_api_server_or_kubemark() {
         .await
         .expect_err("no kubemark");
     let text = format!("{e:#}");
-    assert!(text.contains("kubemark not found at /nonexistent/kubemark"), "{text}");
+    assert!(
+        text.contains("kubemark not found at /nonexistent/kubemark"),
+        "{text}"
+    );
     let e = sim
         .link_gke(
             "projects/p/locations/l/clusters/unknown",
@@ -204,7 +251,10 @@ async fn linking_fails_loudly_without_an_api_server_or_kubemark() {
         )
         .await
         .expect_err("not a simulated cluster");
-    assert!(format!("{e:#}").contains("is not a simulated cluster"), "{e:#}");
+    assert!(
+        format!("{e:#}").contains("is not a simulated cluster"),
+        "{e:#}"
+    );
     // Unlinked, clusters.get keeps the simulator's placeholder endpoint
     // and has no CA.
     let got: Value = reqwest::get(format!("{}/v1/{cluster}", sim.base_url()))
@@ -214,5 +264,31 @@ async fn linking_fails_loudly_without_an_api_server_or_kubemark() {
         .await
         .expect("JSON");
     assert!(got.get("masterAuth").is_none(), "{got}");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_pool_bigger_than_the_hollow_node_bound_registers_no_node() {
+    let client = client().await;
+    let sim = sim().await;
+    let name = unique("bound");
+    let cluster = format!("projects/example-project/locations/us-central1/clusters/{name}");
+    sim.add_cluster(&cluster).expect("register");
+    let mut link = slicectl_sim::link::GkeLink::new(kubeconfig(), kubemark());
+    link.max_nodes_per_pool = 1;
+    sim.link_gke(&cluster, link).await.expect("link");
+    let pool = format!("{name}-multi");
+    create_pool(
+        &sim,
+        &cluster,
+        tpu_pool(&pool, "ct5lp-hightpu-4t", "us-central1-a", "2x4", 2),
+    )
+    .await;
+    assert!(
+        sim.hollow_nodes(&format!("{cluster}/nodePools/{pool}"))
+            .is_empty()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(pool_nodes(&client, &pool).await.is_empty());
     sim.shutdown().await;
 }

@@ -31,9 +31,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{
-    Container, Node, Pod, PodSpec, ResourceRequirements, Toleration,
-};
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
@@ -68,7 +66,12 @@ pub fn kubemark() -> PathBuf {
         Some(p) if !p.is_empty() => PathBuf::from(p),
         _ => panic!("SLICECTL_TEST_KUBEMARK is not set; {}", hint()),
     };
-    assert!(p.is_file(), "kubemark is missing at {}; {}", p.display(), hint());
+    assert!(
+        p.is_file(),
+        "kubemark is missing at {}; {}",
+        p.display(),
+        hint()
+    );
     p
 }
 
@@ -130,7 +133,10 @@ async fn wait_operation(sim: &SimHandle, cluster: &str, op: &Value) {
             assert!(v.get("error").is_none(), "operation {name} failed: {v}");
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "operation {name} not DONE: {v}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "operation {name} not DONE: {v}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -202,7 +208,12 @@ pub async fn wait_pool_nodes(client: &Client, pool: &str, count: usize) -> Vec<N
         if tokio::time::Instant::now() > deadline {
             let seen: Vec<_> = nodes
                 .iter()
-                .map(|n| (n.metadata.name.clone(), n.spec.as_ref().and_then(|s| s.taints.clone())))
+                .map(|n| {
+                    (
+                        n.metadata.name.clone(),
+                        n.spec.as_ref().and_then(|s| s.taints.clone()),
+                    )
+                })
                 .collect();
             panic!("pool {pool}: wanted {count} Ready Nodes within {WAIT:?}, have {seen:?}");
         }
@@ -221,7 +232,10 @@ pub async fn wait_pool_nodes_gone(client: &Client, pool: &str) {
         assert!(
             tokio::time::Instant::now() < deadline,
             "pool {pool}: Nodes still there after {WAIT:?}: {:?}",
-            nodes.iter().map(|n| n.metadata.name.clone()).collect::<Vec<_>>()
+            nodes
+                .iter()
+                .map(|n| n.metadata.name.clone())
+                .collect::<Vec<_>>()
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -240,8 +254,14 @@ pub fn tpu_pod(name: &str, accelerator: &str, topology: &str, chips: u32) -> Pod
         spec: Some(PodSpec {
             restart_policy: Some("Never".into()),
             node_selector: Some(BTreeMap::from([
-                ("cloud.google.com/gke-tpu-accelerator".to_string(), accelerator.to_string()),
-                ("cloud.google.com/gke-tpu-topology".to_string(), topology.to_string()),
+                (
+                    "cloud.google.com/gke-tpu-accelerator".to_string(),
+                    accelerator.to_string(),
+                ),
+                (
+                    "cloud.google.com/gke-tpu-topology".to_string(),
+                    topology.to_string(),
+                ),
             ])),
             tolerations: Some(vec![Toleration {
                 key: Some("google.com/tpu".into()),
@@ -274,7 +294,13 @@ pub async fn submit(client: &Client, ns: &str, pod: &Pod) -> Pod {
         .expect("create pod")
 }
 
-async fn wait_pod(client: &Client, ns: &str, name: &str, what: &str, ok: impl Fn(&Pod) -> bool) -> Pod {
+async fn wait_pod(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    what: &str,
+    ok: impl Fn(&Pod) -> bool,
+) -> Pod {
     let api = Api::<Pod>::namespaced(client.clone(), ns);
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
@@ -350,7 +376,10 @@ pub async fn succeed_pod(client: &Client, ns: &str, name: &str) -> Pod {
     api.delete(name, &DeleteParams::default())
         .await
         .expect("delete pod");
-    wait_pod(client, ns, name, "Succeeded", |p| phase(p) == Some("Succeeded")).await
+    wait_pod(client, ns, name, "Succeeded", |p| {
+        phase(p) == Some("Succeeded")
+    })
+    .await
 }
 
 /// Removes [`HOLD_FINALIZER`]: a pod [`succeed_pod`] ended goes away.
@@ -372,10 +401,8 @@ pub fn hollow_process_running(node: &str) -> bool {
     std::fs::read_dir("/proc")
         .map(|entries| {
             entries.filter_map(Result::ok).any(|e| {
-                std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
-                    c.split(|b| *b == 0)
-                        .any(|arg| arg == needle.as_bytes())
-                })
+                std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == needle.as_bytes()))
             })
         })
         .unwrap_or(false)

@@ -232,9 +232,9 @@ impl SimHandle {
     /// missing.
     pub async fn link_gke(&self, cluster: &str, link: link::GkeLink) -> anyhow::Result<()> {
         let kubeconfig = link.kubeconfig.display().to_string();
-        let linked = link::Linked::connect(link)
-            .await
-            .with_context(|| format!("linking cluster {cluster} to the API server of {kubeconfig}"))?;
+        let linked = link::Linked::connect(link).await.with_context(|| {
+            format!("linking cluster {cluster} to the API server of {kubeconfig}")
+        })?;
         self.sim
             .link(cluster, Arc::new(linked))
             .map_err(anyhow::Error::msg)?;

@@ -109,9 +109,10 @@ impl Linked {
         }
         let kc = Kubeconfig::read_from(path)
             .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
-        let context_name = kc.current_context.clone().with_context(|| {
-            format!("kubeconfig {} has no current-context", path.display())
-        })?;
+        let context_name = kc
+            .current_context
+            .clone()
+            .with_context(|| format!("kubeconfig {} has no current-context", path.display()))?;
         let cluster_name = kc
             .contexts
             .iter()
@@ -147,7 +148,10 @@ impl Linked {
                 path.display()
             )
         })?;
-        let ca_pem = match (&cluster.certificate_authority_data, &cluster.certificate_authority) {
+        let ca_pem = match (
+            &cluster.certificate_authority_data,
+            &cluster.certificate_authority,
+        ) {
             (Some(data), _) => STANDARD.decode(data.trim()).with_context(|| {
                 format!(
                     "kubeconfig {}: certificate-authority-data is not base64",
@@ -282,7 +286,10 @@ fn k8s_effect(effect: &str) -> &str {
 /// nodes with it too: `ct5lp-hightpu-4t` → `2x2`, `ct5p-hightpu-4t` →
 /// `2x2x1`; "Plan TPUs in GKE", single-host tables).
 fn single_host_topology(m: &crate::tpu::MachineType) -> String {
-    let three_d = matches!(m.generation.topologies, crate::tpu::Topologies::Cubes { .. });
+    let three_d = matches!(
+        m.generation.topologies,
+        crate::tpu::Topologies::Cubes { .. }
+    );
     match (m.chips_per_vm, three_d) {
         (1, false) => "1x1".into(),
         (8, false) => "2x4".into(),
@@ -303,7 +310,10 @@ fn single_host_topology(m: &crate::tpu::MachineType) -> String {
 pub(crate) fn node_shape(inner: &Inner, c: &ClusterRef, pool: &Value, zone: &str) -> NodeShape {
     let mut labels = BTreeMap::new();
     let config = pool.get("config");
-    if let Some(user) = config.and_then(|c| c.get("labels")).and_then(Value::as_object) {
+    if let Some(user) = config
+        .and_then(|c| c.get("labels"))
+        .and_then(Value::as_object)
+    {
         for (k, v) in user {
             if let Some(v) = v.as_str() {
                 labels.insert(k.clone(), v.to_string());
@@ -503,7 +513,12 @@ pub(crate) fn start_pool_nodes(inner: &mut Inner, pool_key: &str) {
     let zones: Vec<String> = spec
         .get("locations")
         .and_then(Value::as_array)
-        .map(|z| z.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|z| {
+            z.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
     let total = per_zone.saturating_mul(i64::try_from(zones.len()).unwrap_or(i64::MAX));
     if total > i64::from(link.cfg.max_nodes_per_pool) {
@@ -526,11 +541,17 @@ pub(crate) fn start_pool_nodes(inner: &mut Inner, pool_key: &str) {
             let name = node_name(&c.cluster, pool_name, &digest, &suffix(rand::random()));
             match spawn(&link, &name, &shape) {
                 Ok(n) => nodes.push(n),
-                Err(e) => tracing::error!(pool = %pool_key, error = format!("{e:#}"), "sim: cannot start a hollow node"),
+                Err(e) => {
+                    tracing::error!(pool = %pool_key, error = format!("{e:#}"), "sim: cannot start a hollow node")
+                }
             }
         }
     }
-    inner.hollow.entry(pool_key.to_string()).or_default().extend(nodes);
+    inner
+        .hollow
+        .entry(pool_key.to_string())
+        .or_default()
+        .extend(nodes);
 }
 
 /// Stops the hollow nodes of a deleted pool and deletes their Nodes (in the
@@ -560,7 +581,9 @@ pub(crate) async fn delete_nodes(client: &kube::Client, names: &[String]) {
         match api.delete(name, &DeleteParams::default()).await {
             Ok(_) => tracing::debug!(node = %name, "sim: Node deleted"),
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => tracing::warn!(node = %name, error = %e, "sim: cannot delete the Node of a stopped hollow node"),
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "sim: cannot delete the Node of a stopped hollow node")
+            }
         }
     }
 }
@@ -577,7 +600,10 @@ mod tests {
         );
         let long = node_name(&"c".repeat(40), &"p".repeat(40), "453ec1a4", "nrs9");
         assert_eq!(long.len(), MAX_NAME, "{long}");
-        assert!(long.starts_with("gke-cccc") && long.ends_with("-453ec1a4-nrs9"), "{long}");
+        assert!(
+            long.starts_with("gke-cccc") && long.ends_with("-453ec1a4-nrs9"),
+            "{long}"
+        );
         assert_eq!(suffix(0), "aaaa");
         assert!(suffix(u64::MAX).chars().all(|c| c.is_ascii_alphanumeric()));
     }
@@ -588,14 +614,21 @@ mod tests {
             endpoint_of("https://127.0.0.1:6443").as_deref(),
             Some("127.0.0.1:6443")
         );
-        assert_eq!(endpoint_of("https://10.0.0.2/").as_deref(), Some("10.0.0.2"));
-        assert_eq!(endpoint_of("https://10.0.0.2:443").as_deref(), Some("10.0.0.2"));
+        assert_eq!(
+            endpoint_of("https://10.0.0.2/").as_deref(),
+            Some("10.0.0.2")
+        );
+        assert_eq!(
+            endpoint_of("https://10.0.0.2:443").as_deref(),
+            Some("10.0.0.2")
+        );
         assert_eq!(endpoint_of("http://10.0.0.2"), None);
     }
 
     #[test]
     fn root_dir_is_read_from_the_kubelet_log() {
-        let log = std::env::temp_dir().join(format!("slicectl-sim-link-test-{}.log", std::process::id()));
+        let log =
+            std::env::temp_dir().join(format!("slicectl-sim-link-test-{}.log", std::process::id()));
         std::fs::write(
             &log,
             "I1126 05:40:11 1 hollow_kubelet.go:150] Using /tmp/hollow-kubelet.9619307 as root dir for hollow-kubelet\n",
@@ -606,6 +639,59 @@ mod tests {
             Some(PathBuf::from("/tmp/hollow-kubelet.9619307"))
         );
         std::fs::remove_file(&log).unwrap();
+    }
+
+    fn inner() -> Inner {
+        let faults = crate::faults::Faults::new(crate::FaultConfig::default(), 0);
+        Inner::new(std::time::Duration::ZERO, 0, faults)
+    }
+
+    #[test]
+    fn tpu_nodes_get_gke_labels_the_tpu_taint_and_their_chips() {
+        let c = ClusterRef::parse("projects/p/locations/us-central1/clusters/train").unwrap();
+        let pool = json!({
+            "name": "np",
+            "config": {
+                "machineType": "ct5p-hightpu-4t",
+                "spot": true,
+                "labels": {"team": "llm"},
+                "taints": [{"key": "dedicated", "value": "llm", "effect": "NO_EXECUTE"}],
+            },
+            "placementPolicy": {"type": "COMPACT", "tpuTopology": "2x2x2"},
+        });
+        let shape = node_shape(&inner(), &c, &pool, "us-central1-a");
+        let want: BTreeMap<String, String> = [
+            ("team", "llm"),
+            ("cloud.google.com/gke-nodepool", "np"),
+            ("node.kubernetes.io/instance-type", "ct5p-hightpu-4t"),
+            ("topology.kubernetes.io/zone", "us-central1-a"),
+            ("topology.kubernetes.io/region", "us-central1"),
+            ("cloud.google.com/gke-spot", "true"),
+            ("cloud.google.com/gke-tpu-accelerator", "tpu-v5p-slice"),
+            ("cloud.google.com/gke-tpu-topology", "2x2x2"),
+            ("cloud.google.com/gke-accelerator-count", "4"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(shape.labels, want);
+        assert_eq!(shape.taints, ["dedicated=llm:NoExecute", TPU_TAINT]);
+        assert_eq!(shape.chips, 4);
+
+        // Single-host: the machine type's own shape; a CPU pool: no TPU.
+        let single = json!({"name": "s", "config": {"machineType": "ct5lp-hightpu-8t"}});
+        let shape = node_shape(&inner(), &c, &single, "us-central1-a");
+        assert_eq!(shape.labels["cloud.google.com/gke-tpu-topology"], "2x4");
+        assert_eq!(shape.chips, 8);
+        let cpu = json!({"name": "cpu", "config": {"machineType": "e2-standard-4"}});
+        let shape = node_shape(&inner(), &c, &cpu, "us-central1-a");
+        assert_eq!(shape.chips, 0);
+        assert!(shape.taints.is_empty());
+        assert!(
+            !shape
+                .labels
+                .contains_key("cloud.google.com/gke-tpu-accelerator")
+        );
     }
 
     #[test]
