@@ -39,6 +39,7 @@ timeout=${SLICECTL_K8S_TIMEOUT:-90}
 marker="$dir/.slicectl-k8s-testenv"
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 service_cidr=10.0.0.0/24
+gke_user=gke-user@example-project.iam.gserviceaccount.com
 controllers=serviceaccount-token-controller,serviceaccount-controller,namespace-controller,garbage-collector-controller,daemonset-controller,bootstrap-signer-controller,token-cleaner-controller,root-ca-certificate-publisher-controller
 # Node TLS bootstrap (kubelet client CSRs): auto-approval of bootstrap-token
 # CSRs after a SubjectAccessReview, signing with the cluster CA, clean-up.
@@ -98,6 +99,7 @@ print_env() {
 export SLICECTL_TEST_KUBECONFIG=$dir/admin.kubeconfig
 export SLICECTL_TEST_KUBEADM=$("$root/scripts/k8s-testbin.sh" dir)/kubeadm
 export SLICECTL_TEST_KUBEMARK=$("$root/scripts/k8s-testbin.sh" dir)/kubemark
+export SLICECTL_TEST_GKE_TOKEN_FILE=$dir/pki/gke-user.token
 # kubectl against the test control plane: export KUBECONFIG=$dir/admin.kubeconfig
 # API server: https://127.0.0.1:$(cat "$dir/apiserver.port")  state/logs: $dir
 EOF
@@ -154,7 +156,13 @@ gen_certs() {
   # ServiceAccount token signing key pair.
   openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$pki/sa.key" 2>/dev/null
   openssl pkey -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
-  chmod 600 "$pki"/*.key
+  # A bearer token standing for a Google identity, as GKE's API server
+  # accepts the caller's Google access token (SLICECTL_TEST_GKE_TOKEN_FILE):
+  # user gke-user@example-project.iam.gserviceaccount.com, bound to
+  # cluster-admin below as IAM's roles/container.admin would be.
+  openssl rand -hex 32 >"$pki/gke-user.token"
+  printf '%s,%s,%s\n' "$(cat "$pki/gke-user.token")" "$gke_user" gke-user >"$pki/tokens.csv"
+  chmod 600 "$pki"/*.key "$pki/gke-user.token" "$pki/tokens.csv"
 }
 
 write_kubeconfig() {
@@ -258,6 +266,7 @@ cmd_up() {
     --client-ca-file="$pki/ca.crt" \
     --authorization-mode=Node,RBAC \
     --enable-bootstrap-token-auth \
+    --token-auth-file="$pki/tokens.csv" \
     --enable-admission-plugins=NodeRestriction \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
@@ -281,6 +290,8 @@ cmd_up() {
   "$bin/kubeadm" init phase bootstrap-token "${ka[@]}" --skip-token-print >>"$dir/logs/kubeadm.log" 2>&1 ||
     fail_component kubeadm "kubeadm init phase bootstrap-token failed"
   delete_kubeadm_default_token
+  kc create clusterrolebinding slicectl-test-gke-user --clusterrole=cluster-admin --user="$gke_user" >/dev/null ||
+    fail_component kube-apiserver "creating the ClusterRoleBinding of $gke_user failed"
   log "kubeadm cluster-info and bootstrap RBAC in $(since "$t")"
 
   t=$(now_ms)

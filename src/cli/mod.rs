@@ -570,7 +570,7 @@ fn sim_links(
     }
     let Some(kubemark) = kubemark else {
         anyhow::bail!(
-            "--link-gke needs the kubemark binary: pass --kubemark PATH or set SLICECTL_KUBEMARK              (scripts/k8s-testbin.sh builds it; `scripts/k8s-testbin.sh dir` prints where)"
+            "--link-gke needs the kubemark binary: pass --kubemark PATH or set SLICECTL_KUBEMARK (scripts/k8s-testbin.sh builds it; `scripts/k8s-testbin.sh dir` prints where)"
         );
     };
     flags

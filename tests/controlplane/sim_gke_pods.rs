@@ -67,6 +67,24 @@ async fn a_linked_tpu_pool_runs_schedules_and_ends_pods_and_goes_with_its_pool()
         .expect("base64 kubeconfig CA");
     assert_eq!(ca, kc_ca);
     assert!(String::from_utf8_lossy(&ca).starts_with("-----BEGIN CERTIFICATE-----"));
+    // What `gcloud container clusters get-credentials` builds from them,
+    // with a bearer token standing for the Google access token, reaches it.
+    let ca_file = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(ca_file.path(), &ca).expect("write CA");
+    let o = std::process::Command::new("kubectl")
+        .args(["--kubeconfig=/dev/null", "get", "--raw", "/version"])
+        .arg(format!(
+            "--server=https://{}",
+            got["endpoint"].as_str().expect("endpoint")
+        ))
+        .arg(format!(
+            "--certificate-authority={}",
+            ca_file.path().display()
+        ))
+        .arg(format!("--token={}", gke_token()))
+        .output()
+        .expect("kubectl is needed for this test");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
     // A 2-host v5e slice (2x4, 4 chips per host) and a 1-host one.
     let multi = format!("{name}-multi");

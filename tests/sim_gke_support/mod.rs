@@ -83,6 +83,22 @@ pub fn kubeconfig() -> PathBuf {
     }
 }
 
+/// The bearer token the test control plane accepts as a Google identity
+/// (`SLICECTL_TEST_GKE_TOKEN_FILE`: user
+/// `gke-user@example-project.iam.gserviceaccount.com`, bound to
+/// cluster-admin), to stand for the Google access token a client sends to a
+/// GKE cluster's endpoint.
+pub fn gke_token() -> String {
+    let p = match std::env::var_os("SLICECTL_TEST_GKE_TOKEN_FILE") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => panic!("SLICECTL_TEST_GKE_TOKEN_FILE is not set; {}", hint()),
+    };
+    std::fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("reading {}: {e}; {}", p.display(), hint()))
+        .trim()
+        .to_string()
+}
+
 /// An admin client of the test control plane.
 pub async fn client() -> Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
