@@ -153,6 +153,57 @@ async fn a_linked_tpu_pool_runs_schedules_and_ends_pods_and_goes_with_its_pool()
     listed.sort();
     assert_eq!(names, listed);
 
+    // A label and taint update of the pool reaches its Nodes, as on GKE.
+    let r = reqwest::Client::new()
+        .put(format!(
+            "{}/v1/{cluster}/nodePools/{single}",
+            sim.base_url()
+        ))
+        .json(&serde_json::json!({
+            "labels": {"labels": {"team": "llm"}},
+            "taints": {"taints": [{"key": "dedicated", "value": "llm", "effect": "NO_EXECUTE"}]},
+        }))
+        .send()
+        .await
+        .expect("update node pool");
+    assert!(r.status().is_success(), "{:?}", r.text().await);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let n = &pool_nodes(&client, &single).await[0];
+        let taints: Vec<String> = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default()
+            .iter()
+            .map(|t| {
+                format!(
+                    "{}={}:{}",
+                    t.key,
+                    t.value.clone().unwrap_or_default(),
+                    t.effect
+                )
+            })
+            .collect();
+        if labels(n).get("team").map(String::as_str) == Some("llm") {
+            assert_eq!(
+                taints,
+                [
+                    "dedicated=llm:NoExecute",
+                    "google.com/tpu=present:NoSchedule"
+                ],
+            );
+            assert_eq!(labels(n)["cloud.google.com/gke-nodepool"], single);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            n.metadata.labels
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
     // The real scheduler binds one 4-chip pod per host; a third finds none.
     let ns = crate::common::k8s::namespace(&client, "pods").await;
     for p in ["train-0", "train-1", "train-2"] {

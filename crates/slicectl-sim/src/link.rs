@@ -228,6 +228,8 @@ fn endpoint_of(server: &str) -> Option<String> {
 #[derive(Debug)]
 pub(crate) struct HollowNode {
     pub name: String,
+    /// What the Node was registered (or last updated) with.
+    shape: NodeShape,
     child: Child,
     log: PathBuf,
     keep_log: bool,
@@ -465,6 +467,7 @@ fn spawn(link: &Linked, name: &str, shape: &NodeShape) -> anyhow::Result<HollowN
     tracing::info!(node = %name, pid = child.id(), "sim: hollow node started");
     Ok(HollowNode {
         name: name.to_string(),
+        shape: shape.clone(),
         child,
         log,
         keep_log,
@@ -552,6 +555,118 @@ pub(crate) fn start_pool_nodes(inner: &mut Inner, pool_key: &str) {
         .entry(pool_key.to_string())
         .or_default()
         .extend(nodes);
+}
+
+/// Follows a pool's label and taint update on its Nodes, as GKE applies
+/// an updated node pool's labels and taints to its existing nodes ("Update
+/// node labels and node taints of existing node pools",
+/// <https://cloud.google.com/kubernetes-engine/docs/how-to/update-existing-nodepools>):
+/// labels and taints the pool no longer has are removed, new ones set; what
+/// the kubelet or the node-lifecycle controller put there is kept.
+pub(crate) fn update_pool_nodes(inner: &mut Inner, pool_key: &str) {
+    let Some((cluster_key, _)) = pool_key.split_once("/nodePools/") else {
+        return;
+    };
+    let (Some(link), Some(c), Some(spec)) = (
+        inner.links.get(cluster_key).cloned(),
+        ClusterRef::parse(cluster_key),
+        inner.pools.get(pool_key).map(|r| r.spec.clone()),
+    ) else {
+        return;
+    };
+    let mut changes = Vec::new();
+    let shapes: Vec<(String, NodeShape)> = inner
+        .hollow
+        .get(pool_key)
+        .map(|nodes| {
+            nodes
+                .iter()
+                .map(|n| {
+                    let zone = n
+                        .shape
+                        .labels
+                        .get("topology.kubernetes.io/zone")
+                        .cloned()
+                        .unwrap_or_default();
+                    (n.name.clone(), node_shape(inner, &c, &spec, &zone))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(nodes) = inner.hollow.get_mut(pool_key) {
+        for n in nodes.iter_mut() {
+            let Some((_, new)) = shapes.iter().find(|(name, _)| *name == n.name) else {
+                continue;
+            };
+            if *new != n.shape {
+                changes.push((n.name.clone(), n.shape.clone(), new.clone()));
+                n.shape = new.clone();
+            }
+        }
+    }
+    if changes.is_empty() {
+        return;
+    }
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        let client = link.client.clone();
+        rt.spawn(async move {
+            for (name, old, new) in changes {
+                if let Err(e) = patch_node(&client, &name, &old, &new).await {
+                    tracing::warn!(node = %name, error = %e, "sim: cannot update a hollow node's labels and taints");
+                }
+            }
+        });
+    }
+}
+
+/// `KEY=VALUE:Effect` → a Taint as the API has it.
+fn parse_taint(t: &str) -> Option<Value> {
+    let (kv, effect) = t.rsplit_once(':')?;
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    let mut taint = json!({"key": key, "effect": effect});
+    if !value.is_empty() {
+        taint["value"] = json!(value);
+    }
+    Some(taint)
+}
+
+async fn patch_node(
+    client: &kube::Client,
+    name: &str,
+    old: &NodeShape,
+    new: &NodeShape,
+) -> Result<(), kube::Error> {
+    let api = Api::<Node>::all(client.clone());
+    let node = api.get(name).await?;
+    let mut labels = serde_json::Map::new();
+    for k in old.labels.keys().filter(|k| !new.labels.contains_key(*k)) {
+        labels.insert(k.clone(), Value::Null);
+    }
+    for (k, v) in &new.labels {
+        labels.insert(k.clone(), json!(v));
+    }
+    let old_taints: Vec<Value> = old.taints.iter().filter_map(|t| parse_taint(t)).collect();
+    let same = |a: &Value, b: &Value| a["key"] == b["key"] && a["effect"] == b["effect"];
+    let mut taints: Vec<Value> = node
+        .spec
+        .and_then(|s| s.taints)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| serde_json::to_value(t).ok())
+        .filter(|t| !old_taints.iter().any(|o| same(o, t)))
+        .collect();
+    taints.extend(new.taints.iter().filter_map(|t| parse_taint(t)));
+    let patch = json!({
+        "metadata": {"labels": labels, "resourceVersion": node.metadata.resource_version},
+        "spec": {"taints": taints},
+    });
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Stops the hollow nodes of a deleted pool and deletes their Nodes (in the

@@ -156,6 +156,7 @@ impl Inner {
                 super::link::start_pool_nodes(self, &pool);
             }
             GkeEffect::Delete { pool } => super::link::stop_pool_nodes(self, &pool),
+            GkeEffect::Update { pool } => super::link::update_pool_nodes(self, &pool),
             _ => {}
         }
     }
