@@ -86,10 +86,11 @@ impl Sim {
     pub fn tick(&self) {
         let mut inner = self.lock();
         let linked_op = || {
-            inner
-                .gke_ops
-                .iter()
-                .any(|op| !op.done && inner.links.contains_key(&op.cluster))
+            !inner.links.is_empty()
+                && inner
+                    .gke_ops
+                    .iter()
+                    .any(|op| !op.done && inner.links.contains_key(&op.cluster))
         };
         if gce::has_pending(&inner) || linked_op() {
             inner.advance(Instant::now());
