@@ -6,6 +6,9 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+// Pods on slices: a simulated GKE cluster linked to the test control plane.
+#[path = "../sim_gke_support/mod.rs"]
+mod sim_gke_support;
 
 mod cli;
 mod e2e_controller;
