@@ -15,6 +15,7 @@ mod sim_kubelet_support;
 
 mod bootstrap_script;
 mod deploy;
+mod gke_readiness;
 mod k8s_controlplane;
 mod kube_service;
 mod sim_gke_pods;
