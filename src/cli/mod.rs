@@ -105,9 +105,14 @@ async fn run(cmd: Command) -> Result<u8> {
         Command::Sim {
             listen,
             clusters,
+            link_gke,
+            kubemark,
+            link_max_nodes_per_pool,
             sim,
         } => {
-            slicectl_sim::serve_forever(sim_config(clusters, &sim, None)?, listen).await?;
+            let links = sim_links(&link_gke, kubemark, link_max_nodes_per_pool)?;
+            slicectl_sim::serve_forever_linked(sim_config(clusters, &sim, None)?, listen, links)
+                .await?;
             Ok(EXIT_OK)
         }
         Command::Plan {
@@ -607,6 +612,35 @@ fn validate(dir: &Path) -> Result<u8> {
         }
         None => EXIT_ERROR,
     })
+}
+
+/// `--link-gke CLUSTER=KUBECONFIG` flags as the simulator's links.
+fn sim_links(
+    flags: &[String],
+    kubemark: Option<std::path::PathBuf>,
+    max_nodes_per_pool: u32,
+) -> Result<Vec<(String, slicectl_sim::link::GkeLink)>> {
+    if flags.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(kubemark) = kubemark else {
+        anyhow::bail!(
+            "--link-gke needs the kubemark binary: pass --kubemark PATH or set SLICECTL_KUBEMARK (scripts/k8s-testbin.sh builds it; `scripts/k8s-testbin.sh dir` prints where)"
+        );
+    };
+    flags
+        .iter()
+        .map(|f| {
+            let Some((cluster, kubeconfig)) = f.split_once('=') else {
+                anyhow::bail!(
+                    "--link-gke {f:?}: expected projects/P/locations/L/clusters/C=KUBECONFIG"
+                );
+            };
+            let mut link = slicectl_sim::link::GkeLink::new(kubeconfig, kubemark.clone());
+            link.max_nodes_per_pool = max_nodes_per_pool;
+            Ok((cluster.to_string(), link))
+        })
+        .collect()
 }
 
 fn sim_config(clusters: Vec<String>, s: &SimArgs, fleet: Option<&Fleet>) -> Result<SimConfig> {
