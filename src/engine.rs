@@ -107,6 +107,73 @@ impl SliceReport {
     }
 }
 
+/// A slice replica this reconciliation leaves known not to become ready:
+/// its primary resource says why (a MIG in a stockout that keeps
+/// retrying, a node pool in ERROR). A reconciliation that leaves one does
+/// not report success ([`Report::success`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotReadyReplica {
+    /// The replica's primary resource's address (`slice.NAME[R].mig`).
+    pub address: String,
+    /// Slice name.
+    pub slice: String,
+    /// Replica index.
+    pub replica: u32,
+    /// A stable short code: `stockout`, or the kind's own.
+    pub code: &'static str,
+    /// The cloud's words.
+    pub message: String,
+}
+
+/// The replicas of the fleet's slices whose live primary resource says
+/// they will not become ready as they stand ([`Kind::not_ready`]),
+/// except those whose own steps failed in `applied` (reported there
+/// already). Nothing in destroy mode: a replica being torn down need not
+/// become ready.
+pub fn not_ready(
+    fleet: &Fleet,
+    inv: &Inventory,
+    mode: PlanMode,
+    applied: Option<&ApplyReport>,
+) -> Vec<NotReadyReplica> {
+    if mode == PlanMode::Destroy {
+        return Vec::new();
+    }
+    let kinds = kinds();
+    let owners = plan::Owners::of(fleet, &kinds);
+    let mut out = Vec::new();
+    for kind in kinds.iter().filter(|k| k.is_primary()) {
+        for l in inv.live(kind.id()) {
+            let Some(o) = kind.ownership(&l.body) else {
+                continue;
+            };
+            let in_specs = fleet
+                .slices
+                .get(&o.slice)
+                .is_some_and(|s| o.replica < s.spec.replicas);
+            if !in_specs || !owners.owns(&l.scope, Some(&o)) {
+                continue;
+            }
+            let Some(why) = kind.not_ready(&l.body) else {
+                continue;
+            };
+            let prefix = format!("slice.{}[{}].", o.slice, o.replica);
+            if applied.is_some_and(|a| a.failures.iter().any(|f| f.address.starts_with(&prefix))) {
+                continue;
+            }
+            out.push(NotReadyReplica {
+                address: format!("{prefix}{}", kind.id()),
+                slice: o.slice.clone(),
+                replica: o.replica,
+                code: why.code,
+                message: why.message,
+            });
+        }
+    }
+    out.sort_by(|a, b| (&a.slice, a.replica).cmp(&(&b.slice, b.replica)));
+    out
+}
+
 /// The result of one reconciliation.
 #[derive(Debug)]
 pub struct Report {
@@ -120,13 +187,19 @@ pub struct Report {
     pub slices: Vec<SliceReport>,
     /// Status rows observed after applying (before, when nothing was).
     pub status: Vec<status::Row>,
+    /// Replicas known not to become ready as they stand, observed with the
+    /// status ([`not_ready`]).
+    pub not_ready: Vec<NotReadyReplica>,
 }
 
 impl Report {
-    /// Whether everything converged: applied without failure, and nothing
-    /// refused.
+    /// Whether everything converged: applied without failure, nothing
+    /// refused, and no replica known not to become ready (an apply never
+    /// reports success for one).
     pub fn success(&self) -> bool {
-        self.plan.refused.is_empty() && self.apply.as_ref().is_none_or(ApplyReport::success)
+        self.plan.refused.is_empty()
+            && self.apply.as_ref().is_none_or(ApplyReport::success)
+            && self.not_ready.is_empty()
     }
 }
 
@@ -282,10 +355,12 @@ pub async fn execute(
             actions = plan.actions.len()
         ))
         .await;
-    let status = status(fleet, cloud).await?;
+    let inv = crate::observe::observe(cloud, fleet, registry()).await?;
+    let status = status::rows(fleet, &inv, &kinds());
     Ok(Report {
         outcome: Outcome::Applied,
         slices: slice_reports(&plan, Some(&report)),
+        not_ready: not_ready(fleet, &inv, plan.mode, Some(&report)),
         plan,
         apply: Some(report),
         status,
@@ -326,6 +401,7 @@ pub async fn reconcile_with(
             outcome: Outcome::NoChanges,
             status: status::rows(fleet, &inv, &kinds()),
             slices: slice_reports(&plan, None),
+            not_ready: not_ready(fleet, &inv, opts.mode, None),
             plan,
             apply: None,
         });
@@ -335,6 +411,7 @@ pub async fn reconcile_with(
             outcome: Outcome::Declined,
             status: status::rows(fleet, &inv, &kinds()),
             slices: slice_reports(&plan, None),
+            not_ready: Vec::new(),
             plan,
             apply: None,
         }),

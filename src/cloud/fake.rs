@@ -15,9 +15,9 @@ use async_trait::async_trait;
 use super::CloudError;
 use super::api::{Cloud, ComputeService, GkeService};
 use crate::resource::compute::{
-    self, ActionsSummary, GuestAttributeEntry, IgmErrorActionDetails, IgmErrorDetail, Instance,
+    self, ActionsSummary, BulkInstanceOperation, GuestAttributeEntry, IgmErrorActionDetails, IgmErrorDetail, Instance,
     InstanceGroupManager, InstanceGroupManagerPatch, InstanceGroupManagerStatus,
-    InstanceManagedByIgmError, InstanceTemplate, ManagedInstance, ManagedInstanceLastAttempt,
+    InstanceManagedByIgmError, InstanceTemplate, LastProgressCheck, ManagedInstance, ManagedInstanceLastAttempt,
     Metadata, MetadataItem, OperationError, OperationErrorItem, ResourcePolicy,
 };
 use crate::resource::gke::{self, NodePool, UpdateNodePoolRequest};
@@ -100,6 +100,16 @@ struct FakeMig {
     mig: InstanceGroupManager,
     members: Vec<String>,
     stockout: bool,
+}
+
+impl FakeMig {
+    /// `targetSizePolicy.mode: BULK`.
+    fn is_bulk(&self) -> bool {
+        self.mig
+            .target_size_policy
+            .as_ref()
+            .is_some_and(|p| p.mode == "BULK")
+    }
 }
 
 #[derive(Default)]
@@ -545,8 +555,19 @@ fn stockout_error() -> OperationError {
 fn with_status(f: &FakeMig, running: i32) -> InstanceGroupManager {
     let mut m = f.mig.clone();
     let size = m.target_size;
+    // BULK reports its stockout in the bulk operation's last check (and
+    // `listErrors`), not in the managed instances' last attempt, as Compute
+    // Engine does (*About bulk mode*; the simulator's `gce.rs`).
+    let bulk = f.is_bulk().then(|| BulkInstanceOperation {
+        in_progress: f.stockout,
+        last_progress_check: Some(LastProgressCheck {
+            timestamp: Some("2026-01-01T00:00:00Z".into()),
+            error: f.stockout.then(stockout_error),
+        }),
+    });
     m.status = Some(InstanceGroupManagerStatus {
         is_stable: !f.stockout && running == size,
+        bulk_instance_operation: bulk,
         ..Default::default()
     });
     m.current_actions = Some(ActionsSummary {
@@ -1139,7 +1160,7 @@ impl ComputeService for FakeCloud {
                     current_action: if vm.is_some() { "NONE" } else { "CREATING" }.into(),
                     instance_status: vm.map(|v| v.status.clone()),
                     target_status: Some("RUNNING".into()),
-                    last_attempt: f.stockout.then(|| ManagedInstanceLastAttempt {
+                    last_attempt: (f.stockout && !f.is_bulk()).then(|| ManagedInstanceLastAttempt {
                         errors: Some(stockout_error()),
                     }),
                 }

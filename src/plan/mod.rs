@@ -28,7 +28,7 @@ use crate::spec::Fleet;
 pub use hash::FieldChange;
 pub use inventory::Inventory;
 pub use kind::{
-    Body, Comparison, Desired, Kind, KindId, LiveResource, LiveState, OperationRecord, RenderCtx,
+    Body, Comparison, Desired, Kind, KindId, LiveResource, LiveState, NotReady, OperationRecord, RenderCtx,
     ResourceId, Scope, SliceRef, UpdateGroup,
 };
 use ownership::Ownership;

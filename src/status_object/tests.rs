@@ -806,6 +806,7 @@ async fn a_slice_whose_target_cannot_be_observed_keeps_its_object() {
         apply: None,
         slices: Vec::new(),
         status: Vec::new(),
+        not_ready: Vec::new(),
     };
     let set = after(&rest, CycleResult::Report(&r), &existing);
     assert_eq!(names(&set), ["alpha", "beta"]);
