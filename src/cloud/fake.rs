@@ -100,6 +100,8 @@ struct FakeMig {
     mig: InstanceGroupManager,
     members: Vec<String>,
     stockout: bool,
+    /// Its stockout is reported in `listErrors` only (not in its status).
+    only_list_errors: bool,
 }
 
 impl FakeMig {
@@ -287,6 +289,19 @@ impl FakeCloud {
             .entry((zone_key(zone), instance.to_string()))
             .or_default()
             .insert(path.to_string(), value.to_string());
+    }
+
+    /// Makes a MIG report its stockout in `listErrors` only: not in its
+    /// status's bulk operation, not in its VMs' last attempt.
+    pub fn stockout_only_in_list_errors(&self, zone: &ZoneRef, mig: &str) {
+        if let Some(f) = self
+            .lock()
+            .migs
+            .get_mut(&zone_key(zone))
+            .and_then(|m| m.get_mut(mig))
+        {
+            f.only_list_errors = true;
+        }
     }
 
     /// Ends a MIG's stockout: its VMs are created (RUNNING).
@@ -511,6 +526,7 @@ fn apply_effect(st: &mut State, effect: &Effect) {
                     mig,
                     members,
                     stockout: *stockout,
+                    only_list_errors: false,
                 },
             );
         }
@@ -562,7 +578,7 @@ fn with_status(f: &FakeMig, running: i32) -> InstanceGroupManager {
         in_progress: f.stockout,
         last_progress_check: Some(LastProgressCheck {
             timestamp: Some("2026-01-01T00:00:00Z".into()),
-            error: f.stockout.then(stockout_error),
+            error: (f.stockout && !f.only_list_errors).then(stockout_error),
         }),
     });
     m.status = Some(InstanceGroupManagerStatus {
@@ -1160,7 +1176,7 @@ impl ComputeService for FakeCloud {
                     current_action: if vm.is_some() { "NONE" } else { "CREATING" }.into(),
                     instance_status: vm.map(|v| v.status.clone()),
                     target_status: Some("RUNNING".into()),
-                    last_attempt: (f.stockout && !f.is_bulk()).then(|| ManagedInstanceLastAttempt {
+                    last_attempt: (f.stockout && !f.is_bulk() && !f.only_list_errors).then(|| ManagedInstanceLastAttempt {
                         errors: Some(stockout_error()),
                     }),
                 }
