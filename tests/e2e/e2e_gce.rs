@@ -261,7 +261,9 @@ async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
             .any(|t| t.key == "example.com/dedicated" && t.effect == "NoSchedule"),
         "{taints:?}"
     );
-    // The cloud side: BULK MIGs of the right size, the policy on the multi-host one.
+    // The cloud side: MIGs of the right size (on-demand: INDIVIDUAL, as
+    // Compute Engine's BULK takes only reservation-bound and flex-start
+    // templates), the policy on the multi-host one.
     let migs = get(&sim, "zones/us-central1-b/instanceGroupManagers").await;
     assert_eq!(names(&migs), vec!["gce-multi-0", "gce-single-0"]);
     let m = migs["items"]
@@ -270,7 +272,7 @@ async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
         .iter()
         .find(|m| m["name"] == "gce-multi-0")
         .unwrap();
-    assert_eq!(m["targetSizePolicy"]["mode"], "BULK");
+    assert_eq!(m["targetSizePolicy"]["mode"], "INDIVIDUAL");
     assert_eq!(m["targetSize"], 4);
     assert!(
         m["resourcePolicies"]["workloadPolicy"]
@@ -341,7 +343,7 @@ async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
         ],
     )
     .await;
-    assert_eq!(m["targetSizePolicy"]["mode"], "BULK");
+    assert_eq!(m["targetSizePolicy"]["mode"], "INDIVIDUAL");
     assert_eq!(m["targetSize"], 4);
     let listed = gcloud(
         &sim,
@@ -525,9 +527,18 @@ async fn bulk_stockout_leaves_no_partial_slice_and_status_says_why() {
         ..FaultConfig::default()
     };
     let sim = sim(Duration::from_millis(100), 3, faults).await;
+    // Flex-start: a BULK MIG, which says why it waits only in its bulk
+    // operation's last check and in `listErrors` (*About bulk mode*).
     let dir = gce_dir(
         "e2e-gce-stockout",
-        &[("s.yaml", gce_slice("gce-stock", "4x4", ""))],
+        &[(
+            "s.yaml",
+            gce_slice(
+                "gce-stock",
+                "4x4",
+                "  capacity: {type: flex-start, maxRunDuration: 24h}\n",
+            ),
+        )],
     );
     let o = gce_apply(&sim, dir.path()).await;
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -537,6 +548,8 @@ async fn bulk_stockout_leaves_no_partial_slice_and_status_says_why() {
         "{out}"
     );
     assert!(out.contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{out}");
+    // Reported once, as the failed step; not again as a replica not ready.
+    assert!(!out.contains("not ready ["), "{out}");
     // All or nothing: the MIG exists, no VM does, no Node joined.
     assert_eq!(
         count(&sim, "zones/us-central1-b/instanceGroupManagers").await,
