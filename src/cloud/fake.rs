@@ -15,10 +15,11 @@ use async_trait::async_trait;
 use super::CloudError;
 use super::api::{Cloud, ComputeService, GkeService};
 use crate::resource::compute::{
-    self, ActionsSummary, BulkInstanceOperation, GuestAttributeEntry, IgmErrorActionDetails, IgmErrorDetail, Instance,
-    InstanceGroupManager, InstanceGroupManagerPatch, InstanceGroupManagerStatus,
-    InstanceManagedByIgmError, InstanceTemplate, LastProgressCheck, ManagedInstance, ManagedInstanceLastAttempt,
-    Metadata, MetadataItem, OperationError, OperationErrorItem, ResourcePolicy,
+    self, ActionsSummary, BulkInstanceOperation, GuestAttributeEntry, IgmErrorActionDetails,
+    IgmErrorDetail, Instance, InstanceGroupManager, InstanceGroupManagerPatch,
+    InstanceGroupManagerStatus, InstanceManagedByIgmError, InstanceTemplate, LastProgressCheck,
+    ManagedInstance, ManagedInstanceLastAttempt, Metadata, MetadataItem, OperationError,
+    OperationErrorItem, ResourcePolicy,
 };
 use crate::resource::gke::{self, NodePool, UpdateNodePoolRequest};
 use crate::resource::{ClusterRef, ProjectRef, ZoneRef};
@@ -1176,8 +1177,10 @@ impl ComputeService for FakeCloud {
                     current_action: if vm.is_some() { "NONE" } else { "CREATING" }.into(),
                     instance_status: vm.map(|v| v.status.clone()),
                     target_status: Some("RUNNING".into()),
-                    last_attempt: (f.stockout && !f.is_bulk() && !f.only_list_errors).then(|| ManagedInstanceLastAttempt {
-                        errors: Some(stockout_error()),
+                    last_attempt: (f.stockout && !f.is_bulk() && !f.only_list_errors).then(|| {
+                        ManagedInstanceLastAttempt {
+                            errors: Some(stockout_error()),
+                        }
                     }),
                 }
             })

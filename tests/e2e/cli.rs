@@ -180,7 +180,10 @@ fn apply_never_reports_success_for_a_replica_known_not_to_become_ready() {
         ),
         "{text}"
     );
-    assert!(text.contains("(VMs 0/2 running; the MIG keeps retrying)"), "{text}");
+    assert!(
+        text.contains("(VMs 0/2 running; the MIG keeps retrying)"),
+        "{text}"
+    );
     let stdout = String::from_utf8_lossy(&o.stdout);
     let row = stdout
         .lines()

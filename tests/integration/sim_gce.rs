@@ -508,7 +508,13 @@ async fn bulk_mode_is_refused_unless_the_template_is_reservation_bound_or_flex_s
         )
         .await;
     assert_eq!(s, 400, "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("'STANDARD'"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("'STANDARD'"),
+        "{v}"
+    );
     // The same templates run INDIVIDUAL (or the default, no policy);
     // reservation-bound and flex-start run BULK.
     for (name, model, mode) in [
@@ -550,8 +556,7 @@ async fn an_individual_stockout_is_per_vm_and_in_list_errors_not_in_a_bulk_opera
     for mi in managed["managedInstances"].as_array().unwrap() {
         assert_eq!(mi["currentAction"], "CREATING");
         assert_eq!(
-            mi["lastAttempt"]["errors"]["errors"][0]["code"],
-            "ZONE_RESOURCE_POOL_EXHAUSTED",
+            mi["lastAttempt"]["errors"]["errors"][0]["code"], "ZONE_RESOURCE_POOL_EXHAUSTED",
             "{mi}"
         );
     }

@@ -1174,7 +1174,11 @@ fn capacity_decides_the_mig_mode_bulk_only_where_compute_engine_takes_it() {
 }
 
 /// A live MIG of `target` VMs, `running` of them RUNNING.
-fn live_mig(target: i32, running: i32, stable: bool) -> crate::resource::compute::InstanceGroupManager {
+fn live_mig(
+    target: i32,
+    running: i32,
+    stable: bool,
+) -> crate::resource::compute::InstanceGroupManager {
     use crate::resource::compute::{InstanceGroupManagerStatus, InstanceStatusSummary};
     crate::resource::compute::InstanceGroupManager {
         name: "s-0".into(),
@@ -1193,11 +1197,11 @@ fn live_mig(target: i32, running: i32, stable: bool) -> crate::resource::compute
 
 #[test]
 fn a_mig_short_of_vms_with_a_stockout_is_not_ready_from_either_documented_field() {
+    use super::mig::{bulk_error, not_ready};
     use crate::resource::compute::{
         BulkInstanceOperation, IgmErrorDetail, LastProgressCheck, OperationError,
         OperationErrorItem,
     };
-    use super::mig::{bulk_error, not_ready};
     // BULK: the bulk operation's last check.
     let mut bulk = live_mig(2, 0, false);
     if let Some(s) = bulk.status.as_mut() {
@@ -1294,7 +1298,11 @@ fn the_engine_names_each_replica_known_not_to_become_ready_and_only_those() {
     assert_eq!(got[0].address, "slice.a[0].mig");
     assert_eq!((got[0].slice.as_str(), got[0].replica), ("a", 0));
     assert_eq!(got[0].code, "stockout");
-    assert!(got[0].message.starts_with("ZONE_RESOURCE_POOL_EXHAUSTED: no room"));
+    assert!(
+        got[0]
+            .message
+            .starts_with("ZONE_RESOURCE_POOL_EXHAUSTED: no room")
+    );
     // Tearing down: nothing need become ready.
     assert!(crate::engine::not_ready(&f, &inv, PlanMode::Destroy, None).is_empty());
     // A replica whose own step failed is reported there, not twice.

@@ -413,7 +413,8 @@ fn a_partial_individual_slice_is_a_stockout_that_says_how_many_vms_exist() {
     };
     assert_eq!(code, &err.0);
     assert!(
-        message.starts_with("no capacity (1 of 2 VM(s) created: a partial TPU slice is not a slice"),
+        message
+            .starts_with("no capacity (1 of 2 VM(s) created: a partial TPU slice is not a slice"),
         "{message}"
     );
     // VMs not created yet and no error: still creating, wait.

@@ -525,7 +525,10 @@ pub(super) async fn mig_creation_error(
     }
     // `instance` URLs may name the VM from any API host or version; compare
     // from `projects/` on.
-    let tail = |u: &str| u.find("projects/").map_or(u.to_string(), |i| u[i..].to_string());
+    let tail = |u: &str| {
+        u.find("projects/")
+            .map_or(u.to_string(), |i| u[i..].to_string())
+    };
     let waiting: BTreeSet<String> = uncreated.iter().map(|u| tail(u)).collect();
     let mut errors = cloud.compute.list_mig_errors(zone, mig).await?;
     errors.sort_by(|a, b| b.timestamp.cmp(&a.timestamp));
@@ -534,7 +537,9 @@ pub(super) async fn mig_creation_error(
         .find(|e| {
             e.instance_action_details.as_ref().is_some_and(|d| {
                 d.action == "CREATING"
-                    && d.instance.as_deref().is_none_or(|i| waiting.contains(&tail(i)))
+                    && d.instance
+                        .as_deref()
+                        .is_none_or(|i| waiting.contains(&tail(i)))
             })
         })
         .map(|e| (e.error.code, e.error.message)))

@@ -337,14 +337,21 @@ async fn a_bulk_stockout_is_read_from_the_migs_bulk_operation() {
         .list_managed_instances(&zone(), "s-0")
         .await
         .unwrap();
-    assert_eq!(managed.len(), 2, "BULK lists its managed instances, CREATING");
+    assert_eq!(
+        managed.len(),
+        2,
+        "BULK lists its managed instances, CREATING"
+    );
     assert!(
         managed.iter().all(|m| m.last_attempt.is_none()),
         "BULK says why in its own status, not per VM: {managed:?}"
     );
     let err = run(&w, StepOp::Create).await.unwrap_err();
     assert_eq!(err.code(), "stockout", "{err}");
-    assert!(err.to_string().contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{err}");
+    assert!(
+        err.to_string().contains("ZONE_RESOURCE_POOL_EXHAUSTED"),
+        "{err}"
+    );
     assert!(!w.fake.calls_of("get_instance_group_manager").is_empty());
     assert!(w.kube.calls_of("create_bootstrap_token").is_empty());
 }
@@ -356,7 +363,10 @@ async fn a_stockout_reported_only_in_list_errors_fails_the_step_at_once() {
     let start = std::time::Instant::now();
     let err = run(&w, StepOp::Create).await.unwrap_err();
     assert_eq!(err.code(), "stockout", "{err}");
-    assert!(err.to_string().contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{err}");
+    assert!(
+        err.to_string().contains("ZONE_RESOURCE_POOL_EXHAUSTED"),
+        "{err}"
+    );
     assert!(
         start.elapsed() < Duration::from_secs(10),
         "not left waiting until the step's timeout"
