@@ -611,4 +611,32 @@ spec: {target: t-c, backend: gke, accelerator: tpu7x, topology: 2x2x2, replicas:
         assert_eq!(e.code(), "stale_plan");
         assert!(fake.calls_of("create_node_pool").is_empty());
     }
+
+    #[test]
+    fn a_pool_in_error_is_not_ready_and_a_stockout_says_so() {
+        use crate::plan::Kind as _;
+        use crate::resource::gke::{NodePool, StatusCondition};
+        let k = crate::kinds::node_pool::NodePools;
+        let pool = |status: &str, code: Option<&str>| -> crate::plan::Body {
+            Arc::new(NodePool {
+                name: "a-0".into(),
+                status: Some(status.into()),
+                conditions: vec![StatusCondition {
+                    code: code.map(str::to_string),
+                    message: Some("no room".into()),
+                    canonical_code: None,
+                }],
+                ..Default::default()
+            })
+        };
+        let n = k.not_ready(&pool("ERROR", Some("GCE_STOCKOUT"))).unwrap();
+        assert_eq!(n.code, "stockout");
+        assert!(n.message.starts_with("ERROR: GCE_STOCKOUT"), "{}", n.message);
+        let n = k
+            .not_ready(&pool("RUNNING_WITH_ERROR", Some("GCE_QUOTA_EXCEEDED")))
+            .unwrap();
+        assert_eq!(n.code, "error_state");
+        assert_eq!(k.not_ready(&pool("RUNNING", None)), None);
+        assert_eq!(k.not_ready(&pool("PROVISIONING", None)), None);
+    }
 }
