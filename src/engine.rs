@@ -631,7 +631,11 @@ spec: {target: t-c, backend: gke, accelerator: tpu7x, topology: 2x2x2, replicas:
         };
         let n = k.not_ready(&pool("ERROR", Some("GCE_STOCKOUT"))).unwrap();
         assert_eq!(n.code, "stockout");
-        assert!(n.message.starts_with("ERROR: GCE_STOCKOUT"), "{}", n.message);
+        assert!(
+            n.message.starts_with("ERROR: GCE_STOCKOUT"),
+            "{}",
+            n.message
+        );
         let n = k
             .not_ready(&pool("RUNNING_WITH_ERROR", Some("GCE_QUOTA_EXCEEDED")))
             .unwrap();

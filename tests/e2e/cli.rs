@@ -190,6 +190,24 @@ fn apply_never_reports_success_for_a_replica_known_not_to_become_ready() {
         .find(|l| l.contains("│ ironwood-spot"))
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(row.contains("MIG RETRYING, VMs 0/2"), "{row}");
+    // A reservation-bound slice's MIG is BULK: it says why it waits only in
+    // its bulk operation's last check (and listErrors); read there.
+    let o = run(&[
+        "apply",
+        "examples/gce-reservation",
+        "--sim",
+        "--sim-stockout-rate",
+        "1",
+        "--auto-approve",
+    ]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("Apply INCOMPLETE: "), "{text}");
+    assert!(
+        text.contains("not ready [stockout]: slice.")
+            && text.contains("ZONE_RESOURCE_POOL_EXHAUSTED"),
+        "{text}"
+    );
     // The same fleet with capacity: complete, exit 0.
     let o = run(&["apply", "examples/gce-spot", "--sim", "--auto-approve"]);
     let text = out(&o);
