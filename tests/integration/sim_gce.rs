@@ -584,6 +584,102 @@ async fn an_individual_stockout_is_per_vm_and_in_list_errors_not_in_a_bulk_opera
 }
 
 #[tokio::test]
+async fn a_zone_short_of_capacity_gives_individual_some_vms_and_bulk_none() {
+    let faults = FaultConfig {
+        zone_vm_limits: [(ZONE.to_string(), 2)].into(),
+        ..FaultConfig::default()
+    };
+    let sim = start(Duration::ZERO, 27, faults).await;
+    let c = Client::new(&sim);
+    // INDIVIDUAL "creates as many instances as possible with the available
+    // capacity": 2 of 4, the other 2 CREATING with their last attempt's
+    // error and in listErrors.
+    let (s, op) = mig_of(&c, "part", "SPOT", Some("INDIVIDUAL")).await;
+    assert_eq!(s, 200, "{op}");
+    wait(&c, &op).await;
+    let vms = wait_running(&c, 2).await;
+    assert!(
+        vms.iter()
+            .all(|v| v["name"].as_str().unwrap().starts_with("part-"))
+    );
+    let managed = ok(
+        &c,
+        "POST",
+        &format!(
+            "{}/instanceGroupManagers/part/listManagedInstances",
+            zone_path()
+        ),
+        None,
+    )
+    .await;
+    let managed = managed["managedInstances"].as_array().unwrap();
+    let waiting: Vec<&Value> = managed
+        .iter()
+        .filter(|mi| mi.get("instanceStatus").is_none())
+        .collect();
+    assert_eq!(waiting.len(), 2, "{managed:?}");
+    for mi in &waiting {
+        assert_eq!(mi["currentAction"], "CREATING");
+        assert_eq!(
+            mi["lastAttempt"]["errors"]["errors"][0]["code"],
+            "ZONE_RESOURCE_POOL_EXHAUSTED"
+        );
+    }
+    let errors = ok(
+        &c,
+        "GET",
+        &format!("{}/instanceGroupManagers/part/listErrors", zone_path()),
+        None,
+    )
+    .await;
+    let items = errors["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "only the VMs not created: {errors}");
+    for (e, mi) in items.iter().zip(&waiting) {
+        assert_eq!(e["instanceActionDetails"]["instance"], mi["instance"]);
+    }
+    let m = ok(
+        &c,
+        "GET",
+        &format!("{}/instanceGroupManagers/part", zone_path()),
+        None,
+    )
+    .await;
+    assert_eq!(m["status"]["isStable"], false);
+    assert_eq!(m["currentActions"]["creating"], 2, "{m}");
+    assert_eq!(m["currentActions"]["none"], 2, "{m}");
+    assert_eq!(m["status"]["currentInstanceStatuses"]["nonExistent"], 2);
+
+    // BULK in the same zone: none until all 4 fit.
+    let (s, op) = mig_of(&c, "whole", "FLEX_START", Some("BULK")).await;
+    assert_eq!(s, 200, "{op}");
+    wait(&c, &op).await;
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let whole = instances(&c)
+        .await
+        .into_iter()
+        .filter(|v| v["name"].as_str().unwrap().starts_with("whole-"))
+        .count();
+    assert_eq!(whole, 0, "BULK is all or nothing");
+
+    // Capacity returns: both MIGs complete, the INDIVIDUAL one keeping the
+    // VMs it had.
+    let before: Vec<Value> = vms.iter().map(|v| v["id"].clone()).collect();
+    sim.set_faults(FaultConfig::default());
+    let all = wait_running(&c, 8).await;
+    for id in before {
+        assert!(all.iter().any(|v| v["id"] == id), "{id} kept");
+    }
+    let (_, errors) = c
+        .get(&format!(
+            "{}/instanceGroupManagers/part/listErrors",
+            zone_path()
+        ))
+        .await;
+    assert!(errors.get("items").is_none(), "{errors}");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
 async fn recreate_instances_makes_a_vm_again_under_its_name_with_fresh_metadata() {
     let sim = start(Duration::ZERO, 9, FaultConfig::default()).await;
     let c = Client::new(&sim);

@@ -71,6 +71,9 @@ pub(crate) enum Stockout {
     /// Drawn against `FaultConfig::stockout_rate`; lasts while the rate is
     /// above zero.
     Drawn,
+    /// The zone is in `FaultConfig::zone_vm_limits` with fewer VMs than
+    /// the MIG needs; lasts while that holds.
+    Limited,
 }
 
 /// A MIG as stored.
@@ -594,8 +597,16 @@ pub(crate) fn insert_mig(
     if bulk {
         check_bulk_provisioning_model(inner, &template)?;
     }
+    let limited = inner
+        .faults
+        .config
+        .zone_vm_limits
+        .get(zone)
+        .is_some_and(|&n| n < target_size);
     let stockout = if inner.faults.config.stockout_zones.iter().any(|z| z == zone) {
         Some(Stockout::Zone)
+    } else if limited {
+        Some(Stockout::Limited)
     } else if inner.faults.draw_mig_stockout(zone) {
         inner.stats.faults_injected += 1;
         Some(Stockout::Drawn)
@@ -869,6 +880,29 @@ fn still_stocked_out(inner: &Inner, m: &MigRec) -> bool {
         None => false,
         Some(Stockout::Zone) => inner.faults.config.stockout_zones.contains(&m.zone),
         Some(Stockout::Drawn) => inner.faults.config.stockout_rate > 0.0,
+        Some(Stockout::Limited) => inner
+            .faults
+            .config
+            .zone_vm_limits
+            .get(&m.zone)
+            .is_some_and(|&n| n < m.target_size),
+    }
+}
+
+/// How many VMs a stocked-out MIG can have now: INDIVIDUAL "creates as many
+/// instances as possible with the available capacity" (Compute Engine,
+/// *About bulk mode*, docs.cloud.google.com/compute/docs/instance-groups/about-bulk-mode),
+/// the zone's limit; BULK "doesn't create any instance until Compute
+/// Engine has the capacity for the specified target size": none.
+fn partial_capacity(inner: &Inner, m: &MigRec) -> usize {
+    match m.stockout {
+        Some(Stockout::Limited) if !m.bulk => inner
+            .faults
+            .config
+            .zone_vm_limits
+            .get(&m.zone)
+            .map_or(0, |&n| n as usize),
+        _ => 0,
     }
 }
 
@@ -957,21 +991,42 @@ fn try_create_vms(inner: &mut Inner, key: &str, at: Instant) {
     if !m.ready || m.created || m.deleting {
         return;
     }
-    if still_stocked_out(inner, m) {
+    let stocked_out = still_stocked_out(inner, m);
+    // All of them, or (stocked out) as many as the zone has room for.
+    let room = if stocked_out {
+        partial_capacity(inner, m)
+    } else {
+        m.members.len()
+    };
+    let m = m.clone();
+    let exists = |inner: &Inner, n: &str| {
+        inner
+            .instances
+            .contains_key(&vm_key(&m.project, &m.zone, n))
+    };
+    let have = m.members.iter().filter(|n| exists(inner, n)).count();
+    if room > have
+        && let Some(shape) = member_shape(inner, &m)
+    {
+        let missing: Vec<String> = m
+            .members
+            .iter()
+            .filter(|n| !exists(inner, n))
+            .take(room - have)
+            .cloned()
+            .collect();
+        for name in &missing {
+            let vm = make_vm(inner, &m, name, &shape, at);
+            inner
+                .instances
+                .insert(vm_key(&m.project, &m.zone, name), vm);
+        }
+    }
+    if stocked_out {
         if let Some(m) = inner.migs.get_mut(key) {
             m.error_time = Some(jiff::Timestamp::now());
         }
         return;
-    }
-    let m = m.clone();
-    let Some(shape) = member_shape(inner, &m) else {
-        return;
-    };
-    for name in &m.members {
-        let vm = make_vm(inner, &m, name, &shape, at);
-        inner
-            .instances
-            .insert(vm_key(&m.project, &m.zone, name), vm);
     }
     if let Some(m) = inner.migs.get_mut(key) {
         m.created = true;
@@ -1084,7 +1139,8 @@ fn mig_status_json(inner: &Inner, m: &MigRec) -> (Value, Value) {
     let (creating, deleting, none) = if m.deleting {
         (0, vms.len() as i64, 0)
     } else if !m.created {
-        (n, 0, 0)
+        // Stocked out: none created (BULK), or some (INDIVIDUAL).
+        (n - running, 0, running)
     } else {
         (n - running, 0, running)
     };
@@ -1511,12 +1567,14 @@ pub(crate) fn list_errors(
     let m = find_mig(inner, &key)?;
     let api = ctx.compute_api();
     let items: Vec<Value> = if m.stockout.is_some() && !m.created {
+        // One item per VM not created (an INDIVIDUAL MIG may have some).
         let ts = m
             .error_time
             .unwrap_or_else(jiff::Timestamp::now)
             .to_string();
         m.members
             .iter()
+            .filter(|n| !inner.instances.contains_key(&vm_key(project, zone, n)))
             .map(|n| {
                 json!({
                     "timestamp": ts,
