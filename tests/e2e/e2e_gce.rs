@@ -587,6 +587,81 @@ async fn bulk_stockout_leaves_no_partial_slice_and_status_says_why() {
     assert!(nodes_of(&client, "gce-stock").await.is_empty());
 }
 
+/// A spot slice's MIG is INDIVIDUAL (BULK takes no spot template): in a
+/// zone with room for 2 of its 4 VMs, the MIG makes 2. slicectl keeps the
+/// slice all-or-nothing: the Nodes step fails at once with `stockout`,
+/// saying how many VMs exist, and no VM gets a token; once capacity
+/// returns the next apply finishes the slice with the VMs it had.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partial_individual_slice_is_a_stockout_not_a_slice() {
+    let _serial = SERIAL.lock().await;
+    let client = kube_client().await;
+    let faults = FaultConfig {
+        zone_vm_limits: [("us-central1-b".to_string(), 2)].into(),
+        ..FaultConfig::default()
+    };
+    let sim = sim(Duration::from_millis(100), 5, faults).await;
+    let dir = gce_dir(
+        "e2e-gce-partial",
+        &[(
+            "s.yaml",
+            gce_slice("gce-part", "4x4", "  capacity: {type: spot}\n"),
+        )],
+    );
+    let o = gce_apply(&sim, dir.path()).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains("failed [stockout]: slice.gce-part[0].nodes"),
+        "{out}"
+    );
+    assert!(out.contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{out}");
+    assert!(
+        out.contains("(2 of 4 VM(s) created: a partial TPU slice is not a slice"),
+        "{out}"
+    );
+    let migs = get(&sim, "zones/us-central1-b/instanceGroupManagers").await;
+    assert_eq!(migs["items"][0]["targetSizePolicy"]["mode"], "INDIVIDUAL");
+    assert_eq!(count(&sim, "zones/us-central1-b/instances").await, 2);
+    assert!(nodes_of(&client, "gce-part").await.is_empty());
+    assert!(token_secrets_of(&client, "gce-part").await.is_empty());
+    // status: the MIG retrying, and why (read from its listErrors).
+    let o = slicectl(
+        &sim,
+        &["status", dir.path().to_str().unwrap(), "--output", "json"],
+    )
+    .await;
+    let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        rows[0]["state"]
+            .as_str()
+            .unwrap()
+            .starts_with("MIG RETRYING, VMs "),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[0]["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("ZONE_RESOURCE_POOL_EXHAUSTED"),
+        "{}",
+        rows[0]
+    );
+    // Capacity returns: the next apply finishes the slice.
+    sim.set_faults(FaultConfig::default());
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(nodes_of(&client, "gce-part").await.len(), 4);
+    let o = slicectl(
+        &sim,
+        &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],
+    )
+    .await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(nodes_of(&client, "gce-part").await.is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn killed_gce_apply_resumes_without_duplicates_leaks_or_second_tokens() {
     use rand::{Rng, SeedableRng};

@@ -297,14 +297,9 @@ impl Drive<'_> {
         let (cloud, a, k, want) = (self.cloud, self.a, self.k, self.want);
         match m {
             Move::FailStockout { code, message } => {
-                // The MIG's own error list says it best.
-                let (code, message) =
-                    match cloud.compute.list_mig_errors(&self.zone, &want.mig).await {
-                        Ok(errs) if !errs.is_empty() => {
-                            (errs[0].error.code.clone(), errs[0].error.message.clone())
-                        }
-                        _ => (code, message),
-                    };
+                // The cloud's words as observed (a VM's last attempt, the
+                // bulk operation's last check or `listErrors`), with how
+                // many VMs exist when some do.
                 Err(CloudError::OperationFailed {
                     operation: format!("managed instance group {} creating its VMs", want.mig),
                     code,
