@@ -142,16 +142,16 @@ pub fn running_vms(m: &InstanceGroupManager) -> u32 {
 
 /// Why a MIG's slice replica is known not to become ready as it stands:
 /// VMs it has not created (fewer RUNNING than its target, not stable) and
-/// the error its status reports for them (the bulk operation's last check;
-/// an INDIVIDUAL MIG says it per VM and in `listErrors`, which the Nodes
-/// step reads). `stockout` for a capacity error.
+/// the error reported for them ([`creation_error`]: the bulk operation's
+/// last check, or the `listErrors` item observation read for an
+/// INDIVIDUAL MIG). `stockout` for a capacity error.
 pub fn not_ready(m: &InstanceGroupManager) -> Option<crate::kind::NotReady> {
     let stable = m.status.as_ref().is_some_and(|s| s.is_stable);
     let target = u32::try_from(m.target_size).unwrap_or(0);
     if stable || running_vms(m) >= target {
         return None;
     }
-    let message = bulk_error(m)?;
+    let message = creation_error(m)?;
     Some(crate::kind::NotReady {
         code: crate::kind::NotReady::code_of(&message, "mig_error"),
         message: format!(
@@ -164,7 +164,7 @@ pub fn not_ready(m: &InstanceGroupManager) -> Option<crate::kind::NotReady> {
 /// The MIG's last creation error (`CODE: message`), if any: the bulk
 /// operation's last check (BULK), else what observation read from its
 /// `listErrors` (INDIVIDUAL, [`with_list_error`]).
-pub fn bulk_error(m: &InstanceGroupManager) -> Option<String> {
+pub fn creation_error(m: &InstanceGroupManager) -> Option<String> {
     let bulk = m
         .status
         .as_ref()
@@ -187,7 +187,7 @@ pub fn bulk_error(m: &InstanceGroupManager) -> Option<String> {
 fn needs_list_errors(m: &InstanceGroupManager) -> bool {
     let stable = m.status.as_ref().is_none_or(|s| s.is_stable);
     let target = u32::try_from(m.target_size).unwrap_or(0);
-    !stable && running_vms(m) < target && bulk_error(m).is_none()
+    !stable && running_vms(m) < target && creation_error(m).is_none()
 }
 
 /// The MIG with [`InstanceGroupManager::list_error`] read from its
@@ -396,7 +396,7 @@ impl Kind for Migs {
         };
         let running = running_vms(m);
         let stable = m.status.as_ref().is_some_and(|s| s.is_stable);
-        let error = bulk_error(m).unwrap_or_default();
+        let error = creation_error(m).unwrap_or_default();
         let state = match (stable, error.is_empty()) {
             (true, _) => "STABLE",
             (false, false) => "RETRYING",

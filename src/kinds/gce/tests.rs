@@ -1197,7 +1197,7 @@ fn live_mig(
 
 #[test]
 fn a_mig_short_of_vms_with_a_stockout_is_not_ready_from_either_documented_field() {
-    use super::mig::{bulk_error, not_ready};
+    use super::mig::{creation_error, not_ready};
     use crate::resource::compute::{
         BulkInstanceOperation, IgmErrorDetail, LastProgressCheck, OperationError,
         OperationErrorItem,
@@ -1232,7 +1232,7 @@ fn a_mig_short_of_vms_with_a_stockout_is_not_ready_from_either_documented_field(
         message: "no room".into(),
     });
     assert_eq!(
-        bulk_error(&individual).as_deref(),
+        creation_error(&individual).as_deref(),
         Some("ZONE_RESOURCE_POOL_EXHAUSTED: no room")
     );
     assert_eq!(not_ready(&individual).map(|n| n.code), Some("stockout"));

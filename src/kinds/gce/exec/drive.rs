@@ -501,7 +501,7 @@ code: crate::kinds::gce::BOOTSTRAP_FAILED,
 /// `listErrors` item of a CREATING action on one of the VMs still
 /// uncreated (`uncreated`: their instance URLs), so an old error of a VM
 /// that exists now is not taken for a current one.
-pub(super) async fn mig_creation_error(
+async fn mig_creation_error(
     cloud: &Cloud,
     zone: &ZoneRef,
     mig: &str,
