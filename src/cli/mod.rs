@@ -401,7 +401,7 @@ fn print_report(report: &engine::Report, fleet: &Fleet, verb: &str) -> u8 {
         Outcome::Applied => {}
     }
     if let Some(a) = &report.apply {
-        println!("\n{}", a.summary());
+        println!("\n{}", a.summary_with_not_ready(report.not_ready.len()));
         for f in &a.failures {
             println!("  failed [{}]: {}: {}", f.code, f.address, f.message);
         }
@@ -418,9 +418,25 @@ fn print_report(report: &engine::Report, fleet: &Fleet, verb: &str) -> u8 {
             println!("  refused: {}", r.message);
         }
     }
+    if !report.not_ready.is_empty() {
+        println!(
+            "\n{} slice replica(s) will not become ready as they stand:",
+            report.not_ready.len()
+        );
+        for n in &report.not_ready {
+            println!("  not ready [{}]: {}: {}", n.code, n.address, n.message);
+        }
+    }
     if !fleet.slices.is_empty() {
         println!();
         print!("{}", status::table(&report.status));
+    }
+    if !report.not_ready.is_empty() {
+        println!(
+            "The cloud keeps retrying: run `slicectl apply` again (or `slicectl status`) to see whether capacity came; \
+             move the slice to a zone with capacity, or another capacity type, to get it elsewhere."
+        );
+        return EXIT_ERROR;
     }
     if report.apply.as_ref().is_some_and(|a| !a.success()) {
         println!(
@@ -929,6 +945,7 @@ async fn apply_saved(path: &Path, conn: &Connection, exec: &Exec) -> Result<u8> 
             outcome: Outcome::NoChanges,
             status: Vec::new(),
             slices: Vec::new(),
+            not_ready: Vec::new(),
             plan: fresh,
             apply: None,
         };

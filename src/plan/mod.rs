@@ -28,8 +28,8 @@ use crate::spec::Fleet;
 pub use hash::FieldChange;
 pub use inventory::Inventory;
 pub use kind::{
-    Body, Comparison, Desired, Kind, KindId, LiveResource, LiveState, OperationRecord, RenderCtx,
-    ResourceId, Scope, SliceRef, UpdateGroup,
+    Body, Comparison, Desired, Kind, KindId, LiveResource, LiveState, NotReady, OperationRecord,
+    RenderCtx, ResourceId, Scope, SliceRef, UpdateGroup,
 };
 use ownership::Ownership;
 pub use reason::Reason;

@@ -806,6 +806,7 @@ async fn a_slice_whose_target_cannot_be_observed_keeps_its_object() {
         apply: None,
         slices: Vec::new(),
         status: Vec::new(),
+        not_ready: Vec::new(),
     };
     let set = after(&rest, CycleResult::Report(&r), &existing);
     assert_eq!(names(&set), ["alpha", "beta"]);
@@ -907,6 +908,7 @@ async fn a_slice_of_an_unobserved_target_is_stalled_and_the_others_are_not() {
         plan,
         apply: None,
         slices: Vec::new(),
+        not_ready: Vec::new(),
     };
     assert!(!r.success());
     let set = statuses(&f, &r);
@@ -961,6 +963,7 @@ async fn a_slice_gone_from_the_specs_of_an_unobserved_target_keeps_its_object() 
         apply: None,
         slices: Vec::new(),
         status: Vec::new(),
+        not_ready: Vec::new(),
     };
     let set = after(&rest, CycleResult::Report(&r), &existing);
     assert_eq!(names(&set), ["alpha", "beta"]);
