@@ -180,13 +180,13 @@ pub(super) async fn run(
     if let Some(owner) = owner {
         writer = writer.with_owner(owner);
     }
-    let cycles = CycleState::new(super::converge_options(&safety, &exec), stop).with_capacity(
-        CapacityTracker::new(RetryPolicy {
+    let cycles = CycleState::new(super::converge_options(&safety, &exec), stop)
+        .with_settle(ctl.settle)
+        .with_capacity(CapacityTracker::new(RetryPolicy {
             cache_ttl: ctl.capacity_cache_ttl,
             initial: ctl.capacity_backoff,
             max: ctl.capacity_backoff_max,
-        }),
-    );
+        }));
     let sink = ControllerSink {
         printer: TerminalSink {
             wording: Wording::Controller(source.describe()),
@@ -254,7 +254,9 @@ struct Controller {
 }
 
 impl Controller {
-    async fn cycle(&mut self, trigger: Trigger) {
+    /// One cycle; when it held steps for a `--dir` source to settle, the
+    /// time to run the next.
+    async fn cycle(&mut self, trigger: Trigger) -> Option<tokio::time::Instant> {
         let Controller {
             source,
             sink,
@@ -262,5 +264,6 @@ impl Controller {
             state,
         } = self;
         run_cycle(state, source, connect, sink, trigger).await;
+        state.wake_at()
     }
 }

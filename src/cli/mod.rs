@@ -203,11 +203,22 @@ async fn run(cmd: Command) -> Result<u8> {
         Command::Reconcile {
             dir,
             watch,
+            git_ref,
             watch_args,
             conn,
             safety,
             exec,
-        } => watch::run(dir, watch.then_some(watch_args), conn, safety, exec.into()).await,
+        } => {
+            watch::run(
+                dir,
+                git_ref,
+                watch.then_some(watch_args),
+                conn,
+                safety,
+                exec.into(),
+            )
+            .await
+        }
         Command::Controller {
             ctl,
             conn,
@@ -488,9 +499,29 @@ struct Loaded {
 /// Loads and validates the spec directory; prints diagnostics and returns
 /// `None` when it is invalid.
 fn load(dir: &Path) -> Result<Option<Loaded>> {
-    let listing = source::list_dir(dir)
-        .map_err(anyhow::Error::new)
-        .with_context(|| format!("cannot read the specs under {}", ShownPath(dir)))?;
+    load_at(dir, None)
+}
+
+/// [`load`], from the revision `git_ref` of DIR when given
+/// ([`source::git`]).
+fn load_at(dir: &Path, git_ref: Option<&str>) -> Result<Option<Loaded>> {
+    let listing = match git_ref {
+        None => source::list_dir(dir),
+        Some(r) => source::git::read(&source::git::GitRef {
+            dir: dir.to_path_buf(),
+            reference: r.to_string(),
+        })
+        .map(|rev| {
+            eprintln!(
+                "reading the specs under {} as committed at {r} (commit {})",
+                ShownPath(dir),
+                rev.commit
+            );
+            rev.listing
+        }),
+    }
+    .map_err(anyhow::Error::new)
+    .with_context(|| format!("cannot read the specs under {}", ShownPath(dir)))?;
     report_skipped(&listing.skipped);
     let files = listing.files;
     match crate::spec::load(&files).map_err(LoadError::Invalid) {
@@ -523,7 +554,12 @@ fn load(dir: &Path) -> Result<Option<Loaded>> {
 /// changes" about a live state it never saw (a CI drift check on a wrong
 /// path would read that as "in sync").
 fn load_observable(dir: &Path) -> Result<Option<Loaded>> {
-    let Some(loaded) = load(dir)? else {
+    load_observable_at(dir, None)
+}
+
+/// [`load_observable`], from the revision `git_ref` of DIR when given.
+fn load_observable_at(dir: &Path, git_ref: Option<&str>) -> Result<Option<Loaded>> {
+    let Some(loaded) = load_at(dir, git_ref)? else {
         return Ok(None);
     };
     if loaded.fleet.targets.is_empty() {

@@ -57,6 +57,11 @@ pub enum CycleOutcome {
     /// `refused`: a safety rail refused some changes (the rest were planned
     /// and applied).
     Refused(Box<Report>),
+    /// `settling`: the steps that destroy capacity wait until the spec
+    /// source has been unchanged for the settle period (refusals with the
+    /// code `settling`); everything else was applied and converged, and
+    /// the loop plans again when the period is over.
+    Settling(Box<Report>),
     /// `failed`: a step failed, or was skipped or not run.
     Failed(Box<Report>),
 }
@@ -76,6 +81,7 @@ impl CycleOutcome {
             CycleOutcome::Applied(_) => "applied",
             CycleOutcome::CapacityHeld(_) => "capacity_held",
             CycleOutcome::Refused(_) => "refused",
+            CycleOutcome::Settling(_) => super::settle::SETTLING,
             CycleOutcome::Failed(_) => "failed",
         }
     }
@@ -94,6 +100,7 @@ impl CycleOutcome {
             | CycleOutcome::Applied(report)
             | CycleOutcome::CapacityHeld(report)
             | CycleOutcome::Refused(report)
+            | CycleOutcome::Settling(report)
             | CycleOutcome::Failed(report) => Some(report),
             _ => None,
         }
@@ -102,10 +109,23 @@ impl CycleOutcome {
     /// The outcome of a planned cycle from its report: `capacity_held` when
     /// slices were held and everything else converged; else `no_changes` /
     /// `applied` when it converged, `refused` when a rail refused something,
-    /// `failed` otherwise.
+    /// `settling` when the only refusals are steps waiting for the source
+    /// to settle and nothing failed, `failed` otherwise.
     pub fn of_report(report: Report, holds: bool) -> CycleOutcome {
         let report = Box::new(report);
-        if report.success() {
+        let settling_only = !report.plan.refused.is_empty()
+            && report
+                .plan
+                .refused
+                .iter()
+                .all(|r| r.code == super::settle::SETTLING)
+            && report
+                .apply
+                .as_ref()
+                .is_none_or(crate::apply::ApplyReport::success);
+        if settling_only && !holds {
+            CycleOutcome::Settling(report)
+        } else if report.success() {
             if holds {
                 CycleOutcome::CapacityHeld(report)
             } else if report.outcome == crate::engine::Outcome::NoChanges {

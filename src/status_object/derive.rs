@@ -42,6 +42,9 @@ pub mod reason {
     pub const CONFLICT: &str = "Conflict";
     /// Reconciling: the live state could not be observed; retried.
     pub const OBSERVE_FAILED: &str = "ObserveFailed";
+    /// Reconciling: a delete or replacement waits until the spec source
+    /// has been unchanged for the settle period (`--settle`).
+    pub const SETTLING: &str = "Settling";
 }
 
 /// How the cycle ended, as far as status is concerned.
@@ -611,6 +614,9 @@ fn verdict(
     let sr = r.slices.iter().find(|s| s.slice == name);
     if let Some(rf) = sr.and_then(|s| s.refused.first()) {
         let more = sr.map(|s| s.refused.len()).unwrap_or(1) - 1;
+        if sr.is_some_and(|s| s.refused.iter().all(|x| x.code == crate::cycle::SETTLING)) {
+            return Verdict::Reconciling(reason::SETTLING, format!("[{}] {}", rf.code, rf.message));
+        }
         let tail = if more > 0 {
             format!(" (and {more} more refused)")
         } else {

@@ -51,7 +51,14 @@ impl Replica {
         name: &'static str,
         more: &[&str],
     ) -> Replica {
-        let mut args = vec!["--dir", dir.to_str().unwrap(), "--debounce", "100ms"];
+        let mut args = vec![
+            "--dir",
+            dir.to_str().unwrap(),
+            "--debounce",
+            "100ms",
+            "--settle",
+            "1s",
+        ];
         args.extend_from_slice(more);
         Replica::start_with(sim, ns, name, &args)
     }

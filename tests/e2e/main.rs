@@ -17,4 +17,5 @@ mod e2e_moves;
 mod e2e_renames;
 mod e2e_rules;
 mod e2e_safety;
+mod e2e_settle;
 mod e2e_watch;
