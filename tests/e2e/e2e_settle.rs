@@ -313,6 +313,10 @@ async fn a_git_pull_of_a_large_file_deletes_nothing_with_or_without_git_ref() {
             continue;
         }
         // Working files are not read: half a file by hand, uncommitted.
+        w.wait("the pull's cycle finished", || async {
+            w.count("change", "applied") >= 1
+        })
+        .await;
         let n = w.cycles();
         let text = std::fs::read_to_string(specs.join("two.yaml")).unwrap();
         let cut = text.find("---\napiVersion").unwrap();
