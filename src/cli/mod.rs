@@ -407,7 +407,12 @@ fn print_report(report: &engine::Report, fleet: &Fleet, verb: &str) -> u8 {
             println!("  already gone (nothing to destroy): {addr}");
         }
         for r in &report.plan.refused {
-            println!("  refused: {}", r.message);
+            let what = if r.code == crate::plan::SETTLING {
+                "held"
+            } else {
+                "refused"
+            };
+            println!("  {what}: {}", r.message);
         }
     }
     if !fleet.slices.is_empty() {
@@ -460,15 +465,32 @@ fn plan_options(s: &Safety) -> PlanOptions {
     }
 }
 
-/// Prints each refusal on stderr (the plan text shows them too).
+/// Prints each refusal on stderr (the plan text shows them too). Steps
+/// held until the specs settle (watch mode) are not a rail's refusal: they
+/// are said apart, as a note.
 fn report_refusals(plan: &Plan) {
-    for r in &plan.refused {
+    let (held, refused): (Vec<_>, Vec<_>) = plan
+        .refused
+        .iter()
+        .partition(|r| r.code == crate::plan::SETTLING);
+    for r in &held {
+        eprintln!("held: {}", r.message);
+    }
+    if !held.is_empty() {
+        eprintln!(
+            "note: {} step(s) that destroy capacity wait until the specs settle; they are planned again when the settle period is over",
+            held.len()
+        );
+    }
+    for r in &refused {
         eprintln!("refused: {}", r.message);
     }
-    eprintln!(
-        "error: {} change(s) refused by a safety rail; everything else was planned normally",
-        plan.refused.len()
-    );
+    if !refused.is_empty() {
+        eprintln!(
+            "error: {} change(s) refused by a safety rail; everything else was planned normally",
+            refused.len()
+        );
+    }
 }
 
 fn color_stdout() -> bool {

@@ -209,14 +209,21 @@ pub fn message(source: &str, period: Duration, verdict: &Verdict, now: Instant) 
     let left = until.saturating_duration_since(now);
     let what = match cause {
         Cause::FirstRead => format!(
-            "slicectl started reading {source} {:.1}s ago",
+            "slicectl started reading the spec files in {source} {:.1}s ago",
             now.saturating_duration_since(*since).as_secs_f64()
         ),
-        Cause::Changed => format!(
-            "{source} changed {:.1}s ago",
-            now.saturating_duration_since(*since).as_secs_f64()
-        ),
-        Cause::ChangedDuringCycle => format!("{source} changed while this cycle planned"),
+        Cause::Changed => match now.saturating_duration_since(*since) {
+            d if d < Duration::from_millis(100) => {
+                format!("the spec files in {source} just changed")
+            }
+            d => format!(
+                "the spec files in {source} changed {:.1}s ago",
+                d.as_secs_f64()
+            ),
+        },
+        Cause::ChangedDuringCycle => {
+            format!("the spec files in {source} changed while this cycle planned")
+        }
     };
     format!(
         "steps that destroy capacity run only once the specs have been unchanged for the settle period ({}s), so that a half-written file never deletes or replaces anything; {what}; planned again in {:.1}s",
@@ -372,7 +379,12 @@ mod tests {
         };
         let m = message("specs", P, &v, t0 + Duration::from_millis(1500));
         assert!(m.contains("settle period (10s)"), "{m}");
-        assert!(m.contains("specs changed 1.5s ago"), "{m}");
+        assert!(
+            m.contains("the spec files in specs changed 1.5s ago"),
+            "{m}"
+        );
+        let m = message("specs", P, &v, t0);
+        assert!(m.contains("the spec files in specs just changed"), "{m}");
         assert!(m.contains("planned again in 8.5s"), "{m}");
         assert_eq!(message("specs", P, &Verdict::Settled, t0), "");
     }

@@ -11,13 +11,16 @@
 //! Security: a spec directory is untrusted input, and a repository's own
 //! configuration (`core.fsmonitor`, hooks, filters, `core.pager`, …) can
 //! make the `git` CLI run commands. So slicectl never runs `git`: it reads
-//! objects with `gix`, built without the features that can run a command
-//! (`command`, `attributes`/filters, `credentials`, networking), opened
+//! objects with `gix`, built with `sha1` only (none of its `command`,
+//! `attributes`/filters, `credentials` or network-client features), opened
 //! *isolated* (only the repository's own config file is read, for object
 //! format and the like: no system, user or environment config, no include
 //! files, and the `git` binary is never asked where its config lives). It
-//! reads references and objects only; no worktree, index or hook is
-//! touched.
+//! reads references and objects only; no worktree, index, filter or hook
+//! is touched, and no process is started (the one process-spawning crate
+//! gix links, `gix-command` through its transport, serves fetch and push,
+//! never called here). `a_repositorys_config_runs_no_command` proves it
+//! against a repository whose config points every such hook at a script.
 //!
 //! Which entries are spec files is [`super::entries::classify`]'s rule, the
 //! same as for a directory. A symlink in the tree named like a spec file is
