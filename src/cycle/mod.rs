@@ -1,7 +1,9 @@
 //! One reconcile cycle, in the library: read the specs from a
 //! [`SpecSource`], resolve them against their last good versions, refuse an
 //! empty or missing source, hold slices back for unavailable capacity,
-//! observe, plan and apply through [`crate::engine::reconcile_with`], and
+//! hold steps that destroy capacity until working files settle
+//! ([`settle`]), observe, plan and apply through
+//! [`crate::engine::reconcile_with`], and
 //! hand a typed [`CycleOutcome`] (with a stable code) to a [`CycleSink`].
 //! `reconcile --watch` and `controller` both run [`run_cycle`]; they only
 //! choose the source, the connection and the sink.
