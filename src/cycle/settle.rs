@@ -383,9 +383,10 @@ mod tests {
             m.contains("the spec files in specs changed 1.5s ago"),
             "{m}"
         );
+        assert!(m.contains("planned again in 8.5s"), "{m}");
         let m = message("specs", P, &v, t0);
         assert!(m.contains("the spec files in specs just changed"), "{m}");
-        assert!(m.contains("planned again in 8.5s"), "{m}");
+        assert!(m.contains("planned again in 10.0s"), "{m}");
         assert_eq!(message("specs", P, &Verdict::Settled, t0), "");
     }
 }
