@@ -706,6 +706,13 @@ async fn controller_follows_a_mounted_configmap_through_the_kubelets_swaps() {
     .await;
     wait_deleted(&ns, "b", &r);
     assert_eq!(deletes(&sim), 1, "{}", r.text());
+    // The delete waited for the files to settle (`--settle 1s`), then ran
+    // in the cycle at the end of the period.
+    assert!(
+        r.stderr().contains("outcome=\"settling\"") && r.stderr().contains("trigger=\"settle\""),
+        "{}",
+        r.text()
+    );
     wait_for("the swap seen by the watcher", 30, &[&r], || async {
         change_cycles(&r) > seen
     })
