@@ -315,6 +315,12 @@ pub struct ControllerArgs {
     /// mounted ConfigMap's `..data` swap is handled).
     #[arg(long, value_name = "PATH")]
     pub dir: Option<PathBuf>,
+    /// With --dir in a git work tree (a git-sync volume, say): read the
+    /// specs as committed at this revision instead of the working files,
+    /// and run a cycle when it moves (no settle period: a commit is never
+    /// half written).
+    #[arg(long, value_name = "REF", requires = "dir", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub git_ref: Option<String>,
     /// Namespace of the ConfigMap, the Lease and the status objects
     /// [default: $POD_NAMESPACE, else slicectl].
     #[arg(long, value_name = "NS")]

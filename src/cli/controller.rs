@@ -24,7 +24,10 @@ use crate::controller::metrics::Metrics;
 use crate::controller::owner;
 use crate::controller::server::{self, Health};
 use crate::controller::sink::ControllerSink;
-use crate::cycle::{AnySource, ConfigMapSource, CycleState, DirSource, SpecSource, run_cycle};
+use crate::cycle::{
+    AnySource, ConfigMapSource, CycleState, DirSource, GitSource, SpecSource, run_cycle,
+};
+use crate::source::git::GitRef;
 use crate::status_object::StatusWriter;
 use crate::watch::{self, LOG_TARGET, LoopEnd, LoopOptions, Trigger};
 
@@ -92,13 +95,22 @@ pub(super) async fn run(
     let (mut signals, stop) =
         watch::forward_signals().context("cannot listen for SIGINT and SIGTERM")?;
     let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
-    let source = match &ctl.dir {
-        Some(dir) => {
+    let source = match (&ctl.dir, &ctl.git_ref) {
+        (Some(dir), Some(reference)) => {
+            let git = GitRef {
+                dir: dir.clone(),
+                reference: reference.clone(),
+            };
+            watch::watch_git(git.clone(), watch::GIT_POLL, tx)
+                .context("cannot start the revision watcher thread")?;
+            AnySource::Git(GitSource { git })
+        }
+        (Some(dir), None) => {
             watch::watch_dir(dir.clone(), ctl.debounce, tx)
                 .context("cannot start the directory watcher thread")?;
             AnySource::Dir(DirSource { dir: dir.clone() })
         }
-        None => {
+        (None, _) => {
             let name = ctl
                 .configmap
                 .clone()

@@ -219,7 +219,7 @@ async fn sim_e() -> slicectl_sim::SimHandle {
 }
 
 /// Runs `git` in `dir` (the test's own: slicectl never runs git).
-fn git(dir: &Path, args: &[&str]) {
+pub(crate) fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
         .current_dir(dir)
         .args([
