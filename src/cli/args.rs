@@ -213,7 +213,8 @@ pub struct Connection {
     pub trust_kubeconfig: Vec<std::path::PathBuf>,
     /// Start the GCP simulator in-process and target it: nothing real is
     /// touched (no real Google API, and no Kubernetes API at all: the
-    /// Kubernetes side of gce Targets is deferred).
+    /// Kubernetes side of every Target is deferred, gce Targets' joins and
+    /// gke Targets' Nodes, so readiness is unknown).
     #[arg(long)]
     pub sim: bool,
     /// Simulator behaviour (with --sim).

@@ -776,22 +776,45 @@ fn cloud_for(client: &CloudClient, fleet: &Fleet, sim: bool, trusted: &[PathBuf]
     if sim {
         return cloud.sealed_for_sim();
     }
-    cloud.with_kube(std::sync::Arc::new(crate::kube::KubeClients::for_specs(
-        fleet.targets.values().filter_map(|t| {
-            let g = t.spec.gce.as_ref()?;
-            Some((
-                crate::resource::KubeRef {
-                    endpoint: g.control_plane_endpoint.clone(),
-                },
-                g.kube_api.clone(),
-                crate::kube::Origin {
-                    target: t.name.clone(),
-                    location: t.location.clone(),
-                },
-            ))
-        }),
-        crate::kube::TrustedKubeconfigs::from_env(trusted),
-    )))
+    cloud.with_kube(std::sync::Arc::new(
+        crate::kube::KubeClients::for_specs(
+            fleet.targets.values().filter_map(|t| {
+                let g = t.spec.gce.as_ref()?;
+                Some((
+                    crate::resource::KubeRef {
+                        endpoint: g.control_plane_endpoint.clone(),
+                    },
+                    g.kube_api.clone(),
+                    crate::kube::Origin {
+                        target: t.name.clone(),
+                        location: t.location.clone(),
+                    },
+                ))
+            }),
+            crate::kube::TrustedKubeconfigs::from_env(trusted),
+        )
+        .with_gke(
+            fleet.targets.values().filter_map(|t| {
+                let g = t.spec.gke.as_ref()?;
+                Some((
+                    crate::resource::ClusterRef {
+                        project: t.spec.project.clone(),
+                        location: g.location.clone(),
+                        name: g.name.clone(),
+                    },
+                    g.kube_api.access(),
+                    Some(crate::kube::Origin {
+                        target: t.name.clone(),
+                        location: t.location.clone(),
+                    }),
+                ))
+            }),
+            crate::kube::GkeLink {
+                service: std::sync::Arc::new(client.clone()),
+                tokens: client.token_source(),
+            },
+        ),
+    ))
 }
 
 fn color_stderr(s: &str) -> String {

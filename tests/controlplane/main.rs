@@ -12,6 +12,7 @@ mod sim_kubelet_support;
 
 mod bootstrap_script;
 mod deploy;
+mod gke_readiness;
 mod k8s_controlplane;
 mod kube_service;
 mod sim_kubelet;

@@ -148,6 +148,20 @@ fn main_job_runs_end_to_end_on_the_embedded_simulator() {
     assert!(gce.contains("MIG STABLE, VMs 1/1"), "{gce}");
     assert!(gce.contains("?/1"), "{gce}");
     assert!(stdout.contains("not joined"), "{stdout}");
+    // The GKE slices' Nodes are not read either: their readiness is
+    // unknown, said so, never assumed from the RUNNING pools.
+    assert!(
+        text.contains("Deferred: kubernetes gke://example-project/"),
+        "{text}"
+    );
+    let gke: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("RUNNING") && l.contains("┆ gke "))
+        .collect();
+    assert_eq!(gke.len(), 9, "{stdout}");
+    for l in gke {
+        assert!(l.contains("readiness unknown") && l.contains("?/"), "{l}");
+    }
     assert!(!stdout.contains('\u{1b}'), "no colour when not a terminal");
 }
 

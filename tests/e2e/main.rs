@@ -14,6 +14,7 @@ mod e2e_gce;
 mod e2e_guards;
 mod e2e_kill;
 mod e2e_moves;
+mod e2e_readiness;
 mod e2e_renames;
 mod e2e_rules;
 mod e2e_safety;
