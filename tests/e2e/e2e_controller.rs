@@ -821,7 +821,7 @@ async fn controller_reconciles_the_committed_revision_of_a_git_work_tree() {
         pool_names(&sim).await == ["a-0"]
     })
     .await;
-    wait_condition(&ns, "Ready", &["a"], &r).await;
+    wait_converged(&ns, &["a"], &r).await;
 
     // b written but not committed: never read.
     std::fs::write(specs.join("b.yaml"), team("b", "one")).unwrap();
