@@ -3,7 +3,9 @@
 //! directory watcher that feeds it.
 //!
 //! The loop never runs two cycles at once. It runs one at start, one when
-//! the directory changes, and one every resync period without changes.
+//! the directory changes, one every resync period without changes, and one
+//! at the time a cycle asks for (the end of the settle period of the steps
+//! it held, [`crate::cycle::settle`]).
 //! Changes that arrive while a cycle runs make exactly one more cycle after
 //! it (they are coalesced: the next cycle reads the whole directory anyway).
 //! On a stop signal it starts no new cycle, and the in-flight cycle's
@@ -34,6 +36,8 @@ pub enum Trigger {
     Change,
     /// The resync period passed without a change.
     Resync,
+    /// The settle period of steps held by the last cycle is over.
+    Settle,
 }
 
 impl Trigger {
@@ -43,6 +47,7 @@ impl Trigger {
             Trigger::Start => "start",
             Trigger::Change => "change",
             Trigger::Resync => "resync",
+            Trigger::Settle => "settle",
         }
     }
 }
@@ -68,8 +73,9 @@ pub enum LoopEnd {
     Abandoned,
 }
 
-/// Runs `cycle` at start, on each change (`changes`), and on resync, one at
-/// a time, until a stop signal (`signals`). See the module documentation.
+/// Runs `cycle` at start, on each change (`changes`), on resync, and when
+/// the last cycle asked (its output: run again at that time), one at a
+/// time, until a stop signal (`signals`). See the module documentation.
 pub async fn run<F, Fut>(
     opts: LoopOptions,
     mut changes: UnboundedReceiver<()>,
@@ -78,9 +84,10 @@ pub async fn run<F, Fut>(
 ) -> LoopEnd
 where
     F: FnMut(Trigger) -> Fut,
-    Fut: Future<Output = ()>,
+    Fut: Future<Output = Option<Instant>>,
 {
     let mut next = Some(Trigger::Start);
+    let mut wake: Option<Instant> = None;
     let mut resync_at = Instant::now() + opts.resync;
     let mut changes_open = true;
     let mut signals_open = true;
@@ -101,6 +108,7 @@ where
                         continue;
                     }
                 },
+                () = tokio::time::sleep_until(wake.unwrap_or(resync_at)), if wake.is_some_and(|w| w < resync_at) => Trigger::Settle,
                 () = tokio::time::sleep_until(resync_at) => Trigger::Resync,
             },
         };
@@ -111,7 +119,7 @@ where
         tokio::pin!(fut);
         tokio::select! {
             biased;
-            () = &mut fut => {}
+            w = &mut fut => wake = w,
             s = signals.recv(), if signals_open => {
                 if s.is_some() {
                     tracing::warn!(
@@ -121,7 +129,7 @@ where
                     );
                     return tokio::select! {
                         biased;
-                        () = &mut fut => LoopEnd::Stopped,
+                        _ = &mut fut => LoopEnd::Stopped,
                         _ = signals.recv() => {
                             tracing::warn!(target: LOG_TARGET, "second stop signal: abandoning the in-flight cycle; the next run continues from the live state");
                             LoopEnd::Abandoned
@@ -133,7 +141,7 @@ where
                     };
                 }
                 signals_open = false;
-                fut.await;
+                wake = fut.await;
             }
         }
         resync_at = Instant::now() + opts.resync;
@@ -186,6 +194,40 @@ pub fn forward_signals() -> std::io::Result<(UnboundedReceiver<()>, Arc<AtomicBo
         }
     });
     Ok((rx, stop))
+}
+
+/// How often the revision of `--git-ref` is resolved again.
+pub const GIT_POLL: Duration = Duration::from_secs(1);
+
+/// Resolves `r` every `every` and sends a message when the commit it names
+/// changes (or starts or stops failing to resolve), on its own thread until
+/// the receiver is dropped. Resolving reads the reference and the commit,
+/// no tree: cheap enough to poll, and it sees a ref moved by any means
+/// (`git pull`, `git fetch`, `git reset`, packed refs, a worktree's HEAD).
+pub fn watch_git(
+    r: crate::source::git::GitRef,
+    every: Duration,
+    tx: UnboundedSender<()>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("slicectl-git".into())
+        .spawn(move || {
+            let resolve = || crate::source::git::resolve(&r).map_err(|e| e.to_string());
+            let mut last = resolve();
+            while !tx.is_closed() {
+                std::thread::sleep(every);
+                let now = resolve();
+                if now != last {
+                    match &now {
+                        Ok(commit) => tracing::debug!(target: LOG_TARGET, reference = %r.reference, commit = %commit, "the revision moved"),
+                        Err(e) => tracing::debug!(target: LOG_TARGET, reference = %r.reference, error = %e, "the revision cannot be resolved"),
+                    }
+                    last = now;
+                    let _ = tx.send(());
+                }
+            }
+        })
+        .map(|_| ())
 }
 
 /// How often the watcher checks that the directory itself is still the one
@@ -315,7 +357,8 @@ mod tests {
         log: Log,
         running: Arc<Mutex<bool>>,
         len: Duration,
-    ) -> impl FnMut(Trigger) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+    ) -> impl FnMut(Trigger) -> std::pin::Pin<Box<dyn Future<Output = Option<Instant>> + Send>>
+    {
         move |t| {
             let (log, running) = (log.clone(), running.clone());
             Box::pin(async move {
@@ -327,6 +370,7 @@ mod tests {
                 log.lock().unwrap().push((t, Instant::now()));
                 tokio::time::sleep(len).await;
                 *running.lock().unwrap() = false;
+                None
             })
         }
     }
@@ -427,6 +471,7 @@ mod tests {
                 log.lock().unwrap().push((t, Instant::now()));
                 tokio::time::sleep(Duration::from_secs(10)).await;
                 *d.lock().unwrap() = true;
+                None
             }
         }));
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -450,6 +495,7 @@ mod tests {
                 async move {
                     tokio::time::sleep(Duration::from_secs(3600)).await;
                     *d.lock().unwrap() = true;
+                    None
                 }
             }));
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -465,6 +511,51 @@ mod tests {
             let want = if second_signal { 2 } else { 30 };
             assert_eq!(waited, Duration::from_secs(want), "{second_signal}");
         }
+    }
+
+    /// A cycle that held steps asks for the next at the end of their settle
+    /// period: it runs then, exactly, with no change and long before the
+    /// resync; a change before it runs a cycle at once (which asks again).
+    #[tokio::test(start_paused = true)]
+    async fn a_cycle_asking_to_run_again_at_a_time_gets_a_settle_cycle_then() {
+        let (ctx, crx) = unbounded_channel();
+        let (stx, srx) = unbounded_channel();
+        let log: Log = Arc::default();
+        let l = log.clone();
+        let t0 = Instant::now();
+        let h = tokio::spawn(run(OPTS, crx, srx, move |t| {
+            let l = l.clone();
+            async move {
+                let now = Instant::now();
+                l.lock().unwrap().push((t, now));
+                // The start and change cycles hold steps for 10 s.
+                matches!(t, Trigger::Start | Trigger::Change).then(|| now + Duration::from_secs(10))
+            }
+        }));
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(triggers(&log), vec![Trigger::Start, Trigger::Settle]);
+        assert_eq!(log.lock().unwrap()[1].1 - t0, Duration::from_secs(10));
+        // A change 3 s into a new period: at once, then its own settle.
+        ctx.send(()).unwrap();
+        let c = Instant::now();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        ctx.send(()).unwrap();
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        assert_eq!(
+            triggers(&log),
+            vec![
+                Trigger::Start,
+                Trigger::Settle,
+                Trigger::Change,
+                Trigger::Change,
+                Trigger::Settle
+            ]
+        );
+        let at: Vec<Instant> = log.lock().unwrap().iter().map(|x| x.1).collect();
+        assert_eq!(at[2], c);
+        assert_eq!(at[4] - at[3], Duration::from_secs(10));
+        stx.send(()).unwrap();
+        assert_eq!(h.await.unwrap(), LoopEnd::Stopped);
     }
 
     #[tokio::test(start_paused = true)]

@@ -90,6 +90,12 @@ pub enum Command {
         /// (debounced) and every --resync; Ctrl-C or SIGTERM stops.
         #[arg(long)]
         watch: bool,
+        /// Reconcile the specs under DIR as committed at this revision (HEAD,
+        /// main, origin/main, a tag or a commit id) instead of DIR's working
+        /// files: a commit is never half written. With --watch, a cycle runs
+        /// when the revision moves. DIR must be in a git work tree.
+        #[arg(long, value_name = "REF", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+        git_ref: Option<String>,
         /// Watch settings.
         #[command(flatten)]
         watch_args: WatchArgs,
@@ -307,6 +313,12 @@ pub struct WatchArgs {
     /// it is abandoned (a second signal abandons it at once).
     #[arg(long, default_value = "60s", value_parser = parse_duration, requires = "watch")]
     pub grace: std::time::Duration,
+    /// Deletes and replacements wait until DIR's files have been unchanged
+    /// this long, so a half-written file never destroys anything (creates
+    /// and updates do not wait; not needed with --git-ref, which reads
+    /// whole commits). Must be more than 0.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_settle, requires = "watch")]
+    pub settle: std::time::Duration,
 }
 
 /// Settings of `slicectl controller`.
@@ -320,6 +332,12 @@ pub struct ControllerArgs {
     /// mounted ConfigMap's `..data` swap is handled).
     #[arg(long, value_name = "PATH")]
     pub dir: Option<PathBuf>,
+    /// With --dir in a git work tree (a git-sync volume, say): read the
+    /// specs as committed at this revision instead of the working files,
+    /// and run a cycle when it moves (no settle period: a commit is never
+    /// half written).
+    #[arg(long, value_name = "REF", requires = "dir", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub git_ref: Option<String>,
     /// Namespace of the ConfigMap, the Lease and the status objects
     /// [default: $POD_NAMESPACE, else slicectl].
     #[arg(long, value_name = "NS")]
@@ -361,6 +379,11 @@ pub struct ControllerArgs {
     /// Debounce of the directory watcher (with --dir).
     #[arg(long, value_name = "DUR", default_value = "200ms", value_parser = parse_duration)]
     pub debounce: std::time::Duration,
+    /// With --dir: deletes and replacements wait until the directory's files
+    /// have been unchanged this long, so a half-written file never destroys
+    /// anything (creates and updates do not wait). Must be more than 0.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_settle)]
+    pub settle: std::time::Duration,
     /// After SIGTERM, how long the in-flight cycle may go on before it is
     /// abandoned.
     #[arg(long, value_name = "DUR", default_value = "60s", value_parser = parse_duration)]
@@ -403,6 +426,21 @@ pub struct Exec {
     /// Maximum replacements in flight.
     #[arg(long, default_value_t = 2)]
     pub max_replacements: usize,
+}
+
+/// A settle period: a duration, never 0 (working files can always be read
+/// half written; a commit needs no settle: `--git-ref`).
+fn parse_settle(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(
+            "the settle period cannot be 0: without it a half-written spec file can delete or replace slices. \
+             To act on changes at once, reconcile committed revisions with --git-ref (a commit is never half written), \
+             or give a short period such as 1s"
+                .to_string(),
+        );
+    }
+    Ok(d)
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {

@@ -24,7 +24,10 @@ use crate::controller::metrics::Metrics;
 use crate::controller::owner;
 use crate::controller::server::{self, Health};
 use crate::controller::sink::ControllerSink;
-use crate::cycle::{AnySource, ConfigMapSource, CycleState, DirSource, SpecSource, run_cycle};
+use crate::cycle::{
+    AnySource, ConfigMapSource, CycleState, DirSource, GitSource, SpecSource, run_cycle,
+};
+use crate::source::git::GitRef;
 use crate::status_object::StatusWriter;
 use crate::watch::{self, LOG_TARGET, LoopEnd, LoopOptions, Trigger};
 
@@ -92,13 +95,22 @@ pub(super) async fn run(
     let (mut signals, stop) =
         watch::forward_signals().context("cannot listen for SIGINT and SIGTERM")?;
     let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
-    let source = match &ctl.dir {
-        Some(dir) => {
+    let source = match (&ctl.dir, &ctl.git_ref) {
+        (Some(dir), Some(reference)) => {
+            let git = GitRef {
+                dir: dir.clone(),
+                reference: reference.clone(),
+            };
+            watch::watch_git(git.clone(), watch::GIT_POLL, tx)
+                .context("cannot start the revision watcher thread")?;
+            AnySource::Git(GitSource { git })
+        }
+        (Some(dir), None) => {
             watch::watch_dir(dir.clone(), ctl.debounce, tx)
                 .context("cannot start the directory watcher thread")?;
             AnySource::Dir(DirSource { dir: dir.clone() })
         }
-        None => {
+        (None, _) => {
             let name = ctl
                 .configmap
                 .clone()
@@ -180,13 +192,13 @@ pub(super) async fn run(
     if let Some(owner) = owner {
         writer = writer.with_owner(owner);
     }
-    let cycles = CycleState::new(super::converge_options(&safety, &exec), stop).with_capacity(
-        CapacityTracker::new(RetryPolicy {
+    let cycles = CycleState::new(super::converge_options(&safety, &exec), stop)
+        .with_settle(ctl.settle)
+        .with_capacity(CapacityTracker::new(RetryPolicy {
             cache_ttl: ctl.capacity_cache_ttl,
             initial: ctl.capacity_backoff,
             max: ctl.capacity_backoff_max,
-        }),
-    );
+        }));
     let sink = ControllerSink {
         printer: TerminalSink {
             wording: Wording::Controller(source.describe()),
@@ -254,7 +266,9 @@ struct Controller {
 }
 
 impl Controller {
-    async fn cycle(&mut self, trigger: Trigger) {
+    /// One cycle; when it held steps for a `--dir` source to settle, the
+    /// time to run the next.
+    async fn cycle(&mut self, trigger: Trigger) -> Option<tokio::time::Instant> {
         let Controller {
             source,
             sink,
@@ -262,5 +276,6 @@ impl Controller {
             state,
         } = self;
         run_cycle(state, source, connect, sink, trigger).await;
+        state.wake_at()
     }
 }

@@ -212,11 +212,22 @@ async fn run(cmd: Command) -> Result<u8> {
         Command::Reconcile {
             dir,
             watch,
+            git_ref,
             watch_args,
             conn,
             safety,
             exec,
-        } => watch::run(dir, watch.then_some(watch_args), conn, safety, exec.into()).await,
+        } => {
+            watch::run(
+                dir,
+                git_ref,
+                watch.then_some(watch_args),
+                conn,
+                safety,
+                exec.into(),
+            )
+            .await
+        }
         Command::Controller {
             ctl,
             conn,
@@ -415,7 +426,12 @@ fn print_report(report: &engine::Report, fleet: &Fleet, verb: &str) -> u8 {
             println!("  already gone (nothing to destroy): {addr}");
         }
         for r in &report.plan.refused {
-            println!("  refused: {}", r.message);
+            let what = if r.code == crate::plan::SETTLING {
+                "held"
+            } else {
+                "refused"
+            };
+            println!("  {what}: {}", r.message);
         }
     }
     if !report.not_ready.is_empty() {
@@ -525,15 +541,32 @@ fn plan_options(s: &Safety) -> PlanOptions {
     }
 }
 
-/// Prints each refusal on stderr (the plan text shows them too).
+/// Prints each refusal on stderr (the plan text shows them too). Steps
+/// held until the specs settle (watch mode) are not a rail's refusal: they
+/// are said apart, as a note.
 fn report_refusals(plan: &Plan) {
-    for r in &plan.refused {
+    let (held, refused): (Vec<_>, Vec<_>) = plan
+        .refused
+        .iter()
+        .partition(|r| r.code == crate::plan::SETTLING);
+    for r in &held {
+        eprintln!("held: {}", r.message);
+    }
+    if !held.is_empty() {
+        eprintln!(
+            "note: {} step(s) that destroy capacity wait until the specs settle; they are planned again when the settle period is over",
+            held.len()
+        );
+    }
+    for r in &refused {
         eprintln!("refused: {}", r.message);
     }
-    eprintln!(
-        "error: {} change(s) refused by a safety rail; everything else was planned normally",
-        plan.refused.len()
-    );
+    if !refused.is_empty() {
+        eprintln!(
+            "error: {} change(s) refused by a safety rail; everything else was planned normally",
+            refused.len()
+        );
+    }
 }
 
 fn color_stdout() -> bool {
@@ -564,9 +597,29 @@ struct Loaded {
 /// Loads and validates the spec directory; prints diagnostics and returns
 /// `None` when it is invalid.
 fn load(dir: &Path) -> Result<Option<Loaded>> {
-    let listing = source::list_dir(dir)
-        .map_err(anyhow::Error::new)
-        .with_context(|| format!("cannot read the specs under {}", ShownPath(dir)))?;
+    load_at(dir, None)
+}
+
+/// [`load`], from the revision `git_ref` of DIR when given
+/// ([`source::git`]).
+fn load_at(dir: &Path, git_ref: Option<&str>) -> Result<Option<Loaded>> {
+    let listing = match git_ref {
+        None => source::list_dir(dir),
+        Some(r) => source::git::read(&source::git::GitRef {
+            dir: dir.to_path_buf(),
+            reference: r.to_string(),
+        })
+        .map(|rev| {
+            eprintln!(
+                "reading the specs under {} as committed at {r} (commit {})",
+                ShownPath(dir),
+                rev.commit
+            );
+            rev.listing
+        }),
+    }
+    .map_err(anyhow::Error::new)
+    .with_context(|| format!("cannot read the specs under {}", ShownPath(dir)))?;
     report_skipped(&listing.skipped);
     let files = listing.files;
     match crate::spec::load(&files).map_err(LoadError::Invalid) {
@@ -599,7 +652,12 @@ fn load(dir: &Path) -> Result<Option<Loaded>> {
 /// changes" about a live state it never saw (a CI drift check on a wrong
 /// path would read that as "in sync").
 fn load_observable(dir: &Path) -> Result<Option<Loaded>> {
-    let Some(loaded) = load(dir)? else {
+    load_observable_at(dir, None)
+}
+
+/// [`load_observable`], from the revision `git_ref` of DIR when given.
+fn load_observable_at(dir: &Path, git_ref: Option<&str>) -> Result<Option<Loaded>> {
+    let Some(loaded) = load_at(dir, git_ref)? else {
         return Ok(None);
     };
     if loaded.fleet.targets.is_empty() {

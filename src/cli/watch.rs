@@ -1,5 +1,8 @@
-//! `slicectl reconcile DIR [--watch]`: one reconciliation, or the same in a
-//! loop driven by changes under DIR and a periodic resync ([`crate::watch`]).
+//! `slicectl reconcile DIR [--watch] [--git-ref REF]`: one reconciliation,
+//! or the same in a loop driven by changes under DIR (or moves of REF) and
+//! a periodic resync ([`crate::watch`]). In the loop, steps that destroy
+//! capacity wait until DIR's files have settled ([`crate::cycle::settle`]);
+//! a commit (`--git-ref`) is atomic and needs no settle.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,21 +12,23 @@ use anyhow::{Context, Result};
 use super::args::{Connection, Exec, Safety, WatchArgs};
 use super::cycle::{LoopConnect, TerminalSink, Wording};
 use super::{EXIT_ERROR, EXIT_OK, plan_options, reconcile};
-use crate::cycle::{CycleState, DirSource, run_cycle};
+use crate::cycle::{AnySource, CycleState, DirSource, GitSource, run_cycle};
 use crate::plan::PlanMode;
+use crate::source::git::GitRef;
 use crate::watch::{self, LOG_TARGET, LoopEnd, LoopOptions, Trigger};
 
 /// `reconcile DIR`: one cycle (`apply --auto-approve`); with `watch`, the
 /// loop.
 pub(super) async fn run(
     dir: PathBuf,
+    git_ref: Option<String>,
     watch: Option<WatchArgs>,
     conn: Connection,
     safety: Safety,
     exec: Exec,
 ) -> Result<u8> {
     let Some(w) = watch else {
-        let Some(loaded) = super::load_observable(&dir)? else {
+        let Some(loaded) = super::load_observable_at(&dir, git_ref.as_deref())? else {
             return Ok(EXIT_ERROR);
         };
         return reconcile(
@@ -38,18 +43,42 @@ pub(super) async fn run(
     let (signals, stop) =
         watch::forward_signals().context("cannot listen for SIGINT and SIGTERM")?;
     let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
-    watch::watch_dir(dir.clone(), w.debounce, tx)
-        .context("cannot start the directory watcher thread")?;
-    tracing::info!(
-        target: LOG_TARGET,
-        dir = %dir.display(),
-        debounce_ms = w.debounce.as_millis(),
-        resync_secs = w.resync.as_secs(),
-        "watching the spec directory"
-    );
-    let state = CycleState::new(super::converge_options(&safety, &exec), stop);
+    let source = match git_ref {
+        Some(reference) => {
+            let git = GitRef {
+                dir: dir.clone(),
+                reference,
+            };
+            watch::watch_git(git.clone(), watch::GIT_POLL, tx)
+                .context("cannot start the revision watcher thread")?;
+            tracing::info!(
+                target: LOG_TARGET,
+                dir = %dir.display(),
+                reference = %git.reference,
+                poll_ms = watch::GIT_POLL.as_millis(),
+                resync_secs = w.resync.as_secs(),
+                "watching the revision of the spec directory (its committed files, not its working files)"
+            );
+            AnySource::Git(GitSource { git })
+        }
+        None => {
+            watch::watch_dir(dir.clone(), w.debounce, tx)
+                .context("cannot start the directory watcher thread")?;
+            tracing::info!(
+                target: LOG_TARGET,
+                dir = %dir.display(),
+                debounce_ms = w.debounce.as_millis(),
+                resync_secs = w.resync.as_secs(),
+                settle_secs = w.settle.as_secs_f64(),
+                "watching the spec directory"
+            );
+            AnySource::Dir(DirSource { dir: dir.clone() })
+        }
+    };
+    let state =
+        CycleState::new(super::converge_options(&safety, &exec), stop).with_settle(w.settle);
     let state = Arc::new(tokio::sync::Mutex::new(Watcher {
-        source: DirSource { dir: dir.clone() },
+        source,
         sink: TerminalSink {
             wording: Wording::Watch(dir),
         },
@@ -84,14 +113,16 @@ pub(super) async fn run(
 /// The loop's wiring: the directory, the printer and the connection, and
 /// what the library cycle keeps between cycles.
 struct Watcher {
-    source: DirSource,
+    source: AnySource,
     sink: TerminalSink,
     connect: LoopConnect,
     state: CycleState,
 }
 
 impl Watcher {
-    async fn cycle(&mut self, trigger: Trigger) {
+    /// One cycle; when it held steps for the source to settle, the time to
+    /// run the next.
+    async fn cycle(&mut self, trigger: Trigger) -> Option<tokio::time::Instant> {
         let Watcher {
             source,
             sink,
@@ -99,5 +130,6 @@ impl Watcher {
             state,
         } = self;
         run_cycle(state, source, connect, sink, trigger).await;
+        state.wake_at()
     }
 }

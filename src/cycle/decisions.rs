@@ -49,6 +49,19 @@ pub(super) fn refused(fleet: &Fleet, r: &Refusal) {
     );
 }
 
+/// Steps that destroy capacity held until the source settles.
+pub(super) fn settling(source: &str, steps: usize, reason: &str) {
+    tracing::info!(
+        target: LOG_TARGET,
+        decision = "held",
+        code = super::SETTLING,
+        source,
+        steps,
+        reason,
+        "steps held: the spec source is settling"
+    );
+}
+
 /// The whole cycle refused (nothing planned, nothing pruned), by `code`.
 pub(super) fn refused_cycle(code: &str, source: &str, reason: &str) {
     tracing::warn!(

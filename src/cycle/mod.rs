@@ -1,7 +1,9 @@
 //! One reconcile cycle, in the library: read the specs from a
 //! [`SpecSource`], resolve them against their last good versions, refuse an
 //! empty or missing source, hold slices back for unavailable capacity,
-//! observe, plan and apply through [`crate::engine::reconcile_with`], and
+//! hold steps that destroy capacity until working files settle
+//! ([`settle`]), observe, plan and apply through
+//! [`crate::engine::reconcile_with`], and
 //! hand a typed [`CycleOutcome`] (with a stable code) to a [`CycleSink`].
 //! `reconcile --watch` and `controller` both run [`run_cycle`]; they only
 //! choose the source, the connection and the sink.
@@ -13,6 +15,7 @@
 mod capacity;
 mod decisions;
 pub mod outcome;
+pub mod settle;
 pub mod sink;
 pub mod source;
 #[cfg(test)]
@@ -41,8 +44,9 @@ pub use outcome::{
     CapacityNote, CycleEnd, CycleOutcome, HeldSlice, PRUNING_SUSPENDED, empty_message,
     missing_message, pruning_message,
 };
+pub use settle::{SETTLING, Settle};
 pub use sink::CycleSink;
-pub use source::{AnySource, ConfigMapSource, DirSource, SpecSource};
+pub use source::{AnySource, ConfigMapSource, DirSource, GitSource, SpecSource};
 
 /// The cloud for a cycle's fleet: a long-running command connects on its
 /// first valid fleet and serves every later one.
@@ -61,6 +65,7 @@ pub struct CycleState {
     last_good: LastGood,
     last_fleet: Fleet,
     capacity: Option<CapacityTracker>,
+    settle: Option<Settle>,
     stop: Arc<AtomicBool>,
 }
 
@@ -73,8 +78,23 @@ impl CycleState {
             last_good: LastGood::new(),
             last_fleet: Fleet::default(),
             capacity: None,
+            settle: None,
             stop,
         }
+    }
+
+    /// Holds the steps that destroy capacity until a source that can be
+    /// read half written ([`SpecSource::settles`]) has been unchanged for
+    /// `period` ([`settle`]).
+    pub fn with_settle(mut self, period: Duration) -> CycleState {
+        self.settle = Some(Settle::new(period));
+        self
+    }
+
+    /// When the loop must run the next cycle: the end of the settle period
+    /// of the steps the last cycle held, if it held any.
+    pub fn wake_at(&self) -> Option<tokio::time::Instant> {
+        self.settle.as_ref().and_then(Settle::wake_at)
     }
 
     /// Holds slices back while their capacity is unavailable (the
@@ -145,7 +165,7 @@ fn log_finished(trigger: Trigger, outcome: &CycleOutcome, elapsed: Duration) {
     let duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
     let trigger = trigger.as_str();
     let code = outcome.code();
-    if outcome.converged() {
+    if outcome.converged() || matches!(outcome, CycleOutcome::Settling(_)) {
         tracing::info!(target: LOG_TARGET, trigger, duration_ms, outcome = code, "cycle finished");
     } else {
         tracing::warn!(target: LOG_TARGET, trigger, duration_ms, outcome = code, "cycle finished");
@@ -164,10 +184,14 @@ impl CycleState {
         K: CycleSink,
     {
         let where_ = source.describe();
-        let files = match source.read() {
+        let (files, stamp) = match source.read() {
             Ok(Some(listing)) => {
                 sink.skipped(&listing.skipped);
-                listing.files
+                // Settle: this read starts or continues the period.
+                if let Some(s) = self.settle.as_mut().filter(|_| source.settles()) {
+                    s.read(&listing.stamp, tokio::time::Instant::now());
+                }
+                (listing.files, listing.stamp)
             }
             Ok(None) => {
                 decisions::refused_cycle("source_missing", &where_, &missing_message(&where_));
@@ -201,6 +225,9 @@ impl CycleState {
             Err(e) => return (CycleOutcome::ConnectFailed(e), invalid, None),
         };
 
+        let settle = self.settle.as_mut().filter(|_| source.settles());
+        let mut settling: Option<(String, usize)> = None;
+
         // Capacity holds: slices not retried while backing off, and pools
         // the plan finds in an error state after a stockout.
         let now = tokio::time::Instant::now();
@@ -213,6 +240,21 @@ impl CycleState {
             if let Some(t) = capacity.as_mut() {
                 (left_out_actions, found_in_plan) =
                     hold_for_capacity(p, fleet, t, &mut holds, now, wall);
+            }
+            // Steps that destroy capacity wait for the source to settle,
+            // judged now, just before approval, from the source read again.
+            if let Some(s) = settle
+                && p.actions.iter().any(settle::destroys_capacity)
+            {
+                let at = tokio::time::Instant::now();
+                let again = source.restamp();
+                let verdict = s.judge(&stamp, again.as_ref(), at);
+                if let settle::Verdict::Settling { until, .. } = verdict {
+                    let why = settle::message(&where_, s.period(), &verdict, at);
+                    let n = settle::hold(p, &why);
+                    s.held_until(until);
+                    settling = Some((why, n));
+                }
             }
         };
         // While a file that never was valid is left out, nothing is pruned.
@@ -233,6 +275,9 @@ impl CycleState {
         let held = capacity::held_slices(holds, &left_out_actions);
         for h in &held {
             decisions::held(fleet, h);
+        }
+        if let Some((why, n)) = &settling {
+            decisions::settling(&where_, *n, why);
         }
         let mut note = CapacityNote {
             held,
@@ -280,7 +325,7 @@ impl CycleState {
             };
             return (outcome, invalid, Some(note));
         }
-        for r in &report.plan.refused {
+        for r in report.plan.refused.iter().filter(|r| r.code != SETTLING) {
             decisions::refused(fleet, r);
         }
         let outcome = CycleOutcome::of_report(report, !note.held.is_empty());

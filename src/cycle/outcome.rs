@@ -57,6 +57,11 @@ pub enum CycleOutcome {
     /// `refused`: a safety rail refused some changes (the rest were planned
     /// and applied).
     Refused(Box<Report>),
+    /// `settling`: the steps that destroy capacity wait until the spec
+    /// source has been unchanged for the settle period (refusals with the
+    /// code `settling`); everything else was applied and converged, and
+    /// the loop plans again when the period is over.
+    Settling(Box<Report>),
     /// `failed`: a step failed, or was skipped or not run.
     Failed(Box<Report>),
     /// `unobserved`: some Targets could not be observed and got no action;
@@ -79,6 +84,7 @@ impl CycleOutcome {
             CycleOutcome::Applied(_) => "applied",
             CycleOutcome::CapacityHeld(_) => "capacity_held",
             CycleOutcome::Refused(_) => "refused",
+            CycleOutcome::Settling(_) => super::settle::SETTLING,
             CycleOutcome::Failed(_) => "failed",
             CycleOutcome::Unobserved(_) => "unobserved",
         }
@@ -98,6 +104,7 @@ impl CycleOutcome {
             | CycleOutcome::Applied(report)
             | CycleOutcome::CapacityHeld(report)
             | CycleOutcome::Refused(report)
+            | CycleOutcome::Settling(report)
             | CycleOutcome::Failed(report)
             | CycleOutcome::Unobserved(report) => Some(report),
             _ => None,
@@ -107,11 +114,26 @@ impl CycleOutcome {
     /// The outcome of a planned cycle from its report: `capacity_held` when
     /// slices were held and everything else converged; else `no_changes` /
     /// `applied` when it converged, `refused` when a rail refused something,
-    /// `unobserved` when only Targets that could not be observed are left,
-    /// `failed` otherwise.
+    /// `settling` when the only refusals are steps waiting for the source
+    /// to settle and nothing else is left, `unobserved` when only Targets
+    /// that could not be observed are left, `failed` otherwise.
     pub fn of_report(report: Report, holds: bool) -> CycleOutcome {
         let report = Box::new(report);
-        if report.success() {
+        let settling_only = !report.plan.refused.is_empty()
+            && report
+                .plan
+                .refused
+                .iter()
+                .all(|r| r.code == super::settle::SETTLING)
+            && report
+                .apply
+                .as_ref()
+                .is_none_or(crate::apply::ApplyReport::success)
+            && report.not_ready.is_empty()
+            && !report.plan.left_unobserved();
+        if settling_only && !holds {
+            CycleOutcome::Settling(report)
+        } else if report.success() {
             if holds {
                 CycleOutcome::CapacityHeld(report)
             } else if report.outcome == crate::engine::Outcome::NoChanges {
@@ -125,6 +147,8 @@ impl CycleOutcome {
             .apply
             .as_ref()
             .is_none_or(crate::apply::ApplyReport::success)
+            && report.not_ready.is_empty()
+            && report.plan.left_unobserved()
         {
             CycleOutcome::Unobserved(report)
         } else {

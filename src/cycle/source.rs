@@ -6,6 +6,8 @@
 use std::path::PathBuf;
 
 use crate::controller::configmap::Snapshot;
+use crate::source::git::GitRef;
+use crate::source::stamp::Stamp;
 use crate::source::{Listing, SourceError};
 use crate::spec::ShownPath;
 
@@ -16,6 +18,18 @@ pub trait SpecSource {
     /// The spec files now, and the entries skipped; `Ok(None)` when the
     /// source does not exist (nothing is planned or pruned then).
     fn read(&self) -> Result<Option<Listing>, SourceError>;
+    /// Whether a read can see the source half written (working files), so
+    /// that steps destroying capacity wait for it to settle
+    /// ([`crate::cycle::settle`]). A ConfigMap (one object, written whole)
+    /// and a git commit are atomic: they do not.
+    fn settles(&self) -> bool {
+        false
+    }
+    /// The source stamped again (read again), `None` when it cannot be
+    /// read now.
+    fn restamp(&self) -> Option<Stamp> {
+        self.read().ok().flatten().map(|l| l.stamp)
+    }
 }
 
 /// A spec directory.
@@ -33,6 +47,42 @@ impl SpecSource for DirSource {
     fn read(&self) -> Result<Option<Listing>, SourceError> {
         match crate::source::list_dir(&self.dir) {
             Ok(f) => Ok(Some(f)),
+            Err(SourceError::Missing { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn settles(&self) -> bool {
+        true
+    }
+}
+
+/// A spec directory read from a committed revision (`--git-ref`): atomic
+/// by construction ([`crate::source::git`]).
+#[derive(Debug, Clone)]
+pub struct GitSource {
+    /// The directory and the revision.
+    pub git: GitRef,
+}
+
+impl SpecSource for GitSource {
+    fn describe(&self) -> String {
+        format!("{} at {}", ShownPath(&self.git.dir), self.git.reference)
+    }
+
+    fn read(&self) -> Result<Option<Listing>, SourceError> {
+        match crate::source::git::read(&self.git) {
+            Ok(rev) => {
+                tracing::debug!(
+                    target: crate::watch::LOG_TARGET,
+                    dir = %ShownPath(&self.git.dir),
+                    reference = %self.git.reference,
+                    commit = %rev.commit,
+                    files = rev.listing.files.len(),
+                    "read the specs from a commit"
+                );
+                Ok(Some(rev.listing))
+            }
             Err(SourceError::Missing { .. }) => Ok(None),
             Err(e) => Err(e),
         }
@@ -63,11 +113,14 @@ impl SpecSource for ConfigMapSource {
     }
 }
 
-/// The controller's source: a mounted directory (`--dir`) or a ConfigMap.
+/// The controller's source: a mounted directory (`--dir`) or a ConfigMap;
+/// `reconcile --watch`'s: a directory, or its committed revision.
 #[derive(Debug, Clone)]
 pub enum AnySource {
     /// `--dir`.
     Dir(DirSource),
+    /// `--git-ref`.
+    Git(GitSource),
     /// `--configmap`.
     ConfigMap(ConfigMapSource),
 }
@@ -76,13 +129,23 @@ impl SpecSource for AnySource {
     fn describe(&self) -> String {
         match self {
             AnySource::Dir(s) => s.describe(),
+            AnySource::Git(s) => s.describe(),
             AnySource::ConfigMap(s) => s.describe(),
+        }
+    }
+
+    fn settles(&self) -> bool {
+        match self {
+            AnySource::Dir(s) => s.settles(),
+            AnySource::Git(s) => s.settles(),
+            AnySource::ConfigMap(s) => s.settles(),
         }
     }
 
     fn read(&self) -> Result<Option<Listing>, SourceError> {
         match self {
             AnySource::Dir(s) => s.read(),
+            AnySource::Git(s) => s.read(),
             AnySource::ConfigMap(s) => s.read(),
         }
     }

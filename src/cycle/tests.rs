@@ -578,3 +578,84 @@ async fn a_near_miss_in_the_directory_is_reported_skipped() {
         .collect();
     assert_eq!(names, ["b.yaml.bak"]);
 }
+
+/// The settle period through the cycle (paused time): the first read's
+/// creates go ahead; a removal is held (`settling`, a refusal with the code
+/// and the time to plan again) while a create in the same change goes
+/// ahead; held again before the period is over; pruned at its end. A
+/// ConfigMap (atomic) is not held.
+#[tokio::test(start_paused = true)]
+async fn a_removal_waits_for_the_settle_period_and_creates_do_not() {
+    let fake = FakeCloud::new();
+    let specs = Specs::new(&[
+        ("t.yaml", TARGET),
+        ("a.yaml", &slice("a", "")),
+        ("b.yaml", &slice("b", "")),
+    ]);
+    let period = Duration::from_secs(10);
+    let (mut st, mut sink) = (state().with_settle(period), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "applied", "creates do not wait, even at start");
+    assert_eq!(fake.pools(&cluster()).len(), 2);
+    assert_eq!(st.wake_at(), None);
+
+    tokio::time::advance(Duration::from_secs(60)).await;
+    specs.set(&[
+        ("t.yaml", TARGET),
+        ("a.yaml", &slice("a", "")),
+        ("c.yaml", &slice("c", "")),
+    ]);
+    let changed = tokio::time::Instant::now();
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "settling", "{o:?}");
+    let r = o.report().unwrap();
+    assert_eq!(r.plan.refused.len(), 1, "{:?}", r.plan.refused);
+    assert_eq!(r.plan.refused[0].code, SETTLING);
+    assert_eq!(r.plan.refused[0].slice, "b");
+    assert_eq!(r.plan.refused[0].action, ActionKind::Delete);
+    assert!(
+        r.plan.refused[0].message.contains("settle period (10s)"),
+        "{}",
+        r.plan.refused[0].message
+    );
+    let mut pools: Vec<String> = fake.pools(&cluster()).into_iter().map(|p| p.name).collect();
+    pools.sort();
+    assert_eq!(pools, ["a-0", "b-0", "c-0"], "c created, b kept");
+    assert_eq!(st.wake_at(), Some(changed + period));
+
+    // Before the period is over: held again.
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "settling");
+    assert_eq!(fake.pools(&cluster()).len(), 3);
+    assert_eq!(st.wake_at(), Some(changed + period));
+
+    // At its end: pruned.
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "applied", "{o:?}");
+    assert_eq!(fake.pools(&cluster()).len(), 2);
+    assert_eq!(st.wake_at(), None);
+
+    // A ConfigMap is written whole: its removal is not held.
+    let data = |names: &[&str]| -> BTreeMap<String, Vec<u8>> {
+        let mut d: BTreeMap<String, Vec<u8>> =
+            [("t.yaml".to_string(), TARGET.as_bytes().to_vec())].into();
+        for n in names {
+            d.insert(format!("{n}.yaml"), slice(n, "").into_bytes());
+        }
+        d
+    };
+    let (tx, rx) = tokio::sync::watch::channel(Some(Snapshot::Data(data(&["a", "c"]))));
+    let src = ConfigMapSource {
+        name: "specs".into(),
+        latest: rx,
+    };
+    let o = cycle(&mut st, &src, &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "no_changes", "{o:?}");
+    tx.send(Some(Snapshot::Data(data(&["a"])))).unwrap();
+    let o = cycle(&mut st, &src, &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "applied", "{o:?}");
+    assert_eq!(fake.pools(&cluster()).len(), 1);
+}

@@ -199,7 +199,18 @@ pub fn render(plan: &Plan, color: bool) -> String {
         out.push('\n');
     }
     if plan.actions.is_empty() {
-        let msg = if !plan.refused.is_empty() {
+        let msg = if !plan.refused.is_empty()
+            && plan.refused.iter().all(|r| r.code == super::SETTLING)
+            && !plan.left_unobserved()
+        {
+            p.paint(
+                yellow().bold(),
+                &format!(
+                    "Nothing to do now: {} step(s) wait until the specs settle.",
+                    plan.refused.len()
+                ),
+            )
+        } else if !plan.refused.is_empty() {
             p.paint(
                 red().bold(),
                 &format!(
@@ -293,9 +304,37 @@ fn render_unobserved(out: &mut String, p: &Painter, plan: &Plan) {
     out.push('\n');
 }
 
-/// Refused changes, first: they are what a reviewer must act on.
+/// Refused changes, first: they are what a reviewer must act on. Steps
+/// held until the specs settle ([`super::SETTLING`]) are apart: they run
+/// later by themselves.
 fn render_refusals(out: &mut String, p: &Painter, plan: &Plan) {
-    if plan.refused.is_empty() {
+    let (settling, refused): (Vec<&super::Refusal>, Vec<&super::Refusal>) =
+        plan.refused.iter().partition(|r| r.code == super::SETTLING);
+    if !settling.is_empty() {
+        let _ = writeln!(
+            out,
+            "{}",
+            p.paint(
+                yellow().bold(),
+                "Held until the specs settle (planned again when the settle period is over; the rest of the plan goes ahead):"
+            )
+        );
+        for r in &settling {
+            let _ = writeln!(
+                out,
+                "  {} {} {} {:?} in {} [{}]\n      {}",
+                p.paint(yellow(), "~"),
+                r.action.as_str(),
+                r.kind,
+                r.name,
+                r.scope,
+                r.code,
+                r.message
+            );
+        }
+        out.push('\n');
+    }
+    if refused.is_empty() {
         return;
     }
     let _ = writeln!(
@@ -306,7 +345,7 @@ fn render_refusals(out: &mut String, p: &Painter, plan: &Plan) {
             "Refused changes (never applied; the rest of the plan goes ahead):"
         )
     );
-    for r in &plan.refused {
+    for r in refused {
         let _ = writeln!(
             out,
             "  {} {} {} {:?} in {} [{}]\n      {}",

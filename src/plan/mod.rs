@@ -35,6 +35,10 @@ use ownership::Ownership;
 pub use reason::Reason;
 pub use view::{Refusal, Rename, Unmanaged};
 
+/// The refusal code of a step held until the spec source settles (watch
+/// mode and the controller's `--dir` mode: `crate::cycle::settle`).
+pub const SETTLING: &str = "settling";
+
 /// Version of the plan JSON format (`plan --output json`, `plan --out`).
 pub const FORMAT_VERSION: u32 = 1;
 

@@ -96,7 +96,9 @@ pub struct Refusal {
     /// Stable short code: `protected` (preventDestroy), `protected_live`
     /// (the live stamp still protects it; this apply lifts it),
     /// `name_taken` (a resource slicectl does not own has the name),
-    /// `held_back` (another resource of the same slice replica is refused).
+    /// `held_back` (another resource of the same slice replica is refused),
+    /// `settling` (watch mode: held until the spec source has been
+    /// unchanged for the settle period; planned again then).
     pub code: String,
     /// Why, and what to do.
     pub message: String,

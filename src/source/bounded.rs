@@ -64,6 +64,15 @@ pub(crate) fn kind_of(t: std::fs::FileType) -> &'static str {
 
 /// The bytes of the regular file at `path`, at most `limit` of them.
 pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, BoundedReadError> {
+    read_regular_with_meta(path, limit).map(|(bytes, _)| bytes)
+}
+
+/// [`read_regular`], with the metadata of the descriptor that was read
+/// (its size and times are the file's as read, not a later rename's).
+pub fn read_regular_with_meta(
+    path: &Path,
+    limit: u64,
+) -> Result<(Vec<u8>, std::fs::Metadata), BoundedReadError> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -86,7 +95,7 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, BoundedReadError
     if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limit {
         return Err(BoundedReadError::TooLarge { limit });
     }
-    Ok(bytes)
+    Ok((bytes, meta))
 }
 
 #[cfg(test)]

@@ -30,8 +30,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::SourceError;
-use super::bounded::{BoundedReadError, read_regular};
+use super::bounded::{BoundedReadError, read_regular_with_meta};
 use super::entries::{Entry, Listing, Skipped, classify};
+use super::stamp::Stamper;
 use crate::spec::{MAX_FILE_BYTES, SourceFile};
 
 /// The symlink through which a mounted ConfigMap (Kubernetes' atomic writer)
@@ -143,10 +144,12 @@ fn read_once(
     let result = walk(dir, dir, &mut w).and_then(|()| {
         w.files.sort_by(|a, b| a.shown.cmp(&b.shown));
         let mut files = Vec::with_capacity(w.files.len());
+        let mut stamp = Stamper::new();
         for found in &w.files {
-            let text = read_text(&found.real, &found.shown)?;
+            let (text, meta) = read_text(&found.real, &found.shown)?;
             let shown = display_path(&found.shown, cwd);
             tracing::trace!(path = %shown.display(), bytes = text.len(), "read spec file");
+            stamp.file(&shown, &text, Some(&meta));
             after_file(&shown);
             files.push(SourceFile { path: shown, text });
         }
@@ -158,7 +161,11 @@ fn read_once(
             })
             .collect();
         skipped.sort();
-        Ok(Listing { files, skipped })
+        Ok(Listing {
+            files,
+            skipped,
+            stamp: stamp.finish(),
+        })
     });
     // Checked even after an error: Kubernetes deletes the old version's
     // directory once `..data` has moved, which a read of it sees as missing
@@ -270,10 +277,10 @@ fn special_kind(path: &Path, meta: &fs::Metadata) -> String {
     }
 }
 
-/// Reads `path`; errors name `shown`.
-fn read_text(path: &Path, shown: &Path) -> Result<String, SourceError> {
+/// Reads `path`, with the metadata of what was read; errors name `shown`.
+fn read_text(path: &Path, shown: &Path) -> Result<(String, fs::Metadata), SourceError> {
     let limit = u64::try_from(MAX_FILE_BYTES).unwrap_or(u64::MAX);
-    let bytes = read_regular(path, limit).map_err(|e| match e {
+    let (bytes, meta) = read_regular_with_meta(path, limit).map_err(|e| match e {
         BoundedReadError::NotFound => SourceError::Unreadable {
             path: shown.to_path_buf(),
             source: std::io::ErrorKind::NotFound.into(),
@@ -292,14 +299,15 @@ fn read_text(path: &Path, shown: &Path) -> Result<String, SourceError> {
             kind: kind.to_string(),
         },
     })?;
-    String::from_utf8(bytes).map_err(|e| SourceError::NotUtf8 {
+    let text = String::from_utf8(bytes).map_err(|e| SourceError::NotUtf8 {
         path: shown.to_path_buf(),
         offset: e.utf8_error().valid_up_to(),
-    })
+    })?;
+    Ok((text, meta))
 }
 
 /// `path` relative to `cwd` when it lies under it.
-fn display_path(path: &Path, cwd: Option<&Path>) -> PathBuf {
+pub(crate) fn display_path(path: &Path, cwd: Option<&Path>) -> PathBuf {
     if path.is_absolute()
         && let Some(cwd) = cwd
         && let Ok(rel) = path.strip_prefix(cwd)

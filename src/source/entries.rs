@@ -151,6 +151,9 @@ pub struct Listing {
     pub files: Vec<crate::spec::SourceFile>,
     /// The entries not read, sorted by path.
     pub skipped: Vec<Skipped>,
+    /// What this read saw, to tell it from another read
+    /// ([`super::stamp`]); empty for sources that do not stamp.
+    pub stamp: super::stamp::Stamp,
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@
 pub mod bounded;
 pub mod dir;
 pub mod entries;
+pub mod git;
 pub mod last_good;
+pub mod stamp;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -78,6 +80,15 @@ pub enum SourceError {
         path: PathBuf,
         /// Read attempts made.
         attempts: usize,
+    },
+    /// `--git-ref`: the repository, the revision or DIR in its tree could
+    /// not be read; the message says which and what to do.
+    #[error("{} {message}", ShownPath(.path))]
+    Git {
+        /// The spec directory (or the entry of the tree).
+        path: PathBuf,
+        /// What went wrong, and what to do.
+        message: String,
     },
     /// A file is larger than [`spec::MAX_FILE_BYTES`].
     #[error("{} is larger than {limit} bytes (4 MiB); split it into several files", ShownPath(.path))]

@@ -47,6 +47,9 @@ pub mod reason {
     /// nothing is done to the slice until it can be. Stalled: it needs a
     /// person (or the cluster back); the other Targets go on.
     pub const TARGET_UNREACHABLE: &str = "TargetUnreachable";
+    /// Reconciling: a delete or replacement waits until the spec source
+    /// has been unchanged for the settle period (`--settle`).
+    pub const SETTLING: &str = "Settling";
     /// Ready=Unknown, Reconciling: the slice's resources are there, but its
     /// Nodes were not read (its cluster's Kubernetes API is deferred: under
     /// `--sim`, or no Google token for a GKE cluster's API), so whether a
@@ -678,6 +681,9 @@ fn verdict(
     let sr = r.slices.iter().find(|s| s.slice == name);
     if let Some(rf) = sr.and_then(|s| s.refused.first()) {
         let more = sr.map(|s| s.refused.len()).unwrap_or(1) - 1;
+        if sr.is_some_and(|s| s.refused.iter().all(|x| x.code == crate::cycle::SETTLING)) {
+            return Verdict::Reconciling(reason::SETTLING, format!("[{}] {}", rf.code, rf.message));
+        }
         let tail = if more > 0 {
             format!(" (and {more} more refused)")
         } else {

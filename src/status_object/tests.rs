@@ -988,3 +988,54 @@ async fn a_slice_gone_from_the_specs_of_an_unobserved_target_keeps_its_object() 
         "{m}"
     );
 }
+
+/// A delete held until the spec files settle (watch mode, `--dir`): the
+/// slice is Reconciling with the reason `Settling` (it goes ahead by
+/// itself), not Stalled as a rail's refusal is.
+#[tokio::test]
+async fn a_delete_held_until_the_specs_settle_is_reconciling() {
+    let fake = FakeCloud::new();
+    let f = fleet();
+    let _ = cycle(&fake, &f, Approval::Auto).await;
+    let one = crate::spec::load(&[SourceFile {
+        path: "f.yaml".into(),
+        text: "apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata: {name: t}
+spec: {project: unit-project, zone: us-central1-b, ownerId: unit, gke: {location: us-central1, name: c}}
+---
+apiVersion: slicectl.dev/v1alpha1
+kind: Slice
+metadata: {name: a}
+spec: {target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1, replicas: 1}
+"
+        .into(),
+    }])
+    .unwrap();
+    let r = crate::engine::reconcile_with(
+        &one,
+        &fake.cloud(),
+        &opts(),
+        |p| {
+            assert_eq!(crate::cycle::settle::hold(p, "the files just changed"), 1);
+        },
+        |_| Approval::Auto,
+        Arc::new(Quiet),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.plan.refused.len(), 1);
+    let set = statuses(&one, &r);
+    let o = only(&set);
+    assert_eq!(
+        conds(o),
+        ["Ready=False/Settling", "Reconciling=True/Settling"],
+        "{:#?}",
+        o.status.conditions
+    );
+    assert!(
+        o.status.conditions[1].message.contains("[settling]"),
+        "{}",
+        o.status.conditions[1].message
+    );
+}

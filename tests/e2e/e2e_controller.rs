@@ -51,7 +51,14 @@ impl Replica {
         name: &'static str,
         more: &[&str],
     ) -> Replica {
-        let mut args = vec!["--dir", dir.to_str().unwrap(), "--debounce", "100ms"];
+        let mut args = vec![
+            "--dir",
+            dir.to_str().unwrap(),
+            "--debounce",
+            "100ms",
+            "--settle",
+            "1s",
+        ];
         args.extend_from_slice(more);
         Replica::start_with(sim, ns, name, &args)
     }
@@ -726,6 +733,13 @@ async fn controller_follows_a_mounted_configmap_through_the_kubelets_swaps() {
     .await;
     wait_deleted(&ns, "b", &r);
     assert_eq!(deletes(&sim), 1, "{}", r.text());
+    // The delete waited for the files to settle (`--settle 1s`), then ran
+    // in the cycle at the end of the period.
+    assert!(
+        r.stderr().contains("outcome=\"settling\"") && r.stderr().contains("trigger=\"settle\""),
+        "{}",
+        r.text()
+    );
     wait_for("the swap seen by the watcher", 30, &[&r], || async {
         change_cycles(&r) > seen
     })
@@ -778,6 +792,57 @@ async fn controller_follows_a_mounted_configmap_through_the_kubelets_swaps() {
             "target.yaml"
         ]
     );
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// `--dir` in a git work tree with `--git-ref HEAD` (a git-sync volume,
+/// say): the committed revision is reconciled, a working file nobody
+/// committed is never read, a commit is applied when HEAD moves, and a
+/// committed removal is pruned in the cycle that sees it (a commit needs
+/// no settle period).
+#[tokio::test(flavor = "multi_thread")]
+async fn controller_reconciles_the_committed_revision_of_a_git_work_tree() {
+    use crate::e2e_settle::git;
+    let client = client().await;
+    apply_crd();
+    let ns = namespace(&client, "gitref").await;
+    let sim = sim(Duration::from_millis(100), 6, FaultConfig::default()).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path();
+    let specs = repo.join("specs");
+    std::fs::create_dir(&specs).unwrap();
+    std::fs::write(specs.join("target.yaml"), TARGET).unwrap();
+    std::fs::write(specs.join("a.yaml"), team("a", "one")).unwrap();
+    git(repo, &["init", "-q"]);
+    git(repo, &["add", "."]);
+    git(repo, &["commit", "-q", "-m", "a"]);
+    let r = Replica::start_dir(&sim, &ns, &specs, "gitref", &["--git-ref", "HEAD"]);
+    wait_for("a", 60, &[&r], || async {
+        pool_names(&sim).await == ["a-0"]
+    })
+    .await;
+    wait_converged(&ns, &["a"], &r).await;
+
+    // b written but not committed: never read.
+    std::fs::write(specs.join("b.yaml"), team("b", "one")).unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(pool_names(&sim).await, ["a-0"], "{}", r.text());
+    // Committed: created.
+    git(repo, &["add", "."]);
+    git(repo, &["commit", "-q", "-m", "b"]);
+    wait_for("b created", 60, &[&r], || async {
+        pool_names(&sim).await == ["a-0", "b-0"]
+    })
+    .await;
+    // A committed removal: pruned without a settle period.
+    git(repo, &["rm", "-q", "specs/b.yaml"]);
+    git(repo, &["commit", "-q", "-m", "no b"]);
+    wait_for("b deleted", 60, &[&r], || async {
+        pool_names(&sim).await == ["a-0"]
+    })
+    .await;
+    assert_eq!(deletes(&sim), 1, "{}", r.text());
+    assert!(!r.stderr().contains("outcome=\"settling\""), "{}", r.text());
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
 

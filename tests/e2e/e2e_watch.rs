@@ -10,19 +10,19 @@ use std::time::Duration;
 use common::*;
 use slicectl_sim::{FaultConfig, SimHandle};
 
-struct Watch {
-    child: tokio::process::Child,
+pub(crate) struct Watch {
+    pub(crate) child: tokio::process::Child,
     stdout: Arc<Mutex<String>>,
     stderr: Arc<Mutex<String>>,
 }
 
 impl Watch {
-    fn start(sim: &SimHandle, dir: &Path) -> Watch {
+    pub(crate) fn start(sim: &SimHandle, dir: &Path) -> Watch {
         Watch::start_with(sim, dir, &[])
     }
 
     /// [`Watch::start`] with more arguments (e.g. a short `--resync`).
-    fn start_with(sim: &SimHandle, dir: &Path, more: &[&str]) -> Watch {
+    pub(crate) fn start_with(sim: &SimHandle, dir: &Path, more: &[&str]) -> Watch {
         let Piped {
             child,
             stdout,
@@ -50,11 +50,11 @@ impl Watch {
         }
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         format!(
             "--- stdout\n{}\n--- stderr\n{}",
             self.stdout.lock().unwrap(),
@@ -63,12 +63,12 @@ impl Watch {
     }
 
     /// Cycles finished so far.
-    fn cycles(&self) -> usize {
+    pub(crate) fn cycles(&self) -> usize {
         self.stderr().matches("cycle finished").count()
     }
 
     /// The (trigger, outcome) of each cycle finished so far, in order.
-    fn finished(&self) -> Vec<(String, String)> {
+    pub(crate) fn finished(&self) -> Vec<(String, String)> {
         let field = |line: &str, key: &str| {
             line.split(&format!("{key}=\""))
                 .nth(1)
@@ -84,7 +84,7 @@ impl Watch {
     }
 
     /// Cycles finished so far with this trigger and outcome.
-    fn count(&self, trigger: &str, outcome: &str) -> usize {
+    pub(crate) fn count(&self, trigger: &str, outcome: &str) -> usize {
         self.finished()
             .iter()
             .filter(|(t, o)| t == trigger && o == outcome)
@@ -92,11 +92,11 @@ impl Watch {
     }
 
     /// Waits until `n` cycles have finished.
-    async fn wait_cycles(&self, n: usize, what: &str) {
+    pub(crate) async fn wait_cycles(&self, n: usize, what: &str) {
         self.wait(what, || async { self.cycles() >= n }).await;
     }
 
-    async fn wait<F, Fut>(&self, what: &str, mut done: F)
+    pub(crate) async fn wait<F, Fut>(&self, what: &str, mut done: F)
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = bool>,
@@ -113,7 +113,7 @@ impl Watch {
     }
 }
 
-async fn label(sim: &SimHandle, pool: &str, key: &str) -> Option<String> {
+pub(crate) async fn label(sim: &SimHandle, pool: &str, key: &str) -> Option<String> {
     node_pools(sim)
         .await
         .iter()
@@ -332,16 +332,16 @@ async fn sigterm_mid_apply_finishes_the_step_in_flight_and_starts_no_new_one() {
     );
 }
 
-const DELETE: &str = "container.projects.locations.clusters.nodePools.delete";
-const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
+pub(crate) const DELETE: &str = "container.projects.locations.clusters.nodePools.delete";
+pub(crate) const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
 
-fn calls(sim: &SimHandle, method: &str) -> u64 {
+pub(crate) fn calls(sim: &SimHandle, method: &str) -> u64 {
     sim.stats().by_method.get(method).copied().unwrap_or(0)
 }
 
 /// Creates `dir` with `files` in one step (written next to it, then the
 /// directory renamed into place), so that no cycle sees it half written.
-fn create_dir_with(dir: &Path, files: &[(&str, &str)]) {
+pub(crate) fn create_dir_with(dir: &Path, files: &[(&str, &str)]) {
     let staging = dir.with_extension("staging");
     std::fs::create_dir(&staging).unwrap();
     for (name, text) in files {
@@ -369,21 +369,23 @@ async fn watch_prunes_a_deleted_file_but_never_a_vanished_or_emptied_directory()
             ("llm.yaml", &llm),
         ],
     );
-    let w = Watch::start_with(&sim, &d, &["--resync", "2s"]);
+    let w = Watch::start_with(&sim, &d, &["--resync", "2s", "--settle", "1s"]);
     w.wait("the start cycle", || async {
         pool_names(&sim).await == ["llm-0", "tiny-0"] && w.cycles() >= 1
     })
     .await;
     assert_eq!(calls(&sim, CREATE), 2);
 
-    // (a) One slice's file deleted: that slice is deleted, the other stays.
+    // (a) One slice's file deleted: that slice is deleted once the
+    // directory has settled, the other stays.
     std::fs::remove_file(d.join("tiny.yaml")).unwrap();
     w.wait("tiny deleted", || async {
         pool_names(&sim).await == ["llm-0"]
     })
     .await;
     w.wait("the cycle that deleted tiny", || async {
-        w.count("change", "applied") >= 1
+        w.count("change", "settling") >= 1
+            && (w.count("settle", "applied") + w.count("resync", "applied")) >= 1
     })
     .await;
     assert_eq!(calls(&sim, DELETE), 1, "{}", w.text());
