@@ -12,13 +12,16 @@
 use crate::common::k8s::{apply_crd, kubectl, namespace};
 use crate::common::*;
 use crate::sim_gke_support::{
-    client, link, submit, tpu_pod, unique, wait_pool_nodes, wait_running,
+    client, link, pool_nodes, submit, tpu_pod, unique, wait_pool_nodes, wait_running,
 };
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
+use slicectl::status_object::SliceStatus;
 use slicectl_sim::SimHandle;
 
 const TOPOLOGY_LABEL: &str = "cloud.google.com/gke-tpu-topology";
@@ -156,6 +159,14 @@ async fn status_reads_gke_readiness_through_clusters_get_and_the_token_file() {
     sim.shutdown().await;
 }
 
+/// Whether a Node's `Ready` condition is True.
+fn node_ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 /// `STATUS MESSAGE` of a SliceStatus condition.
 fn condition(ns: &str, name: &str, cond: &str) -> String {
     let o = kubectl(&[
@@ -225,6 +236,49 @@ async fn the_controllers_ready_condition_follows_the_hollow_nodes_through_the_to
             .env_remove("POD_NAMESPACE"),
     );
     let pool = format!("{slice}-0");
+    // From the start, every time the object says Ready True, the pool's two
+    // Nodes must already be there and Ready (the Nodes only get readier
+    // until the label is taken away below, so reading them just after the
+    // object cannot wrongly blame it).
+    let watching = Arc::new(AtomicBool::new(true));
+    let watcher = {
+        let (client, ns, slice, pool, watching) = (
+            client.clone(),
+            ns.clone(),
+            slice.clone(),
+            pool.clone(),
+            watching.clone(),
+        );
+        tokio::spawn(async move {
+            let objects = Api::<SliceStatus>::namespaced(client.clone(), &ns);
+            let (mut seen_not_true, mut seen_true) = (0usize, 0usize);
+            while watching.load(Ordering::SeqCst) {
+                let ready = objects.get_opt(&slice).await.ok().flatten().and_then(|o| {
+                    o.status?
+                        .conditions
+                        .into_iter()
+                        .find(|c| c.type_ == "Ready")
+                        .map(|c| (c.status, c.message))
+                });
+                match ready {
+                    Some((s, _)) if s == "True" => {
+                        let nodes = pool_nodes(&client, &pool).await;
+                        let ready = nodes.iter().filter(|n| node_ready(n)).count();
+                        assert!(
+                            nodes.len() == 2 && ready == 2,
+                            "slicestatus/{slice} Ready True with {ready} of {} Node(s) Ready",
+                            nodes.len()
+                        );
+                        seen_true += 1;
+                    }
+                    Some(_) => seen_not_true += 1,
+                    None => {}
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            (seen_not_true, seen_true)
+        })
+    };
     let hollow = wait_pool_nodes(&client, &pool, 2).await;
     // `kubectl wait --for=condition=Ready`: True once the hollow Nodes are
     // Ready, read through clusters.get's endpoint and CA with the token.
@@ -248,6 +302,12 @@ async fn the_controllers_ready_condition_follows_the_hollow_nodes_through_the_to
         text(&o),
         ctl.stderr.lock().unwrap()
     );
+
+    // Let the watcher (100 ms polls) see the True too.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    watching.store(false, Ordering::SeqCst);
+    let (_not_true, seen_true) = watcher.await.expect("the Ready watcher held");
+    assert!(seen_true > 0, "the watcher saw Ready True");
 
     // A Node that loses its TPU label: Ready turns False, with the reason;
     // back, True again.
