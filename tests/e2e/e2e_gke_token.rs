@@ -114,6 +114,7 @@ async fn status_reads_gke_readiness_through_clusters_get_and_the_token_file() {
     assert!(!all.contains("not-a-valid-token-secret"), "{all}");
     assert!(!o.status.success(), "{all}");
     assert!(all.contains("401 Unauthorized"), "{all}");
+    assert!(all.contains("--access-token-file"), "{all}");
     assert!(
         all.contains("gke://example-project/us-central1/train"),
         "{all}"
