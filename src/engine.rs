@@ -10,7 +10,7 @@ use serde::Serialize;
 use tracing::Instrument;
 
 use crate::apply::{self, ApplyOptions, ApplyReport, Failure, Progress, RegisteredKind};
-use crate::cloud::{Cloud, CloudError};
+use crate::cloud::Cloud;
 use crate::plan::{self, Inventory, Kind, Plan, PlanError, PlanMode, PlanOptions, Refusal};
 use crate::spec::Fleet;
 use crate::status;
@@ -42,9 +42,6 @@ pub enum Approval {
 /// short code (metric labels, controller conditions).
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    /// The live state could not be observed.
-    #[error("cannot observe the live state: {0}")]
-    Observe(#[from] CloudError),
     /// The plan as a whole is refused by a safety rail.
     #[error(transparent)]
     Plan(#[from] PlanError),
@@ -62,7 +59,6 @@ impl ReconcileError {
     /// A stable short code.
     pub fn code(&self) -> &'static str {
         match self {
-            ReconcileError::Observe(_) => "observe_failed",
             ReconcileError::Plan(PlanError::EmptySource { .. }) => "empty_source",
             ReconcileError::Plan(PlanError::TooManyDestructive { .. }) => "too_many_destructive",
             ReconcileError::Plan(_) => "plan_refused",
@@ -107,6 +103,73 @@ impl SliceReport {
     }
 }
 
+/// A slice replica this reconciliation leaves known not to become ready:
+/// its primary resource says why (a MIG in a stockout that keeps
+/// retrying, a node pool in ERROR). A reconciliation that leaves one does
+/// not report success ([`Report::success`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotReadyReplica {
+    /// The replica's primary resource's address (`slice.NAME[R].mig`).
+    pub address: String,
+    /// Slice name.
+    pub slice: String,
+    /// Replica index.
+    pub replica: u32,
+    /// A stable short code: `stockout`, or the kind's own.
+    pub code: &'static str,
+    /// The cloud's words.
+    pub message: String,
+}
+
+/// The replicas of the fleet's slices whose live primary resource says
+/// they will not become ready as they stand ([`Kind::not_ready`]),
+/// except those whose own steps failed in `applied` (reported there
+/// already). Nothing in destroy mode: a replica being torn down need not
+/// become ready.
+pub fn not_ready(
+    fleet: &Fleet,
+    inv: &Inventory,
+    mode: PlanMode,
+    applied: Option<&ApplyReport>,
+) -> Vec<NotReadyReplica> {
+    if mode == PlanMode::Destroy {
+        return Vec::new();
+    }
+    let kinds = kinds();
+    let owners = plan::Owners::of(fleet, &kinds);
+    let mut out = Vec::new();
+    for kind in kinds.iter().filter(|k| k.is_primary()) {
+        for l in inv.live(kind.id()) {
+            let Some(o) = kind.ownership(&l.body) else {
+                continue;
+            };
+            let in_specs = fleet
+                .slices
+                .get(&o.slice)
+                .is_some_and(|s| o.replica < s.spec.replicas);
+            if !in_specs || !owners.owns(&l.scope, Some(&o)) {
+                continue;
+            }
+            let Some(why) = kind.not_ready(&l.body) else {
+                continue;
+            };
+            let prefix = format!("slice.{}[{}].", o.slice, o.replica);
+            if applied.is_some_and(|a| a.failures.iter().any(|f| f.address.starts_with(&prefix))) {
+                continue;
+            }
+            out.push(NotReadyReplica {
+                address: format!("{prefix}{}", kind.id()),
+                slice: o.slice.clone(),
+                replica: o.replica,
+                code: why.code,
+                message: why.message,
+            });
+        }
+    }
+    out.sort_by(|a, b| (&a.slice, a.replica).cmp(&(&b.slice, b.replica)));
+    out
+}
+
 /// The result of one reconciliation.
 #[derive(Debug)]
 pub struct Report {
@@ -120,13 +183,20 @@ pub struct Report {
     pub slices: Vec<SliceReport>,
     /// Status rows observed after applying (before, when nothing was).
     pub status: Vec<status::Row>,
+    /// Replicas known not to become ready as they stand, observed with the
+    /// status ([`not_ready`]).
+    pub not_ready: Vec<NotReadyReplica>,
 }
 
 impl Report {
-    /// Whether everything converged: applied without failure, and nothing
-    /// refused.
+    /// Whether everything converged: applied without failure, nothing
+    /// refused, every Target observed, and no replica known not to become
+    /// ready (an apply never reports success for one).
     pub fn success(&self) -> bool {
-        self.plan.refused.is_empty() && self.apply.as_ref().is_none_or(ApplyReport::success)
+        self.plan.refused.is_empty()
+            && !self.plan.left_unobserved()
+            && self.apply.as_ref().is_none_or(ApplyReport::success)
+            && self.not_ready.is_empty()
     }
 }
 
@@ -199,7 +269,7 @@ pub async fn observe_and_plan(
         slices = fleet.slices.len()
     );
     async {
-        let inv = crate::observe::observe(cloud, fleet, registry()).await?;
+        let inv = crate::observe::observe(cloud, fleet, registry()).await;
         let plan = plan_with(fleet, &inv, mode, opts)?;
         Ok((inv, plan))
     }
@@ -207,10 +277,11 @@ pub async fn observe_and_plan(
     .await
 }
 
-/// Status rows of the fleet.
-pub async fn status(fleet: &Fleet, cloud: &Cloud) -> Result<Vec<status::Row>, CloudError> {
-    let inv = crate::observe::observe(cloud, fleet, registry()).await?;
-    Ok(status::rows(fleet, &inv, &kinds()))
+/// Status rows of the fleet (a slice whose Target could not be observed
+/// says so, with the cause).
+pub async fn status(fleet: &Fleet, cloud: &Cloud) -> Vec<status::Row> {
+    let inv = crate::observe::observe(cloud, fleet, registry()).await;
+    status::rows(fleet, &inv, &kinds())
 }
 
 fn slice_reports(plan: &Plan, applied: Option<&ApplyReport>) -> Vec<SliceReport> {
@@ -282,10 +353,12 @@ pub async fn execute(
             actions = plan.actions.len()
         ))
         .await;
-    let status = status(fleet, cloud).await?;
+    let inv = crate::observe::observe(cloud, fleet, registry()).await;
+    let status = status::rows(fleet, &inv, &kinds());
     Ok(Report {
         outcome: Outcome::Applied,
         slices: slice_reports(&plan, Some(&report)),
+        not_ready: not_ready(fleet, &inv, plan.mode, Some(&report)),
         plan,
         apply: Some(report),
         status,
@@ -326,6 +399,7 @@ pub async fn reconcile_with(
             outcome: Outcome::NoChanges,
             status: status::rows(fleet, &inv, &kinds()),
             slices: slice_reports(&plan, None),
+            not_ready: not_ready(fleet, &inv, opts.mode, None),
             plan,
             apply: None,
         });
@@ -335,6 +409,7 @@ pub async fn reconcile_with(
             outcome: Outcome::Declined,
             status: status::rows(fleet, &inv, &kinds()),
             slices: slice_reports(&plan, None),
+            not_ready: Vec::new(),
             plan,
             apply: None,
         }),
@@ -533,5 +608,37 @@ spec: {target: t-c, backend: gke, accelerator: tpu7x, topology: 2x2x2, replicas:
         let Err(e) = r else { panic!("must be refused") };
         assert_eq!(e.code(), "stale_plan");
         assert!(fake.calls_of("create_node_pool").is_empty());
+    }
+
+    #[test]
+    fn a_pool_in_error_is_not_ready_and_a_stockout_says_so() {
+        use crate::plan::Kind as _;
+        use crate::resource::gke::{NodePool, StatusCondition};
+        let k = crate::kinds::node_pool::NodePools;
+        let pool = |status: &str, code: Option<&str>| -> crate::plan::Body {
+            Arc::new(NodePool {
+                name: "a-0".into(),
+                status: Some(status.into()),
+                conditions: vec![StatusCondition {
+                    code: code.map(str::to_string),
+                    message: Some("no room".into()),
+                    canonical_code: None,
+                }],
+                ..Default::default()
+            })
+        };
+        let n = k.not_ready(&pool("ERROR", Some("GCE_STOCKOUT"))).unwrap();
+        assert_eq!(n.code, "stockout");
+        assert!(
+            n.message.starts_with("ERROR: GCE_STOCKOUT"),
+            "{}",
+            n.message
+        );
+        let n = k
+            .not_ready(&pool("RUNNING_WITH_ERROR", Some("GCE_QUOTA_EXCEEDED")))
+            .unwrap();
+        assert_eq!(n.code, "error_state");
+        assert_eq!(k.not_ready(&pool("RUNNING", None)), None);
+        assert_eq!(k.not_ready(&pool("PROVISIONING", None)), None);
     }
 }

@@ -18,8 +18,8 @@ pub use crate::apply::{
     judge_conflict, same_owner,
 };
 pub use crate::plan::kind::{
-    Body, Comparison, Desired, Kind, KindId, LiveReport, LiveResource, LiveState, OperationRecord,
-    RenderCtx, Resource, ResourceId, Scope, SliceRef, UpdateGroup, body_as,
+    Body, Comparison, Desired, Kind, KindId, LiveReport, LiveResource, LiveState, NotReady,
+    OperationRecord, RenderCtx, Resource, ResourceId, Scope, SliceRef, UpdateGroup, body_as,
 };
 pub use crate::plan::{Action, ActionKind, hash, names, ownership};
 

@@ -17,6 +17,7 @@ pub mod cloud;
 pub mod controller;
 pub mod cycle;
 pub mod engine;
+pub mod error;
 pub mod kind;
 pub mod kinds;
 pub mod kube;

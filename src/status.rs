@@ -29,8 +29,9 @@ pub struct Row {
     pub accelerator: String,
     /// Topology.
     pub topology: String,
-    /// Live state: the resource's status, MISSING, ORPHANED, or NOT OWNED
-    /// (a resource slicectl does not own sits under the slice's name).
+    /// Live state: the resource's status, MISSING, ORPHANED, NOT OWNED (a
+    /// resource slicectl does not own sits under the slice's name), or NOT
+    /// OBSERVED (its Target could not be observed; the last error says why).
     pub state: String,
     /// `R/H ready`: the replica's Nodes ready for a TPU job (Ready, with
     /// the TPU labels and `google.com/tpu` = chips per host), read from its
@@ -60,6 +61,9 @@ pub struct Row {
     /// `create`, `delete`, or empty when it matches the specs.
     pub pending: String,
 }
+
+/// The state of a slice replica whose Target could not be observed.
+pub const NOT_OBSERVED: &str = "NOT OBSERVED";
 
 /// Project, cluster and location of a primary resource's scope (`cluster`
 /// given for scopes that do not name one).
@@ -92,6 +96,40 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
             continue;
         };
         let hosts = slice.shape.hosts;
+        // Its Target could not be observed: nothing about it is known, and
+        // nothing is done to it.
+        if let Some((scope, why)) = fleet
+            .target_of(slice)
+            .filter(|_| !inv.unobserved.is_empty())
+            .and_then(|t| {
+                Owners::scopes_of(t, kinds)
+                    .into_iter()
+                    .find_map(|s| inv.unobserved.get(&s).map(|w| (s, w)))
+            })
+        {
+            let (project, cluster, location) = place(&d.id.scope, "");
+            out.push(Row {
+                slice: d.owner.slice.clone(),
+                replica: d.owner.replica,
+                node_pool: d.id.name.clone(),
+                backend: slice.spec.backend.as_str().to_string(),
+                accelerator: slice.spec.accelerator.clone(),
+                topology: slice.shape.topology.clone(),
+                state: NOT_OBSERVED.to_string(),
+                nodes: format!("?/{hosts}"),
+                nodes_unobserved: format!("its Target {} could not be observed", slice.spec.target),
+                last_error: format!(
+                    "[{}] target {} could not be observed ({scope}): {}",
+                    why.code, slice.spec.target, why.cause
+                ),
+                project,
+                cluster,
+                location,
+                live_topology: String::new(),
+                pending: String::new(),
+            });
+            continue;
+        }
         let live = inv
             .live(d.id.kind)
             .iter()
@@ -246,7 +284,27 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                 d.id.kind == kind.id() && d.owner.slice == o.slice && d.owner.replica == o.replica
             });
             let (project, cluster, location) = place(&l.scope, "");
+            // Its slice's Target could not be observed: left untouched.
+            let unseen = fleet
+                .claimant(&o.slice)
+                .filter(|_| !inv.unobserved.is_empty())
+                .and_then(|s| {
+                    let t = fleet.targets.get(&s.spec.target)?;
+                    Owners::scopes_of(t, kinds)
+                        .into_iter()
+                        .find_map(|sc| inv.unobserved.get(&sc))
+                        .map(|w| (t.name.clone(), w))
+                });
             let last_error = match (moved_to, left) {
+                _ if unseen.is_some() => unseen
+                    .as_ref()
+                    .map(|(t, w)| {
+                        format!(
+                            "[{}] its Target {t} could not be observed: left untouched until it is",
+                            w.code
+                        )
+                    })
+                    .unwrap_or_default(),
                 _ if o.prevent_destroy => {
                     "not in the specs, protected by preventDestroy: apply refuses to delete it".into()
                 }
@@ -275,7 +333,7 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                 cluster,
                 location,
                 live_topology: r.topology.clone(),
-                pending: if o.prevent_destroy {
+                pending: if o.prevent_destroy || unseen.is_some() {
                     String::new()
                 } else {
                     "delete".into()

@@ -314,6 +314,13 @@ impl ApplyReport {
 
     /// One-line summary.
     pub fn summary(&self) -> String {
+        self.summary_with_not_ready(0)
+    }
+
+    /// One-line summary, counting `not_ready` slice replicas the apply
+    /// leaves known not to become ready (`engine::not_ready`): with any,
+    /// it is not "complete" even when every step succeeded.
+    pub fn summary_with_not_ready(&self, not_ready: usize) -> String {
         let n = |k: &str| self.done.get(k).copied().unwrap_or(0);
         let gone = match self.already_gone.len() {
             0 => String::new(),
@@ -347,12 +354,16 @@ impl ApplyReport {
                 self.capacity_lost.join(", ")
             ),
         };
+        let not_ready = match not_ready {
+            0 => String::new(),
+            k => format!(", {k} not ready"),
+        };
         format!(
-            "{}: {} created, {} updated, {} replaced, {} destroyed{gone}, {} waited on, {} failed, {} skipped{not_run} ({:.1}s).{lost}{rejected}",
-            if self.success() {
-                "Apply complete"
-            } else {
-                "Apply FAILED"
+            "{}: {} created, {} updated, {} replaced, {} destroyed{gone}, {} waited on, {} failed, {} skipped{not_run}{not_ready} ({:.1}s).{lost}{rejected}",
+            match (self.success(), not_ready.is_empty()) {
+                (true, true) => "Apply complete",
+                (true, false) => "Apply INCOMPLETE",
+                (false, _) => "Apply FAILED",
             },
             n("create"),
             n("update"),

@@ -289,6 +289,8 @@ mod tests {
             unmanaged: vec![],
             refused: vec![],
             deferred: vec![],
+            unobserved: vec![],
+            undiscovered: vec![],
             renames: vec![],
             summary: Summary::default(),
         }

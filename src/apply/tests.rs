@@ -69,9 +69,8 @@ impl Progress for Quiet {
 }
 
 async fn plan_on(fake: &Arc<FakeCloud>, f: &Fleet) -> Plan {
-    let inv = crate::observe::observe(&fake.cloud(), f, crate::kinds::REGISTRY)
-        .await
-        .unwrap();
+    let inv = crate::observe::observe(&fake.cloud(), f, crate::kinds::REGISTRY).await;
+    assert!(inv.unobserved.is_empty(), "{:?}", inv.unobserved);
     let opts = PlanOptions {
         max_destroy: 100,
         ..PlanOptions::default()
@@ -141,9 +140,8 @@ async fn a_policy_is_created_and_done_before_its_pool() {
         "policy, its wait, then the pool"
     );
     // Teardown runs the other way round.
-    let inv = crate::observe::observe(&fake.cloud(), &f, crate::kinds::REGISTRY)
-        .await
-        .unwrap();
+    let inv = crate::observe::observe(&fake.cloud(), &f, crate::kinds::REGISTRY).await;
+    assert!(inv.unobserved.is_empty(), "{:?}", inv.unobserved);
     let down = crate::plan::plan_destroy(&f, &inv, &crate::kinds::plan_kinds(), 10).unwrap();
     let r = run(&fake, &down, ApplyOptions::default()).await;
     assert!(r.success(), "{r:?}");

@@ -98,7 +98,9 @@ impl TerminalSink {
             (CycleOutcome::EmptySource, Wording::Controller(w)) => {
                 eprintln!("refused: {}", empty_message(w));
             }
-            (CycleOutcome::ConnectFailed(e), _) => eprintln!("error: {e:#}"),
+            (CycleOutcome::ConnectFailed(e), _) => {
+                eprintln!("error: {}", crate::error::chain_anyhow(e))
+            }
             (CycleOutcome::Rejected(e), _) => eprintln!("error: {e}"),
             (CycleOutcome::PruningSuspended { left_out, .. }, Wording::Watch(dir)) => eprintln!(
                 "refused: this plan deletes resources, and {} file(s) under {} are invalid with no good version to stand for them ({}); nothing is applied until they are fixed",

@@ -63,7 +63,7 @@ pub fn main() -> ExitCode {
     match rt.block_on(run(cli.command)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::error::chain_anyhow(&e));
             ExitCode::from(EXIT_ERROR)
         }
     }
@@ -160,8 +160,12 @@ async fn run(cmd: Command) -> Result<u8> {
                 );
             }
             session.close().await;
+            let unobserved = report_unobserved(&plan);
             if !plan.refused.is_empty() {
                 report_refusals(&plan);
+                return Ok(EXIT_ERROR);
+            }
+            if unobserved {
                 return Ok(EXIT_ERROR);
             }
             Ok(if detailed_exitcode && plan.summary.has_changes() {
@@ -244,10 +248,20 @@ async fn run(cmd: Command) -> Result<u8> {
             let session = Session::connect(&conn, fleet).await?;
             let rows = engine::status(fleet, &session.cloud).await;
             session.close().await;
-            let rows = rows?;
             match output {
                 Output::Human => print!("{}", status::table(&rows)),
                 Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+            }
+            // A slice whose Target could not be observed is not known.
+            let unseen = rows
+                .iter()
+                .filter(|r| r.state == status::NOT_OBSERVED)
+                .count();
+            if unseen > 0 {
+                eprintln!(
+                    "error: {unseen} slice replica(s) could not be observed (NOT OBSERVED above, with the cause)"
+                );
+                return Ok(EXIT_ERROR);
             }
             Ok(EXIT_OK)
         }
@@ -387,7 +401,7 @@ fn print_report(report: &engine::Report, fleet: &Fleet, verb: &str) -> u8 {
         Outcome::Applied => {}
     }
     if let Some(a) = &report.apply {
-        println!("\n{}", a.summary());
+        println!("\n{}", a.summary_with_not_ready(report.not_ready.len()));
         for f in &a.failures {
             println!("  failed [{}]: {}: {}", f.code, f.address, f.message);
         }
@@ -404,9 +418,25 @@ fn print_report(report: &engine::Report, fleet: &Fleet, verb: &str) -> u8 {
             println!("  refused: {}", r.message);
         }
     }
+    if !report.not_ready.is_empty() {
+        println!(
+            "\n{} slice replica(s) will not become ready as they stand:",
+            report.not_ready.len()
+        );
+        for n in &report.not_ready {
+            println!("  not ready [{}]: {}: {}", n.code, n.address, n.message);
+        }
+    }
     if !fleet.slices.is_empty() {
         println!();
         print!("{}", status::table(&report.status));
+    }
+    if !report.not_ready.is_empty() {
+        println!(
+            "The cloud keeps retrying: run `slicectl apply` again (or `slicectl status`) to see whether capacity came; \
+             move the slice to a zone with capacity, or another capacity type, to get it elsewhere."
+        );
+        return EXIT_ERROR;
     }
     if report.apply.as_ref().is_some_and(|a| !a.success()) {
         println!(
@@ -414,11 +444,52 @@ fn print_report(report: &engine::Report, fleet: &Fleet, verb: &str) -> u8 {
         );
         return EXIT_ERROR;
     }
+    let unobserved = report_unobserved(&report.plan);
     if !report.plan.refused.is_empty() {
         report_refusals(&report.plan);
         return EXIT_ERROR;
     }
+    if unobserved {
+        return EXIT_ERROR;
+    }
     EXIT_OK
+}
+
+/// Prints each Target (and project) that could not be observed on stderr,
+/// and whether there was any: the run then exits 1, whatever else converged.
+fn report_unobserved(plan: &Plan) -> bool {
+    for u in &plan.unobserved {
+        eprintln!(
+            "not observed: target {} [{}] ({}): {}; its {} slice(s) got no action",
+            u.target,
+            u.why.code,
+            u.scope,
+            u.why.cause,
+            u.slices.len()
+        );
+    }
+    for u in &plan.undiscovered {
+        eprintln!(
+            "not observed: left-behind {} resources in project {} [{}]: {}; nothing there was pruned",
+            u.backend, u.project, u.why.code, u.why.cause
+        );
+    }
+    if !plan.left_unobserved() {
+        return false;
+    }
+    eprintln!(
+        "error: {} target(s) could not be observed and were left alone{}; every other Target was planned as usual",
+        plan.unobserved.len(),
+        if plan.undiscovered.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", and left-behind discovery failed in {} project(s)",
+                plan.undiscovered.len()
+            )
+        }
+    );
+    true
 }
 
 fn apply_options(exec: &Exec) -> ApplyOptions {
@@ -888,6 +959,7 @@ async fn apply_saved(path: &Path, conn: &Connection, exec: &Exec) -> Result<u8> 
             outcome: Outcome::NoChanges,
             status: Vec::new(),
             slices: Vec::new(),
+            not_ready: Vec::new(),
             plan: fresh,
             apply: None,
         };

@@ -210,6 +210,8 @@ mod tests {
             unmanaged: vec![],
             refused: vec![],
             deferred: vec![],
+            unobserved: vec![],
+            undiscovered: vec![],
             renames: vec![],
             summary: Summary::default(),
         };
@@ -276,7 +278,11 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let path = path.to_path_buf();
         std::thread::spawn(move || {
-            let _ = tx.send(load(&path).map(|_| ()).map_err(|e| format!("{e:#}")));
+            let _ = tx.send(
+                load(&path)
+                    .map(|_| ())
+                    .map_err(|e| crate::error::chain_anyhow(&e)),
+            );
         });
         rx.recv_timeout(std::time::Duration::from_secs(10))
             .expect("load blocked")

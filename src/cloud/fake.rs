@@ -15,10 +15,11 @@ use async_trait::async_trait;
 use super::CloudError;
 use super::api::{Cloud, ComputeService, GkeService};
 use crate::resource::compute::{
-    self, ActionsSummary, GuestAttributeEntry, IgmErrorActionDetails, IgmErrorDetail, Instance,
-    InstanceGroupManager, InstanceGroupManagerPatch, InstanceGroupManagerStatus,
-    InstanceManagedByIgmError, InstanceTemplate, ManagedInstance, ManagedInstanceLastAttempt,
-    Metadata, MetadataItem, OperationError, OperationErrorItem, ResourcePolicy,
+    self, ActionsSummary, BulkInstanceOperation, GuestAttributeEntry, IgmErrorActionDetails,
+    IgmErrorDetail, Instance, InstanceGroupManager, InstanceGroupManagerPatch,
+    InstanceGroupManagerStatus, InstanceManagedByIgmError, InstanceTemplate, LastProgressCheck,
+    ManagedInstance, ManagedInstanceLastAttempt, Metadata, MetadataItem, OperationError,
+    OperationErrorItem, ResourcePolicy,
 };
 use crate::resource::gke::{self, NodePool, UpdateNodePoolRequest};
 use crate::resource::{ClusterRef, ProjectRef, ZoneRef};
@@ -100,6 +101,18 @@ struct FakeMig {
     mig: InstanceGroupManager,
     members: Vec<String>,
     stockout: bool,
+    /// Its stockout is reported in `listErrors` only (not in its status).
+    only_list_errors: bool,
+}
+
+impl FakeMig {
+    /// `targetSizePolicy.mode: BULK`.
+    fn is_bulk(&self) -> bool {
+        self.mig
+            .target_size_policy
+            .as_ref()
+            .is_some_and(|p| p.mode == "BULK")
+    }
 }
 
 #[derive(Default)]
@@ -359,6 +372,19 @@ impl FakeCloud {
             .insert(path.to_string(), value.to_string());
     }
 
+    /// Makes a MIG report its stockout in `listErrors` only: not in its
+    /// status's bulk operation, not in its VMs' last attempt.
+    pub fn stockout_only_in_list_errors(&self, zone: &ZoneRef, mig: &str) {
+        if let Some(f) = self
+            .lock()
+            .migs
+            .get_mut(&zone_key(zone))
+            .and_then(|m| m.get_mut(mig))
+        {
+            f.only_list_errors = true;
+        }
+    }
+
     /// Ends a MIG's stockout: its VMs are created (RUNNING).
     pub fn end_stockout(&self, zone: &ZoneRef, mig: &str) {
         let mut st = self.lock();
@@ -581,6 +607,7 @@ fn apply_effect(st: &mut State, effect: &Effect) {
                     mig,
                     members,
                     stockout: *stockout,
+                    only_list_errors: false,
                 },
             );
         }
@@ -625,8 +652,19 @@ fn stockout_error() -> OperationError {
 fn with_status(f: &FakeMig, running: i32) -> InstanceGroupManager {
     let mut m = f.mig.clone();
     let size = m.target_size;
+    // BULK reports its stockout in the bulk operation's last check (and
+    // `listErrors`), not in the managed instances' last attempt, as Compute
+    // Engine does (*About bulk mode*; the simulator's `gce.rs`).
+    let bulk = f.is_bulk().then(|| BulkInstanceOperation {
+        in_progress: f.stockout,
+        last_progress_check: Some(LastProgressCheck {
+            timestamp: Some("2026-01-01T00:00:00Z".into()),
+            error: (f.stockout && !f.only_list_errors).then(stockout_error),
+        }),
+    });
     m.status = Some(InstanceGroupManagerStatus {
         is_stable: !f.stockout && running == size,
+        bulk_instance_operation: bulk,
         ..Default::default()
     });
     m.current_actions = Some(ActionsSummary {
@@ -1219,8 +1257,10 @@ impl ComputeService for FakeCloud {
                     current_action: if vm.is_some() { "NONE" } else { "CREATING" }.into(),
                     instance_status: vm.map(|v| v.status.clone()),
                     target_status: Some("RUNNING".into()),
-                    last_attempt: f.stockout.then(|| ManagedInstanceLastAttempt {
-                        errors: Some(stockout_error()),
+                    last_attempt: (f.stockout && !f.is_bulk() && !f.only_list_errors).then(|| {
+                        ManagedInstanceLastAttempt {
+                            errors: Some(stockout_error()),
+                        }
                     }),
                 }
             })

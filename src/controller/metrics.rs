@@ -35,6 +35,13 @@ pub struct CodeLabel {
     pub code: String,
 }
 
+/// `target` label: a Target's name (bounded: the Targets in the specs).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TargetLabel {
+    /// The Target's `metadata.name`.
+    pub target: String,
+}
+
 /// Labels of a cloud request.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -76,6 +83,8 @@ pub struct Metrics {
     pub capacity_held: Gauge,
     /// `slicectl_leader`.
     pub leader: Gauge,
+    /// `slicectl_target_unobserved{target}`.
+    pub target_unobserved: Family<TargetLabel, Gauge>,
     registry: Arc<Registry>,
 }
 
@@ -145,6 +154,12 @@ impl Metrics {
             "1 while this replica holds the leader Lease, else 0",
             leader.clone(),
         );
+        let target_unobserved = Family::<TargetLabel, Gauge>::default();
+        r.register(
+            "target_unobserved",
+            "1 for each Target that could not be observed in the last cycle (its slices got no action), 0 for each that was",
+            target_unobserved.clone(),
+        );
         Metrics {
             cycles,
             duration,
@@ -156,6 +171,7 @@ impl Metrics {
             capacity_unavailable,
             capacity_held,
             leader,
+            target_unobserved,
             registry: Arc::new(r),
         }
     }
@@ -190,6 +206,21 @@ impl Metrics {
                     condition: c.to_string(),
                 })
                 .set(n);
+        }
+    }
+
+    /// Sets `slicectl_target_unobserved`: one series per Target in force,
+    /// 1 for those not observed; Targets gone from the specs are dropped.
+    pub fn set_targets<'a>(
+        &self,
+        targets: impl IntoIterator<Item = &'a String>,
+        unobserved: &std::collections::BTreeSet<&str>,
+    ) {
+        self.target_unobserved.clear();
+        for t in targets {
+            self.target_unobserved
+                .get_or_create(&TargetLabel { target: t.clone() })
+                .set(i64::from(unobserved.contains(t.as_str())));
         }
     }
 
@@ -292,5 +323,28 @@ mod tests {
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
+    }
+
+    #[test]
+    fn unobserved_targets_are_one_and_targets_gone_from_the_specs_are_dropped() {
+        let m = Metrics::new();
+        let targets = ["gone".to_string(), "train".to_string()];
+        m.set_targets(&targets, &std::collections::BTreeSet::from(["gone"]));
+        let text = m.encode().unwrap();
+        assert!(
+            text.contains("slicectl_target_unobserved{target=\"gone\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("slicectl_target_unobserved{target=\"train\"} 0"),
+            "{text}"
+        );
+        m.set_targets(&targets[1..], &std::collections::BTreeSet::new());
+        let text = m.encode().unwrap();
+        assert!(!text.contains("target=\"gone\""), "{text}");
+        assert!(
+            text.contains("slicectl_target_unobserved{target=\"train\"} 0"),
+            "{text}"
+        );
     }
 }

@@ -91,6 +91,16 @@ impl<P, W> ControllerSink<P, W> {
                 }
             }
             outcome => {
+                if let Some(r) = outcome.report() {
+                    let unobserved: std::collections::BTreeSet<&str> = r
+                        .plan
+                        .unobserved
+                        .iter()
+                        .map(|u| u.target.as_str())
+                        .collect();
+                    self.metrics
+                        .set_targets(end.fleet.targets.keys(), &unobserved);
+                }
                 // The deletes a suspended prune refuses are counted once, as
                 // the cycle's result, not per action.
                 for r in outcome.report().iter().flat_map(|r| &r.plan.refused) {

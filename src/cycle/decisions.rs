@@ -1,7 +1,7 @@
 //! Every decision a user must see, as a `tracing` event on
 //! [`LOG_TARGET`] (on by default for `reconcile --watch` and `controller`),
 //! so text and JSON logs (`--log-format json`) both carry it, with
-//! structured fields: `decision` (`held`, `refused`, `deferred`), `slice`,
+//! structured fields: `decision` (`held`, `refused`, `deferred`, `unobserved`), `slice`,
 //! `target`, `code` (the stable reason code) and the detail. The human
 //! lines on stderr are the sinks' and stay as they are.
 
@@ -78,6 +78,21 @@ pub(super) fn deferred(fleet: &Fleet, d: &Deferred) {
         resources = d.resources,
         reason = %d.reason,
         "scope deferred: not observed"
+    );
+}
+
+/// A Target that could not be observed: no action for its slices.
+pub(super) fn unobserved(u: &crate::plan::UnobservedTarget) {
+    tracing::warn!(
+        target: LOG_TARGET,
+        decision = "unobserved",
+        scope = %u.scope,
+        target = %u.target,
+        code = %u.why.code,
+        slices = u.slices.join(","),
+        untouched = u.untouched,
+        reason = %u.why.cause,
+        "target not observed: no action for its slices this cycle"
     );
 }
 

@@ -256,8 +256,16 @@ impl CycleState {
             wall,
         ));
         capacity::report_holds(&mut report.slices, &note.held);
+        // A held slice is reported as held for capacity, not again as a
+        // replica that will not become ready.
+        report
+            .not_ready
+            .retain(|n| !note.held.iter().any(|h| h.slice == n.slice));
         for d in &report.plan.deferred {
             decisions::deferred(fleet, d);
+        }
+        for u in &report.plan.unobserved {
+            decisions::unobserved(u);
         }
         if report.outcome == Outcome::Declined {
             // The slices whose deletes wait say so (Refused), whether or

@@ -35,7 +35,7 @@ pub enum CycleOutcome {
     /// `connect_failed`: the cloud session could not be set up.
     ConnectFailed(anyhow::Error),
     /// The engine stopped before applying anything; the code is the
-    /// error's (`observe_failed`, `empty_source`, `too_many_destructive`,
+    /// error's (`empty_source`, `too_many_destructive`,
     /// `plan_refused`, `stale_plan`).
     Rejected(ReconcileError),
     /// `pruning_suspended`: the plan deletes, and files that never were
@@ -59,6 +59,9 @@ pub enum CycleOutcome {
     Refused(Box<Report>),
     /// `failed`: a step failed, or was skipped or not run.
     Failed(Box<Report>),
+    /// `unobserved`: some Targets could not be observed and got no action;
+    /// everything else converged (was applied, or needed nothing).
+    Unobserved(Box<Report>),
 }
 
 impl CycleOutcome {
@@ -77,6 +80,7 @@ impl CycleOutcome {
             CycleOutcome::CapacityHeld(_) => "capacity_held",
             CycleOutcome::Refused(_) => "refused",
             CycleOutcome::Failed(_) => "failed",
+            CycleOutcome::Unobserved(_) => "unobserved",
         }
     }
 
@@ -94,7 +98,8 @@ impl CycleOutcome {
             | CycleOutcome::Applied(report)
             | CycleOutcome::CapacityHeld(report)
             | CycleOutcome::Refused(report)
-            | CycleOutcome::Failed(report) => Some(report),
+            | CycleOutcome::Failed(report)
+            | CycleOutcome::Unobserved(report) => Some(report),
             _ => None,
         }
     }
@@ -102,6 +107,7 @@ impl CycleOutcome {
     /// The outcome of a planned cycle from its report: `capacity_held` when
     /// slices were held and everything else converged; else `no_changes` /
     /// `applied` when it converged, `refused` when a rail refused something,
+    /// `unobserved` when only Targets that could not be observed are left,
     /// `failed` otherwise.
     pub fn of_report(report: Report, holds: bool) -> CycleOutcome {
         let report = Box::new(report);
@@ -115,6 +121,12 @@ impl CycleOutcome {
             }
         } else if !report.plan.refused.is_empty() {
             CycleOutcome::Refused(report)
+        } else if report
+            .apply
+            .as_ref()
+            .is_none_or(crate::apply::ApplyReport::success)
+        {
+            CycleOutcome::Unobserved(report)
         } else {
             CycleOutcome::Failed(report)
         }

@@ -372,15 +372,23 @@ async fn an_unreachable_cloud_is_connect_failed() {
 }
 
 #[tokio::test]
-async fn a_failed_listing_is_observe_failed() {
+async fn a_failed_listing_leaves_its_target_unobserved() {
     let fake = FakeCloud::new();
     fake.fail_next("list_node_pools", Fault::Unavailable);
     let specs = Specs::new(&[("t.yaml", TARGET), ("a.yaml", &slice("a", ""))]);
     let (mut st, mut sink) = (state(), Recorder::default());
     let mut conn = FakeConnect::to(fake.cloud());
     let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
-    assert_eq!(o.code(), "observe_failed", "{o:?}");
+    assert_eq!(o.code(), "unobserved", "{o:?}");
+    let Some(r) = o.report() else { panic!("{o:?}") };
+    assert_eq!(r.plan.unobserved.len(), 1, "{:?}", r.plan.unobserved);
+    assert_eq!(r.plan.unobserved[0].why.code, "target_unreachable");
+    assert_eq!(r.plan.unobserved[0].slices, vec!["a".to_string()]);
     assert!(fake.calls_of("create_node_pool").is_empty());
+    // The next cycle observes it and converges.
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "applied", "{o:?}");
+    assert_eq!(fake.calls_of("create_node_pool").len(), 1);
 }
 
 #[tokio::test]

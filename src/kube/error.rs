@@ -313,19 +313,9 @@ impl KubeError {
 }
 
 /// An error and its causes, `a: b: c`, without repeats (kube's errors often
-/// repeat their source in their own text).
+/// repeat their source in their own text): [`crate::error::chain`].
 pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
+    crate::error::chain(e)
 }
 
 /// What to check when a cluster's API server rejects slicectl's

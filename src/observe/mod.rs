@@ -7,11 +7,12 @@ mod shared;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use futures::future::try_join_all;
+use futures::future::{join_all, try_join_all};
 
-use crate::apply::{KindExec, RegisteredKind};
+use crate::apply::{KindExec, Observed, RegisteredKind};
 use crate::cloud::{Cloud, CloudError};
-use crate::plan::{Inventory, Owners, Scope};
+use crate::plan::kind::KindId;
+use crate::plan::{Inventory, Owners, Scope, Unseen};
 use crate::resource::{ClusterRef, ZoneRef};
 use crate::spec::Fleet;
 
@@ -69,17 +70,38 @@ fn deferred_scopes(cloud: &Cloud, owners: &Owners) -> BTreeMap<Scope, String> {
         .collect()
 }
 
+/// Left-behind discovery of one project that failed: logged, and kept
+/// for the plan (nothing is pruned there this time).
+type Undiscovered = BTreeMap<(String, &'static str), Unseen>;
+
 /// The GKE clusters no Target names that hold a node pool of this fleet:
 /// one `clusters.list` (location `-`, every zone and region) per project a
 /// GKE Target names. GKE embeds each cluster's node pools in the listing,
 /// so a cluster is picked out from the owner labels with no further call;
 /// only the picked ones are then listed in full. The old scope of a moved
-/// or removed Target is found here: slicectl keeps no state file.
-async fn left_behind_clusters(cloud: &Cloud, owners: &Owners) -> Result<Vec<Scope>, CloudError> {
+/// or removed Target is found here: slicectl keeps no state file. Each
+/// project on its own: a project whose listing fails is reported in the
+/// second value, and the others go on.
+async fn left_behind_clusters(cloud: &Cloud, owners: &Owners) -> (Vec<Scope>, Undiscovered) {
     let projects: Vec<&String> = owners.gke_projects.keys().collect();
-    let listed = try_join_all(projects.iter().map(|p| cloud.gke.list_clusters(p))).await?;
+    let listed = join_all(projects.iter().map(|p| cloud.gke.list_clusters(p))).await;
     let mut out = Vec::new();
+    let mut failed = Undiscovered::new();
     for (project, resp) in projects.into_iter().zip(listed) {
+        let resp = match resp {
+            Ok(r) => r,
+            Err(e) => {
+                let why = unseen(&e);
+                tracing::warn!(
+                    project = %project,
+                    code = %why.code,
+                    cause = %why.cause,
+                    "cannot look for node pools this fleet left in clusters no Target names: nothing there is pruned this cycle"
+                );
+                failed.insert((project.clone(), "gke"), why);
+                continue;
+            }
+        };
         if !resp.missing_zones.is_empty() {
             tracing::warn!(
                 project = %project,
@@ -110,24 +132,40 @@ async fn left_behind_clusters(cloud: &Cloud, owners: &Owners) -> Result<Vec<Scop
             }
         }
     }
-    Ok(out)
+    (out, failed)
 }
 
 /// The zones no Target names that hold a MIG of this fleet: one
 /// `instanceGroupManagers.aggregatedList` per project a self-managed
 /// Target names (a MIG's ownership is in its description, so the listing
 /// alone picks them out). The old zone of a Target whose zone changed, or
-/// of a removed Target, is found here.
-async fn left_behind_zones(cloud: &Cloud, owners: &Owners) -> Result<Vec<Scope>, CloudError> {
+/// of a removed Target, is found here. Each project on its own, as
+/// [`left_behind_clusters`].
+async fn left_behind_zones(cloud: &Cloud, owners: &Owners) -> (Vec<Scope>, Undiscovered) {
     let projects: Vec<&String> = owners.gce_projects.keys().collect();
-    let listed = try_join_all(
+    let listed = join_all(
         projects
             .iter()
             .map(|p| cloud.compute.list_instance_group_managers_aggregated(p)),
     )
-    .await?;
+    .await;
     let mut out = BTreeSet::new();
-    for (project, (migs, unreachable)) in projects.into_iter().zip(listed) {
+    let mut failed = Undiscovered::new();
+    for (project, listing) in projects.into_iter().zip(listed) {
+        let (migs, unreachable) = match listing {
+            Ok(l) => l,
+            Err(e) => {
+                let why = unseen(&e);
+                tracing::warn!(
+                    project = %project,
+                    code = %why.code,
+                    cause = %why.cause,
+                    "cannot look for MIGs this fleet left in zones no Target names: nothing there is pruned this cycle"
+                );
+                failed.insert((project.clone(), "gce"), why);
+                continue;
+            }
+        };
         if !unreachable.is_empty() {
             tracing::warn!(
                 project = %project,
@@ -156,17 +194,64 @@ async fn left_behind_zones(cloud: &Cloud, owners: &Owners) -> Result<Vec<Scope>,
             }
         }
     }
-    Ok(out.into_iter().collect())
+    (out.into_iter().collect(), failed)
+}
+
+/// Why a listing failed, as a stable code and the cause: a deleted cluster
+/// (404) is `target_not_found`; credentials that may not see the project,
+/// or RBAC that denies the list (401, 403), `target_forbidden`; a
+/// Kubernetes API with no usable kubeconfig or context,
+/// `target_unconfigured`; anything else (connection refused, timeouts,
+/// 5xx after retries) `target_unreachable`.
+pub fn unseen(e: &CloudError) -> Unseen {
+    use crate::kube::KubeError;
+    let code = match e {
+        e if e.is_not_found() => "target_not_found",
+        CloudError::Kube(KubeError::NotFound { .. }) => "target_not_found",
+        CloudError::Api {
+            status: 401 | 403, ..
+        } => "target_forbidden",
+        CloudError::Api { code, .. } if code == "PERMISSION_DENIED" => "target_forbidden",
+        CloudError::Kube(KubeError::Forbidden { .. }) => "target_forbidden",
+        CloudError::Kube(KubeError::Config { .. }) => "target_unconfigured",
+        _ => "target_unreachable",
+    };
+    Unseen {
+        code: code.to_owned(),
+        cause: crate::error::chain(e),
+    }
+}
+
+/// Every registered kind's listing of one scope: all of them or none (a
+/// scope half observed is not observed).
+async fn observe_scope(
+    cloud: &Cloud,
+    kinds: &[&dyn KindExec],
+    scope: &Scope,
+) -> Result<Vec<(KindId, Observed)>, CloudError> {
+    try_join_all(
+        kinds
+            .iter()
+            .filter(|k| k.observes(scope))
+            .map(
+                |k| async move { Ok::<_, CloudError>((k.kind(), k.observe(cloud, scope).await?)) },
+            ),
+    )
+    .await
 }
 
 /// Observes every scope the fleet's targets name, with every registered
-/// kind, and the GKE clusters no Target names any more that still hold
-/// node pools of this fleet ([`left_behind_clusters`]).
-pub async fn observe(
-    cloud: &Cloud,
-    fleet: &Fleet,
-    kinds: &[&dyn RegisteredKind],
-) -> Result<Inventory, CloudError> {
+/// kind, and the GKE clusters (and zones) no Target names any more that
+/// still hold resources of this fleet ([`left_behind_clusters`],
+/// [`left_behind_zones`]).
+///
+/// Each scope on its own: a scope whose listing fails (a deleted cluster,
+/// an unreachable Kubernetes API, a project the credentials cannot see) is
+/// recorded in [`Inventory::unobserved`] with a code and the cause, and
+/// every other scope is observed as usual; the planner then leaves every
+/// Target that needs a failed scope alone. A project whose left-behind
+/// discovery fails is recorded in [`Inventory::undiscovered`].
+pub async fn observe(cloud: &Cloud, fleet: &Fleet, kinds: &[&dyn RegisteredKind]) -> Inventory {
     let plan_kinds: Vec<&dyn crate::plan::Kind> =
         kinds.iter().map(|k| *k as &dyn crate::plan::Kind).collect();
     let owners = Owners::of(fleet, &plan_kinds);
@@ -180,34 +265,63 @@ pub async fn observe(
     let cloud = &shared;
     let deferred = deferred_scopes(cloud, &owners);
     let kinds: Vec<&dyn KindExec> = kinds.iter().map(|k| *k as &dyn KindExec).collect();
-    let deferred_ref = &deferred;
-    let lists = kinds.iter().flat_map(|k| {
-        owners
-            .scopes()
-            .filter(|s| k.observes(s) && !deferred_ref.contains_key(*s))
-            .map(
-                move |s| async move { Ok::<_, CloudError>((k.kind(), k.observe(cloud, s).await?)) },
-            )
-    });
-    let (mut results, mut left, zones) = futures::try_join!(
-        try_join_all(lists),
+    let scopes: Vec<&Scope> = owners
+        .scopes()
+        .filter(|s| !deferred.contains_key(*s))
+        .collect();
+    let (named, (mut left, mut undiscovered), (zones, zones_failed)) = futures::join!(
+        join_all(scopes.iter().map(|s| observe_scope(cloud, &kinds, s))),
         left_behind_clusters(cloud, &owners),
         left_behind_zones(cloud, &owners)
-    )?;
+    );
     left.extend(zones);
-    // Clusters no Target names that hold pools of this fleet: observed in
-    // full (pools and their operations), so they are planned like any other.
-    let wider =
-        kinds.iter().flat_map(|k| {
-            left.iter().filter(|s| k.observes(s)).map(
-            move |s| async move { Ok::<_, CloudError>((k.kind(), k.observe(cloud, s).await?)) },
-        )
-        });
-    results.extend(try_join_all(wider).await?);
+    undiscovered.extend(zones_failed);
     let mut inv = Inventory {
         deferred,
         ..Inventory::default()
     };
+    let mut results = Vec::new();
+    for (scope, r) in scopes.into_iter().zip(named) {
+        match r {
+            Ok(observed) => results.extend(observed),
+            Err(e) => {
+                let why = unseen(&e);
+                tracing::warn!(
+                    scope = %scope,
+                    code = %why.code,
+                    cause = %why.cause,
+                    "cannot observe this scope: every Target that needs it is left alone this cycle (no action, nothing pruned)"
+                );
+                inv.unobserved.insert(scope.clone(), why);
+            }
+        }
+    }
+    // Clusters (and zones) no Target names that hold resources of this
+    // fleet: observed in full (pools and their operations), so they are
+    // planned like any other. One that fails is left alone, and said so.
+    let wider = join_all(left.iter().map(|s| observe_scope(cloud, &kinds, s))).await;
+    for (scope, r) in left.iter().zip(wider) {
+        match r {
+            Ok(observed) => results.extend(observed),
+            Err(e) => {
+                let mut why = unseen(&e);
+                why.cause = format!("{scope}: {}", why.cause);
+                let (project, backend) = match scope {
+                    Scope::Zone(z) => (z.project.clone(), "gce"),
+                    Scope::Cluster(c) => (c.project.clone(), "gke"),
+                    other => (other.to_string(), "gke"),
+                };
+                tracing::warn!(
+                    scope = %scope,
+                    code = %why.code,
+                    cause = %why.cause,
+                    "cannot observe a scope that holds resources this fleet left behind: nothing there is pruned this cycle"
+                );
+                undiscovered.insert((project, backend), why);
+            }
+        }
+    }
+    inv.undiscovered = undiscovered;
     for (kind, observed) in results {
         inv.resources
             .entry(kind)
@@ -221,7 +335,105 @@ pub async fn observe(
     tracing::debug!(
         kinds = inv.resources.len(),
         resources = inv.resources.values().map(Vec::len).sum::<usize>(),
+        unobserved = inv.unobserved.len(),
         "observed inventory"
     );
-    Ok(inv)
+    inv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cloud::fake::{FakeCloud, Fault};
+
+    const SPECS: &str = r#"apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata:
+  name: train
+spec:
+  project: proj-one
+  zone: us-central1-b
+  ownerId: o
+  gke:
+    location: us-central1
+    name: train
+---
+apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata:
+  name: other
+spec:
+  project: proj-one
+  zone: us-central1-b
+  ownerId: o
+  gke:
+    location: us-central1
+    name: other
+"#;
+
+    fn fleet() -> Fleet {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("t.yaml"), SPECS).unwrap();
+        crate::source::load_dir(d.path()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_failed_scope_is_unobserved_and_the_others_are_observed() {
+        let fake = FakeCloud::new();
+        fake.fail_next("list_node_pools", Fault::NotFound);
+        let inv = observe(&fake.cloud(), &fleet(), crate::kinds::REGISTRY).await;
+        assert_eq!(inv.unobserved.len(), 1, "{:?}", inv.unobserved);
+        let (scope, why) = inv.unobserved.iter().next().unwrap();
+        assert!(matches!(scope, Scope::Cluster(_)), "{scope}");
+        assert_eq!(why.code, "target_not_found");
+        assert!(why.cause.contains("404"), "{}", why.cause);
+        // Both clusters were listed: one failed, the other was observed.
+        assert_eq!(
+            fake.calls_of("list_node_pools").len(),
+            2,
+            "{:?}",
+            fake.calls()
+        );
+        assert!(inv.undiscovered.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_failed_left_behind_listing_is_undiscovered_not_unobserved() {
+        let fake = FakeCloud::new();
+        fake.fail_next("list_clusters", Fault::Unavailable);
+        let inv = observe(&fake.cloud(), &fleet(), crate::kinds::REGISTRY).await;
+        assert!(inv.unobserved.is_empty(), "{:?}", inv.unobserved);
+        let why = inv.undiscovered.get(&("proj-one".to_string(), "gke"));
+        assert_eq!(
+            why.map(|w| w.code.as_str()),
+            Some("target_unreachable"),
+            "{:?}",
+            inv.undiscovered
+        );
+    }
+
+    #[test]
+    fn codes_follow_what_the_error_says() {
+        let api = |status: u16, code: &str| CloudError::Api {
+            status,
+            code: code.into(),
+            reason: None,
+            message: "m".into(),
+            method: "container.projects.locations.clusters.nodePools.list".into(),
+        };
+        assert_eq!(unseen(&api(404, "NOT_FOUND")).code, "target_not_found");
+        assert_eq!(
+            unseen(&api(403, "PERMISSION_DENIED")).code,
+            "target_forbidden"
+        );
+        assert_eq!(unseen(&api(503, "UNAVAILABLE")).code, "target_unreachable");
+        let kube = CloudError::Kube(crate::kube::KubeError::Config {
+            endpoint: "10.0.0.1:6443".into(),
+            message: "kubeconfig ~/.kube/config: no such file".into(),
+        });
+        let u = unseen(&kube);
+        assert_eq!(u.code, "target_unconfigured");
+        assert_eq!(u.cause, kube.to_string());
+        assert_eq!(crate::error::repeated_segment(&u.cause), None);
+    }
 }

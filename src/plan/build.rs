@@ -16,10 +16,10 @@ use super::ownership::Ownership;
 use super::{
     Action, ActionKind, Body, Comparison, Deferred, Desired, Inventory, Kind, KindId, LiveResource,
     LiveState, OperationRecord, Owners, Plan, PlanError, PlanMode, PlanOptions, Reason, Refusal,
-    ResourceId, Scope, SliceRef, Summary, Unmanaged, delete_reason, disruption, empty_target,
-    lost_nodes_note, other_source, other_source_refusal, owner_change_hint, protected,
-    protection_unknown, rank_str, refusal, renames, render_fleet_at, replace_reason,
-    replica_indices, stems, target_removed,
+    ResourceId, Scope, SliceRef, Summary, Undiscovered, Unmanaged, UnobservedTarget, delete_reason,
+    disruption, empty_target, lost_nodes_note, other_source, other_source_refusal,
+    owner_change_hint, protected, protection_unknown, rank_str, refusal, renames, render_fleet_at,
+    replace_reason, replica_indices, stems, target_removed,
 };
 use crate::spec::Fleet;
 
@@ -43,6 +43,12 @@ pub(super) struct Planner<'a> {
     /// Their ids.
     wanted: BTreeSet<ResourceId>,
     deferred: Vec<Deferred>,
+    /// Targets that could not be observed, by name (see
+    /// [`Planner::unobserved_targets`]).
+    unobserved: BTreeMap<String, UnobservedTarget>,
+    /// Per scope an unobserved Target needs: the owner ids of the
+    /// unobserved Targets there (what may be theirs is not touched).
+    guarded: BTreeMap<Scope, BTreeSet<String>>,
     live_by_id: BTreeMap<ResourceId, &'a LiveResource>,
     /// Per owned slice replica: how many hosts carry its per-host
     /// protection stamp (a self-managed slice's Nodes).
@@ -68,6 +74,8 @@ pub(super) struct Decisions<'d> {
     unchanged: Vec<(&'d Desired, &'d LiveResource)>,
     /// Owned live resources seen (for the empty-source guard's message).
     owned_live: usize,
+    /// Per unobserved Target: its live resources seen and left untouched.
+    untouched: BTreeMap<String, usize>,
 }
 
 /// Builds the plan: the phases in order.
@@ -136,6 +144,28 @@ impl<'a> Planner<'a> {
                 .iter()
                 .any(|k| k.id() == d.id.kind && k.observe_only())
         });
+        // Targets that could not be observed get no action at all: their
+        // slices' resources are left out wherever they would live, and so
+        // is anything in a scope that failed.
+        let (unobserved, guarded) = Planner::unobserved_targets(fleet, inv, kinds);
+        if !inv.unobserved.is_empty() {
+            // A resource shared by a scope's slices (the device plugin) is
+            // one of theirs too when only unobserved Targets need its scope.
+            let observed_scopes: BTreeSet<Scope> = fleet
+                .targets
+                .iter()
+                .filter(|(name, _)| !unobserved.contains_key(*name))
+                .flat_map(|(_, t)| Owners::scopes_of(t, kinds))
+                .collect();
+            desired.retain(|d| {
+                !inv.unobserved.contains_key(&d.id.scope)
+                    && !fleet
+                        .slices
+                        .get(&d.owner.slice)
+                        .is_some_and(|s| unobserved.contains_key(&s.spec.target))
+                    && (!d.owner.is_shared() || observed_scopes.contains(&d.id.scope))
+            });
+        }
         let mut planner = Planner {
             fleet,
             inv,
@@ -147,6 +177,8 @@ impl<'a> Planner<'a> {
             wanted: desired.iter().map(|d| d.id.clone()).collect(),
             desired,
             deferred,
+            unobserved,
+            guarded,
             live_by_id: BTreeMap::new(),
             stamped_hosts: BTreeMap::new(),
             running_hosts: BTreeMap::new(),
@@ -162,6 +194,113 @@ impl<'a> Planner<'a> {
         }
         planner.index_live();
         planner
+    }
+
+    /// The Targets that need a scope that could not be observed (each with
+    /// its first failed scope, its cause and its slices), and per scope of
+    /// theirs the owner ids of the unobserved Targets that need it.
+    fn unobserved_targets(
+        fleet: &Fleet,
+        inv: &Inventory,
+        kinds: &[&dyn Kind],
+    ) -> (
+        BTreeMap<String, UnobservedTarget>,
+        BTreeMap<Scope, BTreeSet<String>>,
+    ) {
+        let mut out = BTreeMap::new();
+        let mut guarded: BTreeMap<Scope, BTreeSet<String>> = BTreeMap::new();
+        if inv.unobserved.is_empty() {
+            return (out, guarded);
+        }
+        for (name, t) in &fleet.targets {
+            let scopes = Owners::scopes_of(t, kinds);
+            let Some((scope, why)) = scopes
+                .iter()
+                .find_map(|s| inv.unobserved.get(s).map(|w| (s, w)))
+            else {
+                continue;
+            };
+            for s in &scopes {
+                guarded
+                    .entry(s.clone())
+                    .or_default()
+                    .insert(t.spec.owner_id.clone());
+            }
+            out.insert(
+                name.clone(),
+                UnobservedTarget {
+                    target: name.clone(),
+                    scope: scope.clone(),
+                    why: why.clone(),
+                    slices: fleet
+                        .slices
+                        .values()
+                        .filter(|s| &s.spec.target == name)
+                        .map(|s| s.name.clone())
+                        .collect(),
+                    untouched: 0,
+                },
+            );
+        }
+        (out, guarded)
+    }
+
+    /// The unobserved Target an owned live resource is (or may be) part of:
+    /// the Target of its slice when the slice is in the specs and its
+    /// Target is unobserved; none when its Target is observed and the
+    /// resource is in one of that Target's scopes; else (a slice no longer
+    /// in the specs, a resource shared by a scope's slices, or one left in
+    /// a scope its slice moved away from) an unobserved Target of its owner
+    /// id that needs its scope, unless the resource names an observed
+    /// Target as the one that wrote it. Such a resource is not touched: it
+    /// may be what the unobserved Target still needs, and nothing is pruned
+    /// from what was not seen.
+    fn unobserved_owner(&self, scope: &Scope, o: &Ownership) -> Option<String> {
+        if self.unobserved.is_empty() {
+            return None;
+        }
+        if let Some(s) = self.fleet.claimant(&o.slice) {
+            if self.unobserved.contains_key(&s.spec.target) {
+                return Some(s.spec.target.clone());
+            }
+            // An observed Target's slice, in a scope of its own: as usual.
+            if self
+                .fleet
+                .targets
+                .get(&s.spec.target)
+                .is_some_and(|t| Owners::scopes_of(t, self.kinds).contains(scope))
+            {
+                return None;
+            }
+            // Elsewhere (moved away from a scope an unobserved Target
+            // needs): judged as below.
+        }
+        let owners = self.guarded.get(scope)?;
+        if !owners.contains(&o.owner) {
+            return None;
+        }
+        if let Some(t) = &o.target
+            && self.fleet.targets.contains_key(t)
+            && !self.unobserved.contains_key(t)
+        {
+            return None;
+        }
+        // Which of the unobserved Targets of that owner in this scope: the
+        // one it names, else the first.
+        o.target
+            .clone()
+            .filter(|t| self.unobserved.contains_key(t))
+            .or_else(|| {
+                self.unobserved
+                    .values()
+                    .find(|u| {
+                        self.fleet.targets.get(&u.target).is_some_and(|t| {
+                            t.spec.owner_id == o.owner
+                                && Owners::scopes_of(t, self.kinds).contains(scope)
+                        })
+                    })
+                    .map(|u| u.target.clone())
+            })
     }
 
     /// Live resources by id, and per owned slice replica how many hosts
@@ -646,6 +785,10 @@ impl<'a> Planner<'a> {
         if self.wanted.contains(&id) {
             return;
         }
+        if let Some(t) = self.unobserved_owner(&l.scope, &o) {
+            *out.untouched.entry(t).or_default() += 1;
+            return;
+        }
         let a = self.orphan_action(kind, l, id, &o);
         match self.orphan_guard(kind, l, &a, &o, left) {
             Some((code, msg)) => out.refused.push(refusal(&a, code, msg)),
@@ -817,6 +960,7 @@ impl<'a> Planner<'a> {
             mut actions,
             mut unmanaged,
             mut refused,
+            untouched,
             ..
         } = out;
         let rank = |k: KindId| kinds.iter().position(|x| x.id() == k).unwrap_or(usize::MAX);
@@ -854,6 +998,24 @@ impl<'a> Planner<'a> {
             unmanaged,
             refused,
             deferred: self.deferred.clone(),
+            unobserved: self
+                .unobserved
+                .values()
+                .map(|u| UnobservedTarget {
+                    untouched: untouched.get(&u.target).copied().unwrap_or(0),
+                    ..u.clone()
+                })
+                .collect(),
+            undiscovered: self
+                .inv
+                .undiscovered
+                .iter()
+                .map(|((project, backend), why)| Undiscovered {
+                    project: project.clone(),
+                    backend,
+                    why: why.clone(),
+                })
+                .collect(),
             renames,
             summary: Summary::default(),
         };

@@ -175,6 +175,7 @@ pub fn render(plan: &Plan, color: bool) -> String {
         out.push('\n');
     }
     render_refusals(&mut out, &p, plan);
+    render_unobserved(&mut out, &p, plan);
     for d in &plan.deferred {
         let _ = writeln!(
             out,
@@ -198,18 +199,26 @@ pub fn render(plan: &Plan, color: bool) -> String {
         out.push('\n');
     }
     if plan.actions.is_empty() {
-        let msg = if plan.refused.is_empty() {
-            p.paint(
-                green().bold(),
-                "No changes. The live TPU slices match the specs.",
-            )
-        } else {
+        let msg = if !plan.refused.is_empty() {
             p.paint(
                 red().bold(),
                 &format!(
                     "Nothing to do but {} refused change(s): the live TPU slices do not match the specs.",
                     plan.refused.len()
                 ),
+            )
+        } else if plan.left_unobserved() {
+            p.paint(
+                yellow().bold(),
+                &format!(
+                    "No changes for what was observed; {} target(s) could not be observed (above).",
+                    plan.unobserved.len()
+                ),
+            )
+        } else {
+            p.paint(
+                green().bold(),
+                "No changes. The live TPU slices match the specs.",
             )
         };
         let _ = writeln!(out, "{msg}");
@@ -230,6 +239,58 @@ pub fn render(plan: &Plan, color: bool) -> String {
     out.push_str(&summary_line(plan, &p));
     out.push('\n');
     out
+}
+
+/// Targets that could not be observed: no action for any of their slices.
+fn render_unobserved(out: &mut String, p: &Painter, plan: &Plan) {
+    if !plan.left_unobserved() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        p.paint(
+            yellow().bold(),
+            "Not observed (no action for these; nothing is pruned from what was not seen):"
+        )
+    );
+    for u in &plan.unobserved {
+        let _ = writeln!(
+            out,
+            "  {} target {} in {} [{}]\n      {}",
+            p.paint(yellow(), "?"),
+            u.target,
+            u.scope,
+            u.why.code,
+            u.why.cause
+        );
+        let slices = if u.slices.is_empty() {
+            "none".to_string()
+        } else {
+            u.slices.join(", ")
+        };
+        let _ = write!(out, "      slices not observed: {slices}");
+        if u.untouched > 0 {
+            let _ = write!(
+                out,
+                " ({} live resource(s) seen and left untouched)",
+                u.untouched
+            );
+        }
+        out.push('\n');
+    }
+    for u in &plan.undiscovered {
+        let _ = writeln!(
+            out,
+            "  {} left-behind {} resources in project {} [{}]: nothing there is pruned\n      {}",
+            p.paint(yellow(), "?"),
+            u.backend,
+            u.project,
+            u.why.code,
+            u.why.cause
+        );
+    }
+    out.push('\n');
 }
 
 /// Refused changes, first: they are what a reviewer must act on.
@@ -273,6 +334,9 @@ fn summary_line(plan: &Plan, p: &Painter) -> String {
     }
     if s.refused > 0 {
         line.push_str(&format!(" {} refused.", s.refused));
+    }
+    if s.unobserved > 0 {
+        line.push_str(&format!(" {} slice(s) not observed.", s.unobserved));
     }
     p.paint(bold(), &line)
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 
+use super::Unseen;
 use super::kind::{Kind, KindId, LiveResource, OperationRecord, Scope};
 
 /// Everything observed in one cycle.
@@ -20,6 +21,13 @@ pub struct Inventory {
     /// self-managed cluster whose Kubernetes API is not reachable): their
     /// desired resources are left out of the plan, never planned blind.
     pub deferred: BTreeMap<Scope, String>,
+    /// Scopes whose listing failed (a deleted cluster, an unreachable
+    /// Kubernetes API, a project the credentials cannot see), with why:
+    /// every Target that needs one is unobserved and gets no action.
+    pub unobserved: BTreeMap<Scope, Unseen>,
+    /// Left-behind discovery that failed, per (project, backend): nothing
+    /// is pruned there this time.
+    pub undiscovered: BTreeMap<(String, &'static str), Unseen>,
 }
 
 impl Inventory {
@@ -60,7 +68,8 @@ impl Inventory {
 
     /// A fingerprint of the observed state a plan was computed from: every
     /// live resource (in each kind's fingerprint view, without output-only
-    /// noise) and the running operations. A saved plan is refused when the
+    /// noise), the running operations and the scopes that could not be
+    /// observed. A saved plan is refused when the
     /// fingerprint of a fresh observation differs.
     pub fn fingerprint(&self, kinds: &[&dyn Kind]) -> String {
         let mut h = Sha256::new();
@@ -94,6 +103,13 @@ impl Inventory {
                 .collect();
             running.sort_unstable();
             h.update(running.join(",").as_bytes());
+        }
+        // What could not be observed is part of what a plan was made from
+        // (hashed only when there is any, so other fingerprints stay).
+        for (scope, why) in &self.unobserved {
+            h.update(b"unobserved");
+            h.update(scope.to_string().as_bytes());
+            h.update(why.code.as_bytes());
         }
         hex::encode(&h.finalize()[..16])
     }

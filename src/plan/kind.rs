@@ -233,6 +233,29 @@ pub enum Comparison {
     },
 }
 
+/// Why a slice replica is known not to become ready as it stands
+/// ([`Kind::not_ready`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotReady {
+    /// A stable short code: `stockout`, or the kind's own.
+    pub code: &'static str,
+    /// The cloud's words.
+    pub message: String,
+}
+
+impl NotReady {
+    /// `stockout` when `message` carries one of the cloud's stockout codes
+    /// (GCE's `*RESOURCE_POOL_EXHAUSTED*`, GKE's `GCE_STOCKOUT`,
+    /// gcp-api.md §3.3), else `otherwise`.
+    pub fn code_of(message: &str, otherwise: &'static str) -> &'static str {
+        if message.contains("RESOURCE_POOL_EXHAUSTED") || message.contains("GCE_STOCKOUT") {
+            "stockout"
+        } else {
+            otherwise
+        }
+    }
+}
+
 /// What `status` shows for a live resource.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LiveReport {
@@ -467,6 +490,29 @@ pub trait Kind: Send + Sync {
 
     /// Reads a live body from Google's JSON (golden inventories, fakes).
     fn parse(&self, json: Value) -> Result<Body, String>;
+
+    /// Why a live primary resource's slice replica is known not to become
+    /// ready while it stays as it is, if the resource says so: a stable
+    /// code (`stockout` when the cloud reports no capacity) and the cloud's
+    /// words. An apply that leaves a replica so does not report success
+    /// (`engine::Report::not_ready`). By default: a resource in an error
+    /// state (a GKE pool in ERROR or RUNNING_WITH_ERROR).
+    fn not_ready(&self, live: &Body) -> Option<NotReady> {
+        match self.state(live) {
+            LiveState::Error { status, detail } => {
+                let message = if detail.is_empty() {
+                    status
+                } else {
+                    format!("{status}: {detail}")
+                };
+                Some(NotReady {
+                    code: NotReady::code_of(&message, "error_state"),
+                    message,
+                })
+            }
+            _ => None,
+        }
+    }
 
     /// What `status` shows for a live primary resource of a slice needing
     /// `hosts` hosts.

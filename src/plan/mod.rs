@@ -28,8 +28,8 @@ use crate::spec::Fleet;
 pub use hash::FieldChange;
 pub use inventory::Inventory;
 pub use kind::{
-    Body, Comparison, Desired, Kind, KindId, LiveResource, LiveState, OperationRecord, RenderCtx,
-    ResourceId, Scope, SliceRef, UpdateGroup,
+    Body, Comparison, Desired, Kind, KindId, LiveResource, LiveState, NotReady, OperationRecord,
+    RenderCtx, ResourceId, Scope, SliceRef, UpdateGroup,
 };
 use ownership::Ownership;
 pub use reason::Reason;
@@ -130,6 +130,9 @@ pub struct Summary {
     /// Refused changes.
     #[serde(skip_serializing_if = "is_zero")]
     pub refused: usize,
+    /// Slices of Targets that could not be observed (no action for them).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unobserved: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -159,6 +162,15 @@ pub struct Plan {
     /// Scopes that could not be observed and are left out of the plan
     /// (`--sim` with a self-managed cluster whose API is not reachable).
     pub deferred: Vec<Deferred>,
+    /// Targets that could not be observed (a deleted cluster, an
+    /// unreachable Kubernetes API, a project the credentials cannot see):
+    /// none of their slices gets any action, and nothing is pruned from
+    /// what was not seen.
+    pub unobserved: Vec<UnobservedTarget>,
+    /// Projects where the resources a fleet left behind (in clusters or
+    /// zones no Target names any more) could not be looked for: nothing
+    /// there is pruned this time.
+    pub undiscovered: Vec<Undiscovered>,
     /// Slices renamed in the specs, declared or likely: notes for people,
     /// and (undeclared ones) create-before-delete ordering for the executor.
     pub renames: Vec<Rename>,
@@ -177,12 +189,67 @@ pub struct Deferred {
     pub resources: usize,
 }
 
+/// Why a scope (or a project's left-behind discovery) could not be
+/// observed: a stable code and the cause.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unseen {
+    /// `target_not_found` (404: a deleted cluster), `target_forbidden`
+    /// (403: credentials that cannot see the project, RBAC), `target_unconfigured`
+    /// (no usable kubeconfig or context), `target_unreachable` (anything else).
+    pub code: String,
+    /// The error, as the API or the client said it.
+    pub cause: String,
+}
+
+/// A Target that could not be observed, and what that leaves alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnobservedTarget {
+    /// The Target's name.
+    pub target: String,
+    /// The first scope of it that failed (others may have failed too).
+    pub scope: Scope,
+    /// Why, with a stable code.
+    #[serde(flatten)]
+    pub why: Unseen,
+    /// Its slices in the specs, by name: each gets no action this time.
+    pub slices: Vec<String>,
+    /// Live resources owned by it (or possibly by it) that were seen in
+    /// its other scopes and left untouched.
+    pub untouched: usize,
+}
+
+/// A project whose left-behind discovery failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Undiscovered {
+    /// The project.
+    pub project: String,
+    /// `gke` (clusters no Target names) or `gce` (zones no Target names).
+    pub backend: &'static str,
+    /// Why, with a stable code.
+    #[serde(flatten)]
+    pub why: Unseen,
+}
+
 impl Plan {
+    /// Whether anything was left unobserved (a Target, or a project's
+    /// left-behind discovery): the run cannot say the fleet converged.
+    pub fn left_unobserved(&self) -> bool {
+        !self.unobserved.is_empty() || !self.undiscovered.is_empty()
+    }
+
+    /// The unobserved Target a slice belongs to, if any.
+    pub fn unobserved_slice(&self, slice: &str) -> Option<&UnobservedTarget> {
+        self.unobserved
+            .iter()
+            .find(|u| u.slices.iter().any(|s| s == slice))
+    }
+
     /// The summary, counted from the actions and refusals.
     pub fn count(&self) -> Summary {
         let mut summary = Summary {
             unmanaged: self.unmanaged.len(),
             refused: self.refused.len(),
+            unobserved: self.unobserved.iter().map(|u| u.slices.len()).sum(),
             ..Summary::default()
         };
         for a in &self.actions {

@@ -1935,3 +1935,210 @@ fn scaling_down_a_protected_slice_gives_advice_that_works() {
     );
     assert!(p.refused.is_empty(), "{:?}", p.refused);
 }
+
+/// Issue 17 item 1: the standard fleet with Target `train-c` (slice
+/// `iron`) moved to cluster `gone`, whose listing failed (deleted).
+fn with_gone_cluster(mut f: Fleet) -> (Fleet, Scope, Unseen) {
+    let gone = ClusterRef {
+        name: "gone".into(),
+        ..cluster()
+    };
+    if let Some(g) = f
+        .targets
+        .get_mut("train-c")
+        .and_then(|t| t.spec.gke.as_mut())
+    {
+        g.name = "gone".into();
+    }
+    let why = Unseen {
+        code: "target_not_found".into(),
+        cause: "container.projects.locations.clusters.nodePools.list: HTTP 404 NOT_FOUND: Not found: projects/example-project/locations/us-central1/clusters/gone.".into(),
+    };
+    (f, Scope::Cluster(gone), why)
+}
+
+fn unobserving(inv: &TestInv, scope: &Scope, why: &Unseen) -> Inventory {
+    let mut inv = inv.inventory();
+    inv.unobserved.insert(scope.clone(), why.clone());
+    inv
+}
+
+#[test]
+fn an_unobserved_target_gets_no_action_and_the_others_plan_as_usual() {
+    let (f, scope, why) = with_gone_cluster(standard_fleet());
+    let inv = unobserving(&TestInv::default(), &scope, &why);
+    let p = super::plan(&f, &inv, &all_kinds(), &PlanOptions::default()).unwrap();
+    // llm (2 replicas) and tiny are created; iron gets nothing, not even
+    // its workload policy in the region that was observed.
+    assert!(
+        p.actions.iter().all(|a| a.owner.slice != "iron"),
+        "{:?}",
+        kinds(&p)
+    );
+    assert!(
+        p.actions.iter().any(|a| a.owner.slice == "llm")
+            && p.actions.iter().any(|a| a.owner.slice == "tiny"),
+        "{:?}",
+        kinds(&p)
+    );
+    assert_eq!(p.unobserved.len(), 1, "{:?}", p.unobserved);
+    let u = &p.unobserved[0];
+    assert_eq!(
+        (u.target.as_str(), &u.scope, u.why.code.as_str()),
+        ("train-c", &scope, "target_not_found")
+    );
+    assert_eq!(u.slices, vec!["iron".to_string()]);
+    assert_eq!(
+        p.unobserved_slice("iron").map(|u| u.target.as_str()),
+        Some("train-c")
+    );
+    assert!(p.unobserved_slice("llm").is_none());
+    assert!(p.left_unobserved());
+    assert_eq!(p.summary.unobserved, 1);
+    // Human: the Target, its code, the cause once, and the slices.
+    let text = human::render(&p, false);
+    assert!(text.contains("Not observed"), "{text}");
+    assert!(text.contains("target train-c"), "{text}");
+    assert!(text.contains("[target_not_found]"), "{text}");
+    assert_eq!(text.matches("clusters/gone.").count(), 1, "{text}");
+    assert!(text.contains("slices not observed: iron"), "{text}");
+    assert!(text.contains("1 slice(s) not observed."), "{text}");
+    // JSON: published, stable.
+    let json = p.to_json();
+    assert_eq!(json["unobserved"][0]["target"], "train-c", "{json}");
+    assert_eq!(json["unobserved"][0]["code"], "target_not_found", "{json}");
+    assert_eq!(json["unobserved"][0]["slices"][0], "iron", "{json}");
+    assert_eq!(json["summary"]["unobserved"], 1, "{json}");
+}
+
+#[test]
+fn nothing_is_pruned_from_what_was_not_seen() {
+    // Converged, then: iron's Target can no longer be observed, and llm and
+    // iron2 (a tpu7x slice of Target train-a) are removed from the specs.
+    let mut before = standard_fleet();
+    let mut iron2 = slice("iron2", "tpu7x", "2x2x2", 1, CapacityType::OnDemand);
+    iron2.spec.target = "train-a".into();
+    before.slices.insert("iron2".into(), iron2);
+    let live = converged(&before);
+    let (mut f, scope, why) = with_gone_cluster(before);
+    f.slices.remove("llm");
+    f.slices.remove("iron2");
+    let inv = unobserving(&live, &scope, &why);
+    let p = super::plan(&f, &inv, &all_kinds(), &PlanOptions::default()).unwrap();
+    // iron's live pool (in cluster train, which was observed) is not
+    // deleted as moved, and its policy (in the shared region) is kept.
+    assert!(
+        p.actions.iter().all(|a| a.owner.slice != "iron"),
+        "{:?}",
+        kinds(&p)
+    );
+    // llm's pools, in a cluster no unobserved Target needs, are deleted.
+    let llm: Vec<(String, ActionKind)> = kinds(&p)
+        .into_iter()
+        .filter(|(a, _)| a.starts_with("slice.llm"))
+        .collect();
+    assert_eq!(
+        llm,
+        vec![
+            ("slice.llm[0].node_pool".to_string(), ActionKind::Delete),
+            ("slice.llm[1].node_pool".to_string(), ActionKind::Delete),
+        ],
+        "llm's pools go (v5p pools carry their placement: no policy of their own)"
+    );
+    // iron2's pool names its (observed) Target and goes; its workload
+    // policy, in the region the unobserved Target shares under the same
+    // owner id, names no Target: it may be the unobserved one's, so it
+    // waits until that Target is observed again.
+    let iron2: Vec<(String, ActionKind)> = kinds(&p)
+        .into_iter()
+        .filter(|(a, _)| a.starts_with("slice.iron2"))
+        .collect();
+    assert_eq!(
+        iron2,
+        vec![("slice.iron2[0].node_pool".to_string(), ActionKind::Delete)]
+    );
+    // What was seen and left alone is counted on the Target: iron's pool
+    // and workload policy, and iron2's policy.
+    assert_eq!(p.unobserved[0].untouched, 3, "{:?}", p.unobserved);
+    // The destroy cap counts what was observed only: 3 deletes fit a cap of 3.
+    let capped = super::plan(
+        &f,
+        &inv,
+        &all_kinds(),
+        &PlanOptions {
+            max_destroy: 3,
+            ..PlanOptions::default()
+        },
+    );
+    assert!(capped.is_ok(), "{capped:?}");
+}
+
+#[test]
+fn destroy_leaves_an_unobserved_targets_resources_alone() {
+    let before = standard_fleet();
+    let live = converged(&before);
+    let (f, scope, why) = with_gone_cluster(before);
+    let inv = unobserving(&live, &scope, &why);
+    let p = super::plan_destroy(&f, &inv, &all_kinds(), 100).unwrap();
+    assert!(
+        p.actions.iter().all(|a| a.owner.slice != "iron"),
+        "{:?}",
+        kinds(&p)
+    );
+    assert!(
+        p.actions.iter().any(|a| a.owner.slice == "llm"),
+        "{:?}",
+        kinds(&p)
+    );
+    assert_eq!(p.unobserved.len(), 1);
+}
+
+#[test]
+fn the_empty_source_guard_still_holds_with_an_unobserved_target() {
+    let before = standard_fleet();
+    let live = converged(&before);
+    let (mut f, scope, why) = with_gone_cluster(before);
+    f.slices.clear();
+    let inv = unobserving(&live, &scope, &why);
+    let e = super::plan(&f, &inv, &all_kinds(), &PlanOptions::default()).unwrap_err();
+    assert!(matches!(e, PlanError::EmptySource { .. }), "{e:?}");
+}
+
+#[test]
+fn what_a_slice_moved_away_from_an_unobserved_targets_scope_is_left() {
+    // iron moves to an observed Target in another region and cluster,
+    // while train-c (whose region iron's policy is in) cannot be observed.
+    let before = standard_fleet();
+    let live = converged(&before);
+    let (mut f, scope, why) = with_gone_cluster(before);
+    let mut east = target_in("east", "us-east5-a");
+    if let Some(g) = east.spec.gke.as_mut() {
+        g.location = "us-east5".into();
+        g.name = "east".into();
+    }
+    f.targets.insert("east".into(), east);
+    if let Some(s) = f.slices.get_mut("iron") {
+        s.spec.target = "east".into();
+    }
+    let inv = unobserving(&live, &scope, &why);
+    let p = super::plan(&f, &inv, &all_kinds(), &PlanOptions::default()).unwrap();
+    let iron: Vec<(String, ActionKind, String)> = p
+        .actions
+        .iter()
+        .filter(|a| a.owner.slice == "iron")
+        .map(|a| (a.address(), a.action, a.id.scope.to_string()))
+        .collect();
+    // Created in east; its old policy, in the region the unobserved Target
+    // needs, is not deleted (it names no Target: it may be train-c's).
+    assert!(
+        iron.iter()
+            .all(|(_, a, s)| *a != ActionKind::Delete || !s.contains("regions/us-central1")),
+        "{iron:?}"
+    );
+    assert!(
+        iron.iter()
+            .any(|(_, a, s)| *a == ActionKind::Create && s.contains("us-east5")),
+        "{iron:?}"
+    );
+    assert!(p.unobserved[0].untouched >= 1, "{:?}", p.unobserved);
+}

@@ -22,6 +22,10 @@ pub struct PlanView<'a> {
     refused: &'a [Refusal],
     #[serde(skip_serializing_if = "<[super::Deferred]>::is_empty")]
     deferred: &'a [super::Deferred],
+    #[serde(skip_serializing_if = "<[super::UnobservedTarget]>::is_empty")]
+    unobserved: &'a [super::UnobservedTarget],
+    #[serde(skip_serializing_if = "<[super::Undiscovered]>::is_empty")]
+    undiscovered: &'a [super::Undiscovered],
     #[serde(skip_serializing_if = "<[Rename]>::is_empty")]
     renames: &'a [Rename],
     summary: Summary,
@@ -157,6 +161,8 @@ impl<'a> PlanView<'a> {
             unmanaged: &plan.unmanaged,
             refused: &plan.refused,
             deferred: &plan.deferred,
+            unobserved: &plan.unobserved,
+            undiscovered: &plan.undiscovered,
             renames: &plan.renames,
             summary: plan.count(),
         }

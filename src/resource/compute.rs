@@ -479,6 +479,13 @@ pub struct InstanceGroupManager {
     /// Output: the instance group URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_group: Option<String>,
+    /// Not on the wire: the newest error of a CREATING action in the
+    /// group's `listErrors`, read by slicectl's observation only when the
+    /// group is not stable, runs fewer VMs than its target and its status
+    /// says nothing (an INDIVIDUAL MIG reports a stockout per VM and in
+    /// `listErrors`, not in its own status).
+    #[serde(skip)]
+    pub list_error: Option<IgmErrorDetail>,
 }
 
 /// `InstanceGroupManagerTargetSizePolicy`.

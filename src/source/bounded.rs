@@ -37,8 +37,10 @@ pub enum BoundedReadError {
         /// The cap.
         limit: u64,
     },
-    /// Any other I/O error (permissions, …).
-    #[error("{0}")]
+    /// Any other I/O error (permissions, …): said once (its text, and its
+    /// own causes as its source), not once as the message and again as
+    /// the source.
+    #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 

@@ -42,6 +42,11 @@ pub mod reason {
     pub const CONFLICT: &str = "Conflict";
     /// Reconciling: the live state could not be observed; retried.
     pub const OBSERVE_FAILED: &str = "ObserveFailed";
+    /// The slice's Target could not be observed (a deleted cluster, an
+    /// unreachable Kubernetes API, a project the credentials cannot see):
+    /// nothing is done to the slice until it can be. Stalled: it needs a
+    /// person (or the cluster back); the other Targets go on.
+    pub const TARGET_UNREACHABLE: &str = "TargetUnreachable";
     /// Ready=Unknown, Reconciling: the slice's resources are there, but its
     /// Nodes were not read (its cluster's Kubernetes API is deferred: under
     /// `--sim`, or no Google token for a GKE cluster's API), so whether a
@@ -348,13 +353,20 @@ fn outlives(c: &Cycle<'_>, report: Option<&Report>, old: &SliceStatusStatus) -> 
         ..Fleet::default()
     };
     let owners = crate::plan::Owners::of(&one, &crate::engine::kinds());
-    let unseen: Vec<String> = r
+    let mut unseen: Vec<String> = r
         .plan
         .deferred
         .iter()
         .filter(|d| owners.scopes().any(|s| s == &d.scope))
         .map(|d| format!("{}: {}", d.scope, d.reason))
         .collect();
+    unseen.extend(
+        r.plan
+            .unobserved
+            .iter()
+            .filter(|u| u.target == target)
+            .map(|u| format!("{} [{}]: {}", u.scope, u.why.code, u.why.cause)),
+    );
     if unseen.is_empty() {
         return None;
     }
@@ -654,6 +666,15 @@ fn verdict(
         }
         CycleResult::Report(r) => r,
     };
+    if let Some(u) = r.plan.unobserved_slice(name) {
+        return Verdict::Stalled(
+            reason::TARGET_UNREACHABLE,
+            format!(
+                "[{}] target {} could not be observed ({}): {}; nothing is done to this slice (no create, update or delete) until it can be",
+                u.why.code, u.target, u.scope, u.why.cause
+            ),
+        );
+    }
     let sr = r.slices.iter().find(|s| s.slice == name);
     if let Some(rf) = sr.and_then(|s| s.refused.first()) {
         let more = sr.map(|s| s.refused.len()).unwrap_or(1) - 1;

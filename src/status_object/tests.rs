@@ -806,6 +806,7 @@ async fn a_slice_whose_target_cannot_be_observed_keeps_its_object() {
         apply: None,
         slices: Vec::new(),
         status: Vec::new(),
+        not_ready: Vec::new(),
     };
     let set = after(&rest, CycleResult::Report(&r), &existing);
     assert_eq!(names(&set), ["alpha", "beta"]);
@@ -867,4 +868,123 @@ async fn a_replacement_held_by_the_live_stamp_is_refused_on_the_slices_object() 
             .contains("[protected_live]")
     );
     assert_eq!(conds(&set.objects[1]), ["Ready=True/Converged"]);
+}
+
+/// Issue 17 item 1: a slice whose Target cannot be observed is Stalled
+/// with TargetUnreachable and the cause; the other Target's slice is
+/// unaffected (Ready).
+#[tokio::test]
+async fn a_slice_of_an_unobserved_target_is_stalled_and_the_others_are_not() {
+    let fake = FakeCloud::new();
+    let alpha_only = two(false, false);
+    cycle(&fake, &alpha_only, Approval::Auto).await;
+    let f = load(&format!(
+        "{T}---\napiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata: {{name: gone}}\nspec: {{project: unit-project, zone: us-central1-b, ownerId: unit, gke: {{location: us-central1, name: deleted}}}}\n---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: alpha}}\nspec: {{target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1}}\n---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: beta}}\nspec: {{target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1}}\n---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: lost}}\nspec: {{target: gone, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1}}\n"
+    ));
+    let mut inv = crate::observe::observe(&fake.cloud(), &f, crate::kinds::REGISTRY).await;
+    inv.unobserved.clear();
+    inv.unobserved.insert(
+        crate::plan::Scope::Cluster(crate::resource::ClusterRef {
+            project: "unit-project".into(),
+            location: "us-central1".into(),
+            name: "deleted".into(),
+        }),
+        crate::plan::Unseen {
+            code: "target_not_found".into(),
+            cause: "HTTP 404 NOT_FOUND: Not found: projects/unit-project/locations/us-central1/clusters/deleted.".into(),
+        },
+    );
+    let plan = crate::plan::plan(
+        &f,
+        &inv,
+        &crate::kinds::plan_kinds(),
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    assert!(plan.actions.is_empty(), "{:?}", plan.actions);
+    let r = Report {
+        outcome: crate::engine::Outcome::NoChanges,
+        status: crate::status::rows(&f, &inv, &crate::kinds::plan_kinds()),
+        plan,
+        apply: None,
+        slices: Vec::new(),
+        not_ready: Vec::new(),
+    };
+    assert!(!r.success());
+    let set = statuses(&f, &r);
+    assert_eq!(names(&set), ["alpha", "beta", "lost"]);
+    assert_eq!(conds(&set.objects[0]), ["Ready=True/Converged"]);
+    assert_eq!(conds(&set.objects[1]), ["Ready=True/Converged"]);
+    let lost = &set.objects[2];
+    assert_eq!(
+        conds(lost),
+        [
+            "Ready=False/TargetUnreachable",
+            "Stalled=True/TargetUnreachable"
+        ]
+    );
+    let m = &lost.status.conditions[1].message;
+    assert!(m.starts_with("[target_not_found] target gone"), "{m}");
+    assert!(m.contains("clusters/deleted."), "{m}");
+}
+
+/// A slice gone from the specs whose Target could not be observed keeps
+/// its object (nothing of it is known gone), and a slice still in the
+/// specs on that Target is Stalled/TargetUnreachable.
+#[tokio::test]
+async fn a_slice_gone_from_the_specs_of_an_unobserved_target_keeps_its_object() {
+    let fake = FakeCloud::new();
+    let existing = ready_pair(&fake, &two(false, false)).await;
+    let mut rest = two(false, false);
+    rest.slices.remove("beta");
+    let mut inv = crate::plan::Inventory::default();
+    inv.unobserved.insert(
+        crate::plan::Scope::Cluster(crate::resource::ClusterRef {
+            project: "unit-project".into(),
+            location: "us-central1".into(),
+            name: "c".into(),
+        }),
+        crate::plan::Unseen {
+            code: "target_forbidden".into(),
+            cause: "HTTP 403 PERMISSION_DENIED: the caller may not list node pools".into(),
+        },
+    );
+    let plan = crate::plan::plan(
+        &rest,
+        &inv,
+        &crate::kinds::plan_kinds(),
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    assert!(plan.actions.is_empty());
+    let r = Report {
+        outcome: crate::engine::Outcome::NoChanges,
+        plan,
+        apply: None,
+        slices: Vec::new(),
+        status: Vec::new(),
+        not_ready: Vec::new(),
+    };
+    let set = after(&rest, CycleResult::Report(&r), &existing);
+    assert_eq!(names(&set), ["alpha", "beta"]);
+    assert_eq!(
+        conds(&set.objects[0]),
+        [
+            "Ready=False/TargetUnreachable",
+            "Stalled=True/TargetUnreachable"
+        ]
+    );
+    let beta = &set.objects[1];
+    assert_eq!(
+        conds(beta),
+        [
+            "Ready=False/ObserveFailed",
+            "Reconciling=True/ObserveFailed"
+        ]
+    );
+    let m = &beta.status.conditions[0].message;
+    assert!(
+        m.contains("[not_observed]") && m.contains("[target_forbidden]"),
+        "{m}"
+    );
 }

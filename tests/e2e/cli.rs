@@ -165,6 +165,71 @@ fn main_job_runs_end_to_end_on_the_embedded_simulator() {
     assert!(!stdout.contains('\u{1b}'), "no colour when not a terminal");
 }
 
+/// A stockout the simulator already reports is not an apply's success:
+/// the MIG is created, its VMs are not, and nothing will join (the
+/// Kubernetes side is deferred under --sim): "Apply INCOMPLETE", the
+/// replica named as not ready with GCE's stockout, exit 1.
+#[test]
+fn apply_never_reports_success_for_a_replica_known_not_to_become_ready() {
+    let o = run(&[
+        "apply",
+        "examples/gce-spot",
+        "--sim",
+        "--sim-stockout-rate",
+        "1",
+        "--auto-approve",
+    ]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "Apply INCOMPLETE: 3 created, 0 updated, 0 replaced, 0 destroyed, 0 waited on, 0 failed, 0 skipped, 1 not ready"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("Apply complete"), "{text}");
+    assert!(
+        text.contains(
+            "not ready [stockout]: slice.ironwood-spot[0].mig: ZONE_RESOURCE_POOL_EXHAUSTED: The zone 'projects/example-project/zones/us-central1-c' does not have enough resources"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("(VMs 0/2 running; the MIG keeps retrying)"),
+        "{text}"
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let row = stdout
+        .lines()
+        .find(|l| l.contains("│ ironwood-spot"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row.contains("MIG RETRYING, VMs 0/2"), "{row}");
+    // A reservation-bound slice's MIG is BULK: it says why it waits only in
+    // its bulk operation's last check (and listErrors); read there.
+    let o = run(&[
+        "apply",
+        "examples/gce-reservation",
+        "--sim",
+        "--sim-stockout-rate",
+        "1",
+        "--auto-approve",
+    ]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("Apply INCOMPLETE: "), "{text}");
+    assert!(
+        text.contains("not ready [stockout]: slice.")
+            && text.contains("ZONE_RESOURCE_POOL_EXHAUSTED"),
+        "{text}"
+    );
+    // The same fleet with capacity: complete, exit 0.
+    let o = run(&["apply", "examples/gce-spot", "--sim", "--auto-approve"]);
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("Apply complete: 3 created"), "{text}");
+    assert!(!text.contains("not ready"), "{text}");
+}
+
 #[test]
 fn plan_and_status_with_sim_show_the_fresh_fleet() {
     let o = run(&["plan", "specs", "--sim", "--detailed-exitcode"]);

@@ -917,3 +917,84 @@ async fn a_missing_owner_deployment_stops_the_controller_at_start() {
     );
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+/// Issue 17 item 1 in the controller: one Target's cluster was deleted.
+/// Its slice's object is Stalled with reason TargetUnreachable and the
+/// cause; the other Target's slice converges (Ready, or readiness unknown
+/// against the simulator) and keeps converging (an edit
+/// is applied next cycle); the metric names the unobserved Target; once
+/// the Target points at a cluster that exists, its slice is made.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_target_is_stalled_while_the_others_converge() {
+    let client = client().await;
+    apply_crd();
+    let ns = namespace(&client, "iso").await;
+    let sim = sim(Duration::from_millis(50), 17, FaultConfig::default()).await;
+    let gone_target = |cluster: &str| {
+        format!(
+            "---\napiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata:\n  name: gone\nspec:\n  project: example-project\n  zone: us-central1-a\n  ownerId: e2e\n  gke:\n    location: us-central1\n    name: {cluster}\n"
+        )
+    };
+    let lost = slice_yaml("lost", "tpu-v5-lite-podslice", "2x2", 1, "")
+        .replace("target: train-a", "target: gone");
+    let dir = spec_dir(&[("tiny.yaml", tiny("a")), ("lost.yaml", lost)]);
+    put(
+        dir.path(),
+        "target.yaml",
+        &format!("{TARGET}{}", gone_target("deleted-cluster")),
+    );
+    let r = Replica::start_dir(&sim, &ns, dir.path(), "iso", &["--resync", "1s"]);
+    wait_converged(&ns, &["tiny"], &r).await;
+    wait_condition(&ns, "Stalled", &["lost"], &r).await;
+    assert_eq!(reason(&ns, "lost"), "TargetUnreachable");
+    let stalled = condition(&ns, "lost", "Stalled");
+    assert!(stalled.starts_with("True "), "{stalled}");
+    assert!(stalled.contains("[target_not_found]"), "{stalled}");
+    assert!(stalled.contains("clusters/deleted-cluster"), "{stalled}");
+    assert_eq!(
+        slicectl::error::repeated_segment(&stalled),
+        None,
+        "{stalled}"
+    );
+    assert_eq!(pool_names(&sim).await, ["tiny-0"]);
+    wait_for("the metric", 30, &[&r], || async {
+        r.metric("slicectl_target_unobserved{target=\"gone\"}")
+            .await
+            == Some(1.0)
+    })
+    .await;
+    assert_eq!(
+        r.metric("slicectl_target_unobserved{target=\"train\"}")
+            .await,
+        Some(0.0)
+    );
+    // The other Target keeps converging: an edit is applied.
+    put(dir.path(), "tiny.yaml", &tiny("b"));
+    wait_for("tiny's update", 60, &[&r], || async {
+        label(&sim, "tiny-0", "team").await.as_deref() == Some("b")
+    })
+    .await;
+    assert!(
+        ["Converged", "NodesNotObserved"].contains(&reason(&ns, "tiny").as_str()),
+        "{}",
+        reason(&ns, "tiny")
+    );
+    // The Target is pointed at a cluster that exists: lost is made.
+    put(
+        dir.path(),
+        "target.yaml",
+        &format!("{TARGET}{}", gone_target("train")),
+    );
+    wait_for("lost's pool", 60, &[&r], || async {
+        pool_names(&sim).await == ["lost-0", "tiny-0"]
+    })
+    .await;
+    wait_converged(&ns, &["lost"], &r).await;
+    wait_for("the metric back to 0", 30, &[&r], || async {
+        r.metric("slicectl_target_unobserved{target=\"gone\"}")
+            .await
+            == Some(0.0)
+    })
+    .await;
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}

@@ -261,7 +261,9 @@ async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
             .any(|t| t.key == "example.com/dedicated" && t.effect == "NoSchedule"),
         "{taints:?}"
     );
-    // The cloud side: BULK MIGs of the right size, the policy on the multi-host one.
+    // The cloud side: MIGs of the right size (on-demand: INDIVIDUAL, as
+    // Compute Engine's BULK takes only reservation-bound and flex-start
+    // templates), the policy on the multi-host one.
     let migs = get(&sim, "zones/us-central1-b/instanceGroupManagers").await;
     assert_eq!(names(&migs), vec!["gce-multi-0", "gce-single-0"]);
     let m = migs["items"]
@@ -270,7 +272,7 @@ async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
         .iter()
         .find(|m| m["name"] == "gce-multi-0")
         .unwrap();
-    assert_eq!(m["targetSizePolicy"]["mode"], "BULK");
+    assert_eq!(m["targetSizePolicy"]["mode"], "INDIVIDUAL");
     assert_eq!(m["targetSize"], 4);
     assert!(
         m["resourcePolicies"]["workloadPolicy"]
@@ -341,7 +343,7 @@ async fn gce_slices_join_the_real_control_plane_and_tear_down_in_reverse() {
         ],
     )
     .await;
-    assert_eq!(m["targetSizePolicy"]["mode"], "BULK");
+    assert_eq!(m["targetSizePolicy"]["mode"], "INDIVIDUAL");
     assert_eq!(m["targetSize"], 4);
     let listed = gcloud(
         &sim,
@@ -525,9 +527,18 @@ async fn bulk_stockout_leaves_no_partial_slice_and_status_says_why() {
         ..FaultConfig::default()
     };
     let sim = sim(Duration::from_millis(100), 3, faults).await;
+    // Flex-start: a BULK MIG, which says why it waits only in its bulk
+    // operation's last check and in `listErrors` (*About bulk mode*).
     let dir = gce_dir(
         "e2e-gce-stockout",
-        &[("s.yaml", gce_slice("gce-stock", "4x4", ""))],
+        &[(
+            "s.yaml",
+            gce_slice(
+                "gce-stock",
+                "4x4",
+                "  capacity: {type: flex-start, maxRunDuration: 24h}\n",
+            ),
+        )],
     );
     let o = gce_apply(&sim, dir.path()).await;
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -537,6 +548,8 @@ async fn bulk_stockout_leaves_no_partial_slice_and_status_says_why() {
         "{out}"
     );
     assert!(out.contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{out}");
+    // Reported once, as the failed step; not again as a replica not ready.
+    assert!(!out.contains("not ready ["), "{out}");
     // All or nothing: the MIG exists, no VM does, no Node joined.
     assert_eq!(
         count(&sim, "zones/us-central1-b/instanceGroupManagers").await,
@@ -572,6 +585,81 @@ async fn bulk_stockout_leaves_no_partial_slice_and_status_says_why() {
     .await;
     assert!(o.status.success(), "{}", text(&o));
     assert!(nodes_of(&client, "gce-stock").await.is_empty());
+}
+
+/// A spot slice's MIG is INDIVIDUAL (BULK takes no spot template): in a
+/// zone with room for 2 of its 4 VMs, the MIG makes 2. slicectl keeps the
+/// slice all-or-nothing: the Nodes step fails at once with `stockout`,
+/// saying how many VMs exist, and no VM gets a token; once capacity
+/// returns the next apply finishes the slice with the VMs it had.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partial_individual_slice_is_a_stockout_not_a_slice() {
+    let _serial = SERIAL.lock().await;
+    let client = kube_client().await;
+    let faults = FaultConfig {
+        zone_vm_limits: [("us-central1-b".to_string(), 2)].into(),
+        ..FaultConfig::default()
+    };
+    let sim = sim(Duration::from_millis(100), 5, faults).await;
+    let dir = gce_dir(
+        "e2e-gce-partial",
+        &[(
+            "s.yaml",
+            gce_slice("gce-part", "4x4", "  capacity: {type: spot}\n"),
+        )],
+    );
+    let o = gce_apply(&sim, dir.path()).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains("failed [stockout]: slice.gce-part[0].nodes"),
+        "{out}"
+    );
+    assert!(out.contains("ZONE_RESOURCE_POOL_EXHAUSTED"), "{out}");
+    assert!(
+        out.contains("(2 of 4 VM(s) created: a partial TPU slice is not a slice"),
+        "{out}"
+    );
+    let migs = get(&sim, "zones/us-central1-b/instanceGroupManagers").await;
+    assert_eq!(migs["items"][0]["targetSizePolicy"]["mode"], "INDIVIDUAL");
+    assert_eq!(count(&sim, "zones/us-central1-b/instances").await, 2);
+    assert!(nodes_of(&client, "gce-part").await.is_empty());
+    assert!(token_secrets_of(&client, "gce-part").await.is_empty());
+    // status: the MIG retrying, and why (read from its listErrors).
+    let o = slicectl(
+        &sim,
+        &["status", dir.path().to_str().unwrap(), "--output", "json"],
+    )
+    .await;
+    let rows: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        rows[0]["state"]
+            .as_str()
+            .unwrap()
+            .starts_with("MIG RETRYING, VMs "),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[0]["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("ZONE_RESOURCE_POOL_EXHAUSTED"),
+        "{}",
+        rows[0]
+    );
+    // Capacity returns: the next apply finishes the slice.
+    sim.set_faults(FaultConfig::default());
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(nodes_of(&client, "gce-part").await.len(), 4);
+    let o = slicectl(
+        &sim,
+        &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],
+    )
+    .await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(nodes_of(&client, "gce-part").await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]

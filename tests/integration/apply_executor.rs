@@ -61,9 +61,8 @@ async fn observe_and_plan(
     dir: &std::path::Path,
 ) -> (slicectl::spec::Fleet, slicectl::plan::Plan) {
     let fleet = slicectl::source::load_dir(dir).unwrap();
-    let inv = slicectl::observe::observe(c, &fleet, slicectl::kinds::REGISTRY)
-        .await
-        .unwrap();
+    let inv = slicectl::observe::observe(c, &fleet, slicectl::kinds::REGISTRY).await;
+    assert!(inv.unobserved.is_empty(), "{:?}", inv.unobserved);
     let p = plan::plan(
         &fleet,
         &inv,
@@ -341,9 +340,8 @@ async fn a_delete_that_finds_the_pool_gone_is_not_counted_destroyed() {
         .await
         .success()
     );
-    let inv = slicectl::observe::observe(&c, &fleet, slicectl::kinds::REGISTRY)
-        .await
-        .unwrap();
+    let inv = slicectl::observe::observe(&c, &fleet, slicectl::kinds::REGISTRY).await;
+    assert!(inv.unobserved.is_empty(), "{:?}", inv.unobserved);
     let teardown = plan::plan_destroy(&fleet, &inv, &slicectl::kinds::plan_kinds(), 10).unwrap();
     delete_by_hand(&sim, "a-1").await;
     let report = apply::execute(

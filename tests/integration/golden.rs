@@ -18,7 +18,9 @@
 //! `live.json` has one key per registered kind (its id: `node_pool`,
 //! `workload_policy`) listing the live resources of that kind, and
 //! `operations`, keyed by kind too, listing operations as observation
-//! records them. Bodies are Google's JSON of the resource (a GKE `NodePool`,
+//! records them, and `unobserved`, the scopes whose listing failed
+//! (`[{"scope": {...}, "code": "target_not_found", "cause": "..."}]`).
+//! Bodies are Google's JSON of the resource (a GKE `NodePool`,
 //! a compute `ResourcePolicy`) as the API returns it, server defaults
 //! included, read by the kind's own parser. Every key is optional; an
 //! unknown key, or a body field the kind does not read (a typo would
@@ -158,6 +160,28 @@ fn read_inventory(path: &Path) -> Result<Inventory, String> {
         serde_json::from_str(&text).map_err(|e| format!("live.json is not a JSON object: {e}"))?;
     let mut inv = Inventory::default();
     for (key, value) in file {
+        if key == "unobserved" {
+            // Scopes whose listing failed: `[{"scope": …, "code": …, "cause": …}]`.
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Failed {
+                scope: Scope,
+                code: String,
+                cause: String,
+            }
+            let failed: Vec<Failed> =
+                serde_json::from_value(value).map_err(|e| format!("live.json: unobserved: {e}"))?;
+            for f in failed {
+                inv.unobserved.insert(
+                    f.scope,
+                    plan::Unseen {
+                        code: f.code,
+                        cause: f.cause,
+                    },
+                );
+            }
+            continue;
+        }
         if key == "operations" {
             let by_kind: BTreeMap<String, Vec<OperationRecord>> =
                 serde_json::from_value(value).map_err(|e| format!("live.json: operations: {e}"))?;

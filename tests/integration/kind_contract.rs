@@ -235,9 +235,8 @@ fn kinds() -> Vec<&'static dyn Kind> {
 
 /// Observe and plan with the test registry.
 async fn plan_of(cloud: &Cloud, f: &Fleet, opts: &PlanOptions) -> plan::Plan {
-    let inv = slicectl::observe::observe(cloud, f, REGISTRY)
-        .await
-        .unwrap();
+    let inv = slicectl::observe::observe(cloud, f, REGISTRY).await;
+    assert!(inv.unobserved.is_empty(), "{:?}", inv.unobserved);
     plan::plan(f, &inv, &kinds(), opts).unwrap()
 }
 

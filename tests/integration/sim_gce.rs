@@ -32,7 +32,24 @@ fn wp(name: &str, topology: &str) -> Value {
            "workloadPolicy": {"type": "HIGH_THROUGHPUT", "acceleratorTopology": topology}})
 }
 
+/// A flex-start template: BULK MIGs take only reservation-bound or
+/// flex-start ones ([`template_of`] for another model).
 fn template(name: &str, machine: &str) -> Value {
+    template_of(name, machine, "FLEX_START")
+}
+
+/// A template of provisioning model `model` (with the termination action
+/// that fits it).
+fn template_of(name: &str, machine: &str, model: &str) -> Value {
+    let mut scheduling = json!({"onHostMaintenance": "TERMINATE", "provisioningModel": model});
+    match model {
+        "SPOT" => scheduling["instanceTerminationAction"] = json!("STOP"),
+        "FLEX_START" | "RESERVATION_BOUND" => {
+            scheduling["instanceTerminationAction"] = json!("DELETE");
+            scheduling["maxRunDuration"] = json!({"seconds": "86400"});
+        }
+        _ => {}
+    }
     json!({
         "name": name,
         "properties": {
@@ -40,8 +57,7 @@ fn template(name: &str, machine: &str) -> Value {
             "labels": {"managed-by": "slicectl"},
             "metadata": {"items": [{"key": "startup-script", "value": "#!/bin/sh\necho hi"},
                                    {"key": "slicectl-slice", "value": "s1"}]},
-            "scheduling": {"onHostMaintenance": "TERMINATE", "provisioningModel": "SPOT",
-                           "instanceTerminationAction": "STOP"},
+            "scheduling": scheduling,
             "disks": [{"boot": true, "initializeParams": {"sourceImage": "projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-v4", "diskSizeGb": "100"}}],
             "networkInterfaces": [{"subnetwork": "regions/us-central2/subnetworks/default"}],
         }
@@ -372,14 +388,16 @@ async fn bulk_stockout_creates_no_vm_until_capacity_returns() {
         None,
     )
     .await;
-    for mi in managed["managedInstances"].as_array().unwrap() {
+    // "During this waiting period, the MIG creates managed instances"
+    // (*About bulk mode*): listed CREATING; the reason is the bulk
+    // operation's, not a per-VM attempt's.
+    let managed = managed["managedInstances"].as_array().unwrap();
+    assert_eq!(managed.len(), 4);
+    for mi in managed {
         assert_eq!(mi["currentAction"], "CREATING");
         assert!(mi.get("instanceStatus").is_none());
         assert!(mi.get("id").is_none());
-        assert_eq!(
-            mi["lastAttempt"]["errors"]["errors"][0]["code"],
-            "ZONE_RESOURCE_POOL_EXHAUSTED"
-        );
+        assert!(mi.get("lastAttempt").is_none(), "{mi}");
     }
     let m = ok(
         &c,
@@ -409,6 +427,251 @@ async fn bulk_stockout_creates_no_vm_until_capacity_returns() {
     let (_, errors) = c
         .get(&format!(
             "{}/instanceGroupManagers/so/listErrors",
+            zone_path()
+        ))
+        .await;
+    assert!(errors.get("items").is_none(), "{errors}");
+    sim.shutdown().await;
+}
+
+/// Inserts a template of `model` and a MIG of `mode` on it (4 VMs, with the
+/// workload policy `{name}-wp`); returns the MIG insert's status and body.
+async fn mig_of(c: &Client, name: &str, model: &str, mode: Option<&str>) -> (u16, Value) {
+    let op = ok(
+        c,
+        "POST",
+        &format!("{COMPUTE}/regions/{REGION}/resourcePolicies"),
+        Some(wp(&format!("{name}-wp"), "2x2x4")),
+    )
+    .await;
+    wait(c, &op).await;
+    let op = ok(
+        c,
+        "POST",
+        &format!("{COMPUTE}/global/instanceTemplates"),
+        Some(template_of(&format!("{name}-t"), MACHINE, model)),
+    )
+    .await;
+    wait(c, &op).await;
+    let mut body = mig(name, &format!("{name}-t"), 4, &format!("{name}-wp"));
+    match mode {
+        Some(m) => body["targetSizePolicy"] = json!({"mode": m}),
+        None => {
+            body.as_object_mut().unwrap().remove("targetSizePolicy");
+        }
+    }
+    let (s, v) = c
+        .send(
+            "POST",
+            &format!("{}/instanceGroupManagers", zone_path()),
+            Some(body),
+        )
+        .await;
+    (s, v)
+}
+
+#[tokio::test]
+async fn bulk_mode_is_refused_unless_the_template_is_reservation_bound_or_flex_start() {
+    let sim = start(Duration::ZERO, 21, FaultConfig::default()).await;
+    let c = Client::new(&sim);
+    // "Bulk mode in MIGs is only supported with instance templates that
+    // specify either a reservation-bound or flex-start provisioning model".
+    for (name, model) in [("bs", "SPOT"), ("bd", "STANDARD")] {
+        let (s, v) = mig_of(&c, name, model, Some("BULK")).await;
+        assert_eq!(s, 400, "{model}: {v}");
+        assert_eq!(v["error"]["errors"][0]["reason"], "invalid", "{v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("Invalid value for field 'resource.targetSizePolicy.mode': 'BULK'. Bulk mode in MIGs is only supported with instance templates that specify either a reservation-bound or flex-start provisioning model"),
+            "{message}"
+        );
+        assert!(message.contains(&format!("'{model}'")), "{message}");
+        let (s, _) = c
+            .get(&format!("{}/instanceGroupManagers/{name}", zone_path()))
+            .await;
+        assert_eq!(s, 404, "a refused insert makes no MIG");
+    }
+    // A template with no scheduling at all is STANDARD (on-demand).
+    let op = ok(
+        &c,
+        "POST",
+        &format!("{COMPUTE}/global/instanceTemplates"),
+        Some(json!({"name": "bare-t", "properties": {"machineType": MACHINE}})),
+    )
+    .await;
+    wait(&c, &op).await;
+    let (s, v) = c
+        .send(
+            "POST",
+            &format!("{}/instanceGroupManagers", zone_path()),
+            Some(mig("bare", "bare-t", 4, "bs-wp")),
+        )
+        .await;
+    assert_eq!(s, 400, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("'STANDARD'"),
+        "{v}"
+    );
+    // The same templates run INDIVIDUAL (or the default, no policy);
+    // reservation-bound and flex-start run BULK.
+    for (name, model, mode) in [
+        ("is", "SPOT", Some("INDIVIDUAL")),
+        ("id", "STANDARD", None),
+        ("br", "RESERVATION_BOUND", Some("BULK")),
+        ("bf", "FLEX_START", Some("BULK")),
+    ] {
+        let (s, op) = mig_of(&c, name, model, mode).await;
+        assert_eq!(s, 200, "{model} {mode:?}: {op}");
+        assert!(wait(&c, &op).await.get("error").is_none());
+    }
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_individual_stockout_is_per_vm_and_in_list_errors_not_in_a_bulk_operation() {
+    let faults = FaultConfig {
+        stockout_zones: vec![ZONE.into()],
+        ..FaultConfig::default()
+    };
+    let sim = start(Duration::ZERO, 23, faults).await;
+    let c = Client::new(&sim);
+    let (s, op) = mig_of(&c, "ind", "SPOT", Some("INDIVIDUAL")).await;
+    assert_eq!(s, 200, "{op}");
+    wait(&c, &op).await;
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    assert!(instances(&c).await.is_empty(), "the zone has no capacity");
+    let managed = ok(
+        &c,
+        "POST",
+        &format!(
+            "{}/instanceGroupManagers/ind/listManagedInstances",
+            zone_path()
+        ),
+        None,
+    )
+    .await;
+    for mi in managed["managedInstances"].as_array().unwrap() {
+        assert_eq!(mi["currentAction"], "CREATING");
+        assert_eq!(
+            mi["lastAttempt"]["errors"]["errors"][0]["code"], "ZONE_RESOURCE_POOL_EXHAUSTED",
+            "{mi}"
+        );
+    }
+    let errors = ok(
+        &c,
+        "GET",
+        &format!("{}/instanceGroupManagers/ind/listErrors", zone_path()),
+        None,
+    )
+    .await;
+    assert_eq!(errors["items"].as_array().unwrap().len(), 4, "{errors}");
+    let m = ok(
+        &c,
+        "GET",
+        &format!("{}/instanceGroupManagers/ind", zone_path()),
+        None,
+    )
+    .await;
+    assert_eq!(m["status"]["isStable"], false);
+    assert!(
+        m["status"].get("bulkInstanceOperation").is_none(),
+        "no bulk operation in INDIVIDUAL mode: {m}"
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_zone_short_of_capacity_gives_individual_some_vms_and_bulk_none() {
+    let faults = FaultConfig {
+        zone_vm_limits: [(ZONE.to_string(), 2)].into(),
+        ..FaultConfig::default()
+    };
+    let sim = start(Duration::ZERO, 27, faults).await;
+    let c = Client::new(&sim);
+    // INDIVIDUAL "creates as many instances as possible with the available
+    // capacity": 2 of 4, the other 2 CREATING with their last attempt's
+    // error and in listErrors.
+    let (s, op) = mig_of(&c, "part", "SPOT", Some("INDIVIDUAL")).await;
+    assert_eq!(s, 200, "{op}");
+    wait(&c, &op).await;
+    let vms = wait_running(&c, 2).await;
+    assert!(
+        vms.iter()
+            .all(|v| v["name"].as_str().unwrap().starts_with("part-"))
+    );
+    let managed = ok(
+        &c,
+        "POST",
+        &format!(
+            "{}/instanceGroupManagers/part/listManagedInstances",
+            zone_path()
+        ),
+        None,
+    )
+    .await;
+    let managed = managed["managedInstances"].as_array().unwrap();
+    let waiting: Vec<&Value> = managed
+        .iter()
+        .filter(|mi| mi.get("instanceStatus").is_none())
+        .collect();
+    assert_eq!(waiting.len(), 2, "{managed:?}");
+    for mi in &waiting {
+        assert_eq!(mi["currentAction"], "CREATING");
+        assert_eq!(
+            mi["lastAttempt"]["errors"]["errors"][0]["code"],
+            "ZONE_RESOURCE_POOL_EXHAUSTED"
+        );
+    }
+    let errors = ok(
+        &c,
+        "GET",
+        &format!("{}/instanceGroupManagers/part/listErrors", zone_path()),
+        None,
+    )
+    .await;
+    let items = errors["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "only the VMs not created: {errors}");
+    for (e, mi) in items.iter().zip(&waiting) {
+        assert_eq!(e["instanceActionDetails"]["instance"], mi["instance"]);
+    }
+    let m = ok(
+        &c,
+        "GET",
+        &format!("{}/instanceGroupManagers/part", zone_path()),
+        None,
+    )
+    .await;
+    assert_eq!(m["status"]["isStable"], false);
+    assert_eq!(m["currentActions"]["creating"], 2, "{m}");
+    assert_eq!(m["currentActions"]["none"], 2, "{m}");
+    assert_eq!(m["status"]["currentInstanceStatuses"]["nonExistent"], 2);
+
+    // BULK in the same zone: none until all 4 fit.
+    let (s, op) = mig_of(&c, "whole", "FLEX_START", Some("BULK")).await;
+    assert_eq!(s, 200, "{op}");
+    wait(&c, &op).await;
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let whole = instances(&c)
+        .await
+        .into_iter()
+        .filter(|v| v["name"].as_str().unwrap().starts_with("whole-"))
+        .count();
+    assert_eq!(whole, 0, "BULK is all or nothing");
+
+    // Capacity returns: both MIGs complete, the INDIVIDUAL one keeping the
+    // VMs it had.
+    let before: Vec<Value> = vms.iter().map(|v| v["id"].clone()).collect();
+    sim.set_faults(FaultConfig::default());
+    let all = wait_running(&c, 8).await;
+    for id in before {
+        assert!(all.iter().any(|v| v["id"] == id), "{id} kept");
+    }
+    let (_, errors) = c
+        .get(&format!(
+            "{}/instanceGroupManagers/part/listErrors",
             zone_path()
         ))
         .await;
@@ -868,8 +1131,9 @@ async fn compute_client_drives_templates_migs_and_instances() {
         name: "cm".into(),
         instance_template: got.self_link.clone(),
         target_size: 4,
+        // Its template is on-demand (no scheduling): not a BULK one.
         target_size_policy: Some(TargetSizePolicy {
-            mode: "BULK".into(),
+            mode: "INDIVIDUAL".into(),
         }),
         resource_policies: Some(MigResourcePolicies {
             workload_policy: Some("cwp".into()),

@@ -236,7 +236,9 @@ async fn gcloud_reads_back_instance_templates_migs_and_instances() {
                 "machineType": "ct4p-hightpu-4t",
                 "labels": {"managed-by": "slicectl"},
                 "metadata": {"items": [{"key": "startup-script", "value": "echo hi"}]},
-                "scheduling": {"onHostMaintenance": "TERMINATE", "provisioningModel": "SPOT", "instanceTerminationAction": "STOP"},
+                // BULK takes only reservation-bound or flex-start templates.
+                "scheduling": {"onHostMaintenance": "TERMINATE", "provisioningModel": "FLEX_START",
+                               "instanceTerminationAction": "DELETE", "maxRunDuration": {"seconds": "86400"}},
                 "networkInterfaces": [{"subnetwork": "regions/us-central2/subnetworks/default"}]}}),
         )
         .await;
@@ -284,7 +286,10 @@ async fn gcloud_reads_back_instance_templates_migs_and_instances() {
     .unwrap();
     assert_eq!(t["name"], "gt");
     assert_eq!(t["properties"]["machineType"], "ct4p-hightpu-4t");
-    assert_eq!(t["properties"]["scheduling"]["provisioningModel"], "SPOT");
+    assert_eq!(
+        t["properties"]["scheduling"]["provisioningModel"],
+        "FLEX_START"
+    );
 
     let zone_flag = format!("--zone={zone}");
     let m: Value = serde_json::from_str(

@@ -53,6 +53,13 @@ pub struct FaultConfig {
     /// `ZONE_RESOURCE_POOL_EXHAUSTED` until the zone is removed from this
     /// list, when the MIG's retry succeeds.
     pub stockout_zones: Vec<String>,
+    /// Zones short of capacity, with how many VMs of a MIG they can still
+    /// create (deterministic, for tests): a MIG there needing more meets a
+    /// stockout. An INDIVIDUAL MIG creates that many and keeps retrying the
+    /// rest ("the MIG creates as many instances as possible with the
+    /// available capacity", Compute Engine, *About bulk mode*); a BULK one
+    /// creates none until all fit. Removing the zone ends it.
+    pub zone_vm_limits: BTreeMap<String, u32>,
     /// Whether a simulated VM that reaches RUNNING starts its node agent
     /// (`sim::kubelet`): the startup script, `kubeadm join` and a kubelet
     /// against the cluster its metadata names.
@@ -86,6 +93,7 @@ impl Default for FaultConfig {
             stockout_status: StockoutStatus::Error,
             reservations: BTreeMap::new(),
             stockout_zones: Vec::new(),
+            zone_vm_limits: BTreeMap::new(),
             node_agents: true,
         }
     }

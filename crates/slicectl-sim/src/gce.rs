@@ -7,10 +7,14 @@
 //! Timeline on the simulator's clock (latency L): a template insert is a
 //! global operation of length L, the template exists when it is DONE. A MIG
 //! insert is a zonal operation of length L ("DONE once the group exists, not
-//! its VMs", gcp-api.md §2.1); then the MIG creates all its VMs at once
-//! (BULK), each PROVISIONING, STAGING after L/2 and RUNNING after L. On a
-//! stockout no VM is created and the MIG reports `ZONE_RESOURCE_POOL_EXHAUSTED`
-//! until the stockout ends. A MIG delete stops its VMs; the operation is DONE
+//! its VMs", gcp-api.md §2.1); then the MIG creates all its VMs at once,
+//! each PROVISIONING, STAGING after L/2 and RUNNING after L. BULK
+//! (`targetSizePolicy.mode`) is refused unless the template is
+//! reservation-bound or flex-start, as Google refuses it. On a stockout (a
+//! whole zone's, so INDIVIDUAL MIGs get no VM either) no VM is created and
+//! the MIG reports `ZONE_RESOURCE_POOL_EXHAUSTED` until the stockout ends:
+//! in `listErrors` always, in `status.bulkInstanceOperation` for BULK, in
+//! each managed instance's `lastAttempt` for INDIVIDUAL. A MIG delete stops its VMs; the operation is DONE
 //! after L, when the VMs and the group are gone.
 
 use std::collections::BTreeMap;
@@ -67,6 +71,9 @@ pub(crate) enum Stockout {
     /// Drawn against `FaultConfig::stockout_rate`; lasts while the rate is
     /// above zero.
     Drawn,
+    /// The zone is in `FaultConfig::zone_vm_limits` with fewer VMs than
+    /// the MIG needs; lasts while that holds.
+    Limited,
 }
 
 /// A MIG as stored.
@@ -587,8 +594,19 @@ pub(crate) fn insert_mig(
         .pointer("/targetSizePolicy/mode")
         .and_then(Value::as_str)
         == Some("BULK");
+    if bulk {
+        check_bulk_provisioning_model(inner, &template)?;
+    }
+    let limited = inner
+        .faults
+        .config
+        .zone_vm_limits
+        .get(zone)
+        .is_some_and(|&n| n < target_size);
     let stockout = if inner.faults.config.stockout_zones.iter().any(|z| z == zone) {
         Some(Stockout::Zone)
+    } else if limited {
+        Some(Stockout::Limited)
     } else if inner.faults.draw_mig_stockout(zone) {
         inner.stats.faults_injected += 1;
         Some(Stockout::Drawn)
@@ -642,6 +660,44 @@ pub(crate) fn insert_mig(
         key.clone(),
         id,
         ComputeEffect::MigReady { key },
+    ))
+}
+
+/// The provisioning models BULK mode takes: "Bulk mode in MIGs is only
+/// supported with instance templates that specify either a
+/// reservation-bound or flex-start provisioning model" (Compute Engine,
+/// *Create a MIG that uses the bulk mode*,
+/// docs.cloud.google.com/compute/docs/instance-groups/bulk-create-instances-in-mig).
+const BULK_MODELS: [&str; 2] = ["RESERVATION_BOUND", "FLEX_START"];
+
+/// Refuses `targetSizePolicy.mode: BULK` with a template whose
+/// `scheduling.provisioningModel` is not one of [`BULK_MODELS`] (STANDARD,
+/// the default, and SPOT). No public page quotes the error Compute Engine
+/// returns for it; this is the closest documented shape, compute's 400
+/// `invalid` "Invalid value for field '…': '…'. …" (the answer it gives for
+/// a field whose value the request's other fields rule out), naming the
+/// template's model and quoting the documented rule.
+fn check_bulk_provisioning_model(inner: &Inner, template: &str) -> Result<(), ApiError> {
+    let model = inner
+        .templates
+        .get(template)
+        .and_then(|t| {
+            t.spec
+                .pointer("/properties/scheduling/provisioningModel")
+                .and_then(Value::as_str)
+        })
+        .unwrap_or("STANDARD");
+    if BULK_MODELS.contains(&model) {
+        return Ok(());
+    }
+    Err(invalid_field(
+        "resource.targetSizePolicy.mode",
+        "BULK",
+        &format!(
+            "Bulk mode in MIGs is only supported with instance templates that specify either a \
+             reservation-bound or flex-start provisioning model; instance template '{template}' \
+             has provisioning model '{model}'."
+        ),
     ))
 }
 
@@ -824,6 +880,29 @@ fn still_stocked_out(inner: &Inner, m: &MigRec) -> bool {
         None => false,
         Some(Stockout::Zone) => inner.faults.config.stockout_zones.contains(&m.zone),
         Some(Stockout::Drawn) => inner.faults.config.stockout_rate > 0.0,
+        Some(Stockout::Limited) => inner
+            .faults
+            .config
+            .zone_vm_limits
+            .get(&m.zone)
+            .is_some_and(|&n| n < m.target_size),
+    }
+}
+
+/// How many VMs a stocked-out MIG can have now: INDIVIDUAL "creates as many
+/// instances as possible with the available capacity" (Compute Engine,
+/// *About bulk mode*, docs.cloud.google.com/compute/docs/instance-groups/about-bulk-mode),
+/// the zone's limit; BULK "doesn't create any instance until Compute
+/// Engine has the capacity for the specified target size": none.
+fn partial_capacity(inner: &Inner, m: &MigRec) -> usize {
+    match m.stockout {
+        Some(Stockout::Limited) if !m.bulk => inner
+            .faults
+            .config
+            .zone_vm_limits
+            .get(&m.zone)
+            .map_or(0, |&n| n as usize),
+        _ => 0,
     }
 }
 
@@ -912,21 +991,42 @@ fn try_create_vms(inner: &mut Inner, key: &str, at: Instant) {
     if !m.ready || m.created || m.deleting {
         return;
     }
-    if still_stocked_out(inner, m) {
+    let stocked_out = still_stocked_out(inner, m);
+    // All of them, or (stocked out) as many as the zone has room for.
+    let room = if stocked_out {
+        partial_capacity(inner, m)
+    } else {
+        m.members.len()
+    };
+    let m = m.clone();
+    let exists = |inner: &Inner, n: &str| {
+        inner
+            .instances
+            .contains_key(&vm_key(&m.project, &m.zone, n))
+    };
+    let have = m.members.iter().filter(|n| exists(inner, n)).count();
+    if room > have
+        && let Some(shape) = member_shape(inner, &m)
+    {
+        let missing: Vec<String> = m
+            .members
+            .iter()
+            .filter(|n| !exists(inner, n))
+            .take(room - have)
+            .cloned()
+            .collect();
+        for name in &missing {
+            let vm = make_vm(inner, &m, name, &shape, at);
+            inner
+                .instances
+                .insert(vm_key(&m.project, &m.zone, name), vm);
+        }
+    }
+    if stocked_out {
         if let Some(m) = inner.migs.get_mut(key) {
             m.error_time = Some(jiff::Timestamp::now());
         }
         return;
-    }
-    let m = m.clone();
-    let Some(shape) = member_shape(inner, &m) else {
-        return;
-    };
-    for name in &m.members {
-        let vm = make_vm(inner, &m, name, &shape, at);
-        inner
-            .instances
-            .insert(vm_key(&m.project, &m.zone, name), vm);
     }
     if let Some(m) = inner.migs.get_mut(key) {
         m.created = true;
@@ -1039,7 +1139,8 @@ fn mig_status_json(inner: &Inner, m: &MigRec) -> (Value, Value) {
     let (creating, deleting, none) = if m.deleting {
         (0, vms.len() as i64, 0)
     } else if !m.created {
-        (n, 0, 0)
+        // Stocked out: none created (BULK), or some (INDIVIDUAL).
+        (n - running, 0, running)
     } else {
         (n - running, 0, running)
     };
@@ -1427,7 +1528,16 @@ pub(crate) fn list_managed_instances(
                 }
                 None => {
                     v["currentAction"] = json!(if m.deleting { "DELETING" } else { "CREATING" });
-                    if m.stockout.is_some() {
+                    // BULK: "During this waiting period, the MIG creates
+                    // managed instances" (Compute Engine, *About bulk
+                    // mode*, docs.cloud.google.com/compute/docs/instance-groups/about-bulk-mode):
+                    // listed CREATING, and the reason is the bulk
+                    // operation's (`status.bulkInstanceOperation.lastProgressCheck.error`)
+                    // and `listErrors`', not a per-VM attempt: the VMs are
+                    // not tried one by one. INDIVIDUAL tries each VM, and
+                    // each one's last attempt carries its error
+                    // (`ManagedInstanceLastAttempt`, compute v1 discovery).
+                    if m.stockout.is_some() && !m.bulk {
                         v["lastAttempt"] = json!({"errors": {"errors": [
                             {"code": STOCKOUT_CODE, "message": stockout_message(project, zone)}
                         ]}});
@@ -1457,12 +1567,14 @@ pub(crate) fn list_errors(
     let m = find_mig(inner, &key)?;
     let api = ctx.compute_api();
     let items: Vec<Value> = if m.stockout.is_some() && !m.created {
+        // One item per VM not created (an INDIVIDUAL MIG may have some).
         let ts = m
             .error_time
             .unwrap_or_else(jiff::Timestamp::now)
             .to_string();
         m.members
             .iter()
+            .filter(|n| !inner.instances.contains_key(&vm_key(project, zone, n)))
             .map(|n| {
                 json!({
                     "timestamp": ts,

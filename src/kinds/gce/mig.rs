@@ -1,5 +1,7 @@
 //! The managed instance group kind: one zonal MIG per `gce` slice replica,
-//! `targetSize` = hosts, `targetSizePolicy.mode: BULK` (all VMs or none),
+//! `targetSize` = hosts, `targetSizePolicy.mode` BULK (all VMs or none) for
+//! reservation-bound and flex-start slices, INDIVIDUAL for on-demand and spot
+//! ones (`render::target_size_mode`),
 //! the workload policy attached for multi-host slices. Its selective hash
 //! chains its template's and policy's, so any change of those replaces the
 //! slice replica. Ownership lives in the description (MIGs have no labels),
@@ -66,9 +68,10 @@ fn ownership_of(m: &InstanceGroupManager) -> Option<Ownership> {
 /// Checks a template the spec brings (`gce.instanceTemplate`) the way
 /// tpu-operator's `ValidateExternalInstanceTemplate` does (tpu-anchors
 /// §B.4): a TPU machine type, scheduling set, a provisioning model slicectl
-/// knows, `onHostMaintenance: TERMINATE`, and the termination action that
-/// fits the model (DELETE for reservation-bound and flex-start, STOP for
-/// spot). Returns every problem.
+/// knows and BULK mode takes (reservation-bound or flex-start: the MIG of a
+/// brought template is BULK), `onHostMaintenance: TERMINATE`, and the
+/// termination action that fits the model (DELETE for reservation-bound and
+/// flex-start, STOP for spot). Returns every problem.
 pub fn check_brought_template(t: &compute::InstanceTemplate) -> Vec<String> {
     let mut out = Vec::new();
     let p = &t.properties;
@@ -89,6 +92,17 @@ pub fn check_brought_template(t: &compute::InstanceTemplate) -> Vec<String> {
     if !["STANDARD", "SPOT", "RESERVATION_BOUND", "FLEX_START"].contains(&model) {
         out.push(format!(
             "provisioningModel {model:?} is not STANDARD, SPOT, RESERVATION_BOUND or FLEX_START"
+        ));
+    }
+    // A brought template's MIG is BULK (`render::target_size_mode`), which
+    // Compute Engine takes only with these two models (Compute Engine,
+    // *Create a MIG that uses the bulk mode*).
+    if ["STANDARD", "SPOT"].contains(&model) {
+        out.push(format!(
+            "provisioningModel {model} cannot run in a BULK MIG: Compute Engine's bulk mode (all VMs \
+             or none) takes only RESERVATION_BOUND or FLEX_START templates; for on-demand or spot \
+             capacity remove gce.instanceTemplate and set `capacity`, and slicectl renders the \
+             template and runs the MIG in INDIVIDUAL mode"
         ));
     }
     if s.on_host_maintenance.as_deref() != Some("TERMINATE") {
@@ -126,20 +140,82 @@ pub fn running_vms(m: &InstanceGroupManager) -> u32 {
         .unwrap_or(0)
 }
 
-/// The MIG's last bulk-creation error (`CODE: message`), if any.
-pub fn bulk_error(m: &InstanceGroupManager) -> Option<String> {
-    let e = m
+/// Why a MIG's slice replica is known not to become ready as it stands:
+/// VMs it has not created (fewer RUNNING than its target, not stable) and
+/// the error reported for them ([`creation_error`]: the bulk operation's
+/// last check, or the `listErrors` item observation read for an
+/// INDIVIDUAL MIG). `stockout` for a capacity error.
+pub fn not_ready(m: &InstanceGroupManager) -> Option<crate::kind::NotReady> {
+    let stable = m.status.as_ref().is_some_and(|s| s.is_stable);
+    let target = u32::try_from(m.target_size).unwrap_or(0);
+    if stable || running_vms(m) >= target {
+        return None;
+    }
+    let message = creation_error(m)?;
+    Some(crate::kind::NotReady {
+        code: crate::kind::NotReady::code_of(&message, "mig_error"),
+        message: format!(
+            "{message} (VMs {}/{target} running; the MIG keeps retrying)",
+            running_vms(m)
+        ),
+    })
+}
+
+/// The MIG's last creation error (`CODE: message`), if any: the bulk
+/// operation's last check (BULK), else what observation read from its
+/// `listErrors` (INDIVIDUAL, [`with_list_error`]).
+pub fn creation_error(m: &InstanceGroupManager) -> Option<String> {
+    let bulk = m
         .status
-        .as_ref()?
-        .bulk_instance_operation
-        .as_ref()?
-        .last_progress_check
-        .as_ref()?
-        .error
-        .as_ref()?
-        .errors
-        .first()?;
-    Some(format!("{}: {}", e.code, e.message))
+        .as_ref()
+        .and_then(|s| s.bulk_instance_operation.as_ref())
+        .and_then(|b| b.last_progress_check.as_ref())
+        .and_then(|c| c.error.as_ref())
+        .and_then(|e| e.errors.first())
+        .map(|e| format!("{}: {}", e.code, e.message));
+    bulk.or_else(|| {
+        m.list_error
+            .as_ref()
+            .map(|e| format!("{}: {}", e.code, e.message))
+    })
+}
+
+/// Whether observation reads a MIG's `listErrors`: it is not stable, runs
+/// fewer VMs than its target, and its status gives no reason (an
+/// INDIVIDUAL MIG's stockout is only per VM and in `listErrors`). A steady
+/// fleet has no such MIG, so observing it stays one list per zone.
+fn needs_list_errors(m: &InstanceGroupManager) -> bool {
+    let stable = m.status.as_ref().is_none_or(|s| s.is_stable);
+    let target = u32::try_from(m.target_size).unwrap_or(0);
+    !stable && running_vms(m) < target && creation_error(m).is_none()
+}
+
+/// The MIG with [`InstanceGroupManager::list_error`] read from its
+/// `listErrors` when [`needs_list_errors`] (and it is slicectl's).
+async fn with_list_error(
+    cloud: &Cloud,
+    z: &ZoneRef,
+    mut m: InstanceGroupManager,
+) -> Result<InstanceGroupManager, CloudError> {
+    if !needs_list_errors(&m) || ownership_of(&m).is_none() {
+        return Ok(m);
+    }
+    let mut errors = match cloud.compute.list_mig_errors(z, &m.name).await {
+        Ok(e) => e,
+        // Deleted between the list and this read: as listed.
+        Err(e) if e.is_not_found() => return Ok(m),
+        Err(e) => return Err(e),
+    };
+    errors.sort_by(|a, b| b.timestamp.cmp(&a.timestamp));
+    m.list_error = errors
+        .into_iter()
+        .find(|e| {
+            e.instance_action_details
+                .as_ref()
+                .is_none_or(|d| d.action == "CREATING")
+        })
+        .map(|e| e.error);
+    Ok(m)
 }
 
 fn shown(m: &InstanceGroupManager) -> Value {
@@ -310,13 +386,17 @@ impl Kind for Migs {
         mig(live).map(running_vms)
     }
 
+    fn not_ready(&self, live: &Body) -> Option<crate::kind::NotReady> {
+        not_ready(mig(live)?)
+    }
+
     fn report(&self, live: &Body, hosts: u32) -> LiveReport {
         let Some(m) = mig(live) else {
             return LiveReport::default();
         };
         let running = running_vms(m);
         let stable = m.status.as_ref().is_some_and(|s| s.is_stable);
-        let error = bulk_error(m).unwrap_or_default();
+        let error = creation_error(m).unwrap_or_default();
         let state = match (stable, error.is_empty()) {
             (true, _) => "STABLE",
             (false, false) => "RETRYING",
@@ -345,8 +425,11 @@ impl ComputeKind for Migs {
         ownership_of(m)
     }
 
+    /// The zone's MIGs, each not-stable one short of VMs with its
+    /// `listErrors` reason ([`with_list_error`]).
     async fn list(cloud: &Cloud, z: &ZoneRef) -> Result<Vec<InstanceGroupManager>, CloudError> {
-        cloud.compute.list_instance_group_managers(z).await
+        let migs = cloud.compute.list_instance_group_managers(z).await?;
+        futures::future::try_join_all(migs.into_iter().map(|m| with_list_error(cloud, z, m))).await
     }
 
     async fn list_operations(

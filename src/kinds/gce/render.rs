@@ -54,6 +54,38 @@ pub const MIG_REPLACEMENT_FIELDS: &[&str] = &[
     "resourcePolicies",
 ];
 
+/// The MIG's `targetSizePolicy.mode`. BULK (all VMs or none, gcp-api.md
+/// §2.4) "is only supported with instance templates that specify either a
+/// reservation-bound or flex-start provisioning model" (Compute Engine,
+/// *Create a MIG that uses the bulk mode*,
+/// docs.cloud.google.com/compute/docs/instance-groups/bulk-create-instances-in-mig):
+/// reservation and flex-start slices, and a template the spec brings
+/// (checked for such a model before the MIG is created). On-demand and spot
+/// slices get INDIVIDUAL, said explicitly (the server's default, so a live
+/// MIG never looks drifted): the VMs are created one by one, and slicectl
+/// keeps the slice all-or-nothing itself: a replica is Ready only when
+/// every VM runs and every Node is Ready, and a VM the MIG cannot create
+/// (a stockout) fails the replica's step with code `stockout` at once,
+/// however many of its VMs run (docs/gce-backend.md, "Capacity models and
+/// MIG modes").
+pub fn target_size_mode(slice: &Slice) -> &'static str {
+    let brought = slice
+        .spec
+        .gce
+        .as_ref()
+        .is_some_and(|g| g.instance_template.is_some());
+    match slice.spec.capacity.kind {
+        _ if brought => MODE_BULK,
+        CapacityType::Reservation | CapacityType::FlexStart => MODE_BULK,
+        CapacityType::OnDemand | CapacityType::Spot => MODE_INDIVIDUAL,
+    }
+}
+
+/// `targetSizePolicy.mode` BULK: all VMs at once, or none.
+pub const MODE_BULK: &str = "BULK";
+/// `targetSizePolicy.mode` INDIVIDUAL: VMs one by one (Compute Engine's default).
+pub const MODE_INDIVIDUAL: &str = "INDIVIDUAL";
+
 /// Everything one `gce` slice replica renders to.
 #[derive(Debug, Clone)]
 pub struct GceReplica {
@@ -442,9 +474,8 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
         base_instance_name: Some(mig_name.clone()),
         instance_template: Some(template_link),
         target_size: i32::try_from(shape.hosts).unwrap_or(i32::MAX),
-        // All VMs or none (gcp-api.md §2.4).
         target_size_policy: Some(TargetSizePolicy {
-            mode: "BULK".into(),
+            mode: target_size_mode(slice).into(),
         }),
         // Flex-start in bulk mode requires DO_NOTHING on failure (Compute
         // Engine, "About resize requests in a MIG" / bulk MIG docs).

@@ -87,7 +87,9 @@ fn multi_host_slice_renders_policy_template_and_bulk_mig() {
     assert!(!md.get("startup-script").unwrap().contains("tpu-v6e-slice"));
     let m = &r.mig;
     assert_eq!(m.target_size, 4);
-    assert_eq!(m.target_size_policy.as_ref().unwrap().mode, "BULK");
+    // On-demand: Compute Engine's BULK takes only reservation-bound and
+    // flex-start templates, so INDIVIDUAL (slicectl keeps it all-or-nothing).
+    assert_eq!(m.target_size_policy.as_ref().unwrap().mode, "INDIVIDUAL");
     assert_eq!(
         m.instance_template.as_deref(),
         Some("projects/proj-one/global/instanceTemplates/big-0-it")
@@ -241,7 +243,14 @@ fn template(model: &str, action: Option<&str>, maintenance: Option<&str>) -> Ins
 
 #[test]
 fn brought_templates_are_checked_like_tpu_operator() {
-    assert!(check_brought_template(&template("SPOT", Some("STOP"), Some("TERMINATE"))).is_empty());
+    // A brought template's MIG is BULK, which takes no SPOT or STANDARD one.
+    let spot = check_brought_template(&template("SPOT", Some("STOP"), Some("TERMINATE")));
+    assert_eq!(spot.len(), 1, "{spot:?}");
+    assert!(spot[0].contains("cannot run in a BULK MIG"), "{spot:?}");
+    assert!(
+        check_brought_template(&template("FLEX_START", Some("DELETE"), Some("TERMINATE")))
+            .is_empty()
+    );
     assert!(
         check_brought_template(&template(
             "RESERVATION_BOUND",
@@ -251,8 +260,8 @@ fn brought_templates_are_checked_like_tpu_operator() {
         .is_empty()
     );
     let p = check_brought_template(&template("SPOT", Some("DELETE"), Some("MIGRATE")));
-    assert_eq!(p.len(), 2, "{p:?}");
-    let mut n2 = template("STANDARD", None, Some("TERMINATE"));
+    assert_eq!(p.len(), 3, "{p:?}");
+    let mut n2 = template("FLEX_START", Some("DELETE"), Some("TERMINATE"));
     n2.properties.machine_type = "n2-standard-4".into();
     assert_eq!(check_brought_template(&n2).len(), 1);
     let mut none = template("STANDARD", None, None);
@@ -1128,4 +1137,183 @@ fn a_gce_target_whose_zone_changed_deletes_its_old_mig_as_moved() {
         "{:#?}",
         p.actions
     );
+}
+
+#[test]
+fn capacity_decides_the_mig_mode_bulk_only_where_compute_engine_takes_it() {
+    let f = fleet(&[
+        slice("od", "2x2", "", "a"),
+        slice("sp", "2x2", "  capacity: {type: spot}\n", "a"),
+        slice(
+            "fs",
+            "2x2",
+            "  capacity: {type: flex-start, maxRunDuration: 24h}\n",
+            "a",
+        ),
+        slice(
+            "rs",
+            "2x2",
+            "  capacity: {type: reservation, reservation: {name: r1}}\n",
+            "a",
+        ),
+    ]);
+    let mode = |n: &str| {
+        let r = replica(&f, n);
+        let model = r
+            .template
+            .as_ref()
+            .and_then(|t| t.properties.scheduling.as_ref())
+            .and_then(|s| s.provisioning_model.clone())
+            .unwrap_or_default();
+        (r.mig.target_size_policy.unwrap().mode, model)
+    };
+    assert_eq!(mode("od"), ("INDIVIDUAL".into(), "STANDARD".into()));
+    assert_eq!(mode("sp"), ("INDIVIDUAL".into(), "SPOT".into()));
+    assert_eq!(mode("fs"), ("BULK".into(), "FLEX_START".into()));
+    assert_eq!(mode("rs"), ("BULK".into(), "RESERVATION_BOUND".into()));
+}
+
+/// A live MIG of `target` VMs, `running` of them RUNNING.
+fn live_mig(
+    target: i32,
+    running: i32,
+    stable: bool,
+) -> crate::resource::compute::InstanceGroupManager {
+    use crate::resource::compute::{InstanceGroupManagerStatus, InstanceStatusSummary};
+    crate::resource::compute::InstanceGroupManager {
+        name: "s-0".into(),
+        target_size: target,
+        status: Some(InstanceGroupManagerStatus {
+            is_stable: stable,
+            current_instance_statuses: Some(InstanceStatusSummary {
+                running: Some(running),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_mig_short_of_vms_with_a_stockout_is_not_ready_from_either_documented_field() {
+    use super::mig::{creation_error, not_ready};
+    use crate::resource::compute::{
+        BulkInstanceOperation, IgmErrorDetail, LastProgressCheck, OperationError,
+        OperationErrorItem,
+    };
+    // BULK: the bulk operation's last check.
+    let mut bulk = live_mig(2, 0, false);
+    if let Some(s) = bulk.status.as_mut() {
+        s.bulk_instance_operation = Some(BulkInstanceOperation {
+            in_progress: true,
+            last_progress_check: Some(LastProgressCheck {
+                timestamp: None,
+                error: Some(OperationError {
+                    errors: vec![OperationErrorItem {
+                        code: "ZONE_RESOURCE_POOL_EXHAUSTED".into(),
+                        message: "no room".into(),
+                    }],
+                }),
+            }),
+        });
+    }
+    let n = not_ready(&bulk).expect("a BULK stockout is not ready");
+    assert_eq!(n.code, "stockout");
+    assert_eq!(
+        n.message,
+        "ZONE_RESOURCE_POOL_EXHAUSTED: no room (VMs 0/2 running; the MIG keeps retrying)"
+    );
+    // INDIVIDUAL: what observation read from `listErrors`.
+    let mut individual = live_mig(2, 1, false);
+    assert_eq!(not_ready(&individual), None, "creating, no reason yet");
+    individual.list_error = Some(IgmErrorDetail {
+        code: "ZONE_RESOURCE_POOL_EXHAUSTED".into(),
+        message: "no room".into(),
+    });
+    assert_eq!(
+        creation_error(&individual).as_deref(),
+        Some("ZONE_RESOURCE_POOL_EXHAUSTED: no room")
+    );
+    assert_eq!(not_ready(&individual).map(|n| n.code), Some("stockout"));
+    // Another error: not ready, under the MIG's own code.
+    individual.list_error = Some(IgmErrorDetail {
+        code: "QUOTA_EXCEEDED".into(),
+        message: "quota".into(),
+    });
+    assert_eq!(not_ready(&individual).map(|n| n.code), Some("mig_error"));
+    // Every VM running, or stable: ready as far as the MIG says.
+    let mut done = live_mig(2, 2, false);
+    done.list_error = individual.list_error.clone();
+    assert_eq!(not_ready(&done), None);
+    let mut stable = bulk.clone();
+    if let Some(s) = stable.status.as_mut() {
+        s.is_stable = true;
+    }
+    assert_eq!(not_ready(&stable), None);
+}
+
+#[test]
+fn the_engine_names_each_replica_known_not_to_become_ready_and_only_those() {
+    use crate::plan::{PlanMode, ResourceId};
+    let f = fleet(&[
+        slice("a", "2x2", "  replicas: 2\n", "a"),
+        slice("b", "2x2", "", "a"),
+    ]);
+    let kinds = crate::kinds::plan_kinds();
+    let plan = plan::plan(&f, &Inventory::default(), &kinds, &PlanOptions::default()).unwrap();
+    // Each replica's MIG as planned, live: a-0 in a stockout, a-1 and b-0 fine.
+    let mut inv = Inventory::default();
+    for a in plan
+        .actions
+        .iter()
+        .filter(|a| a.id.kind == super::mig::KIND)
+    {
+        let mut m: crate::resource::compute::InstanceGroupManager = a
+            .desired
+            .as_ref()
+            .and_then(crate::plan::kind::body_as)
+            .cloned()
+            .unwrap();
+        let short = a.id.name == "a-0";
+        let l = live_mig(1, if short { 0 } else { 1 }, !short);
+        m.status = l.status;
+        if short {
+            m.list_error = Some(crate::resource::compute::IgmErrorDetail {
+                code: "ZONE_RESOURCE_POOL_EXHAUSTED".into(),
+                message: "no room".into(),
+            });
+        }
+        let ResourceId { scope, .. } = a.id.clone();
+        inv.resources
+            .entry(super::mig::KIND)
+            .or_default()
+            .push(LiveResource {
+                scope,
+                body: Arc::new(m) as Body,
+            });
+    }
+    let got = crate::engine::not_ready(&f, &inv, PlanMode::Apply, None);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].address, "slice.a[0].mig");
+    assert_eq!((got[0].slice.as_str(), got[0].replica), ("a", 0));
+    assert_eq!(got[0].code, "stockout");
+    assert!(
+        got[0]
+            .message
+            .starts_with("ZONE_RESOURCE_POOL_EXHAUSTED: no room")
+    );
+    // Tearing down: nothing need become ready.
+    assert!(crate::engine::not_ready(&f, &inv, PlanMode::Destroy, None).is_empty());
+    // A replica whose own step failed is reported there, not twice.
+    let failed = crate::apply::ApplyReport {
+        failures: vec![crate::apply::Failure {
+            address: "slice.a[0].nodes".into(),
+            code: "stockout",
+            message: "no room".into(),
+        }],
+        failed: vec![("slice.a[0].nodes".into(), "no room".into())],
+        ..Default::default()
+    };
+    assert!(crate::engine::not_ready(&f, &inv, PlanMode::Apply, Some(&failed)).is_empty());
 }

@@ -116,9 +116,10 @@ pub struct Seen<'a> {
 /// [`Move::Wait`] ([`Move::Finish`] ends the drive when it completes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Move {
-    /// BULK: the MIG's creation left no VM running and says why (a
-    /// stockout). Fail with the cloud's words (the MIG's error list
-    /// preferred to these, the VMs' last attempt).
+    /// The MIG has not created every VM and says why (a stockout): BULK
+    /// none, INDIVIDUAL maybe some. Fail with the cloud's words (a VM's
+    /// last attempt, else the bulk operation's last check, else
+    /// `listErrors`).
     FailStockout { code: String, message: String },
     /// Bring a Node's labels (`None`: remove) and, when one is missing, its
     /// taints (the whole list, `key=value:Effect`) to the group's.
@@ -156,15 +157,37 @@ pub enum Move {
     Wait(Duration),
 }
 
-/// The stockout a MIG's VMs show, if any: no VM running and an error in
-/// their last creation attempt (BULK: all VMs or none; the MIG keeps
-/// retrying).
+/// The stockout a MIG's VMs show, if any: a VM the MIG has not created
+/// (no status) and an error saying why (a VM's last attempt, the bulk
+/// operation's last check or `listErrors`). BULK creates all VMs or none;
+/// INDIVIDUAL (on-demand and spot slices) may have created some: a TPU
+/// slice is all-or-nothing, so a partial one is a stockout all the same.
+/// The MIG keeps retrying either way.
 pub fn stockout<'a>(
     vms: &BTreeMap<String, Option<String>>,
     creation_error: Option<&'a (String, String)>,
 ) -> Option<&'a (String, String)> {
-    let running = vms.values().any(|s| s.as_deref() == Some("RUNNING"));
-    creation_error.filter(|_| !running)
+    let uncreated = vms.values().any(Option::is_none);
+    creation_error.filter(|_| uncreated)
+}
+
+/// The failure of a stockout: the cloud's words, and how many VMs exist
+/// when some do (an INDIVIDUAL MIG's partial slice).
+fn stockout_move(vms: &BTreeMap<String, Option<String>>, code: &str, message: &str) -> Move {
+    let created = vms.values().filter(|s| s.is_some()).count();
+    let message = if created == 0 {
+        message.to_string()
+    } else {
+        format!(
+            "{message} ({created} of {} VM(s) created: a partial TPU slice is not a slice; the MIG \
+             keeps creating the rest, and the VMs that run are billed meanwhile)",
+            vms.len()
+        )
+    };
+    Move::FailStockout {
+        code: code.to_string(),
+        message,
+    }
 }
 
 /// Whether a VM's bootstrap status says it stopped trying (the startup
@@ -240,10 +263,7 @@ pub fn skew_problem(kubelet: &str, server: (u32, u32)) -> Option<String> {
 pub fn decide(seen: &Seen<'_>) -> Vec<Move> {
     let want = seen.want;
     if let Some((code, message)) = stockout(&seen.vms, seen.creation_error.as_ref()) {
-        return vec![Move::FailStockout {
-            code: code.clone(),
-            message: message.clone(),
-        }];
+        return vec![stockout_move(&seen.vms, code, message)];
     }
     let running: Vec<&str> = seen
         .vms

@@ -369,8 +369,9 @@ fn a_bulk_stockout_fails_at_once_with_the_cloud_words_and_nothing_else() {
         "ZONE_RESOURCE_POOL_EXHAUSTED".to_string(),
         "no capacity".to_string(),
     );
+    // BULK: the MIG lists its VMs, none created yet, and says why.
     let s = Seen {
-        vms: BTreeMap::from([("a".into(), None), ("b".into(), Some("STAGING".into()))]),
+        vms: BTreeMap::from([("a".into(), None), ("b".into(), None)]),
         creation_error: Some(err.clone()),
         ..seen(&w, &m)
     };
@@ -381,13 +382,7 @@ fn a_bulk_stockout_fails_at_once_with_the_cloud_words_and_nothing_else() {
             message: err.1.clone()
         }]
     );
-    // BULK: no VM at all is a stockout too.
-    let s = Seen {
-        vms: BTreeMap::new(),
-        ..s
-    };
-    assert!(matches!(decide(&s)[..], [Move::FailStockout { .. }]));
-    // A VM running: not a stockout, whatever an old attempt said.
+    // Every VM created: not a stockout, whatever an old attempt said.
     let s = Seen {
         creation_error: Some(err),
         ..seen(&w, &m)
@@ -397,6 +392,37 @@ fn a_bulk_stockout_fails_at_once_with_the_cloud_words_and_nothing_else() {
             .iter()
             .any(|m| matches!(m, Move::FailStockout { .. }))
     );
+}
+
+#[test]
+fn a_partial_individual_slice_is_a_stockout_that_says_how_many_vms_exist() {
+    let (w, m) = (want(), Memory::default());
+    let err = (
+        "ZONE_RESOURCE_POOL_EXHAUSTED".to_string(),
+        "no capacity".to_string(),
+    );
+    // INDIVIDUAL (on-demand, spot): one VM made, one not, and why.
+    let s = Seen {
+        vms: BTreeMap::from([("a".into(), None), ("b".into(), Some("RUNNING".into()))]),
+        creation_error: Some(err.clone()),
+        ..seen(&w, &m)
+    };
+    let moves = decide(&s);
+    let [Move::FailStockout { code, message }] = &moves[..] else {
+        panic!("{moves:?}");
+    };
+    assert_eq!(code, &err.0);
+    assert!(
+        message
+            .starts_with("no capacity (1 of 2 VM(s) created: a partial TPU slice is not a slice"),
+        "{message}"
+    );
+    // VMs not created yet and no error: still creating, wait.
+    let s = Seen {
+        creation_error: None,
+        ..s
+    };
+    assert!(matches!(decide(&s).pop(), Some(Move::Wait(_))));
 }
 
 #[test]

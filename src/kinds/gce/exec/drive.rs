@@ -142,12 +142,24 @@ impl Drive<'_> {
                 (name, m.instance_status.clone())
             })
             .collect();
-        let creation_error = managed
+        let mut creation_error = managed
             .iter()
             .filter_map(|m| m.last_attempt.as_ref()?.errors.as_ref())
             .flat_map(|e| e.errors.iter())
             .next()
             .map(|e| (e.code.clone(), e.message.clone()));
+        // VMs the MIG has not created yet, with no per-VM attempt saying
+        // why: a BULK MIG waiting for capacity says it only in its own
+        // status and in `listErrors` (Compute Engine, *About bulk mode*),
+        // so read those, not to wait silently until the step's timeout.
+        let uncreated: Vec<&str> = managed
+            .iter()
+            .filter(|m| m.instance_status.is_none())
+            .map(|m| m.instance.as_str())
+            .collect();
+        if creation_error.is_none() && !uncreated.is_empty() {
+            creation_error = mig_creation_error(cloud, &self.zone, &want.mig, &uncreated).await?;
+        }
         let mut nodes = Vec::new();
         let mut probes = BTreeMap::new();
         if decide::stockout(&vms, creation_error.as_ref()).is_none() {
@@ -285,14 +297,9 @@ impl Drive<'_> {
         let (cloud, a, k, want) = (self.cloud, self.a, self.k, self.want);
         match m {
             Move::FailStockout { code, message } => {
-                // The MIG's own error list says it best.
-                let (code, message) =
-                    match cloud.compute.list_mig_errors(&self.zone, &want.mig).await {
-                        Ok(errs) if !errs.is_empty() => {
-                            (errs[0].error.code.clone(), errs[0].error.message.clone())
-                        }
-                        _ => (code, message),
-                    };
+                // The cloud's words as observed (a VM's last attempt, the
+                // bulk operation's last check or `listErrors`), with how
+                // many VMs exist when some do.
                 Err(CloudError::OperationFailed {
                     operation: format!("managed instance group {} creating its VMs", want.mig),
                     code,
@@ -484,6 +491,53 @@ code: crate::kinds::gce::BOOTSTRAP_FAILED,
         address: instance.to_string(),
         message: "the VM's metadata kept changing under slicectl (stale fingerprint 5 times); run apply again".into(),
     })
+}
+
+/// Why a MIG has not created VMs it should have, from the fields Compute
+/// Engine documents for it: the bulk operation's last progress check
+/// (`status.bulkInstanceOperation.lastProgressCheck.error`: "Bulk instance
+/// operation is the creation of VMs in a MIG when the targetSizePolicy.mode
+/// is set to BULK", compute v1), current by definition; else the newest
+/// `listErrors` item of a CREATING action on one of the VMs still
+/// uncreated (`uncreated`: their instance URLs), so an old error of a VM
+/// that exists now is not taken for a current one.
+async fn mig_creation_error(
+    cloud: &Cloud,
+    zone: &ZoneRef,
+    mig: &str,
+    uncreated: &[&str],
+) -> Result<Option<(String, String)>, ApplyError> {
+    let m = cloud.compute.get_instance_group_manager(zone, mig).await?;
+    if let Some(e) = m
+        .status
+        .as_ref()
+        .and_then(|s| s.bulk_instance_operation.as_ref())
+        .and_then(|b| b.last_progress_check.as_ref())
+        .and_then(|c| c.error.as_ref())
+        .and_then(|e| e.errors.first())
+    {
+        return Ok(Some((e.code.clone(), e.message.clone())));
+    }
+    // `instance` URLs may name the VM from any API host or version; compare
+    // from `projects/` on.
+    let tail = |u: &str| {
+        u.find("projects/")
+            .map_or(u.to_string(), |i| u[i..].to_string())
+    };
+    let waiting: BTreeSet<String> = uncreated.iter().map(|u| tail(u)).collect();
+    let mut errors = cloud.compute.list_mig_errors(zone, mig).await?;
+    errors.sort_by(|a, b| b.timestamp.cmp(&a.timestamp));
+    Ok(errors
+        .into_iter()
+        .find(|e| {
+            e.instance_action_details.as_ref().is_some_and(|d| {
+                d.action == "CREATING"
+                    && d.instance
+                        .as_deref()
+                        .is_none_or(|i| waiting.contains(&tail(i)))
+            })
+        })
+        .map(|e| (e.error.code, e.error.message)))
 }
 
 /// What a VM last reported about its bootstrap (guest attribute

@@ -67,9 +67,14 @@ struct World {
 /// A fake world where the slice's MIG and its 2 RUNNING VMs exist, and the
 /// planned `nodes` action that drives them.
 async fn world(stockout: bool) -> World {
+    world_of(SPECS, stockout).await
+}
+
+/// [`world`] of other specs.
+async fn world_of(specs: &str, stockout: bool) -> World {
     let fleet: Fleet = crate::spec::load(&[SourceFile {
         path: "specs/s.yaml".into(),
-        text: SPECS.into(),
+        text: specs.into(),
     }])
     .unwrap_or_else(|d| panic!("{d:?}"));
     let kinds = crate::kinds::plan_kinds();
@@ -313,6 +318,60 @@ async fn a_bulk_stockout_fails_the_step_as_a_stockout() {
     assert_eq!(err.code(), "stockout", "{err}");
     assert!(w.kube.calls_of("create_bootstrap_token").is_empty());
     assert!(w.fake.calls_of("set_instance_metadata").is_empty());
+}
+
+/// [`SPECS`] on flex-start capacity: a BULK MIG.
+fn flex_start_specs() -> String {
+    SPECS.replace(
+        "  lifecycle: {operationTimeout: 1m}",
+        "  lifecycle: {operationTimeout: 1m}\n  capacity: {type: flex-start, maxRunDuration: 24h}",
+    )
+}
+
+#[tokio::test]
+async fn a_bulk_stockout_is_read_from_the_migs_bulk_operation() {
+    let w = world_of(&flex_start_specs(), true).await;
+    let managed = w
+        .cloud
+        .compute
+        .list_managed_instances(&zone(), "s-0")
+        .await
+        .unwrap();
+    assert_eq!(
+        managed.len(),
+        2,
+        "BULK lists its managed instances, CREATING"
+    );
+    assert!(
+        managed.iter().all(|m| m.last_attempt.is_none()),
+        "BULK says why in its own status, not per VM: {managed:?}"
+    );
+    let err = run(&w, StepOp::Create).await.unwrap_err();
+    assert_eq!(err.code(), "stockout", "{err}");
+    assert!(
+        err.to_string().contains("ZONE_RESOURCE_POOL_EXHAUSTED"),
+        "{err}"
+    );
+    assert!(!w.fake.calls_of("get_instance_group_manager").is_empty());
+    assert!(w.kube.calls_of("create_bootstrap_token").is_empty());
+}
+
+#[tokio::test]
+async fn a_stockout_reported_only_in_list_errors_fails_the_step_at_once() {
+    let w = world_of(&flex_start_specs(), true).await;
+    w.fake.stockout_only_in_list_errors(&zone(), "s-0");
+    let start = std::time::Instant::now();
+    let err = run(&w, StepOp::Create).await.unwrap_err();
+    assert_eq!(err.code(), "stockout", "{err}");
+    assert!(
+        err.to_string().contains("ZONE_RESOURCE_POOL_EXHAUSTED"),
+        "{err}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "not left waiting until the step's timeout"
+    );
+    assert!(!w.fake.calls_of("list_mig_errors").is_empty());
 }
 
 #[tokio::test]
