@@ -204,6 +204,16 @@ pub struct Connection {
         conflicts_with = "sim"
     )]
     pub api_endpoint: Option<String>,
+    /// Read the Google access token from this file instead of Application
+    /// Default Credentials, as gcloud's --access-token-file does: the file
+    /// holds only the token; it is read again at each use, so a process
+    /// that rewrites it renews the token. It authenticates the Google API
+    /// calls and GKE clusters' Kubernetes APIs (reached through
+    /// clusters.get). It is sent even to a loopback --api-endpoint (a
+    /// simulator linked to a real API server); plain http to any other host
+    /// still needs --allow-insecure-http. Ignored under --sim.
+    #[arg(long, env = "SLICECTL_ACCESS_TOKEN_FILE", value_name = "PATH")]
+    pub access_token_file: Option<std::path::PathBuf>,
     /// Allow sending the Google access token over plain http to an
     /// --api-endpoint that is not loopback (it travels unencrypted).
     #[arg(long, env = "SLICECTL_ALLOW_INSECURE_HTTP")]

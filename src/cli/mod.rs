@@ -831,9 +831,7 @@ impl Session {
             api_endpoint: endpoint,
             // Under --sim no credential is ever looked for (no ADC file, no
             // metadata server, no gcloud), whatever the environment holds.
-            token_source: conn
-                .sim
-                .then(|| std::sync::Arc::new(crate::cloud::auth::NoAuth) as _),
+            token_source: token_source(conn),
             allow_insecure_http: conn.allow_insecure_http,
             write_rate: (conn.write_rate != 0.0).then_some(crate::cloud::WriteRate {
                 per_second: conn.write_rate,
@@ -872,6 +870,22 @@ impl Session {
             sim.shutdown().await;
         }
     }
+}
+
+/// The Google token source `conn` asks for: none at all under `--sim` (no
+/// ADC file, no metadata server, no gcloud is looked for, whatever the
+/// environment holds); the file `--access-token-file` names, read at each
+/// use; otherwise `None`, and [`CloudClient::new`] chooses (no credentials
+/// for a loopback `--api-endpoint`, Application Default Credentials
+/// otherwise).
+fn token_source(conn: &Connection) -> Option<std::sync::Arc<dyn crate::cloud::TokenSource>> {
+    if conn.sim {
+        return Some(std::sync::Arc::new(crate::cloud::auth::NoAuth));
+    }
+    conn.access_token_file.as_ref().map(|path| {
+        tracing::debug!(path = %path.display(), "Google access token from a file");
+        std::sync::Arc::new(crate::cloud::AccessTokenFile::new(path)) as _
+    })
 }
 
 /// The cloud on `client`, with the Kubernetes clients of `fleet`'s targets;
@@ -1027,4 +1041,95 @@ async fn apply_saved(path: &Path, conn: &Connection, exec: &Exec) -> Result<u8> 
     .await;
     session.close().await;
     Ok(print_report(&report?, &fleet, "apply"))
+}
+
+#[cfg(test)]
+mod token_file_tests {
+    use super::*;
+    use clap::Parser;
+
+    fn conn(args: &[&str]) -> Connection {
+        let mut argv = vec!["slicectl", "plan", "specs"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(Command::Plan { conn, .. }) => conn,
+            other => panic!("not a plan: {other:?}"),
+        }
+    }
+
+    fn client(c: &Connection) -> std::result::Result<CloudClient, crate::cloud::CloudError> {
+        CloudClient::new(ClientOptions {
+            api_endpoint: c.api_endpoint.clone(),
+            token_source: token_source(c),
+            allow_insecure_http: c.allow_insecure_http,
+            ..ClientOptions::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn the_token_file_authenticates_a_loopback_simulator_and_is_read_at_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        let c = conn(&[
+            "--api-endpoint",
+            "http://127.0.0.1:8080",
+            "--access-token-file",
+            path.to_str().unwrap(),
+        ]);
+        // Built before the file exists: nothing is read until a call needs it.
+        let cl = client(&c).unwrap();
+        let tokens = cl.token_source();
+        assert!(
+            tokens.sends_credentials(),
+            "a loopback endpoint still gets the token"
+        );
+        let e = tokens.token().await.unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        std::fs::write(&path, "tok-1\n").unwrap();
+        assert_eq!(tokens.token().await.unwrap().as_deref(), Some("tok-1"));
+        assert!(!cl.credentials_in_clear());
+        // Without the flag a loopback endpoint gets no credentials at all.
+        let plain = client(&conn(&["--api-endpoint", "http://127.0.0.1:8080"])).unwrap();
+        assert!(!plain.token_source().sends_credentials());
+    }
+
+    #[test]
+    fn the_token_file_follows_the_plain_http_rule_off_loopback() {
+        let e = client(&conn(&[
+            "--api-endpoint",
+            "http://10.1.2.3:8080",
+            "--access-token-file",
+            "/nonexistent/token",
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("refusing to send Google Cloud credentials"),
+            "{e}"
+        );
+        let cl = client(&conn(&[
+            "--api-endpoint",
+            "http://10.1.2.3:8080",
+            "--access-token-file",
+            "/nonexistent/token",
+            "--allow-insecure-http",
+        ]))
+        .unwrap();
+        assert!(cl.credentials_in_clear());
+        let cl = client(&conn(&[
+            "--api-endpoint",
+            "https://10.1.2.3:8443",
+            "--access-token-file",
+            "/nonexistent/token",
+        ]))
+        .unwrap();
+        assert!(!cl.credentials_in_clear());
+    }
+
+    #[test]
+    fn under_sim_no_token_is_read_even_with_a_token_file() {
+        let c = conn(&["--sim", "--access-token-file", "/nonexistent/token"]);
+        let t = token_source(&c).unwrap();
+        assert!(!t.sends_credentials());
+    }
 }

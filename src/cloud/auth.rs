@@ -65,6 +65,74 @@ impl TokenSource for StaticToken {
     }
 }
 
+/// An access token read from a file at every use, as gcloud's
+/// `--access-token-file` / `CLOUDSDK_AUTH_ACCESS_TOKEN_FILE` does ("A file
+/// path to read the access token ... The file should only contain an access
+/// token with no other information", `gcloud topic` / gcloud-wide flags,
+/// <https://cloud.google.com/sdk/gcloud/reference>): no ADC, no metadata
+/// server, no gcloud. Whatever rewrites the file (a sidecar minting tokens,
+/// `gcloud auth print-access-token > FILE`) is picked up by the next
+/// request. Surrounding whitespace is trimmed; an empty or unreadable file
+/// is an error naming the path. `Debug` shows the path, never the token.
+#[derive(Clone)]
+pub struct AccessTokenFile {
+    path: std::path::PathBuf,
+}
+
+impl AccessTokenFile {
+    /// A source reading `path` at each use (nothing is read here).
+    pub fn new(path: impl Into<std::path::PathBuf>) -> Self {
+        AccessTokenFile { path: path.into() }
+    }
+
+    /// The file read.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    async fn read(&self) -> Result<Option<String>, CloudError> {
+        let shown = self.path.display();
+        let raw = tokio::fs::read_to_string(&self.path).await.map_err(|e| {
+            CloudError::Auth(format!(
+                "cannot read the access token file {shown} (--access-token-file / \
+                 SLICECTL_ACCESS_TOKEN_FILE): {e}; write a Google access token into it \
+                 (`gcloud auth print-access-token > {shown}`) or drop the flag to use \
+                 Application Default Credentials"
+            ))
+        })?;
+        let token = raw.trim();
+        if token.is_empty() {
+            return Err(CloudError::Auth(format!(
+                "the access token file {shown} (--access-token-file / SLICECTL_ACCESS_TOKEN_FILE) \
+                 is empty; write a Google access token into it (`gcloud auth print-access-token > \
+                 {shown}`)"
+            )));
+        }
+        if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(CloudError::Auth(format!(
+                "the access token file {shown} (--access-token-file / SLICECTL_ACCESS_TOKEN_FILE) \
+                 holds more than one token (whitespace inside); it must hold only an access \
+                 token, as gcloud's --access-token-file does"
+            )));
+        }
+        Ok(Some(token.to_owned()))
+    }
+}
+
+impl fmt::Debug for AccessTokenFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AccessTokenFile")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenSource for AccessTokenFile {
+    fn token(&self) -> BoxFuture<'_, Result<Option<String>, CloudError>> {
+        self.read().boxed()
+    }
+}
+
 /// Google credentials through `gcp_auth`: `GOOGLE_APPLICATION_CREDENTIALS`, the
 /// gcloud ADC file, the metadata server (GKE workload identity, GCE) or
 /// `gcloud auth print-access-token`, in that order. The provider is found
@@ -136,6 +204,61 @@ mod tests {
         assert!(!NoAuth.sends_credentials());
         assert!(StaticToken::new("t").sends_credentials());
         assert!(GcpAuth::new().sends_credentials());
+    }
+
+    #[tokio::test]
+    async fn access_token_file_is_read_at_each_use_trimmed_and_redacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        let src = AccessTokenFile::new(&path);
+        // Nothing is read when it is made: a missing file fails at use, naming it.
+        let e = src.token().await.unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        assert!(e.contains("cannot read"), "{e}");
+        std::fs::write(&path, "ya29.first-secret\n").unwrap();
+        assert_eq!(
+            src.token().await.unwrap().as_deref(),
+            Some("ya29.first-secret")
+        );
+        // Rewritten (a token minted again): the next use sends the new one.
+        std::fs::write(&path, "  ya29.second-secret  \r\n").unwrap();
+        assert_eq!(
+            src.token().await.unwrap().as_deref(),
+            Some("ya29.second-secret")
+        );
+        assert!(src.sends_credentials());
+        let dbg = format!("{src:?}");
+        assert!(!dbg.contains("secret"), "{dbg}");
+        assert!(dbg.contains("token"), "{dbg}");
+    }
+
+    #[tokio::test]
+    async fn an_empty_or_garbled_token_file_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, " \n\n").unwrap();
+        let e = AccessTokenFile::new(&path)
+            .token()
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is empty"), "{e}");
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        std::fs::write(&path, "ya29.one\nya29.two-secret\n").unwrap();
+        let e = AccessTokenFile::new(&path)
+            .token()
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("only an access token"), "{e}");
+        assert!(!e.contains("two-secret"), "the token never shows: {e}");
+        // A directory is unreadable as a token.
+        let e = AccessTokenFile::new(dir.path())
+            .token()
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot read the access token file"), "{e}");
     }
 
     #[test]

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 pub use api::{Cloud, ComputeService, GkeService};
 
-pub use auth::{GcpAuth, NoAuth, StaticToken, TokenSource};
+pub use auth::{AccessTokenFile, GcpAuth, NoAuth, StaticToken, TokenSource};
 pub use compute::{ComputeApi, ComputeScope};
 pub use endpoints::{API_ENDPOINT_ENV, Endpoints};
 pub use error::{CloudError, STOCKOUT_CODES};

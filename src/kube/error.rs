@@ -246,7 +246,7 @@ impl KubeError {
         }
     }
 
-    /// Classifies an error of the kube client.
+    /// Classifies an error of the kube client (a 401 says what to check).
     pub fn from_client(endpoint: &str, server: &str, attempt: Attempt, err: ::kube::Error) -> Self {
         let endpoint = endpoint.to_owned();
         match err {
@@ -268,16 +268,22 @@ impl KubeError {
                         attempt,
                         message,
                     },
-                    code => KubeError::Api {
-                        endpoint,
-                        attempt,
-                        status: code,
-                        message: if status.reason.is_empty() {
+                    code => {
+                        let mut message = if status.reason.is_empty() {
                             message
                         } else {
                             format!("{}: {message}", status.reason)
-                        },
-                    },
+                        };
+                        if code == 401 {
+                            message.push_str(&unauthorized_hint(&endpoint));
+                        }
+                        KubeError::Api {
+                            endpoint,
+                            attempt,
+                            status: code,
+                            message,
+                        }
+                    }
                 }
             }
             e @ (::kube::Error::HyperError(_)
@@ -310,6 +316,23 @@ impl KubeError {
 /// repeat their source in their own text): [`crate::error::chain`].
 pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     crate::error::chain(e)
+}
+
+/// What to check when a cluster's API server rejects slicectl's
+/// credentials (401): for a GKE cluster (`gke://…`) reached the default way
+/// the credential is the Google access token.
+fn unauthorized_hint(endpoint: &str) -> String {
+    if endpoint.starts_with("gke://") {
+        " (the API server rejected slicectl's credentials: with the default gke.kubeApi they are \
+         the Google access token, from application default credentials or --access-token-file; \
+         check that it is current and that its identity may use the cluster, e.g. \
+         roles/container.developer; with gke.kubeApi.kubeconfig, check that kubeconfig's user)"
+            .to_owned()
+    } else {
+        " (the API server rejected the credentials of the kubeconfig or service account in use; \
+         check that they are current)"
+            .to_owned()
+    }
 }
 
 #[cfg(test)]
@@ -367,6 +390,29 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("cp:6443"), "{text}");
+    }
+
+    #[test]
+    fn unauthorized_says_which_credentials_to_check() {
+        let e = KubeError::from_client(
+            "gke://p/us-central1/train",
+            "https://34.1.2.3",
+            Attempt::new("list", "nodes"),
+            api(401, "Unauthorized", "Unauthorized"),
+        );
+        let text = e.to_string();
+        assert!(text.contains("401 Unauthorized"), "{text}");
+        assert!(text.contains("--access-token-file"), "{text}");
+        assert!(text.contains("gke://p/us-central1/train"), "{text}");
+        let e = KubeError::from_client(
+            "cp:6443",
+            "https://cp:6443",
+            Attempt::new("list", "nodes"),
+            api(401, "Unauthorized", "Unauthorized"),
+        );
+        let text = e.to_string();
+        assert!(text.contains("kubeconfig or service account"), "{text}");
+        assert!(!text.contains("--access-token-file"), "{text}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod cli;
 mod e2e_controller;
 mod e2e_converge;
 mod e2e_gce;
+mod e2e_gke_token;
 mod e2e_guards;
 mod e2e_isolation;
 mod e2e_kill;
