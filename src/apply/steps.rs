@@ -278,6 +278,7 @@ mod tests {
             operation: None,
             timeout: Duration::from_secs(1),
             noun: "x",
+            disruption: None,
         }
     }
 
@@ -288,6 +289,7 @@ mod tests {
             actions,
             unmanaged: vec![],
             refused: vec![],
+            held: vec![],
             deferred: vec![],
             renames: vec![],
             summary: Summary::default(),

@@ -219,6 +219,7 @@ async fn run(cmd: Command) -> Result<u8> {
             conn,
             max_destroy,
             allow_unverified_delete,
+            disrupt,
             exec,
         } => {
             let Some(loaded) = load_observable(&dir)? else {
@@ -228,6 +229,7 @@ async fn run(cmd: Command) -> Result<u8> {
                 max_destroy,
                 allow_empty_source: true,
                 allow_unverified_delete,
+                disrupt,
             };
             reconcile(&loaded.fleet, &conn, PlanMode::Destroy, opts, &exec).await
         }
@@ -446,6 +448,7 @@ fn plan_options(s: &Safety) -> PlanOptions {
         max_destroy: s.max_destroy.unwrap_or(args::DEFAULT_MAX_DESTROY),
         allow_empty_source: s.allow_empty_source,
         allow_unverified_delete: s.allow_unverified_delete,
+        disrupt: false,
     }
 }
 

@@ -68,6 +68,8 @@ pub(super) struct Decisions<'d> {
     unchanged: Vec<(&'d Desired, &'d LiveResource)>,
     /// Owned live resources seen (for the empty-source guard's message).
     owned_live: usize,
+    /// Steps held by a disruption policy.
+    held: Vec<super::workload::Held>,
 }
 
 /// Builds the plan: the phases in order.
@@ -94,6 +96,7 @@ pub(super) fn build(
         }
     }
     hold_back(&mut out.actions, &mut out.refused);
+    planner.respect_workloads(&mut out);
     planner.safety_rails(&mut out)?;
     Ok(planner.assemble(out))
 }
@@ -688,6 +691,7 @@ impl<'a> Planner<'a> {
             operation: running.map(|r| r.name.clone()),
             timeout: crate::spec::DEFAULT_OPERATION_TIMEOUT,
             noun: kind.noun(),
+            disruption: None,
         }
     }
 
@@ -802,6 +806,25 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// Steps that destroy a busy slice replica's capacity follow its
+    /// disruption policy ([`super::workload::decide`]).
+    pub(super) fn respect_workloads(&self, out: &mut Decisions<'_>) {
+        let inputs = super::workload::Inputs {
+            fleet: self.fleet,
+            kinds: self.kinds,
+            workloads: &self.inv.workloads,
+            deferred: &self.inv.deferred,
+            mode: self.mode,
+            disrupt: self.opts.disrupt,
+        };
+        let live_own = |a: &Action| {
+            let kind = self.kind_of(a.id.kind)?;
+            let l = self.live_by_id.get(&a.id)?;
+            kind.ownership(&l.body)
+        };
+        out.held = super::workload::decide(&inputs, live_own, &mut out.actions);
+    }
+
     /// The plan, in the order it runs: by slice replica then kind, refusals
     /// likewise, and a slice that looks renamed right after the slice it
     /// looks renamed to (creates first).
@@ -811,8 +834,17 @@ impl<'a> Planner<'a> {
             mut actions,
             mut unmanaged,
             mut refused,
+            mut held,
             ..
         } = out;
+        held.sort_by(|a, b| {
+            (&a.slice, a.replica, rank_str(kinds, a.kind), &a.name).cmp(&(
+                &b.slice,
+                b.replica,
+                rank_str(kinds, b.kind),
+                &b.name,
+            ))
+        });
         let rank = |k: KindId| kinds.iter().position(|x| x.id() == k).unwrap_or(usize::MAX);
         actions.sort_by(|a, b| {
             (&a.owner, rank(a.id.kind), &a.id.name).cmp(&(&b.owner, rank(b.id.kind), &b.id.name))
@@ -847,6 +879,7 @@ impl<'a> Planner<'a> {
             actions,
             unmanaged,
             refused,
+            held,
             deferred: self.deferred.clone(),
             renames,
             summary: Summary::default(),
@@ -931,6 +964,7 @@ fn action(
         operation,
         timeout: d.timeout,
         noun: kind.noun(),
+        disruption: None,
     }
 }
 

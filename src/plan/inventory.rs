@@ -20,6 +20,8 @@ pub struct Inventory {
     /// self-managed cluster whose Kubernetes API is not reachable): their
     /// desired resources are left out of the plan, never planned blind.
     pub deferred: BTreeMap<Scope, String>,
+    /// The workloads bound to the clusters' Nodes (busy slice replicas).
+    pub workloads: super::workload::Workloads,
 }
 
 impl Inventory {

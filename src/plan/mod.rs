@@ -16,6 +16,7 @@ pub use crate::spec::names;
 pub mod ownership;
 pub mod reason;
 pub mod view;
+pub mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -98,6 +99,9 @@ pub struct Action {
     pub timeout: Duration,
     /// The kind's human noun (`node pool`).
     pub noun: &'static str,
+    /// The step destroys the capacity of a busy slice replica, and how it
+    /// goes ahead (drain first, or with the policy's or `--disrupt`'s consent).
+    pub disruption: Option<workload::Disrupting>,
 }
 
 impl Action {
@@ -130,6 +134,9 @@ pub struct Summary {
     /// Refused changes.
     #[serde(skip_serializing_if = "is_zero")]
     pub refused: usize,
+    /// Steps held by a disruption policy (busy slice replicas).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub held: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -156,6 +163,9 @@ pub struct Plan {
     pub unmanaged: Vec<Unmanaged>,
     /// Changes refused by a safety rail (never executed).
     pub refused: Vec<Refusal>,
+    /// Steps held by a slice's disruption policy (its replica is busy):
+    /// not executed now, they run by themselves once allowed.
+    pub held: Vec<workload::Held>,
     /// Scopes that could not be observed and are left out of the plan
     /// (`--sim` with a self-managed cluster whose API is not reachable).
     pub deferred: Vec<Deferred>,
@@ -183,6 +193,7 @@ impl Plan {
         let mut summary = Summary {
             unmanaged: self.unmanaged.len(),
             refused: self.refused.len(),
+            held: self.held.len(),
             ..Summary::default()
         };
         for a in &self.actions {
@@ -230,6 +241,9 @@ pub struct PlanOptions {
     /// Allow deleting a slice replica no longer in the specs whose
     /// protection cannot be read (`protection_unknown`).
     pub allow_unverified_delete: bool,
+    /// `destroy --disrupt`: destroy busy slice replicas too, killing their
+    /// pods, whatever their disruption policy says.
+    pub disrupt: bool,
 }
 
 impl Default for PlanOptions {
@@ -238,6 +252,7 @@ impl Default for PlanOptions {
             max_destroy: 10,
             allow_empty_source: false,
             allow_unverified_delete: false,
+            disrupt: false,
         }
     }
 }

@@ -20,6 +20,8 @@ pub struct PlanView<'a> {
     unmanaged: &'a [Unmanaged],
     #[serde(skip_serializing_if = "<[Refusal]>::is_empty")]
     refused: &'a [Refusal],
+    #[serde(skip_serializing_if = "<[super::workload::Held]>::is_empty")]
+    held: &'a [super::workload::Held],
     #[serde(skip_serializing_if = "<[super::Deferred]>::is_empty")]
     deferred: &'a [super::Deferred],
     #[serde(skip_serializing_if = "<[Rename]>::is_empty")]
@@ -47,6 +49,8 @@ struct ActionView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     operation: Option<&'a str>,
     timeout_secs: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disruption: Option<&'a super::workload::Disrupting>,
 }
 
 #[derive(Debug, Serialize)]
@@ -152,10 +156,12 @@ impl<'a> PlanView<'a> {
                     after: a.desired.as_ref().map(|b| b.to_json()),
                     operation: a.operation.as_deref(),
                     timeout_secs: a.timeout.as_secs(),
+                    disruption: a.disruption.as_ref(),
                 })
                 .collect(),
             unmanaged: &plan.unmanaged,
             refused: &plan.refused,
+            held: &plan.held,
             deferred: &plan.deferred,
             renames: &plan.renames,
             summary: plan.count(),
@@ -170,5 +176,6 @@ pub fn effect(published: &Value) -> Value {
         "mode": published.get("mode"),
         "actions": published.get("actions"),
         "refused": published.get("refused"),
+        "held": published.get("held"),
     })
 }
