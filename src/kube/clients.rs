@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret, ServiceAccount, Taint};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, ServiceAccount, Taint};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::KubeConfigOptions;
 use kube::{Client, Config, Resource};
 use serde::Serialize;
@@ -21,7 +21,7 @@ use super::bootstrap_token::{BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_SECRET_T
 use super::error::{Attempt, KubeError, chain};
 use super::kubeconfig::{Origin, TrustedKubeconfigs};
 use super::service::{
-    DevicePluginObjects, FIELD_MANAGER, KubeService, StoredToken, UNSCHEDULABLE_TAINT_KEY,
+    DevicePluginObjects, Eviction, FIELD_MANAGER, KubeService, StoredToken, UNSCHEDULABLE_TAINT_KEY,
     expiration_after, is_cordoned, unschedulable_taint,
 };
 use super::{BootstrapToken, TokenSpec, ca_cert_hash};
@@ -314,6 +314,10 @@ impl Cx<'_> {
         Api::all(self.client.clone())
     }
 
+    fn all_pods(&self) -> Api<Pod> {
+        Api::all(self.client.clone())
+    }
+
     fn namespaced<K>(&self, ns: &str) -> Api<K>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
@@ -538,6 +542,51 @@ impl KubeService for KubeClients {
         }
         Err(last
             .unwrap_or_else(|| cx.invalid(Attempt::on("patch", "nodes", name), "no attempt made")))
+    }
+
+    async fn pods(&self, k: &KubeRef) -> Result<Vec<Pod>, KubeError> {
+        let cx = self.client(k).await?;
+        let api = cx.all_pods();
+        let attempt = Attempt::new("list", "pods");
+        let mut out = Vec::new();
+        let mut continue_token: Option<String> = None;
+        loop {
+            let mut lp = ListParams::default()
+                .limit(PAGE)
+                .fields("status.phase!=Succeeded,status.phase!=Failed");
+            if let Some(c) = continue_token.take() {
+                lp = lp.continue_token(&c);
+            }
+            let page = api
+                .list(&lp)
+                .await
+                .map_err(|e| cx.err(attempt.clone(), e))?;
+            out.extend(page.items);
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(c) => continue_token = Some(c),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    async fn evict_pod(
+        &self,
+        k: &KubeRef,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Eviction, KubeError> {
+        let cx = self.client(k).await?;
+        let api = cx.namespaced::<Pod>(namespace);
+        let attempt = Attempt::on("create", "pods/eviction", format!("{namespace}/{name}"));
+        match api.evict(name, &EvictParams::default()).await {
+            Ok(_) => {
+                tracing::info!(cluster = %k.endpoint, pod = %format!("{namespace}/{name}"), "evicted pod");
+                Ok(Eviction::Evicted)
+            }
+            Err(::kube::Error::Api(e)) if e.code == 404 => Ok(Eviction::Evicted),
+            Err(::kube::Error::Api(e)) if e.code == 429 => Ok(Eviction::Refused(e.message)),
+            Err(e) => Err(cx.err(attempt, e)),
+        }
     }
 
     async fn delete_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError> {

@@ -22,6 +22,6 @@ pub use clients::KubeClients;
 pub use error::{Attempt, KubeError};
 pub use kubeconfig::{Origin, TrustedKubeconfigs};
 pub use service::{
-    DevicePluginObjects, FIELD_MANAGER, Kube, KubeService, LabelSelector, StoredToken,
+    DevicePluginObjects, Eviction, FIELD_MANAGER, Kube, KubeService, LabelSelector, StoredToken,
     UNSCHEDULABLE_TAINT_KEY, is_cordoned, unschedulable_taint,
 };

@@ -4,6 +4,7 @@
 //! [`crate::apply::KindExec::observe`] lists its own resources.
 
 mod shared;
+pub mod workloads;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -190,8 +191,10 @@ pub async fn observe(
         )
         });
     results.extend(try_join_all(wider).await?);
+    let workloads = workloads::observe(cloud, &owners, &deferred).await;
     let mut inv = Inventory {
         deferred,
+        workloads,
         ..Inventory::default()
     };
     for (kind, observed) in results {
