@@ -5,6 +5,7 @@
 //! everything it leaves behind is observed and repaired by the next run (no
 //! local state).
 
+pub mod drain;
 pub mod exec;
 pub mod progress;
 pub mod schedule;
@@ -373,6 +374,9 @@ async fn run_step(
     a: Action,
     op: StepOp,
 ) -> Result<StepOutcome, ApplyError> {
+    if op == StepOp::Drain {
+        return drain::run(&cloud, &a).await;
+    }
     match exec {
         Some(e) => e.execute(&cloud, &sched, &a, op).await,
         None => Err(ApplyError::UnknownKind(a.address())),
