@@ -29,7 +29,11 @@ pub async fn run(cloud: &Cloud, a: &Action) -> Result<StepOutcome, ApplyError> {
 }
 
 /// [`run`], listing the pods every `poll`.
-pub async fn run_every(cloud: &Cloud, a: &Action, poll: Duration) -> Result<StepOutcome, ApplyError> {
+pub async fn run_every(
+    cloud: &Cloud,
+    a: &Action,
+    poll: Duration,
+) -> Result<StepOutcome, ApplyError> {
     let Some(d) = a
         .disruption
         .as_ref()
@@ -50,13 +54,17 @@ pub async fn run_every(cloud: &Cloud, a: &Action, poll: Duration) -> Result<Step
     for n in &d.nodes {
         cloud.kube.cordon_node(k, n).await?;
         if d.draining_since.is_none() {
-            let labels: BTreeMap<String, Option<String>> =
-                [(DRAINING_SINCE.to_owned(), Some(since.as_second().to_string()))].into();
+            let labels: BTreeMap<String, Option<String>> = [(
+                DRAINING_SINCE.to_owned(),
+                Some(since.as_second().to_string()),
+            )]
+            .into();
             cloud.kube.patch_node(k, n, &labels, None).await?;
         }
     }
     tracing::info!(address = %a.address(), nodes = d.nodes.len(), since = %since, "draining slice replica");
-    let timeout = SignedDuration::from_secs(i64::try_from(d.drain_timeout_secs).unwrap_or(i64::MAX));
+    let timeout =
+        SignedDuration::from_secs(i64::try_from(d.drain_timeout_secs).unwrap_or(i64::MAX));
     let deadline = since.checked_add(timeout).unwrap_or(Timestamp::MAX);
     loop {
         let pods: Vec<_> = cloud

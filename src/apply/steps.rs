@@ -107,7 +107,12 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
         if a.disruption.as_ref().is_some_and(|d| {
             d.how == crate::plan::workload::DisruptHow::Drain && !d.nodes.is_empty()
         }) {
-            prev = Some(push(&mut steps, i, StepOp::Drain, prev.into_iter().collect()));
+            prev = Some(push(
+                &mut steps,
+                i,
+                StepOp::Drain,
+                prev.into_iter().collect(),
+            ));
         }
         let chain: &[StepOp] = match (a.action, ki.cleanup) {
             (ActionKind::Create, _) => &[StepOp::Create],

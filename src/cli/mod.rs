@@ -159,7 +159,8 @@ async fn run(cmd: Command) -> Result<u8> {
                 report_refusals(&plan);
                 return Ok(EXIT_ERROR);
             }
-            Ok(if detailed_exitcode && plan.summary.has_changes() {
+            let pending = plan.summary.has_changes() || plan.summary.held > 0;
+            Ok(if detailed_exitcode && pending {
                 EXIT_CHANGES
             } else {
                 EXIT_OK
@@ -400,6 +401,9 @@ fn print_report(report: &engine::Report, fleet: &Fleet, verb: &str) -> u8 {
         for r in &report.plan.refused {
             println!("  refused: {}", r.message);
         }
+    }
+    for h in &report.plan.held {
+        println!("  held [{}]: {}: {}", h.code, h.address, h.message);
     }
     if !fleet.slices.is_empty() {
         println!();

@@ -21,8 +21,8 @@ use super::bootstrap_token::{BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_SECRET_T
 use super::error::{Attempt, KubeError, chain};
 use super::kubeconfig::{Origin, TrustedKubeconfigs};
 use super::service::{
-    DevicePluginObjects, Eviction, FIELD_MANAGER, KubeService, StoredToken, UNSCHEDULABLE_TAINT_KEY,
-    expiration_after, is_cordoned, unschedulable_taint,
+    DevicePluginObjects, Eviction, FIELD_MANAGER, KubeService, StoredToken,
+    UNSCHEDULABLE_TAINT_KEY, expiration_after, is_cordoned, unschedulable_taint,
 };
 use super::{BootstrapToken, TokenSpec, ca_cert_hash};
 use crate::resource::KubeRef;

@@ -24,8 +24,8 @@ use sha2::{Digest, Sha256};
 use super::bootstrap_token::{BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, TokenSpec};
 use super::error::{Attempt, KubeError};
 use super::service::{
-    DevicePluginObjects, Eviction, KubeService, LabelSelector, StoredToken, UNSCHEDULABLE_TAINT_KEY,
-    expiration_after, is_cordoned, unschedulable_taint,
+    DevicePluginObjects, Eviction, KubeService, LabelSelector, StoredToken,
+    UNSCHEDULABLE_TAINT_KEY, expiration_after, is_cordoned, unschedulable_taint,
 };
 use crate::resource::KubeRef;
 

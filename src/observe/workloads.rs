@@ -121,7 +121,8 @@ pub fn join(nodes: &[Node], pods: &[Pod]) -> Vec<HostNode> {
             let mut pods = by_node.remove(name.as_str()).unwrap_or_default();
             pods.sort();
             HostNode {
-                cordoned: is_cordoned(n) || n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true),
+                cordoned: is_cordoned(n)
+                    || n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true),
                 draining_since,
                 pods,
                 labels,
@@ -184,7 +185,11 @@ mod tests {
             pod("done", "n1", "Succeeded"),
             pod("failed", "n1", "Failed"),
             mirror,
-            owned(pod("plugin", "n1", "Running"), "DaemonSet", "tpu-device-plugin"),
+            owned(
+                pod("plugin", "n1", "Running"),
+                "DaemonSet",
+                "tpu-device-plugin",
+            ),
             owned(pod("step", "n1", "Pending"), "Job", "step-3"),
             jobset,
             pod("elsewhere", "n2", "Running"),

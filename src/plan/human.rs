@@ -86,6 +86,14 @@ fn render_action(out: &mut String, p: &Painter, a: &Action) {
         p.paint(bold(), &format!("# {}", a.address()))
     );
     let _ = writeln!(out, "  # {}", a.reason_text());
+    if let Some(d) = &a.disruption {
+        let _ = writeln!(
+            out,
+            "  # {} {}",
+            p.paint(yellow().bold(), "busy replica:"),
+            d.describe()
+        );
+    }
     if let Some(op) = &a.operation {
         let _ = writeln!(out, "  # waits first for operation {op}");
     }
@@ -175,6 +183,7 @@ pub fn render(plan: &Plan, color: bool) -> String {
         out.push('\n');
     }
     render_refusals(&mut out, &p, plan);
+    render_held(&mut out, &p, plan);
     for d in &plan.deferred {
         let _ = writeln!(
             out,
@@ -198,7 +207,15 @@ pub fn render(plan: &Plan, color: bool) -> String {
         out.push('\n');
     }
     if plan.actions.is_empty() {
-        let msg = if plan.refused.is_empty() {
+        let msg = if !plan.held.is_empty() && plan.refused.is_empty() {
+            p.paint(
+                yellow().bold(),
+                &format!(
+                    "Nothing to do now: {} step(s) held until their slice replicas may be disrupted.",
+                    plan.held.len()
+                ),
+            )
+        } else if plan.refused.is_empty() {
             p.paint(
                 green().bold(),
                 "No changes. The live TPU slices match the specs.",
@@ -261,6 +278,36 @@ fn render_refusals(out: &mut String, p: &Painter, plan: &Plan) {
     out.push('\n');
 }
 
+/// Steps held by a disruption policy: busy replicas, with their pods.
+fn render_held(out: &mut String, p: &Painter, plan: &Plan) {
+    if plan.held.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        p.paint(
+            yellow().bold(),
+            "Held (busy slice replicas; these steps run by themselves once allowed, the rest of the plan goes ahead):"
+        )
+    );
+    for h in &plan.held {
+        let _ = writeln!(
+            out,
+            "  {} {} {} {:?} in {} [{}]
+      {}",
+            p.paint(yellow(), "="),
+            h.action.as_str(),
+            h.kind,
+            h.name,
+            h.scope,
+            h.code,
+            h.message
+        );
+    }
+    out.push('\n');
+}
+
 fn summary_line(plan: &Plan, p: &Painter) -> String {
     let s = plan.count();
     let s = &s;
@@ -273,6 +320,9 @@ fn summary_line(plan: &Plan, p: &Painter) -> String {
     }
     if s.refused > 0 {
         line.push_str(&format!(" {} refused.", s.refused));
+    }
+    if s.held > 0 {
+        line.push_str(&format!(" {} held (busy).", s.held));
     }
     p.paint(bold(), &line)
 }

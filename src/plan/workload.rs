@@ -236,10 +236,12 @@ fn target_of<'a>(i: &Inputs<'a>, own: &Ownership, scope: &Scope) -> Option<&'a T
 
 fn kube_of(i: &Inputs<'_>, t: Option<&Target>) -> Option<KubeRef> {
     let t = t?;
-    Owners::scopes_of(t, i.kinds).into_iter().find_map(|s| match s {
-        Scope::Kube(k) => Some(k),
-        _ => None,
-    })
+    Owners::scopes_of(t, i.kinds)
+        .into_iter()
+        .find_map(|s| match s {
+            Scope::Kube(k) => Some(k),
+            _ => None,
+        })
 }
 
 /// What is known of the Nodes `hosts` picks out.
@@ -281,47 +283,6 @@ fn busy_of(i: &Inputs<'_>, hosts: &Hosts) -> Busy {
     }
 }
 
-/// Replicas being drained right now per Target (their Nodes carry the
-/// drain label and still have pods): they count against its budget.
-fn draining_now(i: &Inputs<'_>) -> BTreeMap<String, BTreeSet<(String, String)>> {
-    let mut out: BTreeMap<String, BTreeSet<(String, String)>> = BTreeMap::new();
-    for (kube, c) in &i.workloads.clusters {
-        let ClusterWorkloads::Seen(nodes) = c else {
-            continue;
-        };
-        for n in nodes
-            .iter()
-            .filter(|n| n.draining_since.is_some() && !n.pods.is_empty())
-        {
-            let group = n
-                .labels
-                .get(super::ownership::SLICE)
-                .map(|s| {
-                    format!(
-                        "{s}[{}]",
-                        n.labels
-                            .get(super::ownership::REPLICA)
-                            .map(String::as_str)
-                            .unwrap_or("")
-                    )
-                })
-                .or_else(|| n.labels.get(GKE_NODEPOOL).cloned())
-                .unwrap_or_else(|| n.name.clone());
-            let target = i
-                .fleet
-                .targets
-                .values()
-                .find(|t| kube_of(i, Some(t)).as_ref() == Some(kube))
-                .map(|t| t.name.clone())
-                .unwrap_or_default();
-            out.entry(target)
-                .or_default()
-                .insert((kube.endpoint.clone(), group));
-        }
-    }
-    out
-}
-
 /// The label GKE puts on each Node of a node pool.
 pub const GKE_NODEPOOL: &str = "cloud.google.com/gke-nodepool";
 
@@ -356,7 +317,24 @@ pub(super) fn decide(
         let busy = busy_of(i, &hosts);
         replicas.insert(key, (busy, target, own.slice.clone()));
     }
-    let mut draining = draining_now(i);
+    // Replicas a drain already started on (their Nodes carry the drain
+    // label, read back after a restart) hold their Target's budget first.
+    let mut draining: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for ((_, _, replica), (busy, target, live_slice)) in &replicas {
+        if let (
+            Busy::Busy {
+                draining_since: Some(_),
+                ..
+            },
+            Some(t),
+        ) = (busy, target)
+        {
+            draining
+                .entry(t.name.clone())
+                .or_default()
+                .insert(format!("{live_slice}[{replica}]"));
+        }
+    }
     // (owner, slice, replica) → the hold, or how it goes ahead.
     let mut holds: BTreeMap<(String, u32), (&'static str, String, Vec<BoundPod>)> = BTreeMap::new();
     let mut goes: BTreeMap<(String, u32), Disrupting> = BTreeMap::new();
@@ -464,7 +442,7 @@ pub(super) fn decide(
         if let (Some(budget), Some(t)) = (policy.budget, target) {
             let group_label = format!("{live_slice}[{replica}]");
             let in_flight = draining.entry(t.name.clone()).or_default();
-            let mine = in_flight.iter().any(|(_, g)| g == &group_label) || since.is_some();
+            let mine = in_flight.contains(&group_label);
             if !mine && in_flight.len() >= budget as usize {
                 holds.insert(
                     rk,
@@ -474,11 +452,7 @@ pub(super) fn decide(
                             "slice replica {slice}[{replica}] is busy ({shown}) and Target {}'s disruption budget \
                              ({budget}) is used by {}: the step runs once one of them is done{}",
                             t.name,
-                            in_flight
-                                .iter()
-                                .map(|(_, g)| g.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", "),
+                            in_flight.iter().cloned().collect::<Vec<_>>().join(", "),
                             destroy_hint(i.mode)
                         ),
                         pods.clone(),
@@ -486,10 +460,7 @@ pub(super) fn decide(
                 );
                 continue;
             }
-            in_flight.insert((
-                kube.as_ref().map(|k| k.endpoint.clone()).unwrap_or_default(),
-                group_label,
-            ));
+            in_flight.insert(group_label);
         }
         let how = match policy.when_busy {
             WhenBusy::Drain => DisruptHow::Drain,
@@ -512,8 +483,7 @@ pub(super) fn decide(
             continue;
         };
         let holds_capacity = i.kinds.iter().any(|k| {
-            k.id() == a.id.kind
-                && live_own(a).is_some_and(|o| k.hosts(&a.id, &o, None).is_some())
+            k.id() == a.id.kind && live_own(a).is_some_and(|o| k.hosts(&a.id, &o, None).is_some())
         });
         let mut d = d.clone();
         if d.how == DisruptHow::Drain && (!holds_capacity || !drained.insert(rk)) {

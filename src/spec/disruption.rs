@@ -83,7 +83,8 @@ impl Window {
                 ),
             )
         })?;
-        let duration = parse_duration(&w.duration).map_err(|p| ("duration", format!("duration {p}")))?;
+        let duration =
+            parse_duration(&w.duration).map_err(|p| ("duration", format!("duration {p}")))?;
         if duration > MAX_WINDOW {
             return Err((
                 "duration",
