@@ -142,3 +142,171 @@ pub async fn run_every(
         tokio::time::sleep(poll.min(left)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::cloud::fake::FakeCloud;
+    use crate::kube::fake::FakeKube;
+    use crate::plan::workload::Disrupting;
+    use crate::plan::{ActionKind, KindId, Reason, ResourceId, Scope, SliceRef};
+    use crate::resource::KubeRef;
+
+    fn kube() -> KubeRef {
+        KubeRef {
+            endpoint: "10.0.0.2:6443".into(),
+        }
+    }
+
+    fn setup() -> (Arc<FakeKube>, Cloud) {
+        let fake = FakeKube::new();
+        let k = kube();
+        fake.join_node(&k, "n1", "gce://p/z/n1", 4);
+        fake.join_node(&k, "n2", "gce://p/z/n2", 4);
+        fake.seed_pod(&k, "ml", "train-0", "n1", &[], &[], Some(("Job", "train")));
+        fake.seed_pod(
+            &k,
+            "kube-system",
+            "plugin-n1",
+            "n1",
+            &[],
+            &[],
+            Some(("DaemonSet", "tpu-device-plugin")),
+        );
+        fake.seed_pod(&k, "ml", "other", "n2", &[], &[], None);
+        let cloud = Cloud {
+            kube: fake.clone(),
+            ..FakeCloud::new().cloud()
+        };
+        (fake, cloud)
+    }
+
+    fn action(timeout_secs: u64, since: Option<Timestamp>) -> Action {
+        Action {
+            id: ResourceId {
+                scope: Scope::Kube(kube()),
+                kind: KindId("mig"),
+                name: "llm-0".into(),
+            },
+            owner: SliceRef {
+                slice: "llm".into(),
+                replica: 0,
+            },
+            action: ActionKind::Replace,
+            reason: Reason::StoredHashDiffers,
+            changes: Vec::new(),
+            groups: BTreeSet::new(),
+            before: None,
+            desired: None,
+            operation: None,
+            timeout: Duration::from_secs(60),
+            noun: "managed instance group",
+            disruption: Some(Disrupting {
+                how: DisruptHow::Drain,
+                pods: Vec::new(),
+                kube: Some(kube()),
+                nodes: vec!["n1".into()],
+                drain_timeout_secs: timeout_secs,
+                draining_since: since,
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_drain_cordons_marks_evicts_and_waits_until_idle() {
+        let (fake, cloud) = setup();
+        let out = run_every(&cloud, &action(60, None), Duration::from_millis(10))
+            .await
+            .unwrap();
+        assert_eq!(out, StepOutcome::Done);
+        let node = fake.node(&kube(), "n1").unwrap();
+        assert!(crate::kube::is_cordoned(&node));
+        let since = node
+            .metadata
+            .labels
+            .as_ref()
+            .unwrap()
+            .get(DRAINING_SINCE)
+            .cloned();
+        assert!(since.is_some_and(|s| s.parse::<i64>().is_ok()));
+        // Only the workload pod on the drained Node is evicted: not the
+        // DaemonSet's, not the other Node's.
+        assert_eq!(
+            fake.calls_of("evict_pod"),
+            vec!["evict_pod 10.0.0.2:6443 ml/train-0"]
+        );
+        assert_eq!(
+            fake.pod_names(&kube()),
+            vec!["kube-system/plugin-n1", "ml/other"]
+        );
+        assert!(!crate::kube::is_cordoned(
+            &fake.node(&kube(), "n2").unwrap()
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_budget_that_refuses_past_the_timeout_holds_the_step_with_pdb() {
+        let (fake, cloud) = setup();
+        fake.protect_pod(&kube(), "ml", "train-0", true);
+        // The drain started an hour ago (read back from the Node after a
+        // restart): its 60s are over, it tries once more and holds.
+        let since = Timestamp::now() - SignedDuration::from_hours(1);
+        let err = run_every(&cloud, &action(60, Some(since)), Duration::from_millis(10))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "pdb");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("ml/train-0") && msg.contains("disruption budget"),
+            "{msg}"
+        );
+        assert!(msg.contains("Nothing was destroyed"), "{msg}");
+        assert!(fake.pod_names(&kube()).contains(&"ml/train-0".to_string()));
+        assert_eq!(fake.calls_of("evict_pod").len(), 1);
+        // The drain's start is the one on the Node: not written again.
+        assert!(fake.calls_of("patch_node").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_budget_that_allows_later_lets_the_drain_finish() {
+        let (fake, cloud) = setup();
+        fake.protect_pod(&kube(), "ml", "train-0", true);
+        let f = fake.clone();
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            f.protect_pod(&kube(), "ml", "train-0", false);
+        });
+        let out = run_every(&cloud, &action(60, None), Duration::from_millis(20))
+            .await
+            .unwrap();
+        release.await.unwrap();
+        assert_eq!(out, StepOutcome::Done);
+        assert!(
+            fake.calls_of("evict_pod").len() >= 2,
+            "{:?}",
+            fake.calls_of("evict_pod")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pod_that_turns_do_not_disrupt_mid_drain_holds_it() {
+        let (fake, cloud) = setup();
+        fake.seed_pod(
+            &kube(),
+            "ml",
+            "ckpt",
+            "n1",
+            &[],
+            &[(crate::spec::disruption::DO_NOT_DISRUPT, "true")],
+            None,
+        );
+        let err = run_every(&cloud, &action(60, None), Duration::from_millis(10))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "do_not_disrupt");
+        assert!(fake.calls_of("evict_pod").is_empty());
+    }
+}

@@ -279,4 +279,80 @@ mod tests {
         assert_eq!(d.when_busy, WhenBusy::Wait);
         assert_eq!(d.drain_timeout, DEFAULT_DRAIN_TIMEOUT);
     }
+
+    const SPECS: &str = "apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata: {name: train}
+spec:
+  project: unit-project
+  zone: us-central1-b
+  ownerId: unit
+  gke: {location: us-central1, name: train}
+  disruption:
+    whenBusy: drain
+    budget: 1
+    windows:
+      - schedule: \"0 2 * * SAT\"
+        timeZone: Europe/Berlin
+        duration: 6h
+---
+apiVersion: slicectl.dev/v1alpha1
+kind: Slice
+metadata: {name: serve}
+spec:
+  target: train
+  backend: gke
+  accelerator: tpu-v6e-slice
+  topology: 2x2
+  disruption:
+    drainTimeout: 10m
+";
+
+    fn load(text: &str) -> Result<crate::spec::Fleet, Vec<crate::spec::Diagnostic>> {
+        crate::spec::load(&[crate::spec::SourceFile {
+            path: "specs/fleet.yaml".into(),
+            text: text.into(),
+        }])
+    }
+
+    #[test]
+    fn a_policy_validates_and_resolves_over_its_target() {
+        let fleet = load(SPECS).expect("valid");
+        let s = &fleet.slices["serve"];
+        let t = fleet.target_of(s).expect("target");
+        let p = Policy::resolve(t.spec.disruption.as_ref(), s.spec.disruption.as_ref());
+        assert_eq!(p.when_busy, WhenBusy::Drain);
+        assert_eq!(p.drain_timeout, Duration::from_secs(600));
+        assert_eq!(p.budget, Some(1));
+        assert_eq!(p.windows.len(), 1);
+    }
+
+    #[test]
+    fn bad_policies_are_located() {
+        for (from, to, line, want) in [
+            ("drainTimeout: 10m", "drainTimeout: 10s", 26, "out of range"),
+            (
+                "drainTimeout: 10m",
+                "budget: 2",
+                26,
+                "budget is a Target's setting",
+            ),
+            (
+                "timeZone: Europe/Berlin",
+                "timeZone: Berlin",
+                14,
+                "not a known IANA time zone",
+            ),
+            ("whenBusy: drain", "whenBusy: evict", 10, "whenBusy"),
+        ] {
+            let errs = load(&SPECS.replace(from, to)).expect_err(to);
+            let shown: Vec<String> = errs.iter().map(ToString::to_string).collect();
+            assert!(
+                shown
+                    .iter()
+                    .any(|e| e.contains(want) && e.contains(&format!(":{line}:"))),
+                "{to}: {shown:?}"
+            );
+        }
+    }
 }
