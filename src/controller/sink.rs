@@ -91,6 +91,9 @@ impl<P, W> ControllerSink<P, W> {
                 }
             }
             outcome => {
+                if let Some(r) = outcome.report() {
+                    self.metrics.set_held(&r.plan.held);
+                }
                 // The deletes a suspended prune refuses are counted once, as
                 // the cycle's result, not per action.
                 for r in outcome.report().iter().flat_map(|r| &r.plan.refused) {
