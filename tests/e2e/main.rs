@@ -10,6 +10,7 @@ mod common;
 mod cli;
 mod e2e_controller;
 mod e2e_converge;
+mod e2e_disrupt;
 mod e2e_gce;
 mod e2e_guards;
 mod e2e_kill;
