@@ -309,4 +309,54 @@ mod tests {
         assert_eq!(err.code(), "do_not_disrupt");
         assert!(fake.calls_of("evict_pod").is_empty());
     }
+
+    struct Quiet;
+    impl crate::apply::Progress for Quiet {
+        fn started(&self, _: &str, _: &str) {}
+        fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
+    }
+
+    #[tokio::test]
+    async fn a_released_node_is_uncordoned_and_loses_the_drain_label() {
+        let (fake, cloud) = setup();
+        let out = run_every(&cloud, &action(60, None), Duration::from_millis(10))
+            .await
+            .unwrap();
+        assert_eq!(out, StepOutcome::Done);
+        let plan = crate::plan::Plan {
+            observed_fingerprint: String::new(),
+            mode: crate::plan::PlanMode::Apply,
+            actions: Vec::new(),
+            unmanaged: Vec::new(),
+            refused: Vec::new(),
+            held: Vec::new(),
+            released: vec![crate::plan::workload::Release {
+                kube: kube(),
+                cluster: kube().endpoint,
+                nodes: vec!["n1".into()],
+            }],
+            deferred: Vec::new(),
+            renames: Vec::new(),
+            summary: crate::plan::Summary::default(),
+        };
+        let report = crate::apply::execute(
+            &cloud,
+            crate::kinds::REGISTRY,
+            &plan,
+            &crate::apply::ApplyOptions::default(),
+            Arc::new(Quiet),
+        )
+        .await;
+        assert!(report.success(), "{report:?}");
+        let node = fake.node(&kube(), "n1").unwrap();
+        assert!(!crate::kube::is_cordoned(&node));
+        assert!(
+            node.metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .get(DRAINING_SINCE)
+                .is_none()
+        );
+    }
 }

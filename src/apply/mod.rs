@@ -429,6 +429,24 @@ pub async fn execute(
     progress: Arc<dyn Progress>,
 ) -> ApplyReport {
     let start = Instant::now();
+    let mut release_failures = Vec::new();
+    for r in &plan.released {
+        for n in &r.nodes {
+            if let Err(e) = cloud
+                .kube
+                .uncordon_node(&r.kube, n, crate::spec::disruption::DRAINING_SINCE)
+                .await
+            {
+                tracing::warn!(cluster = %r.cluster, node = %n, error = %e, "cannot release a Node from a drain no longer planned");
+                release_failures.push(Failure {
+                    address: format!("node {n} in {}", r.kube),
+                    code: ApplyError::Kube(e).code(),
+                    message: "cannot uncordon it after a drain that is no longer planned; the next run tries again"
+                        .to_string(),
+                });
+            }
+        }
+    }
     let exec_of = |id| {
         kinds
             .iter()
@@ -491,6 +509,10 @@ pub async fn execute(
     // A replacement whose old resource is deleted.
     let mut old_deleted = vec![false; plan.actions.len()];
     let mut report = ApplyReport::default();
+    for f in release_failures {
+        report.failed.push((f.address.clone(), f.message.clone()));
+        report.failures.push(f);
+    }
     let mut running: JoinSet<(usize, Duration, Result<StepOutcome, ApplyError>)> = JoinSet::new();
     let mut tasks: HashMap<tokio::task::Id, usize> = HashMap::new();
     let max_replacements = opts.max_replacements.max(1);

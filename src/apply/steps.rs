@@ -304,6 +304,7 @@ mod tests {
             unmanaged: vec![],
             refused: vec![],
             held: vec![],
+            released: vec![],
             deferred: vec![],
             renames: vec![],
             summary: Summary::default(),

@@ -589,6 +589,50 @@ impl KubeService for KubeClients {
         }
     }
 
+    async fn uncordon_node(&self, k: &KubeRef, name: &str, label: &str) -> Result<(), KubeError> {
+        let cx = self.client(k).await?;
+        let nodes = cx.all::<Node>();
+        let mut last = None;
+        for _ in 0..CONFLICT_ATTEMPTS {
+            let node = match nodes.get_opt(name).await {
+                Ok(Some(n)) => n,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(cx.err(Attempt::on("get", "nodes", name), e)),
+            };
+            let taints: Vec<Taint> = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|t| !(t.key == UNSCHEDULABLE_TAINT_KEY && t.effect == "NoSchedule"))
+                .collect();
+            let patch = json!({
+                "metadata": { "resourceVersion": node.metadata.resource_version, "labels": { label: null } },
+                "spec": { "unschedulable": null, "taints": taints },
+            });
+            let attempt = Attempt::on("patch", "nodes", name);
+            match nodes
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(cluster = %k.endpoint, node = name, "uncordoned node (its drain is no longer planned)");
+                    return Ok(());
+                }
+                Err(e) => {
+                    let e = cx.err(attempt, e);
+                    if !e.is_conflict() {
+                        return Err(e);
+                    }
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last
+            .unwrap_or_else(|| cx.invalid(Attempt::on("patch", "nodes", name), "no attempt made")))
+    }
+
     async fn delete_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError> {
         let cx = self.client(k).await?;
         cx.delete_quiet(

@@ -56,6 +56,7 @@ pub const WRITE_METHODS: &[&str] = &[
     "apply_device_plugin",
     "delete_device_plugin",
     "evict_pod",
+    "uncordon_node",
 ];
 
 type Key = (String, String);
@@ -442,7 +443,7 @@ impl FakeKube {
 
 fn method_verb(method: &str) -> &'static str {
     match method {
-        "patch_node" | "cordon_node" | "apply_device_plugin" => "patch",
+        "patch_node" | "cordon_node" | "uncordon_node" | "apply_device_plugin" => "patch",
         "delete_node" | "delete_secret" | "delete_device_plugin" => "delete",
         "create_bootstrap_token" | "evict_pod" => "create",
         "nodes" | "pods" | "bootstrap_tokens" => "list",
@@ -639,6 +640,27 @@ impl KubeService for FakeKube {
             c.pods.remove(&id);
             Eviction::Evicted
         }))
+    }
+
+    async fn uncordon_node(&self, k: &KubeRef, name: &str, label: &str) -> Result<(), KubeError> {
+        self.call("uncordon_node", k, name)?;
+        self.with(k, |c, rv| {
+            let Some(node) = c.nodes.get_mut(name) else {
+                return;
+            };
+            if let Some(l) = node.metadata.labels.as_mut() {
+                l.remove(label);
+            }
+            if let Some(spec) = node.spec.as_mut() {
+                spec.unschedulable = None;
+                if let Some(t) = spec.taints.as_mut() {
+                    t.retain(|t| !(t.key == UNSCHEDULABLE_TAINT_KEY && t.effect == "NoSchedule"));
+                }
+            }
+            *rv += 1;
+            node.metadata.resource_version = Some(rv.to_string());
+        });
+        Ok(())
     }
 
     async fn delete_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError> {

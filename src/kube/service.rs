@@ -65,6 +65,11 @@ pub trait KubeService: Send + Sync {
     /// Deletes a Node object; a missing one is fine.
     async fn delete_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError>;
 
+    /// Releases a Node slicectl cordoned for a drain that is no longer
+    /// planned: `spec.unschedulable: false`, the unschedulable taint and the
+    /// label `label` removed. A missing Node is fine.
+    async fn uncordon_node(&self, k: &KubeRef, name: &str, label: &str) -> Result<(), KubeError>;
+
     /// Every Pod of the cluster that is not terminal (one paginated list,
     /// field selector `status.phase!=Succeeded,status.phase!=Failed`): what
     /// tells whether a slice replica is busy.

@@ -70,6 +70,8 @@ pub(super) struct Decisions<'d> {
     owned_live: usize,
     /// Steps held by a disruption policy.
     held: Vec<super::workload::Held>,
+    /// Nodes cordoned for a drain no step plans any more.
+    released: Vec<super::workload::Release>,
 }
 
 /// Builds the plan: the phases in order.
@@ -822,7 +824,9 @@ impl<'a> Planner<'a> {
             let l = self.live_by_id.get(&a.id)?;
             kind.ownership(&l.body)
         };
-        out.held = super::workload::decide(&inputs, live_own, &mut out.actions);
+        let (held, released) = super::workload::decide(&inputs, live_own, &mut out.actions);
+        out.held = held;
+        out.released = released;
     }
 
     /// The plan, in the order it runs: by slice replica then kind, refusals
@@ -835,6 +839,7 @@ impl<'a> Planner<'a> {
             mut unmanaged,
             mut refused,
             mut held,
+            released,
             ..
         } = out;
         held.sort_by(|a, b| {
@@ -880,6 +885,7 @@ impl<'a> Planner<'a> {
             unmanaged,
             refused,
             held,
+            released,
             deferred: self.deferred.clone(),
             renames,
             summary: Summary::default(),

@@ -184,6 +184,15 @@ pub fn render(plan: &Plan, color: bool) -> String {
     }
     render_refusals(&mut out, &p, plan);
     render_held(&mut out, &p, plan);
+    for r in &plan.released {
+        let _ = writeln!(
+            out,
+            "{} Nodes {} in {} were cordoned for a drain that no step plans any more: they are uncordoned.\n",
+            p.paint(green().bold(), "Released:"),
+            r.nodes.join(", "),
+            r.kube
+        );
+    }
     for d in &plan.deferred {
         let _ = writeln!(
             out,

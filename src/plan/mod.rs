@@ -137,6 +137,9 @@ pub struct Summary {
     /// Steps held by a disruption policy (busy slice replicas).
     #[serde(skip_serializing_if = "is_zero")]
     pub held: usize,
+    /// Nodes released from a drain no longer planned.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub released: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -146,7 +149,7 @@ fn is_zero(n: &usize) -> bool {
 impl Summary {
     /// Whether the plan changes anything (waits count: work is in flight).
     pub fn has_changes(&self) -> bool {
-        self.create + self.update + self.replace + self.delete + self.wait > 0
+        self.create + self.update + self.replace + self.delete + self.wait + self.released > 0
     }
 }
 
@@ -166,6 +169,9 @@ pub struct Plan {
     /// Steps held by a slice's disruption policy (its replica is busy):
     /// not executed now, they run by themselves once allowed.
     pub held: Vec<workload::Held>,
+    /// Nodes slicectl cordoned for a drain that no step plans any more:
+    /// uncordoned before the steps run.
+    pub released: Vec<workload::Release>,
     /// Scopes that could not be observed and are left out of the plan
     /// (`--sim` with a self-managed cluster whose API is not reachable).
     pub deferred: Vec<Deferred>,
@@ -194,6 +200,7 @@ impl Plan {
             unmanaged: self.unmanaged.len(),
             refused: self.refused.len(),
             held: self.held.len(),
+            released: self.released.iter().map(|r| r.nodes.len()).sum(),
             ..Summary::default()
         };
         for a in &self.actions {

@@ -2370,3 +2370,58 @@ mod respecting_workloads {
         assert!(human::render(&p, false).contains("destroy --disrupt overrides the policy"));
     }
 }
+
+mod releasing_drains {
+    use super::*;
+    use crate::plan::workload::{ClusterWorkloads, HostNode, Workloads};
+    use crate::resource::KubeRef;
+
+    /// A drain started, then the spec went back to what is live: no step
+    /// plans the drain any more, so its Nodes are uncordoned (and an idle
+    /// replica whose delete is planned keeps its cordon until it goes).
+    #[test]
+    fn nodes_of_a_drain_no_longer_planned_are_released() {
+        let f = standard_fleet();
+        let inv = converged(&f);
+        let pool = render_fleet(&f, &all_kinds())
+            .into_iter()
+            .find(|d| d.id.kind == node_pool::KIND && d.owner.slice == "tiny")
+            .map(|d| d.id.name)
+            .unwrap();
+        let mut live = inv.inventory();
+        live.workloads = Workloads {
+            observed_at: Some("2026-11-26T05:00:00Z".parse().unwrap()),
+            clusters: [(
+                KubeRef::gke(&cluster()),
+                ClusterWorkloads::Seen(vec![HostNode {
+                    name: "tiny-node".into(),
+                    labels: [(
+                        crate::plan::workload::GKE_NODEPOOL.to_string(),
+                        pool.clone(),
+                    )]
+                    .into(),
+                    cordoned: true,
+                    draining_since: Some("2026-11-26T04:00:00Z".parse().unwrap()),
+                    pods: Vec::new(),
+                }]),
+            )]
+            .into(),
+        };
+        let p = super::super::plan(&f, &live, &all_kinds(), &PlanOptions::default()).unwrap();
+        assert!(p.actions.is_empty());
+        assert_eq!(p.released.len(), 1);
+        assert_eq!(p.released[0].nodes, vec!["tiny-node".to_string()]);
+        assert!(p.summary.has_changes(), "a release is a change");
+        assert!(human::render(&p, false).contains("Released: Nodes tiny-node"));
+        // Its delete planned: the cordon stays until the pool goes.
+        let mut gone = f.clone();
+        gone.slices.remove("tiny");
+        let p = super::super::plan(&gone, &live, &all_kinds(), &PlanOptions::default()).unwrap();
+        assert!(p.released.is_empty());
+        assert!(
+            p.actions
+                .iter()
+                .any(|a| a.id.name == pool && a.action == ActionKind::Delete)
+        );
+    }
+}

@@ -22,6 +22,8 @@ pub struct PlanView<'a> {
     refused: &'a [Refusal],
     #[serde(skip_serializing_if = "<[super::workload::Held]>::is_empty")]
     held: &'a [super::workload::Held],
+    #[serde(skip_serializing_if = "<[super::workload::Release]>::is_empty")]
+    released: &'a [super::workload::Release],
     #[serde(skip_serializing_if = "<[super::Deferred]>::is_empty")]
     deferred: &'a [super::Deferred],
     #[serde(skip_serializing_if = "<[Rename]>::is_empty")]
@@ -162,6 +164,7 @@ impl<'a> PlanView<'a> {
             unmanaged: &plan.unmanaged,
             refused: &plan.refused,
             held: &plan.held,
+            released: &plan.released,
             deferred: &plan.deferred,
             renames: &plan.renames,
             summary: plan.count(),
@@ -177,5 +180,6 @@ pub fn effect(published: &Value) -> Value {
         "actions": published.get("actions"),
         "refused": published.get("refused"),
         "held": published.get("held"),
+        "released": published.get("released"),
     })
 }

@@ -191,6 +191,45 @@ pub struct Held {
     pub pods: Vec<BoundPod>,
 }
 
+/// Nodes slicectl cordoned for a drain that no step plans any more (the
+/// spec changed back, the slice went idle before the drain was needed):
+/// they are uncordoned and lose the drain label.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Release {
+    /// The cluster.
+    #[serde(skip)]
+    pub kube: KubeRef,
+    /// Its endpoint key, as published.
+    pub cluster: String,
+    /// The Nodes.
+    pub nodes: Vec<String>,
+}
+
+/// The Nodes that carry the drain label but belong to no replica with a
+/// destructive step planned or held (`in_use`).
+pub(super) fn releases(w: &Workloads, in_use: &BTreeSet<(KubeRef, String)>) -> Vec<Release> {
+    let mut out = Vec::new();
+    for (kube, c) in &w.clusters {
+        let ClusterWorkloads::Seen(nodes) = c else {
+            continue;
+        };
+        let free: Vec<String> = nodes
+            .iter()
+            .filter(|n| n.draining_since.is_some())
+            .filter(|n| !in_use.contains(&(kube.clone(), n.name.clone())))
+            .map(|n| n.name.clone())
+            .collect();
+        if !free.is_empty() {
+            out.push(Release {
+                kube: kube.clone(),
+                cluster: kube.endpoint.clone(),
+                nodes: free,
+            });
+        }
+    }
+    out
+}
+
 /// What is known of one slice replica's Nodes.
 enum Busy {
     /// Nothing runs on it (or nothing can: `--sim` runs no pods).
@@ -294,11 +333,14 @@ pub(super) fn decide(
     i: &Inputs<'_>,
     live_own: impl Fn(&Action) -> Option<Ownership>,
     actions: &mut Vec<Action>,
-) -> Vec<Held> {
+) -> (Vec<Held>, Vec<Release>) {
     let now = i.workloads.observed_at.unwrap_or(Timestamp::UNIX_EPOCH);
     // The busy state of each replica with a destructive step on a resource
     // that holds capacity, with its Target.
     let mut replicas: BTreeMap<Key, (Busy, Option<&Target>, String)> = BTreeMap::new();
+    // The Nodes of every replica with a destructive step (busy or not):
+    // a drain label on them stays while the step is planned or held.
+    let mut in_use: BTreeSet<(KubeRef, String)> = BTreeSet::new();
     for a in actions.iter().filter(|a| a.action.is_destructive()) {
         let Some(kind) = i.kinds.iter().find(|k| k.id() == a.id.kind) else {
             continue;
@@ -310,6 +352,21 @@ pub(super) fn decide(
         let Some(hosts) = kind.hosts(&a.id, &own, kube_of(i, target).as_ref()) else {
             continue;
         };
+        if let Some(k) = &hosts.kube
+            && let Some(ClusterWorkloads::Seen(nodes)) = i.workloads.clusters.get(k)
+        {
+            in_use.extend(
+                nodes
+                    .iter()
+                    .filter(|n| {
+                        hosts
+                            .selector
+                            .iter()
+                            .all(|(l, v)| n.labels.get(l) == Some(v))
+                    })
+                    .map(|n| (k.clone(), n.name.clone())),
+            );
+        }
         let key = (own.owner.clone(), a.owner.slice.clone(), a.owner.replica);
         if replicas.contains_key(&key) {
             continue;
@@ -319,6 +376,7 @@ pub(super) fn decide(
     }
     // Replicas a drain already started on (their Nodes carry the drain
     // label, read back after a restart) hold their Target's budget first.
+    let released = releases(i.workloads, &in_use);
     let mut draining: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for ((_, _, replica), (busy, target, live_slice)) in &replicas {
         if let (
@@ -492,7 +550,8 @@ pub(super) fn decide(
         }
         a.disruption = Some(d);
     }
-    held.into_iter()
+    let held = held
+        .into_iter()
         .map(|a| {
             let (code, message, pods) = holds
                 .get(&(a.owner.slice.clone(), a.owner.replica))
@@ -512,7 +571,8 @@ pub(super) fn decide(
                 pods,
             }
         })
-        .collect()
+        .collect();
+    (held, released)
 }
 
 fn destroy_hint(mode: PlanMode) -> &'static str {

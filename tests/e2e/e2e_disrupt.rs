@@ -18,9 +18,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use slicectl_sim::FaultConfig;
 
-use super::e2e_gce::{
-    SERIAL, gce_apply, gce_dir, gce_slice, get, kube_client, names, nodes_of,
-};
+use super::e2e_gce::{SERIAL, gce_apply, gce_dir, gce_slice, get, kube_client, names, nodes_of};
 
 const DRAINING_SINCE: &str = "slicectl.dev/draining-since";
 
@@ -95,20 +93,35 @@ async fn busy_gce_slices_are_held_drained_through_pdbs_and_resume_after_sigkill(
     running_pod(&client, &ns, "train-0", &node).await;
 
     // 1. Held: destroy leaves the busy slice alone, names the pod, exits 0.
-    let o = slicectl(&sim, &["destroy", dir.path().to_str().unwrap(), "--auto-approve"]).await;
+    let o = slicectl(
+        &sim,
+        &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],
+    )
+    .await;
     let out = text(&o);
     assert!(o.status.success(), "{out}");
     assert!(out.contains("held [busy]"), "{out}");
-    assert!(out.contains(&format!("{ns}/train-0 (jobset {ns}/train)")), "{out}");
+    assert!(
+        out.contains(&format!("{ns}/train-0 (jobset {ns}/train)")),
+        "{out}"
+    );
     assert!(out.contains("destroy --disrupt"), "{out}");
     assert_eq!(migs(&sim).await, vec![format!("{slice}-0")]);
-    let json_plan = slicectl(&sim, &["plan", dir.path().to_str().unwrap(), "--output", "json"]).await;
+    let json_plan = slicectl(
+        &sim,
+        &["plan", dir.path().to_str().unwrap(), "--output", "json"],
+    )
+    .await;
     assert!(json_plan.status.success(), "{}", text(&json_plan));
 
     // 2. Drain with a real PodDisruptionBudget that allows nothing. The drain
     // started an hour ago (as a killed run would have left it on the Node):
     // its deadline is over, slicectl asks once more, is refused (429) and holds.
-    let drain = gce_slice(slice, "2x2", "  disruption:\n    whenBusy: drain\n    drainTimeout: 1m\n");
+    let drain = gce_slice(
+        slice,
+        "2x2",
+        "  disruption:\n    whenBusy: drain\n    drainTimeout: 1m\n",
+    );
     std::fs::write(dir.path().join("s.yaml"), drain).unwrap();
     let pdbs = Api::<PodDisruptionBudget>::namespaced(client.clone(), &ns);
     let pdb: PodDisruptionBudget = serde_json::from_value(json!({
@@ -123,21 +136,38 @@ async fn busy_gce_slices_are_held_drained_through_pdbs_and_resume_after_sigkill(
         .patch(
             &node,
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {DRAINING_SINCE: an_hour_ago.to_string()}}})),
+            &Patch::Merge(
+                json!({"metadata": {"labels": {DRAINING_SINCE: an_hour_ago.to_string()}}}),
+            ),
         )
         .await
         .unwrap();
-    let o = slicectl(&sim, &["destroy", dir.path().to_str().unwrap(), "--auto-approve"]).await;
+    let o = slicectl(
+        &sim,
+        &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],
+    )
+    .await;
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("failed [pdb]"), "{out}");
     assert!(out.contains("Nothing was destroyed"), "{out}");
     assert_eq!(migs(&sim).await, vec![format!("{slice}-0")], "{out}");
     let n = nodes_api.get(&node).await.unwrap();
-    assert_eq!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true), "cordoned");
-    assert_eq!(label(&n, DRAINING_SINCE), Some(an_hour_ago.to_string()), "the deadline is kept");
+    assert_eq!(
+        n.spec.as_ref().and_then(|s| s.unschedulable),
+        Some(true),
+        "cordoned"
+    );
+    assert_eq!(
+        label(&n, DRAINING_SINCE),
+        Some(an_hour_ago.to_string()),
+        "the deadline is kept"
+    );
     let pods = Api::<Pod>::namespaced(client.clone(), &ns);
-    assert!(pods.get_opt("train-0").await.unwrap().is_some(), "never forced");
+    assert!(
+        pods.get_opt("train-0").await.unwrap().is_some(),
+        "never forced"
+    );
 
     // 3. SIGKILL mid-drain: a fresh drain (label removed) is killed while
     // the budget still refuses; the cordon and the drain's start survive in
@@ -174,12 +204,18 @@ async fn busy_gce_slices_are_held_drained_through_pdbs_and_resume_after_sigkill(
     assert_eq!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true));
     assert_eq!(label(&n, DRAINING_SINCE), Some(since.clone()));
     assert_eq!(migs(&sim).await, vec![format!("{slice}-0")]);
-    let o = slicectl(&sim, &["plan", dir.path().to_str().unwrap(), "--output", "json"]).await;
+    let o = slicectl(
+        &sim,
+        &["plan", dir.path().to_str().unwrap(), "--output", "json"],
+    )
+    .await;
     assert!(o.status.success(), "{}", text(&o));
 
     // 4. The budget allows it: the resumed drain evicts (the test plays the
     // kubelet), keeps the first run's start, and the slice is destroyed.
-    pdbs.delete("train", &DeleteParams::default()).await.unwrap();
+    pdbs.delete("train", &DeleteParams::default())
+        .await
+        .unwrap();
     let kubelet = {
         let client = client.clone();
         let ns = ns.clone();
@@ -190,7 +226,11 @@ async fn busy_gce_slices_are_held_drained_through_pdbs_and_resume_after_sigkill(
             }
         })
     };
-    let o = slicectl(&sim, &["destroy", dir.path().to_str().unwrap(), "--auto-approve"]).await;
+    let o = slicectl(
+        &sim,
+        &["destroy", dir.path().to_str().unwrap(), "--auto-approve"],
+    )
+    .await;
     kubelet.abort();
     let out = text(&o);
     assert!(o.status.success(), "{out}");
