@@ -235,7 +235,7 @@ enum Busy {
     /// Nothing runs on it (or nothing can: `--sim` runs no pods).
     Idle,
     /// Pods run on it.
-    Busy {
+    Running {
         kube: Option<KubeRef>,
         nodes: Vec<String>,
         pods: Vec<BoundPod>,
@@ -312,7 +312,7 @@ fn busy_of(i: &Inputs<'_>, hosts: &Hosts) -> Busy {
             if pods.is_empty() {
                 return Busy::Idle;
             }
-            Busy::Busy {
+            Busy::Running {
                 kube: Some(kube.clone()),
                 nodes: mine.iter().map(|n| n.name.clone()).collect(),
                 pods,
@@ -380,7 +380,7 @@ pub(super) fn decide(
     let mut draining: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for ((_, _, replica), (busy, target, live_slice)) in &replicas {
         if let (
-            Busy::Busy {
+            Busy::Running {
                 draining_since: Some(_),
                 ..
             },
@@ -417,7 +417,7 @@ pub(super) fn decide(
                 continue;
             }
             Busy::Unknown(_) => (None, Vec::new(), Vec::new(), None),
-            Busy::Busy {
+            Busy::Running {
                 kube,
                 nodes,
                 pods,
