@@ -23,6 +23,43 @@ use crate::spec::disruption::DRAINING_SINCE;
 /// How often a drain lists the pods again.
 pub const POLL: Duration = Duration::from_secs(2);
 
+/// The replica was idle when the plan was made: a pod bound to its Nodes
+/// since then holds the step (`busy`), and the next run follows the
+/// slice's disruption policy.
+async fn recheck(
+    cloud: &Cloud,
+    a: &Action,
+    k: &crate::resource::KubeRef,
+    nodes: &[String],
+) -> Result<StepOutcome, ApplyError> {
+    let pods: Vec<_> = cloud
+        .kube
+        .pods(k)
+        .await?
+        .into_iter()
+        .filter(|p| {
+            makes_busy(p)
+                && p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_some_and(|n| nodes.iter().any(|x| x == n))
+        })
+        .map(|p| bound_pod(&p))
+        .collect();
+    if pods.is_empty() {
+        return Ok(StepOutcome::Done);
+    }
+    Err(ApplyError::of_kind(
+        a,
+        "busy",
+        format!(
+            "held: the replica was idle when the plan was made, but pods run on its Nodes now ({}); \
+             nothing was destroyed. The next run follows the slice's disruption policy",
+            pod_list(&pods)
+        ),
+    ))
+}
+
 /// Drains the Nodes of action `a`'s replica, if it is the step that drains.
 pub async fn run(cloud: &Cloud, a: &Action) -> Result<StepOutcome, ApplyError> {
     run_every(cloud, a, POLL).await
@@ -34,6 +71,9 @@ pub async fn run_every(
     a: &Action,
     poll: Duration,
 ) -> Result<StepOutcome, ApplyError> {
+    if let Some((k, nodes)) = &a.recheck {
+        return recheck(cloud, a, k, nodes).await;
+    }
     let Some(d) = a
         .disruption
         .as_ref()
@@ -212,6 +252,7 @@ mod tests {
                 drain_timeout_secs: timeout_secs,
                 draining_since: since,
             }),
+            recheck: None,
         }
     }
 
@@ -288,6 +329,31 @@ mod tests {
             fake.calls_of("evict_pod").len() >= 2,
             "{:?}",
             fake.calls_of("evict_pod")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_replica_busy_since_the_plan_is_held_before_its_capacity_goes() {
+        let (fake, cloud) = setup();
+        let mut a = action(60, None);
+        a.disruption = None;
+        a.recheck = Some((kube(), vec!["n1".into()]));
+        let err = run_every(&cloud, &a, Duration::from_millis(10))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "busy");
+        assert!(
+            err.to_string().contains("ml/train-0 (job ml/train)"),
+            "{err}"
+        );
+        assert!(fake.calls_of("evict_pod").is_empty());
+        assert!(fake.calls_of("cordon_node").is_empty());
+        a.recheck = Some((kube(), vec!["n9".into()]));
+        assert_eq!(
+            run_every(&cloud, &a, Duration::from_millis(10))
+                .await
+                .unwrap(),
+            StepOutcome::Done
         );
     }
 

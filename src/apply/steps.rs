@@ -104,9 +104,11 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
         if a.operation.is_some() {
             prev = Some(push(&mut steps, i, StepOp::WaitInFlight, vec![]));
         }
-        if a.disruption.as_ref().is_some_and(|d| {
-            d.how == crate::plan::workload::DisruptHow::Drain && !d.nodes.is_empty()
-        }) {
+        if a.recheck.is_some()
+            || a.disruption.as_ref().is_some_and(|d| {
+                d.how == crate::plan::workload::DisruptHow::Drain && !d.nodes.is_empty()
+            })
+        {
             prev = Some(push(
                 &mut steps,
                 i,
@@ -293,6 +295,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             noun: "x",
             disruption: None,
+            recheck: None,
         }
     }
 

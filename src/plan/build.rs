@@ -694,6 +694,7 @@ impl<'a> Planner<'a> {
             timeout: crate::spec::DEFAULT_OPERATION_TIMEOUT,
             noun: kind.noun(),
             disruption: None,
+            recheck: None,
         }
     }
 
@@ -971,6 +972,7 @@ fn action(
         timeout: d.timeout,
         noun: kind.noun(),
         disruption: None,
+        recheck: None,
     }
 }
 

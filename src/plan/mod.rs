@@ -102,6 +102,9 @@ pub struct Action {
     /// The step destroys the capacity of a busy slice replica, and how it
     /// goes ahead (drain first, or with the policy's or `--disrupt`'s consent).
     pub disruption: Option<workload::Disrupting>,
+    /// The replica was idle when observed: its Nodes, looked at again right
+    /// before its capacity is destroyed (a pod bound since holds the step).
+    pub recheck: Option<(crate::resource::KubeRef, Vec<String>)>,
 }
 
 impl Action {

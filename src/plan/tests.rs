@@ -2050,11 +2050,17 @@ mod respecting_workloads {
         let text = human::render(&p, false);
         assert!(text.contains("Held (busy slice replicas"), "{text}");
         assert!(text.contains("1 held (busy)"), "{text}");
-        // Idle again: the replacement runs by itself.
+        // Idle again: the replacement runs by itself, looking at the Nodes
+        // once more right before the pool goes.
         let idle = with_pods(&inv, &[(&busy, vec![])], THURSDAY);
         let p = run(&reshaped(&f), &idle, &PlanOptions::default());
         assert_eq!(p.actions.len(), 2);
         assert!(p.held.is_empty());
+        assert_eq!(
+            p.actions[0].recheck,
+            Some((KubeRef::gke(&cluster()), vec![format!("{busy}-node-0")]))
+        );
+        assert!(p.actions[0].disruption.is_none());
     }
 
     #[test]

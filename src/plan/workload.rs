@@ -232,8 +232,9 @@ pub(super) fn releases(w: &Workloads, in_use: &BTreeSet<(KubeRef, String)>) -> V
 
 /// What is known of one slice replica's Nodes.
 enum Busy {
-    /// Nothing runs on it (or nothing can: `--sim` runs no pods).
-    Idle,
+    /// Nothing runs on it (or nothing can: `--sim` runs no pods), with its
+    /// Nodes when they were seen.
+    Idle(Option<(KubeRef, Vec<String>)>),
     /// Pods run on it.
     Running {
         kube: Option<KubeRef>,
@@ -286,16 +287,16 @@ fn kube_of(i: &Inputs<'_>, t: Option<&Target>) -> Option<KubeRef> {
 /// What is known of the Nodes `hosts` picks out.
 fn busy_of(i: &Inputs<'_>, hosts: &Hosts) -> Busy {
     let Some(kube) = &hosts.kube else {
-        return Busy::Idle;
+        return Busy::Idle(None);
     };
     if i.deferred.contains_key(&Scope::Kube(kube.clone())) {
         // `--sim`: nothing real runs, no pod can be bound.
-        return Busy::Idle;
+        return Busy::Idle(None);
     }
     match i.workloads.clusters.get(kube) {
         // A cluster slicectl does not reach (a Target without a Kubernetes
         // API): nothing can be seen there.
-        None => Busy::Idle,
+        None => Busy::Idle(None),
         Some(ClusterWorkloads::Unreadable(e)) => Busy::Unknown(format!("{kube}: {e}")),
         Some(ClusterWorkloads::Seen(nodes)) => {
             let mine: Vec<&HostNode> = nodes
@@ -310,7 +311,10 @@ fn busy_of(i: &Inputs<'_>, hosts: &Hosts) -> Busy {
             let pods: Vec<BoundPod> = mine.iter().flat_map(|n| n.pods.iter().cloned()).collect();
             let draining_since = mine.iter().filter_map(|n| n.draining_since).min();
             if pods.is_empty() {
-                return Busy::Idle;
+                return Busy::Idle(Some((
+                    kube.clone(),
+                    mine.iter().map(|n| n.name.clone()).collect(),
+                )));
             }
             Busy::Running {
                 kube: Some(kube.clone()),
@@ -396,10 +400,16 @@ pub(super) fn decide(
     // (owner, slice, replica) → the hold, or how it goes ahead.
     let mut holds: BTreeMap<(String, u32), (&'static str, String, Vec<BoundPod>)> = BTreeMap::new();
     let mut goes: BTreeMap<(String, u32), Disrupting> = BTreeMap::new();
+    let mut rechecks: BTreeMap<(String, u32), (KubeRef, Vec<String>)> = BTreeMap::new();
     for ((_, slice, replica), (busy, target, live_slice)) in &replicas {
         let rk = (slice.clone(), *replica);
         let (kube, nodes, pods, since) = match busy {
-            Busy::Idle => continue,
+            Busy::Idle(seen) => {
+                if let Some((k, nodes)) = seen.clone().filter(|(_, n)| !n.is_empty()) {
+                    rechecks.insert(rk, (k, nodes));
+                }
+                continue;
+            }
             Busy::Unknown(e) if !(i.mode == PlanMode::Destroy && i.disrupt) => {
                 holds.insert(
                     rk,
@@ -535,14 +545,21 @@ pub(super) fn decide(
     // The drain runs before the first capacity step of the replica; every
     // destructive step of a replica going ahead says so.
     let mut drained: BTreeSet<(String, u32)> = BTreeSet::new();
+    let mut rechecked: BTreeSet<(String, u32)> = BTreeSet::new();
     for a in actions.iter_mut().filter(|a| a.action.is_destructive()) {
         let rk = (a.owner.slice.clone(), a.owner.replica);
-        let Some(d) = goes.get(&rk) else {
-            continue;
-        };
         let holds_capacity = i.kinds.iter().any(|k| {
             k.id() == a.id.kind && live_own(a).is_some_and(|o| k.hosts(&a.id, &o, None).is_some())
         });
+        if let Some(r) = rechecks.get(&rk)
+            && holds_capacity
+            && rechecked.insert(rk.clone())
+        {
+            a.recheck = Some(r.clone());
+        }
+        let Some(d) = goes.get(&rk) else {
+            continue;
+        };
         let mut d = d.clone();
         if d.how == DisruptHow::Drain && (!holds_capacity || !drained.insert(rk)) {
             // Only one step per replica drains; the others wait on it.

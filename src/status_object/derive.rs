@@ -172,7 +172,7 @@ fn classify(code: &str, message: &str, capacity_stalled: bool) -> Severity {
         "invalid_template" => Severity::Stalled(reason::INVALID_SPEC),
         "auth" | "kube_forbidden" | "kube_config" => Severity::Stalled(reason::ACCESS_DENIED),
         "conflict" => Severity::Stalled(reason::CONFLICT),
-        "pdb" | "drain_timeout" | "do_not_disrupt" | "busy_unknown" => {
+        "busy" | "pdb" | "drain_timeout" | "do_not_disrupt" | "busy_unknown" => {
             Severity::Retry(reason::WAITING_FOR_WORKLOAD)
         }
         _ => Severity::Retry(reason::PROGRESSING_WITH_RETRY),
