@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds the real Kubernetes control-plane binaries the test suite runs against:
-# kube-apiserver, kube-controller-manager and kubeadm from the upstream
-# k8s.io/kubernetes Go module, and etcd from go.etcd.io/etcd/server/v3, through
-# the Go module proxy. The binaries land in a cache outside the clone, keyed by
-# version, and are rebuilt only when missing.
+# Builds the real Kubernetes binaries the test suite runs against:
+# kube-apiserver, kube-controller-manager, kubeadm, kube-scheduler and kubemark
+# (the hollow node: the real kubelet with a fake container runtime) from the
+# upstream k8s.io/kubernetes Go module, and etcd from go.etcd.io/etcd/server/v3,
+# through the Go module proxy. The binaries land in a cache outside the clone,
+# keyed by version; each one is built only when it is missing (adding a binary
+# to this list builds just that one into an existing cache).
 #
 #   scripts/k8s-testbin.sh            build what is missing, print the bin dir
 #   scripts/k8s-testbin.sh dir        print the bin dir (no build)
@@ -16,6 +18,8 @@ set -euo pipefail
 
 K8S_VERSION=1.36.3
 ETCD_VERSION=3.6.16
+# The k8s.io/kubernetes/cmd/* binaries (also the tool block of testbin/k8s/go.mod).
+K8S_BINS=(kube-apiserver kube-controller-manager kubeadm kube-scheduler kubemark)
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${SLICECTL_TESTBIN_CACHE:-$HOME/.cache/slicectl-testbin}
@@ -54,28 +58,24 @@ gen_gomod() {
     echo ")"
     echo
     echo "tool ("
-    echo "	k8s.io/kubernetes/cmd/kube-apiserver"
-    echo "	k8s.io/kubernetes/cmd/kube-controller-manager"
-    echo "	k8s.io/kubernetes/cmd/kubeadm"
+    printf '\tk8s.io/kubernetes/cmd/%s\n' "${K8S_BINS[@]}"
     echo ")"
   } > "$root/testbin/k8s/go.mod"
   (cd "$root/testbin/k8s" && timed "go mod tidy (k8s)" go mod tidy)
 }
 
-build_k8s() {
-  local minor ldf
+build_k8s() { # build_k8s BIN... — the named k8s.io/kubernetes/cmd/* binaries
+  local minor ldf pkgs=()
   minor=$(echo "$K8S_VERSION" | cut -d. -f2)
   ldf="-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION \
  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
  -X k8s.io/component-base/version.gitTreeState=clean \
  -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION"
+  for b in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
   (cd "$root/testbin/k8s" &&
     timed "download k8s.io/kubernetes v$K8S_VERSION modules" go mod download &&
-    timed "build kube-apiserver, kube-controller-manager, kubeadm" \
-      go build -p "$(nproc)" -trimpath -ldflags "$ldf" -o "$bindir.tmp/" \
-      k8s.io/kubernetes/cmd/kube-apiserver \
-      k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kubeadm)
+    timed "build $*" \
+      go build -p "$(nproc)" -trimpath -ldflags "$ldf" -o "$bindir.tmp/" "${pkgs[@]}")
 }
 
 build_etcd() {
@@ -88,19 +88,38 @@ case "${1:-build}" in
   dir) echo "$bindir" ;;
   gen-gomod) gen_gomod ;;
   build)
-    if [ -x "$bindir/kube-apiserver" ] && [ -x "$bindir/kube-controller-manager" ] &&
-       [ -x "$bindir/kubeadm" ] && [ -x "$bindir/etcd" ]; then
+    missing=()
+    for b in etcd "${K8S_BINS[@]}"; do [ -x "$bindir/$b" ] || missing+=("$b"); done
+    if [ ${#missing[@]} -eq 0 ]; then
       log "cached: $bindir"
     else
-      command -v go >/dev/null || { log "ERROR: go is not installed; it is needed to build the control plane"; exit 1; }
-      total=$SECONDS
-      log "building into $bindir (Go $(go env GOVERSION), cache miss)"
-      rm -rf "$bindir.tmp"; mkdir -p "$bindir.tmp"
-      log "k8s v$K8S_VERSION, etcd v$ETCD_VERSION, $(go env GOVERSION), $(nproc) CPUs"
-      build_etcd
-      build_k8s
-      log "all binaries built in $((SECONDS - total))s"
-      rm -rf "$bindir"; mv "$bindir.tmp" "$bindir"
+      command -v go >/dev/null || { log "ERROR: go is not installed; it is needed to build ${missing[*]}"; exit 1; }
+      mkdir -p "$cache"
+      # One builder at a time per cache entry (parallel test runs share it).
+      exec 9>"$bindir.lock"
+      flock 9
+      missing=()
+      for b in etcd "${K8S_BINS[@]}"; do [ -x "$bindir/$b" ] || missing+=("$b"); done
+      if [ ${#missing[@]} -gt 0 ]; then
+        total=$SECONDS
+        rm -rf "$bindir.tmp"; mkdir -p "$bindir.tmp"
+        log "building ${missing[*]} into $bindir (cache miss)"
+        log "k8s v$K8S_VERSION, etcd v$ETCD_VERSION, $(go env GOVERSION), $(nproc) CPUs"
+        k8s_missing=()
+        for b in "${missing[@]}"; do
+          if [ "$b" = etcd ]; then build_etcd; else k8s_missing+=("$b"); fi
+        done
+        [ ${#k8s_missing[@]} -eq 0 ] || build_k8s "${k8s_missing[@]}"
+        for b in "${missing[@]}"; do log "size $b $(du -m "$bindir.tmp/$b" | cut -f1) MiB"; done
+        log "${missing[*]} built in $((SECONDS - total))s"
+        # Move each binary in on its own (rename is atomic): running tests may
+        # be using the binaries already there.
+        mkdir -p "$bindir"
+        for b in "${missing[@]}"; do mv -f "$bindir.tmp/$b" "$bindir/$b"; done
+        cat "$bindir.tmp/BUILD-INFO" >>"$bindir/BUILD-INFO"
+        rm -rf "$bindir.tmp"
+      fi
+      flock -u 9
     fi
     "$bindir/kube-apiserver" --version >&2
     echo "$bindir"

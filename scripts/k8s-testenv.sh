@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on loopback for slicectl's tests:
-# etcd + kube-apiserver + kube-controller-manager (binaries from
-# scripts/k8s-testbin.sh), generated certificates, an admin kubeconfig, and the
+# etcd + kube-apiserver + kube-controller-manager + kube-scheduler (binaries
+# from scripts/k8s-testbin.sh), generated certificates, an admin kubeconfig, and the
 # kubeadm token-discovery setup (kube-public/cluster-info + RBAC) made by the
 # real `kubeadm init phase bootstrap-token` / `upload-config`. The
 # controller-manager approves and signs kubelet client CSRs with the CA that is
 # the apiserver's --client-ca-file, so a node can join with a bootstrap token.
+# The scheduler binds pods to Nodes and the node-lifecycle controller lifts the
+# `node.kubernetes.io/not-ready` taint of Nodes whose kubelet reports Ready
+# (kubemark hollow nodes, SLICECTL_TEST_KUBEMARK), so pods run here.
+#
+# The node-lifecycle controller also watches Nodes no kubelet keeps alive (a
+# test that creates a Node object by hand): it syncs their condition taints
+# at once (a Node created with no Ready condition loses the `not-ready` taint
+# the admission added), and after --node-startup-grace-period (60s, the
+# default) it marks them Ready=Unknown and taints them
+# `node.kubernetes.io/unreachable` (NoSchedule and NoExecute). No pod is ever
+# evicted for it: the taint-eviction-controller is not started. Tests that
+# create such Nodes must not assume the condition taints stay as created.
 #
 #   scripts/k8s-testenv.sh up      start (idempotent: a healthy plane just prints env)
 #   scripts/k8s-testenv.sh env     print `export SLICECTL_TEST_KUBECONFIG=...` for eval
@@ -25,12 +37,17 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dir=${SLICECTL_K8S_DIR:-/tmp/slicectl-k8s}
 timeout=${SLICECTL_K8S_TIMEOUT:-90}
 marker="$dir/.slicectl-k8s-testenv"
-components=(etcd kube-apiserver kube-controller-manager)
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 service_cidr=10.0.0.0/24
+gke_user=gke-user@example-project.iam.gserviceaccount.com
 controllers=serviceaccount-token-controller,serviceaccount-controller,namespace-controller,garbage-collector-controller,daemonset-controller,bootstrap-signer-controller,token-cleaner-controller,root-ca-certificate-publisher-controller
 # Node TLS bootstrap (kubelet client CSRs): auto-approval of bootstrap-token
 # CSRs after a SubjectAccessReview, signing with the cluster CA, clean-up.
 controllers+=,certificatesigningrequest-approving-controller,certificatesigningrequest-signing-controller,certificatesigningrequest-cleaner-controller
+# Node health: Ready/NotReady/unreachable condition taints from kubelet leases;
+# and the pod garbage collector, which force-deletes the pods of Nodes that are
+# gone (a deleted node pool's), as in any cluster.
+controllers+=,node-lifecycle-controller,pod-garbage-collector-controller
 
 log() { printf '[k8s-testenv] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -40,7 +57,7 @@ since() { local ms=$(($(now_ms) - $1)); printf '%d.%03ds' $((ms / 1000)) $((ms %
 bindir() {
   local d
   d=$("$root/scripts/k8s-testbin.sh" dir)
-  for b in etcd kube-apiserver kube-controller-manager kubeadm; do
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubeadm kubemark; do
     [ -x "$d/$b" ] || die "missing $d/$b — build the control-plane binaries first: scripts/k8s-testbin.sh"
   done
   echo "$d"
@@ -81,6 +98,8 @@ print_env() {
   cat <<EOF
 export SLICECTL_TEST_KUBECONFIG=$dir/admin.kubeconfig
 export SLICECTL_TEST_KUBEADM=$("$root/scripts/k8s-testbin.sh" dir)/kubeadm
+export SLICECTL_TEST_KUBEMARK=$("$root/scripts/k8s-testbin.sh" dir)/kubemark
+export SLICECTL_TEST_GKE_TOKEN_FILE=$dir/pki/gke-user.token
 # kubectl against the test control plane: export KUBECONFIG=$dir/admin.kubeconfig
 # API server: https://127.0.0.1:$(cat "$dir/apiserver.port")  state/logs: $dir
 EOF
@@ -137,7 +156,13 @@ gen_certs() {
   # ServiceAccount token signing key pair.
   openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$pki/sa.key" 2>/dev/null
   openssl pkey -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
-  chmod 600 "$pki"/*.key
+  # A bearer token standing for a Google identity, as GKE's API server
+  # accepts the caller's Google access token (SLICECTL_TEST_GKE_TOKEN_FILE):
+  # user gke-user@example-project.iam.gserviceaccount.com, bound to
+  # cluster-admin below as IAM's roles/container.admin would be.
+  openssl rand -hex 32 >"$pki/gke-user.token"
+  printf '%s,%s,%s\n' "$(cat "$pki/gke-user.token")" "$gke_user" gke-user >"$pki/tokens.csv"
+  chmod 600 "$pki"/*.key "$pki/gke-user.token" "$pki/tokens.csv"
 }
 
 write_kubeconfig() {
@@ -241,6 +266,7 @@ cmd_up() {
     --client-ca-file="$pki/ca.crt" \
     --authorization-mode=Node,RBAC \
     --enable-bootstrap-token-auth \
+    --token-auth-file="$pki/tokens.csv" \
     --enable-admission-plugins=NodeRestriction \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
@@ -264,12 +290,21 @@ cmd_up() {
   "$bin/kubeadm" init phase bootstrap-token "${ka[@]}" --skip-token-print >>"$dir/logs/kubeadm.log" 2>&1 ||
     fail_component kubeadm "kubeadm init phase bootstrap-token failed"
   delete_kubeadm_default_token
+  kc create clusterrolebinding slicectl-test-gke-user --clusterrole=cluster-admin --user="$gke_user" >/dev/null ||
+    fail_component kube-apiserver "creating the ClusterRoleBinding of $gke_user failed"
   log "kubeadm cluster-info and bootstrap RBAC in $(since "$t")"
 
   t=$(now_ms)
   wait_for kube-controller-manager "ServiceAccount default/default" kc get serviceaccount default -n default
   wait_for kube-controller-manager "ConfigMap default/kube-root-ca.crt" kc get configmap kube-root-ca.crt -n default
   log "controller-manager working (default ServiceAccount, kube-root-ca.crt) in $(since "$t")"
+
+  t=$(now_ms)
+  # The scheduler has no port (--secure-port=0) and no lease
+  # (--leader-elect=false): ready once it has synced its informers and logs so.
+  start kube-scheduler --kubeconfig="$dir/admin.kubeconfig" --leader-elect=false --secure-port=0
+  wait_for kube-scheduler "kube-scheduler to start" grep -q "Starting Kubernetes Scheduler" "$dir/logs/kube-scheduler.log"
+  log "kube-scheduler started in $(since "$t")"
   log "control plane up in $(since "$t0")"
   print_env
 }

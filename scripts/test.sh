@@ -27,7 +27,7 @@ cleanup() {
   set +e # clean up everything, whatever fails
   if [ -n "$sampler_pid" ]; then kill "$sampler_pid" 2>/dev/null; wait "$sampler_pid" 2>/dev/null; fi
   if [ -f "$SLICECTL_K8S_DIR/peak-rss-kib" ]; then
-    log "control plane peak RSS (etcd + kube-apiserver + kube-controller-manager): $(( $(cat "$SLICECTL_K8S_DIR/peak-rss-kib") / 1024 )) MiB"
+    log "control plane peak RSS (etcd + kube-apiserver + kube-controller-manager + kube-scheduler; hollow nodes not counted): $(( $(cat "$SLICECTL_K8S_DIR/peak-rss-kib") / 1024 )) MiB"
   fi
   scripts/k8s-testenv.sh down
   rm -rf "$SLICECTL_K8S_DIR"

@@ -32,10 +32,17 @@ pub struct Row {
     /// Live state: the resource's status, MISSING, ORPHANED, or NOT OWNED
     /// (a resource slicectl does not own sits under the slice's name).
     pub state: String,
-    /// `N/H`: the node count a running pool reports, against the hosts the
-    /// slice needs; `?/H` when the cloud reports none (provisioning, error).
-    /// Not node readiness.
+    /// `R/H ready`: the replica's Nodes ready for a TPU job (Ready, with
+    /// the TPU labels and `google.com/tpu` = chips per host), read from its
+    /// cluster's Kubernetes API, against the hosts the slice needs (a
+    /// self-managed slice adds `(N joined)`); `?/H` when its Nodes were not
+    /// read (`nodes_unobserved` says why).
     pub nodes: String,
+    /// Why the replica's Nodes were not read (its cluster's Kubernetes API
+    /// deferred: `--sim`, or no Google token for a GKE cluster's API);
+    /// empty when they were. Readiness is then unknown, never assumed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub nodes_unobserved: String,
     /// Last error, if any.
     pub last_error: String,
     /// Project of the replica's primary resource.
@@ -96,6 +103,7 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
             });
         let mut live_topology = String::new();
         let mut pending = String::new();
+        let live_primary = live.is_some() && ours;
         let (state, nodes, mut last_error) = match live {
             None => {
                 pending = "create".into();
@@ -143,10 +151,15 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
         {
             last_error = op.error.clone().unwrap_or_default();
         }
-        // A self-managed slice's nodes come from its Nodes, not its MIG.
+        // A slice's nodes come from its Nodes (read in its cluster's
+        // Kubernetes API), not from its node pool or MIG.
         let mut nodes = nodes;
         let mut state = state;
-        for nk in kinds.iter().filter(|k| k.reports_nodes()) {
+        let mut nodes_unobserved = String::new();
+        // A resource slicectl does not own under the slice's name: its
+        // Nodes are not this slice's.
+        let not_ours = live.is_some() && !ours;
+        for nk in kinds.iter().filter(|k| k.reports_nodes() && !not_ours) {
             let Some(want) = nk
                 .render(crate::plan::RenderCtx {
                     target: match fleet.target_of(slice) {
@@ -166,8 +179,15 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
             };
             if let Some(why) = inv.deferred.get(&want.id.scope) {
                 nodes = format!("?/{hosts}");
+                let first = why.split(". ").next().unwrap_or(why);
+                nodes_unobserved = first.to_string();
                 if last_error.is_empty() {
-                    last_error = format!("not joined: {}", why.split(". ").next().unwrap_or(why));
+                    last_error = match slice.spec.backend {
+                        crate::spec::model::Backend::Gce => format!("not joined: {first}"),
+                        crate::spec::model::Backend::Gke => {
+                            format!("readiness unknown, Nodes not read: {first}")
+                        }
+                    };
                 }
                 continue;
             }
@@ -175,18 +195,14 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                 .live(nk.id())
                 .iter()
                 .find(|l| l.scope == want.id.scope && nk.name(&l.body) == want.id.name);
-            match live {
-                Some(l) => {
-                    let r = nk.report(&l.body, hosts);
-                    nodes = r.nodes;
-                    if !r.state.is_empty() {
-                        state = format!("{state}, {}", r.state);
-                    }
-                    if last_error.is_empty() {
-                        last_error = r.error;
-                    }
-                }
-                None => nodes = format!("0/{hosts} ready"),
+            let r = nk.report_nodes(live.map(|l| &l.body), &want, hosts);
+            nodes = r.nodes;
+            if !r.state.is_empty() {
+                state = format!("{state}, {}", r.state);
+            }
+            // A pool that is not there has no Nodes to explain.
+            if last_error.is_empty() && live_primary {
+                last_error = r.error;
             }
         }
         out.push(Row {
@@ -198,6 +214,7 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
             topology,
             state,
             nodes,
+            nodes_unobserved,
             last_error,
             project,
             cluster,
@@ -253,6 +270,7 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                 state: format!("ORPHANED ({})", r.state),
                 nodes: r.nodes.split('/').next().unwrap_or("?").to_string(),
                 last_error,
+                nodes_unobserved: String::new(),
                 project,
                 cluster,
                 location,

@@ -166,10 +166,14 @@ async fn held_refused_and_deferred_decisions_are_json_events() {
     assert_eq!(refused[0]["fields"]["target"], "t");
     assert_eq!(refused[0]["fields"]["code"], "name_taken");
     assert_eq!(refused[0]["level"], "WARN");
+    // The self-managed cluster's API and the GKE cluster's API (its Nodes:
+    // readiness), once a cycle each.
     let deferred = all("deferred");
-    assert_eq!(deferred.len(), 2, "once a cycle\n{text}");
+    assert_eq!(deferred.len(), 4, "once a cycle each\n{text}");
     assert_eq!(deferred[0]["fields"]["target"], "kubeadm");
     assert_eq!(deferred[0]["fields"]["code"], "not_observed");
+    assert_eq!(deferred[1]["fields"]["target"], "t");
+    assert_eq!(deferred[1]["fields"]["code"], "not_observed");
     let finished: BTreeMap<String, String> = events
         .iter()
         .filter(|e| e["fields"]["message"] == "cycle finished")

@@ -167,6 +167,22 @@ pub enum Command {
         /// A cluster that exists, `projects/P/locations/L/clusters/C` (repeatable).
         #[arg(long = "cluster")]
         clusters: Vec<String>,
+        /// Link a simulated GKE cluster to a real Kubernetes API server, as
+        /// `projects/P/locations/L/clusters/C=KUBECONFIG` (repeatable; the
+        /// cluster is registered if it is not). Its `clusters.get` then gives
+        /// that API server's endpoint and CA, and its node pools register
+        /// Nodes there: one kubemark hollow node (a real kubelet with a fake
+        /// container runtime, about 80 MiB) per VM.
+        #[arg(long = "link-gke", value_name = "CLUSTER=KUBECONFIG")]
+        link_gke: Vec<String>,
+        /// The kubemark binary linked clusters run their hollow nodes with
+        /// (`scripts/k8s-testbin.sh` builds it).
+        #[arg(long, env = "SLICECTL_KUBEMARK", value_name = "PATH")]
+        kubemark: Option<std::path::PathBuf>,
+        /// Most hollow nodes a linked cluster's node pool starts; a pool of
+        /// more VMs starts none and the simulator logs why.
+        #[arg(long, value_name = "N", default_value_t = slicectl_sim::link::DEFAULT_MAX_NODES_PER_POOL)]
+        link_max_nodes_per_pool: u32,
         /// Simulator behaviour.
         #[command(flatten)]
         sim: SimArgs,
@@ -211,7 +227,8 @@ pub struct Connection {
     pub trust_kubeconfig: Vec<std::path::PathBuf>,
     /// Start the GCP simulator in-process and target it: nothing real is
     /// touched (no real Google API, and no Kubernetes API at all: the
-    /// Kubernetes side of gce Targets is deferred).
+    /// Kubernetes side of every Target is deferred, gce Targets' joins and
+    /// gke Targets' Nodes, so readiness is unknown).
     #[arg(long)]
     pub sim: bool,
     /// Simulator behaviour (with --sim).

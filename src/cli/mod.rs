@@ -105,9 +105,14 @@ async fn run(cmd: Command) -> Result<u8> {
         Command::Sim {
             listen,
             clusters,
+            link_gke,
+            kubemark,
+            link_max_nodes_per_pool,
             sim,
         } => {
-            slicectl_sim::serve_forever(sim_config(clusters, &sim, None)?, listen).await?;
+            let links = sim_links(&link_gke, kubemark, link_max_nodes_per_pool)?;
+            slicectl_sim::serve_forever_linked(sim_config(clusters, &sim, None)?, listen, links)
+                .await?;
             Ok(EXIT_OK)
         }
         Command::Plan {
@@ -561,6 +566,35 @@ fn validate(dir: &Path) -> Result<u8> {
     })
 }
 
+/// `--link-gke CLUSTER=KUBECONFIG` flags as the simulator's links.
+fn sim_links(
+    flags: &[String],
+    kubemark: Option<std::path::PathBuf>,
+    max_nodes_per_pool: u32,
+) -> Result<Vec<(String, slicectl_sim::link::GkeLink)>> {
+    if flags.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(kubemark) = kubemark else {
+        anyhow::bail!(
+            "--link-gke needs the kubemark binary: pass --kubemark PATH or set SLICECTL_KUBEMARK (scripts/k8s-testbin.sh builds it; `scripts/k8s-testbin.sh dir` prints where)"
+        );
+    };
+    flags
+        .iter()
+        .map(|f| {
+            let Some((cluster, kubeconfig)) = f.split_once('=') else {
+                anyhow::bail!(
+                    "--link-gke {f:?}: expected projects/P/locations/L/clusters/C=KUBECONFIG"
+                );
+            };
+            let mut link = slicectl_sim::link::GkeLink::new(kubeconfig, kubemark.clone());
+            link.max_nodes_per_pool = max_nodes_per_pool;
+            Ok((cluster.to_string(), link))
+        })
+        .collect()
+}
+
 fn sim_config(clusters: Vec<String>, s: &SimArgs, fleet: Option<&Fleet>) -> Result<SimConfig> {
     Ok(SimConfig {
         clusters,
@@ -725,22 +759,45 @@ fn cloud_for(client: &CloudClient, fleet: &Fleet, sim: bool, trusted: &[PathBuf]
     if sim {
         return cloud.sealed_for_sim();
     }
-    cloud.with_kube(std::sync::Arc::new(crate::kube::KubeClients::for_specs(
-        fleet.targets.values().filter_map(|t| {
-            let g = t.spec.gce.as_ref()?;
-            Some((
-                crate::resource::KubeRef {
-                    endpoint: g.control_plane_endpoint.clone(),
-                },
-                g.kube_api.clone(),
-                crate::kube::Origin {
-                    target: t.name.clone(),
-                    location: t.location.clone(),
-                },
-            ))
-        }),
-        crate::kube::TrustedKubeconfigs::from_env(trusted),
-    )))
+    cloud.with_kube(std::sync::Arc::new(
+        crate::kube::KubeClients::for_specs(
+            fleet.targets.values().filter_map(|t| {
+                let g = t.spec.gce.as_ref()?;
+                Some((
+                    crate::resource::KubeRef {
+                        endpoint: g.control_plane_endpoint.clone(),
+                    },
+                    g.kube_api.clone(),
+                    crate::kube::Origin {
+                        target: t.name.clone(),
+                        location: t.location.clone(),
+                    },
+                ))
+            }),
+            crate::kube::TrustedKubeconfigs::from_env(trusted),
+        )
+        .with_gke(
+            fleet.targets.values().filter_map(|t| {
+                let g = t.spec.gke.as_ref()?;
+                Some((
+                    crate::resource::ClusterRef {
+                        project: t.spec.project.clone(),
+                        location: g.location.clone(),
+                        name: g.name.clone(),
+                    },
+                    g.kube_api.access(),
+                    Some(crate::kube::Origin {
+                        target: t.name.clone(),
+                        location: t.location.clone(),
+                    }),
+                ))
+            }),
+            crate::kube::GkeLink {
+                service: std::sync::Arc::new(client.clone()),
+                tokens: client.token_source(),
+            },
+        ),
+    ))
 }
 
 fn color_stderr(s: &str) -> String {

@@ -43,6 +43,13 @@ pub trait GkeService: Send + Sync {
         cluster: &ClusterRef,
         name: &str,
     ) -> Result<gke::Operation, CloudError>;
+    /// One cluster (`clusters.get`): its endpoints and CA, to reach its
+    /// Kubernetes API. Services that cannot answer it say so.
+    async fn get_cluster(&self, cluster: &ClusterRef) -> Result<gke::ClusterAccess, CloudError> {
+        Err(CloudError::InvalidInput(format!(
+            "this GKE service cannot read cluster {cluster} (clusters.get)"
+        )))
+    }
     /// Every GKE cluster of a project, in all its zones and regions
     /// (`clusters.list` with location `-`, one call).
     async fn list_clusters(&self, project: &str) -> Result<gke::ListClustersResponse, CloudError>;
@@ -274,12 +281,21 @@ impl std::fmt::Debug for Cloud {
 
 impl From<CloudClient> for Cloud {
     fn from(c: CloudClient) -> Cloud {
+        let tokens = c.token_source();
         let shared = Arc::new(c);
         Cloud {
             gke: shared.clone(),
-            compute: shared,
-            // No self-managed cluster until the fleet names one.
-            kube: Arc::new(crate::kube::KubeClients::new([])),
+            compute: shared.clone(),
+            // No self-managed cluster until the fleet names one; GKE
+            // clusters' APIs through clusters.get and this client's token
+            // once their Targets are added (`KubeClients::with_gke`).
+            kube: Arc::new(crate::kube::KubeClients::new([]).with_gke(
+                [],
+                crate::kube::GkeLink {
+                    service: shared,
+                    tokens,
+                },
+            )),
             sim_defers_kube: false,
         }
     }
@@ -320,6 +336,9 @@ impl GkeService for CloudClient {
     }
     async fn list_clusters(&self, project: &str) -> Result<gke::ListClustersResponse, CloudError> {
         self.gke().list_clusters(project).await
+    }
+    async fn get_cluster(&self, cluster: &ClusterRef) -> Result<gke::ClusterAccess, CloudError> {
+        self.gke().get_cluster(cluster).await
     }
     async fn list_operations(
         &self,

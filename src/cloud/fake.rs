@@ -150,14 +150,94 @@ impl FakeCloud {
         Arc::new(FakeCloud::default())
     }
 
-    /// A [`Cloud`] handle backed by this fake.
+    /// A [`Cloud`] handle backed by this fake. Its GKE clusters' Kubernetes
+    /// APIs list the Nodes GKE would have registered for their RUNNING node
+    /// pools ([`FakeCloud::gke_nodes`]).
     pub fn cloud(self: &Arc<Self>) -> Cloud {
+        let me = Arc::downgrade(self);
         Cloud {
             gke: self.clone(),
             compute: self.clone(),
-            kube: crate::kube::fake::FakeKube::new(),
+            kube: crate::kube::fake::FakeKube::with_gke_nodes(Arc::new(move |k| {
+                me.upgrade().map(|f| f.gke_nodes(k)).unwrap_or_default()
+            })),
             sim_defers_kube: false,
         }
+    }
+
+    /// The Nodes GKE registers for a cluster's RUNNING node pools: one per
+    /// host, `Ready`, labelled `cloud.google.com/gke-nodepool` and with the
+    /// TPU accelerator and topology labels, `google.com/tpu` = the machine
+    /// type's chips (the pool's topology, or for a pool without
+    /// `tpuTopology` the generation's first topology of its size).
+    pub fn gke_nodes(&self, k: &crate::resource::KubeRef) -> Vec<k8s_openapi::api::core::v1::Node> {
+        use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let Some(c) = k.gke_cluster() else {
+            return Vec::new();
+        };
+        let st = self.lock();
+        let Some(pools) = st.pools.get(&c.path()) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for p in pools
+            .values()
+            .filter(|p| p.status.as_deref() == Some("RUNNING"))
+        {
+            let Some(cfg) = p.config.as_ref() else {
+                continue;
+            };
+            let Some(g) = crate::spec::catalog::generation_of_machine_type(&cfg.machine_type)
+            else {
+                continue;
+            };
+            let chips = g
+                .machine_types
+                .iter()
+                .find(|m| m.name == cfg.machine_type)
+                .map_or(0, |m| m.chips_per_host);
+            let hosts = u32::try_from(p.initial_node_count.unwrap_or(0)).unwrap_or(0);
+            let topology = p
+                .placement_policy
+                .as_ref()
+                .and_then(|pp| pp.tpu_topology.clone())
+                .or_else(|| {
+                    g.topologies
+                        .iter()
+                        .find(|t| crate::spec::catalog::chips(t) == hosts * chips)
+                        .map(|t| (*t).to_string())
+                })
+                .unwrap_or_default();
+            for i in 0..hosts {
+                let mut labels = cfg.labels.clone();
+                labels.insert("cloud.google.com/gke-nodepool".into(), p.name.clone());
+                labels.insert(
+                    "cloud.google.com/gke-tpu-accelerator".into(),
+                    g.accelerator.to_string(),
+                );
+                labels.insert("cloud.google.com/gke-tpu-topology".into(), topology.clone());
+                let tpu = std::collections::BTreeMap::from([(
+                    "google.com/tpu".to_string(),
+                    Quantity(chips.to_string()),
+                )]);
+                let mut n = Node::default();
+                n.metadata.name = Some(format!("gke-{}-{}-{i}", c.name, p.name));
+                n.metadata.labels = Some(labels);
+                n.status = Some(NodeStatus {
+                    conditions: Some(vec![NodeCondition {
+                        type_: "Ready".into(),
+                        status: "True".into(),
+                        ..NodeCondition::default()
+                    }]),
+                    capacity: Some(tpu.clone()),
+                    allocatable: Some(tpu),
+                    ..NodeStatus::default()
+                });
+                out.push(n);
+            }
+        }
+        out
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

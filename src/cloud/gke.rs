@@ -9,8 +9,8 @@ use super::endpoints::segment;
 use super::error::{CloudError, STOCKOUT_CODES, rpc_code_name};
 use super::http::Request;
 use crate::resource::gke::{
-    CreateNodePoolRequest, ListClustersResponse, ListNodePoolsResponse, ListOperationsResponse,
-    NodePool, Operation, UpdateNodePoolRequest,
+    ClusterAccess, CreateNodePoolRequest, ListClustersResponse, ListNodePoolsResponse,
+    ListOperationsResponse, NodePool, Operation, UpdateNodePoolRequest,
 };
 
 pub use crate::resource::ClusterRef;
@@ -84,6 +84,17 @@ impl<'a> GkeApi<'a> {
             Method::GET,
             "container.projects.locations.clusters.list",
             url,
+        );
+        self.inner.call(&req).await
+    }
+
+    /// One cluster (`clusters.get`), as far as reaching its Kubernetes API
+    /// goes; a missing cluster is an error with [`CloudError::is_not_found`].
+    pub async fn get_cluster(&self, cluster: &ClusterRef) -> Result<ClusterAccess, CloudError> {
+        let req = Request::new(
+            Method::GET,
+            "container.projects.locations.clusters.get",
+            self.url(&cluster.checked_path()?),
         );
         self.inner.call(&req).await
     }

@@ -333,6 +333,13 @@ impl CloudClient {
         self.inner.endpoints.credentials_in_clear() && self.inner.tokens.sends_credentials()
     }
 
+    /// The source of the Google access token this client sends (GKE
+    /// clusters' Kubernetes APIs accept the same token, as
+    /// `gke-gcloud-auth-plugin` sends it).
+    pub fn token_source(&self) -> Arc<dyn TokenSource> {
+        self.inner.tokens.clone()
+    }
+
     /// The endpoints in use.
     pub fn endpoints(&self) -> &Endpoints {
         &self.inner.endpoints

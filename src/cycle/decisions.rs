@@ -85,11 +85,22 @@ pub(super) fn deferred(fleet: &Fleet, d: &Deferred) {
 /// self-managed cluster's API).
 fn in_scope(target: &Target, scope: &Scope) -> bool {
     match scope {
-        Scope::Kube(k) => target
-            .spec
-            .gce
-            .as_ref()
-            .is_some_and(|g| g.control_plane_endpoint == k.endpoint),
+        Scope::Kube(k) => match k.gke_cluster() {
+            // A GKE cluster's Kubernetes API.
+            Some(c) => {
+                target.spec.project == c.project
+                    && target
+                        .spec
+                        .gke
+                        .as_ref()
+                        .is_some_and(|g| g.location == c.location && g.name == c.name)
+            }
+            None => target
+                .spec
+                .gce
+                .as_ref()
+                .is_some_and(|g| g.control_plane_endpoint == k.endpoint),
+        },
         Scope::Cluster(c) => {
             target.spec.project == c.project
                 && target

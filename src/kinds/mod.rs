@@ -12,6 +12,7 @@
 pub mod compute_shell;
 pub mod gce;
 pub mod node_pool;
+pub mod readiness;
 pub mod workload_policy;
 
 use crate::kind::{Kind, KindId};
@@ -26,6 +27,7 @@ pub static REGISTRY: &[&dyn RegisteredKind] = &[
     &gce::mig::Migs,
     &gce::nodes::Nodes,
     &node_pool::NodePools,
+    &node_pool::nodes::GkeNodes,
 ];
 
 /// The pure halves, for planning (what `crate::engine::kinds` hands the

@@ -1,5 +1,8 @@
 //! The real [`KubeService`]: kube-rs clients, one per cluster, built lazily
-//! from each cluster's [`KubeApi`] and cached.
+//! from each cluster's [`KubeApi`] (a kubeconfig or in-cluster), or for a
+//! GKE cluster from `clusters.get` and the Google access token
+//! ([`super::gke`]), and cached (a client holding a Google token is rebuilt
+//! every [`GOOGLE_TOKEN_RENEW`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -15,7 +18,9 @@ use kube::{Client, Config, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
-use tokio::sync::OnceCell;
+use std::sync::Arc;
+use tokio::sync::Mutex;
+use tokio::time::Instant;
 
 use super::bootstrap_token::{BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_SECRET_TYPE};
 use super::error::{Attempt, KubeError, chain};
@@ -25,8 +30,9 @@ use super::service::{
     UNSCHEDULABLE_TAINT_KEY, expiration_after, is_cordoned, unschedulable_taint,
 };
 use super::{BootstrapToken, TokenSpec, ca_cert_hash};
-use crate::resource::KubeRef;
-use crate::spec::model::KubeApi;
+use crate::cloud::{GkeService, TokenSource};
+use crate::resource::{ClusterRef, KubeRef};
+use crate::spec::model::{GkeAccess, GkeEndpoint, KubeApi};
 
 /// How long dialling an API server may take before it counts as unreachable.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -40,13 +46,61 @@ const PAGE: u32 = 500;
 /// Attempts of a read-modify-write (cordon) that meets a conflict.
 const CONFLICT_ATTEMPTS: usize = 5;
 
+/// How a cluster's API is reached.
+#[derive(Debug, Clone)]
+enum How {
+    /// A kubeconfig (and context), or in-cluster.
+    Api(KubeApi),
+    /// A GKE cluster's endpoint and CA from `clusters.get`, with the Google
+    /// access token ([`super::gke`]).
+    Gke {
+        cluster: ClusterRef,
+        endpoint: GkeEndpoint,
+    },
+}
+
 /// One cluster: how to reach it, who named that, and its client once built.
 struct Slot {
-    api: KubeApi,
+    how: How,
     /// The Target that names this cluster's kubeconfig (`None`: the caller's
     /// own configuration, trusted).
     origin: Option<Origin>,
-    client: OnceCell<(Client, String)>,
+    client: Mutex<Option<Built>>,
+}
+
+impl Slot {
+    fn new(how: How, origin: Option<Origin>) -> Slot {
+        Slot {
+            how,
+            origin,
+            client: Mutex::new(None),
+        }
+    }
+}
+
+/// A built client, its server URL, and when to build it again (a client
+/// holding a Google access token is rebuilt before the token expires).
+struct Built {
+    client: Client,
+    server: String,
+    renew_at: Option<Instant>,
+}
+
+/// How long a client built with a Google access token is used. Google's
+/// access tokens are valid for an hour ("By default, access tokens are good
+/// for 1 hour", Google Identity, *Using OAuth 2.0 to Access Google APIs*);
+/// the token source caches and refreshes them, so a rebuild after half of
+/// that always sends a valid one.
+pub const GOOGLE_TOKEN_RENEW: Duration = Duration::from_secs(30 * 60);
+
+/// What reaches GKE for `clusters.get`, and the Google token GKE clusters'
+/// API servers accept.
+#[derive(Clone)]
+pub struct GkeLink {
+    /// `clusters.get`.
+    pub service: Arc<dyn GkeService>,
+    /// The Google access token (never logged; `Debug` of the sources redacts).
+    pub tokens: Arc<dyn TokenSource>,
 }
 
 /// Which kubeconfigs may run credential plugins and read files.
@@ -70,8 +124,12 @@ pub const SEALED_MESSAGE: &str = "under --sim slicectl reaches no real Kubernete
 /// the cluster's [`KubeApi`] (a kubeconfig and context, or in-cluster) with
 /// short timeouts, then reused.
 pub struct KubeClients {
-    slots: HashMap<KubeRef, Slot>,
+    slots: HashMap<KubeRef, Arc<Slot>>,
+    /// GKE clusters no Target named (reached the default way: the public
+    /// endpoint from `clusters.get` and the Google token), made on first use.
+    gke_default: std::sync::Mutex<HashMap<KubeRef, Arc<Slot>>>,
     policy: Policy,
+    gke: Option<GkeLink>,
 }
 
 impl std::fmt::Debug for KubeClients {
@@ -107,18 +165,11 @@ impl KubeClients {
         Self {
             slots: clusters
                 .into_iter()
-                .map(|(k, api)| {
-                    (
-                        k,
-                        Slot {
-                            api,
-                            origin: None,
-                            client: OnceCell::new(),
-                        },
-                    )
-                })
+                .map(|(k, api)| (k, Arc::new(Slot::new(How::Api(api), None))))
                 .collect(),
+            gke_default: std::sync::Mutex::default(),
             policy: Policy::TrustAll,
+            gke: None,
         }
     }
 
@@ -132,19 +183,37 @@ impl KubeClients {
         Self {
             slots: clusters
                 .into_iter()
-                .map(|(k, api, origin)| {
-                    (
-                        k,
-                        Slot {
-                            api,
-                            origin: Some(origin),
-                            client: OnceCell::new(),
-                        },
-                    )
-                })
+                .map(|(k, api, origin)| (k, Arc::new(Slot::new(How::Api(api), Some(origin)))))
                 .collect(),
+            gke_default: std::sync::Mutex::default(),
             policy: Policy::Specs(trusted),
+            gke: None,
         }
+    }
+
+    /// The same clients, with these GKE clusters' Kubernetes APIs (keyed by
+    /// [`KubeRef::gke`]): reached through a kubeconfig or in-cluster as
+    /// their Target says, or by default through the endpoint and CA
+    /// `clusters.get` gives (through `link.service`) and the Google access
+    /// token (`link.tokens`), as `gke-gcloud-auth-plugin` does.
+    pub fn with_gke(
+        mut self,
+        clusters: impl IntoIterator<Item = (ClusterRef, GkeAccess, Option<Origin>)>,
+        link: GkeLink,
+    ) -> Self {
+        for (c, access, origin) in clusters {
+            let how = match access {
+                GkeAccess::Api(api) => How::Api(api),
+                GkeAccess::Endpoint(endpoint) => How::Gke {
+                    cluster: c.clone(),
+                    endpoint,
+                },
+            };
+            self.slots
+                .insert(KubeRef::gke(&c), Arc::new(Slot::new(how, origin)));
+        }
+        self.gke = Some(link);
+        self
     }
 
     /// `--sim`: every call fails with [`SEALED_MESSAGE`], before any file is
@@ -152,7 +221,9 @@ impl KubeClients {
     pub fn sealed() -> Self {
         Self {
             slots: HashMap::new(),
+            gke_default: std::sync::Mutex::default(),
             policy: Policy::Sealed,
+            gke: None,
         }
     }
 
@@ -164,55 +235,135 @@ impl KubeClients {
     /// The client configuration of a cluster, with slicectl's timeouts.
     pub async fn config(&self, k: &KubeRef) -> Result<Config, KubeError> {
         let slot = self.slot(k)?;
-        // Whether the kubeconfig a spec names is one the operator trusts
-        // (decided here, before any await: the file is only read below).
-        let trusted = match (&self.policy, &slot.api.kubeconfig) {
-            (Policy::TrustAll, _) | (Policy::Specs(_), None) => true,
-            (Policy::Specs(t), Some(p)) => t.trusts(&expand_home(p)),
-            (Policy::Sealed, _) => false,
+        let mut config = match &slot.how {
+            How::Api(api) => {
+                // Whether the kubeconfig a spec names is one the operator trusts
+                // (decided here, before any await: the file is only read below).
+                let trusted = match (&self.policy, &api.kubeconfig) {
+                    (Policy::TrustAll, _) | (Policy::Specs(_), None) => true,
+                    (Policy::Specs(t), Some(p)) => t.trusts(&expand_home(p)),
+                    (Policy::Sealed, _) => false,
+                };
+                load_config(k, api, slot.origin.as_ref(), trusted).await?
+            }
+            How::Gke { cluster, endpoint } => self.gke_config(k, cluster, *endpoint).await?,
         };
-        let mut config = load_config(k, slot, trusted).await?;
         config.connect_timeout = Some(CONNECT_TIMEOUT);
         config.read_timeout = Some(READ_TIMEOUT);
         config.reset_reader_on_write = true;
         Ok(config)
     }
 
-    fn slot(&self, k: &KubeRef) -> Result<&Slot, KubeError> {
+    /// A GKE cluster's client configuration: `clusters.get`, the endpoint
+    /// the Target chose, its CA, and the Google access token.
+    async fn gke_config(
+        &self,
+        k: &KubeRef,
+        c: &ClusterRef,
+        endpoint: GkeEndpoint,
+    ) -> Result<Config, KubeError> {
+        let config_err = |message: String| KubeError::Config {
+            endpoint: k.endpoint.clone(),
+            message,
+        };
+        let link = self.gke.as_ref().ok_or_else(|| {
+            config_err(format!(
+                "no GKE client to read cluster {c} with (clusters.get); set gke.kubeApi.kubeconfig"
+            ))
+        })?;
+        let cluster = link.service.get_cluster(c).await.map_err(|e| {
+            config_err(format!(
+                "cannot read GKE cluster {c} (clusters.get) to find its Kubernetes API server: {e}"
+            ))
+        })?;
+        let server = super::gke::resolve_server(c, &cluster, endpoint).map_err(config_err)?;
+        let token = link
+            .tokens
+            .token()
+            .await
+            .map_err(|e| {
+                config_err(format!(
+                    "cannot get a Google access token for GKE cluster {c}'s Kubernetes API: {e}"
+                ))
+            })?
+            .map(secrecy::SecretString::from);
+        tracing::debug!(cluster = %c, server = %server.url, endpoint = server.used.as_str(), "GKE API server from clusters.get");
+        let kubeconfig = super::gke::kubeconfig(c, &server, token);
+        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| {
+                config_err(format!(
+                    "GKE cluster {c}'s endpoint {} and CA: {}",
+                    server.url,
+                    chain(&e)
+                ))
+            })
+    }
+
+    fn slot(&self, k: &KubeRef) -> Result<Arc<Slot>, KubeError> {
         if self.is_sealed() {
             return Err(KubeError::Config {
                 endpoint: k.endpoint.clone(),
                 message: SEALED_MESSAGE.to_owned(),
             });
         }
-        self.slots.get(k).ok_or_else(|| KubeError::Config {
+        if let Some(slot) = self.slots.get(k) {
+            return Ok(slot.clone());
+        }
+        // A GKE cluster no Target named: the default way, when GKE is linked.
+        if let (Some(cluster), Some(_)) = (k.gke_cluster(), &self.gke) {
+            let mut defaults = self
+                .gke_default
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let slot = defaults.entry(k.clone()).or_insert_with(|| {
+                Arc::new(Slot::new(
+                    How::Gke {
+                        cluster,
+                        endpoint: GkeEndpoint::Public,
+                    },
+                    None,
+                ))
+            });
+            return Ok(slot.clone());
+        }
+        Err(KubeError::Config {
             endpoint: k.endpoint.clone(),
-            message: "no Kubernetes API configured for this cluster (the target's gce.kubeApi)"
+            message: "no Kubernetes API configured for this cluster (the target's gce.kubeApi \
+                      or gke.kubeApi)"
                 .to_owned(),
         })
     }
 
-    /// The cached client of a cluster and its server URL.
+    /// The cached client of a cluster and its server URL (built again when
+    /// the Google token it holds is due for renewal).
     async fn client<'a>(&'a self, k: &'a KubeRef) -> Result<Cx<'a>, KubeError> {
         let slot = self.slot(k)?;
-        let (client, server) = slot
-            .client
-            .get_or_try_init(|| async {
-                let config = self.config(k).await?;
-                let server = config.cluster_url.to_string();
-                let client = Client::try_from(config).map_err(|e| KubeError::Config {
-                    endpoint: k.endpoint.clone(),
-                    message: format!("cannot build a client: {}", chain(&e)),
-                })?;
-                tracing::debug!(cluster = %k.endpoint, %server, "kubernetes client ready");
-                Ok::<_, KubeError>((client, server))
-            })
-            .await?;
-        Ok(Cx {
-            k,
+        let mut cached = slot.client.lock().await;
+        if let Some(b) = cached.as_ref()
+            && b.renew_at.is_none_or(|at| Instant::now() < at)
+        {
+            return Ok(Cx {
+                k,
+                client: b.client.clone(),
+                server: b.server.clone(),
+            });
+        }
+        let config = self.config(k).await?;
+        let server = config.cluster_url.to_string();
+        let client = Client::try_from(config).map_err(|e| KubeError::Config {
+            endpoint: k.endpoint.clone(),
+            message: format!("cannot build a client: {}", chain(&e)),
+        })?;
+        tracing::debug!(cluster = %k.endpoint, %server, "kubernetes client ready");
+        let renew_at =
+            matches!(slot.how, How::Gke { .. }).then(|| Instant::now() + GOOGLE_TOKEN_RENEW);
+        *cached = Some(Built {
             client: client.clone(),
-            server,
-        })
+            server: server.clone(),
+            renew_at,
+        });
+        Ok(Cx { k, client, server })
     }
 }
 
@@ -220,11 +371,13 @@ impl KubeClients {
 /// `trusted` says whether the kubeconfig the Target names may use credential
 /// plugins and file references; the default kubeconfig (none named) always
 /// may: it is the operator's.
-async fn load_config(k: &KubeRef, slot: &Slot, trusted: bool) -> Result<Config, KubeError> {
-    let api = &slot.api;
-    let named_by = slot
-        .origin
-        .as_ref()
+async fn load_config(
+    k: &KubeRef,
+    api: &KubeApi,
+    origin: Option<&Origin>,
+    trusted: bool,
+) -> Result<Config, KubeError> {
+    let named_by = origin
         .map(|o| format!(" (named by Target {:?} at {})", o.target, o.location))
         .unwrap_or_default();
     let config_err = |message: String| KubeError::Config {
@@ -290,12 +443,12 @@ fn default_kubeconfig() -> Option<PathBuf> {
 struct Cx<'a> {
     k: &'a KubeRef,
     client: Client,
-    server: &'a str,
+    server: String,
 }
 
 impl Cx<'_> {
     fn err(&self, attempt: Attempt, e: ::kube::Error) -> KubeError {
-        KubeError::from_client(&self.k.endpoint, self.server, attempt, e)
+        KubeError::from_client(&self.k.endpoint, &self.server, attempt, e)
     }
 
     fn invalid(&self, attempt: Attempt, message: impl Into<String>) -> KubeError {
@@ -414,6 +567,34 @@ fn namespace_of<K: Resource>(obj: &K) -> Option<&str> {
 
 #[async_trait]
 impl KubeService for KubeClients {
+    fn deferred(&self, k: &KubeRef) -> Option<String> {
+        let cluster = k.gke_cluster()?;
+        // A GKE cluster named by no Target is reached the default way.
+        if let Some(slot) = self.slots.get(k)
+            && !matches!(slot.how, How::Gke { .. })
+        {
+            return None;
+        }
+        if self.is_sealed() {
+            return None;
+        }
+        let Some(link) = &self.gke else {
+            return Some(format!(
+                "no GKE access is configured for GKE cluster {cluster}'s Kubernetes API (no \
+                 clusters.get, no Google token): its Nodes are not read and readiness is not known"
+            ));
+        };
+        (!link.tokens.sends_credentials()).then(|| {
+            format!(
+                "slicectl sends no Google credentials to this Google API endpoint (--api-endpoint \
+                 on loopback: a simulator or a local proxy), so it holds no token GKE cluster \
+                 {cluster}'s Kubernetes API would accept: its Nodes are not read and readiness is \
+                 not known. Name a kubeconfig for it in the Target (gke.kubeApi.kubeconfig) to \
+                 read them"
+            )
+        })
+    }
+
     async fn reachable(&self, k: &KubeRef) -> Result<(), KubeError> {
         let cx = self.client(k).await?;
         let attempt = Attempt::new("get", "/version");
@@ -422,7 +603,7 @@ impl KubeService for KubeClients {
             Ok(Err(e)) => Err(cx.err(attempt, e)),
             Err(_) => Err(KubeError::Unreachable {
                 endpoint: k.endpoint.clone(),
-                server: cx.server.to_owned(),
+                server: cx.server.clone(),
                 attempt,
                 detail: format!("no answer within {REACHABLE_TIMEOUT:?}"),
             }),
@@ -438,7 +619,7 @@ impl KubeService for KubeClients {
             Err(_) => {
                 return Err(KubeError::Unreachable {
                     endpoint: k.endpoint.clone(),
-                    server: cx.server.to_owned(),
+                    server: cx.server.clone(),
                     attempt,
                     detail: format!("no answer within {REACHABLE_TIMEOUT:?}"),
                 });

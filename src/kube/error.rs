@@ -55,7 +55,7 @@ pub enum KubeError {
     #[error(
         "cannot reach the Kubernetes API of cluster {endpoint} at {server} ({attempt}): {detail}; \
          check that the control plane is running and reachable from here, and that the \
-         target's gce.kubeApi (kubeconfig, context) points at it"
+         target's kubeApi (gce.kubeApi, or gke.kubeApi: endpoint, kubeconfig, context) points at it"
     )]
     Unreachable {
         /// The cluster (its control-plane endpoint).

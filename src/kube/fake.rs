@@ -84,10 +84,15 @@ struct State {
     resource_version: u64,
 }
 
+/// Nodes a GKE cluster's API lists besides those seeded: what GKE
+/// registers for the node pools of a fake cloud ([`FakeKube::with_gke_nodes`]).
+pub type GkeNodeSource = Arc<dyn Fn(&KubeRef) -> Vec<Node> + Send + Sync>;
+
 /// The recording fake. Share it with `Arc`; it implements [`KubeService`].
 #[derive(Default)]
 pub struct FakeKube {
     state: Mutex<State>,
+    gke_nodes: Option<GkeNodeSource>,
 }
 
 impl std::fmt::Debug for FakeKube {
@@ -116,6 +121,16 @@ impl FakeKube {
     /// No clusters touched yet.
     pub fn new() -> Arc<FakeKube> {
         Arc::new(FakeKube::default())
+    }
+
+    /// No clusters touched yet; a GKE cluster's API ([`KubeRef::gke`])
+    /// also lists the Nodes `source` gives (the fake cloud's running node
+    /// pools' Nodes, as GKE registers them).
+    pub fn with_gke_nodes(source: GkeNodeSource) -> Arc<FakeKube> {
+        Arc::new(FakeKube {
+            gke_nodes: Some(source),
+            ..FakeKube::default()
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -546,7 +561,15 @@ impl KubeService for FakeKube {
 
     async fn nodes(&self, k: &KubeRef) -> Result<Vec<Node>, KubeError> {
         self.call("nodes", k, "")?;
-        Ok(self.with(k, |c, _| c.nodes.values().cloned().collect()))
+        let mut nodes: Vec<Node> = self.with(k, |c, _| c.nodes.values().cloned().collect());
+        if let Some(source) = self
+            .gke_nodes
+            .as_ref()
+            .filter(|_| k.gke_cluster().is_some())
+        {
+            nodes.extend(source(k));
+        }
+        Ok(nodes)
     }
 
     async fn patch_node(

@@ -12,13 +12,14 @@ pub mod error;
 /// `test-support` feature; not in the product).
 #[cfg(any(test, feature = "test-support"))]
 pub mod fake;
+pub mod gke;
 pub mod kubeconfig;
 pub mod service;
 
 pub use bootstrap_token::{BootstrapToken, BootstrapTokenError, TokenSpec};
 pub use ca::{CaError, ca_cert_hash};
 pub use client::{ClientError, client_from_kubeconfig, config_from_kubeconfig};
-pub use clients::KubeClients;
+pub use clients::{GkeLink, KubeClients};
 pub use error::{Attempt, KubeError};
 pub use kubeconfig::{Origin, TrustedKubeconfigs};
 pub use service::{

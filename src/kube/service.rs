@@ -1,5 +1,6 @@
-//! The narrow seam between slicectl and a self-managed cluster's Kubernetes
-//! API: every cluster operation the GCE backend needs. Two implementations
+//! The narrow seam between slicectl and a cluster's Kubernetes API: every
+//! cluster operation the GCE backend needs, and the Nodes a GKE cluster's
+//! readiness is read from. Two implementations
 //! exist: the real one on kube-rs ([`super::KubeClients`]) and the in-memory
 //! recording fake (`fake::FakeKube`, with the `test-support` feature) for the executor's unit tests.
 //!
@@ -31,6 +32,14 @@ pub type Kube = Arc<dyn KubeService>;
 /// Every Kubernetes operation of the GCE backend, per cluster.
 #[async_trait]
 pub trait KubeService: Send + Sync {
+    /// Why a cluster's API is deliberately not reached, if it is not (a GKE
+    /// cluster whose Google token slicectl does not have: talking to a
+    /// simulator). Observation defers such a cluster's Kubernetes side and
+    /// says why, rather than fail or fake it.
+    fn deferred(&self, _k: &KubeRef) -> Option<String> {
+        None
+    }
+
     /// Whether the cluster's API answers (a cheap `GET /version`), within a
     /// few seconds. `--sim` uses it to decide whether a GCE target's
     /// Kubernetes side can run.

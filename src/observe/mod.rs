@@ -32,26 +32,40 @@ pub fn clusters(fleet: &Fleet) -> BTreeSet<ClusterRef> {
         .collect()
 }
 
-/// With `--sim` ([`Cloud::sim_defers_kube`]), every self-managed cluster,
-/// with why: its Kubernetes API is never reached, not even to see whether
-/// it answers.
+/// The clusters whose Kubernetes side is left out of this cycle, with why:
+/// with `--sim` ([`Cloud::sim_defers_kube`]) every cluster's (its
+/// Kubernetes API is never reached, not even to see whether it answers);
+/// otherwise those the Kubernetes seam says it deliberately does not reach
+/// ([`crate::kube::KubeService::deferred`]: a GKE cluster whose API would
+/// need a Google token slicectl does not hold, talking to a simulator).
+/// Never faked: their Nodes are not read, and readiness is unknown.
 fn deferred_scopes(cloud: &Cloud, owners: &Owners) -> BTreeMap<Scope, String> {
-    if !cloud.sim_defers_kube {
-        return BTreeMap::new();
-    }
     owners
         .scopes()
-        .filter(|s| matches!(s, Scope::Kube(_)))
-        .map(|scope| {
-            (
-                scope.clone(),
-                "under --sim slicectl reaches no real Kubernetes API, whatever the Target's gce.kubeApi \
-                 names: the GCE resources are created in the simulator and their simulated VMs boot, but \
-                 nothing joins a cluster and no Node is read, labelled or deleted. To link the simulator to \
-                 a real cluster on purpose, run `slicectl sim --listen ADDR` and pass `--api-endpoint \
-                 http://ADDR` instead of --sim (scripts/gce-demo.sh does this)"
-                    .to_owned(),
-            )
+        .filter_map(|scope| {
+            let Scope::Kube(k) = scope else {
+                return None;
+            };
+            let why = if cloud.sim_defers_kube {
+                if k.gke_cluster().is_some() {
+                    "under --sim slicectl reaches no real Kubernetes API, whatever the Target's \
+                     gke.kubeApi names: the node pools are created in the simulator, but no Node is \
+                     read, so whether a slice is ready for a job is not known. To read a real cluster's \
+                     Nodes on purpose, run `slicectl sim --listen ADDR` and pass `--api-endpoint \
+                     http://ADDR` with a gke.kubeApi.kubeconfig instead of --sim"
+                        .to_owned()
+                } else {
+                    "under --sim slicectl reaches no real Kubernetes API, whatever the Target's gce.kubeApi \
+                     names: the GCE resources are created in the simulator and their simulated VMs boot, but \
+                     nothing joins a cluster and no Node is read, labelled or deleted. To link the simulator to \
+                     a real cluster on purpose, run `slicectl sim --listen ADDR` and pass `--api-endpoint \
+                     http://ADDR` instead of --sim (scripts/gce-demo.sh does this)"
+                        .to_owned()
+                }
+            } else {
+                cloud.kube.deferred(k)?
+            };
+            Some((scope.clone(), why))
         })
         .collect()
 }

@@ -67,6 +67,9 @@ impl GkeService for SharedListings {
     async fn list_clusters(&self, project: &str) -> Result<gke::ListClustersResponse, CloudError> {
         self.inner.list_clusters(project).await
     }
+    async fn get_cluster(&self, cluster: &ClusterRef) -> Result<gke::ClusterAccess, CloudError> {
+        self.inner.get_cluster(cluster).await
+    }
     async fn list_operations(
         &self,
         project: &str,

@@ -92,7 +92,7 @@ pub(super) fn build(
     }
     planner.cascade_dependents(&mut out);
     planner.announce_lost_nodes(&mut out.actions);
-    for kind in kinds {
+    for kind in kinds.iter().filter(|k| !k.observe_only()) {
         for l in inv.live(kind.id()) {
             planner.decide_orphan(*kind, l, &mut out);
         }
@@ -135,6 +135,12 @@ impl<'a> Planner<'a> {
             .collect();
         deferred.sort_by(|a, b| a.scope.cmp(&b.scope));
         desired.retain(|d| !inv.deferred.contains_key(&d.id.scope));
+        // Kinds slicectl only observes (a GKE slice's Nodes) are never planned.
+        desired.retain(|d| {
+            !kinds
+                .iter()
+                .any(|k| k.id() == d.id.kind && k.observe_only())
+        });
         let mut planner = Planner {
             fleet,
             inv,

@@ -189,7 +189,11 @@ fn orphan_guards_decide_in_order() {
 fn hold_back_keeps_updates_waits_and_other_replicas() {
     let f = fleet(SPECS);
     let kinds = kinds();
-    let desired = super::super::render_fleet(&f, &kinds);
+    // The node pools (the GKE Nodes, observe-only, are rendered too).
+    let desired: Vec<_> = super::super::render_fleet(&f, &kinds)
+        .into_iter()
+        .filter(|d| d.id.kind == node_pool::KIND)
+        .collect();
     let kind = kinds
         .iter()
         .copied()
@@ -243,7 +247,11 @@ fn safety_rails_report_every_error_at_once() {
         ..PlanOptions::default()
     };
     let p = Planner::new(&empty, &inv, &kinds, &opts, PlanMode::Apply);
-    let desired = super::super::render_fleet(&f, &kinds);
+    // The node pools (the GKE Nodes, observe-only, are rendered too).
+    let desired: Vec<_> = super::super::render_fleet(&f, &kinds)
+        .into_iter()
+        .filter(|d| d.id.kind == node_pool::KIND)
+        .collect();
     let kind = kinds
         .iter()
         .copied()

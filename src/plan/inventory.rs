@@ -66,7 +66,9 @@ impl Inventory {
     /// fingerprint of a fresh observation differs.
     pub fn fingerprint(&self, kinds: &[&dyn Kind]) -> String {
         let mut h = Sha256::new();
-        for kind in kinds {
+        // What slicectl only observes (a GKE slice's Nodes) never acts on a
+        // plan: a Node turning Ready does not make a saved plan stale.
+        for kind in kinds.iter().filter(|k| !k.observe_only()) {
             let id = kind.id();
             // Sorted by scope and name first; each resource's view is built,
             // hashed and dropped in turn, so the fleet's JSON is never held

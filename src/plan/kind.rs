@@ -338,6 +338,14 @@ pub trait Kind: Send + Sync {
         false
     }
 
+    /// Whether slicectl only observes and reports this kind, never acts on
+    /// it (a GKE slice's Nodes, which GKE makes from the node pool): the
+    /// planner plans nothing for it, neither for a desired resource nor for
+    /// a live one; `status` and the status objects read it.
+    fn observe_only(&self) -> bool {
+        false
+    }
+
     /// Whether one resource of this kind serves every slice in its scope
     /// (the device plugin of a cluster): rendered by each slice that needs
     /// it, planned once (owner [`SliceRef::shared`]), created before any
@@ -491,6 +499,20 @@ pub trait Kind: Send + Sync {
                 _ => String::new(),
             },
             topology: String::new(),
+        }
+    }
+
+    /// What `status` shows for a slice replica's nodes, from a kind that
+    /// [`Kind::reports_nodes`]: its live body (none: no Node found) judged
+    /// against the desired one.
+    fn report_nodes(&self, live: Option<&Body>, desired: &Desired, hosts: u32) -> LiveReport {
+        let _ = desired;
+        match live {
+            Some(l) => self.report(l, hosts),
+            None => LiveReport {
+                nodes: format!("0/{hosts} ready"),
+                ..LiveReport::default()
+            },
         }
     }
 

@@ -40,6 +40,7 @@ fn target_in(name: &str, zone: &str) -> Target {
             gke: Some(GkeCluster {
                 location: "us-central1".into(),
                 name: "train".into(),
+                kube_api: Default::default(),
             }),
             gce: None,
             node_defaults: NodeDefaults {
@@ -745,6 +746,7 @@ fn a_slice_moved_to_another_target_says_so() {
     t2.spec.gke = Some(GkeCluster {
         location: "us-central1".into(),
         name: "serve".into(),
+        kube_api: Default::default(),
     });
     f2.targets.insert("serve".into(), t2);
     f2.slices.get_mut("tiny").unwrap().spec.target = "serve".into();
@@ -1470,8 +1472,8 @@ fn another_owners_pools_in_an_unnamed_cluster_are_left_alone() {
 
 /// Issue 24 item 8: `status` shows what is live and what is pending. A live
 /// 2x2x2 pool (2 hosts) with one node whose spec now says 2x2x4 (4 hosts)
-/// is `2x2x2 → 2x2x4 (pending replace)`, `1/2` nodes (the live pool's
-/// hosts), and the row names its cluster and location.
+/// is `2x2x2 → 2x2x4 (pending replace)`, its nodes judged from the Nodes
+/// against the spec, and the row names its cluster and location.
 #[test]
 fn status_shows_the_live_topology_and_the_pending_replacement() {
     let f = fleet(vec![slice(
@@ -1494,9 +1496,12 @@ fn status_shows_the_live_topology_and_the_pending_replacement() {
     assert_eq!(r.live_topology, "2x2x2");
     assert_eq!(r.pending, "replace");
     assert_eq!(r.state, "RUNNING");
-    assert_eq!(
-        r.nodes, "1/2",
-        "the live pool's hosts, not the spec's: {r:#?}"
+    // Readiness comes from the Nodes (none observed here), judged against
+    // what the spec asks for.
+    assert_eq!(r.nodes, "0/4 ready", "{r:#?}");
+    assert!(
+        r.last_error.contains("4 of 4 node(s) not registered"),
+        "{r:#?}"
     );
     assert_eq!(
         (r.project.as_str(), r.cluster.as_str(), r.location.as_str()),
@@ -1506,7 +1511,7 @@ fn status_shows_the_live_topology_and_the_pending_replacement() {
     let rows = crate::status::rows(&f, &converged(&f).inventory(), &all_kinds());
     assert_eq!(rows[0].topology, "2x2x2");
     assert_eq!(rows[0].pending, "");
-    assert_eq!(rows[0].nodes, "2/2");
+    assert_eq!(rows[0].nodes, "0/2 ready");
 }
 
 /// Issue 24 items 5 and 8: after a Target moved, `status` shows the pools

@@ -356,6 +356,92 @@ pub struct ClusterSummary {
     pub node_pools: Vec<PoolLabels>,
 }
 
+/// The part of a GKE `Cluster` slicectl reads from `clusters.get`: how to
+/// reach its Kubernetes API server, as `gcloud container clusters
+/// get-credentials` reads it (endpoint, private endpoint, DNS endpoint, and
+/// the CA certificate).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterAccess {
+    /// Cluster name.
+    #[serde(default)]
+    pub name: String,
+    /// `PROVISIONING`, `RUNNING`, … (GKE has no endpoint while provisioning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The control plane's IP address (public, unless the cluster has no
+    /// public endpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The CA that signs the API server's certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master_auth: Option<MasterAuth>,
+    /// A private cluster's settings (its deprecated `privateEndpoint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_cluster_config: Option<PrivateClusterConfig>,
+    /// The IP and DNS endpoints of the control plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_endpoints_config: Option<ControlPlaneEndpointsConfig>,
+}
+
+/// `MasterAuth`, the CA only (slicectl authenticates with its Google token).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MasterAuth {
+    /// Base64 of the PEM certificate that is the root of trust of the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_ca_certificate: Option<String>,
+}
+
+/// `PrivateClusterConfig`, as far as the endpoint goes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PrivateClusterConfig {
+    /// The control plane's internal IP (deprecated for
+    /// `controlPlaneEndpointsConfig.ipEndpointsConfig.privateEndpoint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_endpoint: Option<String>,
+}
+
+/// `ControlPlaneEndpointsConfig`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlaneEndpointsConfig {
+    /// The DNS-based endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_endpoint_config: Option<DnsEndpointConfig>,
+    /// The IP-based endpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_endpoints_config: Option<IpEndpointsConfig>,
+}
+
+/// `DNSEndpointConfig`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DnsEndpointConfig {
+    /// The control plane's DNS name (`gke-….….gke.goog`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Whether the DNS endpoint answers from outside the cluster's VPC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_external_traffic: Option<bool>,
+}
+
+/// `IPEndpointsConfig`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IpEndpointsConfig {
+    /// Whether the control plane may be reached by IP at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// The control plane's external IP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_endpoint: Option<String>,
+    /// The control plane's internal IP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_endpoint: Option<String>,
+}
+
 /// A node pool's `config.labels`, and nothing else of it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

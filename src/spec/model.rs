@@ -151,6 +151,93 @@ pub struct GkeCluster {
     pub location: String,
     /// Cluster name.
     pub name: String,
+    /// How slicectl reaches the cluster's Kubernetes API (to read its Nodes:
+    /// a slice is Ready when they are). Omitted: `endpoint: public`.
+    #[serde(default, skip_serializing_if = "GkeKubeApi::is_default")]
+    pub kube_api: GkeKubeApi,
+}
+
+/// How slicectl reaches a GKE cluster's Kubernetes API: at most one of
+/// `endpoint` (the way `gcloud container clusters get-credentials` and
+/// `gke-gcloud-auth-plugin` do: the endpoint and CA from `clusters.get`,
+/// slicectl's own Google access token as the bearer token), `kubeconfig`
+/// (optionally with `context`) or `inCluster`. None given: `endpoint: public`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GkeKubeApi {
+    /// Which of the cluster's endpoints `clusters.get` gives: `public` (the
+    /// cluster's `endpoint`; a cluster whose IP endpoints are disabled is
+    /// reached by its DNS endpoint, as gcloud does), `private` (its internal
+    /// IP: slicectl runs in the cluster's VPC) or `dns` (its DNS-based
+    /// endpoint, which must allow external traffic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<GkeEndpoint>,
+    /// Path of a kubeconfig file instead (the same trust rules as a `gce`
+    /// Target's: a kubeconfig only a spec names may not run a credential
+    /// plugin or read files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<String>,
+    /// Context in that kubeconfig (only with `kubeconfig`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// Use the pod's service account (the controller runs in this cluster).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_cluster: bool,
+}
+
+impl GkeKubeApi {
+    /// Nothing set: the public endpoint from `clusters.get`.
+    pub fn is_default(&self) -> bool {
+        self == &GkeKubeApi::default()
+    }
+
+    /// How to reach the API: an endpoint from `clusters.get`, or a
+    /// kubeconfig / in-cluster ([`KubeApi`]).
+    pub fn access(&self) -> GkeAccess {
+        if self.kubeconfig.is_some() || self.in_cluster {
+            GkeAccess::Api(KubeApi {
+                kubeconfig: self.kubeconfig.clone(),
+                context: self.context.clone(),
+                in_cluster: self.in_cluster,
+            })
+        } else {
+            GkeAccess::Endpoint(self.endpoint.unwrap_or(GkeEndpoint::Public))
+        }
+    }
+}
+
+/// How a GKE Target's Kubernetes API is reached, resolved from [`GkeKubeApi`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GkeAccess {
+    /// The endpoint `clusters.get` gives, with the Google access token.
+    Endpoint(GkeEndpoint),
+    /// A kubeconfig (and context), or in-cluster.
+    Api(KubeApi),
+}
+
+/// Which endpoint of a GKE cluster's control plane.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum GkeEndpoint {
+    /// `endpoint` (gcloud's default).
+    Public,
+    /// The internal IP (gcloud's `--internal-ip`).
+    Private,
+    /// The DNS-based endpoint (gcloud's `--dns-endpoint`).
+    Dns,
+}
+
+impl GkeEndpoint {
+    /// The spelling used in specs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GkeEndpoint::Public => "public",
+            GkeEndpoint::Private => "private",
+            GkeEndpoint::Dns => "dns",
+        }
+    }
 }
 
 /// A self-managed Kubernetes cluster on GCE (backend `gce`): where its API

@@ -46,6 +46,11 @@ pub mod reason {
     /// by the slice's disruption policy (pods bound, a window, the budget,
     /// a PodDisruptionBudget); it runs by itself once allowed.
     pub const WAITING_FOR_WORKLOAD: &str = "WaitingForWorkload";
+    /// Ready=Unknown, Reconciling: the slice's resources are there, but its
+    /// Nodes were not read (its cluster's Kubernetes API is deferred: under
+    /// `--sim`, or no Google token for a GKE cluster's API), so whether a
+    /// job can be scheduled on it is not known, and never assumed.
+    pub const NODES_NOT_OBSERVED: &str = "NodesNotObserved";
 }
 
 /// How the cycle ended, as far as status is concerned.
@@ -193,6 +198,8 @@ fn condition(type_: &str, status: bool, reason: &str, message: &str, now: Timest
 /// The verdict on one slice.
 enum Verdict {
     Ready(String),
+    /// Readiness not known (Nodes not read): Ready=Unknown, Reconciling.
+    Unknown(&'static str, String),
     Reconciling(&'static str, String),
     Stalled(&'static str, String),
 }
@@ -200,6 +207,11 @@ enum Verdict {
 fn conditions(v: &Verdict, now: Timestamp) -> Vec<Condition> {
     match v {
         Verdict::Ready(m) => vec![condition(READY, true, reason::CONVERGED, m, now)],
+        Verdict::Unknown(r, m) => {
+            let mut ready = condition(READY, false, r, m, now);
+            ready.status = "Unknown".to_string();
+            vec![ready, condition(RECONCILING, true, r, m, now)]
+        }
         Verdict::Reconciling(r, m) => vec![
             condition(READY, false, r, m, now),
             condition(RECONCILING, true, r, m, now),
@@ -326,7 +338,15 @@ fn outlives(c: &Cycle<'_>, report: Option<&Report>, old: &SliceStatusStatus) -> 
     let Some(r) = report else {
         // Stopped before planning, or refused as a whole: nothing was
         // pruned, so nothing is known gone.
-        return Some(verdict(c, "", false, &[], &[], &BTreeMap::new()));
+        return Some(verdict(
+            c,
+            "",
+            false,
+            &[],
+            &[],
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        ));
     };
     let target = old.slice.as_ref()?.target.as_str();
     let t = c.fleet.targets.get(target)?;
@@ -461,7 +481,17 @@ fn one(
     // Per replica: the resources the specs give it, and its status row.
     let mut replicas: BTreeMap<u32, ReplicaStatus> = BTreeMap::new();
     let mut primary: BTreeMap<u32, String> = BTreeMap::new();
-    for d in desired.iter().filter(|d| d.owner.slice == name) {
+    // Replicas whose Nodes were not read, and why.
+    let mut unobserved: BTreeMap<u32, String> = BTreeMap::new();
+    let observe_only = |k: crate::plan::KindId| {
+        crate::engine::kinds()
+            .iter()
+            .any(|x| x.id() == k && x.observe_only())
+    };
+    for d in desired
+        .iter()
+        .filter(|d| d.owner.slice == name && !observe_only(d.id.kind))
+    {
         let addr = d.owner.address(d.id.kind);
         let state = resource_state(report, &actions, &addr);
         replicas
@@ -488,6 +518,9 @@ fn one(
         rep.nodes_ready = ready;
         rep.nodes_expected = expected.unwrap_or_else(|| slice.map(|s| s.shape.hosts).unwrap_or(0));
         rep.nodes = row.nodes.clone();
+        if !row.nodes_unobserved.is_empty() {
+            unobserved.insert(row.replica, row.nodes_unobserved.clone());
+        }
         rep.last_error = (!row.last_error.is_empty()).then(|| shorten(&row.last_error));
         primary.insert(row.replica, row.state.clone());
         // The primary resource's state is the live one. Under a declared
@@ -520,7 +553,11 @@ fn one(
             if let Some(rep) = replicas
                 .values_mut()
                 .find(|r| f.address.starts_with(&format!("slice.{name}[{}]", r.index)))
-                && rep.last_error.is_none()
+                // A failed step says more than the Nodes it left unready.
+                && rep
+                    .last_error
+                    .as_deref()
+                    .is_none_or(|e| e.starts_with(crate::kinds::readiness::NOT_READY_PREFIX))
             {
                 rep.last_error = Some(shorten(&format!("[{}] {}", f.code, f.message)));
             }
@@ -538,7 +575,15 @@ fn one(
         None
     };
 
-    let verdict = verdict(c, name, slice.is_some(), &actions, &replicas, &primary);
+    let verdict = verdict(
+        c,
+        name,
+        slice.is_some(),
+        &actions,
+        &replicas,
+        &primary,
+        &unobserved,
+    );
     let events = report.map(|r| events_of(r, name)).unwrap_or_default();
     SliceObject {
         name: name.to_string(),
@@ -589,6 +634,7 @@ fn verdict(
     actions: &[&crate::plan::Action],
     replicas: &[ReplicaStatus],
     primary: &BTreeMap<u32, String>,
+    unobserved: &BTreeMap<u32, String>,
 ) -> Verdict {
     if let Some(e) = c.invalid.get(name) {
         let m = if in_specs {
@@ -694,14 +740,43 @@ fn verdict(
             "not in the specs: its resources are being deleted".into(),
         );
     }
-    let unready: Vec<String> = replicas
+    let broken = |rep: &ReplicaStatus| {
+        rep.resources
+            .iter()
+            .any(|x| x.state.contains("ERROR") || x.state == "MISSING" || x.state == "NOT OWNED")
+    };
+    let unready: Vec<&ReplicaStatus> = replicas
         .iter()
-        .filter(|rep| {
-            rep.nodes_ready != Some(rep.nodes_expected)
-                || rep.resources.iter().any(|x| {
-                    x.state.contains("ERROR") || x.state == "MISSING" || x.state == "NOT OWNED"
-                })
-        })
+        .filter(|rep| rep.nodes_ready != Some(rep.nodes_expected) || broken(rep))
+        .collect();
+    // Readiness follows the Nodes; where they were not read it is unknown,
+    // never assumed from the pool's or MIG's state.
+    if !unready.is_empty()
+        && unready
+            .iter()
+            .all(|rep| unobserved.contains_key(&rep.index) && !broken(rep))
+    {
+        let why: Vec<String> = unready
+            .iter()
+            .map(|rep| {
+                format!(
+                    "replica {}: {}",
+                    rep.index,
+                    unobserved.get(&rep.index).map(String::as_str).unwrap_or("")
+                )
+            })
+            .collect();
+        return Verdict::Unknown(
+            reason::NODES_NOT_OBSERVED,
+            format!(
+                "the slice's resources are there, but its Nodes were not read, so whether a job \
+                 can be scheduled is not known: {}",
+                why.join("; ")
+            ),
+        );
+    }
+    let unready: Vec<String> = unready
+        .into_iter()
         .map(|rep| {
             let state = primary.get(&rep.index).map(String::as_str).unwrap_or("?");
             let mut m = format!("replica {}: {state}, nodes {}", rep.index, rep.nodes);

@@ -649,3 +649,86 @@ async fn the_controllers_calls_succeed_as_its_service_account() {
         .expect("delete as the ServiceAccount");
     assert_eq!(summary.deleted, [name.as_str()]);
 }
+
+/// What `deploy/workload-cluster/` grants slicectl in a workload cluster,
+/// as `kubectl auth can-i --list` prints it. docs/controller.md, "In the
+/// workload cluster", explains each row.
+const WORKLOAD_EXPECTED: &[(&str, &str, &str)] = &[
+    ("nodes", "[]", "[get list watch patch]"),
+    ("pods", "[]", "[list]"),
+    ("pods/eviction", "[]", "[create]"),
+    ("poddisruptionbudgets.policy", "[]", "[get list]"),
+];
+
+/// `deploy/workload-cluster/`'s ClusterRole, bound to a test user (the
+/// committed binding names a placeholder Google identity): exactly the
+/// table, in every namespace, and nothing it must not do.
+#[test]
+fn the_workload_cluster_role_grants_exactly_what_readiness_and_drains_need() {
+    let rendered = ok(&kubectl(&["kustomize", "deploy/workload-cluster/"]));
+    assert!(rendered.contains("kind: ClusterRole\n"), "{rendered}");
+    assert!(rendered.contains("name: slicectl-workload"), "{rendered}");
+    ok(&kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=slicectl-tests",
+        "-f",
+        "deploy/workload-cluster/clusterrole.yaml",
+    ]));
+    let user = "slicectl-workload-test@example-project.iam.gserviceaccount.com";
+    let binding = "slicectl-workload-test";
+    let _ = kubectl(&[
+        "delete",
+        "clusterrolebinding",
+        binding,
+        "--ignore-not-found",
+    ]);
+    ok(&kubectl(&[
+        "create",
+        "clusterrolebinding",
+        binding,
+        "--clusterrole=slicectl-workload",
+        &format!("--user={user}"),
+    ]));
+    let baseline = can_i_list("nobody@example-project.iam.gserviceaccount.com", "default");
+    for ns in ["default", "kube-system"] {
+        let got: BTreeSet<_> = can_i_list(user, ns)
+            .difference(&baseline)
+            .cloned()
+            .collect();
+        assert_eq!(got, table(WORKLOAD_EXPECTED), "in {ns}");
+    }
+    let can = |args: &[&str]| {
+        let mut all = vec!["auth", "can-i", "--as", user];
+        all.extend_from_slice(args);
+        let o = kubectl(&all);
+        String::from_utf8_lossy(&o.stdout).trim() == "yes"
+    };
+    for yes in [
+        &["list", "nodes"][..],
+        &["watch", "nodes"],
+        &["patch", "nodes/any"],
+        &["list", "pods", "-A"],
+        &["create", "pods", "--subresource=eviction", "-n", "team-a"],
+        &["list", "poddisruptionbudgets.policy", "-A"],
+    ] {
+        assert!(can(yes), "must be yes: {yes:?}");
+    }
+    for no in [
+        &["delete", "nodes/any"][..],
+        &["update", "nodes/any"],
+        &["patch", "nodes/any", "--subresource=status"],
+        &["delete", "pods", "-n", "team-a"],
+        &["get", "pods", "--subresource=log", "-n", "team-a"],
+        &["create", "pods", "--subresource=exec", "-n", "team-a"],
+        &["create", "pods", "-n", "team-a"],
+        &["get", "secrets", "-n", "kube-system"],
+        &["list", "secrets", "-A"],
+        &["create", "poddisruptionbudgets.policy", "-n", "team-a"],
+        &["delete", "poddisruptionbudgets.policy", "-n", "team-a"],
+        &["create", "daemonsets.apps", "-n", "kube-system"],
+    ] {
+        assert!(!can(no), "must be no: {no:?}");
+    }
+    ok(&kubectl(&["delete", "clusterrolebinding", binding]));
+}

@@ -117,36 +117,41 @@ async fn agent_joins_and_its_node_is_ready_with_tpu_capacity() {
     vm.wait_status(|s| s == "joined", "joined").await;
 
     let nodes = Api::<Node>::all(c.client.clone());
-    let node = nodes.get(&vm.name).await.expect("the agent's Node");
+    // kube-taints, once the node-lifecycle controller (scripts/k8s-testenv.sh
+    // runs it) has lifted the `node.kubernetes.io/not-ready:NoSchedule` the
+    // TaintNodesByCondition admission puts on every new Node: it does so
+    // because the agent's Node is Ready and its Lease is renewed.
+    let want = vec![(
+        "google.com/tpu".to_owned(),
+        Some("present".to_owned()),
+        "NoSchedule".to_owned(),
+    )];
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let node = loop {
+        let node = nodes.get(&vm.name).await.expect("the agent's Node");
+        let mut taints: Vec<(String, Option<String>, String)> = node
+            .spec
+            .clone()
+            .unwrap()
+            .taints
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| (t.key, t.value, t.effect))
+            .collect();
+        taints.sort();
+        if taints == want {
+            break node;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "taints {taints:?}, want {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     let spec = node.spec.clone().unwrap();
     assert_eq!(
         spec.provider_id.as_deref(),
         Some(format!("gce://example-project/us-central1-a/{}", vm.name).as_str())
-    );
-    // kube-taints, plus the `node.kubernetes.io/not-ready:NoSchedule` the
-    // TaintNodesByCondition admission plugin puts on every new Node (the
-    // node-lifecycle controller, not run by the test plane, lifts it).
-    let mut taints: Vec<(String, Option<String>, String)> = spec
-        .taints
-        .unwrap_or_default()
-        .into_iter()
-        .map(|t| (t.key, t.value, t.effect))
-        .collect();
-    taints.sort();
-    assert_eq!(
-        taints,
-        vec![
-            (
-                "google.com/tpu".to_owned(),
-                Some("present".to_owned()),
-                "NoSchedule".to_owned()
-            ),
-            (
-                "node.kubernetes.io/not-ready".to_owned(),
-                None,
-                "NoSchedule".to_owned()
-            ),
-        ]
     );
     let labels = node.metadata.labels.clone().unwrap_or_default();
     for (k, v) in [

@@ -148,6 +148,20 @@ fn main_job_runs_end_to_end_on_the_embedded_simulator() {
     assert!(gce.contains("MIG STABLE, VMs 1/1"), "{gce}");
     assert!(gce.contains("?/1"), "{gce}");
     assert!(stdout.contains("not joined"), "{stdout}");
+    // The GKE slices' Nodes are not read either: their readiness is
+    // unknown, said so, never assumed from the RUNNING pools.
+    assert!(
+        text.contains("Deferred: kubernetes gke://example-project/"),
+        "{text}"
+    );
+    let gke: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("RUNNING") && l.contains("┆ gke "))
+        .collect();
+    assert_eq!(gke.len(), 9, "{stdout}");
+    for l in gke {
+        assert!(l.contains("readiness unknown") && l.contains("?/"), "{l}");
+    }
     assert!(!stdout.contains('\u{1b}'), "no colour when not a terminal");
 }
 
@@ -184,6 +198,53 @@ fn invalid_arguments_and_missing_dirs_are_errors() {
         "http://127.0.0.1:1",
     ]);
     assert_eq!(o.status.code(), Some(2), "clap usage error: {}", out(&o));
+}
+
+/// Linking a simulated cluster to a real API server is only `slicectl sim
+/// --link-gke`, never `--sim`, and it needs kubemark.
+#[test]
+fn linking_is_an_explicit_sim_server_choice() {
+    let o = run(&["apply", "specs", "--sim", "--link-gke", "c=kubeconfig"]);
+    assert_eq!(o.status.code(), Some(2), "clap usage error: {}", out(&o));
+    let o = Command::new(bin())
+        .args([
+            "sim",
+            "--listen",
+            "127.0.0.1:0",
+            "--link-gke",
+            "projects/p/locations/l/clusters/c=/nonexistent/kubeconfig",
+        ])
+        .env_remove("SLICECTL_KUBEMARK")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--link-gke needs the kubemark binary"),
+        "{}",
+        out(&o)
+    );
+    let o = Command::new(bin())
+        .args([
+            "sim",
+            "--listen",
+            "127.0.0.1:0",
+            "--kubemark",
+            "/bin/true",
+            "--link-gke",
+            "projects/p/locations/l/clusters/c=/nonexistent/kubeconfig",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("linking cluster projects/p/locations/l/clusters/c")
+            && err.contains("/nonexistent/kubeconfig"),
+        "{}",
+        out(&o)
+    );
 }
 
 /// `slicectl sim` as a separate server, driven by another slicectl process.

@@ -6,6 +6,9 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+// Pods on slices: a simulated GKE cluster linked to the test control plane.
+#[path = "../sim_gke_support/mod.rs"]
+mod sim_gke_support;
 
 mod cli;
 mod e2e_controller;
@@ -14,7 +17,9 @@ mod e2e_disrupt;
 mod e2e_gce;
 mod e2e_guards;
 mod e2e_kill;
+mod e2e_linked;
 mod e2e_moves;
+mod e2e_readiness;
 mod e2e_renames;
 mod e2e_rules;
 mod e2e_safety;

@@ -450,3 +450,82 @@ async fn resource_policy_lists_follow_page_tokens() {
     assert_eq!(client.stats().reads - before, 3, "5 items in pages of 2");
     sim.shutdown().await;
 }
+
+/// A GKE cluster's Kubernetes API through `clusters.get` (the default
+/// `endpoint` access), against the simulator's wire format: the cluster is
+/// read with the Google token, and what it lacks is said with what to do.
+/// The simulator's unlinked clusters report an endpoint but no CA, so no
+/// client is ever built and nothing is dialled.
+#[tokio::test]
+async fn a_gke_clusters_api_is_resolved_from_clusters_get() {
+    use slicectl::kube::{GkeLink, KubeClients, KubeService};
+    use slicectl::resource::KubeRef;
+    use slicectl::spec::model::{GkeAccess, GkeEndpoint};
+    use std::sync::Arc;
+
+    let sim = sim(Duration::ZERO, 1, FaultConfig::default()).await;
+    // A token that is sent (loopback allows it): this is the Google access
+    // token the API server would see as the bearer token.
+    let client = CloudClient::new(ClientOptions {
+        token_source: Some(Arc::new(slicectl::cloud::StaticToken::new(
+            "ya29.test-token",
+        ))),
+        ..options(&sim)
+    })
+    .expect("client");
+    let got = client
+        .gke()
+        .get_cluster(&cluster())
+        .await
+        .expect("clusters.get");
+    assert_eq!(got.name, "c");
+    assert!(got.endpoint.is_some(), "{got:?}");
+    let missing = ClusterRef::new(PROJECT, LOCATION, "gone");
+    let link = GkeLink {
+        service: Arc::new(client.clone()),
+        tokens: client.token_source(),
+    };
+    let kube = KubeClients::new([]).with_gke(
+        [
+            (cluster(), GkeAccess::Endpoint(GkeEndpoint::Public), None),
+            (
+                missing.clone(),
+                GkeAccess::Endpoint(GkeEndpoint::Public),
+                None,
+            ),
+        ],
+        link,
+    );
+    let k = KubeRef::gke(&cluster());
+    assert_eq!(
+        kube.deferred(&k),
+        None,
+        "a token is held: reached, not deferred"
+    );
+    let e = kube
+        .nodes(&k)
+        .await
+        .expect_err("no CA in the simulator's cluster");
+    let text = e.to_string();
+    assert_eq!(e.code(), "kube_config", "{text}");
+    assert!(text.contains("masterAuth.clusterCaCertificate"), "{text}");
+    assert!(!text.contains("ya29"), "{text}");
+    let e = kube
+        .nodes(&KubeRef::gke(&missing))
+        .await
+        .expect_err("no such cluster");
+    let text = e.to_string();
+    assert!(text.contains("clusters.get"), "{text}");
+    assert!(text.contains("gone"), "{text}");
+    // Without credentials (the simulator's default), deferred and said so.
+    let anon = CloudClient::new(options(&sim)).expect("client");
+    let kube = KubeClients::new([]).with_gke(
+        [(cluster(), GkeAccess::Endpoint(GkeEndpoint::Public), None)],
+        GkeLink {
+            service: Arc::new(anon.clone()),
+            tokens: anon.token_source(),
+        },
+    );
+    let why = kube.deferred(&k).expect("deferred without a token");
+    assert!(why.contains("no Google credentials"), "{why}");
+}

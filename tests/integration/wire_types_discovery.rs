@@ -25,6 +25,7 @@ fn gke_roots(doc: &Discovery) -> Vec<WireCheck> {
         check::<gke::CreateNodePoolRequest>(doc, "CreateNodePoolRequest"),
         check::<gke::UpdateNodePoolRequest>(doc, "UpdateNodePoolRequest"),
         check::<gke::ListClustersResponse>(doc, "ListClustersResponse"),
+        check::<gke::ClusterAccess>(doc, "Cluster"),
         check::<gke::ListNodePoolsResponse>(doc, "ListNodePoolsResponse"),
         check::<gke::Operation>(doc, "Operation"),
         check::<gke::ListOperationsResponse>(doc, "ListOperationsResponse"),

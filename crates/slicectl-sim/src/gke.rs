@@ -195,7 +195,7 @@ pub(crate) fn get_cluster(inner: &Inner, ctx: &Ctx, c: &ClusterRef) -> Result<Va
     let pools: Vec<Value> = pools_of(inner, c)
         .map(|(k, rec)| render_pool(k, rec, ctx))
         .collect();
-    Ok(json!({
+    let mut cluster = json!({
         "name": c.cluster,
         "location": c.location,
         "zone": c.location,
@@ -210,7 +210,14 @@ pub(crate) fn get_cluster(inner: &Inner, ctx: &Ctx, c: &ClusterRef) -> Result<Va
         "createTime": created.to_string(),
         "selfLink": format!("{}/{}/{}", ctx.base, ctx.version, c.key()),
         "nodePools": pools,
-    }))
+    });
+    // A cluster linked to a real API server reports it as GKE does.
+    if let (Some(link), Some(obj)) = (inner.links.get(&c.key()), cluster.as_object_mut())
+        && let Value::Object(fields) = link.cluster_fields()
+    {
+        obj.extend(fields);
+    }
+    Ok(cluster)
 }
 
 /// `GET v1/projects/P/locations/L/clusters` → `ListClustersResponse`: the
@@ -278,6 +285,11 @@ fn etag(rec: &PoolRec) -> String {
     hex::encode(&h.finalize()[..16])
 }
 
+/// The 8 hex digits in a pool's instance group (and node) names.
+pub(crate) fn pool_digest(pool_key: &str) -> String {
+    hex::encode(&Sha256::digest(pool_key.as_bytes())[..4])
+}
+
 fn render_pool(key: &str, rec: &PoolRec, ctx: &Ctx) -> Value {
     let mut v = rec.spec.clone();
     let Some(obj) = v.as_object_mut() else {
@@ -291,7 +303,7 @@ fn render_pool(key: &str, rec: &PoolRec, ctx: &Ctx) -> Value {
             parts.get(7).copied().unwrap_or_default(),
         )
     };
-    let digest = hex::encode(&Sha256::digest(key.as_bytes())[..4]);
+    let digest = pool_digest(key);
     let urls: Vec<Value> = obj
         .get("locations")
         .and_then(Value::as_array)
@@ -388,7 +400,11 @@ fn accepted_then_failed(pool: &Map<String, Value>) -> Option<String> {
 /// The TPU slice shape of a pool: (topology, hosts), when it is a TPU pool
 /// whose topology is known (its `tpuTopology`, or its workload policy's
 /// `acceleratorTopology`).
-fn tpu_shape(inner: &Inner, c: &ClusterRef, pool: &Map<String, Value>) -> Option<(String, u32)> {
+pub(crate) fn tpu_shape(
+    inner: &Inner,
+    c: &ClusterRef,
+    pool: &Map<String, Value>,
+) -> Option<(String, u32)> {
     let machine = pool.get("config")?.get("machineType")?.as_str()?;
     let per_host = crate::tpu::machine_type(machine)?.chips_per_vm;
     let placement = pool.get("placementPolicy");

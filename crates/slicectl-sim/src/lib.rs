@@ -26,6 +26,7 @@ mod gke;
 pub mod kubeadm;
 pub mod kubelet;
 mod labels;
+pub mod link;
 pub mod metadata;
 mod operations;
 pub use operations::project_number;
@@ -224,8 +225,40 @@ impl SimHandle {
             .map_err(anyhow::Error::msg)
     }
 
-    /// Stops accepting connections and waits for the server task.
+    /// Links the simulated cluster `cluster` (`projects/P/locations/L/clusters/C`,
+    /// registered) to a real Kubernetes API server: `clusters.get` reports
+    /// it, and its node pools register hollow nodes there from now on
+    /// ([`link`]). Fails when the API server does not answer or kubemark is
+    /// missing.
+    pub async fn link_gke(&self, cluster: &str, link: link::GkeLink) -> anyhow::Result<()> {
+        let kubeconfig = link.kubeconfig.display().to_string();
+        let linked = link::Linked::connect(link).await.with_context(|| {
+            format!("linking cluster {cluster} to the API server of {kubeconfig}")
+        })?;
+        self.sim
+            .link(cluster, Arc::new(linked))
+            .map_err(anyhow::Error::msg)?;
+        tracing::info!(%cluster, %kubeconfig, "simulated GKE cluster linked to a real API server");
+        Ok(())
+    }
+
+    /// Names of the hollow nodes running for `pool_key`
+    /// (`projects/P/locations/L/clusters/C/nodePools/NP`).
+    pub fn hollow_nodes(&self, pool_key: &str) -> Vec<String> {
+        self.sim
+            .lock()
+            .hollow
+            .get(pool_key)
+            .map(|nodes| nodes.iter().map(|n| n.name.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Stops accepting connections and waits for the server task. A linked
+    /// cluster's hollow nodes are stopped and their Nodes deleted.
     pub async fn shutdown(self) {
+        for (client, names) in self.sim.stop_hollow_nodes() {
+            link::delete_nodes(&client, &names).await;
+        }
         self.clock.abort();
         self.sim.drop_vms();
         let _ = self.shutdown.send(());
@@ -239,7 +272,26 @@ impl SimHandle {
 
 /// Runs a simulator until Ctrl-C (for `slicectl sim`).
 pub async fn serve_forever(cfg: SimConfig, listen: SocketAddr) -> anyhow::Result<()> {
+    serve_forever_linked(cfg, listen, Vec::new()).await
+}
+
+/// Runs a simulator until Ctrl-C, with clusters linked to real API servers
+/// (`slicectl sim --link-gke CLUSTER=KUBECONFIG`); each linked cluster is
+/// registered if it is not already.
+pub async fn serve_forever_linked(
+    cfg: SimConfig,
+    listen: SocketAddr,
+    links: Vec<(String, link::GkeLink)>,
+) -> anyhow::Result<()> {
     let handle = Simulator::start(cfg, listen).await?;
+    for (cluster, link) in links {
+        handle.add_cluster(&cluster)?;
+        if let Err(e) = handle.link_gke(&cluster, link).await {
+            handle.shutdown().await;
+            return Err(e);
+        }
+        println!("slicectl sim: cluster {cluster} is linked to a real Kubernetes API server");
+    }
     println!("slicectl sim listening on {}", handle.base_url());
     tokio::signal::ctrl_c()
         .await

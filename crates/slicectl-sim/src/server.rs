@@ -80,12 +80,50 @@ impl Sim {
             .map_err(|e| e.message)
     }
 
-    /// Advances the clock when VMs are booting or MIGs retrying.
+    /// Advances the clock when VMs are booting or MIGs retrying, or when an
+    /// operation runs on a linked cluster (its Nodes come and go when the
+    /// operation ends, with no request arriving).
     pub fn tick(&self) {
         let mut inner = self.lock();
-        if gce::has_pending(&inner) {
+        let linked_op = || {
+            !inner.links.is_empty()
+                && inner
+                    .gke_ops
+                    .iter()
+                    .any(|op| !op.done && inner.links.contains_key(&op.cluster))
+        };
+        if gce::has_pending(&inner) || linked_op() {
             inner.advance(Instant::now());
         }
+    }
+
+    /// Links a registered cluster to a real API server.
+    pub fn link(&self, cluster: &str, link: Arc<super::link::Linked>) -> Result<(), String> {
+        let mut inner = self.lock();
+        if !inner.clusters.contains_key(cluster) {
+            return Err(format!(
+                "cluster {cluster:?} is not a simulated cluster; register it first"
+            ));
+        }
+        inner.links.insert(cluster.to_string(), link);
+        Ok(())
+    }
+
+    /// Stops every hollow node; returns the Nodes to delete, with the
+    /// client of their API server.
+    pub fn stop_hollow_nodes(&self) -> Vec<(kube::Client, Vec<String>)> {
+        let mut inner = self.lock();
+        let hollow = std::mem::take(&mut inner.hollow);
+        let mut out = Vec::new();
+        for (pool, nodes) in hollow {
+            let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+            drop(nodes);
+            let cluster = pool.split("/nodePools/").next().unwrap_or_default();
+            if let Some(link) = inner.links.get(cluster) {
+                out.push((link.client.clone(), names));
+            }
+        }
+        out
     }
 
     /// The rows of `GET /_sim/instances`.

@@ -4,6 +4,7 @@
 //! completion time has passed (in completion order) and applies their effects.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
@@ -60,6 +61,10 @@ pub(crate) struct Inner {
     pub instances: BTreeMap<String, VmRec>,
     pub faults: Faults,
     pub stats: SimStats,
+    /// Clusters linked to a real API server, by cluster key.
+    pub links: BTreeMap<String, Arc<super::link::Linked>>,
+    /// The hollow nodes of linked clusters' pools, by pool key.
+    pub hollow: BTreeMap<String, Vec<super::link::HollowNode>>,
     pub latency: Duration,
     /// Separate stream for ids and names, so fault decisions depend only on
     /// the order of requests.
@@ -79,6 +84,8 @@ impl Inner {
             instances: BTreeMap::new(),
             faults,
             stats: SimStats::default(),
+            links: BTreeMap::new(),
+            hollow: BTreeMap::new(),
             latency,
             ids: ChaCha8Rng::seed_from_u64(seed ^ 0x05ee_d1d5),
         }
@@ -139,7 +146,26 @@ impl Inner {
             return;
         };
         op.done = true;
-        match op.effect.clone() {
+        let effect = op.effect.clone();
+        self.apply_gke_effect(i, effect.clone());
+        // A linked cluster's Nodes follow its pools.
+        match effect {
+            GkeEffect::Create { pool, .. }
+                if self.pools.get(&pool).is_some_and(|r| r.status == "RUNNING") =>
+            {
+                super::link::start_pool_nodes(self, &pool);
+            }
+            GkeEffect::Delete { pool } => super::link::stop_pool_nodes(self, &pool),
+            GkeEffect::Update { pool } => super::link::update_pool_nodes(self, &pool),
+            _ => {}
+        }
+    }
+
+    fn apply_gke_effect(&mut self, i: usize, effect: GkeEffect) {
+        let Some(op) = self.gke_ops.get_mut(i) else {
+            return;
+        };
+        match effect {
             GkeEffect::Create {
                 pool,
                 stockout,

@@ -340,6 +340,49 @@ impl Kind for Nodes {
             .map_err(|e| e.to_string())
     }
 
+    /// Readiness by the one rule of both backends
+    /// ([`crate::kinds::readiness`]): the replica's Nodes (those of its
+    /// VMs) Ready, with the accelerator and topology labels and
+    /// `google.com/tpu` = chips per host.
+    fn report_nodes(&self, live: Option<&Body>, desired: &Desired, hosts: u32) -> LiveReport {
+        let Some(want) = desired_group(&desired.body) else {
+            return match live {
+                Some(l) => self.report(l, hosts),
+                None => LiveReport::default(),
+            };
+        };
+        let g = live.and_then(group);
+        let nodes: Vec<&NodeView> = g
+            .map(|g| {
+                g.nodes
+                    .iter()
+                    .filter(|n| n.provider_id.starts_with(&want.provider_id_prefix))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let expect = crate::kinds::readiness::Expect {
+            hosts: want.hosts,
+            chips: want.chips,
+            labels: [render::LABEL_ACCELERATOR, render::LABEL_TOPOLOGY]
+                .into_iter()
+                .filter_map(|k| Some((k.to_string(), want.labels.get(k)?.clone())))
+                .collect(),
+        };
+        let r = crate::kinds::readiness::judge(&nodes, &expect);
+        let mut report = match live {
+            Some(l) => self.report(l, hosts),
+            None => LiveReport::default(),
+        };
+        report.nodes = match g {
+            Some(_) => format!("{} ({} joined)", r.nodes_column(), nodes.len()),
+            None => r.nodes_column(),
+        };
+        if report.error.is_empty() && !r.why.is_empty() && g.is_some() {
+            report.error = format!("{}{}", crate::kinds::readiness::NOT_READY_PREFIX, r.why);
+        }
+        report
+    }
+
     fn report(&self, live: &Body, hosts: u32) -> LiveReport {
         let Some(g) = group(live) else {
             return LiveReport::default();

@@ -7,6 +7,7 @@
 
 mod exec;
 pub mod fields;
+pub mod nodes;
 pub mod provisioner_hash;
 pub mod render;
 
@@ -44,6 +45,8 @@ fn desired_pool(d: &Desired) -> Option<&NodePool> {
 }
 
 impl Kind for NodePools {
+    /// The GKE cluster, and its Kubernetes API (where the pools' Nodes
+    /// are read: [`nodes::GkeNodes`]).
     fn scopes(&self, t: &crate::spec::Target) -> Vec<Scope> {
         let gke = t.spec.gke.as_ref();
         gke.map(|g| {
@@ -54,6 +57,7 @@ impl Kind for NodePools {
             })
         })
         .into_iter()
+        .chain(nodes::kube_scope(t))
         .collect()
     }
 

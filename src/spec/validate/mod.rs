@@ -196,8 +196,30 @@ fn validate(
     let mut zone_at: BTreeMap<String, Location> = BTreeMap::new();
     // (Target, ownerId, previous name, where it is written).
     let mut target_claims: Vec<(String, String, String, Location)> = Vec::new();
+    // GKE cluster → (the first Target naming it, its kubeApi): one cluster
+    // has one Kubernetes API, reached one way.
+    let mut gke_api: BTreeMap<(String, String, String), (String, crate::spec::model::GkeKubeApi)> =
+        BTreeMap::new();
     for doc in targets {
         if let DocumentSpec::Target(spec) = doc.spec {
+            if let Some(g) = &spec.gke {
+                let key = (spec.project.clone(), g.location.clone(), g.name.clone());
+                match gke_api.get(&key) {
+                    Some((first, api)) if api != &g.kube_api => d.push(
+                        doc.fields.key(&["spec", "gke", "name"]),
+                        format!(
+                            "Target {first:?} names the same GKE cluster with another kubeApi; a \
+                             cluster's Kubernetes API is reached one way: give every Target of \
+                             cluster {} the same gke.kubeApi",
+                            g.name
+                        ),
+                    ),
+                    Some(_) => {}
+                    None => {
+                        gke_api.insert(key, (doc.metadata.name.clone(), g.kube_api.clone()));
+                    }
+                }
+            }
             zone_at.insert(
                 doc.metadata.name.clone(),
                 doc.fields.value(&["spec", "zone"]),
@@ -657,6 +679,7 @@ fn check_target(d: &mut Diags<'_>, f: &FieldIndex, spec: &TargetSpec) -> bool {
                 format!("cluster name {:?} {problem}", gke.name),
             );
         }
+        check_gke_kube_api(d, f, &gke.kube_api);
     }
     if spec.gke.is_some() && spec.gce.is_some() {
         d.push(
@@ -766,6 +789,53 @@ fn check_target(d: &mut Diags<'_>, f: &FieldIndex, spec: &TargetSpec) -> bool {
         }
     }
     d.0.len() == before
+}
+
+/// A GKE Target's `kubeApi`: at most one of `endpoint`, `kubeconfig` and
+/// `inCluster`; `context` only with `kubeconfig`.
+fn check_gke_kube_api(d: &mut Diags<'_>, f: &FieldIndex, api: &crate::spec::model::GkeKubeApi) {
+    let at_key = |field: &str| f.key(&["spec", "gke", "kubeApi", field]);
+    let at_value = |field: &str| f.value(&["spec", "gke", "kubeApi", field]);
+    let chosen: Vec<&str> = [
+        ("endpoint", api.endpoint.is_some()),
+        ("kubeconfig", api.kubeconfig.is_some()),
+        ("inCluster", api.in_cluster),
+    ]
+    .into_iter()
+    .filter_map(|(name, set)| set.then_some(name))
+    .collect();
+    if chosen.len() > 1 {
+        d.push(
+            at_key(chosen[1]),
+            format!(
+                "kubeApi takes one of `endpoint: public|private|dns` (the endpoint and CA from \
+                 clusters.get, with slicectl's Google token), `kubeconfig: PATH` (optionally with \
+                 `context`) or `inCluster: true`, not {}",
+                chosen.join(" and ")
+            ),
+        );
+    }
+    if let Some(path) = &api.kubeconfig
+        && path.trim().is_empty()
+    {
+        d.push(
+            at_value("kubeconfig"),
+            "kubeconfig must be a path, e.g. ~/.kube/config",
+        );
+    }
+    if let Some(context) = &api.context {
+        if api.kubeconfig.is_none() {
+            d.push(
+                at_key("context"),
+                "context names a context of `kubeconfig`; it is only allowed with `kubeconfig`",
+            );
+        } else if context.trim().is_empty() {
+            d.push(
+                at_value("context"),
+                "context must not be empty; omit it to use the kubeconfig's current context",
+            );
+        }
+    }
 }
 
 fn check_target_ref(
@@ -1396,6 +1466,80 @@ spec:
             fleet.target_of(small).map(|t| t.spec.owner_id.as_str()),
             Some("platform")
         );
+    }
+
+    #[test]
+    fn a_gke_kube_api_takes_one_way_located() {
+        let slice_text = slice("a", "  accelerator: tpu-v5p-slice\n  topology: 2x2x1\n");
+        let with = |api: &str| format!("{}    kubeApi:\n{api}{slice_text}", TARGET);
+        // Each way alone is valid; none given means `endpoint: public`.
+        for ok in [
+            "      endpoint: private\n",
+            "      endpoint: dns\n",
+            "      kubeconfig: ~/.kube/config\n      context: train\n",
+            "      inCluster: true\n",
+        ] {
+            let fleet =
+                load(&[file("k.yaml", &with(ok))]).unwrap_or_else(|d| panic!("{ok}: {d:?}"));
+            assert!(
+                !fleet.targets["train"]
+                    .spec
+                    .gke
+                    .as_ref()
+                    .unwrap()
+                    .kube_api
+                    .is_default()
+            );
+        }
+        let fleet = load(&[file("k.yaml", &format!("{TARGET}{slice_text}"))]).expect("valid");
+        assert_eq!(
+            fleet.targets["train"]
+                .spec
+                .gke
+                .as_ref()
+                .unwrap()
+                .kube_api
+                .access(),
+            crate::spec::model::GkeAccess::Endpoint(crate::spec::model::GkeEndpoint::Public)
+        );
+        // Two Targets of one cluster reach its API one way.
+        let second = TARGET
+            .replace("name: train\nspec", "name: train-b\nspec")
+            .replace("us-central1-a", "us-central1-b");
+        let text = format!(
+            "{}    kubeApi: {{endpoint: private}}\n---\n{second}{slice_text}",
+            TARGET
+        );
+        let d = load(&[file("two.yaml", &text)]).expect_err("two ways");
+        let text: Vec<String> = d.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter()
+                .any(|t| t.contains("same GKE cluster with another kubeApi")),
+            "{text:?}"
+        );
+        for (bad, want, line) in [
+            (
+                "      endpoint: public\n      kubeconfig: ~/.kube/config\n",
+                "not endpoint and kubeconfig",
+                14,
+            ),
+            (
+                "      kubeconfig: /k\n      inCluster: true\n",
+                "not kubeconfig and inCluster",
+                14,
+            ),
+            ("      context: x\n", "only allowed with `kubeconfig`", 13),
+            ("      kubeconfig: \" \"\n", "kubeconfig must be a path", 13),
+            ("      endpoint: internal\n", "internal", 13),
+        ] {
+            let d = load(&[file("k.yaml", &with(bad))]).expect_err(bad);
+            let text: Vec<String> = d.iter().map(ToString::to_string).collect();
+            assert!(
+                text.iter()
+                    .any(|t| t.contains(want) && t.contains(&format!("k.yaml:{line}:"))),
+                "{bad}: {text:?}"
+            );
+        }
     }
 
     #[test]

@@ -31,7 +31,8 @@ fn kube_of(a: &Action) -> Result<&KubeRef, ApplyError> {
     }
 }
 
-fn view(n: &Node) -> NodeView {
+/// A Node as the kinds read it (readiness, labels, taints, providerID).
+pub fn view(n: &Node) -> NodeView {
     let status = n.status.as_ref();
     let qty =
         |m: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
@@ -129,7 +130,8 @@ impl KindExec for Nodes {
     }
 
     fn observes(&self, scope: &Scope) -> bool {
-        matches!(scope, Scope::Kube(_))
+        // A self-managed cluster's API, not a GKE cluster's.
+        matches!(scope, Scope::Kube(k) if k.gke_cluster().is_none())
     }
 
     async fn observe(&self, cloud: &Cloud, scope: &Scope) -> Result<Observed, CloudError> {
@@ -222,7 +224,8 @@ impl KindExec for DevicePlugins {
     }
 
     fn observes(&self, scope: &Scope) -> bool {
-        matches!(scope, Scope::Kube(_))
+        // A self-managed cluster's API, not a GKE cluster's.
+        matches!(scope, Scope::Kube(k) if k.gke_cluster().is_none())
     }
 
     async fn observe(&self, cloud: &Cloud, scope: &Scope) -> Result<Observed, CloudError> {
