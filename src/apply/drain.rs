@@ -26,7 +26,7 @@ pub const POLL: Duration = Duration::from_secs(2);
 /// The replica was idle when the plan was made: a pod bound to its Nodes
 /// since then holds the step (`busy`), and the next run follows the
 /// slice's disruption policy.
-async fn recheck(
+pub async fn recheck(
     cloud: &Cloud,
     a: &Action,
     k: &crate::resource::KubeRef,
@@ -71,9 +71,6 @@ pub async fn run_every(
     a: &Action,
     poll: Duration,
 ) -> Result<StepOutcome, ApplyError> {
-    if let Some((k, nodes)) = &a.recheck {
-        return recheck(cloud, a, k, nodes).await;
-    }
     let Some(d) = a
         .disruption
         .as_ref()
@@ -337,8 +334,8 @@ mod tests {
         let (fake, cloud) = setup();
         let mut a = action(60, None);
         a.disruption = None;
-        a.recheck = Some((kube(), vec!["n1".into()]));
-        let err = run_every(&cloud, &a, Duration::from_millis(10))
+        let k = kube();
+        let err = recheck(&cloud, &a, &k, &["n1".to_string()])
             .await
             .unwrap_err();
         assert_eq!(err.code(), "busy");
@@ -348,11 +345,8 @@ mod tests {
         );
         assert!(fake.calls_of("evict_pod").is_empty());
         assert!(fake.calls_of("cordon_node").is_empty());
-        a.recheck = Some((kube(), vec!["n9".into()]));
         assert_eq!(
-            run_every(&cloud, &a, Duration::from_millis(10))
-                .await
-                .unwrap(),
+            recheck(&cloud, &a, &k, &["n9".to_string()]).await.unwrap(),
             StepOutcome::Done
         );
     }

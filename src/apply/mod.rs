@@ -377,6 +377,12 @@ async fn run_step(
     if op == StepOp::Drain {
         return drain::run(&cloud, &a).await;
     }
+    // A replica idle when planned is looked at again as its capacity goes.
+    if op == StepOp::Delete
+        && let Some((k, nodes)) = &a.recheck
+    {
+        drain::recheck(&cloud, &a, k, nodes).await?;
+    }
     match exec {
         Some(e) => e.execute(&cloud, &sched, &a, op).await,
         None => Err(ApplyError::UnknownKind(a.address())),

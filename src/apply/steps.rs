@@ -104,11 +104,9 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
         if a.operation.is_some() {
             prev = Some(push(&mut steps, i, StepOp::WaitInFlight, vec![]));
         }
-        if a.recheck.is_some()
-            || a.disruption.as_ref().is_some_and(|d| {
-                d.how == crate::plan::workload::DisruptHow::Drain && !d.nodes.is_empty()
-            })
-        {
+        if a.disruption.as_ref().is_some_and(|d| {
+            d.how == crate::plan::workload::DisruptHow::Drain && !d.nodes.is_empty()
+        }) {
             prev = Some(push(
                 &mut steps,
                 i,
