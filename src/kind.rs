@@ -21,6 +21,7 @@ pub use crate::plan::kind::{
     Body, Comparison, Desired, Kind, KindId, LiveReport, LiveResource, LiveState, NotReady,
     OperationRecord, RenderCtx, Resource, ResourceId, Scope, SliceRef, UpdateGroup, body_as,
 };
+pub use crate::plan::workload::{GKE_NODEPOOL, Hosts};
 pub use crate::plan::{Action, ActionKind, hash, names, ownership};
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! everything it leaves behind is observed and repaired by the next run (no
 //! local state).
 
+pub mod drain;
 pub mod exec;
 pub mod progress;
 pub mod schedule;
@@ -384,6 +385,15 @@ async fn run_step(
     a: Action,
     op: StepOp,
 ) -> Result<StepOutcome, ApplyError> {
+    if op == StepOp::Drain {
+        return drain::run(&cloud, &a).await;
+    }
+    // A replica idle when planned is looked at again as its capacity goes.
+    if op == StepOp::Delete
+        && let Some((k, nodes)) = &a.recheck
+    {
+        drain::recheck(&cloud, &a, k, nodes).await?;
+    }
     match exec {
         Some(e) => e.execute(&cloud, &sched, &a, op).await,
         None => Err(ApplyError::UnknownKind(a.address())),
@@ -436,6 +446,24 @@ pub async fn execute(
     progress: Arc<dyn Progress>,
 ) -> ApplyReport {
     let start = Instant::now();
+    let mut release_failures = Vec::new();
+    for r in &plan.released {
+        for n in &r.nodes {
+            if let Err(e) = cloud
+                .kube
+                .uncordon_node(&r.kube, n, crate::spec::disruption::DRAINING_SINCE)
+                .await
+            {
+                tracing::warn!(cluster = %r.cluster, node = %n, error = %e, "cannot release a Node from a drain no longer planned");
+                release_failures.push(Failure {
+                    address: format!("node {n} in {}", r.kube),
+                    code: ApplyError::Kube(e).code(),
+                    message: "cannot uncordon it after a drain that is no longer planned; the next run tries again"
+                        .to_string(),
+                });
+            }
+        }
+    }
     let exec_of = |id| {
         kinds
             .iter()
@@ -498,6 +526,10 @@ pub async fn execute(
     // A replacement whose old resource is deleted.
     let mut old_deleted = vec![false; plan.actions.len()];
     let mut report = ApplyReport::default();
+    for f in release_failures {
+        report.failed.push((f.address.clone(), f.message.clone()));
+        report.failures.push(f);
+    }
     let mut running: JoinSet<(usize, Duration, Result<StepOutcome, ApplyError>)> = JoinSet::new();
     let mut tasks: HashMap<tokio::task::Id, usize> = HashMap::new();
     let max_replacements = opts.max_replacements.max(1);

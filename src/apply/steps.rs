@@ -21,6 +21,9 @@ pub enum StepOp {
     /// Clean up after it and the kinds it depends on are deleted (Node
     /// objects and bootstrap Secrets after the VMs).
     Cleanup,
+    /// Drain the busy slice replica's Nodes before its capacity is
+    /// destroyed (`whenBusy: drain`; run by the executor itself).
+    Drain,
 }
 
 impl StepOp {
@@ -32,6 +35,7 @@ impl StepOp {
             StepOp::Update => "updating",
             StepOp::Delete => "deleting",
             StepOp::Cleanup => "cleaning up",
+            StepOp::Drain => "draining",
         }
     }
 }
@@ -99,6 +103,16 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
         let mut prev: Option<usize> = None;
         if a.operation.is_some() {
             prev = Some(push(&mut steps, i, StepOp::WaitInFlight, vec![]));
+        }
+        if a.disruption.as_ref().is_some_and(|d| {
+            d.how == crate::plan::workload::DisruptHow::Drain && !d.nodes.is_empty()
+        }) {
+            prev = Some(push(
+                &mut steps,
+                i,
+                StepOp::Drain,
+                prev.into_iter().collect(),
+            ));
         }
         let chain: &[StepOp] = match (a.action, ki.cleanup) {
             (ActionKind::Create, _) => &[StepOp::Create],
@@ -278,6 +292,8 @@ mod tests {
             operation: None,
             timeout: Duration::from_secs(1),
             noun: "x",
+            disruption: None,
+            recheck: None,
         }
     }
 
@@ -288,6 +304,8 @@ mod tests {
             actions,
             unmanaged: vec![],
             refused: vec![],
+            held: vec![],
+            released: vec![],
             deferred: vec![],
             unobserved: vec![],
             undiscovered: vec![],

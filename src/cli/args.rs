@@ -152,6 +152,10 @@ pub enum Command {
         /// cannot be read (refusal `protection_unknown`).
         #[arg(long)]
         allow_unverified_delete: bool,
+        /// Destroy busy slice replicas too, killing the pods bound to their
+        /// Nodes, whatever their disruption policy says (named in the plan).
+        #[arg(long)]
+        disrupt: bool,
         /// Execution settings.
         #[command(flatten)]
         exec: Exec,

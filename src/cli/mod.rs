@@ -168,7 +168,8 @@ async fn run(cmd: Command) -> Result<u8> {
             if unobserved {
                 return Ok(EXIT_ERROR);
             }
-            Ok(if detailed_exitcode && plan.summary.has_changes() {
+            let pending = plan.summary.has_changes() || plan.summary.held > 0;
+            Ok(if detailed_exitcode && pending {
                 EXIT_CHANGES
             } else {
                 EXIT_OK
@@ -239,6 +240,7 @@ async fn run(cmd: Command) -> Result<u8> {
             conn,
             max_destroy,
             allow_unverified_delete,
+            disrupt,
             exec,
         } => {
             let Some(loaded) = load_observable(&dir)? else {
@@ -248,6 +250,7 @@ async fn run(cmd: Command) -> Result<u8> {
                 max_destroy,
                 allow_empty_source: true,
                 allow_unverified_delete,
+                disrupt,
             };
             reconcile(&loaded.fleet, &conn, PlanMode::Destroy, opts, &exec).await
         }
@@ -443,6 +446,9 @@ fn print_report(report: &engine::Report, fleet: &Fleet, verb: &str) -> u8 {
             println!("  not ready [{}]: {}: {}", n.code, n.address, n.message);
         }
     }
+    for h in &report.plan.held {
+        println!("  held [{}]: {}: {}", h.code, h.address, h.message);
+    }
     if !fleet.slices.is_empty() {
         println!();
         print!("{}", status::table(&report.status));
@@ -538,6 +544,7 @@ fn plan_options(s: &Safety) -> PlanOptions {
         max_destroy: s.max_destroy.unwrap_or(args::DEFAULT_MAX_DESTROY),
         allow_empty_source: s.allow_empty_source,
         allow_unverified_delete: s.allow_unverified_delete,
+        disrupt: false,
     }
 }
 

@@ -46,6 +46,7 @@ impl From<SavedOptions> for PlanOptions {
             max_destroy: o.max_destroy,
             allow_empty_source: o.allow_empty_source,
             allow_unverified_delete: o.allow_unverified_delete,
+            disrupt: false,
         }
     }
 }
@@ -209,6 +210,8 @@ mod tests {
             actions: vec![],
             unmanaged: vec![],
             refused: vec![],
+            held: vec![],
+            released: vec![],
             deferred: vec![],
             unobserved: vec![],
             undiscovered: vec![],

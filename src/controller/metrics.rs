@@ -85,6 +85,9 @@ pub struct Metrics {
     pub leader: Gauge,
     /// `slicectl_target_unobserved{target}`.
     pub target_unobserved: Family<TargetLabel, Gauge>,
+    /// `slicectl_held_steps{code}`: steps held by a disruption policy in
+    /// the last cycle (busy slice replicas), by code.
+    pub held: Family<CodeLabel, Gauge>,
     registry: Arc<Registry>,
 }
 
@@ -160,7 +163,14 @@ impl Metrics {
             "1 for each Target that could not be observed in the last cycle (its slices got no action), 0 for each that was",
             target_unobserved.clone(),
         );
+        let held = Family::<CodeLabel, Gauge>::default();
+        r.register(
+            "held_steps",
+            "Steps that destroy a busy slice replica's capacity, held by its disruption policy in the last cycle, by code (busy, do_not_disrupt, outside_window, budget, busy_unknown)",
+            held.clone(),
+        );
         Metrics {
+            held,
             cycles,
             duration,
             slices,
@@ -192,6 +202,25 @@ impl Metrics {
                 code: code.to_string(),
             })
             .inc();
+    }
+
+    /// Sets the held steps of the last cycle per code (codes not held this
+    /// cycle drop to 0).
+    pub fn set_held(&self, held: &[crate::plan::workload::Held]) {
+        for code in [
+            "busy",
+            "do_not_disrupt",
+            "outside_window",
+            "budget",
+            "busy_unknown",
+        ] {
+            let n = held.iter().filter(|h| h.code == code).count();
+            self.held
+                .get_or_create(&CodeLabel {
+                    code: code.to_string(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
     }
 
     /// Sets the slices per condition (every condition is always present).
@@ -305,6 +334,7 @@ mod tests {
         m.capacity_unavailable.inc();
         m.leader.set(1);
         m.last_good_age.set(3.0);
+        m.set_held(&[]);
         let text = m.encode().unwrap();
         for want in [
             "slicectl_reconcile_cycles_total{result=\"applied\"} 1",
@@ -319,6 +349,8 @@ mod tests {
             "slicectl_capacity_unavailable_total 1",
             "slicectl_capacity_held_slices 0",
             "slicectl_leader 1",
+            "slicectl_held_steps{code=\"busy\"} 0",
+            "slicectl_held_steps{code=\"busy_unknown\"} 0",
             "# EOF",
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");

@@ -100,6 +100,7 @@ impl<P, W> ControllerSink<P, W> {
                         .collect();
                     self.metrics
                         .set_targets(end.fleet.targets.keys(), &unobserved);
+                    self.metrics.set_held(&r.plan.held);
                 }
                 // The deletes a suspended prune refuses are counted once, as
                 // the cycle's result, not per action.

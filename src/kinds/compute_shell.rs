@@ -261,6 +261,8 @@ impl<K: ComputeKind> KindExec for K {
         let place = K::Place::of(&a.id.scope).ok_or_else(|| ApplyError::Scope(a.address()))?;
         let timeout = a.timeout.max(std::time::Duration::from_secs(1));
         let started = match op {
+            // The executor drains, before the kind runs (crate::apply::drain).
+            StepOp::Drain => return Ok(StepOutcome::Done),
             StepOp::WaitInFlight => place.operation(a.operation.as_deref().unwrap_or_default()),
             StepOp::Create => {
                 let item = crate::kind::desired_body::<K::Item>(a)?;

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret, ServiceAccount, Taint};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, ServiceAccount, Taint};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::KubeConfigOptions;
 use kube::{Client, Config, Resource};
 use serde::Serialize;
@@ -26,8 +26,8 @@ use super::bootstrap_token::{BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_SECRET_T
 use super::error::{Attempt, KubeError, chain};
 use super::kubeconfig::{Origin, TrustedKubeconfigs};
 use super::service::{
-    DevicePluginObjects, FIELD_MANAGER, KubeService, StoredToken, UNSCHEDULABLE_TAINT_KEY,
-    expiration_after, is_cordoned, unschedulable_taint,
+    DevicePluginObjects, Eviction, FIELD_MANAGER, KubeService, StoredToken,
+    UNSCHEDULABLE_TAINT_KEY, expiration_after, is_cordoned, unschedulable_taint,
 };
 use super::{BootstrapToken, TokenSpec, ca_cert_hash};
 use crate::cloud::{GkeService, TokenSource};
@@ -467,6 +467,10 @@ impl Cx<'_> {
         Api::all(self.client.clone())
     }
 
+    fn all_pods(&self) -> Api<Pod> {
+        Api::all(self.client.clone())
+    }
+
     fn namespaced<K>(&self, ns: &str) -> Api<K>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
@@ -706,6 +710,95 @@ impl KubeService for KubeClients {
             {
                 Ok(_) => {
                     tracing::info!(cluster = %k.endpoint, node = name, "cordoned node");
+                    return Ok(());
+                }
+                Err(e) => {
+                    let e = cx.err(attempt, e);
+                    if !e.is_conflict() {
+                        return Err(e);
+                    }
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last
+            .unwrap_or_else(|| cx.invalid(Attempt::on("patch", "nodes", name), "no attempt made")))
+    }
+
+    async fn pods(&self, k: &KubeRef) -> Result<Vec<Pod>, KubeError> {
+        let cx = self.client(k).await?;
+        let api = cx.all_pods();
+        let attempt = Attempt::new("list", "pods");
+        let mut out = Vec::new();
+        let mut continue_token: Option<String> = None;
+        loop {
+            let mut lp = ListParams::default()
+                .limit(PAGE)
+                .fields("status.phase!=Succeeded,status.phase!=Failed");
+            if let Some(c) = continue_token.take() {
+                lp = lp.continue_token(&c);
+            }
+            let page = api
+                .list(&lp)
+                .await
+                .map_err(|e| cx.err(attempt.clone(), e))?;
+            out.extend(page.items);
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(c) => continue_token = Some(c),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    async fn evict_pod(
+        &self,
+        k: &KubeRef,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Eviction, KubeError> {
+        let cx = self.client(k).await?;
+        let api = cx.namespaced::<Pod>(namespace);
+        let attempt = Attempt::on("create", "pods/eviction", format!("{namespace}/{name}"));
+        match api.evict(name, &EvictParams::default()).await {
+            Ok(_) => {
+                tracing::info!(cluster = %k.endpoint, pod = %format!("{namespace}/{name}"), "evicted pod");
+                Ok(Eviction::Evicted)
+            }
+            Err(::kube::Error::Api(e)) if e.code == 404 => Ok(Eviction::Evicted),
+            Err(::kube::Error::Api(e)) if e.code == 429 => Ok(Eviction::Refused(e.message)),
+            Err(e) => Err(cx.err(attempt, e)),
+        }
+    }
+
+    async fn uncordon_node(&self, k: &KubeRef, name: &str, label: &str) -> Result<(), KubeError> {
+        let cx = self.client(k).await?;
+        let nodes = cx.all::<Node>();
+        let mut last = None;
+        for _ in 0..CONFLICT_ATTEMPTS {
+            let node = match nodes.get_opt(name).await {
+                Ok(Some(n)) => n,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(cx.err(Attempt::on("get", "nodes", name), e)),
+            };
+            let taints: Vec<Taint> = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|t| !(t.key == UNSCHEDULABLE_TAINT_KEY && t.effect == "NoSchedule"))
+                .collect();
+            let patch = json!({
+                "metadata": { "resourceVersion": node.metadata.resource_version, "labels": { label: null } },
+                "spec": { "unschedulable": null, "taints": taints },
+            });
+            let attempt = Attempt::on("patch", "nodes", name);
+            match nodes
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(cluster = %k.endpoint, node = name, "uncordoned node (its drain is no longer planned)");
                     return Ok(());
                 }
                 Err(e) => {

@@ -13,7 +13,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
-    Node, NodeCondition, NodeSpec, NodeStatus, Secret, ServiceAccount, Taint,
+    Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus, Secret, ServiceAccount,
+    Taint,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -23,8 +24,8 @@ use sha2::{Digest, Sha256};
 use super::bootstrap_token::{BOOTSTRAP_TOKEN_NAMESPACE, BootstrapToken, TokenSpec};
 use super::error::{Attempt, KubeError};
 use super::service::{
-    DevicePluginObjects, KubeService, LabelSelector, StoredToken, UNSCHEDULABLE_TAINT_KEY,
-    expiration_after, is_cordoned, unschedulable_taint,
+    DevicePluginObjects, Eviction, KubeService, LabelSelector, StoredToken,
+    UNSCHEDULABLE_TAINT_KEY, expiration_after, is_cordoned, unschedulable_taint,
 };
 use crate::resource::KubeRef;
 
@@ -54,6 +55,8 @@ pub const WRITE_METHODS: &[&str] = &[
     "delete_secret",
     "apply_device_plugin",
     "delete_device_plugin",
+    "evict_pod",
+    "uncordon_node",
 ];
 
 type Key = (String, String);
@@ -63,6 +66,9 @@ struct Cluster {
     unreachable: bool,
     ca_hash: Option<String>,
     nodes: BTreeMap<String, Node>,
+    pods: BTreeMap<Key, Pod>,
+    /// Pods whose eviction a PodDisruptionBudget refuses (429).
+    protected_pods: std::collections::BTreeSet<Key>,
     secrets: BTreeMap<Key, Secret>,
     daemonsets: BTreeMap<Key, DaemonSet>,
     service_accounts: BTreeMap<Key, ServiceAccount>,
@@ -211,6 +217,90 @@ impl FakeKube {
             return Err(fault_error(fault, k, attempt));
         }
         Ok(())
+    }
+
+    // -------------------------------------------------------------- pods
+
+    /// A running pod `ns/name` bound to Node `node`, with `labels` and
+    /// `annotations` (and, when `owner_kind` is given, a controller owner
+    /// reference of that kind named `owner_name`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn seed_pod(
+        &self,
+        k: &KubeRef,
+        ns: &str,
+        name: &str,
+        node: &str,
+        labels: &[(&str, &str)],
+        annotations: &[(&str, &str)],
+        owner: Option<(&str, &str)>,
+    ) {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let map = |pairs: &[(&str, &str)]| -> Option<BTreeMap<String, String>> {
+            (!pairs.is_empty()).then(|| {
+                pairs
+                    .iter()
+                    .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+                    .collect()
+            })
+        };
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some(ns.to_owned()),
+                labels: map(labels),
+                annotations: map(annotations),
+                owner_references: owner.map(|(kind, n)| {
+                    vec![OwnerReference {
+                        api_version: "v1".into(),
+                        kind: kind.to_owned(),
+                        name: n.to_owned(),
+                        uid: format!("uid-{n}"),
+                        controller: Some(true),
+                        ..OwnerReference::default()
+                    }]
+                }),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some(node.to_owned()),
+                ..PodSpec::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                ..PodStatus::default()
+            }),
+        };
+        self.with(k, |c, _| {
+            c.pods.insert(key(ns, name), pod);
+        });
+    }
+
+    /// Sets a pod's phase (`Succeeded`, `Failed`: it is no longer listed).
+    pub fn set_pod_phase(&self, k: &KubeRef, ns: &str, name: &str, phase: &str) {
+        self.with(k, |c, _| {
+            if let Some(p) = c.pods.get_mut(&key(ns, name)) {
+                p.status.get_or_insert_with(PodStatus::default).phase = Some(phase.to_owned());
+            }
+        });
+    }
+
+    /// Makes a PodDisruptionBudget refuse (`true`) or allow the eviction of a pod.
+    pub fn protect_pod(&self, k: &KubeRef, ns: &str, name: &str, protected: bool) {
+        self.with(k, |c, _| {
+            if protected {
+                c.protected_pods.insert(key(ns, name));
+            } else {
+                c.protected_pods.remove(&key(ns, name));
+            }
+        });
+    }
+
+    /// The pods of a cluster, `ns/name`.
+    pub fn pod_names(&self, k: &KubeRef) -> Vec<String> {
+        self.with(k, |c, _| {
+            c.pods.keys().map(|(ns, n)| format!("{ns}/{n}")).collect()
+        })
     }
 
     // -------------------------------------------------------------- nodes
@@ -368,10 +458,10 @@ impl FakeKube {
 
 fn method_verb(method: &str) -> &'static str {
     match method {
-        "patch_node" | "cordon_node" | "apply_device_plugin" => "patch",
+        "patch_node" | "cordon_node" | "uncordon_node" | "apply_device_plugin" => "patch",
         "delete_node" | "delete_secret" | "delete_device_plugin" => "delete",
-        "create_bootstrap_token" => "create",
-        "nodes" | "bootstrap_tokens" => "list",
+        "create_bootstrap_token" | "evict_pod" => "create",
+        "nodes" | "pods" | "bootstrap_tokens" => "list",
         _ => "get",
     }
 }
@@ -538,6 +628,62 @@ impl KubeService for FakeKube {
             node.metadata.resource_version = Some(rv.to_string());
             Ok(())
         })
+    }
+
+    async fn pods(&self, k: &KubeRef) -> Result<Vec<Pod>, KubeError> {
+        self.call("pods", k, "")?;
+        Ok(self.with(k, |c, _| {
+            c.pods
+                .values()
+                .filter(|p| {
+                    !matches!(
+                        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                        Some("Succeeded" | "Failed")
+                    )
+                })
+                .cloned()
+                .collect()
+        }))
+    }
+
+    async fn evict_pod(
+        &self,
+        k: &KubeRef,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Eviction, KubeError> {
+        self.call("evict_pod", k, &format!("{namespace}/{name}"))?;
+        Ok(self.with(k, |c, _| {
+            let id = key(namespace, name);
+            if c.protected_pods.contains(&id) && c.pods.contains_key(&id) {
+                return Eviction::Refused(
+                    "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+                );
+            }
+            c.pods.remove(&id);
+            Eviction::Evicted
+        }))
+    }
+
+    async fn uncordon_node(&self, k: &KubeRef, name: &str, label: &str) -> Result<(), KubeError> {
+        self.call("uncordon_node", k, name)?;
+        self.with(k, |c, rv| {
+            let Some(node) = c.nodes.get_mut(name) else {
+                return;
+            };
+            if let Some(l) = node.metadata.labels.as_mut() {
+                l.remove(label);
+            }
+            if let Some(spec) = node.spec.as_mut() {
+                spec.unschedulable = None;
+                if let Some(t) = spec.taints.as_mut() {
+                    t.retain(|t| !(t.key == UNSCHEDULABLE_TAINT_KEY && t.effect == "NoSchedule"));
+                }
+            }
+            *rv += 1;
+            node.metadata.resource_version = Some(rv.to_string());
+        });
+        Ok(())
     }
 
     async fn delete_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError> {

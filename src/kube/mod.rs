@@ -23,6 +23,6 @@ pub use clients::{GkeLink, KubeClients};
 pub use error::{Attempt, KubeError};
 pub use kubeconfig::{Origin, TrustedKubeconfigs};
 pub use service::{
-    DevicePluginObjects, FIELD_MANAGER, Kube, KubeService, LabelSelector, StoredToken,
+    DevicePluginObjects, Eviction, FIELD_MANAGER, Kube, KubeService, LabelSelector, StoredToken,
     UNSCHEDULABLE_TAINT_KEY, is_cordoned, unschedulable_taint,
 };

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Secret, ServiceAccount, Taint};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret, ServiceAccount, Taint};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 
 use super::bootstrap_token::{BOOTSTRAP_TOKEN_SECRET_TYPE, BootstrapToken};
@@ -74,6 +74,27 @@ pub trait KubeService: Send + Sync {
     /// Deletes a Node object; a missing one is fine.
     async fn delete_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError>;
 
+    /// Releases a Node slicectl cordoned for a drain that is no longer
+    /// planned: `spec.unschedulable: false`, the unschedulable taint and the
+    /// label `label` removed. A missing Node is fine.
+    async fn uncordon_node(&self, k: &KubeRef, name: &str, label: &str) -> Result<(), KubeError>;
+
+    /// Every Pod of the cluster that is not terminal (one paginated list,
+    /// field selector `status.phase!=Succeeded,status.phase!=Failed`): what
+    /// tells whether a slice replica is busy.
+    async fn pods(&self, k: &KubeRef) -> Result<Vec<Pod>, KubeError>;
+
+    /// Evicts a Pod through the Eviction API (`pods/eviction`), so that
+    /// PodDisruptionBudgets hold: [`Eviction::Refused`] when the API server
+    /// answers 429 (a budget refuses it now). A Pod already gone is
+    /// [`Eviction::Evicted`].
+    async fn evict_pod(
+        &self,
+        k: &KubeRef,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Eviction, KubeError>;
+
     /// The `bootstrap.kubernetes.io/token` Secrets in `kube-system` matching
     /// a label selector (`a=b,c!=d,e`), as [`StoredToken`]s.
     async fn bootstrap_tokens(
@@ -129,6 +150,16 @@ pub trait KubeService: Send + Sync {
         k: &KubeRef,
         objects: &DevicePluginObjects,
     ) -> Result<(), KubeError>;
+}
+
+/// What an eviction came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Eviction {
+    /// The Pod is being deleted (or was gone already).
+    Evicted,
+    /// A PodDisruptionBudget refuses it now (429), with the API server's
+    /// message.
+    Refused(String),
 }
 
 /// The objects of the TPU device plugin, rendered by the pure core. Each

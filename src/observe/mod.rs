@@ -4,6 +4,7 @@
 //! [`crate::apply::KindExec::observe`] lists its own resources.
 
 mod shared;
+pub mod workloads;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -276,8 +277,10 @@ pub async fn observe(cloud: &Cloud, fleet: &Fleet, kinds: &[&dyn RegisteredKind]
     );
     left.extend(zones);
     undiscovered.extend(zones_failed);
+    let workloads = workloads::observe(cloud, &owners, &deferred).await;
     let mut inv = Inventory {
         deferred,
+        workloads,
         ..Inventory::default()
     };
     let mut results = Vec::new();

@@ -76,6 +76,10 @@ pub(super) struct Decisions<'d> {
     owned_live: usize,
     /// Per unobserved Target: its live resources seen and left untouched.
     untouched: BTreeMap<String, usize>,
+    /// Steps held by a disruption policy.
+    held: Vec<super::workload::Held>,
+    /// Nodes cordoned for a drain no step plans any more.
+    released: Vec<super::workload::Release>,
 }
 
 /// Builds the plan: the phases in order.
@@ -102,6 +106,7 @@ pub(super) fn build(
         }
     }
     hold_back(&mut out.actions, &mut out.refused);
+    planner.respect_workloads(&mut out);
     planner.safety_rails(&mut out)?;
     Ok(planner.assemble(out))
 }
@@ -837,6 +842,8 @@ impl<'a> Planner<'a> {
             operation: running.map(|r| r.name.clone()),
             timeout: crate::spec::DEFAULT_OPERATION_TIMEOUT,
             noun: kind.noun(),
+            disruption: None,
+            recheck: None,
         }
     }
 
@@ -951,6 +958,27 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// Steps that destroy a busy slice replica's capacity follow its
+    /// disruption policy ([`super::workload::decide`]).
+    pub(super) fn respect_workloads(&self, out: &mut Decisions<'_>) {
+        let inputs = super::workload::Inputs {
+            fleet: self.fleet,
+            kinds: self.kinds,
+            workloads: &self.inv.workloads,
+            deferred: &self.inv.deferred,
+            mode: self.mode,
+            disrupt: self.opts.disrupt,
+        };
+        let live_own = |a: &Action| {
+            let kind = self.kind_of(a.id.kind)?;
+            let l = self.live_by_id.get(&a.id)?;
+            kind.ownership(&l.body)
+        };
+        let (held, released) = super::workload::decide(&inputs, live_own, &mut out.actions);
+        out.held = held;
+        out.released = released;
+    }
+
     /// The plan, in the order it runs: by slice replica then kind, refusals
     /// likewise, and a slice that looks renamed right after the slice it
     /// looks renamed to (creates first).
@@ -961,8 +989,18 @@ impl<'a> Planner<'a> {
             mut unmanaged,
             mut refused,
             untouched,
+            mut held,
+            released,
             ..
         } = out;
+        held.sort_by(|a, b| {
+            (&a.slice, a.replica, rank_str(kinds, a.kind), &a.name).cmp(&(
+                &b.slice,
+                b.replica,
+                rank_str(kinds, b.kind),
+                &b.name,
+            ))
+        });
         let rank = |k: KindId| kinds.iter().position(|x| x.id() == k).unwrap_or(usize::MAX);
         actions.sort_by(|a, b| {
             (&a.owner, rank(a.id.kind), &a.id.name).cmp(&(&b.owner, rank(b.id.kind), &b.id.name))
@@ -997,6 +1035,8 @@ impl<'a> Planner<'a> {
             actions,
             unmanaged,
             refused,
+            held,
+            released,
             deferred: self.deferred.clone(),
             unobserved: self
                 .unobserved
@@ -1099,6 +1139,8 @@ fn action(
         operation,
         timeout: d.timeout,
         noun: kind.noun(),
+        disruption: None,
+        recheck: None,
     }
 }
 

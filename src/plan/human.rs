@@ -86,6 +86,14 @@ fn render_action(out: &mut String, p: &Painter, a: &Action) {
         p.paint(bold(), &format!("# {}", a.address()))
     );
     let _ = writeln!(out, "  # {}", a.reason_text());
+    if let Some(d) = &a.disruption {
+        let _ = writeln!(
+            out,
+            "  # {} {}",
+            p.paint(yellow().bold(), "busy replica:"),
+            d.describe()
+        );
+    }
     if let Some(op) = &a.operation {
         let _ = writeln!(out, "  # waits first for operation {op}");
     }
@@ -176,6 +184,16 @@ pub fn render(plan: &Plan, color: bool) -> String {
     }
     render_refusals(&mut out, &p, plan);
     render_unobserved(&mut out, &p, plan);
+    render_held(&mut out, &p, plan);
+    for r in &plan.released {
+        let _ = writeln!(
+            out,
+            "{} Nodes {} in {} were cordoned for a drain that no step plans any more: they are uncordoned.\n",
+            p.paint(green().bold(), "Released:"),
+            r.nodes.join(", "),
+            r.kube
+        );
+    }
     for d in &plan.deferred {
         let _ = writeln!(
             out,
@@ -199,7 +217,15 @@ pub fn render(plan: &Plan, color: bool) -> String {
         out.push('\n');
     }
     if plan.actions.is_empty() {
-        let msg = if !plan.refused.is_empty()
+        let msg = if !plan.held.is_empty() && plan.refused.is_empty() && !plan.left_unobserved() {
+            p.paint(
+                yellow().bold(),
+                &format!(
+                    "Nothing to do now: {} step(s) held until their slice replicas may be disrupted.",
+                    plan.held.len()
+                ),
+            )
+        } else if !plan.refused.is_empty()
             && plan.refused.iter().all(|r| r.code == super::SETTLING)
             && !plan.left_unobserved()
         {
@@ -361,6 +387,36 @@ fn render_refusals(out: &mut String, p: &Painter, plan: &Plan) {
     out.push('\n');
 }
 
+/// Steps held by a disruption policy: busy replicas, with their pods.
+fn render_held(out: &mut String, p: &Painter, plan: &Plan) {
+    if plan.held.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        p.paint(
+            yellow().bold(),
+            "Held (busy slice replicas; these steps run by themselves once allowed, the rest of the plan goes ahead):"
+        )
+    );
+    for h in &plan.held {
+        let _ = writeln!(
+            out,
+            "  {} {} {} {:?} in {} [{}]
+      {}",
+            p.paint(yellow(), "="),
+            h.action.as_str(),
+            h.kind,
+            h.name,
+            h.scope,
+            h.code,
+            h.message
+        );
+    }
+    out.push('\n');
+}
+
 fn summary_line(plan: &Plan, p: &Painter) -> String {
     let s = plan.count();
     let s = &s;
@@ -376,6 +432,9 @@ fn summary_line(plan: &Plan, p: &Painter) -> String {
     }
     if s.unobserved > 0 {
         line.push_str(&format!(" {} slice(s) not observed.", s.unobserved));
+    }
+    if s.held > 0 {
+        line.push_str(&format!(" {} held (busy).", s.held));
     }
     p.paint(bold(), &line)
 }

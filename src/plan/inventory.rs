@@ -28,6 +28,8 @@ pub struct Inventory {
     /// Left-behind discovery that failed, per (project, backend): nothing
     /// is pruned there this time.
     pub undiscovered: BTreeMap<(String, &'static str), Unseen>,
+    /// The workloads bound to the clusters' Nodes (busy slice replicas).
+    pub workloads: super::workload::Workloads,
 }
 
 impl Inventory {

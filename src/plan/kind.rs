@@ -488,6 +488,21 @@ pub trait Kind: Send + Sync {
         None
     }
 
+    /// The Nodes that run the capacity of live resource `id` (owned as
+    /// `own`), when destroying it destroys capacity workloads run on (a node
+    /// pool, a MIG): the Kubernetes API they are in and the labels that pick
+    /// them out. `kube` is the Kubernetes API of the resource's Target, if
+    /// it has one. The planner holds such a destructive step while the
+    /// Nodes are busy (`crate::plan::workload`).
+    fn hosts(
+        &self,
+        _id: &ResourceId,
+        _own: &Ownership,
+        _kube: Option<&KubeRef>,
+    ) -> Option<super::workload::Hosts> {
+        None
+    }
+
     /// Reads a live body from Google's JSON (golden inventories, fakes).
     fn parse(&self, json: Value) -> Result<Body, String>;
 

@@ -16,6 +16,7 @@ pub use crate::spec::names;
 pub mod ownership;
 pub mod reason;
 pub mod view;
+pub mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -102,6 +103,12 @@ pub struct Action {
     pub timeout: Duration,
     /// The kind's human noun (`node pool`).
     pub noun: &'static str,
+    /// The step destroys the capacity of a busy slice replica, and how it
+    /// goes ahead (drain first, or with the policy's or `--disrupt`'s consent).
+    pub disruption: Option<workload::Disrupting>,
+    /// The replica was idle when observed: its Nodes, looked at again right
+    /// before its capacity is destroyed (a pod bound since holds the step).
+    pub recheck: Option<(crate::resource::KubeRef, Vec<String>)>,
 }
 
 impl Action {
@@ -137,6 +144,12 @@ pub struct Summary {
     /// Slices of Targets that could not be observed (no action for them).
     #[serde(skip_serializing_if = "is_zero")]
     pub unobserved: usize,
+    /// Steps held by a disruption policy (busy slice replicas).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub held: usize,
+    /// Nodes released from a drain no longer planned.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub released: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -146,7 +159,7 @@ fn is_zero(n: &usize) -> bool {
 impl Summary {
     /// Whether the plan changes anything (waits count: work is in flight).
     pub fn has_changes(&self) -> bool {
-        self.create + self.update + self.replace + self.delete + self.wait > 0
+        self.create + self.update + self.replace + self.delete + self.wait + self.released > 0
     }
 }
 
@@ -163,6 +176,12 @@ pub struct Plan {
     pub unmanaged: Vec<Unmanaged>,
     /// Changes refused by a safety rail (never executed).
     pub refused: Vec<Refusal>,
+    /// Steps held by a slice's disruption policy (its replica is busy):
+    /// not executed now, they run by themselves once allowed.
+    pub held: Vec<workload::Held>,
+    /// Nodes slicectl cordoned for a drain that no step plans any more:
+    /// uncordoned before the steps run.
+    pub released: Vec<workload::Release>,
     /// Scopes that could not be observed and are left out of the plan
     /// (`--sim` with a self-managed cluster whose API is not reachable).
     pub deferred: Vec<Deferred>,
@@ -254,6 +273,8 @@ impl Plan {
             unmanaged: self.unmanaged.len(),
             refused: self.refused.len(),
             unobserved: self.unobserved.iter().map(|u| u.slices.len()).sum(),
+            held: self.held.len(),
+            released: self.released.iter().map(|r| r.nodes.len()).sum(),
             ..Summary::default()
         };
         for a in &self.actions {
@@ -301,6 +322,9 @@ pub struct PlanOptions {
     /// Allow deleting a slice replica no longer in the specs whose
     /// protection cannot be read (`protection_unknown`).
     pub allow_unverified_delete: bool,
+    /// `destroy --disrupt`: destroy busy slice replicas too, killing their
+    /// pods, whatever their disruption policy says.
+    pub disrupt: bool,
 }
 
 impl Default for PlanOptions {
@@ -309,6 +333,7 @@ impl Default for PlanOptions {
             max_destroy: 10,
             allow_empty_source: false,
             allow_unverified_delete: false,
+            disrupt: false,
         }
     }
 }

@@ -48,6 +48,7 @@ fn target_in(name: &str, zone: &str) -> Target {
                 ..NodeDefaults::default()
             },
             previous_names: Vec::new(),
+            disruption: None,
         },
         location: loc(),
     }
@@ -82,6 +83,7 @@ fn slice(name: &str, acc: &str, topo: &str, replicas: u32, cap: CapacityType) ->
         lifecycle: Lifecycle::default(),
         gce: None,
         previous_names: Vec::new(),
+        disruption: None,
     };
     Slice {
         name: name.into(),
@@ -2141,4 +2143,503 @@ fn what_a_slice_moved_away_from_an_unobserved_targets_scope_is_left() {
         "{iron:?}"
     );
     assert!(p.unobserved[0].untouched >= 1, "{:?}", p.unobserved);
+}
+
+/// Changes that respect running workloads: the planner's decisions from the
+/// workload view, one per branch of the disruption policy.
+mod respecting_workloads {
+    use super::*;
+    use crate::plan::workload::{BoundPod, ClusterWorkloads, DisruptHow, HostNode, Workloads};
+    use crate::resource::KubeRef;
+    use crate::spec::model::{Disruption, DisruptionWindow, WhenBusy};
+
+    /// Thursday 2026-11-26 05:00 UTC.
+    const THURSDAY: &str = "2026-11-26T05:00:00Z";
+
+    fn pool_name(f: &Fleet, slice: &str, replica: u32) -> String {
+        render_fleet(f, &all_kinds())
+            .into_iter()
+            .find(|d| {
+                d.id.kind == node_pool::KIND && d.owner.slice == slice && d.owner.replica == replica
+            })
+            .map(|d| d.id.name)
+            .unwrap()
+    }
+
+    fn pod(name: &str, do_not_disrupt: bool) -> BoundPod {
+        BoundPod {
+            namespace: "ml".into(),
+            name: name.into(),
+            owner: Some("jobset ml/train".into()),
+            do_not_disrupt,
+        }
+    }
+
+    /// The inventory of `inv`, with one Node per named pool carrying `pods`
+    /// (a pool with no pods is idle), seen at `at`.
+    fn with_pods(inv: &TestInv, pools: &[(&str, Vec<BoundPod>)], at: &str) -> Inventory {
+        let mut i = inv.inventory();
+        let nodes = pools
+            .iter()
+            .map(|(pool, pods)| HostNode {
+                name: format!("{pool}-node-0"),
+                labels: [(
+                    crate::plan::workload::GKE_NODEPOOL.to_string(),
+                    pool.to_string(),
+                )]
+                .into(),
+                pods: pods.clone(),
+                ..HostNode::default()
+            })
+            .collect();
+        i.workloads = Workloads {
+            observed_at: Some(at.parse().unwrap()),
+            clusters: [(KubeRef::gke(&cluster()), ClusterWorkloads::Seen(nodes))].into(),
+        };
+        i
+    }
+
+    fn with_policy(mut f: Fleet, slice: &str, d: Disruption) -> Fleet {
+        if let Some(s) = f.slices.get_mut(slice) {
+            s.spec.disruption = Some(d);
+        }
+        f
+    }
+
+    fn policy(when: WhenBusy) -> Disruption {
+        Disruption {
+            when_busy: Some(when),
+            ..Disruption::default()
+        }
+    }
+
+    /// llm (2 replicas) re-shaped: both pools are replaced.
+    fn reshaped(f: &Fleet) -> Fleet {
+        let mut f2 = f.clone();
+        let mut s = slice(
+            "llm",
+            "tpu-v5p-slice",
+            "2x2x4",
+            f.slices["llm"].spec.replicas,
+            CapacityType::Spot,
+        );
+        s.spec.disruption = f.slices["llm"].spec.disruption.clone();
+        f2.slices.insert("llm".into(), s);
+        f2
+    }
+
+    fn run(f: &Fleet, inv: &Inventory, opts: &PlanOptions) -> Plan {
+        super::super::plan(f, inv, &all_kinds(), opts).unwrap()
+    }
+
+    #[test]
+    fn wait_holds_the_busy_replica_and_replaces_the_idle_one() {
+        let f = standard_fleet();
+        let inv = converged(&f);
+        let busy = pool_name(&f, "llm", 0);
+        let live = with_pods(&inv, &[(&busy, vec![pod("train-0", false)])], THURSDAY);
+        let p = run(&reshaped(&f), &live, &PlanOptions::default());
+        assert_eq!(
+            kinds(&p),
+            vec![("slice.llm[1].node_pool".to_string(), ActionKind::Replace)]
+        );
+        assert_eq!(p.held.len(), 1);
+        let h = &p.held[0];
+        assert_eq!(
+            (h.address.as_str(), h.code),
+            ("slice.llm[0].node_pool", "busy")
+        );
+        assert!(
+            h.message.contains("ml/train-0 (jobset ml/train)"),
+            "{}",
+            h.message
+        );
+        assert!(h.message.contains("whenBusy: wait"), "{}", h.message);
+        let json = p.to_json();
+        assert_eq!(json["held"][0]["code"], "busy");
+        assert_eq!(json["held"][0]["pods"][0]["name"], "train-0");
+        assert_eq!(json["summary"]["held"], 1);
+        let text = human::render(&p, false);
+        assert!(text.contains("Held (busy slice replicas"), "{text}");
+        assert!(text.contains("1 held (busy)"), "{text}");
+        // Idle again: the replacement runs by itself, looking at the Nodes
+        // once more right before the pool goes.
+        let idle = with_pods(&inv, &[(&busy, vec![])], THURSDAY);
+        let p = run(&reshaped(&f), &idle, &PlanOptions::default());
+        assert_eq!(p.actions.len(), 2);
+        assert!(p.held.is_empty());
+        assert_eq!(
+            p.actions[0].recheck,
+            Some((KubeRef::gke(&cluster()), vec![format!("{busy}-node-0")]))
+        );
+        assert!(p.actions[0].disruption.is_none());
+    }
+
+    #[test]
+    fn drain_plans_a_drain_of_the_busy_replicas_nodes() {
+        let f = with_policy(standard_fleet(), "llm", policy(WhenBusy::Drain));
+        let inv = converged(&f);
+        let busy = pool_name(&f, "llm", 0);
+        let live = with_pods(&inv, &[(&busy, vec![pod("train-0", false)])], THURSDAY);
+        let p = run(&reshaped(&f), &live, &PlanOptions::default());
+        assert!(p.held.is_empty());
+        let a = &p.actions[0];
+        let d = a.disruption.as_ref().expect("a drain");
+        assert_eq!(d.how, DisruptHow::Drain);
+        assert_eq!(d.nodes, vec![format!("{busy}-node-0")]);
+        assert_eq!(d.kube, Some(KubeRef::gke(&cluster())));
+        assert_eq!(d.drain_timeout_secs, 1800);
+        assert!(p.actions[1].disruption.is_none(), "replica 1 is idle");
+        assert_eq!(p.to_json()["actions"][0]["disruption"]["how"], "drain");
+        let steps = crate::apply::steps::expand(&p, |_| crate::apply::steps::KindInfo::default());
+        assert_eq!(steps[0].op, crate::apply::StepOp::Drain);
+        assert_eq!(steps[1].op, crate::apply::StepOp::Delete);
+        assert_eq!(steps[1].deps, vec![0]);
+    }
+
+    #[test]
+    fn replace_goes_ahead_and_says_so() {
+        let f = with_policy(standard_fleet(), "llm", policy(WhenBusy::Replace));
+        let inv = converged(&f);
+        let busy = pool_name(&f, "llm", 0);
+        let live = with_pods(&inv, &[(&busy, vec![pod("train-0", false)])], THURSDAY);
+        let p = run(&reshaped(&f), &live, &PlanOptions::default());
+        assert!(p.held.is_empty());
+        let d = p.actions[0].disruption.as_ref().expect("consent noted");
+        assert_eq!(d.how, DisruptHow::Replace);
+        let text = human::render(&p, false);
+        assert!(
+            text.contains("kills the running pods ml/train-0 (jobset ml/train) (whenBusy: replace"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn do_not_disrupt_blocks_even_a_drain_and_a_replace() {
+        for when in [WhenBusy::Drain, WhenBusy::Replace] {
+            let f = with_policy(standard_fleet(), "llm", policy(when));
+            let inv = converged(&f);
+            let busy = pool_name(&f, "llm", 0);
+            let live = with_pods(
+                &inv,
+                &[(&busy, vec![pod("train-0", true), pod("train-1", false)])],
+                THURSDAY,
+            );
+            let p = run(&reshaped(&f), &live, &PlanOptions::default());
+            assert_eq!(p.held.len(), 1, "{when:?}");
+            assert_eq!(p.held[0].code, "do_not_disrupt");
+            assert!(
+                p.held[0].message.contains("ml/train-0"),
+                "{}",
+                p.held[0].message
+            );
+        }
+    }
+
+    #[test]
+    fn windows_are_read_in_their_time_zone() {
+        let d = Disruption {
+            when_busy: Some(WhenBusy::Drain),
+            windows: Some(vec![DisruptionWindow {
+                schedule: "0 2 * * SAT".into(),
+                time_zone: Some("Europe/Berlin".into()),
+                duration: "6h".into(),
+            }]),
+            ..Disruption::default()
+        };
+        let f = with_policy(standard_fleet(), "llm", d);
+        let inv = converged(&f);
+        let busy = pool_name(&f, "llm", 0);
+        let pods = vec![pod("train-0", false)];
+        // Thursday: outside; the next window is Saturday 02:00 Berlin (01:00 UTC).
+        let p = run(
+            &reshaped(&f),
+            &with_pods(&inv, &[(&busy, pods.clone())], THURSDAY),
+            &PlanOptions::default(),
+        );
+        assert_eq!(p.held.len(), 1);
+        assert_eq!(p.held[0].code, "outside_window");
+        assert!(
+            p.held[0].message.contains("2026-11-28T01:00:00Z"),
+            "{}",
+            p.held[0].message
+        );
+        // Saturday 01:30 UTC is 02:30 in Berlin: inside (in UTC it would not be).
+        let p = run(
+            &reshaped(&f),
+            &with_pods(&inv, &[(&busy, pods.clone())], "2026-11-28T01:30:00Z"),
+            &PlanOptions::default(),
+        );
+        assert!(p.held.is_empty(), "{:?}", p.held);
+        assert_eq!(
+            p.actions[0].disruption.as_ref().map(|d| d.how),
+            Some(DisruptHow::Drain)
+        );
+        // An idle replica is replaced outside the window too.
+        let p = run(
+            &reshaped(&f),
+            &with_pods(&inv, &[(&busy, vec![])], THURSDAY),
+            &PlanOptions::default(),
+        );
+        assert!(p.held.is_empty());
+        assert_eq!(p.actions.len(), 2);
+    }
+
+    #[test]
+    fn a_budget_of_one_disrupts_one_busy_replica_at_a_time() {
+        let mut f = standard_fleet();
+        if let Some(s) = f.slices.get_mut("llm") {
+            s.spec.replicas = 3;
+            s.spec.disruption = Some(policy(WhenBusy::Drain));
+        }
+        if let Some(t) = f.targets.get_mut("train-a") {
+            t.spec.disruption = Some(Disruption {
+                budget: Some(1),
+                ..Disruption::default()
+            });
+        }
+        let inv = converged(&f);
+        let pools: Vec<String> = (0..3).map(|r| pool_name(&f, "llm", r)).collect();
+        let busy: Vec<(&str, Vec<BoundPod>)> = pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.as_str(), vec![pod(&format!("w-{i}"), false)]))
+            .collect();
+        let p = run(
+            &reshaped(&f),
+            &with_pods(&inv, &busy, THURSDAY),
+            &PlanOptions::default(),
+        );
+        assert_eq!(
+            kinds(&p),
+            vec![("slice.llm[0].node_pool".to_string(), ActionKind::Replace)]
+        );
+        assert_eq!(p.held.len(), 2);
+        assert!(p.held.iter().all(|h| h.code == "budget"), "{:?}", p.held);
+        assert!(
+            p.held[0].message.contains("llm[0]"),
+            "{}",
+            p.held[0].message
+        );
+        // A restarted run sees replica 1 draining (the label on its Node):
+        // it keeps the budget, the others wait.
+        let mut live = with_pods(&inv, &busy, THURSDAY);
+        if let Some(ClusterWorkloads::Seen(nodes)) = live.workloads.clusters.values_mut().next() {
+            nodes[1].draining_since = Some("2026-11-26T04:50:00Z".parse().unwrap());
+            nodes[1]
+                .labels
+                .insert(ownership::SLICE.into(), "llm".into());
+            nodes[1]
+                .labels
+                .insert(ownership::REPLICA.into(), "1".into());
+            nodes[1].cordoned = true;
+        }
+        let p = run(&reshaped(&f), &live, &PlanOptions::default());
+        assert_eq!(
+            kinds(&p),
+            vec![("slice.llm[1].node_pool".to_string(), ActionKind::Replace)]
+        );
+        let d = p.actions[0].disruption.as_ref().unwrap();
+        assert_eq!(
+            d.draining_since.map(|t| t.to_string()).as_deref(),
+            Some("2026-11-26T04:50:00Z")
+        );
+        assert_eq!(p.held.len(), 2);
+    }
+
+    #[test]
+    fn a_held_slice_replaced_in_spec_again_is_planned_from_the_new_spec() {
+        let f = standard_fleet();
+        let inv = converged(&f);
+        let busy = pool_name(&f, "llm", 0);
+        let live = with_pods(&inv, &[(&busy, vec![pod("train-0", false)])], THURSDAY);
+        let first = run(&reshaped(&f), &live, &PlanOptions::default());
+        assert_eq!(first.held.len(), 1);
+        // Changed again, to another shape: still one held replacement (to the
+        // newest spec), nothing remembered from the first.
+        let mut again = f.clone();
+        again.slices.insert(
+            "llm".into(),
+            slice("llm", "tpu-v5p-slice", "2x4x4", 2, CapacityType::Spot),
+        );
+        let p = run(&again, &live, &PlanOptions::default());
+        assert_eq!(p.held.len(), 1);
+        assert!(p.held[0].reason.contains("2x4x4"), "{}", p.held[0].reason);
+        // Changed back to what is live: nothing to hold, nothing to do.
+        let p = run(&f, &live, &PlanOptions::default());
+        assert!(p.held.is_empty() && p.actions.is_empty(), "{:?}", kinds(&p));
+    }
+
+    #[test]
+    fn a_pool_in_error_with_pods_still_bound_is_busy() {
+        let f = fleet(vec![slice(
+            "tiny",
+            "tpu-v6e-slice",
+            "1x1",
+            1,
+            CapacityType::OnDemand,
+        )]);
+        let mut inv = converged(&f);
+        inv.node_pools[0].status = Some("ERROR".into());
+        let busy = pool_name(&f, "tiny", 0);
+        let live = with_pods(&inv, &[(&busy, vec![pod("serve-0", false)])], THURSDAY);
+        let p = run(&f, &live, &PlanOptions::default());
+        assert!(p.actions.is_empty(), "{:?}", kinds(&p));
+        assert_eq!(p.held.len(), 1);
+        assert_eq!(p.held[0].code, "busy");
+        assert!(p.held[0].reason.contains("ERROR"), "{}", p.held[0].reason);
+    }
+
+    #[test]
+    fn an_unreadable_cluster_holds_destructive_steps_and_destroy_disrupt_overrides() {
+        let f = standard_fleet();
+        let inv = converged(&f);
+        let mut live = with_pods(&inv, &[], THURSDAY);
+        live.workloads.clusters.insert(
+            KubeRef::gke(&cluster()),
+            ClusterWorkloads::Unreadable("403 forbidden: list pods".into()),
+        );
+        let p = run(&reshaped(&f), &live, &PlanOptions::default());
+        assert!(p.actions.is_empty(), "{:?}", kinds(&p));
+        assert_eq!(p.held.len(), 2);
+        assert!(p.held.iter().all(|h| h.code == "busy_unknown"));
+        assert!(
+            p.held[0].message.contains("403 forbidden"),
+            "{}",
+            p.held[0].message
+        );
+        // A label change is not destructive: it goes ahead.
+        let mut relabel = f.clone();
+        if let Some(s) = relabel.slices.get_mut("llm") {
+            s.spec.node_labels.insert("tier".into(), "gold".into());
+        }
+        let p = run(&relabel, &live, &PlanOptions::default());
+        assert!(p.held.is_empty());
+        assert!(p.actions.iter().all(|a| a.action == ActionKind::Update));
+        // destroy holds too, and --disrupt overrides, named in the plan.
+        let p = super::super::plan_destroy_with(
+            &f,
+            &live,
+            &all_kinds(),
+            &PlanOptions {
+                max_destroy: 100,
+                ..PlanOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            p.held
+                .iter()
+                .any(|h| h.message.contains("destroy --disrupt")),
+            "{:?}",
+            p.held
+        );
+        assert!(!p.actions.iter().any(|a| a.id.kind == node_pool::KIND));
+        let p = super::super::plan_destroy_with(
+            &f,
+            &live,
+            &all_kinds(),
+            &PlanOptions {
+                max_destroy: 100,
+                disrupt: true,
+                ..PlanOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(p.held.is_empty());
+        assert!(
+            p.actions
+                .iter()
+                .filter(|a| a.id.kind == node_pool::KIND)
+                .count()
+                == 4
+        );
+    }
+
+    #[test]
+    fn destroy_holds_a_busy_replica_unless_disrupt() {
+        let f = standard_fleet();
+        let inv = converged(&f);
+        let busy = pool_name(&f, "tiny", 0);
+        let live = with_pods(&inv, &[(&busy, vec![pod("serve-0", false)])], THURSDAY);
+        let opts = PlanOptions {
+            max_destroy: 100,
+            ..PlanOptions::default()
+        };
+        let p = super::super::plan_destroy_with(&f, &live, &all_kinds(), &opts).unwrap();
+        assert_eq!(p.held.len(), 1);
+        assert_eq!(p.held[0].address, "slice.tiny[0].node_pool");
+        let p = super::super::plan_destroy_with(
+            &f,
+            &live,
+            &all_kinds(),
+            &PlanOptions {
+                disrupt: true,
+                ..opts
+            },
+        )
+        .unwrap();
+        assert!(p.held.is_empty());
+        let a = p.actions.iter().find(|a| a.id.name == busy).unwrap();
+        assert_eq!(
+            a.disruption.as_ref().map(|d| d.how),
+            Some(DisruptHow::Forced)
+        );
+        assert!(human::render(&p, false).contains("destroy --disrupt overrides the policy"));
+    }
+}
+
+mod releasing_drains {
+    use super::*;
+    use crate::plan::workload::{ClusterWorkloads, HostNode, Workloads};
+    use crate::resource::KubeRef;
+
+    /// A drain started, then the spec went back to what is live: no step
+    /// plans the drain any more, so its Nodes are uncordoned (and an idle
+    /// replica whose delete is planned keeps its cordon until it goes).
+    #[test]
+    fn nodes_of_a_drain_no_longer_planned_are_released() {
+        let f = standard_fleet();
+        let inv = converged(&f);
+        let pool = render_fleet(&f, &all_kinds())
+            .into_iter()
+            .find(|d| d.id.kind == node_pool::KIND && d.owner.slice == "tiny")
+            .map(|d| d.id.name)
+            .unwrap();
+        let mut live = inv.inventory();
+        live.workloads = Workloads {
+            observed_at: Some("2026-11-26T05:00:00Z".parse().unwrap()),
+            clusters: [(
+                KubeRef::gke(&cluster()),
+                ClusterWorkloads::Seen(vec![HostNode {
+                    name: "tiny-node".into(),
+                    labels: [(
+                        crate::plan::workload::GKE_NODEPOOL.to_string(),
+                        pool.clone(),
+                    )]
+                    .into(),
+                    cordoned: true,
+                    draining_since: Some("2026-11-26T04:00:00Z".parse().unwrap()),
+                    pods: Vec::new(),
+                }]),
+            )]
+            .into(),
+        };
+        let p = super::super::plan(&f, &live, &all_kinds(), &PlanOptions::default()).unwrap();
+        assert!(p.actions.is_empty());
+        assert_eq!(p.released.len(), 1);
+        assert_eq!(p.released[0].nodes, vec!["tiny-node".to_string()]);
+        assert!(p.summary.has_changes(), "a release is a change");
+        assert!(human::render(&p, false).contains("Released: Nodes tiny-node"));
+        // Its delete planned: the cordon stays until the pool goes.
+        let mut gone = f.clone();
+        gone.slices.remove("tiny");
+        let p = super::super::plan(&gone, &live, &all_kinds(), &PlanOptions::default()).unwrap();
+        assert!(p.released.is_empty());
+        assert!(
+            p.actions
+                .iter()
+                .any(|a| a.id.name == pool && a.action == ActionKind::Delete)
+        );
+    }
 }

@@ -20,6 +20,10 @@ pub struct PlanView<'a> {
     unmanaged: &'a [Unmanaged],
     #[serde(skip_serializing_if = "<[Refusal]>::is_empty")]
     refused: &'a [Refusal],
+    #[serde(skip_serializing_if = "<[super::workload::Held]>::is_empty")]
+    held: &'a [super::workload::Held],
+    #[serde(skip_serializing_if = "<[super::workload::Release]>::is_empty")]
+    released: &'a [super::workload::Release],
     #[serde(skip_serializing_if = "<[super::Deferred]>::is_empty")]
     deferred: &'a [super::Deferred],
     #[serde(skip_serializing_if = "<[super::UnobservedTarget]>::is_empty")]
@@ -51,6 +55,8 @@ struct ActionView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     operation: Option<&'a str>,
     timeout_secs: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disruption: Option<&'a super::workload::Disrupting>,
 }
 
 #[derive(Debug, Serialize)]
@@ -158,10 +164,13 @@ impl<'a> PlanView<'a> {
                     after: a.desired.as_ref().map(|b| b.to_json()),
                     operation: a.operation.as_deref(),
                     timeout_secs: a.timeout.as_secs(),
+                    disruption: a.disruption.as_ref(),
                 })
                 .collect(),
             unmanaged: &plan.unmanaged,
             refused: &plan.refused,
+            held: &plan.held,
+            released: &plan.released,
             deferred: &plan.deferred,
             unobserved: &plan.unobserved,
             undiscovered: &plan.undiscovered,
@@ -178,5 +187,7 @@ pub fn effect(published: &Value) -> Value {
         "mode": published.get("mode"),
         "actions": published.get("actions"),
         "refused": published.get("refused"),
+        "held": published.get("held"),
+        "released": published.get("released"),
     })
 }

@@ -3,6 +3,7 @@
 //! [`crate::source`]).
 
 pub mod catalog;
+pub mod disruption;
 pub mod model;
 pub mod names;
 pub mod parse;

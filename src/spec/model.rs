@@ -70,6 +70,77 @@ pub struct TargetSpec {
     /// own, and not the name of another Target in the specs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub previous_names: Vec<String>,
+    /// Default disruption policy of this Target's slices (each field a
+    /// slice's own `disruption` leaves out), and `budget`: at most that many
+    /// busy slice replicas of this Target disrupted at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disruption: Option<Disruption>,
+}
+
+/// What slicectl does before a step that destroys the capacity of a busy
+/// slice replica (one with a pod bound to its Nodes that is not terminal,
+/// not a mirror pod and not a DaemonSet's): replace, delete, destroy.
+/// Fields left out come from the Target's `disruption`, then the defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Disruption {
+    /// `wait` (default): hold the step until the replica is idle; `drain`:
+    /// cordon its Nodes, evict its pods through the Eviction API (so
+    /// PodDisruptionBudgets hold), wait up to `drainTimeout`, then go ahead;
+    /// `replace`: go ahead (explicit consent, said in the plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_busy: Option<WhenBusy>,
+    /// How long a drain may take before the step is held (`pdb`), e.g.
+    /// `30m` (default 30m, 1m to 7 days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_timeout: Option<String>,
+    /// When busy replicas may be disrupted. Omitted: any time. Outside every
+    /// window a busy replica is never disrupted (idle ones are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<Vec<DisruptionWindow>>,
+    /// Target only: at most this many busy slice replicas of the Target
+    /// disrupted (drained or replaced while busy) at once. Omitted: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<u32>,
+}
+
+/// What to do with a busy slice replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WhenBusy {
+    /// Hold the step until the replica is idle.
+    #[default]
+    Wait,
+    /// Cordon, evict (PodDisruptionBudgets hold), then go ahead.
+    Drain,
+    /// Go ahead: the running pods are killed (explicit consent).
+    Replace,
+}
+
+impl WhenBusy {
+    /// The spelling used in specs and output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WhenBusy::Wait => "wait",
+            WhenBusy::Drain => "drain",
+            WhenBusy::Replace => "replace",
+        }
+    }
+}
+
+/// A recurring window in which busy replicas may be disrupted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DisruptionWindow {
+    /// When the window opens: a five-field cron expression (minute hour
+    /// day-of-month month day-of-week), e.g. `0 2 * * SAT`.
+    pub schedule: String,
+    /// IANA time zone the schedule is read in, e.g. `Europe/Berlin`
+    /// (default `UTC`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    /// How long the window stays open, e.g. `6h`.
+    pub duration: String,
 }
 
 /// A GKE cluster, by location and name.
@@ -386,6 +457,10 @@ pub struct SliceSpec {
     /// not this slice's own, and not the name of another Slice in the specs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub previous_names: Vec<String>,
+    /// What happens before a step destroys the capacity of a busy replica
+    /// (`budget` is a Target's only). Omitted fields come from the Target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disruption: Option<Disruption>,
 }
 
 /// A `gce` slice's VMs: image, disk, metadata, and how they join.

@@ -50,6 +50,10 @@ pub mod reason {
     /// Reconciling: a delete or replacement waits until the spec source
     /// has been unchanged for the settle period (`--settle`).
     pub const SETTLING: &str = "Settling";
+    /// Reconciling: a step that destroys a busy replica's capacity is held
+    /// by the slice's disruption policy (pods bound, a window, the budget,
+    /// a PodDisruptionBudget); it runs by itself once allowed.
+    pub const WAITING_FOR_WORKLOAD: &str = "WaitingForWorkload";
     /// Ready=Unknown, Reconciling: the slice's resources are there, but its
     /// Nodes were not read (its cluster's Kubernetes API is deferred: under
     /// `--sim`, or no Google token for a GKE cluster's API), so whether a
@@ -181,6 +185,9 @@ fn classify(code: &str, message: &str, capacity_stalled: bool) -> Severity {
         "invalid_template" => Severity::Stalled(reason::INVALID_SPEC),
         "auth" | "kube_forbidden" | "kube_config" => Severity::Stalled(reason::ACCESS_DENIED),
         "conflict" => Severity::Stalled(reason::CONFLICT),
+        "busy" | "pdb" | "drain_timeout" | "do_not_disrupt" | "busy_unknown" => {
+            Severity::Retry(reason::WAITING_FOR_WORKLOAD)
+        }
         _ => Severity::Retry(reason::PROGRESSING_WITH_RETRY),
     }
 }
@@ -720,6 +727,25 @@ fn verdict(
     }
     if let Some(nr) = sr.and_then(|s| s.not_run.first()) {
         return Verdict::Reconciling(reason::PROGRESSING_WITH_RETRY, nr.clone());
+    }
+    let held: Vec<&crate::plan::workload::Held> =
+        r.plan.held.iter().filter(|h| h.slice == name).collect();
+    if let Some(h) = held.first() {
+        let more = if held.len() > 1 {
+            format!(" (and {} more held)", held.len() - 1)
+        } else {
+            String::new()
+        };
+        return Verdict::Reconciling(
+            reason::WAITING_FOR_WORKLOAD,
+            format!(
+                "[{}] {} {}: {}{more}",
+                h.code,
+                h.action.as_str(),
+                h.address,
+                h.message
+            ),
+        );
     }
     let pending: Vec<String> = actions
         .iter()

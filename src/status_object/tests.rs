@@ -1039,3 +1039,46 @@ spec: {target: t, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1, repli
         o.status.conditions[1].message
     );
 }
+
+/// A step held by the slice's disruption policy (its replica is busy) is
+/// `Reconciling/WaitingForWorkload`, with the code and the pods, not Ready
+/// and not Stalled: it runs by itself once allowed.
+#[tokio::test]
+async fn a_held_step_is_waiting_for_workload() {
+    let fake = FakeCloud::new();
+    let f = fleet();
+    let mut r = cycle(&fake, &f, Approval::Auto).await;
+    r.plan.held.push(crate::plan::workload::Held {
+        kind: "node_pool",
+        name: "a-0".into(),
+        address: "slice.a[0].node_pool".into(),
+        slice: "a".into(),
+        replica: 0,
+        scope: crate::plan::Scope::Cluster(crate::resource::ClusterRef {
+            project: "unit-project".into(),
+            location: "us-central1".into(),
+            name: "c".into(),
+        }),
+        action: crate::plan::ActionKind::Replace,
+        reason: "replace because x".into(),
+        code: "busy",
+        message: "slice replica a[0] is busy: ml/train-0 (jobset ml/train)".into(),
+        pods: Vec::new(),
+    });
+    let set = statuses(&f, &r);
+    let o = only(&set);
+    assert_eq!(
+        conds(o),
+        [
+            "Ready=False/WaitingForWorkload",
+            "Reconciling=True/WaitingForWorkload"
+        ]
+    );
+    let m = &o.status.conditions[1].message;
+    assert!(
+        m.starts_with("[busy] replace slice.a[0].node_pool: "),
+        "{m}"
+    );
+    assert!(m.contains("ml/train-0"), "{m}");
+    assert_eq!(reason::WAITING_FOR_WORKLOAD, "WaitingForWorkload");
+}

@@ -19,9 +19,9 @@ use slicectl_sim::{FaultConfig, SimHandle};
 
 /// The tests of this file share the control plane's Nodes and its one
 /// device plugin: they run one at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn kube_client() -> kube::Client {
+pub(crate) async fn kube_client() -> kube::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     slicectl::kube::client_from_kubeconfig(&kubeconfig(), None)
         .await
@@ -43,7 +43,7 @@ fn endpoint() -> String {
 }
 
 /// A spec dir with a self-managed Target on the test control plane.
-fn gce_dir(owner: &str, slices: &[(&str, String)]) -> tempfile::TempDir {
+pub(crate) fn gce_dir(owner: &str, slices: &[(&str, String)]) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     let target = format!(
         r#"apiVersion: slicectl.dev/v1alpha1
@@ -69,7 +69,7 @@ spec:
     d
 }
 
-fn gce_slice(name: &str, topo: &str, extra: &str) -> String {
+pub(crate) fn gce_slice(name: &str, topo: &str, extra: &str) -> String {
     format!(
         r#"apiVersion: slicectl.dev/v1alpha1
 kind: Slice
@@ -91,7 +91,7 @@ spec:
     )
 }
 
-async fn nodes_of(client: &kube::Client, slice: &str) -> Vec<Node> {
+pub(crate) async fn nodes_of(client: &kube::Client, slice: &str) -> Vec<Node> {
     Api::<Node>::all(client.clone())
         .list(&ListParams::default().labels(&format!("slicectl.dev/slice={slice}")))
         .await
@@ -107,7 +107,7 @@ async fn token_secrets_of(client: &kube::Client, slice: &str) -> Vec<Secret> {
         .items
 }
 
-async fn get(sim: &SimHandle, path: &str) -> Value {
+pub(crate) async fn get(sim: &SimHandle, path: &str) -> Value {
     reqwest::get(format!(
         "{}/compute/v1/projects/example-project/{path}",
         sim.base_url()
@@ -119,7 +119,7 @@ async fn get(sim: &SimHandle, path: &str) -> Value {
     .unwrap()
 }
 
-fn names(v: &Value) -> Vec<String> {
+pub(crate) fn names(v: &Value) -> Vec<String> {
     let mut n: Vec<String> = v["items"]
         .as_array()
         .map(|a| {
@@ -132,7 +132,7 @@ fn names(v: &Value) -> Vec<String> {
     n
 }
 
-async fn gce_apply(sim: &SimHandle, dir: &Path) -> std::process::Output {
+pub(crate) async fn gce_apply(sim: &SimHandle, dir: &Path) -> std::process::Output {
     slicectl(sim, &["apply", dir.to_str().unwrap(), "--auto-approve"]).await
 }
 

@@ -195,7 +195,7 @@ impl KindExec for Notes {
                 Some(_) => StepOutcome::Done,
                 None => StepOutcome::AlreadyGone,
             }),
-            StepOp::WaitInFlight | StepOp::Cleanup => Ok(StepOutcome::Done),
+            StepOp::WaitInFlight | StepOp::Cleanup | StepOp::Drain => Ok(StepOutcome::Done),
         }
     }
 }

@@ -372,6 +372,26 @@ impl Kind for Migs {
         mig(live).map(shown).unwrap_or(Value::Null)
     }
 
+    /// A MIG's Nodes: in its Target's cluster, carrying the slice
+    /// replica's ownership labels (registered with them through `kube-labels`).
+    fn hosts(
+        &self,
+        _id: &crate::kind::ResourceId,
+        own: &Ownership,
+        kube: Option<&crate::resource::KubeRef>,
+    ) -> Option<crate::kind::Hosts> {
+        Some(crate::kind::Hosts {
+            kube: kube.cloned(),
+            selector: [
+                (ownership::OWNER.to_owned(), own.owner.clone()),
+                (ownership::SLICE.to_owned(), own.slice.clone()),
+                (ownership::REPLICA.to_owned(), own.replica.to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        })
+    }
+
     fn parse(&self, json: Value) -> Result<Body, String> {
         serde_json::from_value::<InstanceGroupManager>(json)
             .map(|m| Arc::new(m) as Body)

@@ -336,8 +336,8 @@ impl KindExec for NodePools {
                     Err(e) => return Err(e.into()),
                 }
             }
-            // Node pools have no cleanup step.
-            StepOp::Cleanup => return Ok(StepOutcome::Done),
+            // Node pools have no cleanup step; the executor drains.
+            StepOp::Cleanup | StepOp::Drain => return Ok(StepOutcome::Done),
         };
         gke.wait_operation(&c.project, &c.location, &started, left(deadline))
             .await?;

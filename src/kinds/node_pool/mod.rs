@@ -317,6 +317,25 @@ impl Kind for NodePools {
         Some((Arc::new(out), Comparison::Update { changes, groups }))
     }
 
+    /// A node pool's Nodes: in its cluster's Kubernetes API
+    /// ([`crate::resource::KubeRef::gke`]), labelled by GKE with the pool's name.
+    fn hosts(
+        &self,
+        id: &crate::kind::ResourceId,
+        _own: &Ownership,
+        _kube: Option<&crate::resource::KubeRef>,
+    ) -> Option<crate::kind::Hosts> {
+        let Scope::Cluster(c) = &id.scope else {
+            return None;
+        };
+        Some(crate::kind::Hosts {
+            kube: Some(crate::resource::KubeRef::gke(c)),
+            selector: [(crate::kind::GKE_NODEPOOL.to_owned(), id.name.clone())]
+                .into_iter()
+                .collect(),
+        })
+    }
+
     fn parse(&self, json: Value) -> Result<Body, String> {
         serde_json::from_value::<NodePool>(json)
             .map(|p| Arc::new(p) as Body)

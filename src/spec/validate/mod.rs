@@ -619,6 +619,9 @@ fn check_name(d: &mut Diags<'_>, f: &FieldIndex, kind: &str, name: &str) -> bool
 
 fn check_target(d: &mut Diags<'_>, f: &FieldIndex, spec: &TargetSpec) -> bool {
     let before = d.0.len();
+    if let Some(dis) = &spec.disruption {
+        check_disruption(d, f, dis, true);
+    }
     if let Some(problem) = project_id_problem(&spec.project) {
         d.push(
             f.value(&["spec", "project"]),
@@ -947,6 +950,9 @@ fn check_shape(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> Option<ca
 
 fn check_slice(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> bool {
     let before = d.0.len();
+    if let Some(dis) = &spec.disruption {
+        check_disruption(d, f, dis, false);
+    }
     if !(1..=MAX_REPLICAS).contains(&spec.replicas) {
         d.push(
             f.value(&["spec", "replicas"]),
@@ -1087,6 +1093,43 @@ fn check_operation_timeout(
             d.push(at, format!("operationTimeout {problem}"));
             None
         }
+    }
+}
+
+/// A `disruption` block (a Target's when `on_target`: only there is
+/// `budget` allowed).
+fn check_disruption(
+    d: &mut Diags<'_>,
+    f: &FieldIndex,
+    dis: &super::model::Disruption,
+    on_target: bool,
+) {
+    use super::disruption::{MAX_DRAIN_TIMEOUT, MIN_DRAIN_TIMEOUT, Window};
+    if let Some(t) = &dis.drain_timeout {
+        let at = f.value(&["spec", "disruption", "drainTimeout"]);
+        match parse_duration(t) {
+            Ok(v) if !(MIN_DRAIN_TIMEOUT..=MAX_DRAIN_TIMEOUT).contains(&v) => d.push(
+                at,
+                format!("drainTimeout {t:?} is out of range; expected between 1m and 168h"),
+            ),
+            Ok(_) => {}
+            Err(problem) => d.push(at, format!("drainTimeout {problem}")),
+        }
+    }
+    for (i, w) in dis.windows.iter().flatten().enumerate() {
+        if let Err((field, problem)) = Window::parse(w) {
+            d.push(
+                f.value(&["spec", "disruption", "windows", &i.to_string(), field]),
+                problem,
+            );
+        }
+    }
+    if !on_target && dis.budget.is_some() {
+        d.push(
+            f.value(&["spec", "disruption", "budget"]),
+            "budget is a Target's setting (at most N busy slice replicas of the Target disrupted at once); \
+             move it to the Target's `disruption`",
+        );
     }
 }
 

@@ -153,7 +153,7 @@ impl KindExec for Nodes {
     ) -> Result<StepOutcome, ApplyError> {
         let k = kube_of(a)?;
         match op {
-            StepOp::WaitInFlight => Ok(StepOutcome::Done),
+            StepOp::WaitInFlight | StepOp::Drain => Ok(StepOutcome::Done),
             StepOp::Create | StepOp::Update => {
                 let want = crate::kind::desired_body::<NodeGroup>(a)?;
                 drive::drive(cloud, a, k, want).await
@@ -261,7 +261,7 @@ impl KindExec for DevicePlugins {
                 cloud.kube.delete_device_plugin(k, &objects_of(&b)).await?;
                 Ok(StepOutcome::Done)
             }
-            StepOp::WaitInFlight | StepOp::Cleanup => Ok(StepOutcome::Done),
+            StepOp::WaitInFlight | StepOp::Cleanup | StepOp::Drain => Ok(StepOutcome::Done),
         }
     }
 }

@@ -1,0 +1,424 @@
+//! The drain before a step that destroys a busy slice replica's capacity
+//! (`whenBusy: drain`): cordon its Nodes, mark when the drain started on
+//! them (label [`DRAINING_SINCE`], so that a restarted run keeps the same
+//! deadline), evict the pods bound to them through the Eviction API (a
+//! PodDisruptionBudget that refuses is answered 429, and slicectl asks
+//! again), and wait until none is left or `drainTimeout` has passed. A
+//! drain that runs out of time leaves the step held (`pdb` when a budget
+//! refused, `drain_timeout` when pods were still terminating): the
+//! capacity is never destroyed under a pod that is still there.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::{ApplyError, StepOutcome};
+use crate::cloud::Cloud;
+use crate::observe::workloads::{bound_pod, makes_busy};
+use crate::plan::Action;
+use crate::plan::workload::{DisruptHow, pod_list};
+use crate::spec::disruption::DRAINING_SINCE;
+
+/// How often a drain lists the pods again.
+pub const POLL: Duration = Duration::from_secs(2);
+
+/// The replica was idle when the plan was made: a pod bound to its Nodes
+/// since then holds the step (`busy`), and the next run follows the
+/// slice's disruption policy.
+pub async fn recheck(
+    cloud: &Cloud,
+    a: &Action,
+    k: &crate::resource::KubeRef,
+    nodes: &[String],
+) -> Result<StepOutcome, ApplyError> {
+    let pods: Vec<_> = cloud
+        .kube
+        .pods(k)
+        .await?
+        .into_iter()
+        .filter(|p| {
+            makes_busy(p)
+                && p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_some_and(|n| nodes.iter().any(|x| x == n))
+        })
+        .map(|p| bound_pod(&p))
+        .collect();
+    if pods.is_empty() {
+        return Ok(StepOutcome::Done);
+    }
+    Err(ApplyError::of_kind(
+        a,
+        "busy",
+        format!(
+            "held: the replica was idle when the plan was made, but pods run on its Nodes now ({}); \
+             nothing was destroyed. The next run follows the slice's disruption policy",
+            pod_list(&pods)
+        ),
+    ))
+}
+
+/// Drains the Nodes of action `a`'s replica, if it is the step that drains.
+pub async fn run(cloud: &Cloud, a: &Action) -> Result<StepOutcome, ApplyError> {
+    run_every(cloud, a, POLL).await
+}
+
+/// [`run`], listing the pods every `poll`.
+pub async fn run_every(
+    cloud: &Cloud,
+    a: &Action,
+    poll: Duration,
+) -> Result<StepOutcome, ApplyError> {
+    let Some(d) = a
+        .disruption
+        .as_ref()
+        .filter(|d| d.how == DisruptHow::Drain && !d.nodes.is_empty())
+    else {
+        return Ok(StepOutcome::Done);
+    };
+    let Some(k) = &d.kube else {
+        return Err(ApplyError::of_kind(
+            a,
+            "busy_unknown",
+            "the replica's Nodes are busy but slicectl does not know their cluster's Kubernetes API, so it \
+             cannot drain them; the step is held"
+                .into(),
+        ));
+    };
+    let since = d.draining_since.unwrap_or_else(Timestamp::now);
+    for n in &d.nodes {
+        cloud.kube.cordon_node(k, n).await?;
+        if d.draining_since.is_none() {
+            let labels: BTreeMap<String, Option<String>> = [(
+                DRAINING_SINCE.to_owned(),
+                Some(since.as_second().to_string()),
+            )]
+            .into();
+            cloud.kube.patch_node(k, n, &labels, None).await?;
+        }
+    }
+    tracing::info!(address = %a.address(), nodes = d.nodes.len(), since = %since, "draining slice replica");
+    let timeout =
+        SignedDuration::from_secs(i64::try_from(d.drain_timeout_secs).unwrap_or(i64::MAX));
+    let deadline = since.checked_add(timeout).unwrap_or(Timestamp::MAX);
+    loop {
+        let pods: Vec<_> = cloud
+            .kube
+            .pods(k)
+            .await?
+            .into_iter()
+            .filter(|p| {
+                makes_busy(p)
+                    && p.spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.as_deref())
+                        .is_some_and(|n| d.nodes.iter().any(|x| x == n))
+            })
+            .collect();
+        if pods.is_empty() {
+            tracing::info!(address = %a.address(), "slice replica drained");
+            return Ok(StepOutcome::Done);
+        }
+        let shown: Vec<_> = pods.iter().map(bound_pod).collect();
+        let blockers: Vec<_> = shown.iter().filter(|p| p.do_not_disrupt).cloned().collect();
+        if !blockers.is_empty() {
+            return Err(ApplyError::of_kind(
+                a,
+                "do_not_disrupt",
+                format!(
+                    "held: pods annotated slicectl.dev/do-not-disrupt: \"true\" run on the replica's Nodes ({}); \
+                     not even a drain touches them. The Nodes stay cordoned; the step runs once they end",
+                    pod_list(&blockers)
+                ),
+            ));
+        }
+        let mut refused: Vec<String> = Vec::new();
+        for p in &pods {
+            // A pod being deleted already is waited for, not evicted again.
+            if p.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+            let name = p.metadata.name.as_deref().unwrap_or_default();
+            match cloud.kube.evict_pod(k, ns, name).await? {
+                crate::kube::Eviction::Evicted => {}
+                crate::kube::Eviction::Refused(m) => refused.push(format!("{ns}/{name}: {m}")),
+            }
+        }
+        let now = Timestamp::now();
+        if now >= deadline {
+            let (code, why) = if refused.is_empty() {
+                (
+                    "drain_timeout",
+                    format!("pods still terminating: {}", pod_list(&shown)),
+                )
+            } else {
+                (
+                    "pdb",
+                    format!(
+                        "a PodDisruptionBudget refuses to evict {}",
+                        refused.join("; ")
+                    ),
+                )
+            };
+            return Err(ApplyError::of_kind(
+                a,
+                code,
+                format!(
+                    "held: the drain started at {since} ran out its drainTimeout ({}s) and {why}. Nothing was \
+                     destroyed and nothing is forced: the Nodes stay cordoned and the next run evicts again. \
+                     Let the budget allow it (or end the pods), raise `disruption.drainTimeout`, or accept \
+                     the loss with `whenBusy: replace`",
+                    d.drain_timeout_secs
+                ),
+            ));
+        }
+        let left = Duration::try_from(deadline.duration_since(now)).unwrap_or(Duration::ZERO);
+        tokio::time::sleep(poll.min(left)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::cloud::fake::FakeCloud;
+    use crate::kube::fake::FakeKube;
+    use crate::plan::workload::Disrupting;
+    use crate::plan::{ActionKind, KindId, Reason, ResourceId, Scope, SliceRef};
+    use crate::resource::KubeRef;
+
+    fn kube() -> KubeRef {
+        KubeRef {
+            endpoint: "10.0.0.2:6443".into(),
+        }
+    }
+
+    fn setup() -> (Arc<FakeKube>, Cloud) {
+        let fake = FakeKube::new();
+        let k = kube();
+        fake.join_node(&k, "n1", "gce://p/z/n1", 4);
+        fake.join_node(&k, "n2", "gce://p/z/n2", 4);
+        fake.seed_pod(&k, "ml", "train-0", "n1", &[], &[], Some(("Job", "train")));
+        fake.seed_pod(
+            &k,
+            "kube-system",
+            "plugin-n1",
+            "n1",
+            &[],
+            &[],
+            Some(("DaemonSet", "tpu-device-plugin")),
+        );
+        fake.seed_pod(&k, "ml", "other", "n2", &[], &[], None);
+        let cloud = Cloud {
+            kube: fake.clone(),
+            ..FakeCloud::new().cloud()
+        };
+        (fake, cloud)
+    }
+
+    fn action(timeout_secs: u64, since: Option<Timestamp>) -> Action {
+        Action {
+            id: ResourceId {
+                scope: Scope::Kube(kube()),
+                kind: KindId("mig"),
+                name: "llm-0".into(),
+            },
+            owner: SliceRef {
+                slice: "llm".into(),
+                replica: 0,
+            },
+            action: ActionKind::Replace,
+            reason: Reason::StoredHashDiffers,
+            changes: Vec::new(),
+            groups: BTreeSet::new(),
+            before: None,
+            desired: None,
+            operation: None,
+            timeout: Duration::from_secs(60),
+            noun: "managed instance group",
+            disruption: Some(Disrupting {
+                how: DisruptHow::Drain,
+                pods: Vec::new(),
+                kube: Some(kube()),
+                nodes: vec!["n1".into()],
+                drain_timeout_secs: timeout_secs,
+                draining_since: since,
+            }),
+            recheck: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_drain_cordons_marks_evicts_and_waits_until_idle() {
+        let (fake, cloud) = setup();
+        let out = run_every(&cloud, &action(60, None), Duration::from_millis(10))
+            .await
+            .unwrap();
+        assert_eq!(out, StepOutcome::Done);
+        let node = fake.node(&kube(), "n1").unwrap();
+        assert!(crate::kube::is_cordoned(&node));
+        let since = node
+            .metadata
+            .labels
+            .as_ref()
+            .unwrap()
+            .get(DRAINING_SINCE)
+            .cloned();
+        assert!(since.is_some_and(|s| s.parse::<i64>().is_ok()));
+        // Only the workload pod on the drained Node is evicted: not the
+        // DaemonSet's, not the other Node's.
+        assert_eq!(
+            fake.calls_of("evict_pod"),
+            vec!["evict_pod 10.0.0.2:6443 ml/train-0"]
+        );
+        assert_eq!(
+            fake.pod_names(&kube()),
+            vec!["kube-system/plugin-n1", "ml/other"]
+        );
+        assert!(!crate::kube::is_cordoned(
+            &fake.node(&kube(), "n2").unwrap()
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_budget_that_refuses_past_the_timeout_holds_the_step_with_pdb() {
+        let (fake, cloud) = setup();
+        fake.protect_pod(&kube(), "ml", "train-0", true);
+        // The drain started an hour ago (read back from the Node after a
+        // restart): its 60s are over, it tries once more and holds.
+        let since = Timestamp::now() - SignedDuration::from_hours(1);
+        let err = run_every(&cloud, &action(60, Some(since)), Duration::from_millis(10))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "pdb");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("ml/train-0") && msg.contains("disruption budget"),
+            "{msg}"
+        );
+        assert!(msg.contains("Nothing was destroyed"), "{msg}");
+        assert!(fake.pod_names(&kube()).contains(&"ml/train-0".to_string()));
+        assert_eq!(fake.calls_of("evict_pod").len(), 1);
+        // The drain's start is the one on the Node: not written again.
+        assert!(fake.calls_of("patch_node").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_budget_that_allows_later_lets_the_drain_finish() {
+        let (fake, cloud) = setup();
+        fake.protect_pod(&kube(), "ml", "train-0", true);
+        let f = fake.clone();
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            f.protect_pod(&kube(), "ml", "train-0", false);
+        });
+        let out = run_every(&cloud, &action(60, None), Duration::from_millis(20))
+            .await
+            .unwrap();
+        release.await.unwrap();
+        assert_eq!(out, StepOutcome::Done);
+        assert!(
+            fake.calls_of("evict_pod").len() >= 2,
+            "{:?}",
+            fake.calls_of("evict_pod")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_replica_busy_since_the_plan_is_held_before_its_capacity_goes() {
+        let (fake, cloud) = setup();
+        let mut a = action(60, None);
+        a.disruption = None;
+        let k = kube();
+        let err = recheck(&cloud, &a, &k, &["n1".to_string()])
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "busy");
+        assert!(
+            err.to_string().contains("ml/train-0 (job ml/train)"),
+            "{err}"
+        );
+        assert!(fake.calls_of("evict_pod").is_empty());
+        assert!(fake.calls_of("cordon_node").is_empty());
+        assert_eq!(
+            recheck(&cloud, &a, &k, &["n9".to_string()]).await.unwrap(),
+            StepOutcome::Done
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pod_that_turns_do_not_disrupt_mid_drain_holds_it() {
+        let (fake, cloud) = setup();
+        fake.seed_pod(
+            &kube(),
+            "ml",
+            "ckpt",
+            "n1",
+            &[],
+            &[(crate::spec::disruption::DO_NOT_DISRUPT, "true")],
+            None,
+        );
+        let err = run_every(&cloud, &action(60, None), Duration::from_millis(10))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "do_not_disrupt");
+        assert!(fake.calls_of("evict_pod").is_empty());
+    }
+
+    struct Quiet;
+    impl crate::apply::Progress for Quiet {
+        fn started(&self, _: &str, _: &str) {}
+        fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
+    }
+
+    #[tokio::test]
+    async fn a_released_node_is_uncordoned_and_loses_the_drain_label() {
+        let (fake, cloud) = setup();
+        let out = run_every(&cloud, &action(60, None), Duration::from_millis(10))
+            .await
+            .unwrap();
+        assert_eq!(out, StepOutcome::Done);
+        let plan = crate::plan::Plan {
+            observed_fingerprint: String::new(),
+            mode: crate::plan::PlanMode::Apply,
+            actions: Vec::new(),
+            unmanaged: Vec::new(),
+            refused: Vec::new(),
+            held: Vec::new(),
+            released: vec![crate::plan::workload::Release {
+                kube: kube(),
+                cluster: kube().endpoint,
+                nodes: vec!["n1".into()],
+            }],
+            deferred: Vec::new(),
+            unobserved: Vec::new(),
+            undiscovered: Vec::new(),
+            renames: Vec::new(),
+            summary: crate::plan::Summary::default(),
+        };
+        let report = crate::apply::execute(
+            &cloud,
+            crate::kinds::REGISTRY,
+            &plan,
+            &crate::apply::ApplyOptions::default(),
+            Arc::new(Quiet),
+        )
+        .await;
+        assert!(report.success(), "{report:?}");
+        let node = fake.node(&kube(), "n1").unwrap();
+        assert!(!crate::kube::is_cordoned(&node));
+        assert!(
+            node.metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .get(DRAINING_SINCE)
+                .is_none()
+        );
+    }
+}

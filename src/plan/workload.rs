@@ -1,0 +1,605 @@
+//! Changes that respect running workloads: the observed workload view (per
+//! cluster, its Nodes with the pods bound to them, their cordon and drain
+//! state), and the planner's phase that decides, from it and each slice's
+//! disruption policy, whether a step that destroys a busy slice replica's
+//! capacity goes ahead, drains first, or is held.
+//!
+//! Pure: the shell (`crate::observe`) lists Nodes and Pods once per
+//! cluster and fills [`Workloads`]; the time is the observation's.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use super::kind::{Kind, Scope};
+use super::ownership::Ownership;
+use super::{Action, ActionKind, Owners, PlanMode};
+use crate::resource::KubeRef;
+use crate::spec::disruption::Policy;
+use crate::spec::model::WhenBusy;
+use crate::spec::{Fleet, Target};
+
+/// What slicectl saw of the workloads, per cluster.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Workloads {
+    /// When the Pods and Nodes were listed (windows and drain deadlines are
+    /// judged at this time).
+    pub observed_at: Option<Timestamp>,
+    /// Per Kubernetes API.
+    pub clusters: BTreeMap<KubeRef, ClusterWorkloads>,
+}
+
+/// One cluster's workloads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClusterWorkloads {
+    /// Its Nodes, with what is bound to them.
+    Seen(Vec<HostNode>),
+    /// Its Nodes or Pods could not be listed: whether a replica there is
+    /// busy is unknown, and its destructive steps are held.
+    Unreadable(String),
+}
+
+/// One Node and the pods that make it busy.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostNode {
+    /// Node name.
+    pub name: String,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// Cordoned (`spec.unschedulable`).
+    pub cordoned: bool,
+    /// When slicectl started draining it (label
+    /// [`crate::spec::disruption::DRAINING_SINCE`]), read back after a restart.
+    pub draining_since: Option<Timestamp>,
+    /// Pods bound to it that are not terminal, not mirror pods and not a
+    /// DaemonSet's.
+    pub pods: Vec<BoundPod>,
+}
+
+/// A pod that makes its Node busy.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct BoundPod {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// What owns it, for people: `jobset ml/train`, `job ml/step-3`, or
+    /// its controller's kind and name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Annotated `slicectl.dev/do-not-disrupt: "true"` (or Karpenter's).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub do_not_disrupt: bool,
+}
+
+impl BoundPod {
+    /// `ns/name (jobset ml/train)`.
+    pub fn describe(&self) -> String {
+        match &self.owner {
+            Some(o) => format!("{}/{} ({o})", self.namespace, self.name),
+            None => format!("{}/{}", self.namespace, self.name),
+        }
+    }
+}
+
+/// Where the Nodes that run a resource's capacity are (see
+/// [`Kind::hosts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hosts {
+    /// The Kubernetes API they are in; `None` when the resource's Target
+    /// names none (nothing can be seen).
+    pub kube: Option<KubeRef>,
+    /// Labels every one of its Nodes carries.
+    pub selector: BTreeMap<String, String>,
+}
+
+/// A destructive step that goes ahead on a busy slice replica, and how.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Disrupting {
+    /// `drain`, `replace` (the policy consents) or `forced` (`destroy --disrupt`).
+    pub how: DisruptHow,
+    /// The pods bound to the replica's Nodes.
+    pub pods: Vec<BoundPod>,
+    /// The cluster the Nodes are in.
+    #[serde(skip)]
+    pub kube: Option<KubeRef>,
+    /// The Nodes to drain.
+    pub nodes: Vec<String>,
+    /// How long a drain may take.
+    pub drain_timeout_secs: u64,
+    /// When the drain started, if an earlier run started it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draining_since: Option<Timestamp>,
+}
+
+/// How a busy replica is disrupted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DisruptHow {
+    /// Cordon, evict through the Eviction API, wait, then destroy.
+    Drain,
+    /// Destroy with the pods running (`whenBusy: replace`).
+    Replace,
+    /// Destroy with the pods running (`destroy --disrupt`).
+    Forced,
+}
+
+impl Disrupting {
+    /// One line for people.
+    pub fn describe(&self) -> String {
+        let pods = pod_list(&self.pods);
+        match self.how {
+            DisruptHow::Drain => format!(
+                "drains first (whenBusy: drain): cordons {} Node(s), evicts {pods} through the Eviction API \
+                 (PodDisruptionBudgets hold), waits up to {}s{}",
+                self.nodes.len(),
+                self.drain_timeout_secs,
+                self.draining_since
+                    .map(|s| format!(", draining since {s}"))
+                    .unwrap_or_default()
+            ),
+            DisruptHow::Replace => format!(
+                "kills the running pods {pods} (whenBusy: replace: the slice's policy consents)"
+            ),
+            DisruptHow::Forced => {
+                format!("kills the running pods {pods} (destroy --disrupt overrides the policy)")
+            }
+        }
+    }
+}
+
+/// `a/b (jobset x/y), c/d and 3 more`.
+pub fn pod_list(pods: &[BoundPod]) -> String {
+    const SHOWN: usize = 5;
+    let mut parts: Vec<String> = pods.iter().take(SHOWN).map(BoundPod::describe).collect();
+    if pods.len() > SHOWN {
+        parts.push(format!("and {} more", pods.len() - SHOWN));
+    }
+    parts.join(", ")
+}
+
+/// A step held by a slice's disruption policy: shown with why and the pods,
+/// never executed; it runs by itself once the replica is idle (or the
+/// window opens, or the budget frees up).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Held {
+    /// Kind of the resource.
+    pub kind: &'static str,
+    /// Cloud resource name.
+    pub name: String,
+    /// `slice.NAME[REPLICA].KIND`.
+    pub address: String,
+    /// Slice name.
+    pub slice: String,
+    /// Replica index.
+    pub replica: u32,
+    /// Where the resource lives.
+    pub scope: Scope,
+    /// What slicectl would otherwise have done.
+    pub action: ActionKind,
+    /// Why it would have done it.
+    pub reason: String,
+    /// Stable short code: `busy` (whenBusy: wait), `do_not_disrupt`,
+    /// `outside_window`, `budget`, `busy_unknown` (the cluster's pods could
+    /// not be read).
+    pub code: &'static str,
+    /// Why it is held, and what releases it.
+    pub message: String,
+    /// The pods bound to the replica's Nodes.
+    pub pods: Vec<BoundPod>,
+}
+
+/// Nodes slicectl cordoned for a drain that no step plans any more (the
+/// spec changed back, the slice went idle before the drain was needed):
+/// they are uncordoned and lose the drain label.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Release {
+    /// The cluster.
+    #[serde(skip)]
+    pub kube: KubeRef,
+    /// Its endpoint key, as published.
+    pub cluster: String,
+    /// The Nodes.
+    pub nodes: Vec<String>,
+}
+
+/// The Nodes that carry the drain label but belong to no replica with a
+/// destructive step planned or held (`in_use`).
+pub(super) fn releases(w: &Workloads, in_use: &BTreeSet<(KubeRef, String)>) -> Vec<Release> {
+    let mut out = Vec::new();
+    for (kube, c) in &w.clusters {
+        let ClusterWorkloads::Seen(nodes) = c else {
+            continue;
+        };
+        let free: Vec<String> = nodes
+            .iter()
+            .filter(|n| n.draining_since.is_some())
+            .filter(|n| !in_use.contains(&(kube.clone(), n.name.clone())))
+            .map(|n| n.name.clone())
+            .collect();
+        if !free.is_empty() {
+            out.push(Release {
+                kube: kube.clone(),
+                cluster: kube.endpoint.clone(),
+                nodes: free,
+            });
+        }
+    }
+    out
+}
+
+/// What is known of one slice replica's Nodes.
+enum Busy {
+    /// Nothing runs on it (or nothing can: `--sim` runs no pods), with its
+    /// Nodes when they were seen.
+    Idle(Option<(KubeRef, Vec<String>)>),
+    /// Pods run on it.
+    Running {
+        kube: Option<KubeRef>,
+        nodes: Vec<String>,
+        pods: Vec<BoundPod>,
+        draining_since: Option<Timestamp>,
+    },
+    /// Its cluster could not be read.
+    Unknown(String),
+}
+
+/// The replica key: (owner id, slice, replica).
+type Key = (String, String, u32);
+
+/// What the phase reads.
+pub(super) struct Inputs<'a> {
+    pub fleet: &'a Fleet,
+    pub kinds: &'a [&'a dyn Kind],
+    pub workloads: &'a Workloads,
+    pub deferred: &'a BTreeMap<Scope, String>,
+    pub mode: PlanMode,
+    /// `destroy --disrupt`.
+    pub disrupt: bool,
+}
+
+/// The Target of a live resource: the Target of the slice that claims it,
+/// else one of its owner id that covers its scope.
+fn target_of<'a>(i: &Inputs<'a>, own: &Ownership, scope: &Scope) -> Option<&'a Target> {
+    i.fleet
+        .claimant(&own.slice)
+        .and_then(|s| i.fleet.target_of(s))
+        .filter(|t| t.spec.owner_id == own.owner)
+        .or_else(|| {
+            i.fleet.targets.values().find(|t| {
+                t.spec.owner_id == own.owner && Owners::scopes_of(t, i.kinds).contains(scope)
+            })
+        })
+}
+
+fn kube_of(i: &Inputs<'_>, t: Option<&Target>) -> Option<KubeRef> {
+    let t = t?;
+    Owners::scopes_of(t, i.kinds)
+        .into_iter()
+        .find_map(|s| match s {
+            Scope::Kube(k) => Some(k),
+            _ => None,
+        })
+}
+
+/// What is known of the Nodes `hosts` picks out.
+fn busy_of(i: &Inputs<'_>, hosts: &Hosts) -> Busy {
+    let Some(kube) = &hosts.kube else {
+        return Busy::Idle(None);
+    };
+    if i.deferred.contains_key(&Scope::Kube(kube.clone())) {
+        // `--sim`: nothing real runs, no pod can be bound.
+        return Busy::Idle(None);
+    }
+    match i.workloads.clusters.get(kube) {
+        // A cluster slicectl does not reach (a Target without a Kubernetes
+        // API): nothing can be seen there.
+        None => Busy::Idle(None),
+        Some(ClusterWorkloads::Unreadable(e)) => Busy::Unknown(format!("{kube}: {e}")),
+        Some(ClusterWorkloads::Seen(nodes)) => {
+            let mine: Vec<&HostNode> = nodes
+                .iter()
+                .filter(|n| {
+                    hosts
+                        .selector
+                        .iter()
+                        .all(|(k, v)| n.labels.get(k) == Some(v))
+                })
+                .collect();
+            let pods: Vec<BoundPod> = mine.iter().flat_map(|n| n.pods.iter().cloned()).collect();
+            let draining_since = mine.iter().filter_map(|n| n.draining_since).min();
+            if pods.is_empty() {
+                return Busy::Idle(Some((
+                    kube.clone(),
+                    mine.iter().map(|n| n.name.clone()).collect(),
+                )));
+            }
+            Busy::Running {
+                kube: Some(kube.clone()),
+                nodes: mine.iter().map(|n| n.name.clone()).collect(),
+                pods,
+                draining_since,
+            }
+        }
+    }
+}
+
+/// The label GKE puts on each Node of a node pool.
+pub const GKE_NODEPOOL: &str = "cloud.google.com/gke-nodepool";
+
+/// The phase: every destructive step (replace, delete) of a slice replica
+/// whose Nodes are busy follows its slice's disruption policy. Held steps
+/// leave `actions` for the returned list; steps that go ahead while busy
+/// carry their [`Disrupting`].
+pub(super) fn decide(
+    i: &Inputs<'_>,
+    live_own: impl Fn(&Action) -> Option<Ownership>,
+    actions: &mut Vec<Action>,
+) -> (Vec<Held>, Vec<Release>) {
+    let now = i.workloads.observed_at.unwrap_or(Timestamp::UNIX_EPOCH);
+    // The busy state of each replica with a destructive step on a resource
+    // that holds capacity, with its Target.
+    let mut replicas: BTreeMap<Key, (Busy, Option<&Target>, String)> = BTreeMap::new();
+    // The Nodes of every replica with a destructive step (busy or not):
+    // a drain label on them stays while the step is planned or held.
+    let mut in_use: BTreeSet<(KubeRef, String)> = BTreeSet::new();
+    for a in actions.iter().filter(|a| a.action.is_destructive()) {
+        let Some(kind) = i.kinds.iter().find(|k| k.id() == a.id.kind) else {
+            continue;
+        };
+        let Some(own) = live_own(a) else {
+            continue;
+        };
+        let target = target_of(i, &own, &a.id.scope);
+        let Some(hosts) = kind.hosts(&a.id, &own, kube_of(i, target).as_ref()) else {
+            continue;
+        };
+        if let Some(k) = &hosts.kube
+            && let Some(ClusterWorkloads::Seen(nodes)) = i.workloads.clusters.get(k)
+        {
+            in_use.extend(
+                nodes
+                    .iter()
+                    .filter(|n| {
+                        hosts
+                            .selector
+                            .iter()
+                            .all(|(l, v)| n.labels.get(l) == Some(v))
+                    })
+                    .map(|n| (k.clone(), n.name.clone())),
+            );
+        }
+        let key = (own.owner.clone(), a.owner.slice.clone(), a.owner.replica);
+        if replicas.contains_key(&key) {
+            continue;
+        }
+        let busy = busy_of(i, &hosts);
+        replicas.insert(key, (busy, target, own.slice.clone()));
+    }
+    // Replicas a drain already started on (their Nodes carry the drain
+    // label, read back after a restart) hold their Target's budget first.
+    let released = releases(i.workloads, &in_use);
+    let mut draining: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for ((_, _, replica), (busy, target, live_slice)) in &replicas {
+        if let (
+            Busy::Running {
+                draining_since: Some(_),
+                ..
+            },
+            Some(t),
+        ) = (busy, target)
+        {
+            draining
+                .entry(t.name.clone())
+                .or_default()
+                .insert(format!("{live_slice}[{replica}]"));
+        }
+    }
+    // (owner, slice, replica) → the hold, or how it goes ahead.
+    let mut holds: BTreeMap<(String, u32), (&'static str, String, Vec<BoundPod>)> = BTreeMap::new();
+    let mut goes: BTreeMap<(String, u32), Disrupting> = BTreeMap::new();
+    let mut rechecks: BTreeMap<(String, u32), (KubeRef, Vec<String>)> = BTreeMap::new();
+    for ((_, slice, replica), (busy, target, live_slice)) in &replicas {
+        let rk = (slice.clone(), *replica);
+        let (kube, nodes, pods, since) = match busy {
+            Busy::Idle(seen) => {
+                if let Some((k, nodes)) = seen.clone().filter(|(_, n)| !n.is_empty()) {
+                    rechecks.insert(rk, (k, nodes));
+                }
+                continue;
+            }
+            Busy::Unknown(e) if !(i.mode == PlanMode::Destroy && i.disrupt) => {
+                holds.insert(
+                    rk,
+                    (
+                        "busy_unknown",
+                        format!(
+                            "whether slice replica {slice}[{replica}] runs workloads cannot be read ({e}); a step \
+                             that destroys its capacity is never taken on an unknown: it is held until the \
+                             cluster's Pods can be listed{}",
+                            destroy_hint(i.mode)
+                        ),
+                        Vec::new(),
+                    ),
+                );
+                continue;
+            }
+            Busy::Unknown(_) => (None, Vec::new(), Vec::new(), None),
+            Busy::Running {
+                kube,
+                nodes,
+                pods,
+                draining_since,
+            } => (kube.clone(), nodes.clone(), pods.clone(), *draining_since),
+        };
+        let slice_spec = i.fleet.claimant(live_slice).or(i.fleet.slices.get(slice));
+        let policy = Policy::resolve(
+            target.and_then(|t| t.spec.disruption.as_ref()),
+            slice_spec.and_then(|s| s.spec.disruption.as_ref()),
+        );
+        let going = |how: DisruptHow| Disrupting {
+            how,
+            pods: pods.clone(),
+            kube: kube.clone(),
+            nodes: nodes.clone(),
+            drain_timeout_secs: policy.drain_timeout.as_secs(),
+            draining_since: since,
+        };
+        if i.mode == PlanMode::Destroy && i.disrupt {
+            goes.insert(rk, going(DisruptHow::Forced));
+            continue;
+        }
+        let shown = pod_list(&pods);
+        let blockers: Vec<BoundPod> = pods.iter().filter(|p| p.do_not_disrupt).cloned().collect();
+        if !blockers.is_empty() {
+            holds.insert(
+                rk,
+                (
+                    "do_not_disrupt",
+                    format!(
+                        "slice replica {slice}[{replica}] runs pods annotated slicectl.dev/do-not-disrupt: \"true\" \
+                         ({}): not even a drain touches them. The step runs once they end or lose the annotation{}",
+                        pod_list(&blockers),
+                        destroy_hint(i.mode)
+                    ),
+                    pods.clone(),
+                ),
+            );
+            continue;
+        }
+        if policy.when_busy == WhenBusy::Wait {
+            holds.insert(
+                rk,
+                (
+                    "busy",
+                    format!(
+                        "slice replica {slice}[{replica}] is busy: {shown}. Its disruption policy is whenBusy: wait, \
+                         so the step waits and runs by itself once the replica is idle (next apply, watch cycle or \
+                         controller resync). To go ahead sooner, set `disruption.whenBusy: drain` (evicts, \
+                         PodDisruptionBudgets hold) or `replace` (kills the pods) on the slice or its Target{}",
+                        destroy_hint(i.mode)
+                    ),
+                    pods.clone(),
+                ),
+            );
+            continue;
+        }
+        if !policy.in_window(now) {
+            let next = policy
+                .next_window(now)
+                .map(|t| format!("; the next window opens at {t}"))
+                .unwrap_or_default();
+            let ws: Vec<String> = policy.windows.iter().map(|w| w.describe()).collect();
+            holds.insert(
+                rk,
+                (
+                    "outside_window",
+                    format!(
+                        "slice replica {slice}[{replica}] is busy ({shown}) and it is outside its disruption \
+                         windows ({}){next}: the step runs in a window{}",
+                        ws.join(", "),
+                        destroy_hint(i.mode)
+                    ),
+                    pods.clone(),
+                ),
+            );
+            continue;
+        }
+        if let (Some(budget), Some(t)) = (policy.budget, target) {
+            let group_label = format!("{live_slice}[{replica}]");
+            let in_flight = draining.entry(t.name.clone()).or_default();
+            let mine = in_flight.contains(&group_label);
+            if !mine && in_flight.len() >= budget as usize {
+                holds.insert(
+                    rk,
+                    (
+                        "budget",
+                        format!(
+                            "slice replica {slice}[{replica}] is busy ({shown}) and Target {}'s disruption budget \
+                             ({budget}) is used by {}: the step runs once one of them is done{}",
+                            t.name,
+                            in_flight.iter().cloned().collect::<Vec<_>>().join(", "),
+                            destroy_hint(i.mode)
+                        ),
+                        pods.clone(),
+                    ),
+                );
+                continue;
+            }
+            in_flight.insert(group_label);
+        }
+        let how = match policy.when_busy {
+            WhenBusy::Drain => DisruptHow::Drain,
+            _ => DisruptHow::Replace,
+        };
+        goes.insert(rk, going(how));
+    }
+    let (kept, held): (Vec<Action>, Vec<Action>) =
+        std::mem::take(actions).into_iter().partition(|a| {
+            !(a.action.is_destructive()
+                && holds.contains_key(&(a.owner.slice.clone(), a.owner.replica)))
+        });
+    *actions = kept;
+    // The drain runs before the first capacity step of the replica; every
+    // destructive step of a replica going ahead says so.
+    let mut drained: BTreeSet<(String, u32)> = BTreeSet::new();
+    let mut rechecked: BTreeSet<(String, u32)> = BTreeSet::new();
+    for a in actions.iter_mut().filter(|a| a.action.is_destructive()) {
+        let rk = (a.owner.slice.clone(), a.owner.replica);
+        let holds_capacity = i.kinds.iter().any(|k| {
+            k.id() == a.id.kind && live_own(a).is_some_and(|o| k.hosts(&a.id, &o, None).is_some())
+        });
+        if let Some(r) = rechecks.get(&rk)
+            && holds_capacity
+            && rechecked.insert(rk.clone())
+        {
+            a.recheck = Some(r.clone());
+        }
+        let Some(d) = goes.get(&rk) else {
+            continue;
+        };
+        let mut d = d.clone();
+        if d.how == DisruptHow::Drain && (!holds_capacity || !drained.insert(rk)) {
+            // Only one step per replica drains; the others wait on it.
+            d.nodes.clear();
+        }
+        a.disruption = Some(d);
+    }
+    let held = held
+        .into_iter()
+        .map(|a| {
+            let (code, message, pods) = holds
+                .get(&(a.owner.slice.clone(), a.owner.replica))
+                .cloned()
+                .unwrap_or(("busy", String::new(), Vec::new()));
+            Held {
+                kind: a.id.kind.as_str(),
+                name: a.id.name.clone(),
+                address: a.address(),
+                slice: a.owner.slice.clone(),
+                replica: a.owner.replica,
+                scope: a.id.scope.clone(),
+                action: a.action,
+                reason: a.reason_text(),
+                code,
+                message,
+                pods,
+            }
+        })
+        .collect();
+    (held, released)
+}
+
+fn destroy_hint(mode: PlanMode) -> &'static str {
+    match mode {
+        PlanMode::Destroy => {
+            ". To destroy it anyway, killing the pods, run `slicectl destroy --disrupt`"
+        }
+        PlanMode::Apply => "",
+    }
+}
+
+/// The default drain poll interval of the executor.
+pub const DRAIN_POLL: Duration = Duration::from_secs(2);
