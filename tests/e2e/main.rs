@@ -13,6 +13,7 @@ mod sim_gke_support;
 mod cli;
 mod e2e_controller;
 mod e2e_converge;
+mod e2e_disrupt;
 mod e2e_gce;
 mod e2e_gke_token;
 mod e2e_guards;
