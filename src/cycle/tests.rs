@@ -1,3 +1,4 @@
+#![cfg(test)]
 //! Every [`CycleOutcome`], driven through the recording fake cloud and real
 //! sources (a temporary directory, a ConfigMap snapshot), with no process.
 

@@ -51,7 +51,7 @@ pub struct GkeNodesWant {
 
 impl GkeNodesWant {
     /// The readiness expectation.
-    pub fn expect(&self) -> Expect {
+    pub fn expectation(&self) -> Expect {
         Expect {
             hosts: self.hosts,
             chips: self.chips,
@@ -204,7 +204,7 @@ impl Kind for GkeNodes {
             .and_then(live)
             .map(|g| g.nodes.iter().collect())
             .unwrap_or_default();
-        let r = readiness::judge(&nodes, &want.expect());
+        let r = readiness::judge(&nodes, &want.expectation());
         LiveReport {
             state: if nodes.iter().any(|n| n.unschedulable) {
                 "CORDONED".into()
