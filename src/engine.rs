@@ -394,6 +394,9 @@ pub async fn reconcile_with(
     let (inv, mut plan) = observe_and_plan(fleet, cloud, opts.mode, &opts.plan).await?;
     edit(&mut plan);
     plan.summary = plan.count();
+    // The workload source's own writes (released-at stamps, refusal
+    // Events): a reconcile makes them, `plan` never does.
+    crate::kube::demand::write(cloud, fleet, &plan.demand).await;
     if !plan.summary.has_changes() {
         return Ok(Report {
             outcome: Outcome::NoChanges,

@@ -29,3 +29,4 @@ pub mod spec;
 pub mod status;
 pub mod status_object;
 pub mod watch;
+pub mod workload;

@@ -725,6 +725,58 @@ impl KubeService for KubeClients {
             .unwrap_or_else(|| cx.invalid(Attempt::on("patch", "nodes", name), "no attempt made")))
     }
 
+    async fn jobsets(&self, k: &KubeRef) -> Result<Vec<serde_json::Value>, KubeError> {
+        use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+        let cx = self.client(k).await?;
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "jobset.x-k8s.io",
+            "v1alpha2",
+            "JobSet",
+        ));
+        let api: Api<DynamicObject> = Api::all_with(cx.client.clone(), &ar);
+        let attempt = Attempt::new("list", "jobsets.jobset.x-k8s.io");
+        let mut out = Vec::new();
+        let mut continue_token: Option<String> = None;
+        loop {
+            let mut lp = ListParams::default().limit(PAGE);
+            if let Some(c) = continue_token.take() {
+                lp = lp.continue_token(&c);
+            }
+            let page = match api.list(&lp).await {
+                Ok(p) => p,
+                // No JobSet CRD: no JobSets.
+                Err(::kube::Error::Api(s)) if s.code == 404 && out.is_empty() => return Ok(out),
+                Err(e) => return Err(cx.err(attempt, e)),
+            };
+            for o in page.items {
+                out.push(serde_json::to_value(o).map_err(|e| {
+                    cx.invalid(attempt.clone(), format!("a JobSet does not serialize: {e}"))
+                })?);
+            }
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(c) => continue_token = Some(c),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    async fn create_event(
+        &self,
+        k: &KubeRef,
+        event: &k8s_openapi::api::core::v1::Event,
+    ) -> Result<bool, KubeError> {
+        let cx = self.client(k).await?;
+        let ns = event.metadata.namespace.clone().unwrap_or_default();
+        let name = event.metadata.name.clone().unwrap_or_default();
+        let attempt = Attempt::on("create", "events", format!("{ns}/{name}"));
+        let api = cx.namespaced::<k8s_openapi::api::core::v1::Event>(&ns);
+        match api.create(&PostParams::default(), event).await {
+            Ok(_) => Ok(true),
+            Err(::kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(cx.err(attempt, e)),
+        }
+    }
+
     async fn pods(&self, k: &KubeRef) -> Result<Vec<Pod>, KubeError> {
         let cx = self.client(k).await?;
         let api = cx.all_pods();

@@ -48,6 +48,7 @@ pub enum KubeFault {
 
 /// The methods of [`KubeService`] that write.
 pub const WRITE_METHODS: &[&str] = &[
+    "create_event",
     "patch_node",
     "cordon_node",
     "delete_node",
@@ -74,6 +75,8 @@ struct Cluster {
     service_accounts: BTreeMap<Key, ServiceAccount>,
     cluster_roles: BTreeMap<String, ClusterRole>,
     cluster_role_bindings: BTreeMap<String, ClusterRoleBinding>,
+    jobsets: Vec<serde_json::Value>,
+    events: std::collections::BTreeSet<String>,
 }
 
 #[derive(Default)]
@@ -628,6 +631,21 @@ impl KubeService for FakeKube {
             node.metadata.resource_version = Some(rv.to_string());
             Ok(())
         })
+    }
+
+    async fn jobsets(&self, k: &KubeRef) -> Result<Vec<serde_json::Value>, KubeError> {
+        self.call("jobsets", k, "")?;
+        Ok(self.with(k, |c, _| c.jobsets.clone()))
+    }
+
+    async fn create_event(
+        &self,
+        k: &KubeRef,
+        event: &k8s_openapi::api::core::v1::Event,
+    ) -> Result<bool, KubeError> {
+        let name = event.metadata.name.clone().unwrap_or_default();
+        self.call("create_event", k, &name)?;
+        Ok(self.with(k, |c, _| c.events.insert(name)))
     }
 
     async fn pods(&self, k: &KubeRef) -> Result<Vec<Pod>, KubeError> {

@@ -7,6 +7,7 @@ pub mod bootstrap_token;
 pub mod ca;
 pub mod client;
 pub mod clients;
+pub mod demand;
 pub mod error;
 /// The recording fake (unit tests, and integration tests through the
 /// `test-support` feature; not in the product).

@@ -74,6 +74,19 @@ pub trait KubeService: Send + Sync {
     /// Deletes a Node object; a missing one is fine.
     async fn delete_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError>;
 
+    /// Every JobSet (`jobset.x-k8s.io/v1alpha2`) of the cluster, as JSON
+    /// (one paginated list). A cluster without the JobSet CRD has none.
+    async fn jobsets(&self, k: &KubeRef) -> Result<Vec<serde_json::Value>, KubeError>;
+
+    /// Creates `event` (a `core/v1` Event, named by the caller) in its
+    /// namespace: `Ok(false)` when an Event of that name already exists, so
+    /// a deterministic name makes it "once", across restarts too.
+    async fn create_event(
+        &self,
+        k: &KubeRef,
+        event: &k8s_openapi::api::core::v1::Event,
+    ) -> Result<bool, KubeError>;
+
     /// Releases a Node slicectl cordoned for a drain that is no longer
     /// planned: `spec.unschedulable: false`, the unschedulable taint and the
     /// label `label` removed. A missing Node is fine.

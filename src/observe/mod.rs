@@ -3,6 +3,7 @@
 //! against. Generic over the registered kinds: each kind's
 //! [`crate::apply::KindExec::observe`] lists its own resources.
 
+pub mod demand;
 mod shared;
 pub mod workloads;
 
@@ -16,6 +17,24 @@ use crate::plan::kind::KindId;
 use crate::plan::{Inventory, Owners, Scope, Unseen};
 use crate::resource::{ClusterRef, ZoneRef};
 use crate::spec::Fleet;
+
+/// The Kubernetes APIs of the GKE Targets with `workloads.enabled`: where
+/// JobSets and pending TPU pods are listed.
+fn demand_clusters(fleet: &Fleet) -> BTreeSet<crate::resource::KubeRef> {
+    fleet
+        .targets
+        .values()
+        .filter(|t| t.spec.workloads.as_ref().is_some_and(|w| w.enabled))
+        .filter_map(|t| {
+            let g = t.spec.gke.as_ref()?;
+            Some(crate::resource::KubeRef::gke(&ClusterRef {
+                project: t.spec.project.clone(),
+                location: g.location.clone(),
+                name: g.name.clone(),
+            }))
+        })
+        .collect()
+}
 
 /// The GKE clusters a fleet's targets point at.
 pub fn clusters(fleet: &Fleet) -> BTreeSet<ClusterRef> {
@@ -277,10 +296,12 @@ pub async fn observe(cloud: &Cloud, fleet: &Fleet, kinds: &[&dyn RegisteredKind]
     );
     left.extend(zones);
     undiscovered.extend(zones_failed);
-    let workloads = workloads::observe(cloud, &owners, &deferred).await;
+    let (workloads, demand) =
+        workloads::observe(cloud, &owners, &deferred, &demand_clusters(fleet)).await;
     let mut inv = Inventory {
         deferred,
         workloads,
+        demand,
         ..Inventory::default()
     };
     let mut results = Vec::new();

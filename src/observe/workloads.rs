@@ -4,7 +4,7 @@
 //! that cannot be listed is recorded as unreadable (its replicas' busy
 //! state is unknown, and their destructive steps are held), never as idle.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -15,6 +15,7 @@ use crate::plan::workload::{BoundPod, ClusterWorkloads, HostNode, Workloads};
 use crate::plan::{Owners, Scope};
 use crate::resource::KubeRef;
 use crate::spec::disruption::{DO_NOT_DISRUPT, DRAINING_SINCE, KARPENTER_DO_NOT_DISRUPT};
+use crate::workload::{DemandView, DemandViews, Observed};
 
 /// The annotation the kubelet puts on a static pod's mirror.
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
@@ -22,12 +23,14 @@ pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 pub const JOBSET_NAME: &str = "jobset.sigs.k8s.io/jobset-name";
 
 /// Lists Nodes and Pods of every cluster the fleet's Targets reach (not
-/// those deferred), concurrently.
+/// those deferred), concurrently; and, for the clusters in `demand`
+/// (workload-enabled Targets'), their JobSets and pending TPU pods.
 pub async fn observe(
     cloud: &Cloud,
     owners: &Owners,
     deferred: &BTreeMap<Scope, String>,
-) -> Workloads {
+    demand: &BTreeSet<KubeRef>,
+) -> (Workloads, DemandViews) {
     let kubes: Vec<&KubeRef> = owners
         .scopes()
         .filter(|s| !deferred.contains_key(*s))
@@ -38,7 +41,29 @@ pub async fn observe(
         .collect();
     let observed_at = jiff::Timestamp::now();
     let lists = kubes.iter().map(|k| async move {
-        let (nodes, pods) = futures::join!(cloud.kube.nodes(k), cloud.kube.pods(k));
+        let wants_demand = demand.contains(*k);
+        let (nodes, pods, jobsets) = futures::join!(
+            cloud.kube.nodes(k),
+            cloud.kube.pods(k),
+            async {
+                if wants_demand {
+                    Some(cloud.kube.jobsets(k).await)
+                } else {
+                    None
+                }
+            }
+        );
+        let demand_view = match (&pods, jobsets.as_ref()) {
+            (_, None) => None,
+            (Ok(pods), Some(Ok(js))) => Some(DemandView::Seen(Observed {
+                jobsets: js.iter().map(super::demand::jobset).collect(),
+                pending: pods.iter().filter_map(super::demand::pending_pod).collect(),
+            })),
+            (Err(e), Some(_)) | (_, Some(Err(e))) => {
+                tracing::warn!(cluster = %k.endpoint, error = %e, "cannot list the JobSets and pods: no workload slice is created or released there this cycle");
+                Some(DemandView::Unreadable(e.to_string()))
+            }
+        };
         let view = match (nodes, pods) {
             (Ok(nodes), Ok(pods)) => ClusterWorkloads::Seen(join(&nodes, &pods)),
             (Err(e), _) | (_, Err(e)) => {
@@ -46,12 +71,23 @@ pub async fn observe(
                 ClusterWorkloads::Unreadable(e.to_string())
             }
         };
-        ((*k).clone(), view)
+        ((*k).clone(), view, demand_view)
     });
-    Workloads {
-        observed_at: Some(observed_at),
-        clusters: join_all(lists).await.into_iter().collect(),
+    let mut clusters = BTreeMap::new();
+    let mut views = DemandViews::new();
+    for (k, view, demand_view) in join_all(lists).await {
+        if let Some(d) = demand_view {
+            views.insert(k.clone(), d);
+        }
+        clusters.insert(k, view);
     }
+    (
+        Workloads {
+            observed_at: Some(observed_at),
+            clusters,
+        },
+        views,
+    )
 }
 
 /// Whether a pod makes its Node busy: not terminal, not a mirror pod, not

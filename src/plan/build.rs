@@ -60,6 +60,56 @@ pub(super) struct Planner<'a> {
     /// [`Inventory::running_operation`] finds it): one index, so that
     /// looking up every resource is not a scan of every operation.
     running_ops: BTreeMap<(KindId, &'a Scope, &'a str), &'a OperationRecord>,
+    /// The workload source's decisions ([`crate::workload::derive`]).
+    pub(super) demand: crate::workload::Demand,
+    /// Slice names of the live workload slices: pruned only when
+    /// [`Planner::demand`] releases them, never because the specs lack them.
+    pub(super) workload_live: BTreeSet<String>,
+}
+
+/// The live workload slices of the fleet's Targets (owned node pools
+/// labelled `slicectl.dev/source: workload`).
+pub(super) fn live_workload_slices(
+    fleet: &Fleet,
+    inv: &Inventory,
+    kinds: &[&dyn Kind],
+) -> Vec<crate::workload::LiveSlice> {
+    let owners = Owners::of(fleet, kinds);
+    let mut out = Vec::new();
+    for kind in kinds {
+        for l in inv.live(kind.id()) {
+            let Some((origin, chips)) = kind.workload_slice(&l.body) else {
+                continue;
+            };
+            let Some(o) = kind
+                .ownership(&l.body)
+                .filter(|o| owners.owns(&l.scope, Some(o)))
+            else {
+                continue;
+            };
+            out.push(crate::workload::LiveSlice {
+                target: o.target.unwrap_or_default(),
+                pool: o.slice,
+                origin,
+                chips,
+            });
+        }
+    }
+    out
+}
+
+/// [`crate::workload::derive`] over an observation.
+pub(super) fn derive_demand(
+    fleet: &Fleet,
+    inv: &Inventory,
+    kinds: &[&dyn Kind],
+) -> crate::workload::Demand {
+    let live = live_workload_slices(fleet, inv, kinds);
+    let now = inv
+        .workloads
+        .observed_at
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    crate::workload::derive(fleet, &inv.demand, &live, &inv.workloads, now)
 }
 
 /// What the phases decide.
@@ -90,7 +140,25 @@ pub(super) fn build(
     opts: &PlanOptions,
     mode: PlanMode,
 ) -> Result<Plan, PlanError> {
-    let planner = Planner::new(fleet, inv, kinds, opts, mode);
+    // Workload-driven slices join the fleet for this plan only (an apply;
+    // a destroy tears down what is owned, workload slices included).
+    let demand = match mode {
+        PlanMode::Apply => derive_demand(fleet, inv, kinds),
+        PlanMode::Destroy => crate::workload::Demand::default(),
+    };
+    let extended;
+    let fleet = if demand.slices.is_empty() {
+        fleet
+    } else {
+        extended = demand.extend(fleet);
+        &extended
+    };
+    let mut planner = Planner::new(fleet, inv, kinds, opts, mode);
+    planner.workload_live = live_workload_slices(fleet, inv, kinds)
+        .into_iter()
+        .map(|l| l.pool)
+        .collect();
+    planner.demand = demand;
     let mut out = Decisions {
         errors: planner.name_collisions(),
         ..Decisions::default()
@@ -188,6 +256,8 @@ impl<'a> Planner<'a> {
             stamped_hosts: BTreeMap::new(),
             running_hosts: BTreeMap::new(),
             running_ops: BTreeMap::new(),
+            demand: crate::workload::Demand::default(),
+            workload_live: BTreeSet::new(),
         };
         for (kind, ops) in &inv.operations {
             for o in ops.iter().filter(|o| o.running) {
@@ -794,6 +864,19 @@ impl<'a> Planner<'a> {
             *out.untouched.entry(t).or_default() += 1;
             return;
         }
+        // A workload slice (and what goes with it) is pruned only by the
+        // workload source's own decision: never because the specs lack it.
+        if self.mode == PlanMode::Apply && self.workload_live.contains(&o.slice) {
+            let Some(r) = self.demand.release_of(&o.slice) else {
+                return;
+            };
+            let mut a = self.orphan_action(kind, l, id, &o);
+            if a.action == ActionKind::Delete {
+                a.reason = Reason::WorkloadEnded { why: r.why.clone() };
+            }
+            out.actions.push(a);
+            return;
+        }
         let a = self.orphan_action(kind, l, id, &o);
         match self.orphan_guard(kind, l, &a, &o, left) {
             Some((code, msg)) => out.refused.push(refusal(&a, code, msg)),
@@ -884,7 +967,7 @@ impl<'a> Planner<'a> {
         }
         if not_in_specs
             && !opts.allow_empty_source
-            && !self.fleet.slices.is_empty()
+            && !self.no_git_slices()
             && let Some(msg) = empty_target(self.fleet, self.kinds, a, o)
         {
             return Some(("empty_target", msg));
@@ -910,6 +993,12 @@ impl<'a> Planner<'a> {
         None
     }
 
+    /// Whether the specs define no slice (workload slices added for this
+    /// plan do not count: an empty checkout is empty whatever JobSets ask).
+    fn no_git_slices(&self) -> bool {
+        self.fleet.slices.values().all(|s| s.workload.is_some())
+    }
+
     /// The rails over the whole plan: an apply that would prune while the
     /// specs define no slice, and more destructive actions than allowed.
     /// Every error found (name collisions included) is reported at once.
@@ -918,14 +1007,17 @@ impl<'a> Planner<'a> {
             let pruning = out
                 .actions
                 .iter()
-                .filter(|a| a.action == ActionKind::Delete)
+                .filter(|a| {
+                    a.action == ActionKind::Delete
+                        && !matches!(a.reason, Reason::WorkloadEnded { .. })
+                })
                 .count()
                 + out
                     .refused
                     .iter()
                     .filter(|r| r.action == ActionKind::Delete)
                     .count();
-            if self.fleet.slices.is_empty() && pruning > 0 && !self.opts.allow_empty_source {
+            if self.no_git_slices() && pruning > 0 && !self.opts.allow_empty_source {
                 out.errors.insert(
                     0,
                     PlanError::EmptySource {
@@ -1057,6 +1149,7 @@ impl<'a> Planner<'a> {
                 })
                 .collect(),
             renames,
+            demand: self.demand.clone(),
             summary: Summary::default(),
         };
         plan.summary = plan.count();

@@ -183,6 +183,7 @@ pub fn render(plan: &Plan, color: bool) -> String {
         out.push('\n');
     }
     render_refusals(&mut out, &p, plan);
+    render_workloads(&mut out, &p, plan);
     render_unobserved(&mut out, &p, plan);
     render_held(&mut out, &p, plan);
     for r in &plan.released {
@@ -276,6 +277,63 @@ pub fn render(plan: &Plan, color: bool) -> String {
     out.push_str(&summary_line(plan, &p));
     out.push('\n');
     out
+}
+
+/// The workload source: slices JobSets ask for, kept, released, refused,
+/// and JobSets left alone.
+fn render_workloads(out: &mut String, p: &Painter, plan: &Plan) {
+    let d = &plan.demand;
+    if d.slices.is_empty()
+        && d.kept.is_empty()
+        && d.released.is_empty()
+        && d.refused.is_empty()
+        && d.skipped.is_empty()
+    {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        p.paint(
+            cyan().bold(),
+            "Workload slices (asked for by pending JobSets):"
+        )
+    );
+    for s in &d.slices {
+        if let Some(o) = &s.workload {
+            let _ = writeln!(
+                out,
+                "  + {} for jobset {} (job-key {}): {} {} {}",
+                s.name,
+                o.jobset_ref(),
+                o.job_key.chars().take(12).collect::<String>(),
+                s.spec.accelerator,
+                s.shape.topology,
+                s.spec.capacity.kind.as_str()
+            );
+        }
+    }
+    for k in &d.kept {
+        let _ = writeln!(out, "  = {} kept (jobset {}): {}", k.pool, k.jobset, k.why);
+    }
+    for r in &d.released {
+        let _ = writeln!(out, "  - {} released: {}", r.pool, r.why);
+    }
+    for r in &d.refused {
+        let _ = writeln!(
+            out,
+            "  {} jobset {}/{} [{}]: {}",
+            p.paint(red().bold(), "refused"),
+            r.namespace,
+            r.jobset,
+            r.code,
+            r.message
+        );
+    }
+    for s in &d.skipped {
+        let _ = writeln!(out, "  ~ jobset {} left alone: {}", s.jobset, s.why);
+    }
+    out.push('\n');
 }
 
 /// Targets that could not be observed: no action for any of their slices.

@@ -30,6 +30,9 @@ pub struct Inventory {
     pub undiscovered: BTreeMap<(String, &'static str), Unseen>,
     /// The workloads bound to the clusters' Nodes (busy slice replicas).
     pub workloads: super::workload::Workloads,
+    /// The JobSets and pending TPU pods of workload-enabled Targets'
+    /// clusters ([`crate::workload`]).
+    pub demand: crate::workload::DemandViews,
 }
 
 impl Inventory {

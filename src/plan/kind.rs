@@ -402,6 +402,13 @@ pub trait Kind: Send + Sync {
     /// the only place ownership is read, for every kind.
     fn ownership(&self, live: &Body) -> Option<Ownership>;
 
+    /// The JobSet a live workload slice's resource is for, and the chips it
+    /// holds (the node pool that holds a workload slice's capacity; `None`
+    /// for every other kind, and for slices from the specs).
+    fn workload_slice(&self, _live: &Body) -> Option<(crate::workload::Origin, u32)> {
+        None
+    }
+
     /// The live state of a resource.
     fn state(&self, live: &Body) -> LiveState;
 

@@ -197,6 +197,9 @@ pub struct Plan {
     /// Slices renamed in the specs, declared or likely: notes for people,
     /// and (undeclared ones) create-before-delete ordering for the executor.
     pub renames: Vec<Rename>,
+    /// The workload source's decisions: slices asked for (planned like
+    /// any other), released, kept, refused and JobSets left alone.
+    pub demand: crate::workload::Demand,
     /// Counts.
     pub summary: Summary,
 }
@@ -903,9 +906,12 @@ fn empty_target(fleet: &Fleet, kinds: &[&dyn Kind], a: &Action, o: &Ownership) -
         .filter(|t| t.spec.owner_id == o.owner && Owners::scopes_of(t, kinds).contains(&a.id.scope))
         .collect();
     if covering.is_empty()
-        || covering
-            .iter()
-            .any(|t| fleet.slices.values().any(|s| s.spec.target == t.name))
+        || covering.iter().any(|t| {
+            fleet
+                .slices
+                .values()
+                .any(|s| s.workload.is_none() && s.spec.target == t.name)
+        })
     {
         return None;
     }

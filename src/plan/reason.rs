@@ -59,6 +59,12 @@ pub enum Reason {
     Destroy,
     /// The slice is no longer in the specs.
     NotInSpecs,
+    /// A workload slice whose JobSet ended (or was deleted) more than its
+    /// Target's `workloads.gracePeriod` ago, with nothing running on it.
+    WorkloadEnded {
+        /// Which JobSet, how it ended and when.
+        why: String,
+    },
     /// The replica index is at or above the slice's replicas.
     ReplicaNotDesired {
         /// The slice's replicas now.
@@ -116,6 +122,7 @@ impl Reason {
             Reason::BeingDeleted { .. } => "being_deleted",
             Reason::Destroy => "destroy",
             Reason::NotInSpecs => "not_in_specs",
+            Reason::WorkloadEnded { .. } => "workload_ended",
             Reason::ReplicaNotDesired { .. } => "replica_not_desired",
             Reason::Moved { .. } => "moved",
             Reason::NotNeeded => "not_needed",
@@ -206,6 +213,9 @@ impl Reason {
             ),
             Reason::Destroy => format!("delete because `slicectl destroy` tears down slice {s}"),
             Reason::NotInSpecs => format!("delete because slice {s} is no longer in the specs"),
+            Reason::WorkloadEnded { why } => {
+                format!("delete because workload slice {s} is released: {why}")
+            }
             Reason::ReplicaNotDesired { replicas, kept } => {
                 let kept: Vec<String> = kept.iter().map(u32::to_string).collect();
                 let which = if kept.iter().eq((0..*replicas)
@@ -285,6 +295,7 @@ mod tests {
             Reason::BeingDeleted { operation: None },
             Reason::Destroy,
             Reason::NotInSpecs,
+            Reason::WorkloadEnded { why: "w".into() },
             Reason::ReplicaNotDesired {
                 replicas: 1,
                 kept: vec![0],

@@ -48,6 +48,7 @@ fn target_in(name: &str, zone: &str) -> Target {
                 ..NodeDefaults::default()
             },
             previous_names: Vec::new(),
+            workloads: None,
             disruption: None,
         },
         location: loc(),
@@ -91,6 +92,7 @@ fn slice(name: &str, acc: &str, topo: &str, replicas: u32, cap: CapacityType) ->
         spec,
         operation_timeout: crate::spec::DEFAULT_OPERATION_TIMEOUT,
         location: loc(),
+        workload: None,
     }
 }
 

@@ -32,7 +32,45 @@ pub struct PlanView<'a> {
     undiscovered: &'a [super::Undiscovered],
     #[serde(skip_serializing_if = "<[Rename]>::is_empty")]
     renames: &'a [Rename],
+    #[serde(skip_serializing_if = "WorkloadsView::is_empty")]
+    workloads: WorkloadsView<'a>,
     summary: Summary,
+}
+
+/// The workload source's decisions in the plan JSON (`workloads`).
+#[derive(Debug, Serialize)]
+struct WorkloadsView<'a> {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    requested: Vec<RequestedView<'a>>,
+    #[serde(skip_serializing_if = "<[crate::workload::Kept]>::is_empty")]
+    kept: &'a [crate::workload::Kept],
+    #[serde(skip_serializing_if = "<[crate::workload::Released]>::is_empty")]
+    released: &'a [crate::workload::Released],
+    #[serde(skip_serializing_if = "<[crate::workload::Refused]>::is_empty")]
+    refused: &'a [crate::workload::Refused],
+    #[serde(skip_serializing_if = "<[crate::workload::Skipped]>::is_empty")]
+    skipped: &'a [crate::workload::Skipped],
+}
+
+impl WorkloadsView<'_> {
+    fn is_empty(&self) -> bool {
+        self.requested.is_empty()
+            && self.kept.is_empty()
+            && self.released.is_empty()
+            && self.refused.is_empty()
+            && self.skipped.is_empty()
+    }
+}
+
+/// A slice a pending JobSet asks for.
+#[derive(Debug, Serialize)]
+struct RequestedView<'a> {
+    slice: &'a str,
+    target: &'a str,
+    jobset: &'a crate::workload::Origin,
+    accelerator: &'a str,
+    topology: &'a str,
+    capacity: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -175,6 +213,27 @@ impl<'a> PlanView<'a> {
             unobserved: &plan.unobserved,
             undiscovered: &plan.undiscovered,
             renames: &plan.renames,
+            workloads: WorkloadsView {
+                requested: plan
+                    .demand
+                    .slices
+                    .iter()
+                    .filter_map(|s| {
+                        Some(RequestedView {
+                            slice: &s.name,
+                            target: &s.spec.target,
+                            jobset: s.workload.as_ref()?,
+                            accelerator: &s.spec.accelerator,
+                            topology: &s.shape.topology,
+                            capacity: s.spec.capacity.kind.as_str(),
+                        })
+                    })
+                    .collect(),
+                kept: &plan.demand.kept,
+                released: &plan.demand.released,
+                refused: &plan.demand.refused,
+                skipped: &plan.demand.skipped,
+            },
             summary: plan.count(),
         }
     }

@@ -238,6 +238,9 @@ pub struct Slice {
     pub operation_timeout: Duration,
     /// Where the document starts.
     pub location: Location,
+    /// The JobSet and Job a workload-driven slice is for (`None`: a slice
+    /// from the specs). See [`crate::workload`].
+    pub workload: Option<crate::workload::Origin>,
 }
 
 /// Default timeout of one long-running operation (TPU node pools are slow).

@@ -75,6 +75,89 @@ pub struct TargetSpec {
     /// busy slice replicas of this Target disrupted at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disruption: Option<Disruption>,
+    /// Workload-driven slices (GKE Targets only): pending JobSets whose
+    /// leader pod is unschedulable for lack of TPU capacity get a slice per
+    /// Job, within these rules, released when the JobSet ends (see
+    /// docs/workloads.md). Absent: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workloads: Option<Workloads>,
+}
+
+/// Workload-driven slices of a GKE Target: what pending JobSets may ask
+/// for, and how long a slice outlives its JobSet.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Workloads {
+    /// Turns workload-driven slices on (default false: a block with
+    /// `enabled: false` keeps its rules but creates and releases nothing).
+    #[serde(default)]
+    pub enabled: bool,
+    /// How long a slice outlives its JobSet's end (Completed or Failed
+    /// condition, or the JobSet seen deleted), so that a JobSet restarted at
+    /// once reuses it, e.g. `2m` (default 2m, at most 168h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period: Option<String>,
+    /// What workloads may ask for: the first rule whose `namespaces` match
+    /// the JobSet's namespace decides; no rule matching refuses the request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<WorkloadRule>,
+}
+
+/// One rule of a Target's `workloads`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkloadRule {
+    /// Namespaces this rule is for. Omitted: every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<Vec<String>>,
+    /// Accelerators allowed (values of `cloud.google.com/gke-tpu-accelerator`).
+    /// Omitted: any the Target's zone offers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerators: Option<Vec<String>>,
+    /// Topologies allowed. Omitted: any valid one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topologies: Option<Vec<String>>,
+    /// Capacity types allowed. Omitted: `[onDemand]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Vec<WorkloadCapacity>>,
+    /// Most chips this namespace's workload slices may hold at once on this
+    /// Target (the slices that exist, plus the one asked for). Omitted: no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_chips: Option<u32>,
+    /// Kubernetes labels added to the pools (and so their Nodes).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Kubernetes taints added to the pools' Nodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+}
+
+/// A capacity type a workload may ask for.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum WorkloadCapacity {
+    /// On-demand VMs (a pod selecting nothing else).
+    OnDemand,
+    /// Spot VMs (`cloud.google.com/gke-spot: "true"`).
+    Spot,
+    /// A specific reservation (`cloud.google.com/reservation-name`).
+    Reservation,
+    /// Flex-start (`cloud.google.com/gke-flex-start: "true"`).
+    FlexStart,
+}
+
+impl WorkloadCapacity {
+    /// The spelling used in specs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadCapacity::OnDemand => "onDemand",
+            WorkloadCapacity::Spot => "spot",
+            WorkloadCapacity::Reservation => "reservation",
+            WorkloadCapacity::FlexStart => "flexStart",
+        }
+    }
 }
 
 /// What slicectl does before a step that destroys the capacity of a busy

@@ -117,6 +117,23 @@ impl Kind for NodePools {
             .and_then(|c| Ownership::from_labels(&c.labels))
     }
 
+    fn workload_slice(&self, live: &Body) -> Option<(crate::workload::Origin, u32)> {
+        let p = pool(live)?;
+        let c = p.config.as_ref()?;
+        let origin = crate::workload::Origin::from_labels(&c.labels)?;
+        let per_host = crate::spec::catalog::generation_of_machine_type(&c.machine_type)
+            .and_then(|g| g.machine_types.iter().find(|m| m.name == c.machine_type))
+            .map_or(0, |m| m.chips_per_host);
+        let hosts = p
+            .autoscaling
+            .as_ref()
+            .filter(|a| a.enabled)
+            .and_then(|a| a.max_node_count.or(a.total_max_node_count))
+            .or(p.initial_node_count)
+            .unwrap_or(0);
+        Some((origin, per_host * u32::try_from(hosts).unwrap_or(0)))
+    }
+
     fn state(&self, live: &Body) -> LiveState {
         let Some(p) = pool(live) else {
             return LiveState::Error {

@@ -154,7 +154,7 @@ impl Kind for GkeNodes {
         }
         // The pool's name, as the node pool kind renders it (without
         // rendering the whole pool again).
-        let pool = crate::kind::names::node_pool(ctx.stem, ctx.replica);
+        let pool = super::render::pool_name(ctx.slice, ctx.stem, ctx.replica);
         let shape = &ctx.slice.shape;
         let want = GkeNodesWant {
             pool: pool.clone(),

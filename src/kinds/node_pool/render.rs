@@ -34,6 +34,17 @@ fn google_duration(s: &str) -> Option<String> {
     Some(format!("{}s", d.as_secs()))
 }
 
+/// The node pool name of a slice replica: `<stem>-<replica>`, or for a
+/// workload slice its own name (tpu-provisioner's, see
+/// [`crate::workload::pool_name`]).
+pub fn pool_name(slice: &Slice, stem: &str, replica: u32) -> String {
+    if slice.workload.is_some() {
+        slice.name.clone()
+    } else {
+        names::node_pool(stem, replica)
+    }
+}
+
 /// The node pool of one replica, ownership labels and spec hash included.
 /// `None` when the target has no GKE cluster. The pool (and its workload
 /// policy) are named after `stem`, the slice's name or the previous name
@@ -47,7 +58,7 @@ pub fn node_pool(target: &Target, slice: &Slice, replica: u32, stem: &str) -> Op
     let t = &target.spec;
     let s = &slice.spec;
     let shape = &slice.shape;
-    let pool_name = names::node_pool(stem, replica);
+    let pool_name = pool_name(slice, stem, replica);
     let mut ownership = Ownership {
         owner: t.owner_id.clone(),
         slice: slice.name.clone(),
@@ -195,6 +206,11 @@ pub fn node_pool(target: &Target, slice: &Slice, replica: u32, stem: &str) -> Op
     ownership.spec_hash = Some(hash::spec_hash(&node_pool_projection(&pool)));
     if let Some(c) = pool.config.as_mut() {
         c.labels.extend(ownership.to_labels());
+        // Whose a workload slice is: compared in place (a JobSet recreated
+        // under its name relabels its pool), not hashed.
+        if let Some(origin) = &slice.workload {
+            c.labels.extend(origin.labels());
+        }
     }
 
     Some(pool)

@@ -310,6 +310,7 @@ fn validate(
                         shape,
                         operation_timeout,
                         location: doc.location,
+                        workload: None,
                     },
                 );
             }
@@ -622,6 +623,7 @@ fn check_target(d: &mut Diags<'_>, f: &FieldIndex, spec: &TargetSpec) -> bool {
     if let Some(dis) = &spec.disruption {
         check_disruption(d, f, dis, true);
     }
+    check_workloads(d, f, spec);
     if let Some(problem) = project_id_problem(&spec.project) {
         d.push(
             f.value(&["spec", "project"]),
@@ -1020,36 +1022,65 @@ fn check_slice(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> bool {
             }
         }
     }
-    for (key, value) in &spec.node_labels {
-        let key_at = f.key(&["spec", "nodeLabels", key]);
-        let reserved = match spec.backend {
-            Backend::Gke => reserved_label_problem(key),
-            Backend::Gce => gce_reserved_label_problem(key),
-        };
+    let reserved = match spec.backend {
+        Backend::Gke => reserved_label_problem,
+        Backend::Gce => gce_reserved_label_problem,
+    };
+    check_node_labels(d, f, &["spec", "nodeLabels"], &spec.node_labels, reserved);
+    check_taints(d, f, &["spec", "taints"], &spec.taints);
+    d.0.len() == before
+}
+
+/// Node labels at `base` (a map): each key a qualified name not `reserved`,
+/// each value a label value.
+fn check_node_labels(
+    d: &mut Diags<'_>,
+    f: &FieldIndex,
+    base: &[&str],
+    labels: &BTreeMap<String, String>,
+    reserved: fn(&str) -> Option<String>,
+) {
+    fn at<'a>(base: &[&'a str], key: &'a str) -> Vec<&'a str> {
+        let mut p = base.to_vec();
+        p.push(key);
+        p
+    }
+    for (key, value) in labels {
+        let key_at = f.key(&at(base, key));
         if let Some(problem) = label_key_problem(key) {
             d.push(key_at, format!("node label key {key:?} {problem}"));
-        } else if let Some(problem) = reserved {
+        } else if let Some(problem) = reserved(key) {
             d.push(key_at, format!("node label key {key:?} {problem}"));
         }
         if let Some(problem) = label_value_problem(value) {
             d.push(
-                f.value(&["spec", "nodeLabels", key]),
+                f.value(&at(base, key)),
                 format!("node label value {value:?} {problem}"),
             );
         }
     }
+}
+
+/// Taints at `base` (a list): keys and values valid, one per key and effect.
+fn check_taints(d: &mut Diags<'_>, f: &FieldIndex, base: &[&str], taints: &[super::model::Taint]) {
     let mut taints_seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
-    for (i, taint) in spec.taints.iter().enumerate() {
+    for (i, taint) in taints.iter().enumerate() {
         let idx = i.to_string();
+        let at = |field: Option<&'static str>| -> Vec<&str> {
+            let mut p = base.to_vec();
+            p.push(&idx);
+            p.extend(field);
+            p
+        };
         if let Some(problem) = label_key_problem(&taint.key) {
             d.push(
-                f.value(&["spec", "taints", &idx, "key"]),
+                f.value(&at(Some("key"))),
                 format!("taint key {:?} {problem}", taint.key),
             );
         }
         if let Some(problem) = label_value_problem(&taint.value) {
             d.push(
-                f.value(&["spec", "taints", &idx, "value"]),
+                f.value(&at(Some("value"))),
                 format!("taint value {:?} {problem}", taint.value),
             );
         }
@@ -1060,7 +1091,7 @@ fn check_slice(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> bool {
         };
         if let Some(first) = taints_seen.insert((taint.key.as_str(), effect), i) {
             d.push(
-                f.value(&["spec", "taints", &idx]),
+                f.value(&at(None)),
                 format!(
                     "taint {:?} with effect {effect} is already given as taints[{first}]; Kubernetes allows one per key and effect",
                     taint.key
@@ -1068,7 +1099,115 @@ fn check_slice(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> bool {
             );
         }
     }
-    d.0.len() == before
+}
+
+/// Longest `workloads.gracePeriod`.
+const MAX_GRACE_PERIOD: Duration = Duration::from_secs(168 * 3600);
+
+/// A Target's `workloads` block: GKE only (tpu-provisioner's flow is
+/// GKE's), a grace period that parses, rules naming namespaces,
+/// accelerators the Target's zone offers, topologies valid for them, and
+/// labels and taints as a slice's.
+fn check_workloads(d: &mut Diags<'_>, f: &FieldIndex, spec: &TargetSpec) {
+    let Some(w) = &spec.workloads else {
+        return;
+    };
+    if spec.gke.is_none() {
+        d.push(
+            f.key(&["spec", "workloads"]),
+            "workloads (slices for pending JobSets) are for GKE Targets only, as tpu-provisioner's are; \
+             remove `workloads` from this Target or give it a `gke` cluster",
+        );
+    }
+    if let Some(text) = &w.grace_period {
+        let at = f.value(&["spec", "workloads", "gracePeriod"]);
+        match parse_duration(text) {
+            Ok(v) if v > MAX_GRACE_PERIOD => {
+                d.push(at, format!("gracePeriod {text:?} is longer than 168h"))
+            }
+            Ok(_) => {}
+            Err(problem) => d.push(at, format!("gracePeriod {problem}")),
+        }
+    }
+    for (i, rule) in w.rules.iter().enumerate() {
+        let idx = i.to_string();
+        let at = |field: &'static str, j: Option<&str>| -> Location {
+            let mut p = vec!["spec", "workloads", "rules", idx.as_str(), field];
+            p.extend(j);
+            f.value(&p)
+        };
+        for (j, ns) in rule.namespaces.iter().flatten().enumerate() {
+            if let Some(problem) = dns_label_problem(ns, 63) {
+                d.push(
+                    at("namespaces", Some(&j.to_string())),
+                    format!("namespace {ns:?} {problem}"),
+                );
+            }
+        }
+        let mut generations = Vec::new();
+        for (j, acc) in rule.accelerators.iter().flatten().enumerate() {
+            match catalog::generation(acc) {
+                None => d.push(
+                    at("accelerators", Some(&j.to_string())),
+                    catalog::CatalogError::UnknownAccelerator { given: acc.clone() }.to_string(),
+                ),
+                Some(g) if !spec.allow_unlisted_zone && !g.offered_in(&spec.zone) => d.push(
+                    at("accelerators", Some(&j.to_string())),
+                    format!(
+                        "accelerator {acc} ({}) is not offered in the Target's zone {}; zones that offer it: {} \
+                         (or set allowUnlistedZone)",
+                        g.display,
+                        spec.zone,
+                        g.zones.join(", ")
+                    ),
+                ),
+                Some(g) => generations.push(g),
+            }
+        }
+        if generations.is_empty() && rule.accelerators.is_none() {
+            generations = catalog::GENERATIONS.iter().collect();
+        }
+        for (j, topo) in rule.topologies.iter().flatten().enumerate() {
+            if !generations.is_empty()
+                && !generations
+                    .iter()
+                    .any(|g| g.topologies.contains(&topo.as_str()))
+            {
+                d.push(
+                    at("topologies", Some(&j.to_string())),
+                    format!(
+                        "topology {topo:?} is not valid for {}; see the TPU catalogue in docs/spec-reference.md",
+                        generations.iter().map(|g| g.accelerator).collect::<Vec<_>>().join(", ")
+                    ),
+                );
+            }
+        }
+        if rule.capacity.as_ref().is_some_and(Vec::is_empty) {
+            d.push(
+                at("capacity", None),
+                "capacity lists no type; omit it for [onDemand], or list onDemand, spot, reservation or flexStart",
+            );
+        }
+        if rule.max_chips == Some(0) {
+            d.push(
+                at("maxChips", None),
+                "maxChips 0 allows nothing; omit the rule instead",
+            );
+        }
+        check_node_labels(
+            d,
+            f,
+            &["spec", "workloads", "rules", &idx, "labels"],
+            &rule.labels,
+            reserved_label_problem,
+        );
+        check_taints(
+            d,
+            f,
+            &["spec", "workloads", "rules", &idx, "taints"],
+            &rule.taints,
+        );
+    }
 }
 
 fn check_operation_timeout(
