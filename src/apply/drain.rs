@@ -399,6 +399,7 @@ mod tests {
             unobserved: Vec::new(),
             undiscovered: Vec::new(),
             renames: Vec::new(),
+            demand: Default::default(),
             summary: crate::plan::Summary::default(),
         };
         let report = crate::apply::execute(

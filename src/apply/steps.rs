@@ -310,6 +310,7 @@ mod tests {
             unobserved: vec![],
             undiscovered: vec![],
             renames: vec![],
+            demand: Default::default(),
             summary: Summary::default(),
         }
     }

@@ -216,6 +216,7 @@ mod tests {
             unobserved: vec![],
             undiscovered: vec![],
             renames: vec![],
+            demand: Default::default(),
             summary: Summary::default(),
         };
         let specs = vec![SourceFile {
