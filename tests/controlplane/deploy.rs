@@ -655,7 +655,9 @@ async fn the_controllers_calls_succeed_as_its_service_account() {
 /// workload cluster", explains each row.
 const WORKLOAD_EXPECTED: &[(&str, &str, &str)] = &[
     ("nodes", "[]", "[get list watch patch]"),
-    ("pods", "[]", "[list]"),
+    ("pods", "[]", "[list watch]"),
+    ("jobsets.jobset.x-k8s.io", "[]", "[get list watch]"),
+    ("events", "[]", "[create]"),
     ("pods/eviction", "[]", "[create]"),
     ("poddisruptionbudgets.policy", "[]", "[get list]"),
 ];
@@ -664,7 +666,7 @@ const WORKLOAD_EXPECTED: &[(&str, &str, &str)] = &[
 /// committed binding names a placeholder Google identity): exactly the
 /// table, in every namespace, and nothing it must not do.
 #[test]
-fn the_workload_cluster_role_grants_exactly_what_readiness_and_drains_need() {
+fn the_workload_cluster_role_grants_exactly_what_readiness_drains_and_workload_slices_need() {
     let rendered = ok(&kubectl(&["kustomize", "deploy/workload-cluster/"]));
     assert!(rendered.contains("kind: ClusterRole\n"), "{rendered}");
     assert!(rendered.contains("name: slicectl-workload"), "{rendered}");
@@ -711,6 +713,8 @@ fn the_workload_cluster_role_grants_exactly_what_readiness_and_drains_need() {
         &["list", "pods", "-A"],
         &["create", "pods", "--subresource=eviction", "-n", "team-a"],
         &["list", "poddisruptionbudgets.policy", "-A"],
+        &["watch", "pods", "-A"],
+        &["create", "events", "-n", "team-a"],
     ] {
         assert!(can(yes), "must be yes: {yes:?}");
     }
@@ -727,6 +731,8 @@ fn the_workload_cluster_role_grants_exactly_what_readiness_and_drains_need() {
         &["create", "poddisruptionbudgets.policy", "-n", "team-a"],
         &["delete", "poddisruptionbudgets.policy", "-n", "team-a"],
         &["create", "daemonsets.apps", "-n", "kube-system"],
+        &["delete", "events", "-n", "team-a"],
+        &["patch", "events", "-n", "team-a"],
     ] {
         assert!(!can(no), "must be no: {no:?}");
     }

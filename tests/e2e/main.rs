@@ -18,6 +18,7 @@ mod e2e_gce;
 mod e2e_gke_token;
 mod e2e_guards;
 mod e2e_isolation;
+mod e2e_jobsets;
 mod e2e_kill;
 mod e2e_linked;
 mod e2e_moves;
