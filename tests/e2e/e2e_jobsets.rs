@@ -248,7 +248,7 @@ async fn a_pending_jobset_gets_its_slice_keeps_it_through_git_applies_and_loses_
     // and the scheduler binds the leader pod there.
     let o = apply_dir(&sim, dir.path()).await;
     assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(pool_names(&sim).await, [pool.clone()]);
+    assert_eq!(pool_names(&sim).await, std::slice::from_ref(&pool));
     let live = node_pools(&sim).await;
     let labels = &live[0]["config"]["labels"];
     assert_eq!(labels["slicectl.dev/source"], "workload");
