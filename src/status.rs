@@ -60,6 +60,10 @@ pub struct Row {
     /// What the next apply does to the live resource: `replace`, `update`,
     /// `create`, `delete`, or empty when it matches the specs.
     pub pending: String,
+    /// Where the slice comes from: empty for the specs, `jobset NS/NAME`
+    /// for a workload slice (docs/workloads.md).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
 }
 
 /// The state of a slice replica whose Target could not be observed.
@@ -79,6 +83,11 @@ fn place(scope: &Scope, cluster: &str) -> (String, String, String) {
 
 /// Builds the rows.
 pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
+    // Workload slices pending JobSets ask for are rows like any other; the
+    // live ones nothing asks for now say whether they are kept or released.
+    let demand = crate::plan::workload_demand(fleet, inv, kinds);
+    let extended = demand.extend(fleet);
+    let fleet = &extended;
     let owners = Owners::of(fleet, kinds);
     let mut out = Vec::new();
     let primary: Vec<&dyn Kind> = kinds.iter().copied().filter(|k| k.is_primary()).collect();
@@ -127,6 +136,7 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                 location,
                 live_topology: String::new(),
                 pending: String::new(),
+                source: String::new(),
             });
             continue;
         }
@@ -259,6 +269,11 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
             location,
             live_topology,
             pending,
+            source: slice
+                .workload
+                .as_ref()
+                .map(|o| format!("jobset {}", o.jobset_ref()))
+                .unwrap_or_default(),
         });
     }
     // Owned but no longer desired.
@@ -280,6 +295,17 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                 continue;
             }
             let r = kind.report(&l.body, 0);
+            if let Some((origin, _)) = kind.workload_slice(&l.body) {
+                out.push(workload_row(
+                    &demand,
+                    &o,
+                    &origin,
+                    kind.name(&l.body),
+                    &l.scope,
+                    r,
+                ));
+                continue;
+            }
             let moved_to = desired.iter().find(|d| {
                 d.id.kind == kind.id() && d.owner.slice == o.slice && d.owner.replica == o.replica
             });
@@ -339,6 +365,7 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                     "delete".into()
                 },
                 topology: r.topology,
+                source: String::new(),
             });
         }
     }
@@ -346,6 +373,47 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
 }
 
 /// Renders the rows as a table.
+/// The row of a live workload slice nothing pending asks for now: kept
+/// (and why) or released by the next apply.
+fn workload_row(
+    demand: &crate::workload::Demand,
+    o: &crate::plan::ownership::Ownership,
+    origin: &crate::workload::Origin,
+    pool: String,
+    scope: &Scope,
+    r: crate::plan::kind::LiveReport,
+) -> Row {
+    let (project, cluster, location) = place(scope, "");
+    let released = demand.release_of(&o.slice);
+    let last_error = match (released, demand.kept.iter().find(|k| k.pool == o.slice)) {
+        (Some(rel), _) => format!("released: {} (the next apply deletes it)", rel.why),
+        (None, Some(k)) => format!("kept: {}", k.why),
+        (None, None) => "kept: workloads are off on its Target (only they release it)".to_string(),
+    };
+    Row {
+        slice: o.slice.clone(),
+        replica: o.replica,
+        node_pool: pool,
+        backend: "gke".to_string(),
+        accelerator: String::new(),
+        state: r.state,
+        nodes: r.nodes.split('/').next().unwrap_or("?").to_string(),
+        nodes_unobserved: String::new(),
+        last_error,
+        project,
+        cluster,
+        location,
+        live_topology: r.topology.clone(),
+        pending: if released.is_some() {
+            "delete".into()
+        } else {
+            String::new()
+        },
+        topology: r.topology,
+        source: format!("jobset {}", origin.jobset_ref()),
+    }
+}
+
 pub fn table(rows: &[Row]) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
@@ -362,7 +430,11 @@ pub fn table(rows: &[Row]) -> String {
     ]);
     for r in rows {
         t.add_row(vec![
-            r.slice.clone(),
+            if r.source.is_empty() {
+                r.slice.clone()
+            } else {
+                format!("{} ({})", r.slice, r.source)
+            },
             r.replica.to_string(),
             r.node_pool.clone(),
             r.backend.clone(),

@@ -563,6 +563,16 @@ pub fn plan_destroy_with(
     build::build(fleet, inventory, kinds, &opts, PlanMode::Destroy)
 }
 
+/// What the workload source decides over an observation
+/// ([`crate::workload::derive`]): the plan's own view of it, for `status`.
+pub fn workload_demand(
+    fleet: &Fleet,
+    inventory: &Inventory,
+    kinds: &[&dyn Kind],
+) -> crate::workload::Demand {
+    build::derive_demand(fleet, inventory, kinds)
+}
+
 /// Renders every desired resource of the fleet, kind by kind.
 pub fn render_fleet(fleet: &Fleet, kinds: &[&dyn Kind]) -> Vec<Desired> {
     render_fleet_at(fleet, kinds, &BTreeMap::new(), &BTreeMap::new())

@@ -267,6 +267,27 @@ async fn a_pending_jobset_gets_its_slice_keeps_it_through_git_applies_and_loses_
         nodes[0].metadata.name
     );
 
+    // `status` shows it, marked with its JobSet, kept while the JobSet runs.
+    let o = run(
+        &sim,
+        &["status", dir.path().to_str().unwrap(), "-o", "json"],
+    )
+    .await;
+    assert!(o.status.success(), "{}", text(&o));
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = rows
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["node_pool"] == pool.as_str()))
+        .unwrap_or_else(|| panic!("a row for {pool}: {rows:#}"));
+    assert_eq!(row["source"], format!("jobset {ns}/{js}"), "{row:#}");
+    assert!(
+        row["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("kept: active"),
+        "{row:#}"
+    );
+
     // A git apply, with workloads off and a git slice of its own, leaves
     // the workload slice alone.
     let git = specs(
