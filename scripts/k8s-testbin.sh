@@ -7,9 +7,17 @@
 # keyed by version; each one is built only when it is missing (adding a binary
 # to this list builds just that one into an existing cache).
 #
+# The JobSet controller (sigs.k8s.io/jobset, whose main package is the module
+# root) is built the same way from testbin/jobset/go.mod, which pins its k8s.io
+# modules to the control plane's release so the Go build cache left by the
+# k8s build is reused. It goes into a cache entry of its own, keyed by its
+# version, with its CRD copied from the downloaded module.
+#
 #   scripts/k8s-testbin.sh            build what is missing, print the bin dir
 #   scripts/k8s-testbin.sh dir        print the bin dir (no build)
-#                                     (a fresh build leaves its timings in <bin dir>/BUILD-INFO)
+#   scripts/k8s-testbin.sh jobset-dir print the JobSet dir (no build): jobset-controller
+#                                     and jobset.x-k8s.io_jobsets.yaml (the CRD)
+#                                     (a fresh build leaves its timings in <dir>/BUILD-INFO)
 #   scripts/k8s-testbin.sh gen-gomod  regenerate testbin/k8s/go.mod from the
 #                                     release's own go.mod (when bumping K8S_VERSION)
 #
@@ -20,17 +28,21 @@ K8S_VERSION=1.36.3
 ETCD_VERSION=3.6.16
 # The k8s.io/kubernetes/cmd/* binaries (also the tool block of testbin/k8s/go.mod).
 K8S_BINS=(kube-apiserver kube-controller-manager kubeadm kube-scheduler kubemark)
+# sigs.k8s.io/jobset (also the require of testbin/jobset/go.mod).
+JOBSET_VERSION=0.12.0
+JOBSET_FILES=(jobset-controller jobset.x-k8s.io_jobsets.yaml)
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${SLICECTL_TESTBIN_CACHE:-$HOME/.cache/slicectl-testbin}
 bindir="$cache/k8s-v$K8S_VERSION-etcd-v$ETCD_VERSION"
+jobsetdir="$cache/jobset-v$JOBSET_VERSION"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 
 log() {
   printf '[k8s-testbin] %s\n' "$*" >&2
   # While building, keep a record next to the binaries (BUILD-INFO).
-  if [ -d "$bindir.tmp" ]; then printf '%s %s\n' "$(date -u +%FT%TZ)" "$*" >>"$bindir.tmp/BUILD-INFO"; fi
+  if [ -n "${building:-}" ] && [ -d "$building" ]; then printf '%s %s\n' "$(date -u +%FT%TZ)" "$*" >>"$building/BUILD-INFO"; fi
 }
 timed() { # timed LABEL CMD...
   local label=$1 start=$SECONDS; shift
@@ -84,8 +96,58 @@ build_etcd() {
     timed "build etcd" go build -trimpath -ldflags "-s -w" -o "$bindir.tmp/etcd" go.etcd.io/etcd/server/v3)
 }
 
+# The JobSet controller and its CRD, from sigs.k8s.io/jobset@v$JOBSET_VERSION.
+build_jobset() {
+  local info moddir commit ldf
+  grep -q "sigs.k8s.io/jobset v$JOBSET_VERSION" "$root/testbin/jobset/go.mod" ||
+    { log "ERROR: testbin/jobset/go.mod does not require sigs.k8s.io/jobset v$JOBSET_VERSION"; exit 1; }
+  (cd "$root/testbin/jobset" && timed "download sigs.k8s.io/jobset v$JOBSET_VERSION modules" go mod download)
+  # The module's source dir and the commit of its tag (go mod download -json: "Dir", "Origin"."Hash").
+  info=$(cd "$root/testbin/jobset" && go mod download -json "sigs.k8s.io/jobset@v$JOBSET_VERSION")
+  moddir=$(sed -n 's/^\t"Dir": "\(.*\)",$/\1/p' <<<"$info")
+  commit=$(sed -n 's/^\t\t"Hash": "\([0-9a-f]*\)",*$/\1/p' <<<"$info")
+  [ -d "$moddir" ] || { log "ERROR: no module dir for sigs.k8s.io/jobset@v$JOBSET_VERSION in: $info"; exit 1; }
+  # The version stamp upstream's Makefile puts in (LD_FLAGS: pkg/version).
+  ldf="-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=v$JOBSET_VERSION -X sigs.k8s.io/jobset/pkg/version.GitCommit=$commit"
+  (cd "$root/testbin/jobset" &&
+    timed "build jobset-controller" \
+      go build -p "$(nproc)" -trimpath -ldflags "$ldf" -o "$jobsetdir.tmp/jobset-controller" sigs.k8s.io/jobset)
+  install -m 0644 "$moddir/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$jobsetdir.tmp/jobset.x-k8s.io_jobsets.yaml"
+}
+
+# ensure_jobset — build the JobSet entry when a file of it is missing.
+ensure_jobset() {
+  local f complete=1
+  for f in "${JOBSET_FILES[@]}"; do [ -s "$jobsetdir/$f" ] || complete=0; done
+  [ $complete -eq 0 ] || { log "cached: $jobsetdir"; return; }
+  command -v go >/dev/null || { log "ERROR: go is not installed; it is needed to build the JobSet controller"; exit 1; }
+  mkdir -p "$cache"
+  # One builder at a time per cache entry (parallel test runs share it).
+  exec 8>"$jobsetdir.lock"
+  flock 8
+  complete=1
+  for f in "${JOBSET_FILES[@]}"; do [ -s "$jobsetdir/$f" ] || complete=0; done
+  if [ $complete -eq 0 ]; then
+    local total=$SECONDS
+    rm -rf "$jobsetdir.tmp"; mkdir -p "$jobsetdir.tmp"
+    building=$jobsetdir.tmp
+    log "building the JobSet controller v$JOBSET_VERSION into $jobsetdir (cache miss)"
+    log "jobset v$JOBSET_VERSION, $(go env GOVERSION), $(nproc) CPUs"
+    build_jobset
+    log "size jobset-controller $(du -m "$jobsetdir.tmp/jobset-controller" | cut -f1) MiB"
+    log "JobSet controller built in $((SECONDS - total))s"
+    mkdir -p "$jobsetdir"
+    for f in "${JOBSET_FILES[@]}"; do mv -f "$jobsetdir.tmp/$f" "$jobsetdir/$f"; done
+    cat "$jobsetdir.tmp/BUILD-INFO" >>"$jobsetdir/BUILD-INFO"
+    rm -rf "$jobsetdir.tmp"
+    building=
+  fi
+  flock -u 8
+}
+
 case "${1:-build}" in
   dir) echo "$bindir" ;;
+  jobset-dir) echo "$jobsetdir" ;;
   gen-gomod) gen_gomod ;;
   build)
     missing=()
@@ -103,6 +165,7 @@ case "${1:-build}" in
       if [ ${#missing[@]} -gt 0 ]; then
         total=$SECONDS
         rm -rf "$bindir.tmp"; mkdir -p "$bindir.tmp"
+        building=$bindir.tmp
         log "building ${missing[*]} into $bindir (cache miss)"
         log "k8s v$K8S_VERSION, etcd v$ETCD_VERSION, $(go env GOVERSION), $(nproc) CPUs"
         k8s_missing=()
@@ -118,11 +181,14 @@ case "${1:-build}" in
         for b in "${missing[@]}"; do mv -f "$bindir.tmp/$b" "$bindir/$b"; done
         cat "$bindir.tmp/BUILD-INFO" >>"$bindir/BUILD-INFO"
         rm -rf "$bindir.tmp"
+        building=
       fi
       flock -u 9
     fi
+    # After the k8s build: its Go build cache is what the JobSet build reuses.
+    ensure_jobset
     "$bindir/kube-apiserver" --version >&2
     echo "$bindir"
     ;;
-  *) echo "usage: $0 [build|dir|gen-gomod]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|dir|jobset-dir|gen-gomod]" >&2; exit 2 ;;
 esac

@@ -380,12 +380,18 @@ pub async fn fail_pod(client: &Client, ns: &str, name: &str) -> Pod {
 /// deletes it; the real kubelet stops its containers (the fake runtime
 /// reports exit code 0) and sets the phase `Succeeded` before the object
 /// goes. The pod stays, terminal and terminating, until [`release_pod`].
+///
+/// The finalizer is added beside the pod's others (a strategic merge:
+/// `metadata.finalizers` merges), so a Job's pod keeps the Job controller's
+/// `batch.kubernetes.io/job-tracking` and is counted. A Job counts a pod
+/// deleted before it is terminal as failed unless its
+/// `podReplacementPolicy` is `Failed` (`pkg/controller/job` `isPodFailed`).
 pub async fn succeed_pod(client: &Client, ns: &str, name: &str) -> Pod {
     let api = Api::<Pod>::namespaced(client.clone(), ns);
     api.patch(
         name,
         &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": [HOLD_FINALIZER]}})),
+        &Patch::Strategic(json!({"metadata": {"finalizers": [HOLD_FINALIZER]}})),
     )
     .await
     .expect("add the hold finalizer");
@@ -398,13 +404,16 @@ pub async fn succeed_pod(client: &Client, ns: &str, name: &str) -> Pod {
     .await
 }
 
-/// Removes [`HOLD_FINALIZER`]: a pod [`succeed_pod`] ended goes away.
+/// Removes [`HOLD_FINALIZER`] (only it): a pod [`succeed_pod`] ended goes
+/// away once the pod's other finalizers are gone too.
 pub async fn release_pod(client: &Client, ns: &str, name: &str) {
     Api::<Pod>::namespaced(client.clone(), ns)
         .patch(
             name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            &Patch::Strategic(
+                json!({"metadata": {"$deleteFromPrimitiveList/finalizers": [HOLD_FINALIZER]}}),
+            ),
         )
         .await
         .expect("remove the hold finalizer");
