@@ -1,0 +1,239 @@
+//! JobSets through the real parts: the JobSet controller (v0.12.0, built
+//! from its Go module) makes Jobs, the Job controller makes pods, the real
+//! kube-scheduler reports each Job's leader pod `Unschedulable` (what
+//! tpu-provisioner, and slicectl's workload source, react to). The test then
+//! plays the provisioner by hand: it creates the node pools a provisioner
+//! would (named and labelled for each Job) in a simulated GKE cluster linked
+//! to the control plane, whose hollow Nodes (the real kubelet) take the pods;
+//! the kubelet ends them, and the JobSet turns `Completed` or `Failed`.
+
+use crate::jobset_support::*;
+use crate::sim_gke_support::{
+    client, create_pool, delete_pool, link, unique, wait_pool_nodes, wait_pool_nodes_gone,
+};
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use slicectl_sim::{FaultConfig, SimConfig, SimHandle, Simulator};
+
+async fn sim() -> SimHandle {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Simulator::start(
+        SimConfig {
+            clusters: Vec::new(),
+            operation_latency: Duration::from_millis(200),
+            seed: 18,
+            faults: FaultConfig::default(),
+        },
+        "127.0.0.1:0".parse().expect("loopback"),
+    )
+    .await
+    .expect("start the simulator")
+}
+
+/// The `PodScheduled` condition as the real kube-scheduler writes it on a fit
+/// failure (`pkg/scheduler/schedule_one.go`: `False`, `Unschedulable`, "0/N
+/// nodes are available: …", or "no nodes available to schedule pods" in an
+/// empty cluster), and as tpu-provisioner's trigger reads it: a Pending
+/// leader (completion index 0) of a JobSet asking for `google.com/tpu` with a
+/// topology selector.
+fn assert_provisioning_trigger(leader: &Pod) {
+    let c = scheduled_condition(leader).expect("PodScheduled condition");
+    assert_eq!(c.status, "False", "{c:?}");
+    assert_eq!(c.reason.as_deref(), Some("Unschedulable"), "{c:?}");
+    let message = c.message.clone().unwrap_or_default();
+    assert!(
+        message.starts_with("0/") && message.contains("nodes are available")
+            || message == "no nodes available to schedule pods",
+        "{message}"
+    );
+    assert!(provisioning_trigger(leader), "{:?}", leader.metadata);
+    let annotations = leader.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(annotations[COMPLETION_INDEX], "0");
+    assert!(!annotations[JOBSET_NAME].is_empty());
+    // An opt-out, as a label or an annotation, and slicectl's own, each
+    // turn the trigger off.
+    for key in [TPU_PROVISIONER_OPT_OUT, SLICECTL_OPT_OUT] {
+        let mut labelled = leader.clone();
+        labelled
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.into(), "true".into());
+        assert!(!provisioning_trigger(&labelled), "{key} as a label");
+        let mut annotated = leader.clone();
+        annotated
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.into(), "true".into());
+        assert!(!provisioning_trigger(&annotated), "{key} as an annotation");
+    }
+}
+
+fn node_name(p: &Pod) -> String {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("a Running pod is bound")
+}
+
+#[tokio::test]
+async fn a_two_job_jobset_gets_a_pool_per_job_runs_and_completes() {
+    let client = client().await;
+    require_jobset(&client).await;
+    let sim = sim().await;
+    let run = unique("js");
+    let cluster = format!("projects/example-project/locations/us-central1/clusters/{run}");
+    link(&sim, &cluster).await;
+    let ns = crate::common::k8s::namespace(&client, "jobset").await;
+
+    // Two single-host v6e 2x2 slices (4 chips each), one per Job.
+    let mut js = TpuJobSet::new(
+        &unique("train"),
+        vec![TpuReplicatedJob::new("slice", 2, "tpu-v6e-slice", "2x2", 4)],
+    );
+    js.node_selector
+        .insert("slicectl.dev/test-run".into(), run.clone());
+    let created = submit_jobset(&client, &ns, &js).await;
+    let uid = created.metadata.uid.clone().expect("uid");
+    let jobs = wait_jobs(&client, &ns, &js).await;
+    assert_eq!(jobs.len(), 2);
+    for j in &jobs {
+        let spec = j.spec.as_ref().expect("Job spec");
+        assert_eq!(spec.completion_mode.as_deref(), Some("Indexed"));
+        let labels = j.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels[JOBSET_NAME], js.name);
+        assert_eq!(labels[JOBSET_UID], uid);
+    }
+
+    // Each Job's leader pod is Unschedulable, the provisioning trigger.
+    let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
+    assert_eq!(
+        leaders.keys().cloned().collect::<Vec<_>>(),
+        js.job_names(),
+        "one leader per Job"
+    );
+    for leader in leaders.values() {
+        assert_provisioning_trigger(leader);
+    }
+
+    // What a provisioner does: a pool per Job, named and labelled for it.
+    let mut pools = Vec::new();
+    for leader in leaders.values() {
+        let pool = workload_pool(leader, "ct6e-standard-4t", "us-central1-b", 1);
+        let name = pool["name"].as_str().expect("pool name").to_string();
+        assert!(name.starts_with(&js.name) && name.len() <= 40, "{name}");
+        let labels = &pool["config"]["labels"];
+        assert_eq!(labels[SOURCE_LABEL], "workload");
+        assert_eq!(labels[OWNER_NAMESPACE_LABEL], ns.as_str());
+        assert_eq!(labels[OWNER_NAME_LABEL], js.name.as_str());
+        assert_eq!(labels[OWNER_UID_LABEL], uid.as_str());
+        assert_eq!(labels["slicectl.dev/test-run"], run.as_str());
+        create_pool(&sim, &cluster, pool).await;
+        pools.push(name);
+    }
+    pools.sort();
+    assert_eq!(pools.len(), 2);
+    assert_ne!(pools[0], pools[1], "a pool per Job (job-key suffix)");
+    let mut pool_of_node = BTreeMap::new();
+    for pool in &pools {
+        for n in wait_pool_nodes(&client, pool, 1).await {
+            pool_of_node.insert(n.metadata.name.clone().expect("name"), pool.clone());
+        }
+    }
+
+    // The real scheduler places them; they run on the new Nodes, one per
+    // host. (Which Job lands on which of the two identical pools is the
+    // scheduler's choice: JobSet's exclusive placement needs its pod
+    // webhook, which the test plane does not install.)
+    let running = wait_jobset_running(&client, &ns, &js.name, 2).await;
+    let mut nodes: Vec<String> = running.iter().map(node_name).collect();
+    nodes.sort();
+    nodes.dedup();
+    assert_eq!(nodes.len(), 2, "one pod per host: {nodes:?}");
+    assert!(
+        nodes.iter().all(|n| pool_of_node.contains_key(n)),
+        "{nodes:?} not all in {pool_of_node:?}"
+    );
+
+    // The kubelet ends them Succeeded; the JobSet completes.
+    assert_eq!(succeed_jobset(&client, &ns, &js.name).await, 2);
+    let completed = wait_jobset_condition(&client, &ns, &js.name, "Completed").await;
+    assert_eq!(completed["reason"], "AllJobsCompleted", "{completed}");
+    let done = get_jobset(&client, &ns, &js.name).await;
+    assert!(jobset_condition(&done, "Failed").is_none(), "{}", done.data);
+
+    delete_jobset(&client, &ns, &js.name).await;
+    for pool in &pools {
+        delete_pool(&sim, &cluster, pool).await;
+        wait_pool_nodes_gone(&client, pool).await;
+    }
+    sim.shutdown().await;
+    crate::common::k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+#[tokio::test]
+async fn a_multi_host_jobset_whose_pod_fails_turns_failed() {
+    let client = client().await;
+    require_jobset(&client).await;
+    let sim = sim().await;
+    let run = unique("js");
+    let cluster = format!("projects/example-project/locations/us-central1/clusters/{run}");
+    link(&sim, &cluster).await;
+    let ns = crate::common::k8s::namespace(&client, "jobset").await;
+
+    // One Job on a 2-host v5e 2x4 slice: two pods, one leader.
+    let mut rjob = TpuReplicatedJob::new("slice", 1, "tpu-v5-lite-podslice", "2x4", 4);
+    rjob.hosts = 2;
+    let mut js = TpuJobSet::new(&unique("train"), vec![rjob]);
+    js.node_selector
+        .insert("slicectl.dev/test-run".into(), run.clone());
+    submit_jobset(&client, &ns, &js).await;
+    wait_jobs(&client, &ns, &js).await;
+    let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
+    assert_eq!(leaders.len(), 1);
+    let leader = leaders.values().next().expect("leader").clone();
+    assert_provisioning_trigger(&leader);
+    // The other pod (completion index 1) is Unschedulable too, but no
+    // trigger: one slice per Job, asked for by its leader only.
+    let pods = jobset_pods(&client, &ns, &js.name).await;
+    assert_eq!(pods.len(), 2);
+    let follower = pods
+        .iter()
+        .find(|p| !is_leader(p))
+        .expect("a pod of index 1");
+    assert!(!provisioning_trigger(follower), "{:?}", follower.metadata);
+
+    let pool = workload_pool(&leader, "ct5lp-hightpu-4t", "us-central1-a", 2);
+    assert_eq!(pool["placementPolicy"]["tpuTopology"], "2x4", "{pool}");
+    let pool_name = pool["name"].as_str().expect("pool name").to_string();
+    create_pool(&sim, &cluster, pool).await;
+    wait_pool_nodes(&client, &pool_name, 2).await;
+    let running = wait_jobset_running(&client, &ns, &js.name, 2).await;
+    let leader_name = running
+        .iter()
+        .find(|p| is_leader(p))
+        .and_then(|p| p.metadata.name.clone())
+        .expect("the running leader");
+
+    // The kubelet fails the leader (its deadline passed); with
+    // backoffLimit 0 the Job fails, and with no failure policy the JobSet.
+    let failed = fail_jobset_pod(&client, &ns, &leader_name).await;
+    assert_eq!(
+        failed.status.and_then(|s| s.reason).as_deref(),
+        Some("DeadlineExceeded")
+    );
+    let condition = wait_jobset_condition(&client, &ns, &js.name, "Failed").await;
+    assert_eq!(condition["reason"], "FailedJobs", "{condition}");
+    let ended = get_jobset(&client, &ns, &js.name).await;
+    assert!(jobset_condition(&ended, "Completed").is_none());
+
+    delete_jobset(&client, &ns, &js.name).await;
+    delete_pool(&sim, &cluster, &pool_name).await;
+    wait_pool_nodes_gone(&client, &pool_name).await;
+    sim.shutdown().await;
+    crate::common::k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
