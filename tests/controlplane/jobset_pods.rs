@@ -237,3 +237,53 @@ async fn a_multi_host_jobset_whose_pod_fails_turns_failed() {
     sim.shutdown().await;
     crate::common::k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+/// The JobSets of `examples/jobset/jobsets/` are accepted by the real CRD and
+/// controller as written, and every Job's leader is an `Unschedulable`
+/// provisioning trigger (one Job for `single-slice.yaml`, three for
+/// `multislice.yaml`).
+#[tokio::test]
+async fn the_example_jobsets_make_a_trigger_per_job() {
+    let client = client().await;
+    require_jobset(&client).await;
+    let run = unique("js");
+    let ns = crate::common::k8s::namespace(&client, "jobset").await;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/jobset/jobsets");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("examples/jobset/jobsets")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    let mut seen = BTreeMap::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("read example");
+        let mut object: serde_json::Value = serde_saphyr::from_str(&text).expect("example YAML");
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("name")
+            .to_string();
+        let jobs: u64 = object["spec"]["replicatedJobs"]
+            .as_array()
+            .expect("replicatedJobs")
+            .iter()
+            .map(|r| r["replicas"].as_u64().expect("replicas"))
+            .sum();
+        // Kept off other tests' Nodes on the shared control plane.
+        add_node_selector(&mut object, "slicectl.dev/test-run", &run);
+        submit_jobset_json(&client, &ns, object).await;
+        let leaders = wait_jobset_leaders_unschedulable(&client, &ns, &name, jobs as usize).await;
+        for leader in leaders.values() {
+            assert_provisioning_trigger(leader);
+        }
+        seen.insert(name.clone(), leaders.len());
+        delete_jobset(&client, &ns, &name).await;
+    }
+    assert_eq!(
+        seen,
+        BTreeMap::from([
+            ("train-multislice".to_string(), 3),
+            ("train-single".to_string(), 1)
+        ])
+    );
+    crate::common::k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}

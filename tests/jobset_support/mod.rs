@@ -340,12 +340,34 @@ impl TpuJobSet {
 /// Creates `js` in `ns` (after [`require_jobset`]); returns the created
 /// object (its uid set).
 pub async fn submit_jobset(client: &Client, ns: &str, js: &TpuJobSet) -> DynamicObject {
+    submit_jobset_json(client, ns, js.to_json()).await
+}
+
+/// Creates the JobSet `object` (JSON, e.g. a YAML file read) in `ns`, after
+/// [`require_jobset`]; its own `metadata.namespace`, if any, is replaced.
+pub async fn submit_jobset_json(client: &Client, ns: &str, mut object: Value) -> DynamicObject {
     require_jobset(client).await;
-    let obj: DynamicObject = serde_json::from_value(js.to_json()).expect("JobSet object");
+    object["metadata"]["namespace"] = json!(ns);
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or("?")
+        .to_string();
+    let obj: DynamicObject = serde_json::from_value(object).expect("JobSet object");
     jobsets(client, ns)
         .create(&Default::default(), &obj)
         .await
-        .unwrap_or_else(|e| panic!("creating JobSet {ns}/{}: {e}", js.name))
+        .unwrap_or_else(|e| panic!("creating JobSet {ns}/{name}: {e}"))
+}
+
+/// Adds node selector `key: value` to every pod template of the JobSet
+/// `object` (see [`TpuJobSet::node_selector`]).
+pub fn add_node_selector(object: &mut Value, key: &str, value: &str) {
+    let rjobs = object["spec"]["replicatedJobs"]
+        .as_array_mut()
+        .expect("spec.replicatedJobs");
+    for r in rjobs {
+        r["template"]["spec"]["template"]["spec"]["nodeSelector"][key] = json!(value);
+    }
 }
 
 /// The JobSet `ns/name`.
@@ -478,9 +500,20 @@ pub async fn wait_leaders_unschedulable(
     ns: &str,
     js: &TpuJobSet,
 ) -> BTreeMap<String, Pod> {
+    wait_jobset_leaders_unschedulable(client, ns, &js.name, js.jobs() as usize).await
+}
+
+/// [`wait_leaders_unschedulable`] for any JobSet `ns/name` of `jobs` Jobs
+/// (one not built by [`TpuJobSet`], e.g. a YAML file).
+pub async fn wait_jobset_leaders_unschedulable(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    jobs: usize,
+) -> BTreeMap<String, Pod> {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let leaders: BTreeMap<String, Pod> = jobset_pods(client, ns, &js.name)
+        let leaders: BTreeMap<String, Pod> = jobset_pods(client, ns, name)
             .await
             .into_iter()
             .filter(|p| is_leader(p) && p.metadata.deletion_timestamp.is_none())
@@ -491,18 +524,18 @@ pub async fn wait_leaders_unschedulable(
                 c.status == "False" && c.reason.as_deref() == Some("Unschedulable")
             })
         });
-        if leaders.len() == js.jobs() as usize && unschedulable {
+        if leaders.len() == jobs && unschedulable {
             return leaders;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "JobSet {ns}/{}: wanted {} Unschedulable leader pods within {WAIT:?}, have {:?}",
-            js.name,
-            js.jobs(),
+            "JobSet {ns}/{name}: wanted {jobs} Unschedulable leader pods within {WAIT:?}, have {:?}; \
+             is the JobSet controller running (SLICECTL_TEST_JOBSET={})?",
             leaders
                 .iter()
                 .map(|(j, p)| (j, scheduled_condition(p)))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>(),
+            jobset_version()
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
