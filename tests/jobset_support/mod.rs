@@ -223,7 +223,8 @@ pub struct TpuJobSet {
     /// (tpu-provisioner copies them, `tpu-anchors.md` §A.4; so does
     /// [`workload_pool`]): a test gives its pods a selector of its own so the
     /// scheduler never binds them to another test's Nodes on the shared
-    /// control plane.
+    /// control plane. When slicectl makes the pools, the Target's workload
+    /// rule can put the same label on them (`labels: {KEY: VALUE}`).
     pub node_selector: BTreeMap<String, String>,
 }
 
