@@ -96,7 +96,8 @@ build_etcd() {
     timed "build etcd" go build -trimpath -ldflags "-s -w" -o "$bindir.tmp/etcd" go.etcd.io/etcd/server/v3)
 }
 
-# The JobSet controller and its CRD, from sigs.k8s.io/jobset@v$JOBSET_VERSION.
+# The JobSet controller and its CRD, from sigs.k8s.io/jobset@v$JOBSET_VERSION
+# (both, whichever is missing).
 build_jobset() {
   local info moddir commit ldf
   grep -q "sigs.k8s.io/jobset v$JOBSET_VERSION" "$root/testbin/jobset/go.mod" ||
@@ -115,34 +116,48 @@ build_jobset() {
   install -m 0644 "$moddir/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$jobsetdir.tmp/jobset.x-k8s.io_jobsets.yaml"
 }
 
-# ensure_jobset — build the JobSet entry when a file of it is missing.
-ensure_jobset() {
-  local f complete=1
-  for f in "${JOBSET_FILES[@]}"; do [ -s "$jobsetdir/$f" ] || complete=0; done
-  [ $complete -eq 0 ] || { log "cached: $jobsetdir"; return; }
-  command -v go >/dev/null || { log "ERROR: go is not installed; it is needed to build the JobSet controller"; exit 1; }
+# ensure ENTRY_DIR "VERSIONS" BUILDER FILE... — build the FILEs missing
+# from cache entry ENTRY_DIR with `BUILDER MISSING...` (into ENTRY_DIR.tmp),
+# then move each in on its own.
+ensure() {
+  local entry=$1 versions=$2 builder=$3 f total lockfd; shift 3
+  local missing=()
+  for f in "$@"; do [ -s "$entry/$f" ] || missing+=("$f"); done
+  if [ ${#missing[@]} -eq 0 ]; then log "cached: $entry"; return; fi
+  command -v go >/dev/null || { log "ERROR: go is not installed; it is needed to build ${missing[*]}"; exit 1; }
   mkdir -p "$cache"
   # One builder at a time per cache entry (parallel test runs share it).
-  exec 8>"$jobsetdir.lock"
-  flock 8
-  complete=1
-  for f in "${JOBSET_FILES[@]}"; do [ -s "$jobsetdir/$f" ] || complete=0; done
-  if [ $complete -eq 0 ]; then
-    local total=$SECONDS
-    rm -rf "$jobsetdir.tmp"; mkdir -p "$jobsetdir.tmp"
-    building=$jobsetdir.tmp
-    log "building the JobSet controller v$JOBSET_VERSION into $jobsetdir (cache miss)"
-    log "jobset v$JOBSET_VERSION, $(go env GOVERSION), $(nproc) CPUs"
-    build_jobset
-    log "size jobset-controller $(du -m "$jobsetdir.tmp/jobset-controller" | cut -f1) MiB"
-    log "JobSet controller built in $((SECONDS - total))s"
-    mkdir -p "$jobsetdir"
-    for f in "${JOBSET_FILES[@]}"; do mv -f "$jobsetdir.tmp/$f" "$jobsetdir/$f"; done
-    cat "$jobsetdir.tmp/BUILD-INFO" >>"$jobsetdir/BUILD-INFO"
-    rm -rf "$jobsetdir.tmp"
+  exec {lockfd}>"$entry.lock"
+  flock "$lockfd"
+  missing=()
+  for f in "$@"; do [ -s "$entry/$f" ] || missing+=("$f"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    total=$SECONDS
+    rm -rf "$entry.tmp"; mkdir -p "$entry.tmp"
+    building=$entry.tmp
+    log "building ${missing[*]} into $entry (cache miss)"
+    log "$versions, $(go env GOVERSION), $(nproc) CPUs"
+    "$builder" "${missing[@]}"
+    for f in "${missing[@]}"; do log "size $f $(du -m "$entry.tmp/$f" | cut -f1) MiB"; done
+    log "${missing[*]} built in $((SECONDS - total))s"
+    # Move each file in on its own (rename is atomic): running tests may
+    # be using the binaries already there.
+    mkdir -p "$entry"
+    for f in "${missing[@]}"; do mv -f "$entry.tmp/$f" "$entry/$f"; done
+    cat "$entry.tmp/BUILD-INFO" >>"$entry/BUILD-INFO"
+    rm -rf "$entry.tmp"
     building=
   fi
-  flock -u 8
+  flock -u "$lockfd"
+}
+
+# build_k8s_entry BIN... — etcd and the named k8s.io/kubernetes/cmd/* binaries.
+build_k8s_entry() {
+  local b k8s_missing=()
+  for b in "$@"; do
+    if [ "$b" = etcd ]; then build_etcd; else k8s_missing+=("$b"); fi
+  done
+  [ ${#k8s_missing[@]} -eq 0 ] || build_k8s "${k8s_missing[@]}"
 }
 
 case "${1:-build}" in
@@ -150,43 +165,9 @@ case "${1:-build}" in
   jobset-dir) echo "$jobsetdir" ;;
   gen-gomod) gen_gomod ;;
   build)
-    missing=()
-    for b in etcd "${K8S_BINS[@]}"; do [ -x "$bindir/$b" ] || missing+=("$b"); done
-    if [ ${#missing[@]} -eq 0 ]; then
-      log "cached: $bindir"
-    else
-      command -v go >/dev/null || { log "ERROR: go is not installed; it is needed to build ${missing[*]}"; exit 1; }
-      mkdir -p "$cache"
-      # One builder at a time per cache entry (parallel test runs share it).
-      exec 9>"$bindir.lock"
-      flock 9
-      missing=()
-      for b in etcd "${K8S_BINS[@]}"; do [ -x "$bindir/$b" ] || missing+=("$b"); done
-      if [ ${#missing[@]} -gt 0 ]; then
-        total=$SECONDS
-        rm -rf "$bindir.tmp"; mkdir -p "$bindir.tmp"
-        building=$bindir.tmp
-        log "building ${missing[*]} into $bindir (cache miss)"
-        log "k8s v$K8S_VERSION, etcd v$ETCD_VERSION, $(go env GOVERSION), $(nproc) CPUs"
-        k8s_missing=()
-        for b in "${missing[@]}"; do
-          if [ "$b" = etcd ]; then build_etcd; else k8s_missing+=("$b"); fi
-        done
-        [ ${#k8s_missing[@]} -eq 0 ] || build_k8s "${k8s_missing[@]}"
-        for b in "${missing[@]}"; do log "size $b $(du -m "$bindir.tmp/$b" | cut -f1) MiB"; done
-        log "${missing[*]} built in $((SECONDS - total))s"
-        # Move each binary in on its own (rename is atomic): running tests may
-        # be using the binaries already there.
-        mkdir -p "$bindir"
-        for b in "${missing[@]}"; do mv -f "$bindir.tmp/$b" "$bindir/$b"; done
-        cat "$bindir.tmp/BUILD-INFO" >>"$bindir/BUILD-INFO"
-        rm -rf "$bindir.tmp"
-        building=
-      fi
-      flock -u 9
-    fi
+    ensure "$bindir" "k8s v$K8S_VERSION, etcd v$ETCD_VERSION" build_k8s_entry etcd "${K8S_BINS[@]}"
     # After the k8s build: its Go build cache is what the JobSet build reuses.
-    ensure_jobset
+    ensure "$jobsetdir" "jobset v$JOBSET_VERSION" build_jobset "${JOBSET_FILES[@]}"
     "$bindir/kube-apiserver" --version >&2
     echo "$bindir"
     ;;

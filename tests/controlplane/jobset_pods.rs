@@ -9,28 +9,62 @@
 
 use crate::jobset_support::*;
 use crate::sim_gke_support::{
-    client, create_pool, delete_pool, link, unique, wait_pool_nodes, wait_pool_nodes_gone,
+    client, create_pool, delete_pool, link, sim, unique, wait_pool_nodes, wait_pool_nodes_gone,
 };
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use slicectl_sim::{FaultConfig, SimConfig, SimHandle, Simulator};
+use kube::Client;
+use slicectl_sim::SimHandle;
 
-async fn sim() -> SimHandle {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    Simulator::start(
-        SimConfig {
-            clusters: Vec::new(),
-            operation_latency: Duration::from_millis(200),
-            seed: 18,
-            faults: FaultConfig::default(),
-        },
-        "127.0.0.1:0".parse().expect("loopback"),
-    )
-    .await
-    .expect("start the simulator")
+/// A test's own simulated GKE cluster linked to the control plane, and a
+/// namespace; `run` also names the node selector that keeps its pods on its
+/// own Nodes ([`TpuJobSet::node_selector`]).
+struct Run {
+    client: Client,
+    sim: SimHandle,
+    run: String,
+    cluster: String,
+    ns: String,
+}
+
+impl Run {
+    async fn start() -> Run {
+        let client = client().await;
+        require_jobset(&client).await;
+        let sim = sim(18).await;
+        let run = unique("js");
+        let cluster = format!("projects/example-project/locations/us-central1/clusters/{run}");
+        link(&sim, &cluster).await;
+        let ns = crate::common::k8s::namespace(&client, "jobset").await;
+        Run {
+            client,
+            sim,
+            run,
+            cluster,
+            ns,
+        }
+    }
+
+    /// `js` with this run's node selector.
+    fn jobset(&self, mut js: TpuJobSet) -> TpuJobSet {
+        js.node_selector
+            .insert(TEST_RUN_LABEL.into(), self.run.clone());
+        js
+    }
+
+    /// Deletes the JobSet `name` and the pools, stops the simulator, and
+    /// deletes the namespace.
+    async fn finish(self, name: &str, pools: &[String]) {
+        delete_jobset(&self.client, &self.ns, name).await;
+        for pool in pools {
+            delete_pool(&self.sim, &self.cluster, pool).await;
+            wait_pool_nodes_gone(&self.client, pool).await;
+        }
+        self.sim.shutdown().await;
+        crate::common::k8s::kubectl(&["delete", "namespace", &self.ns, "--wait=false"]);
+    }
 }
 
 /// The `PodScheduled` condition as the real kube-scheduler writes it on a fit
@@ -82,24 +116,17 @@ fn node_name(p: &Pod) -> String {
 
 #[tokio::test]
 async fn a_two_job_jobset_gets_a_pool_per_job_runs_and_completes() {
-    let client = client().await;
-    require_jobset(&client).await;
-    let sim = sim().await;
-    let run = unique("js");
-    let cluster = format!("projects/example-project/locations/us-central1/clusters/{run}");
-    link(&sim, &cluster).await;
-    let ns = crate::common::k8s::namespace(&client, "jobset").await;
+    let t = Run::start().await;
+    let (client, ns, run) = (&t.client, &t.ns, &t.run);
 
     // Two single-host v6e 2x2 slices (4 chips each), one per Job.
-    let mut js = TpuJobSet::new(
+    let js = t.jobset(TpuJobSet::new(
         &unique("train"),
         vec![TpuReplicatedJob::new("slice", 2, "tpu-v6e-slice", "2x2", 4)],
-    );
-    js.node_selector
-        .insert("slicectl.dev/test-run".into(), run.clone());
-    let created = submit_jobset(&client, &ns, &js).await;
+    ));
+    let created = submit_jobset(client, ns, &js).await;
     let uid = created.metadata.uid.clone().expect("uid");
-    let jobs = wait_jobs(&client, &ns, &js).await;
+    let jobs = wait_jobs(client, ns, &js).await;
     assert_eq!(jobs.len(), 2);
     for j in &jobs {
         let spec = j.spec.as_ref().expect("Job spec");
@@ -110,7 +137,7 @@ async fn a_two_job_jobset_gets_a_pool_per_job_runs_and_completes() {
     }
 
     // Each Job's leader pod is Unschedulable, the provisioning trigger.
-    let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
+    let leaders = wait_leaders_unschedulable(client, ns, &js).await;
     assert_eq!(
         leaders.keys().cloned().collect::<Vec<_>>(),
         js.job_names(),
@@ -131,8 +158,8 @@ async fn a_two_job_jobset_gets_a_pool_per_job_runs_and_completes() {
         assert_eq!(labels[OWNER_NAMESPACE_LABEL], ns.as_str());
         assert_eq!(labels[OWNER_NAME_LABEL], js.name.as_str());
         assert_eq!(labels[OWNER_UID_LABEL], uid.as_str());
-        assert_eq!(labels["slicectl.dev/test-run"], run.as_str());
-        create_pool(&sim, &cluster, pool).await;
+        assert_eq!(labels[TEST_RUN_LABEL], run.as_str());
+        create_pool(&t.sim, &t.cluster, pool).await;
         pools.push(name);
     }
     pools.sort();
@@ -140,7 +167,7 @@ async fn a_two_job_jobset_gets_a_pool_per_job_runs_and_completes() {
     assert_ne!(pools[0], pools[1], "a pool per Job (job-key suffix)");
     let mut pool_of_node = BTreeMap::new();
     for pool in &pools {
-        for n in wait_pool_nodes(&client, pool, 1).await {
+        for n in wait_pool_nodes(client, pool, 1).await {
             pool_of_node.insert(n.metadata.name.clone().expect("name"), pool.clone());
         }
     }
@@ -149,7 +176,7 @@ async fn a_two_job_jobset_gets_a_pool_per_job_runs_and_completes() {
     // host. (Which Job lands on which of the two identical pools is the
     // scheduler's choice: JobSet's exclusive placement needs its pod
     // webhook, which the test plane does not install.)
-    let running = wait_jobset_running(&client, &ns, &js.name, 2).await;
+    let running = wait_jobset_running(client, ns, &js.name, 2).await;
     let mut nodes: Vec<String> = running.iter().map(node_name).collect();
     nodes.sort();
     nodes.dedup();
@@ -160,46 +187,33 @@ async fn a_two_job_jobset_gets_a_pool_per_job_runs_and_completes() {
     );
 
     // The kubelet ends them Succeeded; the JobSet completes.
-    assert_eq!(succeed_jobset(&client, &ns, &js.name).await, 2);
-    let completed = wait_jobset_condition(&client, &ns, &js.name, "Completed").await;
+    assert_eq!(succeed_jobset(client, ns, &js.name).await, 2);
+    let completed = wait_jobset_condition(client, ns, &js.name, "Completed").await;
     assert_eq!(completed["reason"], "AllJobsCompleted", "{completed}");
-    let done = get_jobset(&client, &ns, &js.name).await;
+    let done = get_jobset(client, ns, &js.name).await;
     assert!(jobset_condition(&done, "Failed").is_none(), "{}", done.data);
 
-    delete_jobset(&client, &ns, &js.name).await;
-    for pool in &pools {
-        delete_pool(&sim, &cluster, pool).await;
-        wait_pool_nodes_gone(&client, pool).await;
-    }
-    sim.shutdown().await;
-    crate::common::k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+    t.finish(&js.name, &pools).await;
 }
 
 #[tokio::test]
 async fn a_multi_host_jobset_whose_pod_fails_turns_failed() {
-    let client = client().await;
-    require_jobset(&client).await;
-    let sim = sim().await;
-    let run = unique("js");
-    let cluster = format!("projects/example-project/locations/us-central1/clusters/{run}");
-    link(&sim, &cluster).await;
-    let ns = crate::common::k8s::namespace(&client, "jobset").await;
+    let t = Run::start().await;
+    let (client, ns) = (&t.client, &t.ns);
 
     // One Job on a 2-host v5e 2x4 slice: two pods, one leader.
     let mut rjob = TpuReplicatedJob::new("slice", 1, "tpu-v5-lite-podslice", "2x4", 4);
     rjob.hosts = 2;
-    let mut js = TpuJobSet::new(&unique("train"), vec![rjob]);
-    js.node_selector
-        .insert("slicectl.dev/test-run".into(), run.clone());
-    submit_jobset(&client, &ns, &js).await;
-    wait_jobs(&client, &ns, &js).await;
-    let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
+    let js = t.jobset(TpuJobSet::new(&unique("train"), vec![rjob]));
+    submit_jobset(client, ns, &js).await;
+    wait_jobs(client, ns, &js).await;
+    let leaders = wait_leaders_unschedulable(client, ns, &js).await;
     assert_eq!(leaders.len(), 1);
     let leader = leaders.values().next().expect("leader").clone();
     assert_provisioning_trigger(&leader);
     // The other pod (completion index 1) is Unschedulable too, but no
     // trigger: one slice per Job, asked for by its leader only.
-    let pods = jobset_pods(&client, &ns, &js.name).await;
+    let pods = jobset_pods(client, ns, &js.name).await;
     assert_eq!(pods.len(), 2);
     let follower = pods
         .iter()
@@ -210,9 +224,9 @@ async fn a_multi_host_jobset_whose_pod_fails_turns_failed() {
     let pool = workload_pool(&leader, "ct5lp-hightpu-4t", "us-central1-a", 2);
     assert_eq!(pool["placementPolicy"]["tpuTopology"], "2x4", "{pool}");
     let pool_name = pool["name"].as_str().expect("pool name").to_string();
-    create_pool(&sim, &cluster, pool).await;
-    wait_pool_nodes(&client, &pool_name, 2).await;
-    let running = wait_jobset_running(&client, &ns, &js.name, 2).await;
+    create_pool(&t.sim, &t.cluster, pool).await;
+    wait_pool_nodes(client, &pool_name, 2).await;
+    let running = wait_jobset_running(client, ns, &js.name, 2).await;
     let leader_name = running
         .iter()
         .find(|p| is_leader(p))
@@ -221,21 +235,17 @@ async fn a_multi_host_jobset_whose_pod_fails_turns_failed() {
 
     // The kubelet fails the leader (its deadline passed); with
     // backoffLimit 0 the Job fails, and with no failure policy the JobSet.
-    let failed = fail_jobset_pod(&client, &ns, &leader_name).await;
+    let failed = fail_jobset_pod(client, ns, &leader_name).await;
     assert_eq!(
         failed.status.and_then(|s| s.reason).as_deref(),
         Some("DeadlineExceeded")
     );
-    let condition = wait_jobset_condition(&client, &ns, &js.name, "Failed").await;
+    let condition = wait_jobset_condition(client, ns, &js.name, "Failed").await;
     assert_eq!(condition["reason"], "FailedJobs", "{condition}");
-    let ended = get_jobset(&client, &ns, &js.name).await;
+    let ended = get_jobset(client, ns, &js.name).await;
     assert!(jobset_condition(&ended, "Completed").is_none());
 
-    delete_jobset(&client, &ns, &js.name).await;
-    delete_pool(&sim, &cluster, &pool_name).await;
-    wait_pool_nodes_gone(&client, &pool_name).await;
-    sim.shutdown().await;
-    crate::common::k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+    t.finish(&js.name, &[pool_name]).await;
 }
 
 /// The JobSets of `examples/jobset/jobsets/` are accepted by the real CRD and
@@ -269,7 +279,7 @@ async fn the_example_jobsets_make_a_trigger_per_job() {
             .map(|r| r["replicas"].as_u64().expect("replicas"))
             .sum();
         // Kept off other tests' Nodes on the shared control plane.
-        add_node_selector(&mut object, "slicectl.dev/test-run", &run);
+        add_node_selector(&mut object, TEST_RUN_LABEL, &run);
         submit_jobset_json(&client, &ns, object).await;
         let leaders = wait_jobset_leaders_unschedulable(&client, &ns, &name, jobs as usize).await;
         for leader in leaders.values() {

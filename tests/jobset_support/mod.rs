@@ -65,6 +65,10 @@ pub const TPU_PROVISIONER_OPT_OUT: &str =
     "tpu-provisioner.cloud.google.com/disable-autoprovisioning";
 pub const SLICECTL_OPT_OUT: &str = "slicectl.dev/disable-autoprovisioning";
 
+/// The node selector (and pool label) a test keeps its pods to its own Nodes
+/// with ([`TpuJobSet::node_selector`]).
+pub const TEST_RUN_LABEL: &str = "slicectl.dev/test-run";
+
 /// The TPU node selectors GKE labels TPU Nodes with.
 pub const ACCELERATOR_SELECTOR: &str = "cloud.google.com/gke-tpu-accelerator";
 pub const TOPOLOGY_SELECTOR: &str = "cloud.google.com/gke-tpu-topology";
@@ -429,20 +433,16 @@ pub async fn wait_jobs(client: &Client, ns: &str, js: &TpuJobSet) -> Vec<Job> {
     }
 }
 
+fn entry<'a>(map: &'a Option<BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
+    map.as_ref()?.get(key).map(String::as_str)
+}
+
 fn annotation<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
-    p.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
+    entry(&p.metadata.annotations, key)
 }
 
 fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
-    p.metadata
-        .labels
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
+    entry(&p.metadata.labels, key)
 }
 
 /// The pod's `PodScheduled` condition.

@@ -37,8 +37,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use slicectl_sim::SimHandle;
 use slicectl_sim::link::GkeLink;
+use slicectl_sim::{FaultConfig, SimConfig, SimHandle, Simulator};
 
 /// How long a test waits for Nodes and pods.
 pub const WAIT: Duration = Duration::from_secs(90);
@@ -106,6 +106,23 @@ pub async fn client() -> Client {
         .await
         .unwrap_or_else(|e| panic!("{e}; {}", hint()));
     Client::try_from(config).expect("client")
+}
+
+/// A simulator with no cluster yet (register one with [`link`]), operations
+/// of 200 ms, seeded with `seed`.
+pub async fn sim(seed: u64) -> SimHandle {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Simulator::start(
+        SimConfig {
+            clusters: Vec::new(),
+            operation_latency: Duration::from_millis(200),
+            seed,
+            faults: FaultConfig::default(),
+        },
+        "127.0.0.1:0".parse().expect("loopback"),
+    )
+    .await
+    .expect("start the simulator")
 }
 
 /// Registers `cluster` (`projects/P/locations/L/clusters/C`) in `sim` and
