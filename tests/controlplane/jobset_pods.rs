@@ -115,15 +115,14 @@ fn node_name(p: &Pod) -> String {
 }
 
 #[tokio::test]
-async fn a_two_job_jobset_gets_a_pool_per_job_runs_and_completes() {
+async fn a_two_job_spot_jobset_gets_a_pool_per_job_runs_and_completes() {
     let t = Run::start().await;
     let (client, ns, run) = (&t.client, &t.ns, &t.run);
 
-    // Two single-host v6e 2x2 slices (4 chips each), one per Job.
-    let js = t.jobset(TpuJobSet::new(
-        &unique("train"),
-        vec![TpuReplicatedJob::new("slice", 2, "tpu-v6e-slice", "2x2", 4)],
-    ));
+    // Two single-host v6e 2x2 slices (4 chips each) on Spot, one per Job.
+    let mut rjob = TpuReplicatedJob::new("slice", 2, "tpu-v6e-slice", "2x2", 4);
+    rjob.capacity = Capacity::Spot;
+    let js = t.jobset(TpuJobSet::new(&unique("train"), vec![rjob]));
     let created = submit_jobset(client, ns, &js).await;
     let uid = created.metadata.uid.clone().expect("uid");
     let jobs = wait_jobs(client, ns, &js).await;
@@ -159,6 +158,7 @@ async fn a_two_job_jobset_gets_a_pool_per_job_runs_and_completes() {
         assert_eq!(labels[OWNER_NAME_LABEL], js.name.as_str());
         assert_eq!(labels[OWNER_UID_LABEL], uid.as_str());
         assert_eq!(labels[TEST_RUN_LABEL], run.as_str());
+        assert_eq!(pool["config"]["spot"], true, "{pool}");
         create_pool(&t.sim, &t.cluster, pool).await;
         pools.push(name);
     }

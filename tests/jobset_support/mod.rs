@@ -193,6 +193,23 @@ impl TpuReplicatedJob {
         }
     }
 
+    /// The pods' tolerations: the TPU taint GKE puts on TPU Nodes; for Spot,
+    /// also `cloud.google.com/gke-spot=true:NoSchedule` (tpu-provisioner
+    /// taints its Spot pools so).
+    pub fn tolerations(&self) -> Value {
+        let mut t =
+            vec![json!({"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"})];
+        if self.capacity == Capacity::Spot {
+            t.push(json!({
+                "key": "cloud.google.com/gke-spot",
+                "operator": "Equal",
+                "value": "true",
+                "effect": "NoSchedule",
+            }));
+        }
+        json!(t)
+    }
+
     /// The pods' node selectors: accelerator, topology and capacity.
     pub fn node_selector(&self) -> BTreeMap<String, String> {
         let mut s = BTreeMap::from([
@@ -295,11 +312,7 @@ impl TpuJobSet {
                             "spec": {
                                 "restartPolicy": "Never",
                                 "nodeSelector": node_selector,
-                                "tolerations": [{
-                                    "key": "google.com/tpu",
-                                    "operator": "Exists",
-                                    "effect": "NoSchedule",
-                                }],
+                                "tolerations": r.tolerations(),
                                 "containers": [{
                                     "name": "train",
                                     // Never pulled: the hollow kubelet's runtime is fake.
@@ -672,7 +685,9 @@ pub fn provisioner_pool_name(leader: &Pod) -> String {
 /// the leader's topology (`tpuTopology` when multi-host), and labelled with
 /// slicectl's workload ownership labels (source `workload`, the JobSet's
 /// namespace, name and uid, the job-key) and the pod's node selectors that
-/// are not Google's (as tpu-provisioner copies them, `tpu-anchors.md` §A.4).
+/// are not Google's (as tpu-provisioner copies them, `tpu-anchors.md` §A.4);
+/// `spot` and a specific `reservationAffinity` from the capacity selectors
+/// (flex-start is left to the caller).
 pub fn workload_pool(leader: &Pod, machine_type: &str, zone: &str, hosts: u32) -> Value {
     let selector = leader
         .spec
@@ -710,5 +725,25 @@ pub fn workload_pool(leader: &Pod, machine_type: &str, zone: &str, hosts: u32) -
         (OWNER_JOB_KEY_LABEL.to_string(), need(JOB_KEY)),
     ]);
     pool["config"]["labels"] = json!(labels);
+    // Capacity from the selectors, as tpu-provisioner reads them
+    // (`nodePoolForPod`, `tpu-anchors.md` §A.4/§A.5).
+    if selector
+        .get("cloud.google.com/gke-spot")
+        .map(String::as_str)
+        == Some("true")
+    {
+        pool["config"]["spot"] = json!(true);
+    }
+    if let Some(name) = selector.get("cloud.google.com/reservation-name") {
+        let value = match selector.get("cloud.google.com/reservation-project") {
+            Some(p) => format!("projects/{p}/reservations/{name}"),
+            None => name.clone(),
+        };
+        pool["config"]["reservationAffinity"] = json!({
+            "consumeReservationType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [value],
+        });
+    }
     pool
 }
