@@ -164,6 +164,7 @@ async fn a_two_job_spot_jobset_gets_a_pool_per_job_runs_and_completes() {
     }
     pools.sort();
     assert_eq!(pools.len(), 2);
+    assert_eq!(jobset_pools(&t.sim, &t.cluster, &uid).await, pools);
     assert_ne!(pools[0], pools[1], "a pool per Job (job-key suffix)");
     let mut pool_of_node = BTreeMap::new();
     for pool in &pools {
@@ -296,4 +297,50 @@ async fn the_example_jobsets_make_a_trigger_per_job() {
         ])
     );
     crate::common::k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// A JobSet restarted by its failure policy makes its Jobs again under the
+/// same names, so the same job-keys and the same provisioner pool names: the
+/// restarted leader runs on the pool made for the first attempt. After
+/// `maxRestarts` the JobSet fails (`ReachedMaxRestarts`).
+#[tokio::test]
+async fn a_restarted_jobset_keeps_its_job_keys_and_runs_on_the_same_pool() {
+    let t = Run::start().await;
+    let (client, ns) = (&t.client, &t.ns);
+    let mut js = t.jobset(TpuJobSet::new(
+        &unique("train"),
+        vec![TpuReplicatedJob::new("slice", 1, "tpu-v6e-slice", "2x2", 4)],
+    ));
+    js.max_restarts = Some(1);
+    submit_jobset(client, ns, &js).await;
+    let leaders = wait_leaders_unschedulable(client, ns, &js).await;
+    let first = leaders.values().next().expect("leader").clone();
+    assert_provisioning_trigger(&first);
+    let pool = workload_pool(&first, "ct6e-standard-4t", "us-central1-b", 1);
+    let pool_name = pool["name"].as_str().expect("pool name").to_string();
+    create_pool(&t.sim, &t.cluster, pool).await;
+    wait_pool_nodes(client, &pool_name, 1).await;
+
+    let labels = |p: &Pod| p.metadata.labels.clone().unwrap_or_default();
+    let mut leader = wait_jobset_running(client, ns, &js.name, 1).await.remove(0);
+    for attempt in 0..2u64 {
+        assert_eq!(labels(&leader)[RESTART_ATTEMPT], attempt.to_string());
+        assert_eq!(labels(&leader)[JOB_KEY], labels(&first)[JOB_KEY]);
+        assert_eq!(provisioner_pool_name(&leader), pool_name);
+        let node = node_name(&leader);
+        assert!(
+            node.contains(&pool_name),
+            "{node} is not of pool {pool_name}"
+        );
+        let name = leader.metadata.name.clone().expect("name");
+        fail_jobset_pod(client, ns, &name).await;
+        if attempt == 0 {
+            wait_jobset_restarts(client, ns, &js.name, 1).await;
+            leader = wait_jobset_running(client, ns, &js.name, 1).await.remove(0);
+        }
+    }
+    let condition = wait_jobset_condition(client, ns, &js.name, "Failed").await;
+    assert_eq!(condition["reason"], "ReachedMaxRestarts", "{condition}");
+
+    t.finish(&js.name, &[pool_name]).await;
 }

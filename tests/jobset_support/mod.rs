@@ -37,6 +37,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::{Value, json};
+use slicectl_sim::SimHandle;
 
 use crate::sim_gke_support::{WAIT, release_pod, succeed_pod, tpu_pool};
 
@@ -53,6 +54,9 @@ pub const JOBSET_NAME: &str = "jobset.sigs.k8s.io/jobset-name";
 pub const JOBSET_UID: &str = "jobset.sigs.k8s.io/jobset-uid";
 pub const REPLICATED_JOB_NAME: &str = "jobset.sigs.k8s.io/replicatedjob-name";
 pub const JOB_INDEX: &str = "jobset.sigs.k8s.io/job-index";
+/// How many times the JobSet had restarted when it made the Job (`"0"`
+/// first).
+pub const RESTART_ATTEMPT: &str = "jobset.sigs.k8s.io/restart-attempt";
 /// `sha1("<namespace>/<job name>")` in hex.
 pub const JOB_KEY: &str = "jobset.sigs.k8s.io/job-key";
 /// The Job controller's completion index (label and annotation) on pods of
@@ -596,6 +600,28 @@ pub fn jobset_condition(js: &DynamicObject, type_: &str) -> Option<Value> {
         .cloned()
 }
 
+/// The JobSet's `status.restarts` (restarts by its failure policy).
+pub fn jobset_restarts(js: &DynamicObject) -> u64 {
+    js.data["status"]["restarts"].as_u64().unwrap_or(0)
+}
+
+/// Waits until JobSet `ns/name` has restarted `n` times.
+pub async fn wait_jobset_restarts(client: &Client, ns: &str, name: &str, n: u64) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let js = get_jobset(client, ns, name).await;
+        if jobset_restarts(&js) == n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "JobSet {ns}/{name}: not restarted {n} times within {WAIT:?}: {}",
+            js.data["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// Waits until JobSet `ns/name` has condition `type_` (`Completed`,
 /// `Failed`, `Suspended`, …) True; returns the condition.
 pub async fn wait_jobset_condition(client: &Client, ns: &str, name: &str, type_: &str) -> Value {
@@ -665,6 +691,19 @@ pub async fn delete_jobset(client: &Client, ns: &str, name: &str) {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// The node pools of `cluster` in `sim` (`nodePools.list`) owned by the
+/// JobSet of uid `uid` (label [`OWNER_UID_LABEL`]), by name.
+pub async fn jobset_pools(sim: &SimHandle, cluster: &str, uid: &str) -> Vec<String> {
+    let mut names: Vec<String> = crate::sim_gke_support::list_pools(sim, cluster)
+        .await
+        .into_iter()
+        .filter(|p| p["config"]["labels"][OWNER_UID_LABEL] == uid)
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
 }
 
 /// tpu-provisioner's node pool name for a leader pod (`podToNodePoolName`,

@@ -189,6 +189,18 @@ pub async fn create_pool(sim: &SimHandle, cluster: &str, pool: Value) {
     wait_operation(sim, cluster, &op).await;
 }
 
+/// The node pools of `cluster` (`nodePools.list` through the simulator's GKE
+/// API), as JSON.
+pub async fn list_pools(sim: &SimHandle, cluster: &str) -> Vec<Value> {
+    let v: Value = reqwest::get(format!("{}/v1/{cluster}/nodePools", sim.base_url()))
+        .await
+        .expect("list node pools")
+        .json()
+        .await
+        .expect("node pools JSON");
+    v["nodePools"].as_array().cloned().unwrap_or_default()
+}
+
 /// Deletes a node pool through the simulator's GKE API and waits for the
 /// operation.
 pub async fn delete_pool(sim: &SimHandle, cluster: &str, pool: &str) {
