@@ -345,9 +345,7 @@ cmd_up() {
   wait_for kube-scheduler "kube-scheduler to start" grep -q "Starting Kubernetes Scheduler" "$dir/logs/kube-scheduler.log"
   log "kube-scheduler started in $(since "$t")"
 
-  t=$(now_ms)
   start_jobset
-  log "JobSet controller $(jobset_version) ready in $(since "$t")"
   log "control plane up in $(since "$t0")"
   print_env
 }
@@ -356,9 +354,12 @@ cmd_up() {
 # annotation), then the controller; ready once a JobSet in a scratch
 # namespace gets its Job.
 start_jobset() {
+  local t; t=$(now_ms)
   kc apply --server-side --field-manager=slicectl-testenv -f "$jsbin/jobset.x-k8s.io_jobsets.yaml" >/dev/null ||
     fail_component kube-apiserver "applying the JobSet CRD failed"
   wait_for kube-apiserver "the JobSet CRD Established" crd_established jobsets.jobset.x-k8s.io
+  log "JobSet CRD applied and established in $(since "$t")"
+  t=$(now_ms)
   local webhook_port
   webhook_port=$(free_port)
   # api/config/v1alpha1 (configuration_types.go, defaults.go) of sigs.k8s.io/jobset.
@@ -409,6 +410,7 @@ EOF
   # The namespace controller and the garbage collector remove the rest.
   kc delete namespace slicectl-testenv-probe --wait=false >/dev/null ||
     fail_component kube-apiserver "deleting namespace slicectl-testenv-probe failed"
+  log "JobSet controller $(jobset_version) ready (a probe JobSet got its Job) in $(since "$t")"
 }
 
 crd_established() { # crd_established NAME
