@@ -12,17 +12,22 @@
 //!   (`pkg/webhooks/jobset_webhook.go` `Default`) is written out:
 //!   `completionMode: Indexed` (without it there is no completion index, and
 //!   no leader pod), the pods' `restartPolicy`, `successPolicy`,
-//!   `startupPolicy` and `network`.
+//!   `startupPolicy` and `network`. Its Jobs replace only Failed pods
+//!   (`podReplacementPolicy: Failed`), so a pod [`succeed_jobset`] deletes
+//!   counts as the kubelet ends it. [`submit_jobset_json`] takes any JobSet
+//!   (a YAML file read), [`add_node_selector`] keeps it to a test's Nodes.
 //! - [`submit_jobset`], [`wait_jobs`], [`wait_leaders_unschedulable`] (each
 //!   Job's leader pod, completion index 0, `PodScheduled=False/Unschedulable`
 //!   from the real scheduler), [`provisioning_trigger`] (tpu-provisioner's
 //!   creation filter, to check a pod the way it reads one),
-//!   [`wait_jobset_condition`] (`Completed`, `Failed`), [`succeed_jobset`]
-//!   / [`fail_jobset_pod`] (the kubelet ends the pods: see
+//!   [`wait_jobset_running`], [`wait_jobset_condition`] (`Completed`,
+//!   `Failed`), [`wait_jobset_restarts`], [`succeed_jobset`] /
+//!   [`fail_jobset_pod`] (the kubelet ends the pods: see
 //!   [`crate::sim_gke_support::succeed_pod`]), [`delete_jobset`].
 //! - [`workload_pool`]: the node pool a provisioner makes for one Job, named
 //!   as tpu-provisioner names it and labelled with slicectl's workload
-//!   ownership labels, for tests that stand in for the provisioner.
+//!   ownership labels, for tests that stand in for the provisioner;
+//!   [`jobset_pools`]: the pools a JobSet owns (slicectl's, or those).
 //!
 //! Everything fails loudly, with what to start, when the JobSet controller or
 //! the control plane is missing.
