@@ -95,6 +95,9 @@ pub(super) async fn run(
     let (mut signals, stop) =
         watch::forward_signals().context("cannot listen for SIGINT and SIGTERM")?;
     let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
+    // Workload-driven slices: a pending leader pod or an ended JobSet runs a
+    // cycle at once (docs/workloads.md), through the same channel.
+    let wake = tx.clone();
     let source = match (&ctl.dir, &ctl.git_ref) {
         (Some(dir), Some(reference)) => {
             let git = GitRef {
@@ -213,6 +216,8 @@ pub(super) async fn run(
         sink,
         connect: LoopConnect::new(conn),
         state: cycles,
+        wake,
+        watched: std::collections::BTreeSet::new(),
     }));
     let opts = LoopOptions {
         resync: ctl.resync,
@@ -255,6 +260,42 @@ pub(super) async fn run(
     })
 }
 
+/// Starts the watches of pending pods and JobSets in the clusters of the
+/// fleet's workload-enabled Targets not watched yet (a watch that cannot
+/// start is tried again after the next cycle; the resync still runs).
+async fn watch_workloads(
+    fleet: &crate::spec::Fleet,
+    connect: &mut LoopConnect,
+    wake: &tokio::sync::mpsc::UnboundedSender<()>,
+    watched: &mut std::collections::BTreeSet<crate::resource::KubeRef>,
+) {
+    use crate::cycle::Connect;
+    let todo: Vec<_> = crate::observe::demand_clusters(fleet)
+        .into_iter()
+        .filter(|k| !watched.contains(k))
+        .collect();
+    if todo.is_empty() {
+        return;
+    }
+    let Ok(cloud) = connect.cloud(fleet).await else {
+        return;
+    };
+    for k in todo {
+        if cloud.kube.deferred(&k).is_some() {
+            continue;
+        }
+        match cloud.kube.watch_workloads(&k, wake.clone()).await {
+            Ok(()) => {
+                tracing::info!(target: LOG_TARGET, cluster = %k.endpoint, "watching pending TPU pods and JobSets: a pending leader pod or an ended JobSet runs a cycle at once");
+                watched.insert(k);
+            }
+            Err(e) => {
+                tracing::warn!(target: LOG_TARGET, cluster = %k.endpoint, error = %e, "cannot watch pending pods and JobSets; the resync still picks them up, and the watch is tried again after the next cycle");
+            }
+        }
+    }
+}
+
 /// The controller's wiring: its source, its sink (the printer, metrics
 /// and status objects) and connection, and what the library cycle keeps
 /// between cycles.
@@ -263,6 +304,10 @@ struct Controller {
     sink: ControllerSink<TerminalSink, StatusWriter>,
     connect: LoopConnect,
     state: CycleState,
+    /// Sends a cycle trigger (workload watches).
+    wake: tokio::sync::mpsc::UnboundedSender<()>,
+    /// Clusters whose pending pods and JobSets are watched.
+    watched: std::collections::BTreeSet<crate::resource::KubeRef>,
 }
 
 impl Controller {
@@ -274,8 +319,11 @@ impl Controller {
             sink,
             connect,
             state,
+            wake,
+            watched,
         } = self;
         run_cycle(state, source, connect, sink, trigger).await;
+        watch_workloads(state.last_fleet(), connect, wake, watched).await;
         state.wake_at()
     }
 }

@@ -760,6 +760,69 @@ impl KubeService for KubeClients {
         }
     }
 
+    async fn watch_workloads(
+        &self,
+        k: &KubeRef,
+        wake: tokio::sync::mpsc::UnboundedSender<()>,
+    ) -> Result<(), KubeError> {
+        use futures::StreamExt;
+        use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+        use kube::runtime::{WatchStreamExt, watcher};
+        let cx = self.client(k).await?;
+        let endpoint = k.endpoint.clone();
+        let pods: Api<Pod> = Api::all(cx.client.clone());
+        let pending = watcher::Config::default().fields("status.phase=Pending");
+        let (w, e) = (wake.clone(), endpoint.clone());
+        tokio::spawn(async move {
+            let mut events = watcher::watcher(pods, pending).default_backoff().boxed();
+            while let Some(ev) = events.next().await {
+                let wakes = match &ev {
+                    Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
+                        crate::observe::demand::pending_pod(p)
+                            .is_some_and(|p| crate::workload::is_trigger(&p))
+                    }
+                    Ok(_) => false,
+                    Err(err) => {
+                        tracing::debug!(cluster = %e, error = %err, "watching pending pods (retried with backoff)");
+                        false
+                    }
+                };
+                if wakes && w.send(()).is_err() {
+                    return;
+                }
+            }
+        });
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "jobset.x-k8s.io",
+            "v1alpha2",
+            "JobSet",
+        ));
+        let jobsets: Api<DynamicObject> = Api::all_with(cx.client.clone(), &ar);
+        tokio::spawn(async move {
+            let mut events = watcher::watcher(jobsets, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(ev) = events.next().await {
+                let wakes = match &ev {
+                    Ok(watcher::Event::Delete(_)) => true,
+                    Ok(watcher::Event::Apply(j)) => serde_json::to_value(j).is_ok_and(|v| {
+                        let js = crate::observe::demand::jobset(&v);
+                        js.ended.is_some() || js.deleting
+                    }),
+                    Ok(_) => false,
+                    Err(err) => {
+                        tracing::debug!(cluster = %endpoint, error = %err, "watching JobSets (retried with backoff)");
+                        false
+                    }
+                };
+                if wakes && wake.send(()).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(())
+    }
+
     async fn create_event(
         &self,
         k: &KubeRef,

@@ -638,6 +638,14 @@ impl KubeService for FakeKube {
         Ok(self.with(k, |c, _| c.jobsets.clone()))
     }
 
+    async fn watch_workloads(
+        &self,
+        k: &KubeRef,
+        _wake: tokio::sync::mpsc::UnboundedSender<()>,
+    ) -> Result<(), KubeError> {
+        self.call("watch_workloads", k, "")
+    }
+
     async fn create_event(
         &self,
         k: &KubeRef,

@@ -78,6 +78,17 @@ pub trait KubeService: Send + Sync {
     /// (one paginated list). A cluster without the JobSet CRD has none.
     async fn jobsets(&self, k: &KubeRef) -> Result<Vec<serde_json::Value>, KubeError>;
 
+    /// Watches the cluster's pending pods and JobSets, and sends on `wake`
+    /// whenever a JobSet's leader pod turns Unschedulable for TPUs, or a
+    /// JobSet ends or goes: the controller runs a cycle then, not at the
+    /// next resync. The watches run in the background until `wake` is
+    /// closed; `Err` when they cannot start.
+    async fn watch_workloads(
+        &self,
+        k: &KubeRef,
+        wake: tokio::sync::mpsc::UnboundedSender<()>,
+    ) -> Result<(), KubeError>;
+
     /// Creates `event` (a `core/v1` Event, named by the caller) in its
     /// namespace: `Ok(false)` when an Event of that name already exists, so
     /// a deterministic name makes it "once", across restarts too.

@@ -20,7 +20,7 @@ use crate::spec::Fleet;
 
 /// The Kubernetes APIs of the GKE Targets with `workloads.enabled`: where
 /// JobSets and pending TPU pods are listed.
-fn demand_clusters(fleet: &Fleet) -> BTreeSet<crate::resource::KubeRef> {
+pub fn demand_clusters(fleet: &Fleet) -> BTreeSet<crate::resource::KubeRef> {
     fleet
         .targets
         .values()

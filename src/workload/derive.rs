@@ -100,7 +100,7 @@ fn meta<'a>(p: &'a PendingPod, key: &str) -> Option<&'a str> {
 /// tpu-provisioner's trigger (`creation_controller.go`, anchors §A.3): a
 /// JobSet's leader pod (completion index 0), pending and unschedulable,
 /// requesting `google.com/tpu` and selecting a TPU topology, not deleted.
-fn is_trigger(p: &PendingPod) -> bool {
+pub fn is_trigger(p: &PendingPod) -> bool {
     meta(p, keys::JOBSET_NAME).is_some()
         && meta(p, keys::COMPLETION_INDEX) == Some("0")
         && p.unschedulable
