@@ -284,7 +284,16 @@ async fn watch_workloads(
         if cloud.kube.deferred(&k).is_some() {
             continue;
         }
-        match cloud.kube.watch_workloads(&k, wake.clone()).await {
+        // The longest grace period of the Targets on this cluster.
+        let grace = fleet
+            .targets
+            .values()
+            .filter(|t| crate::observe::demand_clusters_of(t).as_ref() == Some(&k))
+            .filter_map(|t| t.spec.workloads.as_ref())
+            .map(crate::workload::grace)
+            .max()
+            .unwrap_or(crate::workload::DEFAULT_GRACE);
+        match cloud.kube.watch_workloads(&k, wake.clone(), grace).await {
             Ok(()) => {
                 tracing::info!(target: LOG_TARGET, cluster = %k.endpoint, "watching pending TPU pods and JobSets: a pending leader pod or an ended JobSet runs a cycle at once");
                 watched.insert(k);

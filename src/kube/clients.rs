@@ -764,6 +764,7 @@ impl KubeService for KubeClients {
         &self,
         k: &KubeRef,
         wake: tokio::sync::mpsc::UnboundedSender<()>,
+        grace: std::time::Duration,
     ) -> Result<(), KubeError> {
         use futures::StreamExt;
         use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
@@ -815,8 +816,17 @@ impl KubeService for KubeClients {
                         false
                     }
                 };
-                if wakes && wake.send(()).is_err() {
-                    return;
+                if wakes {
+                    if wake.send(()).is_err() {
+                        return;
+                    }
+                    // Once more when its grace period is over: the cycle
+                    // that releases its slices.
+                    let later = wake.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(grace + std::time::Duration::from_secs(1)).await;
+                        let _ = later.send(());
+                    });
                 }
             }
         });

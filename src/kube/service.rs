@@ -81,12 +81,15 @@ pub trait KubeService: Send + Sync {
     /// Watches the cluster's pending pods and JobSets, and sends on `wake`
     /// whenever a JobSet's leader pod turns Unschedulable for TPUs, or a
     /// JobSet ends or goes: the controller runs a cycle then, not at the
-    /// next resync. The watches run in the background until `wake` is
-    /// closed; `Err` when they cannot start.
+    /// next resync, and once more `grace` (and a second) after a JobSet
+    /// ended or went, when its slices are due for release. The watches run
+    /// in the background until `wake` is closed; `Err` when they cannot
+    /// start.
     async fn watch_workloads(
         &self,
         k: &KubeRef,
         wake: tokio::sync::mpsc::UnboundedSender<()>,
+        grace: std::time::Duration,
     ) -> Result<(), KubeError>;
 
     /// Creates `event` (a `core/v1` Event, named by the caller) in its

@@ -24,16 +24,21 @@ pub fn demand_clusters(fleet: &Fleet) -> BTreeSet<crate::resource::KubeRef> {
     fleet
         .targets
         .values()
-        .filter(|t| t.spec.workloads.as_ref().is_some_and(|w| w.enabled))
-        .filter_map(|t| {
-            let g = t.spec.gke.as_ref()?;
-            Some(crate::resource::KubeRef::gke(&ClusterRef {
-                project: t.spec.project.clone(),
-                location: g.location.clone(),
-                name: g.name.clone(),
-            }))
-        })
+        .filter_map(demand_clusters_of)
         .collect()
+}
+
+/// The Kubernetes API of Target `t` when it has `workloads.enabled`.
+pub fn demand_clusters_of(t: &crate::spec::Target) -> Option<crate::resource::KubeRef> {
+    if !t.spec.workloads.as_ref().is_some_and(|w| w.enabled) {
+        return None;
+    }
+    let g = t.spec.gke.as_ref()?;
+    Some(crate::resource::KubeRef::gke(&ClusterRef {
+        project: t.spec.project.clone(),
+        location: g.location.clone(),
+        name: g.name.clone(),
+    }))
 }
 
 /// The GKE clusters a fleet's targets point at.

@@ -301,7 +301,8 @@ fn git_pool(fleet: &Fleet, t: &Target, pool: &str) -> Option<String> {
     })
 }
 
-fn grace(policy: &Policy) -> std::time::Duration {
+/// A Target's `gracePeriod` (default [`super::DEFAULT_GRACE`]).
+pub fn grace(policy: &Policy) -> std::time::Duration {
     policy
         .grace_period
         .as_deref()

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 use serde::Serialize;
 
-pub use derive::{derive, is_trigger, pool_name};
+pub use derive::{derive, grace, is_trigger, pool_name};
 
 use crate::resource::KubeRef;
 

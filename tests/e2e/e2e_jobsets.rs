@@ -406,13 +406,14 @@ async fn a_run_killed_mid_create_and_mid_release_is_resumed_from_the_cluster_and
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_controller_wakes_on_an_unschedulable_leader_pod_not_at_the_resync() {
+async fn the_controller_wakes_on_an_unschedulable_leader_pod_and_when_the_grace_is_over_not_at_the_resync()
+ {
     let client = client().await;
     k8s::apply_crd();
     let sim = sim(Duration::from_millis(200), 9, Default::default()).await;
     link(&sim, CLUSTER).await;
     let ns = k8s::namespace(&client, "jsc").await;
-    let dir = specs(&ns, true, "2m", &[]);
+    let dir = specs(&ns, true, "2s", &[]);
     let kc = k8s::kubeconfig().display().to_string();
     let mut ctl = spawn_piped(
         tokio::process::Command::new(bin())
@@ -466,6 +467,20 @@ async fn the_controller_wakes_on_an_unschedulable_leader_pod_not_at_the_resync()
     // Measured well under 2 s here; the bound leaves room for a loaded CI.
     assert!(took < Duration::from_secs(5), "{took:?}");
     wait_jobset_running(&client, &ns, &js.name, 1).await;
+    // The JobSet completes: the watch runs a cycle then (kept: grace) and
+    // once more when the grace period is over, which releases the slice.
+    assert_eq!(succeed_jobset(&client, &ns, &js.name).await, 1);
+    wait_jobset_condition(&client, &ns, &js.name, "Completed").await;
+    let ended = tokio::time::Instant::now();
+    while !pool_names(&sim).await.is_empty() {
+        assert!(
+            ended.elapsed() < Duration::from_secs(30),
+            "the slice outlived its JobSet by 30 s (gracePeriod 2s):\n{}",
+            ctl.stderr.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("JobSet end to delete done: {:?}", ended.elapsed());
     let _ = ctl.child.start_kill();
     let _ = ctl.child.wait().await;
     k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
