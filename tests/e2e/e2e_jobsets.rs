@@ -486,3 +486,74 @@ async fn the_controller_wakes_on_an_unschedulable_leader_pod_and_when_the_grace_
     k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flex_start_jobset_gets_a_queued_provisioning_pool_and_waits_for_capacity() {
+    let client = client().await;
+    let sim = sim(Duration::from_millis(100), 10, Default::default()).await;
+    link(&sim, CLUSTER).await;
+    let ns = k8s::namespace(&client, "jsf").await;
+    let mut js = tpu_jobset(&unique("flex"), 1, "2x2", &unique("r"));
+    js.replicated_jobs[0].capacity = crate::jobset_support::Capacity::FlexStart;
+    submit_jobset(&client, &ns, &js).await;
+    let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
+    let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
+    // A rule without flexStart refuses it...
+    let dir = specs(&ns, true, "2m", &[]);
+    let o = apply_dir(&sim, dir.path()).await;
+    let out = text(&o);
+    assert!(
+        out.contains(&format!("refused jobset {ns}/{} [capacity]", js.name)),
+        "{out}"
+    );
+    assert!(pool_names(&sim).await.is_empty());
+    // ...one that allows it gets GKE's queued provisioning pool: flex-start
+    // VMs, no reservation, autoscaling from 0, queuedProvisioning enabled
+    // (the simulator takes it as GKE does, or the create fails).
+    let flex = specs(&ns, true, "2m", &[]);
+    let target = flex.path().join("target.yaml");
+    let text_now = std::fs::read_to_string(&target).unwrap();
+    std::fs::write(
+        &target,
+        text_now.replace("maxChips: 8", "maxChips: 8\n        capacity: [flexStart]"),
+    )
+    .unwrap();
+    let o = apply_dir(&sim, flex.path()).await;
+    let out = text(&o);
+    assert!(
+        out.contains(&format!("+ {pool} for jobset {ns}/{}", js.name)),
+        "{out}"
+    );
+    assert!(out.contains("flex-start"), "{out}");
+    let live = node_pools(&sim).await;
+    let p = live
+        .iter()
+        .find(|p| p["name"] == pool.as_str())
+        .unwrap_or_else(|| panic!("pool {pool}: {live:#?}\n{out}"));
+    assert_eq!(p["config"]["flexStart"], true, "{p:#}");
+    assert_eq!(p["queuedProvisioning"]["enabled"], true, "{p:#}");
+    assert_eq!(
+        p["config"]["reservationAffinity"]["consumeReservationType"], "NO_RESERVATION",
+        "{p:#}"
+    );
+    assert_eq!(p["autoscaling"]["enabled"], true, "{p:#}");
+    // No capacity has come (no Node): the JobSet stays pending, and the next
+    // run waits with it, asking for nothing more.
+    let o = apply_dir(&sim, flex.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let creates = sim
+        .stats()
+        .by_method
+        .get("container.projects.locations.clusters.nodePools.create")
+        .copied()
+        .unwrap_or(0);
+    assert_eq!(creates, 1);
+    let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
+    assert!(
+        leaders
+            .values()
+            .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"))
+    );
+    k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+    sim.shutdown().await;
+}
