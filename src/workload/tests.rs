@@ -446,3 +446,39 @@ fn a_git_slice_wins_a_pool_name() {
     assert!(d.slices.is_empty());
     assert_eq!(d.refused[0].code, "name_taken");
 }
+
+#[test]
+fn a_chip_count_no_machine_type_has_is_refused_not_guessed() {
+    // tpu-provisioner builds `ct6e-standard-<N>t` from any N (anchors A.17
+    // item 5): 3 chips would become a machine type that does not exist.
+    let f = fleet(policy(vec![any_rule()]));
+    let obs = Observed {
+        jobsets: vec![jobset("odd")],
+        pending: vec![leader("odd", "odd-slice-0", "2x2", 3)],
+    };
+    let d = derive(&f, &views(obs), &[], &no_nodes(), at(1_000));
+    assert!(d.slices.is_empty());
+    assert_eq!(d.refused[0].code, "shape");
+    assert!(
+        d.refused[0]
+            .message
+            .contains("no tpu-v6e-slice machine type has 3 chips per host"),
+        "{}",
+        d.refused[0].message
+    );
+}
+
+#[test]
+fn two_capacity_selectors_at_once_are_refused() {
+    let f = fleet(policy(vec![any_rule()]));
+    let mut p = leader("both", "both-slice-0", "2x2", 4);
+    p.node_selector.insert(keys::SPOT.into(), "true".into());
+    p.node_selector.insert(keys::RESERVATION.into(), "r".into());
+    let obs = Observed {
+        jobsets: vec![jobset("both")],
+        pending: vec![p],
+    };
+    let d = derive(&f, &views(obs), &[], &no_nodes(), at(1_000));
+    assert_eq!(d.refused[0].code, "shape");
+    assert!(d.refused[0].message.contains("more than one capacity type"));
+}
