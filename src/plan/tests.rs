@@ -2645,3 +2645,118 @@ mod releasing_drains {
         );
     }
 }
+
+/// A workload slice of JobSet `ml/train`, as the workload source adds it.
+fn workload_slice() -> Slice {
+    let mut s = slice(
+        "train-abcde",
+        "tpu-v6e-slice",
+        "2x2",
+        1,
+        CapacityType::OnDemand,
+    );
+    s.workload = Some(crate::workload::Origin {
+        namespace: "ml".into(),
+        jobset: "train".into(),
+        uid: "uid-1".into(),
+        job_key: "abcdef0123456789abcdef0123456789abcdef01".into(),
+    });
+    s
+}
+
+#[test]
+fn a_workload_slice_is_pruned_only_by_the_workload_source() {
+    use crate::plan::workload::{ClusterWorkloads, Workloads};
+    use crate::workload::{DemandView, Ended, Observed, ObservedJobSet};
+    let live = converged(&fleet(vec![workload_slice()]));
+    assert_eq!(live.node_pools[0].name, "train-abcde");
+    let opts = PlanOptions::default();
+    // A git apply that does not name it (with workloads off): nothing is
+    // pruned; with no git slice at all, no empty-source refusal either.
+    let git = fleet(vec![slice(
+        "git",
+        "tpu-v6e-slice",
+        "2x2",
+        1,
+        CapacityType::OnDemand,
+    )]);
+    let p = plan(&git, &live, &opts).unwrap();
+    assert_eq!(
+        kinds(&p),
+        [("slice.git[0].node_pool".to_string(), ActionKind::Create)]
+    );
+    let p = plan(&fleet(vec![]), &live, &opts).unwrap();
+    assert!(
+        p.actions.is_empty() && p.refused.is_empty(),
+        "{:?}",
+        p.actions
+    );
+    // Workloads on and the JobSet ended an hour ago, its cluster read: the
+    // workload source releases it, and the specs' emptiness does not stop
+    // that (it is not a prune).
+    let mut on = fleet(vec![]);
+    on.targets.get_mut("train").unwrap().spec.workloads = Some(crate::spec::model::Workloads {
+        enabled: true,
+        grace_period: None,
+        rules: vec![Default::default()],
+    });
+    let kube = crate::resource::KubeRef::gke(&cluster());
+    let ended = jiff::Timestamp::from_second(1_000).unwrap();
+    let mut inv = live.inventory();
+    inv.demand.insert(
+        kube.clone(),
+        DemandView::Seen(Observed {
+            jobsets: vec![ObservedJobSet {
+                namespace: "ml".into(),
+                name: "train".into(),
+                uid: "uid-1".into(),
+                ended: Some(Ended {
+                    condition: "Completed".into(),
+                    at: ended,
+                }),
+                ..ObservedJobSet::default()
+            }],
+            pending: Vec::new(),
+        }),
+    );
+    inv.workloads = Workloads {
+        observed_at: Some(jiff::Timestamp::from_second(1_000 + 3_600).unwrap()),
+        clusters: BTreeMap::from([(kube.clone(), ClusterWorkloads::Seen(Vec::new()))]),
+    };
+    let p = super::plan(&on, &inv, &all_kinds(), &opts).unwrap();
+    assert_eq!(
+        kinds(&p),
+        [(
+            "slice.train-abcde[0].node_pool".to_string(),
+            ActionKind::Delete
+        )]
+    );
+    assert_eq!(p.actions[0].reason.code(), "workload_ended");
+    assert!(
+        p.actions[0]
+            .reason_text()
+            .contains("jobset ml/train Completed 1h0m ago (gracePeriod 2m)"),
+        "{}",
+        p.actions[0].reason_text()
+    );
+    let shown = human::render(&p, false);
+    assert!(
+        shown.contains("Workload slices (asked for by pending JobSets):"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("  - train-abcde released: jobset ml/train Completed"),
+        "{shown}"
+    );
+    let json = p.to_json();
+    assert_eq!(
+        json["workloads"]["released"][0]["pool"], "train-abcde",
+        "{json:#}"
+    );
+    // The same, its cluster unread: nothing is released.
+    inv.demand
+        .insert(kube, DemandView::Unreadable("403 Forbidden".into()));
+    let p = super::plan(&on, &inv, &all_kinds(), &opts).unwrap();
+    assert!(p.actions.is_empty(), "{:?}", kinds(&p));
+    assert!(p.demand.kept[0].why.starts_with("unobserved"));
+}
