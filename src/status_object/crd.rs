@@ -89,6 +89,11 @@ pub struct SliceStatusStatus {
     /// Per replica.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<ReplicaStatus>,
+    /// Where the slice comes from: absent for a slice of the specs,
+    /// `jobset NAMESPACE/NAME` for a workload slice a pending JobSet asked
+    /// for (docs/workloads.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// The slice's spec as slicectl read it from the specs.

@@ -608,6 +608,10 @@ fn one(
             slice: summary,
             nodes,
             replicas,
+            source: rows
+                .iter()
+                .find(|r| r.slice == name && !r.source.is_empty())
+                .map(|r| r.source.clone()),
         },
         events,
     }

@@ -467,6 +467,30 @@ async fn the_controller_wakes_on_an_unschedulable_leader_pod_and_when_the_grace_
     // Measured well under 2 s here; the bound leaves room for a loaded CI.
     assert!(took < Duration::from_secs(5), "{took:?}");
     wait_jobset_running(&client, &ns, &js.name, 1).await;
+    // Its SliceStatus object says whose it is.
+    let pool = pool_names(&sim).await.remove(0);
+    let want = format!("jobset {ns}/{}", js.name);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = k8s::kubectl(&[
+            "get",
+            "slicestatus",
+            &pool,
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.status.source}",
+        ]);
+        if String::from_utf8_lossy(&o.stdout) == want {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "SliceStatus {pool} never had source {want:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     // The JobSet completes: the watch runs a cycle then (kept: grace) and
     // once more when the grace period is over, which releases the slice.
     assert_eq!(succeed_jobset(&client, &ns, &js.name).await, 1);
