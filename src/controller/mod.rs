@@ -92,6 +92,9 @@ pub fn hold_for_capacity(
     now: Instant,
     wall: Timestamp,
 ) -> (Vec<String>, usize) {
+    // Workload slices the plan added are held like the specs' slices.
+    let with_workloads = plan.demand.extend(fleet);
+    let fleet = &with_workloads;
     let held: BTreeSet<String> = holds.keys().cloned().collect();
     let mut found = 0;
     for (name, message) in stockouts_in_plan(plan, &held) {

@@ -67,6 +67,10 @@ pub struct CycleState {
     capacity: Option<CapacityTracker>,
     settle: Option<Settle>,
     stop: Arc<AtomicBool>,
+    /// The workload slices the last plan added (pending JobSets'): held
+    /// for capacity like the specs' slices (the tracker is this loop's
+    /// memory of shortages anyway; the slices are derived again each cycle).
+    last_demand: crate::workload::Demand,
 }
 
 impl CycleState {
@@ -80,6 +84,7 @@ impl CycleState {
             capacity: None,
             settle: None,
             stop,
+            last_demand: crate::workload::Demand::default(),
         }
     }
 
@@ -232,7 +237,8 @@ impl CycleState {
         // the plan finds in an error state after a stockout.
         let now = tokio::time::Instant::now();
         let wall = Timestamp::now();
-        let mut holds = capacity::initial_holds(self.capacity.as_mut(), fleet, now);
+        let with_workloads = self.last_demand.extend(fleet);
+        let mut holds = capacity::initial_holds(self.capacity.as_mut(), &with_workloads, now);
         let mut left_out_actions = Vec::new();
         let mut found_in_plan = 0;
         let capacity = &mut self.capacity;
@@ -292,9 +298,11 @@ impl CycleState {
                 return (CycleOutcome::Rejected(e), invalid, Some(note));
             }
         };
+        self.last_demand = report.plan.demand.clone();
+        let with_workloads = self.last_demand.extend(fleet);
         note.unavailable = note.unavailable.saturating_add(capacity::record(
             self.capacity.as_mut(),
-            fleet,
+            &with_workloads,
             &report,
             &note.held,
             now,

@@ -405,30 +405,28 @@ async fn a_run_killed_mid_create_and_mid_release_is_resumed_from_the_cluster_and
     sim.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_controller_wakes_on_an_unschedulable_leader_pod_and_when_the_grace_is_over_not_at_the_resync()
- {
-    let client = client().await;
-    k8s::apply_crd();
-    let sim = sim(Duration::from_millis(200), 9, Default::default()).await;
-    link(&sim, CLUSTER).await;
-    let ns = k8s::namespace(&client, "jsc").await;
-    let dir = specs(&ns, true, "2s", &[]);
+/// `slicectl controller --dir DIR --resync RESYNC` on `sim`, leading in `ns`.
+fn spawn_controller(
+    sim: &slicectl_sim::SimHandle,
+    ns: &str,
+    dir: &std::path::Path,
+    resync: &str,
+) -> Piped {
     let kc = k8s::kubeconfig().display().to_string();
-    let mut ctl = spawn_piped(
+    spawn_piped(
         tokio::process::Command::new(bin())
             .args([
                 "controller",
                 "--namespace",
-                &ns,
+                ns,
                 "--listen",
                 &format!("127.0.0.1:{}", free_port()),
                 "--lease-duration",
                 "4s",
                 "--dir",
-                dir.path().to_str().unwrap(),
+                dir.to_str().unwrap(),
                 "--resync",
-                "10m",
+                resync,
                 "--trust-kubeconfig",
                 &kc,
             ])
@@ -438,7 +436,67 @@ async fn the_controller_wakes_on_an_unschedulable_leader_pod_and_when_the_grace_
             .env("NO_COLOR", "1")
             .env_remove("SLICECTL_LOG")
             .env_remove("POD_NAMESPACE"),
-    );
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stocked_out_workload_slice_is_backed_off_by_the_controller() {
+    let client = client().await;
+    k8s::apply_crd();
+    let sim = sim(
+        Duration::from_millis(200),
+        11,
+        slicectl_sim::FaultConfig {
+            stockout_rate: 1.0,
+            ..Default::default()
+        },
+    )
+    .await;
+    link(&sim, CLUSTER).await;
+    let ns = k8s::namespace(&client, "jss").await;
+    let dir = specs(&ns, true, "2m", &[]);
+    let mut ctl = spawn_controller(&sim, &ns, dir.path(), "1s");
+    let js = tpu_jobset(&unique("stock"), 1, "2x2", &unique("r"));
+    submit_jobset(&client, &ns, &js).await;
+    let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
+    let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
+    let held = format!("held: slice {pool}: capacity unavailable");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !ctl.stderr.lock().unwrap().contains(&held) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never held:\n{}",
+            ctl.stderr.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Many 1 s resyncs (and pod watch wakes) within the backoff: one create.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let creates = sim
+        .stats()
+        .by_method
+        .get("container.projects.locations.clusters.nodePools.create")
+        .copied()
+        .unwrap_or(0);
+    assert_eq!(creates, 1, "{}", ctl.stderr.lock().unwrap());
+    let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
+    assert_eq!(leaders.len(), 1);
+    let _ = ctl.child.start_kill();
+    let _ = ctl.child.wait().await;
+    k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_controller_wakes_on_an_unschedulable_leader_pod_and_when_the_grace_is_over_not_at_the_resync()
+ {
+    let client = client().await;
+    k8s::apply_crd();
+    let sim = sim(Duration::from_millis(200), 9, Default::default()).await;
+    link(&sim, CLUSTER).await;
+    let ns = k8s::namespace(&client, "jsc").await;
+    let dir = specs(&ns, true, "2s", &[]);
+    let mut ctl = spawn_controller(&sim, &ns, dir.path(), "10m");
     let said = |needle: &str| ctl.stderr.lock().unwrap().contains(needle);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !said("watching pending TPU pods and JobSets") {
