@@ -639,3 +639,39 @@ async fn a_flex_start_jobset_gets_a_queued_provisioning_pool_and_waits_for_capac
     k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn jobsets_sharing_a_target_share_its_max_chips() {
+    let client = client().await;
+    let sim = sim(Duration::from_millis(100), 12, Default::default()).await;
+    link(&sim, CLUSTER).await;
+    let ns = k8s::namespace(&client, "jst").await;
+    let run_id = unique("r");
+    // maxChips 8: two 4-chip JobSets fit, a third does not.
+    let a = tpu_jobset(&unique("a"), 1, "2x2", &run_id);
+    let b = tpu_jobset(&unique("b"), 1, "2x2", &run_id);
+    for js in [&a, &b] {
+        submit_jobset(&client, &ns, js).await;
+        wait_leaders_unschedulable(&client, &ns, js).await;
+    }
+    let dir = specs(&ns, true, "2m", &[]);
+    let o = apply_dir(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(pool_names(&sim).await.len(), 2);
+    wait_jobset_running(&client, &ns, &a.name, 1).await;
+    wait_jobset_running(&client, &ns, &b.name, 1).await;
+    let c = tpu_jobset(&unique("c"), 1, "2x2", &run_id);
+    submit_jobset(&client, &ns, &c).await;
+    wait_leaders_unschedulable(&client, &ns, &c).await;
+    let o = apply_dir(&sim, dir.path()).await;
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains(&format!("refused jobset {ns}/{} [max_chips]", c.name)),
+        "{out}"
+    );
+    assert!(out.contains("(8 held, 0 asked for this cycle)"), "{out}");
+    assert_eq!(pool_names(&sim).await.len(), 2);
+    k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+    sim.shutdown().await;
+}
