@@ -96,6 +96,48 @@ async fn events_on(client: &Client, ns: &str, jobset: &str) -> Vec<Event> {
         .items
 }
 
+/// A test's linked simulator and namespace.
+struct Setup {
+    client: Client,
+    sim: slicectl_sim::SimHandle,
+    ns: String,
+}
+
+/// A simulator (`sim(ARGS)`) linked to the test plane, and a namespace
+/// `PREFIX-xxxxxxxx`.
+async fn setup(
+    prefix: &str,
+    latency: Duration,
+    seed: u64,
+    faults: slicectl_sim::FaultConfig,
+) -> Setup {
+    let client = client().await;
+    let sim = sim(latency, seed, faults).await;
+    link(&sim, CLUSTER).await;
+    let ns = k8s::namespace(&client, prefix).await;
+    Setup { client, sim, ns }
+}
+
+async fn teardown(ns: &str, sim: slicectl_sim::SimHandle) {
+    k8s::kubectl(&["delete", "namespace", ns, "--wait=false"]);
+    sim.shutdown().await;
+}
+
+/// Submits `js` and waits until its leader pods are Unschedulable: its uid
+/// and the leaders by Job name.
+async fn pending(
+    client: &Client,
+    ns: &str,
+    js: &TpuJobSet,
+) -> (
+    String,
+    std::collections::BTreeMap<String, k8s_openapi::api::core::v1::Pod>,
+) {
+    let created = submit_jobset(client, ns, js).await;
+    let uid = created.metadata.uid.clone().unwrap_or_default();
+    (uid, wait_leaders_unschedulable(client, ns, js).await)
+}
+
 /// The pool names of `sim`'s cluster, sorted.
 async fn pools(sim: &slicectl_sim::SimHandle) -> Vec<String> {
     let mut n = pool_names(sim).await;
@@ -106,15 +148,11 @@ async fn pools(sim: &slicectl_sim::SimHandle) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pending_jobset_gets_its_slice_keeps_it_through_git_applies_and_loses_it_after_the_grace()
 {
-    let client = client().await;
-    let sim = sim(Duration::from_millis(200), 5, Default::default()).await;
-    link(&sim, CLUSTER).await;
-    let ns = k8s::namespace(&client, "js").await;
+    let Setup { client, sim, ns } =
+        setup("js", Duration::from_millis(200), 5, Default::default()).await;
     let run_id = unique("r");
     let js = tpu_jobset(&unique("train"), 1, "2x2", &run_id);
-    let created = submit_jobset(&client, &ns, &js).await;
-    let uid = created.metadata.uid.clone().unwrap_or_default();
-    let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
+    let (uid, leaders) = pending(&client, &ns, &js).await;
     let leader = leaders.values().next().expect("one leader");
     let pool = provisioner_pool_name(leader);
 
@@ -216,22 +254,17 @@ async fn a_pending_jobset_gets_its_slice_keeps_it_through_git_applies_and_loses_
     wait_pool_nodes_gone(&client, &pool).await;
     assert!(pool_nodes(&client, &pool).await.is_empty());
 
-    k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
-    sim.shutdown().await;
+    teardown(&ns, sim).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_multislice_jobset_gets_a_slice_per_job_in_one_plan_and_a_deleted_one_loses_them_after_the_grace()
  {
-    let client = client().await;
-    let sim = sim(Duration::from_millis(200), 7, Default::default()).await;
-    link(&sim, CLUSTER).await;
-    let ns = k8s::namespace(&client, "jsm").await;
+    let Setup { client, sim, ns } =
+        setup("jsm", Duration::from_millis(200), 7, Default::default()).await;
     let run_id = unique("r");
     let js = tpu_jobset(&unique("multi"), 2, "2x2", &run_id);
-    let created = submit_jobset(&client, &ns, &js).await;
-    let uid = created.metadata.uid.clone().unwrap_or_default();
-    let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
+    let (uid, leaders) = pending(&client, &ns, &js).await;
     let mut want: Vec<String> = leaders.values().map(provisioner_pool_name).collect();
     want.sort();
     assert_eq!(want.len(), 2);
@@ -269,16 +302,13 @@ async fn a_multislice_jobset_gets_a_slice_per_job_in_one_plan_and_a_deleted_one_
         "{out}"
     );
     assert!(pool_names(&sim).await.is_empty());
-    k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
-    sim.shutdown().await;
+    teardown(&ns, sim).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_request_outside_the_policy_is_refused_with_one_event_on_its_jobset() {
-    let client = client().await;
-    let sim = sim(Duration::from_millis(100), 6, Default::default()).await;
-    link(&sim, CLUSTER).await;
-    let ns = k8s::namespace(&client, "jsr").await;
+    let Setup { client, sim, ns } =
+        setup("jsr", Duration::from_millis(100), 6, Default::default()).await;
     // 4x4 is not in the rule's topologies.
     let js = tpu_jobset(&unique("big"), 1, "4x4", &unique("r"));
     let created = submit_jobset(&client, &ns, &js).await;
@@ -315,8 +345,7 @@ async fn a_request_outside_the_policy_is_refused_with_one_event_on_its_jobset() 
     assert_eq!(e.involved_object.uid.as_deref(), Some(uid.as_str()));
     let msg = e.message.clone().unwrap_or_default();
     assert!(msg.contains("topology 4x4 is not allowed"), "{msg}");
-    k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
-    sim.shutdown().await;
+    teardown(&ns, sim).await;
 }
 
 /// `slicectl apply DIR` started in the background.
@@ -360,14 +389,11 @@ async fn kill_when(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_killed_mid_create_and_mid_release_is_resumed_from_the_cluster_and_the_cloud() {
-    let client = client().await;
     // Slow operations: the kills land while they run.
-    let sim = sim(Duration::from_secs(3), 8, Default::default()).await;
-    link(&sim, CLUSTER).await;
-    let ns = k8s::namespace(&client, "jsk").await;
+    let Setup { client, sim, ns } =
+        setup("jsk", Duration::from_secs(3), 8, Default::default()).await;
     let js = tpu_jobset(&unique("kill"), 2, "2x2", &unique("r"));
-    submit_jobset(&client, &ns, &js).await;
-    wait_leaders_unschedulable(&client, &ns, &js).await;
+    pending(&client, &ns, &js).await;
     let dir = specs(&ns, true, "1s", &[]);
     // Killed with both creates in flight: the next run finds the
     // operations in the cloud and waits on them, never creating twice
@@ -401,8 +427,7 @@ async fn a_run_killed_mid_create_and_mid_release_is_resumed_from_the_cluster_and
     )
     .await;
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
-    sim.shutdown().await;
+    teardown(&ns, sim).await;
 }
 
 /// `slicectl controller --dir DIR --resync RESYNC` on `sim`, leading in `ns`.
@@ -441,9 +466,9 @@ fn spawn_controller(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stocked_out_workload_slice_is_backed_off_by_the_controller() {
-    let client = client().await;
     k8s::apply_crd();
-    let sim = sim(
+    let Setup { client, sim, ns } = setup(
+        "jss",
         Duration::from_millis(200),
         11,
         slicectl_sim::FaultConfig {
@@ -452,13 +477,10 @@ async fn a_stocked_out_workload_slice_is_backed_off_by_the_controller() {
         },
     )
     .await;
-    link(&sim, CLUSTER).await;
-    let ns = k8s::namespace(&client, "jss").await;
     let dir = specs(&ns, true, "2m", &[]);
     let mut ctl = spawn_controller(&sim, &ns, dir.path(), "1s");
     let js = tpu_jobset(&unique("stock"), 1, "2x2", &unique("r"));
-    submit_jobset(&client, &ns, &js).await;
-    let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
+    let (_, leaders) = pending(&client, &ns, &js).await;
     let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
     let held = format!("held: slice {pool}: capacity unavailable");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -483,18 +505,15 @@ async fn a_stocked_out_workload_slice_is_backed_off_by_the_controller() {
     assert_eq!(leaders.len(), 1);
     let _ = ctl.child.start_kill();
     let _ = ctl.child.wait().await;
-    k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
-    sim.shutdown().await;
+    teardown(&ns, sim).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_wakes_on_an_unschedulable_leader_pod_and_when_the_grace_is_over_not_at_the_resync()
  {
-    let client = client().await;
     k8s::apply_crd();
-    let sim = sim(Duration::from_millis(200), 9, Default::default()).await;
-    link(&sim, CLUSTER).await;
-    let ns = k8s::namespace(&client, "jsc").await;
+    let Setup { client, sim, ns } =
+        setup("jsc", Duration::from_millis(200), 9, Default::default()).await;
     let dir = specs(&ns, true, "2s", &[]);
     let mut ctl = spawn_controller(&sim, &ns, dir.path(), "10m");
     let said = |needle: &str| ctl.stderr.lock().unwrap().contains(needle);
@@ -509,8 +528,7 @@ async fn the_controller_wakes_on_an_unschedulable_leader_pod_and_when_the_grace_
     }
     // The resync is 10 minutes away: only the watch can start this cycle.
     let js = tpu_jobset(&unique("wake"), 1, "2x2", &unique("r"));
-    submit_jobset(&client, &ns, &js).await;
-    wait_leaders_unschedulable(&client, &ns, &js).await;
+    pending(&client, &ns, &js).await;
     let unschedulable = tokio::time::Instant::now();
     while pool_names(&sim).await.is_empty() {
         assert!(
@@ -565,20 +583,16 @@ async fn the_controller_wakes_on_an_unschedulable_leader_pod_and_when_the_grace_
     eprintln!("JobSet end to delete done: {:?}", ended.elapsed());
     let _ = ctl.child.start_kill();
     let _ = ctl.child.wait().await;
-    k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
-    sim.shutdown().await;
+    teardown(&ns, sim).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flex_start_jobset_gets_a_queued_provisioning_pool_and_waits_for_capacity() {
-    let client = client().await;
-    let sim = sim(Duration::from_millis(100), 10, Default::default()).await;
-    link(&sim, CLUSTER).await;
-    let ns = k8s::namespace(&client, "jsf").await;
+    let Setup { client, sim, ns } =
+        setup("jsf", Duration::from_millis(100), 10, Default::default()).await;
     let mut js = tpu_jobset(&unique("flex"), 1, "2x2", &unique("r"));
     js.replicated_jobs[0].capacity = crate::jobset_support::Capacity::FlexStart;
-    submit_jobset(&client, &ns, &js).await;
-    let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
+    let (_, leaders) = pending(&client, &ns, &js).await;
     let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
     // A rule without flexStart refuses it...
     let dir = specs(&ns, true, "2m", &[]);
@@ -636,23 +650,19 @@ async fn a_flex_start_jobset_gets_a_queued_provisioning_pool_and_waits_for_capac
             .values()
             .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"))
     );
-    k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
-    sim.shutdown().await;
+    teardown(&ns, sim).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn jobsets_sharing_a_target_share_its_max_chips() {
-    let client = client().await;
-    let sim = sim(Duration::from_millis(100), 12, Default::default()).await;
-    link(&sim, CLUSTER).await;
-    let ns = k8s::namespace(&client, "jst").await;
+    let Setup { client, sim, ns } =
+        setup("jst", Duration::from_millis(100), 12, Default::default()).await;
     let run_id = unique("r");
     // maxChips 8: two 4-chip JobSets fit, a third does not.
     let a = tpu_jobset(&unique("a"), 1, "2x2", &run_id);
     let b = tpu_jobset(&unique("b"), 1, "2x2", &run_id);
     for js in [&a, &b] {
-        submit_jobset(&client, &ns, js).await;
-        wait_leaders_unschedulable(&client, &ns, js).await;
+        pending(&client, &ns, js).await;
     }
     let dir = specs(&ns, true, "2m", &[]);
     let o = apply_dir(&sim, dir.path()).await;
@@ -661,8 +671,7 @@ async fn jobsets_sharing_a_target_share_its_max_chips() {
     wait_jobset_running(&client, &ns, &a.name, 1).await;
     wait_jobset_running(&client, &ns, &b.name, 1).await;
     let c = tpu_jobset(&unique("c"), 1, "2x2", &run_id);
-    submit_jobset(&client, &ns, &c).await;
-    wait_leaders_unschedulable(&client, &ns, &c).await;
+    pending(&client, &ns, &c).await;
     let o = apply_dir(&sim, dir.path()).await;
     let out = text(&o);
     assert!(o.status.success(), "{out}");
@@ -672,6 +681,5 @@ async fn jobsets_sharing_a_target_share_its_max_chips() {
     );
     assert!(out.contains("(8 held, 0 asked for this cycle)"), "{out}");
     assert_eq!(pool_names(&sim).await.len(), 2);
-    k8s::kubectl(&["delete", "namespace", &ns, "--wait=false"]);
-    sim.shutdown().await;
+    teardown(&ns, sim).await;
 }
