@@ -2735,7 +2735,7 @@ fn a_workload_slice_is_pruned_only_by_the_workload_source() {
     assert!(
         p.actions[0]
             .reason_text()
-            .contains("jobset ml/train Completed 1h0m ago (gracePeriod 2m)"),
+            .contains("jobset ml/train Completed at 1970-01-01T00:16:40Z (gracePeriod 2m)"),
         "{}",
         p.actions[0].reason_text()
     );

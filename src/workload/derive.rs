@@ -661,10 +661,12 @@ fn release_or_keep(
         target: t.name.clone(),
         pool: l.pool.clone(),
         jobset: js_ref.clone(),
+        // Absolute times only: a plan confirmed a minute later must read the
+        // same (`Plan::effect`).
         why: match ended_at {
             Some(at) => format!(
-                "jobset {js_ref} {how} {} ago (gracePeriod {})",
-                shown(since(now, at)),
+                "jobset {js_ref} {how} at {} (gracePeriod {})",
+                at.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 shown(grace)
             ),
             None => format!("jobset {js_ref} {how} and the pool has no Nodes"),

@@ -272,7 +272,7 @@ pub struct Released {
     pub pool: String,
     /// `ns/name` of its JobSet.
     pub jobset: String,
-    /// Why (`jobset ml/train Completed 2m ago (gracePeriod 2m)`).
+    /// Why (`jobset ml/train Completed at 2026-11-28T01:02:03Z (gracePeriod 2m)`).
     pub why: String,
 }
 
