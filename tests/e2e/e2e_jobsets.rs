@@ -683,3 +683,42 @@ async fn jobsets_sharing_a_target_share_its_max_chips() {
     assert_eq!(pool_names(&sim).await.len(), 2);
     teardown(&ns, sim).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slice_whose_jobset_ended_is_kept_while_another_jobsets_pod_runs_on_it() {
+    let Setup { client, sim, ns } =
+        setup("jsb", Duration::from_millis(100), 13, Default::default()).await;
+    let run_id = unique("r");
+    let a = tpu_jobset(&unique("a"), 1, "2x2", &run_id);
+    let (_, leaders) = pending(&client, &ns, &a).await;
+    let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
+    let dir = specs(&ns, true, "1s", &[]);
+    let o = apply_dir(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    wait_jobset_running(&client, &ns, &a.name, 1).await;
+    assert_eq!(succeed_jobset(&client, &ns, &a.name).await, 1);
+    wait_jobset_condition(&client, &ns, &a.name, "Completed").await;
+    // Another JobSet's pod (same selectors) takes the freed Node at once.
+    let b = tpu_jobset(&unique("b"), 1, "2x2", &run_id);
+    submit_jobset(&client, &ns, &b).await;
+    let running = wait_jobset_running(&client, &ns, &b.name, 1).await;
+    let node = running[0].spec.as_ref().and_then(|s| s.node_name.clone());
+    assert_eq!(node, pool_nodes(&client, &pool).await[0].metadata.name);
+    // Past A's grace period the slice is busy with B's pod: kept, not deleted.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let o = apply_dir(&sim, dir.path()).await;
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains(&format!("= {pool} kept (jobset {ns}/{}): busy", a.name))
+            && out.contains(&format!("(jobset {ns}/{})", b.name)),
+        "{out}"
+    );
+    assert_eq!(pool_names(&sim).await, std::slice::from_ref(&pool));
+    // B ends too: nothing runs on it any more, and A's slice goes.
+    assert_eq!(succeed_jobset(&client, &ns, &b.name).await, 1);
+    let o = apply_dir(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(pool_names(&sim).await.is_empty(), "{}", text(&o));
+    teardown(&ns, sim).await;
+}
