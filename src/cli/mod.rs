@@ -808,6 +808,9 @@ struct Session {
     sealed: bool,
     /// `--trust-kubeconfig`.
     trusted: Vec<PathBuf>,
+    /// `clusters.get` answers, kept across the fleets of this session (a
+    /// watch loop's cycles).
+    clusters: std::sync::Arc<crate::kube::clients::ClusterAccessCache>,
 }
 
 impl Session {
@@ -856,20 +859,28 @@ impl Session {
                 ))
             );
         }
-        let cloud = cloud_for(&client, fleet, conn.sim, &conn.trust_kubeconfig);
+        let clusters = std::sync::Arc::default();
+        let cloud = cloud_for(&client, fleet, conn.sim, &conn.trust_kubeconfig, &clusters);
         Ok(Session {
             cloud,
             sim,
             client,
             sealed: conn.sim,
             trusted: conn.trust_kubeconfig.clone(),
+            clusters,
         })
     }
 
     /// The cloud for another fleet on the same connection (the targets'
     /// Kubernetes clients are the fleet's).
     fn cloud_for(&self, fleet: &Fleet) -> Cloud {
-        cloud_for(&self.client, fleet, self.sealed, &self.trusted)
+        cloud_for(
+            &self.client,
+            fleet,
+            self.sealed,
+            &self.trusted,
+            &self.clusters,
+        )
     }
 
     async fn close(self) {
@@ -895,9 +906,16 @@ fn token_source(conn: &Connection) -> Option<std::sync::Arc<dyn crate::cloud::To
     })
 }
 
-/// The cloud on `client`, with the Kubernetes clients of `fleet`'s targets;
-/// under `--sim` (`sim`), with none: nothing real is reached.
-fn cloud_for(client: &CloudClient, fleet: &Fleet, sim: bool, trusted: &[PathBuf]) -> Cloud {
+/// The cloud on `client`, with the Kubernetes clients of `fleet`'s targets
+/// (GKE clusters' `clusters.get` answers kept in `clusters`); under `--sim`
+/// (`sim`), with none: nothing real is reached.
+fn cloud_for(
+    client: &CloudClient,
+    fleet: &Fleet,
+    sim: bool,
+    trusted: &[PathBuf],
+    clusters: &std::sync::Arc<crate::kube::clients::ClusterAccessCache>,
+) -> Cloud {
     let cloud = Cloud::from(client.clone());
     if sim {
         return cloud.sealed_for_sim();
@@ -938,6 +956,7 @@ fn cloud_for(client: &CloudClient, fleet: &Fleet, sim: bool, trusted: &[PathBuf]
             crate::kube::GkeLink {
                 service: std::sync::Arc::new(client.clone()),
                 tokens: client.token_source(),
+                cache: clusters.clone(),
             },
         ),
     ))

@@ -75,6 +75,25 @@ fn deferred_scopes(cloud: &Cloud, owners: &Owners) -> BTreeMap<Scope, String> {
 /// for the plan (nothing is pruned there this time).
 type Undiscovered = BTreeMap<(String, &'static str), Unseen>;
 
+/// Records (and logs) a project whose left-behind discovery failed for
+/// `backend` (`gke`: node pools in clusters no Target names; `gce`: MIGs in
+/// zones no Target names): nothing there is pruned this cycle.
+fn undiscovered(failed: &mut Undiscovered, project: &str, backend: &'static str, e: &CloudError) {
+    let why = unseen(e);
+    let what = if backend == "gke" {
+        "node pools this fleet left in clusters no Target names"
+    } else {
+        "MIGs this fleet left in zones no Target names"
+    };
+    tracing::warn!(
+        project = %project,
+        code = %why.code,
+        cause = %why.cause,
+        "cannot look for {what}: nothing there is pruned this cycle"
+    );
+    failed.insert((project.to_owned(), backend), why);
+}
+
 /// The GKE clusters no Target names that hold a node pool of this fleet:
 /// one `clusters.list` (location `-`, every zone and region) per project a
 /// GKE Target names. GKE embeds each cluster's node pools in the listing,
@@ -92,14 +111,7 @@ async fn left_behind_clusters(cloud: &Cloud, owners: &Owners) -> (Vec<Scope>, Un
         let resp = match resp {
             Ok(r) => r,
             Err(e) => {
-                let why = unseen(&e);
-                tracing::warn!(
-                    project = %project,
-                    code = %why.code,
-                    cause = %why.cause,
-                    "cannot look for node pools this fleet left in clusters no Target names: nothing there is pruned this cycle"
-                );
-                failed.insert((project.clone(), "gke"), why);
+                undiscovered(&mut failed, project, "gke", &e);
                 continue;
             }
         };
@@ -156,14 +168,7 @@ async fn left_behind_zones(cloud: &Cloud, owners: &Owners) -> (Vec<Scope>, Undis
         let (migs, unreachable) = match listing {
             Ok(l) => l,
             Err(e) => {
-                let why = unseen(&e);
-                tracing::warn!(
-                    project = %project,
-                    code = %why.code,
-                    cause = %why.cause,
-                    "cannot look for MIGs this fleet left in zones no Target names: nothing there is pruned this cycle"
-                );
-                failed.insert((project.clone(), "gce"), why);
+                undiscovered(&mut failed, project, "gce", &e);
                 continue;
             }
         };

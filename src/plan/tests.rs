@@ -2297,6 +2297,40 @@ mod respecting_workloads {
         assert_eq!(steps[1].deps, vec![0]);
     }
 
+    /// A drain started (its Node cordoned by slicectl and labelled), then
+    /// `whenBusy` went back to `wait`: the step is held, and the Node is
+    /// released so the running job can use it while it waits. While the
+    /// drain goes ahead, the cordon stays.
+    #[test]
+    fn a_drain_whose_step_is_now_held_releases_its_nodes() {
+        let f = with_policy(standard_fleet(), "llm", policy(WhenBusy::Drain));
+        let inv = converged(&f);
+        let busy = pool_name(&f, "llm", 0);
+        let mut live = with_pods(&inv, &[(&busy, vec![pod("train-0", false)])], THURSDAY);
+        for (_, c) in live.workloads.clusters.iter_mut() {
+            if let ClusterWorkloads::Seen(nodes) = c {
+                for n in nodes.iter_mut() {
+                    n.cordoned = true;
+                    n.draining_since = Some("2026-11-26T04:00:00Z".parse().unwrap());
+                    n.labels.insert(
+                        crate::spec::disruption::CORDONED_BY_SLICECTL.into(),
+                        "true".into(),
+                    );
+                }
+            }
+        }
+        let p = run(&reshaped(&f), &live, &PlanOptions::default());
+        assert!(p.released.is_empty(), "the drain goes on: {:?}", p.released);
+        let waiting = with_policy(reshaped(&f), "llm", policy(WhenBusy::Wait));
+        let p = run(&waiting, &live, &PlanOptions::default());
+        assert_eq!(p.held.len(), 1);
+        assert_eq!(p.released.len(), 1, "{:?}", p.released);
+        assert_eq!(p.released[0].nodes, vec![format!("{busy}-node-0")]);
+        assert!(p.released[0].cordon_kept.is_empty());
+        let text = human::render(&p, false);
+        assert!(text.contains("they are uncordoned."), "{text}");
+    }
+
     #[test]
     fn replace_goes_ahead_and_says_so() {
         let f = with_policy(standard_fleet(), "llm", policy(WhenBusy::Replace));

@@ -17,7 +17,7 @@ use super::kind::{Kind, Scope};
 use super::ownership::Ownership;
 use super::{Action, ActionKind, Owners, PlanMode};
 use crate::resource::KubeRef;
-use crate::spec::disruption::Policy;
+use crate::spec::disruption::{CORDONED_BY_SLICECTL, Policy};
 use crate::spec::model::WhenBusy;
 use crate::spec::{Fleet, Target};
 
@@ -191,9 +191,13 @@ pub struct Held {
     pub pods: Vec<BoundPod>,
 }
 
-/// Nodes slicectl cordoned for a drain that no step plans any more (the
-/// spec changed back, the slice went idle before the drain was needed):
-/// they are uncordoned and lose the drain label.
+/// Nodes slicectl cordoned for a drain that no step takes any more (the
+/// spec changed back, the slice is no longer to be replaced or deleted,
+/// its step is held: `whenBusy: wait`, do-not-disrupt, outside a window,
+/// over budget): they are uncordoned and lose the drain label, so the
+/// workload can use them while it waits. Nodes whose cordon slicectl did
+/// not make ([`crate::spec::disruption::CORDONED_BY_SLICECTL`] missing)
+/// only lose the label (`cordon_kept`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Release {
     /// The cluster.
@@ -203,27 +207,35 @@ pub struct Release {
     pub cluster: String,
     /// The Nodes.
     pub nodes: Vec<String>,
+    /// Those of `nodes` whose cordon is not slicectl's: it stays, only the
+    /// drain label goes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cordon_kept: Vec<String>,
 }
 
-/// The Nodes that carry the drain label but belong to no replica with a
-/// destructive step planned or held (`in_use`).
+/// The Nodes that carry the drain label but belong to no replica whose
+/// destructive step goes ahead in this plan (`in_use`).
 pub(super) fn releases(w: &Workloads, in_use: &BTreeSet<(KubeRef, String)>) -> Vec<Release> {
     let mut out = Vec::new();
     for (kube, c) in &w.clusters {
         let ClusterWorkloads::Seen(nodes) = c else {
             continue;
         };
-        let free: Vec<String> = nodes
+        let free: Vec<&HostNode> = nodes
             .iter()
             .filter(|n| n.draining_since.is_some())
             .filter(|n| !in_use.contains(&(kube.clone(), n.name.clone())))
-            .map(|n| n.name.clone())
             .collect();
         if !free.is_empty() {
             out.push(Release {
                 kube: kube.clone(),
                 cluster: kube.endpoint.clone(),
-                nodes: free,
+                nodes: free.iter().map(|n| n.name.clone()).collect(),
+                cordon_kept: free
+                    .iter()
+                    .filter(|n| !n.labels.contains_key(CORDONED_BY_SLICECTL))
+                    .map(|n| n.name.clone())
+                    .collect(),
             });
         }
     }
@@ -342,9 +354,10 @@ pub(super) fn decide(
     // The busy state of each replica with a destructive step on a resource
     // that holds capacity, with its Target.
     let mut replicas: BTreeMap<Key, (Busy, Option<&Target>, String)> = BTreeMap::new();
-    // The Nodes of every replica with a destructive step (busy or not):
-    // a drain label on them stays while the step is planned or held.
-    let mut in_use: BTreeSet<(KubeRef, String)> = BTreeSet::new();
+    // The Nodes of every replica with a destructive step (busy or not): a
+    // drain label on them stays while the step goes ahead (not when it is
+    // held: the workload keeps running, and its Nodes are uncordoned).
+    let mut nodes_of: BTreeMap<(String, u32), BTreeSet<(KubeRef, String)>> = BTreeMap::new();
     for a in actions.iter().filter(|a| a.action.is_destructive()) {
         let Some(kind) = i.kinds.iter().find(|k| k.id() == a.id.kind) else {
             continue;
@@ -359,17 +372,20 @@ pub(super) fn decide(
         if let Some(k) = &hosts.kube
             && let Some(ClusterWorkloads::Seen(nodes)) = i.workloads.clusters.get(k)
         {
-            in_use.extend(
-                nodes
-                    .iter()
-                    .filter(|n| {
-                        hosts
-                            .selector
-                            .iter()
-                            .all(|(l, v)| n.labels.get(l) == Some(v))
-                    })
-                    .map(|n| (k.clone(), n.name.clone())),
-            );
+            nodes_of
+                .entry((a.owner.slice.clone(), a.owner.replica))
+                .or_default()
+                .extend(
+                    nodes
+                        .iter()
+                        .filter(|n| {
+                            hosts
+                                .selector
+                                .iter()
+                                .all(|(l, v)| n.labels.get(l) == Some(v))
+                        })
+                        .map(|n| (k.clone(), n.name.clone())),
+                );
         }
         let key = (own.owner.clone(), a.owner.slice.clone(), a.owner.replica);
         if replicas.contains_key(&key) {
@@ -380,7 +396,6 @@ pub(super) fn decide(
     }
     // Replicas a drain already started on (their Nodes carry the drain
     // label, read back after a restart) hold their Target's budget first.
-    let released = releases(i.workloads, &in_use);
     let mut draining: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for ((_, _, replica), (busy, target, live_slice)) in &replicas {
         if let (
@@ -536,6 +551,12 @@ pub(super) fn decide(
         };
         goes.insert(rk, going(how));
     }
+    let in_use: BTreeSet<(KubeRef, String)> = nodes_of
+        .into_iter()
+        .filter(|(rk, _)| !holds.contains_key(rk))
+        .flat_map(|(_, n)| n)
+        .collect();
+    let released = releases(i.workloads, &in_use);
     let (kept, held): (Vec<Action>, Vec<Action>) =
         std::mem::take(actions).into_iter().partition(|a| {
             !(a.action.is_destructive()

@@ -109,9 +109,11 @@ pub struct EventNote {
     /// `Warning` rather than `Normal`.
     pub warning: bool,
     /// PascalCase reason (`Created`, `Replaced`, `Deleted`,
-    /// `CapacityUnavailable`, `Refused`, `QuotaExceeded`, `ApplyFailed`).
+    /// `CapacityUnavailable`, `Refused`, `QuotaExceeded`, `ApplyFailed`,
+    /// and on entering the state, `TargetUnreachable`, `WaitingForWorkload`).
     pub reason: String,
-    /// What was done (`Create`, `Replace`, `Delete`, `Update`, `Wait`).
+    /// What was done (`Create`, `Replace`, `Delete`, `Update`, `Wait`,
+    /// `Observe`).
     pub action: String,
     /// For people.
     pub note: String,
@@ -210,6 +212,26 @@ enum Verdict {
     Unknown(&'static str, String),
     Reconciling(&'static str, String),
     Stalled(&'static str, String),
+}
+
+/// The Event of a slice entering a state no step's Event reports: its
+/// Target could not be observed (`TargetUnreachable`, a Warning), or a step
+/// of it is held for a running workload (`WaitingForWorkload`). Recorded
+/// once, when the state begins (the object's last conditions have another
+/// reason), not once per cycle while it lasts.
+fn entered(v: &Verdict, old: Option<&SliceStatusStatus>) -> Option<EventNote> {
+    let (warning, why, action, m) = match v {
+        Verdict::Stalled(r @ reason::TARGET_UNREACHABLE, m) => (true, *r, "Observe", m),
+        Verdict::Reconciling(r @ reason::WAITING_FOR_WORKLOAD, m) => (false, *r, "Wait", m),
+        _ => return None,
+    };
+    let already = old.is_some_and(|o| o.conditions.iter().any(|c| c.reason == why));
+    (!already).then(|| EventNote {
+        warning,
+        reason: why.into(),
+        action: action.into(),
+        note: shorten(m),
+    })
 }
 
 fn conditions(v: &Verdict, now: Timestamp) -> Vec<Condition> {
@@ -599,7 +621,8 @@ fn one(
         &primary,
         &unobserved,
     );
-    let events = report.map(|r| events_of(r, name)).unwrap_or_default();
+    let mut events = report.map(|r| events_of(r, name)).unwrap_or_default();
+    events.extend(entered(&verdict, c.existing.get(name)));
     SliceObject {
         name: name.to_string(),
         status: SliceStatusStatus {
