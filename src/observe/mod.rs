@@ -219,6 +219,9 @@ pub fn unseen(e: &CloudError) -> Unseen {
         } => "target_forbidden",
         CloudError::Api { code, .. } if code == "PERMISSION_DENIED" => "target_forbidden",
         CloudError::Kube(KubeError::Forbidden { .. }) => "target_forbidden",
+        // A cluster's API that rejects slicectl's credentials (an expired or
+        // foreign Google token, a kubeconfig's stale user).
+        CloudError::Kube(KubeError::Api { status: 401, .. }) => "target_forbidden",
         CloudError::Kube(KubeError::Config { .. }) => "target_unconfigured",
         _ => "target_unreachable",
     };
@@ -435,6 +438,14 @@ spec:
             "target_forbidden"
         );
         assert_eq!(unseen(&api(503, "UNAVAILABLE")).code, "target_unreachable");
+        // A GKE cluster's API that rejects the Google token (401).
+        let unauthorized = CloudError::Kube(crate::kube::KubeError::Api {
+            endpoint: "gke://p/us-central1/train".into(),
+            attempt: crate::kube::error::Attempt::new("list", "nodes"),
+            status: 401,
+            message: "Unauthorized: Unauthorized".into(),
+        });
+        assert_eq!(unseen(&unauthorized).code, "target_forbidden");
         let kube = CloudError::Kube(crate::kube::KubeError::Config {
             endpoint: "10.0.0.1:6443".into(),
             message: "kubeconfig ~/.kube/config: no such file".into(),
