@@ -859,6 +859,9 @@ impl Session {
                 ))
             );
         }
+        if conn.sim {
+            seed_brought_templates(&client, fleet).await?;
+        }
         let clusters = std::sync::Arc::default();
         let cloud = cloud_for(&client, fleet, conn.sim, &conn.trust_kubeconfig, &clusters);
         Ok(Session {
@@ -888,6 +891,104 @@ impl Session {
             sim.shutdown().await;
         }
     }
+}
+
+/// Under `--sim`, the instance templates the specs bring
+/// (`gce.instanceTemplate`, global ones) are created in the embedded
+/// simulator first, as stand-ins, so that such a slice can be tried: the
+/// simulator starts empty and outlives no run, so a template cannot be
+/// created in it beforehand. Each stand-in is a template Compute Engine's
+/// bulk mode takes for the slice's machine type (FLEX_START, DELETE at the
+/// end of a 24 h run, TERMINATE on host maintenance), and a banner says
+/// so. Never done against Google: there, a missing template fails the
+/// slice's MIG step with `missing_template`.
+async fn seed_brought_templates(client: &CloudClient, fleet: &Fleet) -> Result<()> {
+    use crate::cloud::ComputeService;
+    use crate::resource::compute::{
+        self, AttachedDisk, AttachedDiskInitializeParams, InstanceProperties, InstanceTemplate,
+        NetworkInterface, Scheduling,
+    };
+    for s in fleet.slices.values() {
+        let Some(link) = s
+            .spec
+            .gce
+            .as_ref()
+            .and_then(|g| g.instance_template.as_deref())
+        else {
+            continue;
+        };
+        let Ok(t) = crate::spec::validate::parse_instance_template(link) else {
+            continue;
+        };
+        if t.region.is_some() {
+            continue;
+        }
+        let project = crate::resource::ProjectRef {
+            project: t.project.clone(),
+        };
+        let template = InstanceTemplate {
+            name: t.name.clone(),
+            description: Some(format!(
+                "a stand-in for the template slice {} brings, made by slicectl --sim",
+                s.name
+            )),
+            properties: InstanceProperties {
+                machine_type: s.shape.machine_type.to_string(),
+                disks: vec![AttachedDisk {
+                    boot: Some(true),
+                    auto_delete: Some(true),
+                    initialize_params: Some(AttachedDiskInitializeParams {
+                        source_image: Some(
+                            "projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-tpu7x"
+                                .into(),
+                        ),
+                        ..AttachedDiskInitializeParams::default()
+                    }),
+                    ..AttachedDisk::default()
+                }],
+                network_interfaces: vec![NetworkInterface {
+                    network: Some(format!("projects/{}/global/networks/default", t.project)),
+                    ..NetworkInterface::default()
+                }],
+                scheduling: Some(Scheduling {
+                    provisioning_model: Some("FLEX_START".into()),
+                    instance_termination_action: Some("DELETE".into()),
+                    on_host_maintenance: Some("TERMINATE".into()),
+                    max_run_duration: Some(compute::Duration {
+                        seconds: 24 * 3600,
+                        nanos: None,
+                    }),
+                    ..Scheduling::default()
+                }),
+                ..InstanceProperties::default()
+            },
+            ..InstanceTemplate::default()
+        };
+        match client.insert_instance_template(&project, &template).await {
+            Ok(op) => {
+                ComputeService::wait_operation(client, &op, std::time::Duration::from_secs(60))
+                    .await
+                    .with_context(|| {
+                        format!("--sim: cannot create a stand-in for instance template {link}")
+                    })?;
+            }
+            Err(e) if e.is_already_exists() => continue,
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "--sim: cannot create a stand-in for instance template {link}"
+                )));
+            }
+        }
+        eprintln!(
+            "{}",
+            color_stderr(&format!(
+                "*** --sim: slice {} brings instance template {link}, which the simulator starts without: a stand-in \
+                 was created there ({}, FLEX_START). Against Google, create your own template first. ***",
+                s.name, s.shape.machine_type
+            ))
+        );
+    }
+    Ok(())
 }
 
 /// The Google token source `conn` asks for: none at all under `--sim` (no
