@@ -430,14 +430,15 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(out, StepOutcome::Done);
-        let marked = |n: &str| {
+        let has = |n: &str, label: &str| {
             fake.node(&kube(), n)
                 .unwrap()
                 .metadata
                 .labels
                 .unwrap_or_default()
-                .contains_key(crate::spec::disruption::CORDONED_BY_SLICECTL)
+                .contains_key(label)
         };
+        let marked = |n: &str| has(n, crate::spec::disruption::CORDONED_BY_SLICECTL);
         assert!(marked("n1"), "slicectl's cordon is marked");
         assert!(!marked("n2"));
         let plan = crate::plan::Plan {
@@ -470,14 +471,7 @@ mod tests {
         assert!(report.success(), "{report:?}");
         let node = fake.node(&kube(), "n1").unwrap();
         assert!(!crate::kube::is_cordoned(&node));
-        assert!(
-            node.metadata
-                .labels
-                .as_ref()
-                .unwrap()
-                .get(DRAINING_SINCE)
-                .is_none()
-        );
+        assert!(!has("n1", DRAINING_SINCE));
         assert!(!marked("n1"));
         let node = fake.node(&kube(), "n2").unwrap();
         assert_eq!(
@@ -485,14 +479,7 @@ mod tests {
             Some(true),
             "a person's cordon stays"
         );
-        assert!(
-            node.metadata
-                .labels
-                .as_ref()
-                .unwrap()
-                .get(DRAINING_SINCE)
-                .is_none()
-        );
+        assert!(!has("n2", DRAINING_SINCE));
     }
 
     /// A refusal with `Retry-After` is not asked again before then: over a
