@@ -64,10 +64,11 @@ pub fn resolve_server(
     let used = match want {
         GkeEndpoint::Public if ip_disabled => GkeEndpoint::Dns,
         GkeEndpoint::Private if ip_disabled => {
-            return Err(format!(
+            return Err(
                 "the cluster has its IP endpoints disabled, so it has no private IP endpoint; \
                  set gke.kubeApi.endpoint: dns"
-            ));
+                    .to_owned(),
+            );
         }
         w => w,
     };
@@ -89,10 +90,9 @@ pub fn resolve_server(
                 )
             })
             .ok_or_else(|| {
-                format!(
-                    "the cluster has no private endpoint (it is not a private cluster); set \
+                "the cluster has no private endpoint (it is not a private cluster); set \
                      gke.kubeApi.endpoint: public or dns"
-                )
+                    .to_owned()
             })?,
         GkeEndpoint::Dns => {
             let d = dns
@@ -126,10 +126,9 @@ pub fn resolve_server(
                     .and_then(|m| m.cluster_ca_certificate.as_ref()),
             )
             .ok_or_else(|| {
-                format!(
-                    "the cluster reports no CA certificate (masterAuth.clusterCaCertificate), \
+                "the cluster reports no CA certificate (masterAuth.clusterCaCertificate), \
                      so its API server cannot be verified"
-                )
+                    .to_owned()
             })?
             .to_owned(),
         ),
