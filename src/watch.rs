@@ -262,14 +262,17 @@ fn identity(dir: &Path) -> Option<(u64, u64)> {
     }
 }
 
-/// The stamp of the spec files last seen by the watcher: a batch of
-/// events makes a cycle only when what the source would read changed
-/// (its [`crate::source::stamp::Stamp`]: the spec files' paths, bytes and
-/// times), so files the source does not read (`slicectl.log`, `README.md`,
-/// `x.yaml.bak`) never do. Nothing seen yet, or a directory that cannot be
-/// read, counts as a change: a cycle is never missed, at worst one is spare.
+/// What the watcher last saw of the source: a batch of events makes a
+/// cycle only when what the source would read changed (its
+/// [`crate::source::stamp::Stamp`]: the spec files' paths, bytes and
+/// times) or the entries it reports as skipped came or went (a near-miss
+/// such as `x.yaml.bak` is said in the next cycle). Files it neither reads
+/// nor reports (`slicectl.log`, `README.md`) never make one, nor does a
+/// skipped file's content. Nothing seen yet, or a directory that cannot
+/// be read, counts as a change: a cycle is never missed, at worst one is
+/// spare.
 #[derive(Debug, Default)]
-pub struct SpecStamp(Option<crate::source::stamp::Stamp>);
+pub struct SpecStamp(Option<(crate::source::stamp::Stamp, Vec<PathBuf>)>);
 
 impl SpecStamp {
     /// Reads `dir`'s spec files and says whether they differ from the last
@@ -277,8 +280,12 @@ impl SpecStamp {
     pub fn changed(&mut self, dir: &Path) -> bool {
         match crate::source::list_dir(dir) {
             Ok(listing) => {
-                let changed = self.0.as_ref() != Some(&listing.stamp);
-                self.0 = Some(listing.stamp);
+                let seen = (
+                    listing.stamp,
+                    listing.skipped.into_iter().map(|s| s.path).collect(),
+                );
+                let changed = self.0.as_ref() != Some(&seen);
+                self.0 = Some(seen);
                 changed
             }
             Err(e) => {
@@ -655,6 +662,9 @@ mod tests {
         let mut stamp = SpecStamp::default();
         assert!(stamp.changed(&dir), "nothing seen yet counts as a change");
         assert!(!stamp.changed(&dir));
+        // A near-miss that appears is reported by the next cycle.
+        std::fs::write(dir.join("a.yaml.bak"), "x").unwrap();
+        assert!(stamp.changed(&dir));
         let (tx, mut rx) = unbounded_channel();
         watch_dir(dir.clone(), Duration::from_millis(50), tx).unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
