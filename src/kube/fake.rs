@@ -37,6 +37,8 @@ pub enum KubeFault {
     Unreachable,
     /// [`KubeError::Forbidden`] (403).
     Forbidden,
+    /// [`KubeError::Api`] 401: the API server rejects the credentials.
+    Unauthorized,
     /// [`KubeError::NotFound`] (404).
     NotFound,
     /// [`KubeError::Conflict`] (409).
@@ -64,7 +66,8 @@ type Key = (String, String);
 
 #[derive(Default)]
 struct Cluster {
-    unreachable: bool,
+    /// Every call fails so (until set back).
+    down: Option<KubeFault>,
     ca_hash: Option<String>,
     nodes: BTreeMap<String, Node>,
     pods: BTreeMap<Key, Pod>,
@@ -191,7 +194,12 @@ impl FakeKube {
 
     /// Every call to this cluster fails as unreachable (until set back).
     pub fn set_unreachable(&self, k: &KubeRef, unreachable: bool) {
-        self.with(k, |c, _| c.unreachable = unreachable);
+        self.set_failing(k, unreachable.then_some(KubeFault::Unreachable));
+    }
+
+    /// Every call to this cluster fails with `fault` (`None`: as usual).
+    pub fn set_failing(&self, k: &KubeRef, fault: Option<KubeFault>) {
+        self.with(k, |c, _| c.down = fault);
     }
 
     /// The CA pin [`KubeService::ca_cert_hash`] returns for this cluster.
@@ -208,8 +216,8 @@ impl FakeKube {
             format!("{method} {} {target}", k.endpoint)
         });
         let attempt = Attempt::on(method_verb(method), method, target);
-        if st.clusters.get(k).is_some_and(|c| c.unreachable) {
-            return Err(fault_error(KubeFault::Unreachable, k, attempt));
+        if let Some(fault) = st.clusters.get(k).and_then(|c| c.down) {
+            return Err(fault_error(fault, k, attempt));
         }
         if let Some(i) = st.faults.iter().position(|(m, _)| m == method) {
             let fault = st.faults.remove(i).map_or(KubeFault::Server, |(_, f)| f);
@@ -487,6 +495,12 @@ fn fault_error(fault: KubeFault, k: &KubeRef, attempt: Attempt) -> KubeError {
             endpoint,
             attempt,
             message: "forbidden (fake)".to_owned(),
+        },
+        KubeFault::Unauthorized => KubeError::Api {
+            endpoint,
+            attempt,
+            status: 401,
+            message: "Unauthorized: Unauthorized (fake)".to_owned(),
         },
         KubeFault::NotFound => KubeError::NotFound {
             endpoint,
