@@ -407,12 +407,6 @@ mod tests {
         assert!(fake.calls_of("evict_pod").is_empty());
     }
 
-    struct Quiet;
-    impl crate::apply::Progress for Quiet {
-        fn started(&self, _: &str, _: &str) {}
-        fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
-    }
-
     /// A released Node slicectl cordoned is uncordoned; one a person had
     /// cordoned before the drain keeps its cordon and loses only the label.
     #[tokio::test]
@@ -465,7 +459,7 @@ mod tests {
             crate::kinds::REGISTRY,
             &plan,
             &crate::apply::ApplyOptions::default(),
-            Arc::new(Quiet),
+            Arc::new(crate::apply::tests::Quiet),
         )
         .await;
         assert!(report.success(), "{report:?}");

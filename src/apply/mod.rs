@@ -761,4 +761,4 @@ pub async fn execute(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

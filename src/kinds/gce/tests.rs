@@ -1318,12 +1318,6 @@ fn the_engine_names_each_replica_known_not_to_become_ready_and_only_those() {
     assert!(crate::engine::not_ready(&f, &inv, PlanMode::Apply, Some(&failed)).is_empty());
 }
 
-struct Quiet;
-impl crate::apply::Progress for Quiet {
-    fn started(&self, _: &str, _: &str) {}
-    fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: std::time::Duration) {}
-}
-
 /// A brought template that does not exist: the MIG step fails with
 /// `missing_template`, saying what to do, and the report names the step's
 /// address once.
@@ -1353,7 +1347,7 @@ async fn a_brought_template_that_does_not_exist_says_what_to_do() {
         crate::kinds::REGISTRY,
         &p,
         &crate::apply::ApplyOptions::default(),
-        Arc::new(Quiet),
+        Arc::new(crate::apply::tests::Quiet),
     )
     .await;
     let f = r
