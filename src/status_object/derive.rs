@@ -184,7 +184,9 @@ fn classify(code: &str, message: &str, capacity_stalled: bool) -> Severity {
         "operation_failed" | "cloud_error" if is_quota(message) => {
             Severity::Stalled(reason::QUOTA_EXCEEDED)
         }
-        "invalid_template" => Severity::Stalled(reason::INVALID_SPEC),
+        // The template the spec brings cannot run the slice, or does not
+        // exist: nothing changes until someone fixes it.
+        "invalid_template" | "missing_template" => Severity::Stalled(reason::INVALID_SPEC),
         "auth" | "kube_forbidden" | "kube_config" => Severity::Stalled(reason::ACCESS_DENIED),
         "conflict" => Severity::Stalled(reason::CONFLICT),
         "busy" | "pdb" | "drain_timeout" | "do_not_disrupt" | "busy_unknown" => {
@@ -841,5 +843,23 @@ fn verdict(
         Verdict::Ready(format!("{} replica(s) with all {n} nodes", replicas.len()))
     } else {
         Verdict::Reconciling(reason::PROVISIONING, unready.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A brought template that is missing stalls the slice like one that
+    /// cannot run it: nothing clears it but a person.
+    #[test]
+    fn a_missing_brought_template_is_stalled_as_an_invalid_spec() {
+        for code in ["invalid_template", "missing_template"] {
+            assert_eq!(
+                classify(code, "", false),
+                Severity::Stalled(reason::INVALID_SPEC),
+                "{code}"
+            );
+        }
     }
 }
