@@ -923,6 +923,11 @@ async fn seed_brought_templates(client: &CloudClient, fleet: &Fleet) -> Result<(
         if t.region.is_some() {
             continue;
         }
+        // Already there (made by an earlier cycle of this run): a read, no
+        // write.
+        if client.get_instance_template(link).await.is_ok() {
+            continue;
+        }
         let project = crate::resource::ProjectRef {
             project: t.project.clone(),
         };
