@@ -6,7 +6,11 @@
 //! again), and wait until none is left or `drainTimeout` has passed. A
 //! drain that runs out of time leaves the step held (`pdb` when a budget
 //! refused, `drain_timeout` when pods were still terminating): the
-//! capacity is never destroyed under a pod that is still there.
+//! capacity is never destroyed under a pod that is still there. A pod whose
+//! eviction was accepted gets its termination grace period (and
+//! [`TERMINATION_MARGIN`]) to end, even past `drainTimeout`: a budget that
+//! allows the eviction after the deadline (the next run asks again) lets
+//! that run finish the drain.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,6 +26,11 @@ use crate::spec::disruption::DRAINING_SINCE;
 
 /// How often a drain lists the pods again.
 pub const POLL: Duration = Duration::from_secs(2);
+
+/// How long past an evicted pod's `deletionTimestamp` (the end of its
+/// termination grace period) the drain waits for the kubelet to report it
+/// gone, even past `drainTimeout`.
+pub const TERMINATION_MARGIN: SignedDuration = SignedDuration::from_secs(30);
 
 /// The replica was idle when the plan was made: a pod bound to its Nodes
 /// since then holds the step (`busy`), and the next run follows the
@@ -135,6 +144,7 @@ pub async fn run_every(
             ));
         }
         let mut refused: Vec<String> = Vec::new();
+        let mut evicted = 0usize;
         for p in &pods {
             // A pod being deleted already is waited for, not evicted again.
             if p.metadata.deletion_timestamp.is_some() {
@@ -143,12 +153,24 @@ pub async fn run_every(
             let ns = p.metadata.namespace.as_deref().unwrap_or_default();
             let name = p.metadata.name.as_deref().unwrap_or_default();
             match cloud.kube.evict_pod(k, ns, name).await? {
-                crate::kube::Eviction::Evicted => {}
-                crate::kube::Eviction::Refused(m) => refused.push(format!("{ns}/{name}: {m}")),
+                crate::kube::Eviction::Evicted => evicted += 1,
+                crate::kube::Eviction::Refused(m) => {
+                    refused.push(format!("{ns}/{name}: {}", m.trim_end_matches('.')));
+                }
             }
         }
+        // A pod the API server accepted to evict gets its termination
+        // grace period to end, even past drainTimeout: its
+        // `deletionTimestamp` is when the grace period is over, and the
+        // kubelet needs a moment more to report it gone. A pod evicted in
+        // this round shows its deletionTimestamp in the next listing.
+        let until = pods
+            .iter()
+            .filter_map(|p| p.metadata.deletion_timestamp.as_ref())
+            .filter_map(|t| t.0.checked_add(TERMINATION_MARGIN).ok())
+            .fold(deadline, Timestamp::max);
         let now = Timestamp::now();
-        if now >= deadline {
+        if now >= until && evicted == 0 {
             let (code, why) = if refused.is_empty() {
                 (
                     "drain_timeout",
@@ -175,8 +197,8 @@ pub async fn run_every(
                 ),
             ));
         }
-        let left = Duration::try_from(deadline.duration_since(now)).unwrap_or(Duration::ZERO);
-        tokio::time::sleep(poll.min(left)).await;
+        let left = Duration::try_from(until.duration_since(now)).unwrap_or(Duration::ZERO);
+        tokio::time::sleep(if evicted > 0 { poll } else { poll.min(left) }).await;
     }
 }
 
@@ -306,6 +328,21 @@ mod tests {
         assert_eq!(fake.calls_of("evict_pod").len(), 1);
         // The drain's start is the one on the Node: not written again.
         assert!(fake.calls_of("patch_node").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_budget_that_allows_past_the_timeout_lets_that_run_finish() {
+        let (fake, cloud) = setup();
+        // An earlier run started the drain an hour ago and was held (the
+        // budget refused); now the budget allows it: this run's eviction is
+        // accepted and the drain waits for the pod to end, past the deadline.
+        let since = Timestamp::now() - SignedDuration::from_hours(1);
+        let out = run_every(&cloud, &action(60, Some(since)), Duration::from_millis(10))
+            .await
+            .unwrap();
+        assert_eq!(out, StepOutcome::Done);
+        assert_eq!(fake.calls_of("evict_pod").len(), 1);
+        assert!(!fake.pod_names(&kube()).contains(&"ml/train-0".to_string()));
     }
 
     #[tokio::test]

@@ -82,6 +82,9 @@ impl Slot {
 /// holding a Google access token is rebuilt before the token expires).
 struct Built {
     client: Client,
+    /// The same cluster's client without kube's retry layer, for the
+    /// Eviction API (see [`Cx::evict`]).
+    evict: Client,
     server: String,
     renew_at: Option<Instant>,
 }
@@ -346,24 +349,42 @@ impl KubeClients {
             return Ok(Cx {
                 k,
                 client: b.client.clone(),
+                evict: b.evict.clone(),
                 server: b.server.clone(),
             });
         }
         let config = self.config(k).await?;
         let server = config.cluster_url.to_string();
-        let client = Client::try_from(config).map_err(|e| KubeError::Config {
-            endpoint: k.endpoint.clone(),
-            message: format!("cannot build a client: {}", chain(&e)),
-        })?;
+        let build = |config: Config| {
+            Client::try_from(config).map_err(|e| KubeError::Config {
+                endpoint: k.endpoint.clone(),
+                message: format!("cannot build a client: {}", chain(&e)),
+            })
+        };
+        // kube's default retry layer answers a 429 by trying again with
+        // exponential backoff (up to 15 times, minutes in all). An eviction
+        // a PodDisruptionBudget refuses is a 429 too, which the drain must
+        // see at once: it asks again on its own poll and keeps its own
+        // deadline (`drainTimeout`).
+        let mut once = config.clone();
+        once.default_retry = false;
+        let evict = build(once)?;
+        let client = build(config)?;
         tracing::debug!(cluster = %k.endpoint, %server, "kubernetes client ready");
         let renew_at =
             matches!(slot.how, How::Gke { .. }).then(|| Instant::now() + GOOGLE_TOKEN_RENEW);
         *cached = Some(Built {
             client: client.clone(),
+            evict: evict.clone(),
             server: server.clone(),
             renew_at,
         });
-        Ok(Cx { k, client, server })
+        Ok(Cx {
+            k,
+            client,
+            evict,
+            server,
+        })
     }
 }
 
@@ -443,6 +464,13 @@ fn default_kubeconfig() -> Option<PathBuf> {
 struct Cx<'a> {
     k: &'a KubeRef,
     client: Client,
+    /// For the Eviction API: no retry layer. A PodDisruptionBudget that
+    /// refuses an eviction is answered `429 Too Many Requests`, "the
+    /// eviction is not currently allowed because of the configured
+    /// PodDisruptionBudget. You may be able to attempt the eviction again
+    /// later" (Kubernetes, *API-initiated Eviction*); the drain does that
+    /// itself, every [`crate::apply::drain::POLL`].
+    evict: Client,
     server: String,
 }
 
@@ -757,7 +785,7 @@ impl KubeService for KubeClients {
         name: &str,
     ) -> Result<Eviction, KubeError> {
         let cx = self.client(k).await?;
-        let api = cx.namespaced::<Pod>(namespace);
+        let api = Api::<Pod>::namespaced(cx.evict.clone(), namespace);
         let attempt = Attempt::on("create", "pods/eviction", format!("{namespace}/{name}"));
         match api.evict(name, &EvictParams::default()).await {
             Ok(_) => {

@@ -2642,4 +2642,40 @@ mod releasing_drains {
                 .any(|a| a.id.name == pool && a.action == ActionKind::Delete)
         );
     }
+
+    /// A shared cluster: another fleet (or tool) is draining a Node of a
+    /// pool this fleet does not own. Its drain is its own: never released
+    /// (found by `tests/e2e/e2e_scheduled.rs`, where parallel tests share
+    /// one API server and one test's apply uncordoned another's drain).
+    #[test]
+    fn a_drain_on_someone_elses_node_is_never_released() {
+        let f = standard_fleet();
+        let inv = converged(&f);
+        let mut live = inv.inventory();
+        let node = |name: &str, pool: &str| HostNode {
+            name: name.into(),
+            labels: [(
+                crate::plan::workload::GKE_NODEPOOL.to_string(),
+                pool.to_string(),
+            )]
+            .into(),
+            cordoned: true,
+            draining_since: Some("2026-11-26T04:00:00Z".parse().unwrap()),
+            pods: Vec::new(),
+        };
+        live.workloads = Workloads {
+            observed_at: Some("2026-11-26T05:00:00Z".parse().unwrap()),
+            clusters: [(
+                KubeRef::gke(&cluster()),
+                ClusterWorkloads::Seen(vec![
+                    node("theirs-node", "other-fleets-pool"),
+                    node("unlabelled-node", ""),
+                ]),
+            )]
+            .into(),
+        };
+        let p = super::super::plan(&f, &live, &all_kinds(), &PlanOptions::default()).unwrap();
+        assert!(p.released.is_empty(), "{:?}", p.released);
+        assert!(!p.summary.has_changes());
+    }
 }

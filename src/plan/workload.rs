@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::kind::{Kind, Scope};
 use super::ownership::Ownership;
-use super::{Action, ActionKind, Owners, PlanMode};
+use super::{Action, ActionKind, Owners, PlanMode, ResourceId};
 use crate::resource::KubeRef;
 use crate::spec::disruption::Policy;
 use crate::spec::model::WhenBusy;
@@ -207,7 +207,11 @@ pub struct Release {
 
 /// The Nodes that carry the drain label but belong to no replica with a
 /// destructive step planned or held (`in_use`).
-pub(super) fn releases(w: &Workloads, in_use: &BTreeSet<(KubeRef, String)>) -> Vec<Release> {
+pub(super) fn releases(
+    w: &Workloads,
+    in_use: &BTreeSet<(KubeRef, String)>,
+    ours: &BTreeSet<(KubeRef, String)>,
+) -> Vec<Release> {
     let mut out = Vec::new();
     for (kube, c) in &w.clusters {
         let ClusterWorkloads::Seen(nodes) = c else {
@@ -216,7 +220,10 @@ pub(super) fn releases(w: &Workloads, in_use: &BTreeSet<(KubeRef, String)>) -> V
         let free: Vec<String> = nodes
             .iter()
             .filter(|n| n.draining_since.is_some())
-            .filter(|n| !in_use.contains(&(kube.clone(), n.name.clone())))
+            .filter(|n| {
+                let key = (kube.clone(), n.name.clone());
+                !in_use.contains(&key) && ours.contains(&key)
+            })
             .map(|n| n.name.clone())
             .collect();
         if !free.is_empty() {
@@ -228,6 +235,26 @@ pub(super) fn releases(w: &Workloads, in_use: &BTreeSet<(KubeRef, String)>) -> V
         }
     }
     out
+}
+
+/// The Nodes `hosts` picks out, in a cluster whose Nodes were seen.
+fn nodes_of(w: &Workloads, hosts: &Hosts) -> Vec<(KubeRef, String)> {
+    let Some(k) = &hosts.kube else {
+        return Vec::new();
+    };
+    let Some(ClusterWorkloads::Seen(nodes)) = w.clusters.get(k) else {
+        return Vec::new();
+    };
+    nodes
+        .iter()
+        .filter(|n| {
+            hosts
+                .selector
+                .iter()
+                .all(|(l, v)| n.labels.get(l) == Some(v))
+        })
+        .map(|n| (k.clone(), n.name.clone()))
+        .collect()
 }
 
 /// What is known of one slice replica's Nodes.
@@ -258,6 +285,9 @@ pub(super) struct Inputs<'a> {
     pub mode: PlanMode,
     /// `destroy --disrupt`.
     pub disrupt: bool,
+    /// The live resources this fleet owns, with their ownership: only their
+    /// Nodes are ever released from a drain ([`releases`]).
+    pub owned: Vec<(ResourceId, Ownership)>,
 }
 
 /// The Target of a live resource: the Target of the slice that claims it,
@@ -356,21 +386,7 @@ pub(super) fn decide(
         let Some(hosts) = kind.hosts(&a.id, &own, kube_of(i, target).as_ref()) else {
             continue;
         };
-        if let Some(k) = &hosts.kube
-            && let Some(ClusterWorkloads::Seen(nodes)) = i.workloads.clusters.get(k)
-        {
-            in_use.extend(
-                nodes
-                    .iter()
-                    .filter(|n| {
-                        hosts
-                            .selector
-                            .iter()
-                            .all(|(l, v)| n.labels.get(l) == Some(v))
-                    })
-                    .map(|n| (k.clone(), n.name.clone())),
-            );
-        }
+        in_use.extend(nodes_of(i.workloads, &hosts));
         let key = (own.owner.clone(), a.owner.slice.clone(), a.owner.replica);
         if replicas.contains_key(&key) {
             continue;
@@ -380,7 +396,20 @@ pub(super) fn decide(
     }
     // Replicas a drain already started on (their Nodes carry the drain
     // label, read back after a restart) hold their Target's budget first.
-    let released = releases(i.workloads, &in_use);
+    // A cluster is shared (other fleets, other owner ids, other tools):
+    // only the Nodes of resources this fleet owns are ever released; a
+    // drain label on anyone else's Node is theirs.
+    let mut ours: BTreeSet<(KubeRef, String)> = BTreeSet::new();
+    for (id, own) in &i.owned {
+        let Some(kind) = i.kinds.iter().find(|k| k.id() == id.kind) else {
+            continue;
+        };
+        let target = target_of(i, own, &id.scope);
+        if let Some(hosts) = kind.hosts(id, own, kube_of(i, target).as_ref()) {
+            ours.extend(nodes_of(i.workloads, &hosts));
+        }
+    }
+    let released = releases(i.workloads, &in_use, &ours);
     let mut draining: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for ((_, _, replica), (busy, target, live_slice)) in &replicas {
         if let (
