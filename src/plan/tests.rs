@@ -2594,6 +2594,22 @@ mod releasing_drains {
     use crate::plan::workload::{ClusterWorkloads, HostNode, Workloads};
     use crate::resource::KubeRef;
 
+    /// A Node of node pool `pool`, cordoned and labelled by a drain that
+    /// started an hour before the observation.
+    fn drained_node(name: &str, pool: &str) -> HostNode {
+        HostNode {
+            name: name.into(),
+            labels: [(
+                crate::plan::workload::GKE_NODEPOOL.to_string(),
+                pool.to_string(),
+            )]
+            .into(),
+            cordoned: true,
+            draining_since: Some("2026-11-26T04:00:00Z".parse().unwrap()),
+            pods: Vec::new(),
+        }
+    }
+
     /// A drain started, then the spec went back to what is live: no step
     /// plans the drain any more, so its Nodes are uncordoned (and an idle
     /// replica whose delete is planned keeps its cordon until it goes).
@@ -2611,17 +2627,7 @@ mod releasing_drains {
             observed_at: Some("2026-11-26T05:00:00Z".parse().unwrap()),
             clusters: [(
                 KubeRef::gke(&cluster()),
-                ClusterWorkloads::Seen(vec![HostNode {
-                    name: "tiny-node".into(),
-                    labels: [(
-                        crate::plan::workload::GKE_NODEPOOL.to_string(),
-                        pool.clone(),
-                    )]
-                    .into(),
-                    cordoned: true,
-                    draining_since: Some("2026-11-26T04:00:00Z".parse().unwrap()),
-                    pods: Vec::new(),
-                }]),
+                ClusterWorkloads::Seen(vec![drained_node("tiny-node", &pool)]),
             )]
             .into(),
         };
@@ -2652,24 +2658,13 @@ mod releasing_drains {
         let f = standard_fleet();
         let inv = converged(&f);
         let mut live = inv.inventory();
-        let node = |name: &str, pool: &str| HostNode {
-            name: name.into(),
-            labels: [(
-                crate::plan::workload::GKE_NODEPOOL.to_string(),
-                pool.to_string(),
-            )]
-            .into(),
-            cordoned: true,
-            draining_since: Some("2026-11-26T04:00:00Z".parse().unwrap()),
-            pods: Vec::new(),
-        };
         live.workloads = Workloads {
             observed_at: Some("2026-11-26T05:00:00Z".parse().unwrap()),
             clusters: [(
                 KubeRef::gke(&cluster()),
                 ClusterWorkloads::Seen(vec![
-                    node("theirs-node", "other-fleets-pool"),
-                    node("unlabelled-node", ""),
+                    drained_node("theirs-node", "other-fleets-pool"),
+                    drained_node("unlabelled-node", ""),
                 ]),
             )]
             .into(),

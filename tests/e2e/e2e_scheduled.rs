@@ -32,6 +32,8 @@ const ACCELERATOR: &str = "tpu-v5-lite-podslice";
 const TOPOLOGY: &str = "2x2";
 const DRAINING_SINCE: &str = "slicectl.dev/draining-since";
 const JOBSET: &str = "jobset.sigs.k8s.io/jobset-name";
+/// A slice's policy: drain, with the shortest `drainTimeout`.
+const DRAIN: &str = "  disruption:\n    whenBusy: drain\n    drainTimeout: 1m\n";
 
 /// One test's world: a simulator whose cluster is linked to the control
 /// plane, a spec directory with one Target (in a zone that offers v5e), a
@@ -45,10 +47,14 @@ struct Bed {
     /// Prefix of every slice name (unique: the control plane is shared, and
     /// Nodes are found by pool name).
     id: String,
+    /// When the test started (its time is printed at the end).
+    started: Instant,
 }
 
 impl Bed {
-    async fn new(prefix: &str, seed: u64) -> Bed {
+    /// A new bed whose Target has `disruption` (see [`Bed::target`]).
+    async fn new(prefix: &str, seed: u64, disruption: &str) -> Bed {
+        let started = Instant::now();
         let client = client().await;
         let sim = sim(Duration::from_millis(100), seed, Default::default()).await;
         link(&sim, CLUSTER).await;
@@ -60,14 +66,26 @@ impl Bed {
                 crate::common::k8s::hint()
             ),
         };
-        Bed {
+        let bed = Bed {
             sim,
             client,
             dir: tempfile::tempdir().unwrap(),
             ns,
             token,
             id: unique(prefix),
+            started,
+        };
+        bed.target(disruption);
+        bed
+    }
+
+    /// Slices `names` (each with `extra`), applied.
+    async fn create(&self, names: &[&str], extra: &str) {
+        for n in names {
+            self.slice_file(n, false, extra);
         }
+        let o = self.apply().await;
+        assert!(o.status.success(), "{}", text(&o));
     }
 
     fn slice(&self, n: &str) -> String {
@@ -145,6 +163,15 @@ impl Bed {
         serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)))
     }
 
+    /// The `disruption` of slice `n`'s planned step (`plan -o json`).
+    async fn disruption(&self, n: &str) -> Value {
+        let plan = self.plan_json().await;
+        actions(&plan, &self.slice(n))
+            .iter()
+            .find_map(|a| a.get("disruption").cloned())
+            .unwrap_or_else(|| panic!("a disruption of {n}: {plan:#}"))
+    }
+
     /// Waits for the 1 hollow Node of slice `n`'s pool; returns its name.
     async fn node(&self, n: &str) -> String {
         let nodes = wait_pool_nodes(&self.client, &self.pool(n), 1).await;
@@ -152,7 +179,7 @@ impl Bed {
     }
 
     /// A pod of JobSet `jobset` for slice `n`, placed by the scheduler;
-    /// waits until it runs on the pool's Node and returns that Node.
+    /// waits until it runs on the pool's one Node and returns that Node.
     async fn run_pod(
         &self,
         n: &str,
@@ -175,6 +202,7 @@ impl Bed {
         if let Some(s) = p.spec.as_mut() {
             s.termination_grace_period_seconds = Some(2);
         }
+        let node = self.node(n).await;
         submit(&self.client, &self.ns, &p).await;
         let running = wait_running(&self.client, &self.ns, pod).await;
         let bound = running.spec.and_then(|s| s.node_name).expect("bound");
@@ -184,6 +212,10 @@ impl Bed {
                 .owner_references
                 .is_none_or(|r| r.is_empty()),
             "a bare pod"
+        );
+        assert_eq!(
+            bound, node,
+            "the scheduler placed {pod} on slice {n}'s Node"
         );
         bound
     }
@@ -254,6 +286,7 @@ impl Bed {
     async fn done(self) {
         crate::common::k8s::kubectl(&["delete", "namespace", &self.ns, "--wait=false"]);
         self.sim.shutdown().await;
+        eprintln!("{}: the test took {:?}", self.id, self.started.elapsed());
     }
 }
 
@@ -269,6 +302,17 @@ fn held<'a>(plan: &'a Value, slice: &str) -> Vec<&'a Value> {
         .unwrap_or_default()
 }
 
+/// The held steps of slice `slice` in a JSON plan: there are some, and all
+/// are held with `code`.
+fn held_as<'a>(plan: &'a Value, slice: &str, code: &str) -> Vec<&'a Value> {
+    let h = held(plan, slice);
+    assert!(!h.is_empty(), "{slice} held as {code}: {plan:#}");
+    for h in &h {
+        assert_eq!(h["code"], code, "{h:#}");
+    }
+    h
+}
+
 /// The planned actions of a JSON plan, by slice.
 fn actions<'a>(plan: &'a Value, slice: &str) -> Vec<&'a Value> {
     plan["actions"]
@@ -282,17 +326,10 @@ fn actions<'a>(plan: &'a Value, slice: &str) -> Vec<&'a Value> {
 /// pod ends (Succeeded).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replacement_waits_for_a_running_pod_and_goes_once_it_succeeds() {
-    let t0 = Instant::now();
-    let bed = Bed::new("sched-wait", 171).await;
-    bed.target("");
-    bed.slice_file("busy", false, "");
-    bed.slice_file("idle", false, "");
-    let o = bed.apply().await;
-    assert!(o.status.success(), "{}", out(&o));
-    let busy_node = bed.node("busy").await;
+    let bed = Bed::new("sched-wait", 171, "").await;
+    bed.create(&["busy", "idle"], "").await;
+    let busy_node = bed.run_pod("busy", "train-0", "train", &[]).await;
     bed.node("idle").await;
-    let bound = bed.run_pod("busy", "train-0", "train", &[]).await;
-    assert_eq!(bound, busy_node, "the scheduler placed it on busy's Node");
 
     // Both slices change to spot: a replacement each.
     bed.slice_file("busy", true, "");
@@ -305,10 +342,7 @@ async fn a_replacement_waits_for_a_running_pod_and_goes_once_it_succeeds() {
     let pod = format!("{}/train-0 (jobset {}/train)", bed.ns, bed.ns);
     assert!(text.contains(&pod), "{text}");
     let plan = bed.plan_json().await;
-    let h = held(&plan, &bed.slice("busy"));
-    assert!(!h.is_empty(), "{plan:#}");
-    for h in &h {
-        assert_eq!(h["code"], "busy", "{h:#}");
+    for h in held_as(&plan, &bed.slice("busy"), "busy") {
         assert_eq!(
             h["pods"],
             json!([{"namespace": bed.ns, "name": "train-0", "owner": format!("jobset {}/train", bed.ns)}]),
@@ -355,7 +389,6 @@ async fn a_replacement_waits_for_a_running_pod_and_goes_once_it_succeeds() {
     assert_eq!(o.status.code(), Some(0), "converged: {}", out(&o));
     release_pod(&bed.client, &bed.ns, "train-0").await;
     bed.done().await;
-    eprintln!("case 1 took {:?}", t0.elapsed());
 }
 
 /// A PodDisruptionBudget over JobSet `jobset`'s one pod with
@@ -407,25 +440,14 @@ async fn pdb(bed: &Bed, jobset: &str, min_available: i32) {
 /// replaced.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_drain_held_by_a_pdb_survives_sigkill_and_finishes_once_the_budget_allows() {
-    let t0 = Instant::now();
-    let bed = Bed::new("sched-pdb", 172).await;
-    bed.target("");
-    let policy = "  disruption:\n    whenBusy: drain\n    drainTimeout: 1m\n";
-    bed.slice_file("drain", false, policy);
-    let o = bed.apply().await;
-    assert!(o.status.success(), "{}", out(&o));
-    let node = bed.node("drain").await;
-    assert_eq!(bed.run_pod("drain", "train-0", "train", &[]).await, node);
+    let bed = Bed::new("sched-pdb", 172, "").await;
+    bed.create(&["drain"], DRAIN).await;
+    let node = bed.run_pod("drain", "train-0", "train", &[]).await;
     pdb(&bed, "train", 1).await;
 
     // The replacement drains first, as the plan says.
-    bed.slice_file("drain", true, policy);
-    let plan = bed.plan_json().await;
-    let a = actions(&plan, &bed.slice("drain"));
-    let d = a
-        .iter()
-        .find_map(|a| a.get("disruption"))
-        .unwrap_or_else(|| panic!("a drain: {plan:#}"));
+    bed.slice_file("drain", true, DRAIN);
+    let d = bed.disruption("drain").await;
     assert_eq!(d["how"], "drain", "{d:#}");
     assert_eq!(d["nodes"], json!([node]), "{d:#}");
     assert!(d.get("draining_since").is_none(), "{d:#}");
@@ -487,12 +509,7 @@ async fn a_drain_held_by_a_pdb_survives_sigkill_and_finishes_once_the_budget_all
     assert!(p.metadata.deletion_timestamp.is_none(), "not evicted");
 
     // A fresh process reads the drain back from the cluster.
-    let plan = bed.plan_json().await;
-    let a = actions(&plan, &bed.slice("drain"));
-    let d = a
-        .iter()
-        .find_map(|a| a.get("disruption"))
-        .unwrap_or_else(|| panic!("a drain: {plan:#}"));
+    let d = bed.disruption("drain").await;
     let started = jiff::Timestamp::from_second(since.parse().unwrap()).unwrap();
     assert_eq!(d["draining_since"], started.to_string(), "{d:#}");
 
@@ -535,33 +552,20 @@ async fn a_drain_held_by_a_pdb_survives_sigkill_and_finishes_once_the_budget_all
     assert_eq!(bed.cordoned(&new).await, None);
     assert_eq!(bed.draining_since(&new).await, None);
     bed.done().await;
-    eprintln!("cases 2 and 6 took {:?}", t0.elapsed());
 }
 
 /// Case 3: a pod annotated `slicectl.dev/do-not-disrupt: "true"` blocks
 /// even a drain; without the annotation the drain goes.
 #[tokio::test(flavor = "multi_thread")]
 async fn do_not_disrupt_blocks_even_a_drain() {
-    let t0 = Instant::now();
-    let bed = Bed::new("sched-dnd", 173).await;
-    bed.target("");
-    let policy = "  disruption:\n    whenBusy: drain\n    drainTimeout: 1m\n";
-    bed.slice_file("dnd", false, policy);
-    let o = bed.apply().await;
-    assert!(o.status.success(), "{}", out(&o));
-    let node = bed.node("dnd").await;
+    let bed = Bed::new("sched-dnd", 173, "").await;
+    bed.create(&["dnd"], DRAIN).await;
     let annotation = ("slicectl.dev/do-not-disrupt", "true");
-    assert_eq!(
-        bed.run_pod("dnd", "ckpt-0", "ckpt", &[annotation]).await,
-        node
-    );
+    let node = bed.run_pod("dnd", "ckpt-0", "ckpt", &[annotation]).await;
 
-    bed.slice_file("dnd", true, policy);
+    bed.slice_file("dnd", true, DRAIN);
     let plan = bed.plan_json().await;
-    let h = held(&plan, &bed.slice("dnd"));
-    assert!(!h.is_empty(), "{plan:#}");
-    for h in &h {
-        assert_eq!(h["code"], "do_not_disrupt", "{h:#}");
+    for h in held_as(&plan, &bed.slice("dnd"), "do_not_disrupt") {
         assert_eq!(h["pods"][0]["name"], "ckpt-0", "{h:#}");
         assert_eq!(h["pods"][0]["do_not_disrupt"], true, "{h:#}");
     }
@@ -589,7 +593,6 @@ async fn do_not_disrupt_blocks_even_a_drain() {
     assert!(bed.spot("dnd").await, "{text}");
     bed.assert_evicted("ckpt-0").await;
     bed.done().await;
-    eprintln!("case 3 took {:?}", t0.elapsed());
 }
 
 /// Case 4: outside its window a busy replica is held (`outside_window`);
@@ -597,9 +600,7 @@ async fn do_not_disrupt_blocks_even_a_drain() {
 /// plan names as killing the pods).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_busy_replica_is_replaced_only_inside_its_window() {
-    let t0 = Instant::now();
-    let bed = Bed::new("sched-win", 174).await;
-    bed.target("");
+    let bed = Bed::new("sched-win", 174, "").await;
     let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
     let window = |hour: i8, duration: &str| {
         format!(
@@ -609,18 +610,12 @@ async fn a_busy_replica_is_replaced_only_inside_its_window() {
     };
     // Opens 12 hours from now's hour, for one hour: now is outside.
     let closed = window((now.hour() + 12) % 24, "1h");
-    bed.slice_file("win", false, &closed);
-    let o = bed.apply().await;
-    assert!(o.status.success(), "{}", out(&o));
-    let node = bed.node("win").await;
-    assert_eq!(bed.run_pod("win", "train-0", "train", &[]).await, node);
+    bed.create(&["win"], &closed).await;
+    bed.run_pod("win", "train-0", "train", &[]).await;
 
     bed.slice_file("win", true, &closed);
     let plan = bed.plan_json().await;
-    let h = held(&plan, &bed.slice("win"));
-    assert!(!h.is_empty(), "{plan:#}");
-    for h in &h {
-        assert_eq!(h["code"], "outside_window", "{h:#}");
+    for h in held_as(&plan, &bed.slice("win"), "outside_window") {
         assert!(
             h["message"]
                 .as_str()
@@ -649,29 +644,18 @@ async fn a_busy_replica_is_replaced_only_inside_its_window() {
     assert!(!text.contains("held ["), "{text}");
     assert!(bed.spot("win").await, "{text}");
     bed.done().await;
-    eprintln!("case 4 took {:?}", t0.elapsed());
 }
 
 /// Case 5: a Target budget of 1 across 3 busy slices: one drained and
 /// replaced, two held with `budget`; the next apply takes the next one.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_budget_of_one_disrupts_one_busy_slice_at_a_time() {
-    let t0 = Instant::now();
-    let bed = Bed::new("sched-bud", 175).await;
-    bed.target("    budget: 1\n");
-    let policy = "  disruption:\n    whenBusy: drain\n    drainTimeout: 1m\n";
+    let bed = Bed::new("sched-bud", 175, "    budget: 1\n").await;
     let names = ["a", "b", "c"];
+    bed.create(&names, DRAIN).await;
     for n in names {
-        bed.slice_file(n, false, policy);
-    }
-    let o = bed.apply().await;
-    assert!(o.status.success(), "{}", out(&o));
-    for n in names {
-        let node = bed.node(n).await;
-        assert_eq!(bed.run_pod(n, &format!("train-{n}"), n, &[]).await, node);
-    }
-    for n in names {
-        bed.slice_file(n, true, policy);
+        bed.run_pod(n, &format!("train-{n}"), n, &[]).await;
+        bed.slice_file(n, true, DRAIN);
     }
     for (round, n) in names.iter().enumerate() {
         let o = bed.apply().await;
@@ -697,5 +681,4 @@ async fn a_budget_of_one_disrupts_one_busy_slice_at_a_time() {
         }
     }
     bed.done().await;
-    eprintln!("case 5 took {:?}", t0.elapsed());
 }
