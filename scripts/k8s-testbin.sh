@@ -7,9 +7,17 @@
 # keyed by version; each one is built only when it is missing (adding a binary
 # to this list builds just that one into an existing cache).
 #
+# The JobSet controller (sigs.k8s.io/jobset, whose main package is the module
+# root) is built the same way from testbin/jobset/go.mod, which pins its k8s.io
+# modules to the control plane's release so the Go build cache left by the
+# k8s build is reused. It goes into a cache entry of its own, keyed by its
+# version, with its CRD copied from the downloaded module.
+#
 #   scripts/k8s-testbin.sh            build what is missing, print the bin dir
 #   scripts/k8s-testbin.sh dir        print the bin dir (no build)
-#                                     (a fresh build leaves its timings in <bin dir>/BUILD-INFO)
+#   scripts/k8s-testbin.sh jobset-dir print the JobSet dir (no build): jobset-controller
+#                                     and jobset.x-k8s.io_jobsets.yaml (the CRD)
+#                                     (a fresh build leaves its timings in <dir>/BUILD-INFO)
 #   scripts/k8s-testbin.sh gen-gomod  regenerate testbin/k8s/go.mod from the
 #                                     release's own go.mod (when bumping K8S_VERSION)
 #
@@ -20,17 +28,21 @@ K8S_VERSION=1.36.3
 ETCD_VERSION=3.6.16
 # The k8s.io/kubernetes/cmd/* binaries (also the tool block of testbin/k8s/go.mod).
 K8S_BINS=(kube-apiserver kube-controller-manager kubeadm kube-scheduler kubemark)
+# sigs.k8s.io/jobset (also the require of testbin/jobset/go.mod).
+JOBSET_VERSION=0.12.0
+JOBSET_FILES=(jobset-controller jobset.x-k8s.io_jobsets.yaml)
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${SLICECTL_TESTBIN_CACHE:-$HOME/.cache/slicectl-testbin}
 bindir="$cache/k8s-v$K8S_VERSION-etcd-v$ETCD_VERSION"
+jobsetdir="$cache/jobset-v$JOBSET_VERSION"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 
 log() {
   printf '[k8s-testbin] %s\n' "$*" >&2
   # While building, keep a record next to the binaries (BUILD-INFO).
-  if [ -d "$bindir.tmp" ]; then printf '%s %s\n' "$(date -u +%FT%TZ)" "$*" >>"$bindir.tmp/BUILD-INFO"; fi
+  if [ -n "${building:-}" ] && [ -d "$building" ]; then printf '%s %s\n' "$(date -u +%FT%TZ)" "$*" >>"$building/BUILD-INFO"; fi
 }
 timed() { # timed LABEL CMD...
   local label=$1 start=$SECONDS; shift
@@ -84,45 +96,80 @@ build_etcd() {
     timed "build etcd" go build -trimpath -ldflags "-s -w" -o "$bindir.tmp/etcd" go.etcd.io/etcd/server/v3)
 }
 
+# The JobSet controller and its CRD, from sigs.k8s.io/jobset@v$JOBSET_VERSION
+# (both, whichever is missing).
+build_jobset() {
+  local info moddir commit ldf
+  grep -q "sigs.k8s.io/jobset v$JOBSET_VERSION" "$root/testbin/jobset/go.mod" ||
+    { log "ERROR: testbin/jobset/go.mod does not require sigs.k8s.io/jobset v$JOBSET_VERSION"; exit 1; }
+  (cd "$root/testbin/jobset" && timed "download sigs.k8s.io/jobset v$JOBSET_VERSION modules" go mod download)
+  # The module's source dir and the commit of its tag (go mod download -json: "Dir", "Origin"."Hash").
+  info=$(cd "$root/testbin/jobset" && go mod download -json "sigs.k8s.io/jobset@v$JOBSET_VERSION")
+  moddir=$(sed -n 's/^\t"Dir": "\(.*\)",$/\1/p' <<<"$info")
+  commit=$(sed -n 's/^\t\t"Hash": "\([0-9a-f]*\)",*$/\1/p' <<<"$info")
+  [ -d "$moddir" ] || { log "ERROR: no module dir for sigs.k8s.io/jobset@v$JOBSET_VERSION in: $info"; exit 1; }
+  # The version stamp upstream's Makefile puts in (LD_FLAGS: pkg/version).
+  ldf="-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=v$JOBSET_VERSION -X sigs.k8s.io/jobset/pkg/version.GitCommit=$commit"
+  (cd "$root/testbin/jobset" &&
+    timed "build jobset-controller" \
+      go build -p "$(nproc)" -trimpath -ldflags "$ldf" -o "$jobsetdir.tmp/jobset-controller" sigs.k8s.io/jobset)
+  install -m 0644 "$moddir/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$jobsetdir.tmp/jobset.x-k8s.io_jobsets.yaml"
+}
+
+# ensure ENTRY_DIR "VERSIONS" BUILDER FILE... — build the FILEs missing
+# from cache entry ENTRY_DIR with `BUILDER MISSING...` (into ENTRY_DIR.tmp),
+# then move each in on its own.
+ensure() {
+  local entry=$1 versions=$2 builder=$3 f total lockfd; shift 3
+  local missing=()
+  for f in "$@"; do [ -s "$entry/$f" ] || missing+=("$f"); done
+  if [ ${#missing[@]} -eq 0 ]; then log "cached: $entry"; return; fi
+  command -v go >/dev/null || { log "ERROR: go is not installed; it is needed to build ${missing[*]}"; exit 1; }
+  mkdir -p "$cache"
+  # One builder at a time per cache entry (parallel test runs share it).
+  exec {lockfd}>"$entry.lock"
+  flock "$lockfd"
+  missing=()
+  for f in "$@"; do [ -s "$entry/$f" ] || missing+=("$f"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    total=$SECONDS
+    rm -rf "$entry.tmp"; mkdir -p "$entry.tmp"
+    building=$entry.tmp
+    log "building ${missing[*]} into $entry (cache miss)"
+    log "$versions, $(go env GOVERSION), $(nproc) CPUs"
+    "$builder" "${missing[@]}"
+    for f in "${missing[@]}"; do log "size $f $(du -m "$entry.tmp/$f" | cut -f1) MiB"; done
+    log "${missing[*]} built in $((SECONDS - total))s"
+    # Move each file in on its own (rename is atomic): running tests may
+    # be using the binaries already there.
+    mkdir -p "$entry"
+    for f in "${missing[@]}"; do mv -f "$entry.tmp/$f" "$entry/$f"; done
+    cat "$entry.tmp/BUILD-INFO" >>"$entry/BUILD-INFO"
+    rm -rf "$entry.tmp"
+    building=
+  fi
+  flock -u "$lockfd"
+}
+
+# build_k8s_entry BIN... — etcd and the named k8s.io/kubernetes/cmd/* binaries.
+build_k8s_entry() {
+  local b k8s_missing=()
+  for b in "$@"; do
+    if [ "$b" = etcd ]; then build_etcd; else k8s_missing+=("$b"); fi
+  done
+  [ ${#k8s_missing[@]} -eq 0 ] || build_k8s "${k8s_missing[@]}"
+}
+
 case "${1:-build}" in
   dir) echo "$bindir" ;;
+  jobset-dir) echo "$jobsetdir" ;;
   gen-gomod) gen_gomod ;;
   build)
-    missing=()
-    for b in etcd "${K8S_BINS[@]}"; do [ -x "$bindir/$b" ] || missing+=("$b"); done
-    if [ ${#missing[@]} -eq 0 ]; then
-      log "cached: $bindir"
-    else
-      command -v go >/dev/null || { log "ERROR: go is not installed; it is needed to build ${missing[*]}"; exit 1; }
-      mkdir -p "$cache"
-      # One builder at a time per cache entry (parallel test runs share it).
-      exec 9>"$bindir.lock"
-      flock 9
-      missing=()
-      for b in etcd "${K8S_BINS[@]}"; do [ -x "$bindir/$b" ] || missing+=("$b"); done
-      if [ ${#missing[@]} -gt 0 ]; then
-        total=$SECONDS
-        rm -rf "$bindir.tmp"; mkdir -p "$bindir.tmp"
-        log "building ${missing[*]} into $bindir (cache miss)"
-        log "k8s v$K8S_VERSION, etcd v$ETCD_VERSION, $(go env GOVERSION), $(nproc) CPUs"
-        k8s_missing=()
-        for b in "${missing[@]}"; do
-          if [ "$b" = etcd ]; then build_etcd; else k8s_missing+=("$b"); fi
-        done
-        [ ${#k8s_missing[@]} -eq 0 ] || build_k8s "${k8s_missing[@]}"
-        for b in "${missing[@]}"; do log "size $b $(du -m "$bindir.tmp/$b" | cut -f1) MiB"; done
-        log "${missing[*]} built in $((SECONDS - total))s"
-        # Move each binary in on its own (rename is atomic): running tests may
-        # be using the binaries already there.
-        mkdir -p "$bindir"
-        for b in "${missing[@]}"; do mv -f "$bindir.tmp/$b" "$bindir/$b"; done
-        cat "$bindir.tmp/BUILD-INFO" >>"$bindir/BUILD-INFO"
-        rm -rf "$bindir.tmp"
-      fi
-      flock -u 9
-    fi
+    ensure "$bindir" "k8s v$K8S_VERSION, etcd v$ETCD_VERSION" build_k8s_entry etcd "${K8S_BINS[@]}"
+    # After the k8s build: its Go build cache is what the JobSet build reuses.
+    ensure "$jobsetdir" "jobset v$JOBSET_VERSION" build_jobset "${JOBSET_FILES[@]}"
     "$bindir/kube-apiserver" --version >&2
     echo "$bindir"
     ;;
-  *) echo "usage: $0 [build|dir|gen-gomod]" >&2; exit 2 ;;
+  *) echo "usage: $0 [build|dir|jobset-dir|gen-gomod]" >&2; exit 2 ;;
 esac

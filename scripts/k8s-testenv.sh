@@ -9,6 +9,17 @@
 # The scheduler binds pods to Nodes and the node-lifecycle controller lifts the
 # `node.kubernetes.io/not-ready` taint of Nodes whose kubelet reports Ready
 # (kubemark hollow nodes, SLICECTL_TEST_KUBEMARK), so pods run here.
+# The controller-manager's Job controller and the real JobSet controller
+# (sigs.k8s.io/jobset, built by scripts/k8s-testbin.sh; its CRD applied
+# server-side) turn JobSets into Jobs and pods (SLICECTL_TEST_JOBSET).
+#
+# The JobSet controller runs without leader election, without its internal
+# cert management, metrics or health endpoints; its webhook server (always
+# started) listens on 127.0.0.1 with a throwaway certificate. No
+# Validating/MutatingWebhookConfiguration is installed, so the API server
+# never calls it: JobSets get no webhook defaults, and tests spell out what
+# the mutating webhook would default (completionMode Indexed, restartPolicy,
+# successPolicy, startupPolicy, network).
 #
 # The node-lifecycle controller also watches Nodes no kubelet keeps alive (a
 # test that creates a Node object by hand): it syncs their condition taints
@@ -37,7 +48,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dir=${SLICECTL_K8S_DIR:-/tmp/slicectl-k8s}
 timeout=${SLICECTL_K8S_TIMEOUT:-90}
 marker="$dir/.slicectl-k8s-testenv"
-components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler jobset-controller)
 service_cidr=10.0.0.0/24
 gke_user=gke-user@example-project.iam.gserviceaccount.com
 controllers=serviceaccount-token-controller,serviceaccount-controller,namespace-controller,garbage-collector-controller,daemonset-controller,bootstrap-signer-controller,token-cleaner-controller,root-ca-certificate-publisher-controller
@@ -52,6 +63,8 @@ controllers+=,node-lifecycle-controller,pod-garbage-collector-controller
 # status.disruptionsAllowed, which the Eviction API reads (a budget whose
 # status was never written refuses every eviction), as in any cluster.
 controllers+=,disruption-controller
+# Jobs make pods (JobSet's replicated Jobs).
+controllers+=,job-controller
 
 log() { printf '[k8s-testenv] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -66,6 +79,18 @@ bindir() {
   done
   echo "$d"
 }
+
+# The JobSet controller and its CRD (scripts/k8s-testbin.sh jobset-dir).
+jobsetdir() {
+  local d
+  d=$("$root/scripts/k8s-testbin.sh" jobset-dir)
+  if [ ! -x "$d/jobset-controller" ] || [ ! -s "$d/jobset.x-k8s.io_jobsets.yaml" ]; then
+    die "missing $d/jobset-controller or its CRD — build them first: scripts/k8s-testbin.sh"
+  fi
+  echo "$d"
+}
+# The JobSet version the controller was built from (the cache entry's name, jobset-vX.Y.Z).
+jobset_version() { basename "$("$root/scripts/k8s-testbin.sh" jobset-dir)" | sed 's/^jobset-//'; }
 
 # A free TCP port on loopback (not listening now, not already chosen).
 free_port() {
@@ -104,6 +129,7 @@ export SLICECTL_TEST_KUBECONFIG=$dir/admin.kubeconfig
 export SLICECTL_TEST_KUBEADM=$("$root/scripts/k8s-testbin.sh" dir)/kubeadm
 export SLICECTL_TEST_KUBEMARK=$("$root/scripts/k8s-testbin.sh" dir)/kubemark
 export SLICECTL_TEST_GKE_TOKEN_FILE=$dir/pki/gke-user.token
+export SLICECTL_TEST_JOBSET=$(jobset_version)
 # kubectl against the test control plane: export KUBECONFIG=$dir/admin.kubeconfig
 # API server: https://127.0.0.1:$(cat "$dir/apiserver.port")  state/logs: $dir
 EOF
@@ -133,8 +159,11 @@ wait_for() {
 }
 
 start() { # start NAME ARGS... — start $bin/NAME detached, logging to logs/NAME.log
-  local name=$1; shift
-  setsid "$bin/$name" "$@" >"$dir/logs/$name.log" 2>&1 </dev/null &
+  start_from "$bin" "$@"
+}
+start_from() { # start_from DIR NAME ARGS... — start DIR/NAME detached, logging to logs/NAME.log
+  local from=$1 name=$2; shift 2
+  setsid "$from/$name" "$@" >"$dir/logs/$name.log" 2>&1 </dev/null &
   echo $! >"$dir/$name.pid"
 }
 
@@ -157,6 +186,15 @@ gen_certs() {
       'keyUsage=critical,digitalSignature,keyEncipherment' 'extendedKeyUsage=serverAuth')"
   leaf admin "/O=system:masters/CN=kubernetes-admin" \
     "$(printf '%s\n' 'keyUsage=critical,digitalSignature,keyEncipherment' 'extendedKeyUsage=clientAuth')"
+  # The JobSet controller's webhook server (controller-runtime reads
+  # tls.crt/tls.key from its certDir); the test CA signs it, so a
+  # WebhookConfiguration could name it with caBundle = ca.crt.
+  leaf jobset-webhook "/CN=jobset-webhook" \
+    "$(printf '%s\n' 'subjectAltName=IP:127.0.0.1,DNS:localhost' \
+      'keyUsage=critical,digitalSignature,keyEncipherment' 'extendedKeyUsage=serverAuth')"
+  mkdir -p "$pki/jobset-webhook"
+  mv "$pki/jobset-webhook.crt" "$pki/jobset-webhook/tls.crt"
+  mv "$pki/jobset-webhook.key" "$pki/jobset-webhook/tls.key"
   # ServiceAccount token signing key pair.
   openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$pki/sa.key" 2>/dev/null
   openssl pkey -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
@@ -237,6 +275,7 @@ cmd_up() {
     die "$dir exists, is not empty and is not a slicectl test control plane; set SLICECTL_K8S_DIR"
   fi
   bin=$(bindir)
+  jsbin=$(jobsetdir)
   command -v openssl >/dev/null || die "openssl is needed to generate certificates"
   command -v kubectl >/dev/null || die "kubectl is needed"
   local t0 t; t0=$(now_ms)
@@ -309,8 +348,77 @@ cmd_up() {
   start kube-scheduler --kubeconfig="$dir/admin.kubeconfig" --leader-elect=false --secure-port=0
   wait_for kube-scheduler "kube-scheduler to start" grep -q "Starting Kubernetes Scheduler" "$dir/logs/kube-scheduler.log"
   log "kube-scheduler started in $(since "$t")"
+
+  start_jobset
   log "control plane up in $(since "$t0")"
   print_env
+}
+
+# The JobSet CRD (server-side: the CRD is too big for the last-applied
+# annotation), then the controller; ready once a JobSet in a scratch
+# namespace gets its Job.
+start_jobset() {
+  local t; t=$(now_ms)
+  kc apply --server-side --field-manager=slicectl-testenv -f "$jsbin/jobset.x-k8s.io_jobsets.yaml" >/dev/null ||
+    fail_component kube-apiserver "applying the JobSet CRD failed"
+  wait_for kube-apiserver "the JobSet CRD Established" crd_established jobsets.jobset.x-k8s.io
+  log "JobSet CRD applied and established in $(since "$t")"
+  t=$(now_ms)
+  local webhook_port
+  webhook_port=$(free_port)
+  # api/config/v1alpha1 (configuration_types.go, defaults.go) of sigs.k8s.io/jobset.
+  cat >"$dir/jobset-config.yaml" <<EOF
+apiVersion: config.jobset.x-k8s.io/v1alpha1
+kind: Configuration
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+webhook:
+  host: 127.0.0.1
+  port: $webhook_port
+  certDir: $dir/pki/jobset-webhook
+metrics:
+  bindAddress: "0"
+health:
+  healthProbeBindAddress: "0"
+EOF
+  start_from "$jsbin" jobset-controller --config="$dir/jobset-config.yaml" --kubeconfig="$dir/admin.kubeconfig"
+  kc create namespace slicectl-testenv-probe >/dev/null ||
+    fail_component kube-apiserver "creating namespace slicectl-testenv-probe failed"
+  # A JobSet whose pod no Node takes (and the webhook's defaults spelled out).
+  kc apply -n slicectl-testenv-probe -f - >/dev/null <<EOF ||
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: probe
+spec:
+  network: {enableDNSHostnames: false}
+  successPolicy: {operator: All}
+  startupPolicy: {startupPolicyOrder: AnyOrder}
+  replicatedJobs:
+  - name: probe
+    replicas: 1
+    template:
+      spec:
+        completionMode: Indexed
+        template:
+          spec:
+            restartPolicy: Never
+            nodeSelector: {slicectl.dev/testenv-probe: none}
+            containers: [{name: probe, image: registry.invalid/probe:1}]
+EOF
+    fail_component kube-apiserver "creating the probe JobSet failed"
+  wait_for jobset-controller "the probe JobSet's Job (the JobSet controller reconciling)" \
+    kc get job -n slicectl-testenv-probe probe-probe-0
+  # The namespace controller and the garbage collector remove the rest.
+  kc delete namespace slicectl-testenv-probe --wait=false >/dev/null ||
+    fail_component kube-apiserver "deleting namespace slicectl-testenv-probe failed"
+  log "JobSet controller $(jobset_version) ready (a probe JobSet got its Job) in $(since "$t")"
+}
+
+crd_established() { # crd_established NAME
+  [ "$(kc get crd "$1" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" = True ]
 }
 
 api_ready() { [ "$(curl_api /readyz 2>/dev/null)" = ok ]; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's single test command: builds the Kubernetes control-plane
-# binaries if they are not cached (scripts/k8s-testbin.sh), starts a private
-# control plane (scripts/k8s-testenv.sh) in a temporary directory, runs
+# binaries and the JobSet controller if they are not cached
+# (scripts/k8s-testbin.sh), starts a private control plane
+# (scripts/k8s-testenv.sh) in a temporary directory, runs
 # `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings`
 # and `cargo test --workspace` against it (slicectl and the simulator crate,
 # crates/slicectl-sim), and always stops it on exit.
@@ -27,7 +28,7 @@ cleanup() {
   set +e # clean up everything, whatever fails
   if [ -n "$sampler_pid" ]; then kill "$sampler_pid" 2>/dev/null; wait "$sampler_pid" 2>/dev/null; fi
   if [ -f "$SLICECTL_K8S_DIR/peak-rss-kib" ]; then
-    log "control plane peak RSS (etcd + kube-apiserver + kube-controller-manager + kube-scheduler; hollow nodes not counted): $(( $(cat "$SLICECTL_K8S_DIR/peak-rss-kib") / 1024 )) MiB"
+    log "control plane peak RSS (etcd + kube-apiserver + kube-controller-manager + kube-scheduler + jobset-controller; hollow nodes not counted): $(( $(cat "$SLICECTL_K8S_DIR/peak-rss-kib") / 1024 )) MiB"
   fi
   scripts/k8s-testenv.sh down
   rm -rf "$SLICECTL_K8S_DIR"

@@ -10,12 +10,16 @@
 mod common;
 #[path = "../sim_gke_support/mod.rs"]
 mod sim_gke_support;
+// JobSets through the real JobSet controller (SLICECTL_TEST_JOBSET).
+#[path = "../jobset_support/mod.rs"]
+mod jobset_support;
 #[path = "../sim_kubelet_support/mod.rs"]
 mod sim_kubelet_support;
 
 mod bootstrap_script;
 mod deploy;
 mod gke_readiness;
+mod jobset_pods;
 mod k8s_controlplane;
 mod kube_service;
 mod sim_gke_pods;

@@ -11,22 +11,6 @@ use std::time::Duration;
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::Value;
-use slicectl_sim::{FaultConfig, SimConfig, Simulator};
-
-async fn sim() -> slicectl_sim::SimHandle {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    Simulator::start(
-        SimConfig {
-            clusters: Vec::new(),
-            operation_latency: Duration::from_millis(200),
-            seed: 7,
-            faults: FaultConfig::default(),
-        },
-        "127.0.0.1:0".parse().expect("loopback"),
-    )
-    .await
-    .expect("start the simulator")
-}
 
 fn labels(n: &Node) -> std::collections::BTreeMap<String, String> {
     n.metadata.labels.clone().unwrap_or_default()
@@ -35,7 +19,7 @@ fn labels(n: &Node) -> std::collections::BTreeMap<String, String> {
 #[tokio::test]
 async fn a_linked_tpu_pool_runs_schedules_and_ends_pods_and_goes_with_its_pool() {
     let client = client().await;
-    let sim = sim().await;
+    let sim = sim(7).await;
     let name = unique("pods");
     let cluster = format!("projects/example-project/locations/us-central1/clusters/{name}");
     link(&sim, &cluster).await;
@@ -300,7 +284,7 @@ async fn a_linked_tpu_pool_runs_schedules_and_ends_pods_and_goes_with_its_pool()
 
 #[tokio::test]
 async fn linking_fails_loudly_without_an_api_server_or_kubemark() {
-    let sim = sim().await;
+    let sim = sim(7).await;
     let cluster = format!(
         "projects/example-project/locations/us-central1/clusters/{}",
         unique("nolink")
@@ -344,7 +328,7 @@ async fn linking_fails_loudly_without_an_api_server_or_kubemark() {
 #[tokio::test]
 async fn a_pool_bigger_than_the_hollow_node_bound_registers_no_node() {
     let client = client().await;
-    let sim = sim().await;
+    let sim = sim(7).await;
     let name = unique("bound");
     let cluster = format!("projects/example-project/locations/us-central1/clusters/{name}");
     sim.add_cluster(&cluster).expect("register");

@@ -9,6 +9,9 @@ mod common;
 // Pods on slices: a simulated GKE cluster linked to the test control plane.
 #[path = "../sim_gke_support/mod.rs"]
 mod sim_gke_support;
+// JobSets through the real JobSet controller (SLICECTL_TEST_JOBSET).
+#[path = "../jobset_support/mod.rs"]
+mod jobset_support;
 
 mod cli;
 mod e2e_controller;

@@ -81,9 +81,13 @@ fn committed_fleet_renders_and_plans() {
 #[test]
 fn every_example_plans() {
     for e in std::fs::read_dir("examples").unwrap() {
-        let dir = e.unwrap().path();
+        let mut dir = e.unwrap().path();
         if !dir.is_dir() {
             continue;
+        }
+        // An example with files that are not specs keeps its specs in `specs/`.
+        if dir.join("specs").is_dir() {
+            dir = dir.join("specs");
         }
         let fleet = source::load_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         let p = plan::plan(

@@ -37,8 +37,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use slicectl_sim::SimHandle;
 use slicectl_sim::link::GkeLink;
+use slicectl_sim::{FaultConfig, SimConfig, SimHandle, Simulator};
 
 /// How long a test waits for Nodes and pods.
 pub const WAIT: Duration = Duration::from_secs(90);
@@ -108,6 +108,23 @@ pub async fn client() -> Client {
     Client::try_from(config).expect("client")
 }
 
+/// A simulator with no cluster yet (register one with [`link`]), operations
+/// of 200 ms, seeded with `seed`.
+pub async fn sim(seed: u64) -> SimHandle {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Simulator::start(
+        SimConfig {
+            clusters: Vec::new(),
+            operation_latency: Duration::from_millis(200),
+            seed,
+            faults: FaultConfig::default(),
+        },
+        "127.0.0.1:0".parse().expect("loopback"),
+    )
+    .await
+    .expect("start the simulator")
+}
+
 /// Registers `cluster` (`projects/P/locations/L/clusters/C`) in `sim` and
 /// links it to the test control plane.
 pub async fn link(sim: &SimHandle, cluster: &str) {
@@ -170,6 +187,18 @@ pub async fn create_pool(sim: &SimHandle, cluster: &str, pool: Value) {
     let op: Value = r.json().await.expect("operation JSON");
     assert!(status.is_success(), "create node pool: {status} {op}");
     wait_operation(sim, cluster, &op).await;
+}
+
+/// The node pools of `cluster` (`nodePools.list` through the simulator's GKE
+/// API), as JSON.
+pub async fn list_pools(sim: &SimHandle, cluster: &str) -> Vec<Value> {
+    let v: Value = reqwest::get(format!("{}/v1/{cluster}/nodePools", sim.base_url()))
+        .await
+        .expect("list node pools")
+        .json()
+        .await
+        .expect("node pools JSON");
+    v["nodePools"].as_array().cloned().unwrap_or_default()
 }
 
 /// Deletes a node pool through the simulator's GKE API and waits for the
@@ -388,12 +417,18 @@ pub async fn fail_pod(client: &Client, ns: &str, name: &str) -> Pod {
 /// deletes it; the real kubelet stops its containers (the fake runtime
 /// reports exit code 0) and sets the phase `Succeeded` before the object
 /// goes. The pod stays, terminal and terminating, until [`release_pod`].
+///
+/// The finalizer is added beside the pod's others (a strategic merge:
+/// `metadata.finalizers` merges), so a Job's pod keeps the Job controller's
+/// `batch.kubernetes.io/job-tracking` and is counted. A Job counts a pod
+/// deleted before it is terminal as failed unless its
+/// `podReplacementPolicy` is `Failed` (`pkg/controller/job` `isPodFailed`).
 pub async fn succeed_pod(client: &Client, ns: &str, name: &str) -> Pod {
     let api = Api::<Pod>::namespaced(client.clone(), ns);
     api.patch(
         name,
         &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": [HOLD_FINALIZER]}})),
+        &Patch::Strategic(json!({"metadata": {"finalizers": [HOLD_FINALIZER]}})),
     )
     .await
     .expect("add the hold finalizer");
@@ -406,13 +441,16 @@ pub async fn succeed_pod(client: &Client, ns: &str, name: &str) -> Pod {
     .await
 }
 
-/// Removes [`HOLD_FINALIZER`]: a pod [`succeed_pod`] ended goes away.
+/// Removes [`HOLD_FINALIZER`] (only it): a pod [`succeed_pod`] ended goes
+/// away once the pod's other finalizers are gone too.
 pub async fn release_pod(client: &Client, ns: &str, name: &str) {
     Api::<Pod>::namespaced(client.clone(), ns)
         .patch(
             name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            &Patch::Strategic(
+                json!({"metadata": {"$deleteFromPrimitiveList/finalizers": [HOLD_FINALIZER]}}),
+            ),
         )
         .await
         .expect("remove the hold finalizer");
