@@ -144,6 +144,7 @@ pub async fn run_every(
             ));
         }
         let mut refused: Vec<String> = Vec::new();
+        let mut failing: Vec<String> = Vec::new();
         let mut evicted = 0usize;
         for p in &pods {
             // A pod being deleted already is waited for, not evicted again.
@@ -152,11 +153,19 @@ pub async fn run_every(
             }
             let ns = p.metadata.namespace.as_deref().unwrap_or_default();
             let name = p.metadata.name.as_deref().unwrap_or_default();
-            match cloud.kube.evict_pod(k, ns, name).await? {
-                crate::kube::Eviction::Evicted => evicted += 1,
-                crate::kube::Eviction::Refused(m) => {
+            match cloud.kube.evict_pod(k, ns, name).await {
+                Ok(crate::kube::Eviction::Evicted) => evicted += 1,
+                Ok(crate::kube::Eviction::Refused(m)) => {
                     refused.push(format!("{ns}/{name}: {}", m.trim_end_matches('.')));
                 }
+                // The eviction client does not retry (see `Cx::evict`): a
+                // transient answer (5xx, unreachable) is asked again at the
+                // next poll, as a refused eviction is, until the deadline.
+                Err(e) if e.is_transient() => {
+                    tracing::warn!(address = %a.address(), pod = %format!("{ns}/{name}"), error = %e, "eviction failed; asking again");
+                    failing.push(format!("{ns}/{name}: {e}"));
+                }
+                Err(e) => return Err(e.into()),
             }
         }
         // A pod the API server accepted to evict gets its termination
@@ -171,18 +180,23 @@ pub async fn run_every(
             .fold(deadline, Timestamp::max);
         let now = Timestamp::now();
         if now >= until && evicted == 0 {
-            let (code, why) = if refused.is_empty() {
-                (
-                    "drain_timeout",
-                    format!("pods still terminating: {}", pod_list(&shown)),
-                )
-            } else {
+            let (code, why) = if !refused.is_empty() {
                 (
                     "pdb",
                     format!(
                         "a PodDisruptionBudget refuses to evict {}",
                         refused.join("; ")
                     ),
+                )
+            } else if !failing.is_empty() {
+                (
+                    "drain_timeout",
+                    format!("evictions kept failing: {}", failing.join("; ")),
+                )
+            } else {
+                (
+                    "drain_timeout",
+                    format!("pods still terminating: {}", pod_list(&shown)),
                 )
             };
             return Err(ApplyError::of_kind(
@@ -343,6 +357,31 @@ mod tests {
         assert_eq!(out, StepOutcome::Done);
         assert_eq!(fake.calls_of("evict_pod").len(), 1);
         assert!(!fake.pod_names(&kube()).contains(&"ml/train-0".to_string()));
+    }
+
+    #[tokio::test]
+    async fn a_failed_eviction_is_asked_again_at_the_next_poll() {
+        let (fake, cloud) = setup();
+        fake.fail_next("evict_pod", crate::kube::fake::KubeFault::Server);
+        let out = run_every(&cloud, &action(60, None), Duration::from_millis(10))
+            .await
+            .unwrap();
+        assert_eq!(out, StepOutcome::Done);
+        assert_eq!(fake.calls_of("evict_pod").len(), 2);
+        // Past the deadline, failing evictions hold the step, named.
+        let (fake, cloud) = setup();
+        fake.fail_next("evict_pod", crate::kube::fake::KubeFault::Server);
+        let since = Timestamp::now() - SignedDuration::from_hours(1);
+        let err = run_every(&cloud, &action(60, Some(since)), Duration::from_millis(10))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "drain_timeout");
+        assert!(
+            err.to_string()
+                .contains("evictions kept failing: ml/train-0"),
+            "{err}"
+        );
+        assert!(fake.pod_names(&kube()).contains(&"ml/train-0".to_string()));
     }
 
     #[tokio::test]
