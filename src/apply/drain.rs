@@ -6,7 +6,11 @@
 //! again), and wait until none is left or `drainTimeout` has passed. A
 //! drain that runs out of time leaves the step held (`pdb` when a budget
 //! refused, `drain_timeout` when pods were still terminating): the
-//! capacity is never destroyed under a pod that is still there.
+//! capacity is never destroyed under a pod that is still there. A pod whose
+//! eviction was accepted gets its termination grace period (and
+//! [`TERMINATION_MARGIN`]) to end, even past `drainTimeout`: a budget that
+//! allows the eviction after the deadline (the next run asks again) lets
+//! that run finish the drain.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -42,6 +46,11 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 pub fn bounded_retry_after(after: Duration) -> Duration {
     after.min(MAX_RETRY_AFTER)
 }
+
+/// How long past an evicted pod's `deletionTimestamp` (the end of its
+/// termination grace period) the drain waits for the kubelet to report it
+/// gone, even past `drainTimeout`.
+pub const TERMINATION_MARGIN: SignedDuration = SignedDuration::from_secs(30);
 
 /// The replica was idle when the plan was made: a pod bound to its Nodes
 /// since then holds the step (`busy`), and the next run follows the
@@ -136,8 +145,10 @@ pub async fn run_every(
     let timeout =
         SignedDuration::from_secs(i64::try_from(d.drain_timeout_secs).unwrap_or(i64::MAX));
     let deadline = since.checked_add(timeout).unwrap_or(Timestamp::MAX);
-    // The last round's refusals, and when the next round may start.
+    // The last round's refusals and failed evictions, and when the next
+    // round may start.
     let mut refused: Vec<String> = Vec::new();
+    let mut failing: Vec<String> = Vec::new();
     let mut evict_at: Option<tokio::time::Instant> = None;
     loop {
         let pods = busy_on(cloud, k, &d.nodes).await?;
@@ -161,8 +172,10 @@ pub async fn run_every(
         // A refusal that asked for a pause (`Retry-After`) is honoured: the
         // pods are listed as often as before (to see them leave), but not
         // evicted again before then.
+        let mut evicted = 0usize;
         if evict_at.is_none_or(|at| tokio::time::Instant::now() >= at) {
             refused.clear();
+            failing.clear();
             let mut pause: Option<Duration> = None;
             for p in &pods {
                 // A pod being deleted already is waited for, not evicted again.
@@ -171,33 +184,56 @@ pub async fn run_every(
                 }
                 let ns = p.metadata.namespace.as_deref().unwrap_or_default();
                 let name = p.metadata.name.as_deref().unwrap_or_default();
-                match cloud.kube.evict_pod(k, ns, name).await? {
-                    crate::kube::Eviction::Evicted => {}
-                    crate::kube::Eviction::Refused {
+                match cloud.kube.evict_pod(k, ns, name).await {
+                    Ok(crate::kube::Eviction::Evicted) => evicted += 1,
+                    Ok(crate::kube::Eviction::Refused {
                         message,
                         retry_after,
-                    } => {
-                        refused.push(format!("{ns}/{name}: {message}"));
+                    }) => {
+                        refused.push(format!("{ns}/{name}: {}", message.trim_end_matches('.')));
                         pause = pause.max(retry_after);
                     }
+                    // The eviction client does not retry (see `Cx::evict`): a
+                    // transient answer (5xx, unreachable) is asked again at the
+                    // next poll, as a refused eviction is, until the deadline.
+                    Err(e) if e.is_transient() => {
+                        tracing::warn!(address = %a.address(), pod = %format!("{ns}/{name}"), error = %e, "eviction failed; asking again");
+                        failing.push(format!("{ns}/{name}: {e}"));
+                    }
+                    Err(e) => return Err(e.into()),
                 }
             }
             evict_at = pause.map(|p| tokio::time::Instant::now() + bounded_retry_after(p));
         }
+        // A pod the API server accepted to evict gets its termination
+        // grace period to end, even past drainTimeout: its
+        // `deletionTimestamp` is when the grace period is over, and the
+        // kubelet needs a moment more to report it gone. A pod evicted in
+        // this round shows its deletionTimestamp in the next listing.
+        let until = pods
+            .iter()
+            .filter_map(|p| p.metadata.deletion_timestamp.as_ref())
+            .filter_map(|t| t.0.checked_add(TERMINATION_MARGIN).ok())
+            .fold(deadline, Timestamp::max);
         let now = Timestamp::now();
-        if now >= deadline {
-            let (code, why) = if refused.is_empty() {
-                (
-                    "drain_timeout",
-                    format!("pods still terminating: {}", pod_list(&shown)),
-                )
-            } else {
+        if now >= until && evicted == 0 {
+            let (code, why) = if !refused.is_empty() {
                 (
                     "pdb",
                     format!(
                         "a PodDisruptionBudget refuses to evict {}",
                         refused.join("; ")
                     ),
+                )
+            } else if !failing.is_empty() {
+                (
+                    "drain_timeout",
+                    format!("evictions kept failing: {}", failing.join("; ")),
+                )
+            } else {
+                (
+                    "drain_timeout",
+                    format!("pods still terminating: {}", pod_list(&shown)),
                 )
             };
             return Err(ApplyError::of_kind(
@@ -212,8 +248,8 @@ pub async fn run_every(
                 ),
             ));
         }
-        let left = Duration::try_from(deadline.duration_since(now)).unwrap_or(Duration::ZERO);
-        tokio::time::sleep(poll.min(left)).await;
+        let left = Duration::try_from(until.duration_since(now)).unwrap_or(Duration::ZERO);
+        tokio::time::sleep(if evicted > 0 { poll } else { poll.min(left) }).await;
     }
 }
 
@@ -343,6 +379,46 @@ mod tests {
         assert_eq!(fake.calls_of("evict_pod").len(), 1);
         // The drain's start is the one on the Node: not written again.
         assert!(fake.calls_of("patch_node").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_budget_that_allows_past_the_timeout_lets_that_run_finish() {
+        let (fake, cloud) = setup();
+        // An earlier run started the drain an hour ago and was held (the
+        // budget refused); now the budget allows it: this run's eviction is
+        // accepted and the drain waits for the pod to end, past the deadline.
+        let since = Timestamp::now() - SignedDuration::from_hours(1);
+        let out = run_every(&cloud, &action(60, Some(since)), Duration::from_millis(10))
+            .await
+            .unwrap();
+        assert_eq!(out, StepOutcome::Done);
+        assert_eq!(fake.calls_of("evict_pod").len(), 1);
+        assert!(!fake.pod_names(&kube()).contains(&"ml/train-0".to_string()));
+    }
+
+    #[tokio::test]
+    async fn a_failed_eviction_is_asked_again_at_the_next_poll() {
+        let (fake, cloud) = setup();
+        fake.fail_next("evict_pod", crate::kube::fake::KubeFault::Server);
+        let out = run_every(&cloud, &action(60, None), Duration::from_millis(10))
+            .await
+            .unwrap();
+        assert_eq!(out, StepOutcome::Done);
+        assert_eq!(fake.calls_of("evict_pod").len(), 2);
+        // Past the deadline, failing evictions hold the step, named.
+        let (fake, cloud) = setup();
+        fake.fail_next("evict_pod", crate::kube::fake::KubeFault::Server);
+        let since = Timestamp::now() - SignedDuration::from_hours(1);
+        let err = run_every(&cloud, &action(60, Some(since)), Duration::from_millis(10))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "drain_timeout");
+        assert!(
+            err.to_string()
+                .contains("evictions kept failing: ml/train-0"),
+            "{err}"
+        );
+        assert!(fake.pod_names(&kube()).contains(&"ml/train-0".to_string()));
     }
 
     #[tokio::test]

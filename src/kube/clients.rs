@@ -83,6 +83,9 @@ impl Slot {
 /// holding a Google access token is rebuilt before the token expires).
 struct Built {
     client: Client,
+    /// The same cluster's client without kube's retry layer, for the
+    /// Eviction API (see [`Cx::evict`]).
+    evict: Client,
     server: String,
     renew_at: Option<Instant>,
 }
@@ -409,24 +412,42 @@ impl KubeClients {
             return Ok(Cx {
                 k,
                 client: b.client.clone(),
+                evict: b.evict.clone(),
                 server: b.server.clone(),
             });
         }
         let config = self.config(k).await?;
         let server = config.cluster_url.to_string();
-        let client = Client::try_from(config).map_err(|e| KubeError::Config {
-            endpoint: k.endpoint.clone(),
-            message: format!("cannot build a client: {}", chain(&e)),
-        })?;
+        let build = |config: Config| {
+            Client::try_from(config).map_err(|e| KubeError::Config {
+                endpoint: k.endpoint.clone(),
+                message: format!("cannot build a client: {}", chain(&e)),
+            })
+        };
+        // kube's default retry layer answers a 429 by trying again with
+        // exponential backoff (up to 15 times, minutes in all). An eviction
+        // a PodDisruptionBudget refuses is a 429 too, which the drain must
+        // see at once: it asks again on its own poll and keeps its own
+        // deadline (`drainTimeout`).
+        let mut once = config.clone();
+        once.default_retry = false;
+        let evict = build(once)?;
+        let client = build(config)?;
         tracing::debug!(cluster = %k.endpoint, %server, "kubernetes client ready");
         let renew_at =
             matches!(slot.how, How::Gke { .. }).then(|| Instant::now() + GOOGLE_TOKEN_RENEW);
         *cached = Some(Built {
             client: client.clone(),
+            evict: evict.clone(),
             server: server.clone(),
             renew_at,
         });
-        Ok(Cx { k, client, server })
+        Ok(Cx {
+            k,
+            client,
+            evict,
+            server,
+        })
     }
 }
 
@@ -506,6 +527,13 @@ fn default_kubeconfig() -> Option<PathBuf> {
 struct Cx<'a> {
     k: &'a KubeRef,
     client: Client,
+    /// For the Eviction API: no retry layer. A PodDisruptionBudget that
+    /// refuses an eviction is answered `429 Too Many Requests`, "the
+    /// eviction is not currently allowed because of the configured
+    /// PodDisruptionBudget. You may be able to attempt the eviction again
+    /// later" (Kubernetes, *API-initiated Eviction*); the drain does that
+    /// itself, every [`crate::apply::drain::POLL`].
+    evict: Client,
     server: String,
 }
 
@@ -870,8 +898,10 @@ impl KubeService for KubeClients {
         let req = ::kube::core::Request::new(Pod::url_path(&(), Some(namespace)))
             .evict(name, &EvictParams::default())
             .map_err(|e| cx.invalid(attempt.clone(), format!("cannot build the request: {e}")))?;
+        // Through the client that does not retry a 429 itself (see
+        // `Cx::evict`): the drain asks again on its own poll.
         let res = cx
-            .client
+            .evict
             .send(req.map(::kube::client::Body::from))
             .await
             .map_err(|e| cx.err(attempt.clone(), e))?;

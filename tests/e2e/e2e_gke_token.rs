@@ -123,13 +123,9 @@ async fn status_reads_gke_readiness_through_clusters_get_and_the_token_file() {
     // A pod with the TPU selectors and toleration is scheduled by the real
     // scheduler and runs on one of the slice's Nodes.
     let ns = namespace(&client, "tok").await;
-    // Pinned to this slice's pool too: the shared control plane holds other
-    // tests' v5p 2x2x2 Nodes (some already gone with their simulator, not
-    // yet marked NotReady), which the TPU selectors alone would also match.
-    let mut pod = tpu_pod("worker-0", "tpu-v5p-slice", "2x2x2", 4);
-    if let Some(sel) = pod.spec.as_mut().and_then(|s| s.node_selector.as_mut()) {
-        sel.insert("cloud.google.com/gke-nodepool".into(), pool.clone());
-    }
+    // Pinned to this slice's pool (the shared control plane holds other
+    // tests' v5p 2x2x2 Nodes).
+    let pod = tpu_pod("worker-0", &pool, "tpu-v5p-slice", "2x2x2", 4);
     submit(&client, &ns, &pod).await;
     let pod = wait_running(&client, &ns, "worker-0").await;
     let bound = pod.spec.and_then(|s| s.node_name).expect("bound");
