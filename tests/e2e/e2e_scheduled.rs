@@ -682,3 +682,127 @@ async fn a_budget_of_one_disrupts_one_busy_slice_at_a_time() {
     }
     bed.done().await;
 }
+
+/// The Ready condition's reason of slice status `name` in `ns` (empty
+/// while the object does not exist).
+fn ready_reason(ns: &str, name: &str) -> String {
+    let o = crate::common::k8s::kubectl(&[
+        "get",
+        "-n",
+        ns,
+        &format!("slicestatus/{name}"),
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}",
+    ]);
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Case 1 in the controller (`controller --dir`): a replacement held by a
+/// running pod shows as `WaitingForWorkload` on the slice's status object
+/// and is not applied, cycle after cycle; once the pod ends, the
+/// controller replaces the pool by itself, with nobody running anything,
+/// and the status converges.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_controller_holds_a_busy_replacement_and_applies_it_once_the_pod_ends() {
+    let bed = Bed::new("sched-ctl", 173, "").await;
+    crate::common::k8s::apply_crd();
+    bed.create(&["busy"], "").await;
+    bed.run_pod("busy", "train-0", "train", &[]).await;
+    bed.slice_file("busy", true, "");
+
+    let port = free_port();
+    let crate::common::Piped {
+        child: mut ctl,
+        stderr,
+        ..
+    } = spawn_piped(
+        tokio::process::Command::new(bin())
+            .args([
+                "controller",
+                "--namespace",
+                &bed.ns,
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--lease-duration",
+                "4s",
+                "--dir",
+                bed.d(),
+                "--debounce",
+                "100ms",
+                "--settle",
+                "1s",
+                "--resync",
+                "1s",
+                "--access-token-file",
+                &bed.token,
+            ])
+            .env("SLICECTL_API_ENDPOINT", bed.sim.base_url())
+            .env("KUBECONFIG", crate::sim_gke_support::kubeconfig())
+            .env("POD_NAME", "sched-ctl")
+            .env("NO_COLOR", "1")
+            .env_remove("SLICECTL_LOG")
+            .env_remove("POD_NAMESPACE"),
+    );
+    let logs = || stderr.lock().unwrap().clone();
+    let slice = bed.slice("busy");
+    let wait = |what: &'static str, secs: u64| {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        move |done: bool, logs: String| {
+            assert!(
+                done || Instant::now() < deadline,
+                "timed out waiting for {what}\n{logs}"
+            );
+            done
+        }
+    };
+
+    // Held: the status says so, and cycles go by without the replacement.
+    let check = wait("WaitingForWorkload", 60);
+    while !check(
+        ready_reason(&bed.ns, &slice) == "WaitingForWorkload",
+        logs(),
+    ) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let cycles = |l: &str| l.matches("cycle finished").count();
+    let seen = cycles(&logs());
+    let check = wait("three more cycles", 60);
+    while !check(cycles(&logs()) >= seen + 3, logs()) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let pools = node_pools(&bed.sim).await;
+    assert!(
+        pools
+            .iter()
+            .any(|p| p["name"] == bed.pool("busy").as_str() && p["config"]["spot"] != true),
+        "held, never applied: {pools:?}\n{}",
+        logs()
+    );
+    let p = bed.pods().get("train-0").await.unwrap();
+    assert_eq!(p.status.and_then(|s| s.phase).as_deref(), Some("Running"));
+
+    // The pod ends: the controller replaces the pool on its own.
+    succeed_pod(&bed.client, &bed.ns, "train-0").await;
+    // (A replacement deletes the pool first, then creates the new one.)
+    let check = wait("the replacement", 120);
+    while !check(
+        node_pools(&bed.sim)
+            .await
+            .iter()
+            .any(|p| p["name"] == bed.pool("busy").as_str() && p["config"]["spot"] == true),
+        logs(),
+    ) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let check = wait("the status to leave WaitingForWorkload", 60);
+    while !check(
+        ready_reason(&bed.ns, &slice) != "WaitingForWorkload",
+        logs(),
+    ) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    ctl.start_kill().unwrap();
+    let _ = ctl.wait().await;
+    release_pod(&bed.client, &bed.ns, "train-0").await;
+    bed.done().await;
+}
