@@ -99,3 +99,48 @@ pub fn apply_crd() {
         "crd/slicestatuses.slicectl.dev",
     ]));
 }
+
+/// `slicectl controller` on `sim`, leading in namespace `ns` as pod `pod`,
+/// serving metrics and probes on `port`, with a 4 s Lease and `extra`
+/// arguments; its output collected, killed when dropped.
+pub fn spawn_controller(
+    sim: &slicectl_sim::SimHandle,
+    ns: &str,
+    pod: &str,
+    port: u16,
+    extra: &[&str],
+) -> super::Piped {
+    super::spawn_piped(
+        tokio::process::Command::new(super::bin())
+            .args([
+                "controller",
+                "--namespace",
+                ns,
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--lease-duration",
+                "4s",
+            ])
+            .args(extra)
+            .env("SLICECTL_API_ENDPOINT", sim.base_url())
+            .env("KUBECONFIG", kubeconfig())
+            .env("POD_NAME", pod)
+            .env("NO_COLOR", "1")
+            .env_remove("SLICECTL_LOG")
+            .env_remove("POD_NAMESPACE"),
+    )
+}
+
+/// The reason of the `Ready` condition of slice status `name` in `ns`
+/// (empty while the object does not exist).
+pub fn ready_reason(ns: &str, name: &str) -> String {
+    let o = kubectl(&[
+        "get",
+        "-n",
+        ns,
+        &format!("slicestatus/{name}"),
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}",
+    ]);
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}

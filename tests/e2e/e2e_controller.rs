@@ -70,25 +70,7 @@ impl Replica {
             child,
             stdout,
             stderr,
-        } = spawn_piped(
-            tokio::process::Command::new(bin())
-                .args([
-                    "controller",
-                    "--namespace",
-                    ns,
-                    "--listen",
-                    &format!("127.0.0.1:{port}"),
-                    "--lease-duration",
-                    "4s",
-                ])
-                .args(extra)
-                .env("SLICECTL_API_ENDPOINT", sim.base_url())
-                .env("KUBECONFIG", kubeconfig())
-                .env("POD_NAME", name)
-                .env("NO_COLOR", "1")
-                .env_remove("SLICECTL_LOG")
-                .env_remove("POD_NAMESPACE"),
-        );
+        } = crate::common::k8s::spawn_controller(sim, ns, name, port, extra);
         Replica {
             name,
             child,
@@ -482,15 +464,7 @@ async fn controller_converges_a_configmap_and_hands_over_on_leader_death() {
 }
 
 fn reason(ns: &str, name: &str) -> String {
-    let o = kubectl(&[
-        "get",
-        "-n",
-        ns,
-        &format!("slicestatus/{name}"),
-        "-o",
-        "jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}",
-    ]);
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    crate::common::k8s::ready_reason(ns, name)
 }
 
 /// A stockout holds the slice back (no hot loop: one create in the whole

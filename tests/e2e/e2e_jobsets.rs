@@ -438,29 +438,19 @@ fn spawn_controller(
     resync: &str,
 ) -> Piped {
     let kc = k8s::kubeconfig().display().to_string();
-    spawn_piped(
-        tokio::process::Command::new(bin())
-            .args([
-                "controller",
-                "--namespace",
-                ns,
-                "--listen",
-                &format!("127.0.0.1:{}", free_port()),
-                "--lease-duration",
-                "4s",
-                "--dir",
-                dir.to_str().unwrap(),
-                "--resync",
-                resync,
-                "--trust-kubeconfig",
-                &kc,
-            ])
-            .env("SLICECTL_API_ENDPOINT", sim.base_url())
-            .env("KUBECONFIG", &kc)
-            .env("POD_NAME", "jsctl")
-            .env("NO_COLOR", "1")
-            .env_remove("SLICECTL_LOG")
-            .env_remove("POD_NAMESPACE"),
+    k8s::spawn_controller(
+        sim,
+        ns,
+        "jsctl",
+        free_port(),
+        &[
+            "--dir",
+            dir.to_str().unwrap(),
+            "--resync",
+            resync,
+            "--trust-kubeconfig",
+            &kc,
+        ],
     )
 }
 

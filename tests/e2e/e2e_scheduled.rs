@@ -683,20 +683,6 @@ async fn a_budget_of_one_disrupts_one_busy_slice_at_a_time() {
     bed.done().await;
 }
 
-/// The Ready condition's reason of slice status `name` in `ns` (empty
-/// while the object does not exist).
-fn ready_reason(ns: &str, name: &str) -> String {
-    let o = crate::common::k8s::kubectl(&[
-        "get",
-        "-n",
-        ns,
-        &format!("slicestatus/{name}"),
-        "-o",
-        "jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}",
-    ]);
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 /// Case 1 in the controller (`controller --dir`): a replacement held by a
 /// running pod shows as `WaitingForWorkload` on the slice's status object
 /// and is not applied, cycle after cycle; once the pod ends, the
@@ -710,38 +696,27 @@ async fn the_controller_holds_a_busy_replacement_and_applies_it_once_the_pod_end
     bed.run_pod("busy", "train-0", "train", &[]).await;
     bed.slice_file("busy", true, "");
 
-    let port = free_port();
     let crate::common::Piped {
         child: mut ctl,
         stderr,
         ..
-    } = spawn_piped(
-        tokio::process::Command::new(bin())
-            .args([
-                "controller",
-                "--namespace",
-                &bed.ns,
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--lease-duration",
-                "4s",
-                "--dir",
-                bed.d(),
-                "--debounce",
-                "100ms",
-                "--settle",
-                "1s",
-                "--resync",
-                "1s",
-                "--access-token-file",
-                &bed.token,
-            ])
-            .env("SLICECTL_API_ENDPOINT", bed.sim.base_url())
-            .env("KUBECONFIG", crate::sim_gke_support::kubeconfig())
-            .env("POD_NAME", "sched-ctl")
-            .env("NO_COLOR", "1")
-            .env_remove("SLICECTL_LOG")
-            .env_remove("POD_NAMESPACE"),
+    } = crate::common::k8s::spawn_controller(
+        &bed.sim,
+        &bed.ns,
+        "sched-ctl",
+        free_port(),
+        &[
+            "--dir",
+            bed.d(),
+            "--debounce",
+            "100ms",
+            "--settle",
+            "1s",
+            "--resync",
+            "1s",
+            "--access-token-file",
+            &bed.token,
+        ],
     );
     let logs = || stderr.lock().unwrap().clone();
     let slice = bed.slice("busy");
@@ -759,7 +734,7 @@ async fn the_controller_holds_a_busy_replacement_and_applies_it_once_the_pod_end
     // Held: the status says so, and cycles go by without the replacement.
     let check = wait("WaitingForWorkload", 60);
     while !check(
-        ready_reason(&bed.ns, &slice) == "WaitingForWorkload",
+        crate::common::k8s::ready_reason(&bed.ns, &slice) == "WaitingForWorkload",
         logs(),
     ) {
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -796,7 +771,7 @@ async fn the_controller_holds_a_busy_replacement_and_applies_it_once_the_pod_end
     }
     let check = wait("the status to leave WaitingForWorkload", 60);
     while !check(
-        ready_reason(&bed.ns, &slice) != "WaitingForWorkload",
+        crate::common::k8s::ready_reason(&bed.ns, &slice) != "WaitingForWorkload",
         logs(),
     ) {
         tokio::time::sleep(Duration::from_millis(250)).await;
