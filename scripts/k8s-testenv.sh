@@ -61,6 +61,11 @@ controllers+=,certificatesigningrequest-approving-controller,certificatesigningr
 controllers+=,node-lifecycle-controller,pod-garbage-collector-controller
 # Jobs make pods (JobSet's replicated Jobs).
 controllers+=,job-controller
+# deploy/ on a real kubelet (tests/controlplane/kubelet_deploy.rs): the
+# Deployment makes a ReplicaSet that makes pods, and the disruption
+# controller keeps the PodDisruptionBudget's status, which evictions (a
+# drain) are judged by.
+controllers+=,deployment-controller,replicaset-controller,disruption-controller
 
 log() { printf '[k8s-testenv] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

@@ -21,6 +21,7 @@ mod deploy;
 mod gke_readiness;
 mod jobset_pods;
 mod k8s_controlplane;
+mod kubelet_deploy;
 mod kube_service;
 mod sim_gke_pods;
 mod sim_kubelet;
