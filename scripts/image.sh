@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
     --tag) tag=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
-    -h|--help) sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "image.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done

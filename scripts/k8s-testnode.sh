@@ -25,6 +25,9 @@
 #   DNATed to the API server on 127.0.0.1 (route_localnet on the bridge). The
 #   host is reachable from pods at the bridge's address ($node_gw).
 #
+# The Node is tainted slicectl.dev/test-node=true:NoSchedule: only pods
+# that tolerate it run here, never other tests' pods meant for hollow nodes.
+#
 # Needs root, containerd, runc, iptables and containernetworking-plugins
 # (Debian packages; .ci/run installs them). Everything lives under
 # $SLICECTL_K8S_DIR/node; `down` removes it.
@@ -159,6 +162,7 @@ EOF
     --root-dir="$dir/kubelet" --cert-dir="$dir/kubelet/pki" --hostname-override="$node" \
     --node-ip="$node_gw" \
     --node-labels=iam.gke.io/gke-metadata-server-enabled=true,slicectl.dev/test-node=true \
+    --register-with-taints=slicectl.dev/test-node=true:NoSchedule \
     >"$dir/logs/kubelet.log" 2>&1 &
   echo $! >"$dir/kubelet.pid"
   wait_for "the Node $node to be Ready" node_ready
@@ -197,6 +201,10 @@ stop() { # stop NAME — SIGTERM, wait up to 20 s, SIGKILL
 down() {
   [ -d "$dir" ] || { log "no node in $dir"; return 0; }
   stop kubelet
+  # The Node object, so that the next `up` registers it afresh (labels, taint, Ready).
+  if [ -s "$plane/admin.kubeconfig" ]; then
+    kubectl --kubeconfig "$plane/admin.kubeconfig" delete node "$node" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  fi
   # The pods' containers and sandboxes (their shims outlive containerd).
   if running containerd; then
     local ids
@@ -206,7 +214,7 @@ down() {
     for id in $ids; do ctr_ -n k8s.io tasks delete -f "$id" >/dev/null 2>&1 || true; done
   fi
   stop containerd
-  [ -f "$plane/apiserver.port" ] && nat_rule -D "$(cat "$plane/apiserver.port")" 2>/dev/null || true
+  if [ -f "$plane/apiserver.port" ]; then nat_rule -D "$(cat "$plane/apiserver.port")" 2>/dev/null || true; fi
   ip link del "$bridge" 2>/dev/null || true
   # Mounts left by the kubelet and containerd (overlay snapshots, the pods' volumes).
   grep -o " $dir/[^ ]*" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" || true; done

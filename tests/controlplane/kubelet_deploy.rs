@@ -10,7 +10,8 @@
 //! reach it. A test overlay of `deploy/` (this image, the simulator's
 //! endpoint and a throwaway token, a test ConfigMap whose Target reads the
 //! cluster in-cluster, `deploy/workload-cluster/` bound to the
-//! ServiceAccount, a 5 s resync, its own namespace) is applied with
+//! ServiceAccount, a 5 s resync, its own namespace, a toleration of the
+//! node's test taint) is applied with
 //! `kubectl apply --server-side -k`. Then, in order:
 //!
 //! - both replicas start on the node and their probes pass (Ready);
@@ -35,6 +36,9 @@ use std::time::{Duration, Instant};
 use common::k8s::{kubeconfig, kubectl, ok};
 
 const NS: &str = "slicectl-kubelet";
+/// The overlay's name for deploy/workload-cluster/'s ClusterRoleBinding
+/// (tests/controlplane/deploy.rs binds the same ClusterRole under its own name).
+const BINDING: &str = "slicectl-workload-kubelet-test";
 const CLUSTER: &str = "projects/example-project/locations/us-central1/clusters/train";
 const POOLS: &str = "/v1/projects/example-project/locations/us-central1/clusters/train/nodePools";
 const OPERATIONS: &str = "/v1/projects/example-project/locations/us-central1/operations";
@@ -68,12 +72,22 @@ impl Drop for Killed {
 /// `scripts/image.sh` on the binary under test: the archive's digest.
 fn build_image(tag: &str, out: &Path) -> String {
     let o = Command::new(repo().join("scripts/image.sh"))
-        .args(["--binary", env!("CARGO_BIN_EXE_slicectl"), "--tag", tag, "--out"])
+        .args([
+            "--binary",
+            env!("CARGO_BIN_EXE_slicectl"),
+            "--tag",
+            tag,
+            "--out",
+        ])
         .arg(out)
         .output()
         .expect("scripts/image.sh runs");
     let stdout = ok(&o);
-    stdout.split_whitespace().next().expect("a digest").to_string()
+    stdout
+        .split_whitespace()
+        .next()
+        .expect("a digest")
+        .to_string()
 }
 
 fn import(archive: &Path) {
@@ -138,6 +152,9 @@ patches:
   - target: {{kind: ClusterRoleBinding, name: slicectl-workload}}
     patch: |
       - op: replace
+        path: /metadata/name
+        value: {BINDING}
+      - op: replace
         path: /subjects
         value: [{{kind: ServiceAccount, name: slicectl, namespace: {NS}}}]
   - target: {{kind: Deployment, name: slicectl}}
@@ -157,6 +174,9 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {{name: SLICECTL_ALLOW_INSECURE_HTTP, value: "true"}}
+      - op: add
+        path: /spec/template/spec/tolerations
+        value: [{{key: slicectl.dev/test-node, operator: Exists, effect: NoSchedule}}]
       - op: add
         path: /spec/template/spec/volumes
         value: [{{name: sim-token, secret: {{secretName: sim-token}}}}]
@@ -178,7 +198,11 @@ patches:
         "apiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata: {name: train}\nspec:\n  project: example-project\n  zone: us-central1-b\n  ownerId: kubelet-test\n  gke:\n    location: us-central1\n    name: train\n    kubeApi: {inCluster: true}\n",
     )
     .expect("write");
-    std::fs::copy(repo().join("deploy/specs/slice.yaml"), dir.join("slice.yaml")).expect("copy");
+    std::fs::copy(
+        repo().join("deploy/specs/slice.yaml"),
+        dir.join("slice.yaml"),
+    )
+    .expect("copy");
 }
 
 /// `kubectl get` with a jsonpath in the test's namespace.
@@ -253,11 +277,19 @@ fn sim_state(sim: &str) -> (Vec<String>, usize) {
     };
     let pools = get(POOLS)["nodePools"]
         .as_array()
-        .map(|a| a.iter().filter_map(|p| p["name"].as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| p["name"].as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     let creates = get(OPERATIONS)["operations"]
         .as_array()
-        .map(|a| a.iter().filter(|o| o["operationType"] == "CREATE_NODE_POOL").count())
+        .map(|a| {
+            a.iter()
+                .filter(|o| o["operationType"] == "CREATE_NODE_POOL")
+                .count()
+        })
         .unwrap_or(0);
     (pools, creates)
 }
@@ -274,7 +306,10 @@ fn deploy_runs_on_a_real_kubelet_hands_over_rolls_out_and_drains_within_the_pdb(
     let (a, b) = (dir.path().join("a.oci.tar"), dir.path().join("b.oci.tar"));
     let digest_a = build_image("kubelet-a", &a);
     let digest_b = build_image("kubelet-b", &b);
-    assert_eq!(digest_a, digest_b, "the same binary under another tag is the same image");
+    assert_eq!(
+        digest_a, digest_b,
+        "the same binary under another tag is the same image"
+    );
     import(&a);
     import(&b);
     let built = t0.elapsed();
@@ -284,7 +319,12 @@ fn deploy_runs_on_a_real_kubelet_hands_over_rolls_out_and_drains_within_the_pdb(
     let sim = format!("http://{host_ip}:{port}");
     let _sim = Killed(
         Command::new(env!("CARGO_BIN_EXE_slicectl"))
-            .args(["sim", "--listen", &format!("{host_ip}:{port}"), "--link-gke"])
+            .args([
+                "sim",
+                "--listen",
+                &format!("{host_ip}:{port}"),
+                "--link-gke",
+            ])
             .arg(format!("{CLUSTER}={}", kubeconfig().display()))
             .env("SLICECTL_KUBEMARK", kubemark)
             .stdout(Stdio::null())
@@ -302,9 +342,22 @@ fn deploy_runs_on_a_real_kubelet_hands_over_rolls_out_and_drains_within_the_pdb(
     let overlay = dir.path().join("overlay");
     std::fs::create_dir(&overlay).expect("mkdir");
     write_overlay(&overlay, &sim, "kubelet-a");
-    let _ = kubectl(&["delete", "namespace", NS, "--ignore-not-found", "--wait=true", "--timeout=60s"]);
+    let _ = kubectl(&[
+        "delete",
+        "namespace",
+        NS,
+        "--ignore-not-found",
+        "--wait=true",
+        "--timeout=60s",
+    ]);
     let overlay_arg = overlay.display().to_string();
-    ok(&kubectl(&["apply", "--server-side", "--field-manager=slicectl-tests", "-k", &overlay_arg]));
+    ok(&kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=slicectl-tests",
+        "-k",
+        &overlay_arg,
+    ]));
 
     // Both replicas start, on the real node, and their probes pass.
     let first = wait("both replicas Ready", Duration::from_secs(90), || {
@@ -322,7 +375,11 @@ fn deploy_runs_on_a_real_kubelet_hands_over_rolls_out_and_drains_within_the_pdb(
     });
 
     // The status object goes Ready.
-    wait("SliceStatus example-v6e Ready", Duration::from_secs(90), slice_ready);
+    wait(
+        "SliceStatus example-v6e Ready",
+        Duration::from_secs(90),
+        slice_ready,
+    );
     let (pools, creates) = sim_state(&sim);
     assert_eq!(pools, vec!["example-v6e-0".to_string()]);
     assert_eq!(creates, 1);
@@ -331,44 +388,92 @@ fn deploy_runs_on_a_real_kubelet_hands_over_rolls_out_and_drains_within_the_pdb(
     // Whoever takes it, the standby or the replacement pod (the old leader
     // releases the Lease on SIGTERM, and a replica starting then may win).
     let deleted = Instant::now();
-    ok(&kubectl(&["delete", "pod", "-n", NS, &leader, "--wait=false"]));
-    let successor = wait("another replica to take the Lease", LEASE + Duration::from_secs(10), || {
-        let h = holder();
-        let running = pods();
-        if !h.is_empty() && h != leader && running.iter().any(|(n, _, _)| *n == h) {
-            Ok(h)
-        } else {
-            Err(format!("holder {h:?}, pods {running:?}"))
-        }
-    });
+    ok(&kubectl(&[
+        "delete",
+        "pod",
+        "-n",
+        NS,
+        &leader,
+        "--wait=false",
+    ]));
+    let successor = wait(
+        "another replica to take the Lease",
+        LEASE + Duration::from_secs(10),
+        || {
+            let h = holder();
+            let running = pods();
+            if !h.is_empty() && h != leader && running.iter().any(|(n, _, _)| *n == h) {
+                Ok(h)
+            } else {
+                Err(format!("holder {h:?}, pods {running:?}"))
+            }
+        },
+    );
     let handover = deleted.elapsed();
     wait("two Ready replicas again", Duration::from_secs(90), || {
         two_ready_on("localhost/slicectl:kubelet-a")
     });
     slice_ready().expect("the slice stays Ready over the handover");
-    assert_eq!(sim_state(&sim), (pools.clone(), 1), "no duplicate create after the handover");
+    assert_eq!(
+        sim_state(&sim),
+        (pools.clone(), 1),
+        "no duplicate create after the handover"
+    );
 
     // A rollout to a new tag keeps the fleet converged.
     write_overlay(&overlay, &sim, "kubelet-b");
-    ok(&kubectl(&["apply", "--server-side", "--field-manager=slicectl-tests", "-k", &overlay_arg]));
-    ok(&kubectl(&["rollout", "status", "-n", NS, "deployment/slicectl", "--timeout=120s"]));
-    let rolled = wait("both replicas on the new tag", Duration::from_secs(60), || {
-        two_ready_on("localhost/slicectl:kubelet-b")
-    });
-    wait("a leader after the rollout", Duration::from_secs(30), || {
-        let h = holder();
-        if rolled.contains(&h) { Ok(()) } else { Err(h) }
-    });
-    wait("the slice Ready after the rollout", Duration::from_secs(30), slice_ready);
-    assert_eq!(sim_state(&sim), (pools.clone(), 1), "no create after the rollout");
+    ok(&kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=slicectl-tests",
+        "-k",
+        &overlay_arg,
+    ]));
+    ok(&kubectl(&[
+        "rollout",
+        "status",
+        "-n",
+        NS,
+        "deployment/slicectl",
+        "--timeout=120s",
+    ]));
+    let rolled = wait(
+        "both replicas on the new tag",
+        Duration::from_secs(60),
+        || two_ready_on("localhost/slicectl:kubelet-b"),
+    );
+    wait(
+        "a leader after the rollout",
+        Duration::from_secs(30),
+        || {
+            let h = holder();
+            if rolled.contains(&h) { Ok(()) } else { Err(h) }
+        },
+    );
+    wait(
+        "the slice Ready after the rollout",
+        Duration::from_secs(30),
+        slice_ready,
+    );
+    assert_eq!(
+        sim_state(&sim),
+        (pools.clone(), 1),
+        "no create after the rollout"
+    );
 
     // A drain honours the PodDisruptionBudget: one pod goes, the other stays.
     let drain = kubectl(&[
-        "drain", &node, "--pod-selector=app.kubernetes.io/name=slicectl", "--timeout=20s",
+        "drain",
+        &node,
+        "--pod-selector=app.kubernetes.io/name=slicectl",
+        "--timeout=20s",
     ]);
     let _ = kubectl(&["uncordon", &node]);
     let err = String::from_utf8_lossy(&drain.stderr).into_owned();
-    assert!(!drain.status.success(), "the drain must not evict both: {err}");
+    assert!(
+        !drain.status.success(),
+        "the drain must not evict both: {err}"
+    );
     assert!(
         err.contains("disruption budget"),
         "the drain is refused by the PDB: {err}"
@@ -382,9 +487,11 @@ fn deploy_runs_on_a_real_kubelet_hands_over_rolls_out_and_drains_within_the_pdb(
         !rolled.iter().all(|n| left.iter().any(|(m, _, _)| m == n)),
         "one pod was evicted: {left:?}"
     );
-    wait("two Ready replicas after uncordon", Duration::from_secs(90), || {
-        two_ready_on("localhost/slicectl:kubelet-b")
-    });
+    wait(
+        "two Ready replicas after uncordon",
+        Duration::from_secs(90),
+        || two_ready_on("localhost/slicectl:kubelet-b"),
+    );
     assert_eq!(sim_state(&sim), (pools, 1), "no create after the drain");
 
     eprintln!(
@@ -394,5 +501,10 @@ fn deploy_runs_on_a_real_kubelet_hands_over_rolls_out_and_drains_within_the_pdb(
         t0.elapsed()
     );
     ok(&kubectl(&["delete", "namespace", NS, "--wait=false"]));
-    let _ = kubectl(&["delete", "clusterrolebinding", "slicectl-workload", "--ignore-not-found"]);
+    let _ = kubectl(&[
+        "delete",
+        "clusterrolebinding",
+        BINDING,
+        "--ignore-not-found",
+    ]);
 }

@@ -18,7 +18,13 @@ use std::process::Command;
 
 fn image(tag: &str, out: &Path) -> String {
     let o = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/image.sh"))
-        .args(["--binary", env!("CARGO_BIN_EXE_slicectl"), "--tag", tag, "--out"])
+        .args([
+            "--binary",
+            env!("CARGO_BIN_EXE_slicectl"),
+            "--tag",
+            tag,
+            "--out",
+        ])
         .arg(out)
         .output()
         .expect("scripts/image.sh runs");
@@ -41,7 +47,11 @@ fn tar(args: &[&str], dir: &Path) -> Vec<u8> {
         .current_dir(dir)
         .output()
         .expect("tar");
-    assert!(o.status.success(), "tar {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "tar {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     o.stdout
 }
 
@@ -50,7 +60,9 @@ fn json(path: &Path) -> serde_json::Value {
 }
 
 fn blob(layout: &Path, digest: &str) -> std::path::PathBuf {
-    layout.join("blobs/sha256").join(digest.trim_start_matches("sha256:"))
+    layout
+        .join("blobs/sha256")
+        .join(digest.trim_start_matches("sha256:"))
 }
 
 #[test]
@@ -70,9 +82,16 @@ fn the_image_is_reproducible_non_root_with_ca_certificates_and_runs_from_its_own
         std::fs::read(&b).expect("read"),
         "same inputs, same bytes"
     );
-    assert_eq!(image("other", &c), digest, "a tag names the image, it is not in it");
+    assert_eq!(
+        image("other", &c),
+        digest,
+        "a tag names the image, it is not in it"
+    );
     let size = std::fs::metadata(&a).expect("stat").len();
-    eprintln!("image archive of the test binary: {} KiB, {digest}", size / 1024);
+    eprintln!(
+        "image archive of the test binary: {} KiB, {digest}",
+        size / 1024
+    );
 
     // The layout.
     let layout = d1.path().join("layout");
@@ -81,10 +100,19 @@ fn the_image_is_reproducible_non_root_with_ca_certificates_and_runs_from_its_own
     let index = json(&layout.join("index.json"));
     let m = &index["manifests"][0];
     assert_eq!(m["digest"], digest.as_str());
-    assert_eq!(m["annotations"]["io.containerd.image.name"], "localhost/slicectl:test");
-    assert_eq!(m["annotations"]["org.opencontainers.image.ref.name"], "test");
+    assert_eq!(
+        m["annotations"]["io.containerd.image.name"],
+        "localhost/slicectl:test"
+    );
+    assert_eq!(
+        m["annotations"]["org.opencontainers.image.ref.name"],
+        "test"
+    );
     let manifest = json(&blob(&layout, &digest));
-    let config = json(&blob(&layout, manifest["config"]["digest"].as_str().expect("config")));
+    let config = json(&blob(
+        &layout,
+        manifest["config"]["digest"].as_str().expect("config"),
+    ));
     assert_eq!(config["config"]["User"], "65532:65532");
     assert_eq!(
         config["config"]["Entrypoint"],
@@ -99,7 +127,10 @@ fn the_image_is_reproducible_non_root_with_ca_certificates_and_runs_from_its_own
     assert!(config.get("created").is_none(), "no build date: {config}");
     let layers = manifest["layers"].as_array().expect("layers");
     assert_eq!(layers.len(), 1);
-    assert_eq!(layers[0]["mediaType"], "application/vnd.oci.image.layer.v1.tar+gzip");
+    assert_eq!(
+        layers[0]["mediaType"],
+        "application/vnd.oci.image.layer.v1.tar+gzip"
+    );
 
     // The same uid as deploy/.
     let deployment = std::fs::read_to_string(concat!(
@@ -112,7 +143,12 @@ fn the_image_is_reproducible_non_root_with_ca_certificates_and_runs_from_its_own
     // The layer: owners, times, contents.
     let layer = blob(&layout, layers[0]["digest"].as_str().expect("layer"));
     let listing = String::from_utf8(tar(
-        &["--numeric-owner", "--full-time", "-tvzf", layer.to_str().expect("utf-8")],
+        &[
+            "--numeric-owner",
+            "--full-time",
+            "-tvzf",
+            layer.to_str().expect("utf-8"),
+        ],
         &layout,
     ))
     .expect("utf-8");
@@ -137,7 +173,10 @@ fn the_image_is_reproducible_non_root_with_ca_certificates_and_runs_from_its_own
     let passwd = std::fs::read_to_string(rootfs.join("etc/passwd")).expect("passwd");
     assert!(passwd.contains(":65532:65532:"), "{passwd}");
     let ca = std::fs::read_to_string(rootfs.join("etc/ssl/certs/ca-certificates.crt")).expect("ca");
-    assert!(ca.matches("BEGIN CERTIFICATE").count() > 50, "a real CA bundle");
+    assert!(
+        ca.matches("BEGIN CERTIFICATE").count() > 50,
+        "a real CA bundle"
+    );
 
     // The binary runs from the image's own loader and libraries only.
     let o = Command::new(rootfs.join("lib64/ld-linux-x86-64.so.2"))
