@@ -61,7 +61,7 @@ controllers+=,certificatesigningrequest-approving-controller,certificatesigningr
 controllers+=,node-lifecycle-controller,pod-garbage-collector-controller
 # Jobs make pods (JobSet's replicated Jobs).
 controllers+=,job-controller
-# deploy/ on a real kubelet (tests/controlplane/kubelet_deploy.rs): the
+# deploy/ on a real kubelet (tests/controlplane/real_kubelet.rs): the
 # Deployment makes a ReplicaSet that makes pods, and the disruption
 # controller keeps the PodDisruptionBudget's status, which evictions (a
 # drain) are judged by.

@@ -2,7 +2,7 @@
 # A real node for the test control plane (scripts/k8s-testenv.sh): the real
 # kubelet (built by scripts/k8s-testbin.sh from the control plane's Go module)
 # on Debian's containerd and runc, so that deploy/ runs on a kubelet with the
-# real image (tests/controlplane/kubelet_deploy.rs).
+# real image (tests/controlplane/real_kubelet.rs).
 #
 #   scripts/k8s-testnode.sh up      start containerd and the kubelet (idempotent)
 #   scripts/k8s-testnode.sh import ARCHIVE...   import OCI image archives (scripts/image.sh)

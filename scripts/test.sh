@@ -44,7 +44,7 @@ t=$(now_ms)
 eval "$(scripts/k8s-testenv.sh up)"
 log "control plane started in $(since "$t") (SLICECTL_TEST_KUBECONFIG=$SLICECTL_TEST_KUBECONFIG)"
 # A real node (the kubelet on containerd and runc) for deploy/ with the real
-# image (tests/controlplane/kubelet_deploy.rs).
+# image (tests/controlplane/real_kubelet.rs).
 t=$(now_ms)
 eval "$(scripts/k8s-testnode.sh up)"
 log "node $SLICECTL_TEST_NODE started in $(since "$t")"

@@ -11,7 +11,7 @@
 //! - complete: the packaged binary runs with only the image's own loader
 //!   and libraries (`--version`).
 //!
-//! It runs on a real kubelet in tests/controlplane/kubelet_deploy.rs.
+//! It runs on a real kubelet in tests/controlplane/real_kubelet.rs.
 
 use std::path::Path;
 use std::process::Command;

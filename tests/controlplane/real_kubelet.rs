@@ -495,7 +495,7 @@ fn deploy_runs_on_a_real_kubelet_hands_over_rolls_out_and_drains_within_the_pdb(
     assert_eq!(sim_state(&sim), (pools, 1), "no create after the drain");
 
     eprintln!(
-        "kubelet_deploy: image built twice and imported in {built:?}; both replicas Ready {:?} after; \
+        "real_kubelet: image built twice and imported in {built:?}; both replicas Ready {:?} after; \
          handover to {successor} in {handover:?}; whole test {:?}",
         started - built,
         t0.elapsed()
