@@ -69,27 +69,6 @@ impl Drop for Killed {
     }
 }
 
-/// `scripts/image.sh` on the binary under test: the archive's digest.
-fn build_image(tag: &str, out: &Path) -> String {
-    let o = Command::new(repo().join("scripts/image.sh"))
-        .args([
-            "--binary",
-            env!("CARGO_BIN_EXE_slicectl"),
-            "--tag",
-            tag,
-            "--out",
-        ])
-        .arg(out)
-        .output()
-        .expect("scripts/image.sh runs");
-    let stdout = ok(&o);
-    stdout
-        .split_whitespace()
-        .next()
-        .expect("a digest")
-        .to_string()
-}
-
 fn import(archive: &Path) {
     let o = Command::new(repo().join("scripts/k8s-testnode.sh"))
         .arg("import")
@@ -205,6 +184,18 @@ patches:
     .expect("copy");
 }
 
+/// `kubectl apply --server-side -k` of the overlay.
+fn apply(overlay: &Path) {
+    let dir = overlay.display().to_string();
+    ok(&kubectl(&[
+        "apply",
+        "--server-side",
+        "--field-manager=slicectl-tests",
+        "-k",
+        &dir,
+    ]));
+}
+
 /// `kubectl get` with a jsonpath in the test's namespace.
 fn get(what: &str, jsonpath: &str) -> String {
     let o = kubectl(&["get", "-n", NS, what, "-o", &format!("jsonpath={jsonpath}")]);
@@ -304,8 +295,8 @@ fn deploy_runs_on_a_real_kubelet_hands_over_rolls_out_and_drains_within_the_pdb(
     // The image, under two tags (a rollout is a new tag), imported into the node.
     let dir = tempfile::tempdir().expect("tempdir");
     let (a, b) = (dir.path().join("a.oci.tar"), dir.path().join("b.oci.tar"));
-    let digest_a = build_image("kubelet-a", &a);
-    let digest_b = build_image("kubelet-b", &b);
+    let digest_a = common::image::build("kubelet-a", &a);
+    let digest_b = common::image::build("kubelet-b", &b);
     assert_eq!(
         digest_a, digest_b,
         "the same binary under another tag is the same image"
@@ -350,14 +341,7 @@ fn deploy_runs_on_a_real_kubelet_hands_over_rolls_out_and_drains_within_the_pdb(
         "--wait=true",
         "--timeout=60s",
     ]);
-    let overlay_arg = overlay.display().to_string();
-    ok(&kubectl(&[
-        "apply",
-        "--server-side",
-        "--field-manager=slicectl-tests",
-        "-k",
-        &overlay_arg,
-    ]));
+    apply(&overlay);
 
     // Both replicas start, on the real node, and their probes pass.
     let first = wait("both replicas Ready", Duration::from_secs(90), || {
@@ -422,13 +406,7 @@ fn deploy_runs_on_a_real_kubelet_hands_over_rolls_out_and_drains_within_the_pdb(
 
     // A rollout to a new tag keeps the fleet converged.
     write_overlay(&overlay, &sim, "kubelet-b");
-    ok(&kubectl(&[
-        "apply",
-        "--server-side",
-        "--field-manager=slicectl-tests",
-        "-k",
-        &overlay_arg,
-    ]));
+    apply(&overlay);
     ok(&kubectl(&[
         "rollout",
         "status",

@@ -16,30 +16,7 @@
 use std::path::Path;
 use std::process::Command;
 
-fn image(tag: &str, out: &Path) -> String {
-    let o = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/image.sh"))
-        .args([
-            "--binary",
-            env!("CARGO_BIN_EXE_slicectl"),
-            "--tag",
-            tag,
-            "--out",
-        ])
-        .arg(out)
-        .output()
-        .expect("scripts/image.sh runs");
-    assert!(
-        o.status.success(),
-        "scripts/image.sh failed:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    stdout
-        .split_whitespace()
-        .next()
-        .expect("the digest on stdout")
-        .to_string()
-}
+use crate::common::image::build as image;
 
 fn tar(args: &[&str], dir: &Path) -> Vec<u8> {
     let o = Command::new("tar")
