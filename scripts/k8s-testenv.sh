@@ -59,13 +59,15 @@ controllers+=,certificatesigningrequest-approving-controller,certificatesigningr
 # and the pod garbage collector, which force-deletes the pods of Nodes that are
 # gone (a deleted node pool's), as in any cluster.
 controllers+=,node-lifecycle-controller,pod-garbage-collector-controller
+# PodDisruptionBudgets: the disruption controller computes a budget's
+# status.disruptionsAllowed, which the Eviction API reads (a budget whose
+# status was never written refuses every eviction), as in any cluster.
+controllers+=,disruption-controller
 # Jobs make pods (JobSet's replicated Jobs).
 controllers+=,job-controller
 # deploy/ on a real kubelet (tests/controlplane/real_kubelet.rs): the
-# Deployment makes a ReplicaSet that makes pods, and the disruption
-# controller keeps the PodDisruptionBudget's status, which evictions (a
-# drain) are judged by.
-controllers+=,deployment-controller,replicaset-controller,disruption-controller
+# Deployment makes a ReplicaSet that makes pods.
+controllers+=,deployment-controller,replicaset-controller
 
 log() { printf '[k8s-testenv] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

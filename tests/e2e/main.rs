@@ -28,5 +28,6 @@ mod e2e_readiness;
 mod e2e_renames;
 mod e2e_rules;
 mod e2e_safety;
+mod e2e_scheduled;
 mod e2e_settle;
 mod e2e_watch;
