@@ -27,7 +27,7 @@ set -euo pipefail
 K8S_VERSION=1.36.3
 ETCD_VERSION=3.6.16
 # The k8s.io/kubernetes/cmd/* binaries (also the tool block of testbin/k8s/go.mod).
-K8S_BINS=(kube-apiserver kube-controller-manager kubeadm kube-scheduler kubemark)
+K8S_BINS=(kube-apiserver kube-controller-manager kubeadm kube-scheduler kubemark kubelet)
 # sigs.k8s.io/jobset (also the require of testbin/jobset/go.mod).
 JOBSET_VERSION=0.12.0
 JOBSET_FILES=(jobset-controller jobset.x-k8s.io_jobsets.yaml)
@@ -151,11 +151,21 @@ ensure() {
   flock -u "$lockfd"
 }
 
-# build_k8s_entry BIN... — etcd and the named k8s.io/kubernetes/cmd/* binaries.
+# The sandbox ("pause") process of the real-kubelet node
+# (scripts/k8s-testnode.sh), from testbin/pause: standard library only.
+build_pause() {
+  (cd "$root/testbin/pause" && timed "build pause" go build -trimpath -ldflags "-s -w" -o "$bindir.tmp/pause" .)
+}
+
+# build_k8s_entry BIN... — etcd, pause and the named k8s.io/kubernetes/cmd/* binaries.
 build_k8s_entry() {
   local b k8s_missing=()
   for b in "$@"; do
-    if [ "$b" = etcd ]; then build_etcd; else k8s_missing+=("$b"); fi
+    case "$b" in
+      etcd) build_etcd ;;
+      pause) build_pause ;;
+      *) k8s_missing+=("$b") ;;
+    esac
   done
   [ ${#k8s_missing[@]} -eq 0 ] || build_k8s "${k8s_missing[@]}"
 }
@@ -165,7 +175,7 @@ case "${1:-build}" in
   jobset-dir) echo "$jobsetdir" ;;
   gen-gomod) gen_gomod ;;
   build)
-    ensure "$bindir" "k8s v$K8S_VERSION, etcd v$ETCD_VERSION" build_k8s_entry etcd "${K8S_BINS[@]}"
+    ensure "$bindir" "k8s v$K8S_VERSION, etcd v$ETCD_VERSION" build_k8s_entry etcd pause "${K8S_BINS[@]}"
     # After the k8s build: its Go build cache is what the JobSet build reuses.
     ensure "$jobsetdir" "jobset v$JOBSET_VERSION" build_jobset "${JOBSET_FILES[@]}"
     "$bindir/kube-apiserver" --version >&2

@@ -65,6 +65,9 @@ controllers+=,node-lifecycle-controller,pod-garbage-collector-controller
 controllers+=,disruption-controller
 # Jobs make pods (JobSet's replicated Jobs).
 controllers+=,job-controller
+# deploy/ on a real kubelet (tests/controlplane/real_kubelet.rs): the
+# Deployment makes a ReplicaSet that makes pods.
+controllers+=,deployment-controller,replicaset-controller
 
 log() { printf '[k8s-testenv] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

@@ -2,7 +2,8 @@
 # The project's single test command: builds the Kubernetes control-plane
 # binaries and the JobSet controller if they are not cached
 # (scripts/k8s-testbin.sh), starts a private control plane
-# (scripts/k8s-testenv.sh) in a temporary directory, runs
+# (scripts/k8s-testenv.sh) in a temporary directory with a real node
+# (scripts/k8s-testnode.sh: kubelet, containerd, runc), runs
 # `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings`
 # and `cargo test --workspace` against it (slicectl and the simulator crate,
 # crates/slicectl-sim), and always stops it on exit.
@@ -30,6 +31,7 @@ cleanup() {
   if [ -f "$SLICECTL_K8S_DIR/peak-rss-kib" ]; then
     log "control plane peak RSS (etcd + kube-apiserver + kube-controller-manager + kube-scheduler + jobset-controller; hollow nodes not counted): $(( $(cat "$SLICECTL_K8S_DIR/peak-rss-kib") / 1024 )) MiB"
   fi
+  scripts/k8s-testnode.sh down
   scripts/k8s-testenv.sh down
   rm -rf "$SLICECTL_K8S_DIR"
   exit "$rc"
@@ -41,6 +43,11 @@ trap 'exit 143' TERM
 t=$(now_ms)
 eval "$(scripts/k8s-testenv.sh up)"
 log "control plane started in $(since "$t") (SLICECTL_TEST_KUBECONFIG=$SLICECTL_TEST_KUBECONFIG)"
+# A real node (the kubelet on containerd and runc) for deploy/ with the real
+# image (tests/controlplane/real_kubelet.rs).
+t=$(now_ms)
+eval "$(scripts/k8s-testnode.sh up)"
+log "node $SLICECTL_TEST_NODE started in $(since "$t")"
 
 # Sample the control plane's summed RSS once a second while the tests run.
 (

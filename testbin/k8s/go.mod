@@ -223,4 +223,5 @@ tool (
 	k8s.io/kubernetes/cmd/kube-scheduler
 	k8s.io/kubernetes/cmd/kubeadm
 	k8s.io/kubernetes/cmd/kubemark
+	k8s.io/kubernetes/cmd/kubelet
 )

@@ -2,6 +2,7 @@
 //! the Kubernetes seam, the startup script's real `kubeadm join` discovery, a simulated VM joining
 //! through a real CSR, the status objects and kstatus, `deploy/`, and pods the real scheduler
 //! binds onto a linked simulated GKE pool's hollow nodes (`SLICECTL_TEST_KUBEMARK`).
+//! And `deploy/` with the real image on a real kubelet (`SLICECTL_TEST_NODE`, `scripts/k8s-testnode.sh`).
 //!
 //! One test binary of several modules, as ripgrep's tests are: one link instead of one per
 //! file. Run one module with `cargo test --test controlplane MODULE::` (docs/testing.md).
@@ -22,6 +23,7 @@ mod gke_readiness;
 mod jobset_pods;
 mod k8s_controlplane;
 mod kube_service;
+mod real_kubelet;
 mod sim_gke_pods;
 mod sim_kubelet;
 mod status_object;

@@ -17,6 +17,7 @@ mod bench_harness;
 mod cloud_client;
 mod doc_links;
 mod golden;
+mod image;
 mod kind_contract;
 mod plan_specs;
 mod sim_compute;
