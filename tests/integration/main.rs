@@ -19,6 +19,7 @@ mod doc_links;
 mod golden;
 mod kind_contract;
 mod plan_specs;
+mod sim_aggregated;
 mod sim_compute;
 mod sim_discovery;
 mod sim_faults;
