@@ -23,6 +23,7 @@ mod e2e_guards;
 mod e2e_isolation;
 mod e2e_kill;
 mod e2e_linked;
+mod e2e_monitoring;
 mod e2e_moves;
 mod e2e_readiness;
 mod e2e_renames;
