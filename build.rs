@@ -32,13 +32,19 @@ fn main() {
         // Rebuild when HEAD moves: HEAD itself, the branch's ref, packed refs.
         for p in ["HEAD", "packed-refs"] {
             if let Some(f) = git(&["-C", &manifest, "rev-parse", "--git-path", p]) {
-                println!("cargo:rerun-if-changed={}", PathBuf::from(&manifest).join(f).display());
+                println!(
+                    "cargo:rerun-if-changed={}",
+                    PathBuf::from(&manifest).join(f).display()
+                );
             }
         }
         if let Some(r) = git(&["-C", &manifest, "symbolic-ref", "-q", "HEAD"])
             && let Some(f) = git(&["-C", &manifest, "rev-parse", "--git-path", &r])
         {
-            println!("cargo:rerun-if-changed={}", PathBuf::from(&manifest).join(f).display());
+            println!(
+                "cargo:rerun-if-changed={}",
+                PathBuf::from(&manifest).join(f).display()
+            );
         }
         (
             git(&["-C", &manifest, "rev-parse", "--short=12", "HEAD"]),
@@ -47,7 +53,9 @@ fn main() {
     } else {
         (None, None)
     };
-    let commit = from_env("SLICECTL_BUILD_COMMIT").or(commit).unwrap_or_else(|| "unknown".into());
+    let commit = from_env("SLICECTL_BUILD_COMMIT")
+        .or(commit)
+        .unwrap_or_else(|| "unknown".into());
     let date = from_env("SLICECTL_BUILD_COMMIT_DATE").or(date);
     let version = match date {
         Some(d) => format!("commit {commit}, {d}"),
