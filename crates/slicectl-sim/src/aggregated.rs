@@ -129,6 +129,26 @@ pub(crate) fn scope_of(path: &str) -> Option<String> {
     }
 }
 
+/// [`aggregated_list`] over a store keyed by resource path
+/// (`projects/P/{zones/Z|regions/R|global}/…`): the resources of `project`
+/// that `keep` accepts, each in the scope its path names.
+pub(crate) fn of_store<'a, R: 'a>(
+    ctx: &Ctx,
+    project: &str,
+    agg: Aggregate,
+    store: impl IntoIterator<Item = (&'a String, &'a R)>,
+    keep: impl Fn(&R) -> bool,
+    render: impl Fn(&str, &R) -> Value,
+) -> Result<Value, ApiError> {
+    let prefix = format!("projects/{project}/");
+    let items = store
+        .into_iter()
+        .filter(|(k, r)| k.starts_with(&prefix) && keep(r))
+        .filter_map(|(k, r)| Some((scope_of(k)?, render(k, r))))
+        .collect();
+    aggregated_list(ctx, project, agg, items)
+}
+
 /// The scopes the simulator's project can see for `types`.
 fn visible_scopes(types: ScopeTypes) -> BTreeSet<String> {
     let mut out = BTreeSet::new();

@@ -396,19 +396,14 @@ pub(crate) fn aggregated_policies(
     ctx: &Ctx,
     project: &str,
 ) -> Result<Value, ApiError> {
-    let prefix = format!("projects/{project}/");
-    let items = inner
-        .policies
-        .iter()
-        .filter(|(k, _)| k.starts_with(&prefix))
-        .map(|(k, rec)| {
-            (
-                format!("regions/{}", rec.region),
-                render_policy(k, rec, ctx),
-            )
-        })
-        .collect();
-    aggregated::aggregated_list(ctx, project, aggregated::POLICIES, items)
+    aggregated::of_store(
+        ctx,
+        project,
+        aggregated::POLICIES,
+        &inner.policies,
+        |_| true,
+        |k, rec| render_policy(k, rec, ctx),
+    )
 }
 
 /// `GET …/projects/P/aggregated/operations` (method

@@ -1767,14 +1767,14 @@ pub(crate) fn list_instances(
 /// `GET projects/P/aggregated/instanceGroupManagers`: every MIG of the
 /// project, keyed by `zones/Z` ([`aggregated`]).
 pub(crate) fn aggregated_migs(inner: &Inner, ctx: &Ctx, project: &str) -> Result<Value, ApiError> {
-    let prefix = format!("projects/{project}/zones/");
-    let items = inner
-        .migs
-        .iter()
-        .filter(|(k, m)| k.starts_with(&prefix) && m.ready)
-        .filter_map(|(k, m)| Some((aggregated::scope_of(k)?, render_mig(inner, k, m, ctx))))
-        .collect();
-    aggregated::aggregated_list(ctx, project, aggregated::MIGS, items)
+    aggregated::of_store(
+        ctx,
+        project,
+        aggregated::MIGS,
+        &inner.migs,
+        |m| m.ready,
+        |k, m| render_mig(inner, k, m, ctx),
+    )
 }
 
 /// `GET projects/P/aggregated/instances` (what `gcloud compute instances
@@ -1784,14 +1784,14 @@ pub(crate) fn aggregated_instances(
     ctx: &Ctx,
     project: &str,
 ) -> Result<Value, ApiError> {
-    let prefix = format!("projects/{project}/");
-    let items = inner
-        .instances
-        .iter()
-        .filter(|(k, _)| k.starts_with(&prefix))
-        .map(|(k, vm)| (format!("zones/{}", vm.zone), render_instance(k, vm, ctx)))
-        .collect();
-    aggregated::aggregated_list(ctx, project, aggregated::INSTANCES, items)
+    aggregated::of_store(
+        ctx,
+        project,
+        aggregated::INSTANCES,
+        &inner.instances,
+        |_| true,
+        |k, vm| render_instance(k, vm, ctx),
+    )
 }
 
 /// `GET projects/P/aggregated/instanceTemplates` (what `gcloud compute
@@ -1801,14 +1801,14 @@ pub(crate) fn aggregated_templates(
     ctx: &Ctx,
     project: &str,
 ) -> Result<Value, ApiError> {
-    let prefix = template_key(project, "");
-    let items = inner
-        .templates
-        .iter()
-        .filter(|(k, rec)| k.starts_with(&prefix) && rec.ready)
-        .map(|(k, rec)| ("global".to_string(), render_template(k, rec, ctx)))
-        .collect();
-    aggregated::aggregated_list(ctx, project, aggregated::TEMPLATES, items)
+    aggregated::of_store(
+        ctx,
+        project,
+        aggregated::TEMPLATES,
+        &inner.templates,
+        |t| t.ready,
+        |k, t| render_template(k, t, ctx),
+    )
 }
 
 /// `GET …/zones/Z/instances/I`.
