@@ -409,6 +409,26 @@ async fn gcloud_reads_back_instance_templates_migs_and_instances() {
     let ops = ops.as_array().unwrap();
     assert_eq!(ops.len(), 3, "{ops:?}");
     assert!(ops.iter().all(|o| o["status"] == "DONE"), "{ops:?}");
+    // --filter (gcloud 528 filters these lists itself: its requests carry
+    // no `filter`, as --log-http shows).
+    let one = list(&[
+        "compute",
+        "instances",
+        "list",
+        "--filter=status=RUNNING",
+        "--format=json",
+    ])
+    .await;
+    assert_eq!(names(&one).len(), 4, "{one}");
+    let none = list(&[
+        "compute",
+        "instance-templates",
+        "list",
+        "--filter=name=nothing",
+        "--format=json",
+    ])
+    .await;
+    assert_eq!(none, serde_json::json!([]));
     // gcloud's table output (the default format) names what it found.
     let table = gcloud(
         &base,

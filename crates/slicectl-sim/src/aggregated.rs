@@ -326,16 +326,21 @@ impl Filter {
 impl Term {
     fn parse(text: &str) -> Option<Self> {
         let text = text.trim();
-        let (field, op, value) = if let Some((f, v)) = text.split_once("!=") {
+        let mut words = text.splitn(3, ' ');
+        let regex_form = match (words.next(), words.next(), words.next()) {
+            (Some(f), Some(o @ ("eq" | "ne")), Some(v)) => Some((f, o, v)),
+            _ => None,
+        };
+        let (field, op, value) = if let Some(form) = regex_form {
+            form
+        } else if let Some((f, v)) = text.split_once("!=") {
             (f, "!=", v)
         } else if let Some((f, v)) = text.split_once(":*") {
             (f, ":*", v)
         } else if let Some((f, v)) = text.split_once('=') {
             (f, "=", v)
         } else {
-            let mut it = text.splitn(3, ' ');
-            let (f, o, v) = (it.next()?, it.next()?, it.next()?);
-            (f, o, v)
+            return None;
         };
         let field = field.trim();
         let value = value.trim();
