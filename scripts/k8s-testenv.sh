@@ -59,6 +59,10 @@ controllers+=,certificatesigningrequest-approving-controller,certificatesigningr
 # and the pod garbage collector, which force-deletes the pods of Nodes that are
 # gone (a deleted node pool's), as in any cluster.
 controllers+=,node-lifecycle-controller,pod-garbage-collector-controller
+# PodDisruptionBudgets: the disruption controller computes a budget's
+# status.disruptionsAllowed, which the Eviction API reads (a budget whose
+# status was never written refuses every eviction), as in any cluster.
+controllers+=,disruption-controller
 # Jobs make pods (JobSet's replicated Jobs).
 controllers+=,job-controller
 

@@ -262,16 +262,55 @@ fn identity(dir: &Path) -> Option<(u64, u64)> {
     }
 }
 
+/// What the watcher last saw of the source: a batch of events makes a
+/// cycle only when what the source would read changed (its
+/// [`crate::source::stamp::Stamp`]: the spec files' paths, bytes and
+/// times) or the entries it reports as skipped came or went (a near-miss
+/// such as `x.yaml.bak` is said in the next cycle). Files it neither reads
+/// nor reports (`slicectl.log`, `README.md`) never make one, nor does a
+/// skipped file's content. Nothing seen yet, or a directory that cannot
+/// be read, counts as a change: a cycle is never missed, at worst one is
+/// spare.
+#[derive(Debug, Default)]
+pub struct SpecStamp(Option<(crate::source::stamp::Stamp, Vec<PathBuf>)>);
+
+impl SpecStamp {
+    /// Reads `dir`'s spec files and says whether they differ from the last
+    /// read (and remembers this one).
+    pub fn changed(&mut self, dir: &Path) -> bool {
+        match crate::source::list_dir(dir) {
+            Ok(listing) => {
+                let seen = (
+                    listing.stamp,
+                    listing.skipped.into_iter().map(|s| s.path).collect(),
+                );
+                let changed = self.0.as_ref() != Some(&seen);
+                self.0 = Some(seen);
+                changed
+            }
+            Err(e) => {
+                tracing::debug!(target: LOG_TARGET, dir = %dir.display(), error = %e, "cannot read the spec directory after a change; running a cycle");
+                self.0 = None;
+                true
+            }
+        }
+    }
+}
+
 fn supervise(dir: &Path, debounce: Duration, tx: &UnboundedSender<()>) {
     use notify::RecursiveMode;
     use notify_debouncer_full::{DebounceEventResult, new_debouncer};
 
     let events = tx.clone();
+    let root = dir.to_path_buf();
+    let mut seen = SpecStamp::default();
     let handler = move |res: DebounceEventResult| match res {
         Ok(batch) => {
-            // Reading the directory (each cycle does) is not a change.
-            if batch.iter().any(|e| !e.kind.is_access()) {
-                tracing::trace!(target: LOG_TARGET, events = batch.len(), "directory changed");
+            // Reading the directory (each cycle does) is not a change, and
+            // neither is a write to a file the source does not read (a log
+            // file kept in the directory).
+            if batch.iter().any(|e| !e.kind.is_access()) && seen.changed(&root) {
+                tracing::trace!(target: LOG_TARGET, events = batch.len(), "spec files changed");
                 let _ = events.send(());
             }
         }
@@ -610,5 +649,38 @@ mod tests {
         while rx.try_recv().is_ok() {}
         std::fs::write(dir.join("c.yaml"), "z").unwrap();
         assert_eq!(next(&mut rx).await, Ok(Some(())));
+    }
+
+    /// A log file (or any file the source does not read) written inside
+    /// the watched directory makes no cycle, or a cycle that writes its log
+    /// there would run for ever; a spec file still does.
+    #[tokio::test]
+    async fn only_files_the_source_reads_make_a_cycle() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        std::fs::write(dir.join("a.yaml"), "x: 1\n").unwrap();
+        let mut stamp = SpecStamp::default();
+        assert!(stamp.changed(&dir), "nothing seen yet counts as a change");
+        assert!(!stamp.changed(&dir));
+        // A near-miss that appears is reported by the next cycle.
+        std::fs::write(dir.join("a.yaml.bak"), "x").unwrap();
+        assert!(stamp.changed(&dir));
+        let (tx, mut rx) = unbounded_channel();
+        watch_dir(dir.clone(), Duration::from_millis(50), tx).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The first batch after start always counts (nothing seen yet).
+        std::fs::write(dir.join("a.yaml"), "x: 2\n").unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        assert_eq!(got, Ok(Some(())));
+        for i in 0..5 {
+            std::fs::write(dir.join("slicectl.log"), format!("cycle {i}\n")).unwrap();
+            std::fs::write(dir.join("a.yaml.bak"), format!("{i}")).unwrap();
+            tokio::time::sleep(Duration::from_millis(120)).await;
+        }
+        let got = tokio::time::timeout(Duration::from_millis(800), rx.recv()).await;
+        assert!(got.is_err(), "a log file write made a cycle: {got:?}");
+        std::fs::write(dir.join("a.yaml"), "x: 3\n").unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        assert_eq!(got, Ok(Some(())));
     }
 }

@@ -6,7 +6,11 @@
 //! again), and wait until none is left or `drainTimeout` has passed. A
 //! drain that runs out of time leaves the step held (`pdb` when a budget
 //! refused, `drain_timeout` when pods were still terminating): the
-//! capacity is never destroyed under a pod that is still there.
+//! capacity is never destroyed under a pod that is still there. A pod whose
+//! eviction was accepted gets its termination grace period (and
+//! [`TERMINATION_MARGIN`]) to end, even past `drainTimeout`: a budget that
+//! allows the eviction after the deadline (the next run asks again) lets
+//! that run finish the drain.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -23,6 +27,31 @@ use crate::spec::disruption::DRAINING_SINCE;
 /// How often a drain lists the pods again.
 pub const POLL: Duration = Duration::from_secs(2);
 
+/// The longest pause a refused eviction's `Retry-After` makes. The Eviction
+/// API answers 429 Too Many Requests when a PodDisruptionBudget refuses, or
+/// when the API server's rate limit does, and the caller is to try again
+/// later (Kubernetes, *API-initiated Eviction*: "429 Too Many Requests: This
+/// means the eviction is not currently allowed because of the configured
+/// PodDisruptionBudget. You may be able to attempt the eviction again
+/// later. You might also see this response because of API rate
+/// limiting."). A request API Priority and Fairness rejects is answered
+/// 429 with `Retry-After: 1` (kubernetes/kubernetes issue 117734, on
+/// `maxinflight.go`); a budget's refusal usually
+/// sends none (kubernetes/kubernetes issue 36409), and then the drain asks
+/// again every [`POLL`]. A server asking for longer than this is asked
+/// again after this (the drain has a `drainTimeout` to keep).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// `Retry-After`, bounded by [`MAX_RETRY_AFTER`].
+pub fn bounded_retry_after(after: Duration) -> Duration {
+    after.min(MAX_RETRY_AFTER)
+}
+
+/// How long past an evicted pod's `deletionTimestamp` (the end of its
+/// termination grace period) the drain waits for the kubelet to report it
+/// gone, even past `drainTimeout`.
+pub const TERMINATION_MARGIN: SignedDuration = SignedDuration::from_secs(30);
+
 /// The replica was idle when the plan was made: a pod bound to its Nodes
 /// since then holds the step (`busy`), and the next run follows the
 /// slice's disruption policy.
@@ -32,19 +61,10 @@ pub async fn recheck(
     k: &crate::resource::KubeRef,
     nodes: &[String],
 ) -> Result<StepOutcome, ApplyError> {
-    let pods: Vec<_> = cloud
-        .kube
-        .pods(k)
+    let pods: Vec<_> = busy_on(cloud, k, nodes)
         .await?
-        .into_iter()
-        .filter(|p| {
-            makes_busy(p)
-                && p.spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_deref())
-                    .is_some_and(|n| nodes.iter().any(|x| x == n))
-        })
-        .map(|p| bound_pod(&p))
+        .iter()
+        .map(bound_pod)
         .collect();
     if pods.is_empty() {
         return Ok(StepOutcome::Done);
@@ -58,6 +78,28 @@ pub async fn recheck(
             pod_list(&pods)
         ),
     ))
+}
+
+/// The pods that make `nodes` busy ([`makes_busy`]), from one list of the
+/// cluster's pods.
+async fn busy_on(
+    cloud: &Cloud,
+    k: &crate::resource::KubeRef,
+    nodes: &[String],
+) -> Result<Vec<k8s_openapi::api::core::v1::Pod>, crate::kube::KubeError> {
+    Ok(cloud
+        .kube
+        .pods(k)
+        .await?
+        .into_iter()
+        .filter(|p| {
+            makes_busy(p)
+                && p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_some_and(|n| nodes.iter().any(|x| x == n))
+        })
+        .collect())
 }
 
 /// Drains the Nodes of action `a`'s replica, if it is the step that drains.
@@ -103,20 +145,13 @@ pub async fn run_every(
     let timeout =
         SignedDuration::from_secs(i64::try_from(d.drain_timeout_secs).unwrap_or(i64::MAX));
     let deadline = since.checked_add(timeout).unwrap_or(Timestamp::MAX);
+    // The last round's refusals and failed evictions, and when the next
+    // round may start.
+    let mut refused: Vec<String> = Vec::new();
+    let mut failing: Vec<String> = Vec::new();
+    let mut evict_at: Option<tokio::time::Instant> = None;
     loop {
-        let pods: Vec<_> = cloud
-            .kube
-            .pods(k)
-            .await?
-            .into_iter()
-            .filter(|p| {
-                makes_busy(p)
-                    && p.spec
-                        .as_ref()
-                        .and_then(|s| s.node_name.as_deref())
-                        .is_some_and(|n| d.nodes.iter().any(|x| x == n))
-            })
-            .collect();
+        let pods = busy_on(cloud, k, &d.nodes).await?;
         if pods.is_empty() {
             tracing::info!(address = %a.address(), "slice replica drained");
             return Ok(StepOutcome::Done);
@@ -134,33 +169,71 @@ pub async fn run_every(
                 ),
             ));
         }
-        let mut refused: Vec<String> = Vec::new();
-        for p in &pods {
-            // A pod being deleted already is waited for, not evicted again.
-            if p.metadata.deletion_timestamp.is_some() {
-                continue;
+        // A refusal that asked for a pause (`Retry-After`) is honoured: the
+        // pods are listed as often as before (to see them leave), but not
+        // evicted again before then.
+        let mut evicted = 0usize;
+        if evict_at.is_none_or(|at| tokio::time::Instant::now() >= at) {
+            refused.clear();
+            failing.clear();
+            let mut pause: Option<Duration> = None;
+            for p in &pods {
+                // A pod being deleted already is waited for, not evicted again.
+                if p.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+                let name = p.metadata.name.as_deref().unwrap_or_default();
+                match cloud.kube.evict_pod(k, ns, name).await {
+                    Ok(crate::kube::Eviction::Evicted) => evicted += 1,
+                    Ok(crate::kube::Eviction::Refused {
+                        message,
+                        retry_after,
+                    }) => {
+                        refused.push(format!("{ns}/{name}: {}", message.trim_end_matches('.')));
+                        pause = pause.max(retry_after);
+                    }
+                    // The eviction client does not retry (see `Cx::evict`): a
+                    // transient answer (5xx, unreachable) is asked again at the
+                    // next poll, as a refused eviction is, until the deadline.
+                    Err(e) if e.is_transient() => {
+                        tracing::warn!(address = %a.address(), pod = %format!("{ns}/{name}"), error = %e, "eviction failed; asking again");
+                        failing.push(format!("{ns}/{name}: {e}"));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
-            let ns = p.metadata.namespace.as_deref().unwrap_or_default();
-            let name = p.metadata.name.as_deref().unwrap_or_default();
-            match cloud.kube.evict_pod(k, ns, name).await? {
-                crate::kube::Eviction::Evicted => {}
-                crate::kube::Eviction::Refused(m) => refused.push(format!("{ns}/{name}: {m}")),
-            }
+            evict_at = pause.map(|p| tokio::time::Instant::now() + bounded_retry_after(p));
         }
+        // A pod the API server accepted to evict gets its termination
+        // grace period to end, even past drainTimeout: its
+        // `deletionTimestamp` is when the grace period is over, and the
+        // kubelet needs a moment more to report it gone. A pod evicted in
+        // this round shows its deletionTimestamp in the next listing.
+        let until = pods
+            .iter()
+            .filter_map(|p| p.metadata.deletion_timestamp.as_ref())
+            .filter_map(|t| t.0.checked_add(TERMINATION_MARGIN).ok())
+            .fold(deadline, Timestamp::max);
         let now = Timestamp::now();
-        if now >= deadline {
-            let (code, why) = if refused.is_empty() {
-                (
-                    "drain_timeout",
-                    format!("pods still terminating: {}", pod_list(&shown)),
-                )
-            } else {
+        if now >= until && evicted == 0 {
+            let (code, why) = if !refused.is_empty() {
                 (
                     "pdb",
                     format!(
                         "a PodDisruptionBudget refuses to evict {}",
                         refused.join("; ")
                     ),
+                )
+            } else if !failing.is_empty() {
+                (
+                    "drain_timeout",
+                    format!("evictions kept failing: {}", failing.join("; ")),
+                )
+            } else {
+                (
+                    "drain_timeout",
+                    format!("pods still terminating: {}", pod_list(&shown)),
                 )
             };
             return Err(ApplyError::of_kind(
@@ -175,8 +248,8 @@ pub async fn run_every(
                 ),
             ));
         }
-        let left = Duration::try_from(deadline.duration_since(now)).unwrap_or(Duration::ZERO);
-        tokio::time::sleep(poll.min(left)).await;
+        let left = Duration::try_from(until.duration_since(now)).unwrap_or(Duration::ZERO);
+        tokio::time::sleep(if evicted > 0 { poll } else { poll.min(left) }).await;
     }
 }
 
@@ -309,6 +382,46 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_budget_that_allows_past_the_timeout_lets_that_run_finish() {
+        let (fake, cloud) = setup();
+        // An earlier run started the drain an hour ago and was held (the
+        // budget refused); now the budget allows it: this run's eviction is
+        // accepted and the drain waits for the pod to end, past the deadline.
+        let since = Timestamp::now() - SignedDuration::from_hours(1);
+        let out = run_every(&cloud, &action(60, Some(since)), Duration::from_millis(10))
+            .await
+            .unwrap();
+        assert_eq!(out, StepOutcome::Done);
+        assert_eq!(fake.calls_of("evict_pod").len(), 1);
+        assert!(!fake.pod_names(&kube()).contains(&"ml/train-0".to_string()));
+    }
+
+    #[tokio::test]
+    async fn a_failed_eviction_is_asked_again_at_the_next_poll() {
+        let (fake, cloud) = setup();
+        fake.fail_next("evict_pod", crate::kube::fake::KubeFault::Server);
+        let out = run_every(&cloud, &action(60, None), Duration::from_millis(10))
+            .await
+            .unwrap();
+        assert_eq!(out, StepOutcome::Done);
+        assert_eq!(fake.calls_of("evict_pod").len(), 2);
+        // Past the deadline, failing evictions hold the step, named.
+        let (fake, cloud) = setup();
+        fake.fail_next("evict_pod", crate::kube::fake::KubeFault::Server);
+        let since = Timestamp::now() - SignedDuration::from_hours(1);
+        let err = run_every(&cloud, &action(60, Some(since)), Duration::from_millis(10))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "drain_timeout");
+        assert!(
+            err.to_string()
+                .contains("evictions kept failing: ml/train-0"),
+            "{err}"
+        );
+        assert!(fake.pod_names(&kube()).contains(&"ml/train-0".to_string()));
+    }
+
+    #[tokio::test]
     async fn a_budget_that_allows_later_lets_the_drain_finish() {
         let (fake, cloud) = setup();
         fake.protect_pod(&kube(), "ml", "train-0", true);
@@ -370,19 +483,34 @@ mod tests {
         assert!(fake.calls_of("evict_pod").is_empty());
     }
 
-    struct Quiet;
-    impl crate::apply::Progress for Quiet {
-        fn started(&self, _: &str, _: &str) {}
-        fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}
-    }
-
+    /// A released Node slicectl cordoned is uncordoned; one a person had
+    /// cordoned before the drain keeps its cordon and loses only the label.
     #[tokio::test]
     async fn a_released_node_is_uncordoned_and_loses_the_drain_label() {
         let (fake, cloud) = setup();
+        // n2: cordoned by a person, then caught in a drain (labelled).
+        let mut n2 = fake.node(&kube(), "n2").unwrap();
+        n2.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
+        n2.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(DRAINING_SINCE.to_owned(), "1764136800".to_owned());
+        fake.seed_node(&kube(), n2);
         let out = run_every(&cloud, &action(60, None), Duration::from_millis(10))
             .await
             .unwrap();
         assert_eq!(out, StepOutcome::Done);
+        let has = |n: &str, label: &str| {
+            fake.node(&kube(), n)
+                .unwrap()
+                .metadata
+                .labels
+                .unwrap_or_default()
+                .contains_key(label)
+        };
+        let marked = |n: &str| has(n, crate::spec::disruption::CORDONED_BY_SLICECTL);
+        assert!(marked("n1"), "slicectl's cordon is marked");
+        assert!(!marked("n2"));
         let plan = crate::plan::Plan {
             observed_fingerprint: String::new(),
             mode: crate::plan::PlanMode::Apply,
@@ -393,7 +521,8 @@ mod tests {
             released: vec![crate::plan::workload::Release {
                 kube: kube(),
                 cluster: kube().endpoint,
-                nodes: vec!["n1".into()],
+                nodes: vec!["n1".into(), "n2".into()],
+                cordon_kept: vec!["n2".into()],
             }],
             deferred: Vec::new(),
             unobserved: Vec::new(),
@@ -406,19 +535,72 @@ mod tests {
             crate::kinds::REGISTRY,
             &plan,
             &crate::apply::ApplyOptions::default(),
-            Arc::new(Quiet),
+            Arc::new(crate::apply::tests::Quiet),
         )
         .await;
         assert!(report.success(), "{report:?}");
         let node = fake.node(&kube(), "n1").unwrap();
         assert!(!crate::kube::is_cordoned(&node));
-        assert!(
-            node.metadata
-                .labels
-                .as_ref()
-                .unwrap()
-                .get(DRAINING_SINCE)
-                .is_none()
+        assert!(!has("n1", DRAINING_SINCE));
+        assert!(!marked("n1"));
+        let node = fake.node(&kube(), "n2").unwrap();
+        assert_eq!(
+            node.spec.as_ref().and_then(|s| s.unschedulable),
+            Some(true),
+            "a person's cordon stays"
+        );
+        assert!(!has("n2", DRAINING_SINCE));
+    }
+
+    /// A refusal with `Retry-After` is not asked again before then: over a
+    /// 1 s drain polled every 10 ms, a budget that asks for 400 ms is asked
+    /// 3 times, not a hundred.
+    #[tokio::test]
+    async fn a_refusal_with_retry_after_is_not_asked_again_before_then() {
+        let (fake, cloud) = setup();
+        fake.protect_pod(&kube(), "ml", "train-0", true);
+        fake.set_eviction_retry_after(&kube(), Some(Duration::from_millis(400)));
+        let since = Timestamp::now();
+        let started = std::time::Instant::now();
+        let err = run_every(&cloud, &action(1, Some(since)), Duration::from_millis(10))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "pdb", "{err}");
+        let asked = fake.calls_of("evict_pod").len();
+        assert!((2..=4).contains(&asked), "asked {asked} times");
+        assert!(started.elapsed() >= Duration::from_millis(900));
+        // Without Retry-After, every poll asks again.
+        let (fake, cloud) = setup();
+        fake.protect_pod(&kube(), "ml", "train-0", true);
+        let err = run_every(
+            &cloud,
+            &action(1, Some(Timestamp::now())),
+            Duration::from_millis(10),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.code(), "pdb", "{err}");
+        assert!(fake.calls_of("evict_pod").len() > 10);
+    }
+
+    #[test]
+    fn retry_after_is_read_and_bounded() {
+        use crate::kube::clients::retry_after;
+        assert_eq!(retry_after(Some("7"), None), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after(None, Some(10)), Some(Duration::from_secs(10)));
+        assert_eq!(
+            retry_after(Some("2"), Some(10)),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(retry_after(None, Some(0)), None);
+        assert_eq!(retry_after(Some("soon"), None), None);
+        assert_eq!(
+            bounded_retry_after(Duration::from_secs(3600)),
+            MAX_RETRY_AFTER
+        );
+        assert_eq!(
+            bounded_retry_after(Duration::from_secs(1)),
+            Duration::from_secs(1)
         );
     }
 }

@@ -642,7 +642,12 @@ pub async fn execute(
                 }
             }
             Err(e) => {
+                // Said once: the report and the progress line name the
+                // address already.
                 let msg = e.to_string();
+                let msg = msg
+                    .strip_prefix(&format!("{}: ", a.address()))
+                    .map_or_else(|| msg.clone(), str::to_owned);
                 progress.finished(&a.address(), step.op.verb(), Err(&msg), elapsed);
                 action_failed[step.action] = true;
                 report.failures.push(Failure {
@@ -756,4 +761,4 @@ pub async fn execute(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -62,7 +62,8 @@ fn cluster() -> ClusterRef {
     }
 }
 
-struct Quiet;
+/// A progress display that shows nothing (tests of other modules use it).
+pub(crate) struct Quiet;
 impl Progress for Quiet {
     fn started(&self, _: &str, _: &str) {}
     fn finished(&self, _: &str, _: &str, _: Result<(), &str>, _: Duration) {}

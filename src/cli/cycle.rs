@@ -190,7 +190,14 @@ impl Connect for LoopConnect {
             self.session = Some(Session::connect(&self.conn, fleet).await?);
         }
         match &self.session {
-            Some(s) => Ok(s.cloud_for(fleet)),
+            Some(s) => {
+                // A template a later version of the specs brings gets its
+                // stand-in too (under --sim; created once).
+                if self.conn.sim {
+                    super::seed_brought_templates(&s.client, fleet).await?;
+                }
+                Ok(s.cloud_for(fleet))
+            }
             None => anyhow::bail!("no session"),
         }
     }

@@ -820,6 +820,9 @@ struct Session {
     sealed: bool,
     /// `--trust-kubeconfig`.
     trusted: Vec<PathBuf>,
+    /// `clusters.get` answers, kept across the fleets of this session (a
+    /// watch loop's cycles).
+    clusters: std::sync::Arc<crate::kube::clients::ClusterAccessCache>,
 }
 
 impl Session {
@@ -868,20 +871,31 @@ impl Session {
                 ))
             );
         }
-        let cloud = cloud_for(&client, fleet, conn.sim, &conn.trust_kubeconfig);
+        if conn.sim {
+            seed_brought_templates(&client, fleet).await?;
+        }
+        let clusters = std::sync::Arc::default();
+        let cloud = cloud_for(&client, fleet, conn.sim, &conn.trust_kubeconfig, &clusters);
         Ok(Session {
             cloud,
             sim,
             client,
             sealed: conn.sim,
             trusted: conn.trust_kubeconfig.clone(),
+            clusters,
         })
     }
 
     /// The cloud for another fleet on the same connection (the targets'
     /// Kubernetes clients are the fleet's).
     fn cloud_for(&self, fleet: &Fleet) -> Cloud {
-        cloud_for(&self.client, fleet, self.sealed, &self.trusted)
+        cloud_for(
+            &self.client,
+            fleet,
+            self.sealed,
+            &self.trusted,
+            &self.clusters,
+        )
     }
 
     async fn close(self) {
@@ -889,6 +903,109 @@ impl Session {
             sim.shutdown().await;
         }
     }
+}
+
+/// Under `--sim`, the instance templates the specs bring
+/// (`gce.instanceTemplate`, global ones) are created in the embedded
+/// simulator first, as stand-ins, so that such a slice can be tried: the
+/// simulator starts empty and outlives no run, so a template cannot be
+/// created in it beforehand. Each stand-in is a template Compute Engine's
+/// bulk mode takes for the slice's machine type (FLEX_START, DELETE at the
+/// end of a 24 h run, TERMINATE on host maintenance), and a banner says
+/// so. Never done against Google: there, a missing template fails the
+/// slice's MIG step with `missing_template`.
+async fn seed_brought_templates(client: &CloudClient, fleet: &Fleet) -> Result<()> {
+    use crate::cloud::ComputeService;
+    use crate::resource::compute::{
+        self, AttachedDisk, AttachedDiskInitializeParams, InstanceProperties, InstanceTemplate,
+        NetworkInterface, Scheduling,
+    };
+    for s in fleet.slices.values() {
+        let Some(link) = s
+            .spec
+            .gce
+            .as_ref()
+            .and_then(|g| g.instance_template.as_deref())
+        else {
+            continue;
+        };
+        let Ok(t) = crate::spec::validate::parse_instance_template(link) else {
+            continue;
+        };
+        if t.region.is_some() {
+            continue;
+        }
+        // Already there (made by an earlier cycle of this run): a read, no
+        // write.
+        if client.get_instance_template(link).await.is_ok() {
+            continue;
+        }
+        let project = crate::resource::ProjectRef {
+            project: t.project.clone(),
+        };
+        let template = InstanceTemplate {
+            name: t.name.clone(),
+            description: Some(format!(
+                "a stand-in for the template slice {} brings, made by slicectl --sim",
+                s.name
+            )),
+            properties: InstanceProperties {
+                machine_type: s.shape.machine_type.to_string(),
+                disks: vec![AttachedDisk {
+                    boot: Some(true),
+                    auto_delete: Some(true),
+                    initialize_params: Some(AttachedDiskInitializeParams {
+                        source_image: Some(
+                            "projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-tpu7x"
+                                .into(),
+                        ),
+                        ..AttachedDiskInitializeParams::default()
+                    }),
+                    ..AttachedDisk::default()
+                }],
+                network_interfaces: vec![NetworkInterface {
+                    network: Some(format!("projects/{}/global/networks/default", t.project)),
+                    ..NetworkInterface::default()
+                }],
+                scheduling: Some(Scheduling {
+                    provisioning_model: Some("FLEX_START".into()),
+                    instance_termination_action: Some("DELETE".into()),
+                    on_host_maintenance: Some("TERMINATE".into()),
+                    max_run_duration: Some(compute::Duration {
+                        seconds: 24 * 3600,
+                        nanos: None,
+                    }),
+                    ..Scheduling::default()
+                }),
+                ..InstanceProperties::default()
+            },
+            ..InstanceTemplate::default()
+        };
+        match client.insert_instance_template(&project, &template).await {
+            Ok(op) => {
+                ComputeService::wait_operation(client, &op, std::time::Duration::from_secs(60))
+                    .await
+                    .with_context(|| {
+                        format!("--sim: cannot create a stand-in for instance template {link}")
+                    })?;
+            }
+            Err(e) if e.is_already_exists() => continue,
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "--sim: cannot create a stand-in for instance template {link}"
+                )));
+            }
+        }
+        eprintln!(
+            "{}",
+            color_stderr(&format!(
+                "*** --sim: slice {} brings instance template {link}, which the simulator starts without: a stand-in \
+                 was created there ({}, FLEX_START). Against Google, create your own template first. ***",
+                s.name, s.shape.machine_type
+            ))
+        );
+    }
+    Ok(())
 }
 
 /// The Google token source `conn` asks for: none at all under `--sim` (no
@@ -907,9 +1024,16 @@ fn token_source(conn: &Connection) -> Option<std::sync::Arc<dyn crate::cloud::To
     })
 }
 
-/// The cloud on `client`, with the Kubernetes clients of `fleet`'s targets;
-/// under `--sim` (`sim`), with none: nothing real is reached.
-fn cloud_for(client: &CloudClient, fleet: &Fleet, sim: bool, trusted: &[PathBuf]) -> Cloud {
+/// The cloud on `client`, with the Kubernetes clients of `fleet`'s targets
+/// (GKE clusters' `clusters.get` answers kept in `clusters`); under `--sim`
+/// (`sim`), with none: nothing real is reached.
+fn cloud_for(
+    client: &CloudClient,
+    fleet: &Fleet,
+    sim: bool,
+    trusted: &[PathBuf],
+    clusters: &std::sync::Arc<crate::kube::clients::ClusterAccessCache>,
+) -> Cloud {
     let cloud = Cloud::from(client.clone());
     if sim {
         return cloud.sealed_for_sim();
@@ -950,6 +1074,7 @@ fn cloud_for(client: &CloudClient, fleet: &Fleet, sim: bool, trusted: &[PathBuf]
             crate::kube::GkeLink {
                 service: std::sync::Arc::new(client.clone()),
                 tokens: client.token_source(),
+                cache: clusters.clone(),
             },
         ),
     ))

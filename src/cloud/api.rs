@@ -289,13 +289,10 @@ impl From<CloudClient> for Cloud {
             // No self-managed cluster until the fleet names one; GKE
             // clusters' APIs through clusters.get and this client's token
             // once their Targets are added (`KubeClients::with_gke`).
-            kube: Arc::new(crate::kube::KubeClients::new([]).with_gke(
-                [],
-                crate::kube::GkeLink {
-                    service: shared,
-                    tokens,
-                },
-            )),
+            kube: Arc::new(
+                crate::kube::KubeClients::new([])
+                    .with_gke([], crate::kube::GkeLink::new(shared, tokens)),
+            ),
             sim_defers_kube: false,
         }
     }

@@ -118,6 +118,8 @@ impl FakeMig {
 #[derive(Default)]
 struct State {
     pools: BTreeMap<String, BTreeMap<String, NodePool>>,
+    /// What `clusters.get` answers, by cluster path.
+    cluster_access: BTreeMap<String, gke::ClusterAccess>,
     policies: BTreeMap<String, BTreeMap<String, ResourcePolicy>>,
     gke_ops: Vec<(String, gke::Operation, Effect)>,
     compute_ops: Vec<(String, compute::Operation, Effect)>,
@@ -272,6 +274,12 @@ impl FakeCloud {
     }
 
     /// The next call of `method` fails with `fault` (queued in order).
+    /// What `clusters.get` answers for `cluster` (a cluster without an
+    /// answer is 404 NOT_FOUND).
+    pub fn set_cluster_access(&self, cluster: &ClusterRef, access: gke::ClusterAccess) {
+        self.lock().cluster_access.insert(cluster.path(), access);
+    }
+
     pub fn fail_next(&self, method: &str, fault: Fault) {
         self.lock().faults.push_back((method.to_string(), fault));
     }
@@ -773,6 +781,15 @@ impl GkeService for FakeCloud {
     }
 
     /// The clusters that hold (or held) a pool in this fake.
+    async fn get_cluster(&self, cluster: &ClusterRef) -> Result<gke::ClusterAccess, CloudError> {
+        self.call("get_cluster", &cluster.path())?;
+        self.lock()
+            .cluster_access
+            .get(&cluster.path())
+            .cloned()
+            .ok_or_else(|| Fault::NotFound.error("get_cluster"))
+    }
+
     async fn list_clusters(&self, project: &str) -> Result<gke::ListClustersResponse, CloudError> {
         self.call("list_clusters", project)?;
         let clusters = self

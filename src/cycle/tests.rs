@@ -392,6 +392,50 @@ async fn a_failed_listing_leaves_its_target_unobserved() {
     assert_eq!(fake.calls_of("create_node_pool").len(), 1);
 }
 
+/// The controller's cycle, like `apply`: a GKE cluster whose Kubernetes
+/// API rejects slicectl (401) leaves its Target unobserved
+/// (`target_forbidden`) and no action is taken there, while the other
+/// Target converges in the same cycle.
+#[tokio::test]
+async fn a_cluster_api_that_rejects_slicectl_leaves_only_its_target_alone() {
+    let fake = FakeCloud::new();
+    let other = "apiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata:\n  name: u\nspec:\n  project: unit-project\n  zone: us-central1-b\n  ownerId: unit\n  gke:\n    location: us-central1\n    name: locked\n";
+    let specs = Specs::new(&[
+        ("t.yaml", TARGET),
+        ("u.yaml", other),
+        ("a.yaml", &slice("a", "")),
+        ("b.yaml", &slice("b", "").replace("target: t", "target: u")),
+    ]);
+    let kube = crate::kube::fake::FakeKube::new();
+    let locked = crate::resource::KubeRef::gke(&ClusterRef {
+        name: "locked".into(),
+        ..cluster()
+    });
+    kube.set_failing(&locked, Some(crate::kube::fake::KubeFault::Unauthorized));
+    let cloud = Cloud {
+        kube: kube.clone(),
+        ..fake.cloud()
+    };
+    let (mut st, mut sink) = (state(), Recorder::default());
+    let mut conn = FakeConnect::to(cloud);
+    let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "unobserved", "{o:?}");
+    let Some(r) = o.report() else { panic!("{o:?}") };
+    assert_eq!(r.plan.unobserved.len(), 1, "{:?}", r.plan.unobserved);
+    let u = &r.plan.unobserved[0];
+    assert_eq!(
+        (u.target.as_str(), u.why.code.as_str()),
+        ("u", "target_forbidden")
+    );
+    assert!(u.why.cause.contains("401"), "{}", u.why.cause);
+    assert_eq!(u.slices, vec!["b".to_string()]);
+    assert_eq!(
+        fake.calls_of("create_node_pool"),
+        vec!["create_node_pool a-0"]
+    );
+    assert_eq!(fake.pools(&cluster()).len(), 1, "a converged");
+}
+
 #[tokio::test]
 async fn more_deletes_than_the_cap_are_too_many_destructive() {
     let fake = FakeCloud::new();

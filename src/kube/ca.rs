@@ -36,13 +36,13 @@ pub fn ca_cert_hash(pem: &str) -> Result<String, CaError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A fixed CA; the expected pin was computed with the command kubeadm's
     /// documentation gives: `openssl x509 -pubkey -noout | openssl pkey
     /// -pubin -outform der | sha256sum`.
-    const TEST_CA: &str = "-----BEGIN CERTIFICATE-----
+    pub(crate) const TEST_CA: &str = "-----BEGIN CERTIFICATE-----
 MIIBlzCCAT2gAwIBAgIUWUgIFdphsweI8FqOKsfZKKoBBkUwCgYIKoZIzj0EAwIw
 IDEeMBwGA1UEAwwVc2xpY2VjdGwtdW5pdC10ZXN0LWNhMCAXDTI2MTEyMjEyNTA1
 NFoYDzIxMjYxMDI5MTI1MDU0WjAgMR4wHAYDVQQDDBVzbGljZWN0bC11bml0LXRl

@@ -32,6 +32,7 @@ use super::service::{
 use super::{BootstrapToken, TokenSpec, ca_cert_hash};
 use crate::cloud::{GkeService, TokenSource};
 use crate::resource::{ClusterRef, KubeRef};
+use crate::spec::disruption::CORDONED_BY_SLICECTL;
 use crate::spec::model::{GkeAccess, GkeEndpoint, KubeApi};
 
 /// How long dialling an API server may take before it counts as unreachable.
@@ -82,6 +83,9 @@ impl Slot {
 /// holding a Google access token is rebuilt before the token expires).
 struct Built {
     client: Client,
+    /// The same cluster's client without kube's retry layer, for the
+    /// Eviction API (see [`Cx::evict`]).
+    evict: Client,
     server: String,
     renew_at: Option<Instant>,
 }
@@ -101,6 +105,58 @@ pub struct GkeLink {
     pub service: Arc<dyn GkeService>,
     /// The Google access token (never logged; `Debug` of the sources redacts).
     pub tokens: Arc<dyn TokenSource>,
+    /// `clusters.get` answers, shared by every [`KubeClients`] made with
+    /// this link (the controller makes one per cycle).
+    pub cache: Arc<ClusterAccessCache>,
+}
+
+impl GkeLink {
+    /// A link with an empty cache of its own.
+    pub fn new(service: Arc<dyn GkeService>, tokens: Arc<dyn TokenSource>) -> GkeLink {
+        GkeLink {
+            service,
+            tokens,
+            cache: Arc::default(),
+        }
+    }
+}
+
+/// How long a `clusters.get` answer (a GKE cluster's endpoints and CA) is
+/// used before it is read again. The controller reaches each cluster's API
+/// every cycle; reading the cluster once per cycle would cost one GKE read
+/// per cluster per cycle for what changes only when the cluster is
+/// recreated, or its CA rotated (GKE's credential rotation keeps the old CA
+/// valid until the rotation is completed, which takes far longer than
+/// this). A failed `clusters.get` is not kept: the next use asks again.
+pub const CLUSTER_ACCESS_REFRESH: Duration = Duration::from_secs(10 * 60);
+
+/// The `clusters.get` answers of a [`GkeLink`], each kept for
+/// [`CLUSTER_ACCESS_REFRESH`].
+#[derive(Debug, Default)]
+pub struct ClusterAccessCache(
+    std::sync::Mutex<HashMap<ClusterRef, (Instant, crate::resource::gke::ClusterAccess)>>,
+);
+
+impl ClusterAccessCache {
+    /// The answer for `c`, if one is fresh.
+    pub fn get(&self, c: &ClusterRef) -> Option<crate::resource::gke::ClusterAccess> {
+        let map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.get(c)
+            .filter(|(at, _)| at.elapsed() < CLUSTER_ACCESS_REFRESH)
+            .map(|(_, a)| a.clone())
+    }
+
+    /// Keeps the answer for `c`.
+    pub fn put(&self, c: &ClusterRef, access: crate::resource::gke::ClusterAccess) {
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.insert(c.clone(), (Instant::now(), access));
+    }
 }
 
 /// Which kubeconfigs may run credential plugins and read files.
@@ -266,16 +322,26 @@ impl KubeClients {
             endpoint: k.endpoint.clone(),
             message,
         };
+        // The error names the cluster (gke://PROJECT/LOCATION/NAME) once;
+        // the messages below do not repeat it.
         let link = self.gke.as_ref().ok_or_else(|| {
-            config_err(format!(
-                "no GKE client to read cluster {c} with (clusters.get); set gke.kubeApi.kubeconfig"
-            ))
+            config_err(
+                "no GKE client to read the cluster with (clusters.get); set gke.kubeApi.kubeconfig"
+                    .to_owned(),
+            )
         })?;
-        let cluster = link.service.get_cluster(c).await.map_err(|e| {
-            config_err(format!(
-                "cannot read GKE cluster {c} (clusters.get) to find its Kubernetes API server: {e}"
-            ))
-        })?;
+        let cluster = match link.cache.get(c) {
+            Some(cached) => cached,
+            None => {
+                let fresh = link.service.get_cluster(c).await.map_err(|e| {
+                    config_err(format!(
+                        "its Kubernetes API server is not known without clusters.get, which failed: {e}"
+                    ))
+                })?;
+                link.cache.put(c, fresh.clone());
+                fresh
+            }
+        };
         let server = super::gke::resolve_server(c, &cluster, endpoint).map_err(config_err)?;
         let token = link
             .tokens
@@ -283,7 +349,7 @@ impl KubeClients {
             .await
             .map_err(|e| {
                 config_err(format!(
-                    "cannot get a Google access token for GKE cluster {c}'s Kubernetes API: {e}"
+                    "cannot get a Google access token for its Kubernetes API: {e}"
                 ))
             })?
             .map(secrecy::SecretString::from);
@@ -293,7 +359,7 @@ impl KubeClients {
             .await
             .map_err(|e| {
                 config_err(format!(
-                    "GKE cluster {c}'s endpoint {} and CA: {}",
+                    "its endpoint {} and CA from clusters.get: {}",
                     server.url,
                     chain(&e)
                 ))
@@ -346,24 +412,42 @@ impl KubeClients {
             return Ok(Cx {
                 k,
                 client: b.client.clone(),
+                evict: b.evict.clone(),
                 server: b.server.clone(),
             });
         }
         let config = self.config(k).await?;
         let server = config.cluster_url.to_string();
-        let client = Client::try_from(config).map_err(|e| KubeError::Config {
-            endpoint: k.endpoint.clone(),
-            message: format!("cannot build a client: {}", chain(&e)),
-        })?;
+        let build = |config: Config| {
+            Client::try_from(config).map_err(|e| KubeError::Config {
+                endpoint: k.endpoint.clone(),
+                message: format!("cannot build a client: {}", chain(&e)),
+            })
+        };
+        // kube's default retry layer answers a 429 by trying again with
+        // exponential backoff (up to 15 times, minutes in all). An eviction
+        // a PodDisruptionBudget refuses is a 429 too, which the drain must
+        // see at once: it asks again on its own poll and keeps its own
+        // deadline (`drainTimeout`).
+        let mut once = config.clone();
+        once.default_retry = false;
+        let evict = build(once)?;
+        let client = build(config)?;
         tracing::debug!(cluster = %k.endpoint, %server, "kubernetes client ready");
         let renew_at =
             matches!(slot.how, How::Gke { .. }).then(|| Instant::now() + GOOGLE_TOKEN_RENEW);
         *cached = Some(Built {
             client: client.clone(),
+            evict: evict.clone(),
             server: server.clone(),
             renew_at,
         });
-        Ok(Cx { k, client, server })
+        Ok(Cx {
+            k,
+            client,
+            evict,
+            server,
+        })
     }
 }
 
@@ -443,12 +527,72 @@ fn default_kubeconfig() -> Option<PathBuf> {
 struct Cx<'a> {
     k: &'a KubeRef,
     client: Client,
+    /// For the Eviction API: no retry layer. A PodDisruptionBudget that
+    /// refuses an eviction is answered `429 Too Many Requests`, "the
+    /// eviction is not currently allowed because of the configured
+    /// PodDisruptionBudget. You may be able to attempt the eviction again
+    /// later" (Kubernetes, *API-initiated Eviction*); the drain does that
+    /// itself, every [`crate::apply::drain::POLL`].
+    evict: Client,
     server: String,
 }
 
 impl Cx<'_> {
     fn err(&self, attempt: Attempt, e: ::kube::Error) -> KubeError {
         KubeError::from_client(&self.k.endpoint, &self.server, attempt, e)
+    }
+
+    /// A read-modify-write of Node `name`: `patch` looks at the Node read
+    /// and gives the merge patch to send (with the Node's resourceVersion,
+    /// so that the write is conditional on nobody else having changed the
+    /// Node since the read) and what to log once it is written, or `None`
+    /// for nothing to do. A conflict reads again, up to
+    /// [`CONFLICT_ATTEMPTS`] times; a missing Node is fine when `missing_ok`.
+    async fn patch_node_read(
+        &self,
+        name: &str,
+        missing_ok: bool,
+        patch: impl Fn(&Node) -> Option<(serde_json::Value, &'static str)>,
+    ) -> Result<(), KubeError> {
+        let nodes = self.all::<Node>();
+        let mut last = None;
+        for _ in 0..CONFLICT_ATTEMPTS {
+            let node = match nodes.get_opt(name).await {
+                Ok(Some(n)) => n,
+                Ok(None) if missing_ok => return Ok(()),
+                Ok(None) => {
+                    return Err(KubeError::NotFound {
+                        endpoint: self.k.endpoint.clone(),
+                        attempt: Attempt::on("get", "nodes", name),
+                        message: format!("nodes \"{name}\" not found"),
+                    });
+                }
+                Err(e) => return Err(self.err(Attempt::on("get", "nodes", name), e)),
+            };
+            let Some((body, done)) = patch(&node) else {
+                return Ok(());
+            };
+            let attempt = Attempt::on("patch", "nodes", name);
+            match nodes
+                .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(cluster = %self.k.endpoint, node = name, "{done}");
+                    return Ok(());
+                }
+                Err(e) => {
+                    let e = self.err(attempt, e);
+                    if !e.is_conflict() {
+                        return Err(e);
+                    }
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            self.invalid(Attempt::on("patch", "nodes", name), "no attempt made")
+        }))
     }
 
     fn invalid(&self, attempt: Attempt, message: impl Into<String>) -> KubeError {
@@ -559,6 +703,19 @@ impl Cx<'_> {
         );
         Ok(applied)
     }
+}
+
+/// How long the API server asks a refused eviction to wait: the
+/// `Retry-After` header (seconds), else the Status' `details.retryAfterSeconds`
+/// (the API server writes the one from the other); `None` when neither says
+/// (a PodDisruptionBudget's refusal usually does not: kubernetes/kubernetes
+/// issue 36409), or says 0.
+pub fn retry_after(header: Option<&str>, details_secs: Option<u32>) -> Option<Duration> {
+    header
+        .and_then(|h| h.trim().parse::<u64>().ok())
+        .or(details_secs.map(u64::from))
+        .filter(|s| *s > 0)
+        .map(Duration::from_secs)
 }
 
 fn namespace_of<K: Resource>(obj: &K) -> Option<&str> {
@@ -676,15 +833,9 @@ impl KubeService for KubeClients {
 
     async fn cordon_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError> {
         let cx = self.client(k).await?;
-        let nodes = cx.all::<Node>();
-        let mut last = None;
-        for _ in 0..CONFLICT_ATTEMPTS {
-            let node = nodes
-                .get(name)
-                .await
-                .map_err(|e| cx.err(Attempt::on("get", "nodes", name), e))?;
-            if is_cordoned(&node) {
-                return Ok(());
+        cx.patch_node_read(name, false, |node| {
+            if is_cordoned(node) {
+                return None;
             }
             let mut taints = node
                 .spec
@@ -697,32 +848,16 @@ impl KubeService for KubeClients {
             {
                 taints.push(unschedulable_taint());
             }
-            // The resourceVersion makes the whole-list taint write conditional
-            // on nobody else having changed the Node since the read.
             let patch = json!({
-                "metadata": { "resourceVersion": node.metadata.resource_version },
+                "metadata": {
+                    "resourceVersion": node.metadata.resource_version,
+                    "labels": { CORDONED_BY_SLICECTL: "true" },
+                },
                 "spec": { "unschedulable": true, "taints": taints },
             });
-            let attempt = Attempt::on("patch", "nodes", name);
-            match nodes
-                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => {
-                    tracing::info!(cluster = %k.endpoint, node = name, "cordoned node");
-                    return Ok(());
-                }
-                Err(e) => {
-                    let e = cx.err(attempt, e);
-                    if !e.is_conflict() {
-                        return Err(e);
-                    }
-                    last = Some(e);
-                }
-            }
-        }
-        Err(last
-            .unwrap_or_else(|| cx.invalid(Attempt::on("patch", "nodes", name), "no attempt made")))
+            Some((patch, "cordoned node"))
+        })
+        .await
     }
 
     async fn pods(&self, k: &KubeRef) -> Result<Vec<Pod>, KubeError> {
@@ -757,29 +892,68 @@ impl KubeService for KubeClients {
         name: &str,
     ) -> Result<Eviction, KubeError> {
         let cx = self.client(k).await?;
-        let api = cx.namespaced::<Pod>(namespace);
         let attempt = Attempt::on("create", "pods/eviction", format!("{namespace}/{name}"));
-        match api.evict(name, &EvictParams::default()).await {
-            Ok(_) => {
-                tracing::info!(cluster = %k.endpoint, pod = %format!("{namespace}/{name}"), "evicted pod");
-                Ok(Eviction::Evicted)
-            }
-            Err(::kube::Error::Api(e)) if e.code == 404 => Ok(Eviction::Evicted),
-            Err(::kube::Error::Api(e)) if e.code == 429 => Ok(Eviction::Refused(e.message)),
-            Err(e) => Err(cx.err(attempt, e)),
+        // Sent raw (not `Api::evict`) to read the `Retry-After` header of a
+        // 429, which the typed call drops.
+        let req = ::kube::core::Request::new(Pod::url_path(&(), Some(namespace)))
+            .evict(name, &EvictParams::default())
+            .map_err(|e| cx.invalid(attempt.clone(), format!("cannot build the request: {e}")))?;
+        // Through the client that does not retry a 429 itself (see
+        // `Cx::evict`): the drain asks again on its own poll.
+        let res = cx
+            .evict
+            .send(req.map(::kube::client::Body::from))
+            .await
+            .map_err(|e| cx.err(attempt.clone(), e))?;
+        let code = res.status().as_u16();
+        let header = res
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = res
+            .into_body()
+            .collect_bytes()
+            .await
+            .map_err(|e| cx.err(attempt.clone(), e))?;
+        if (200..300).contains(&code) {
+            tracing::info!(cluster = %k.endpoint, pod = %format!("{namespace}/{name}"), "evicted pod");
+            return Ok(Eviction::Evicted);
+        }
+        let status = serde_json::from_slice::<::kube::core::Status>(&body).unwrap_or_else(|_| {
+            ::kube::core::Status::failure(String::from_utf8_lossy(&body).trim(), "").with_code(code)
+        });
+        match code {
+            404 => Ok(Eviction::Evicted),
+            429 => Ok(Eviction::Refused {
+                retry_after: retry_after(
+                    header.as_deref(),
+                    status.details.as_ref().map(|d| d.retry_after_seconds),
+                ),
+                message: status.message,
+            }),
+            _ => Err(cx.err(attempt, ::kube::Error::Api(status.with_code(code).boxed()))),
         }
     }
 
     async fn uncordon_node(&self, k: &KubeRef, name: &str, label: &str) -> Result<(), KubeError> {
         let cx = self.client(k).await?;
-        let nodes = cx.all::<Node>();
-        let mut last = None;
-        for _ in 0..CONFLICT_ATTEMPTS {
-            let node = match nodes.get_opt(name).await {
-                Ok(Some(n)) => n,
-                Ok(None) => return Ok(()),
-                Err(e) => return Err(cx.err(Attempt::on("get", "nodes", name), e)),
-            };
+        cx.patch_node_read(name, true, |node| {
+            // Only a cordon slicectl made is lifted.
+            let ours = node
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(CORDONED_BY_SLICECTL));
+            if !ours {
+                let patch = json!({
+                    "metadata": { "resourceVersion": node.metadata.resource_version, "labels": { label: null } },
+                });
+                return Some((
+                    patch,
+                    "removed the drain label; the Node's cordon is not slicectl's and stays",
+                ));
+            }
             let taints: Vec<Taint> = node
                 .spec
                 .as_ref()
@@ -789,29 +963,15 @@ impl KubeService for KubeClients {
                 .filter(|t| !(t.key == UNSCHEDULABLE_TAINT_KEY && t.effect == "NoSchedule"))
                 .collect();
             let patch = json!({
-                "metadata": { "resourceVersion": node.metadata.resource_version, "labels": { label: null } },
+                "metadata": {
+                    "resourceVersion": node.metadata.resource_version,
+                    "labels": { label: null, CORDONED_BY_SLICECTL: null },
+                },
                 "spec": { "unschedulable": null, "taints": taints },
             });
-            let attempt = Attempt::on("patch", "nodes", name);
-            match nodes
-                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => {
-                    tracing::info!(cluster = %k.endpoint, node = name, "uncordoned node (its drain is no longer planned)");
-                    return Ok(());
-                }
-                Err(e) => {
-                    let e = cx.err(attempt, e);
-                    if !e.is_conflict() {
-                        return Err(e);
-                    }
-                    last = Some(e);
-                }
-            }
-        }
-        Err(last
-            .unwrap_or_else(|| cx.invalid(Attempt::on("patch", "nodes", name), "no attempt made")))
+            Some((patch, "uncordoned node (its drain is no longer planned)"))
+        })
+        .await
     }
 
     async fn delete_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError> {
@@ -1086,5 +1246,65 @@ mod tests {
             e.to_string().contains("/nonexistent/slicectl/kubeconfig"),
             "{e}"
         );
+    }
+
+    /// The controller makes a `KubeClients` per cycle: `clusters.get` is
+    /// read once for all of them while the answer is fresh; a failure is
+    /// not kept, and its error names the cluster once.
+    #[tokio::test]
+    async fn clusters_get_is_read_once_across_cycles() {
+        use crate::resource::gke::{ClusterAccess, MasterAuth};
+        use base64::Engine;
+        let fake = crate::cloud::fake::FakeCloud::new();
+        let c = ClusterRef::new("p1", "us-central2", "train");
+        let ca = crate::kube::ca::tests::TEST_CA;
+        fake.set_cluster_access(
+            &c,
+            ClusterAccess {
+                name: "train".into(),
+                status: Some("RUNNING".into()),
+                endpoint: Some("127.0.0.1".into()),
+                master_auth: Some(MasterAuth {
+                    cluster_ca_certificate: Some(
+                        base64::engine::general_purpose::STANDARD.encode(ca),
+                    ),
+                }),
+                ..ClusterAccess::default()
+            },
+        );
+        let gone = ClusterRef::new("p1", "us-central2", "gone");
+        let link = GkeLink::new(fake.clone(), Arc::new(crate::cloud::auth::NoAuth));
+        for _cycle in 0..3 {
+            let clients = KubeClients::new([]).with_gke(
+                [
+                    (c.clone(), GkeAccess::Endpoint(GkeEndpoint::Public), None),
+                    (gone.clone(), GkeAccess::Endpoint(GkeEndpoint::Public), None),
+                ],
+                link.clone(),
+            );
+            let config = clients.config(&KubeRef::gke(&c)).await.unwrap();
+            assert_eq!(config.cluster_url.to_string(), "https://127.0.0.1/");
+            let e = clients.config(&KubeRef::gke(&gone)).await.unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains("clusters.get"), "{text}");
+            assert_eq!(text.matches("gone").count(), 1, "{text}");
+        }
+        assert_eq!(
+            fake.calls_of("get_cluster"),
+            vec![
+                "get_cluster projects/p1/locations/us-central2/clusters/train",
+                "get_cluster projects/p1/locations/us-central2/clusters/gone",
+                "get_cluster projects/p1/locations/us-central2/clusters/gone",
+                "get_cluster projects/p1/locations/us-central2/clusters/gone",
+            ]
+        );
+        // Another link (another process) reads it again.
+        let other = GkeLink::new(fake.clone(), Arc::new(crate::cloud::auth::NoAuth));
+        let clients = KubeClients::new([]).with_gke(
+            [(c.clone(), GkeAccess::Endpoint(GkeEndpoint::Public), None)],
+            other,
+        );
+        clients.config(&KubeRef::gke(&c)).await.unwrap();
+        assert_eq!(fake.calls_of("get_cluster").len(), 5);
     }
 }

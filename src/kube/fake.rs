@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::spec::disruption::CORDONED_BY_SLICECTL;
 use async_trait::async_trait;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
@@ -36,6 +37,8 @@ pub enum KubeFault {
     Unreachable,
     /// [`KubeError::Forbidden`] (403).
     Forbidden,
+    /// [`KubeError::Api`] 401: the API server rejects the credentials.
+    Unauthorized,
     /// [`KubeError::NotFound`] (404).
     NotFound,
     /// [`KubeError::Conflict`] (409).
@@ -63,12 +66,15 @@ type Key = (String, String);
 
 #[derive(Default)]
 struct Cluster {
-    unreachable: bool,
+    /// Every call fails so (until set back).
+    down: Option<KubeFault>,
     ca_hash: Option<String>,
     nodes: BTreeMap<String, Node>,
     pods: BTreeMap<Key, Pod>,
     /// Pods whose eviction a PodDisruptionBudget refuses (429).
     protected_pods: std::collections::BTreeSet<Key>,
+    /// The `Retry-After` of a refused eviction.
+    eviction_retry_after: Option<std::time::Duration>,
     secrets: BTreeMap<Key, Secret>,
     daemonsets: BTreeMap<Key, DaemonSet>,
     service_accounts: BTreeMap<Key, ServiceAccount>,
@@ -188,7 +194,12 @@ impl FakeKube {
 
     /// Every call to this cluster fails as unreachable (until set back).
     pub fn set_unreachable(&self, k: &KubeRef, unreachable: bool) {
-        self.with(k, |c, _| c.unreachable = unreachable);
+        self.set_failing(k, unreachable.then_some(KubeFault::Unreachable));
+    }
+
+    /// Every call to this cluster fails with `fault` (`None`: as usual).
+    pub fn set_failing(&self, k: &KubeRef, fault: Option<KubeFault>) {
+        self.with(k, |c, _| c.down = fault);
     }
 
     /// The CA pin [`KubeService::ca_cert_hash`] returns for this cluster.
@@ -205,8 +216,8 @@ impl FakeKube {
             format!("{method} {} {target}", k.endpoint)
         });
         let attempt = Attempt::on(method_verb(method), method, target);
-        if st.clusters.get(k).is_some_and(|c| c.unreachable) {
-            return Err(fault_error(KubeFault::Unreachable, k, attempt));
+        if let Some(fault) = st.clusters.get(k).and_then(|c| c.down) {
+            return Err(fault_error(fault, k, attempt));
         }
         if let Some(i) = st.faults.iter().position(|(m, _)| m == method) {
             let fault = st.faults.remove(i).map_or(KubeFault::Server, |(_, f)| f);
@@ -283,6 +294,11 @@ impl FakeKube {
                 p.status.get_or_insert_with(PodStatus::default).phase = Some(phase.to_owned());
             }
         });
+    }
+
+    /// The `Retry-After` a refused eviction in cluster `k` answers with.
+    pub fn set_eviction_retry_after(&self, k: &KubeRef, after: Option<std::time::Duration>) {
+        self.with(k, |c, _| c.eviction_retry_after = after);
     }
 
     /// Makes a PodDisruptionBudget refuse (`true`) or allow the eviction of a pod.
@@ -480,6 +496,12 @@ fn fault_error(fault: KubeFault, k: &KubeRef, attempt: Attempt) -> KubeError {
             attempt,
             message: "forbidden (fake)".to_owned(),
         },
+        KubeFault::Unauthorized => KubeError::Api {
+            endpoint,
+            attempt,
+            status: 401,
+            message: "Unauthorized: Unauthorized (fake)".to_owned(),
+        },
         KubeFault::NotFound => KubeError::NotFound {
             endpoint,
             attempt,
@@ -615,6 +637,10 @@ impl KubeService for FakeKube {
             if is_cordoned(node) {
                 return Ok(());
             }
+            node.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(CORDONED_BY_SLICECTL.to_owned(), "true".to_owned());
             let spec = node.spec.get_or_insert_with(NodeSpec::default);
             spec.unschedulable = Some(true);
             let taints = spec.taints.get_or_insert_with(Vec::new);
@@ -656,9 +682,11 @@ impl KubeService for FakeKube {
         Ok(self.with(k, |c, _| {
             let id = key(namespace, name);
             if c.protected_pods.contains(&id) && c.pods.contains_key(&id) {
-                return Eviction::Refused(
-                    "Cannot evict pod as it would violate the pod's disruption budget.".into(),
-                );
+                return Eviction::Refused {
+                    message: "Cannot evict pod as it would violate the pod's disruption budget."
+                        .into(),
+                    retry_after: c.eviction_retry_after,
+                };
             }
             c.pods.remove(&id);
             Eviction::Evicted
@@ -671,10 +699,16 @@ impl KubeService for FakeKube {
             let Some(node) = c.nodes.get_mut(name) else {
                 return;
             };
-            if let Some(l) = node.metadata.labels.as_mut() {
-                l.remove(label);
-            }
-            if let Some(spec) = node.spec.as_mut() {
+            let ours = node
+                .metadata
+                .labels
+                .as_mut()
+                .and_then(|l| {
+                    l.remove(label);
+                    l.remove(CORDONED_BY_SLICECTL)
+                })
+                .is_some();
+            if let Some(spec) = node.spec.as_mut().filter(|_| ours) {
                 spec.unschedulable = None;
                 if let Some(t) = spec.taints.as_mut() {
                     t.retain(|t| !(t.key == UNSCHEDULABLE_TAINT_KEY && t.effect == "NoSchedule"));

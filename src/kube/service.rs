@@ -68,15 +68,20 @@ pub trait KubeService: Send + Sync {
     /// adds, and what the node lifecycle controller would add; it keeps
     /// DaemonSet-free schedulers and clusters without that controller honest).
     /// Idempotent: an already cordoned node gets no write. Other taints are
-    /// kept (optimistic concurrency on the Node's resourceVersion).
+    /// kept (optimistic concurrency on the Node's resourceVersion). The same
+    /// write sets the label [`crate::spec::disruption::CORDONED_BY_SLICECTL`]:
+    /// only a cordon slicectl made is ever lifted by it ([`Self::uncordon_node`]).
     async fn cordon_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError>;
 
     /// Deletes a Node object; a missing one is fine.
     async fn delete_node(&self, k: &KubeRef, name: &str) -> Result<(), KubeError>;
 
-    /// Releases a Node slicectl cordoned for a drain that is no longer
-    /// planned: `spec.unschedulable: false`, the unschedulable taint and the
-    /// label `label` removed. A missing Node is fine.
+    /// Releases a Node from a drain that is no longer planned: the label
+    /// `label` removed and, when the Node carries
+    /// [`crate::spec::disruption::CORDONED_BY_SLICECTL`] (slicectl made the
+    /// cordon), the cordon lifted (`spec.unschedulable` and the unschedulable
+    /// taint removed) with that label. A cordon slicectl did not make stays.
+    /// A missing Node is fine.
     async fn uncordon_node(&self, k: &KubeRef, name: &str, label: &str) -> Result<(), KubeError>;
 
     /// Every Pod of the cluster that is not terminal (one paginated list,
@@ -157,9 +162,15 @@ pub trait KubeService: Send + Sync {
 pub enum Eviction {
     /// The Pod is being deleted (or was gone already).
     Evicted,
-    /// A PodDisruptionBudget refuses it now (429), with the API server's
-    /// message.
-    Refused(String),
+    /// A PodDisruptionBudget (or the API server's rate limit) refuses it
+    /// now (429), with the API server's message and how long it asks the
+    /// caller to wait before asking again (`Retry-After`), when it says.
+    Refused {
+        /// The API server's message.
+        message: String,
+        /// `Retry-After`, when given and not 0.
+        retry_after: Option<std::time::Duration>,
+    },
 }
 
 /// The objects of the TPU device plugin, rendered by the pure core. Each

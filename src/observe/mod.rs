@@ -75,6 +75,25 @@ fn deferred_scopes(cloud: &Cloud, owners: &Owners) -> BTreeMap<Scope, String> {
 /// for the plan (nothing is pruned there this time).
 type Undiscovered = BTreeMap<(String, &'static str), Unseen>;
 
+/// Records (and logs) a project whose left-behind discovery failed for
+/// `backend` (`gke`: node pools in clusters no Target names; `gce`: MIGs in
+/// zones no Target names): nothing there is pruned this cycle.
+fn undiscovered(failed: &mut Undiscovered, project: &str, backend: &'static str, e: &CloudError) {
+    let why = unseen(e);
+    let what = if backend == "gke" {
+        "node pools this fleet left in clusters no Target names"
+    } else {
+        "MIGs this fleet left in zones no Target names"
+    };
+    tracing::warn!(
+        project = %project,
+        code = %why.code,
+        cause = %why.cause,
+        "cannot look for {what}: nothing there is pruned this cycle"
+    );
+    failed.insert((project.to_owned(), backend), why);
+}
+
 /// The GKE clusters no Target names that hold a node pool of this fleet:
 /// one `clusters.list` (location `-`, every zone and region) per project a
 /// GKE Target names. GKE embeds each cluster's node pools in the listing,
@@ -92,14 +111,7 @@ async fn left_behind_clusters(cloud: &Cloud, owners: &Owners) -> (Vec<Scope>, Un
         let resp = match resp {
             Ok(r) => r,
             Err(e) => {
-                let why = unseen(&e);
-                tracing::warn!(
-                    project = %project,
-                    code = %why.code,
-                    cause = %why.cause,
-                    "cannot look for node pools this fleet left in clusters no Target names: nothing there is pruned this cycle"
-                );
-                failed.insert((project.clone(), "gke"), why);
+                undiscovered(&mut failed, project, "gke", &e);
                 continue;
             }
         };
@@ -156,14 +168,7 @@ async fn left_behind_zones(cloud: &Cloud, owners: &Owners) -> (Vec<Scope>, Undis
         let (migs, unreachable) = match listing {
             Ok(l) => l,
             Err(e) => {
-                let why = unseen(&e);
-                tracing::warn!(
-                    project = %project,
-                    code = %why.code,
-                    cause = %why.cause,
-                    "cannot look for MIGs this fleet left in zones no Target names: nothing there is pruned this cycle"
-                );
-                failed.insert((project.clone(), "gce"), why);
+                undiscovered(&mut failed, project, "gce", &e);
                 continue;
             }
         };
@@ -214,6 +219,9 @@ pub fn unseen(e: &CloudError) -> Unseen {
         } => "target_forbidden",
         CloudError::Api { code, .. } if code == "PERMISSION_DENIED" => "target_forbidden",
         CloudError::Kube(KubeError::Forbidden { .. }) => "target_forbidden",
+        // A cluster's API that rejects slicectl's credentials (an expired or
+        // foreign Google token, a kubeconfig's stale user).
+        CloudError::Kube(KubeError::Api { status: 401, .. }) => "target_forbidden",
         CloudError::Kube(KubeError::Config { .. }) => "target_unconfigured",
         _ => "target_unreachable",
     };
@@ -430,6 +438,14 @@ spec:
             "target_forbidden"
         );
         assert_eq!(unseen(&api(503, "UNAVAILABLE")).code, "target_unreachable");
+        // A GKE cluster's API that rejects the Google token (401).
+        let unauthorized = CloudError::Kube(crate::kube::KubeError::Api {
+            endpoint: "gke://p/us-central1/train".into(),
+            attempt: crate::kube::error::Attempt::new("list", "nodes"),
+            status: 401,
+            message: "Unauthorized: Unauthorized".into(),
+        });
+        assert_eq!(unseen(&unauthorized).code, "target_forbidden");
         let kube = CloudError::Kube(crate::kube::KubeError::Config {
             endpoint: "10.0.0.1:6443".into(),
             message: "kubeconfig ~/.kube/config: no such file".into(),

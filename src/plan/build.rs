@@ -968,6 +968,16 @@ impl<'a> Planner<'a> {
             deferred: &self.inv.deferred,
             mode: self.mode,
             disrupt: self.opts.disrupt,
+            owned: self
+                .live_by_id
+                .iter()
+                .filter_map(|(id, l)| {
+                    let own = self.kind_of(id.kind)?.ownership(&l.body)?;
+                    self.owners
+                        .owns(&id.scope, Some(&own))
+                        .then(|| (id.clone(), own))
+                })
+                .collect(),
         };
         let live_own = |a: &Action| {
             let kind = self.kind_of(a.id.kind)?;

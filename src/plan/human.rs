@@ -186,9 +186,17 @@ pub fn render(plan: &Plan, color: bool) -> String {
     render_unobserved(&mut out, &p, plan);
     render_held(&mut out, &p, plan);
     for r in &plan.released {
+        let kept = if r.cordon_kept.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} was cordoned before the drain, not by slicectl: its cordon stays, only the drain label goes)",
+                r.cordon_kept.join(", ")
+            )
+        };
         let _ = writeln!(
             out,
-            "{} Nodes {} in {} were cordoned for a drain that no step plans any more: they are uncordoned.\n",
+            "{} Nodes {} in {} were cordoned for a drain that no step takes any more (its step is gone or held): they are uncordoned{kept}.\n",
             p.paint(green().bold(), "Released:"),
             r.nodes.join(", "),
             r.kube
@@ -278,18 +286,38 @@ pub fn render(plan: &Plan, color: bool) -> String {
     out
 }
 
+/// A section's heading, painted.
+fn heading(out: &mut String, p: &Painter, style: Style, text: &str) {
+    let _ = writeln!(out, "{}", p.paint(style, text));
+}
+
+/// One step a section lists: its mark, what it would do to which resource,
+/// its code, and the message under it.
+fn step_line(
+    out: &mut String,
+    p: &Painter,
+    (style, mark): (Style, &str),
+    (action, kind, name, scope): (ActionKind, &str, &str, &super::Scope),
+    (code, message): (&str, &str),
+) {
+    let _ = writeln!(
+        out,
+        "  {} {} {kind} {name:?} in {scope} [{code}]\n      {message}",
+        p.paint(style, mark),
+        action.as_str(),
+    );
+}
+
 /// Targets that could not be observed: no action for any of their slices.
 fn render_unobserved(out: &mut String, p: &Painter, plan: &Plan) {
     if !plan.left_unobserved() {
         return;
     }
-    let _ = writeln!(
+    heading(
         out,
-        "{}",
-        p.paint(
-            yellow().bold(),
-            "Not observed (no action for these; nothing is pruned from what was not seen):"
-        )
+        p,
+        yellow().bold(),
+        "Not observed (no action for these; nothing is pruned from what was not seen):",
     );
     for u in &plan.unobserved {
         let _ = writeln!(
@@ -337,25 +365,19 @@ fn render_refusals(out: &mut String, p: &Painter, plan: &Plan) {
     let (settling, refused): (Vec<&super::Refusal>, Vec<&super::Refusal>) =
         plan.refused.iter().partition(|r| r.code == super::SETTLING);
     if !settling.is_empty() {
-        let _ = writeln!(
+        heading(
             out,
-            "{}",
-            p.paint(
-                yellow().bold(),
-                "Held until the specs settle (planned again when the settle period is over; the rest of the plan goes ahead):"
-            )
+            p,
+            yellow().bold(),
+            "Held until the specs settle (planned again when the settle period is over; the rest of the plan goes ahead):",
         );
         for r in &settling {
-            let _ = writeln!(
+            step_line(
                 out,
-                "  {} {} {} {:?} in {} [{}]\n      {}",
-                p.paint(yellow(), "~"),
-                r.action.as_str(),
-                r.kind,
-                r.name,
-                r.scope,
-                r.code,
-                r.message
+                p,
+                (yellow(), "~"),
+                (r.action, r.kind, &r.name, &r.scope),
+                (&r.code, &r.message),
             );
         }
         out.push('\n');
@@ -363,25 +385,19 @@ fn render_refusals(out: &mut String, p: &Painter, plan: &Plan) {
     if refused.is_empty() {
         return;
     }
-    let _ = writeln!(
+    heading(
         out,
-        "{}",
-        p.paint(
-            red().bold(),
-            "Refused changes (never applied; the rest of the plan goes ahead):"
-        )
+        p,
+        red().bold(),
+        "Refused changes (never applied; the rest of the plan goes ahead):",
     );
     for r in refused {
-        let _ = writeln!(
+        step_line(
             out,
-            "  {} {} {} {:?} in {} [{}]\n      {}",
-            p.paint(red(), "!"),
-            r.action.as_str(),
-            r.kind,
-            r.name,
-            r.scope,
-            r.code,
-            r.message
+            p,
+            (red(), "!"),
+            (r.action, r.kind, &r.name, &r.scope),
+            (&r.code, &r.message),
         );
     }
     out.push('\n');
@@ -392,26 +408,19 @@ fn render_held(out: &mut String, p: &Painter, plan: &Plan) {
     if plan.held.is_empty() {
         return;
     }
-    let _ = writeln!(
+    heading(
         out,
-        "{}",
-        p.paint(
-            yellow().bold(),
-            "Held (busy slice replicas; these steps run by themselves once allowed, the rest of the plan goes ahead):"
-        )
+        p,
+        yellow().bold(),
+        "Held (busy slice replicas; these steps run by themselves once allowed, the rest of the plan goes ahead):",
     );
     for h in &plan.held {
-        let _ = writeln!(
+        step_line(
             out,
-            "  {} {} {} {:?} in {} [{}]
-      {}",
-            p.paint(yellow(), "="),
-            h.action.as_str(),
-            h.kind,
-            h.name,
-            h.scope,
-            h.code,
-            h.message
+            p,
+            (yellow(), "="),
+            (h.action, h.kind, &h.name, &h.scope),
+            (h.code, &h.message),
         );
     }
     out.push('\n');

@@ -2297,6 +2297,40 @@ mod respecting_workloads {
         assert_eq!(steps[1].deps, vec![0]);
     }
 
+    /// A drain started (its Node cordoned by slicectl and labelled), then
+    /// `whenBusy` went back to `wait`: the step is held, and the Node is
+    /// released so the running job can use it while it waits. While the
+    /// drain goes ahead, the cordon stays.
+    #[test]
+    fn a_drain_whose_step_is_now_held_releases_its_nodes() {
+        let f = with_policy(standard_fleet(), "llm", policy(WhenBusy::Drain));
+        let inv = converged(&f);
+        let busy = pool_name(&f, "llm", 0);
+        let mut live = with_pods(&inv, &[(&busy, vec![pod("train-0", false)])], THURSDAY);
+        for (_, c) in live.workloads.clusters.iter_mut() {
+            if let ClusterWorkloads::Seen(nodes) = c {
+                for n in nodes.iter_mut() {
+                    n.cordoned = true;
+                    n.draining_since = Some("2026-11-26T04:00:00Z".parse().unwrap());
+                    n.labels.insert(
+                        crate::spec::disruption::CORDONED_BY_SLICECTL.into(),
+                        "true".into(),
+                    );
+                }
+            }
+        }
+        let p = run(&reshaped(&f), &live, &PlanOptions::default());
+        assert!(p.released.is_empty(), "the drain goes on: {:?}", p.released);
+        let waiting = with_policy(reshaped(&f), "llm", policy(WhenBusy::Wait));
+        let p = run(&waiting, &live, &PlanOptions::default());
+        assert_eq!(p.held.len(), 1);
+        assert_eq!(p.released.len(), 1, "{:?}", p.released);
+        assert_eq!(p.released[0].nodes, vec![format!("{busy}-node-0")]);
+        assert!(p.released[0].cordon_kept.is_empty());
+        let text = human::render(&p, false);
+        assert!(text.contains("they are uncordoned."), "{text}");
+    }
+
     #[test]
     fn replace_goes_ahead_and_says_so() {
         let f = with_policy(standard_fleet(), "llm", policy(WhenBusy::Replace));
@@ -2594,6 +2628,22 @@ mod releasing_drains {
     use crate::plan::workload::{ClusterWorkloads, HostNode, Workloads};
     use crate::resource::KubeRef;
 
+    /// A Node of node pool `pool`, cordoned and labelled by a drain that
+    /// started an hour before the observation.
+    fn drained_node(name: &str, pool: &str) -> HostNode {
+        HostNode {
+            name: name.into(),
+            labels: [(
+                crate::plan::workload::GKE_NODEPOOL.to_string(),
+                pool.to_string(),
+            )]
+            .into(),
+            cordoned: true,
+            draining_since: Some("2026-11-26T04:00:00Z".parse().unwrap()),
+            pods: Vec::new(),
+        }
+    }
+
     /// A drain started, then the spec went back to what is live: no step
     /// plans the drain any more, so its Nodes are uncordoned (and an idle
     /// replica whose delete is planned keeps its cordon until it goes).
@@ -2611,17 +2661,7 @@ mod releasing_drains {
             observed_at: Some("2026-11-26T05:00:00Z".parse().unwrap()),
             clusters: [(
                 KubeRef::gke(&cluster()),
-                ClusterWorkloads::Seen(vec![HostNode {
-                    name: "tiny-node".into(),
-                    labels: [(
-                        crate::plan::workload::GKE_NODEPOOL.to_string(),
-                        pool.clone(),
-                    )]
-                    .into(),
-                    cordoned: true,
-                    draining_since: Some("2026-11-26T04:00:00Z".parse().unwrap()),
-                    pods: Vec::new(),
-                }]),
+                ClusterWorkloads::Seen(vec![drained_node("tiny-node", &pool)]),
             )]
             .into(),
         };
@@ -2641,5 +2681,30 @@ mod releasing_drains {
                 .iter()
                 .any(|a| a.id.name == pool && a.action == ActionKind::Delete)
         );
+    }
+
+    /// A shared cluster: another fleet (or tool) is draining a Node of a
+    /// pool this fleet does not own. Its drain is its own: never released
+    /// (found by `tests/e2e/e2e_scheduled.rs`, where parallel tests share
+    /// one API server and one test's apply uncordoned another's drain).
+    #[test]
+    fn a_drain_on_someone_elses_node_is_never_released() {
+        let f = standard_fleet();
+        let inv = converged(&f);
+        let mut live = inv.inventory();
+        live.workloads = Workloads {
+            observed_at: Some("2026-11-26T05:00:00Z".parse().unwrap()),
+            clusters: [(
+                KubeRef::gke(&cluster()),
+                ClusterWorkloads::Seen(vec![
+                    drained_node("theirs-node", "other-fleets-pool"),
+                    drained_node("unlabelled-node", ""),
+                ]),
+            )]
+            .into(),
+        };
+        let p = super::super::plan(&f, &live, &all_kinds(), &PlanOptions::default()).unwrap();
+        assert!(p.released.is_empty(), "{:?}", p.released);
+        assert!(!p.summary.has_changes());
     }
 }

@@ -15,9 +15,9 @@ use serde::Serialize;
 
 use super::kind::{Kind, Scope};
 use super::ownership::Ownership;
-use super::{Action, ActionKind, Owners, PlanMode};
+use super::{Action, ActionKind, Owners, PlanMode, ResourceId};
 use crate::resource::KubeRef;
-use crate::spec::disruption::Policy;
+use crate::spec::disruption::{CORDONED_BY_SLICECTL, Policy};
 use crate::spec::model::WhenBusy;
 use crate::spec::{Fleet, Target};
 
@@ -191,9 +191,13 @@ pub struct Held {
     pub pods: Vec<BoundPod>,
 }
 
-/// Nodes slicectl cordoned for a drain that no step plans any more (the
-/// spec changed back, the slice went idle before the drain was needed):
-/// they are uncordoned and lose the drain label.
+/// Nodes slicectl cordoned for a drain that no step takes any more (the
+/// spec changed back, the slice is no longer to be replaced or deleted,
+/// its step is held: `whenBusy: wait`, do-not-disrupt, outside a window,
+/// over budget): they are uncordoned and lose the drain label, so the
+/// workload can use them while it waits. Nodes whose cordon slicectl did
+/// not make ([`crate::spec::disruption::CORDONED_BY_SLICECTL`] missing)
+/// only lose the label (`cordon_kept`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Release {
     /// The cluster.
@@ -203,31 +207,67 @@ pub struct Release {
     pub cluster: String,
     /// The Nodes.
     pub nodes: Vec<String>,
+    /// Those of `nodes` whose cordon is not slicectl's: it stays, only the
+    /// drain label goes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cordon_kept: Vec<String>,
 }
 
-/// The Nodes that carry the drain label but belong to no replica with a
-/// destructive step planned or held (`in_use`).
-pub(super) fn releases(w: &Workloads, in_use: &BTreeSet<(KubeRef, String)>) -> Vec<Release> {
+/// The Nodes that carry the drain label but belong to no replica whose
+/// destructive step goes ahead in this plan (`in_use`), of those this fleet
+/// owns (`ours`).
+pub(super) fn releases(
+    w: &Workloads,
+    in_use: &BTreeSet<(KubeRef, String)>,
+    ours: &BTreeSet<(KubeRef, String)>,
+) -> Vec<Release> {
     let mut out = Vec::new();
     for (kube, c) in &w.clusters {
         let ClusterWorkloads::Seen(nodes) = c else {
             continue;
         };
-        let free: Vec<String> = nodes
+        let free: Vec<&HostNode> = nodes
             .iter()
             .filter(|n| n.draining_since.is_some())
-            .filter(|n| !in_use.contains(&(kube.clone(), n.name.clone())))
-            .map(|n| n.name.clone())
+            .filter(|n| {
+                let key = (kube.clone(), n.name.clone());
+                !in_use.contains(&key) && ours.contains(&key)
+            })
             .collect();
         if !free.is_empty() {
             out.push(Release {
                 kube: kube.clone(),
                 cluster: kube.endpoint.clone(),
-                nodes: free,
+                nodes: free.iter().map(|n| n.name.clone()).collect(),
+                cordon_kept: free
+                    .iter()
+                    .filter(|n| !n.labels.contains_key(CORDONED_BY_SLICECTL))
+                    .map(|n| n.name.clone())
+                    .collect(),
             });
         }
     }
     out
+}
+
+/// The Nodes `hosts` picks out, in a cluster whose Nodes were seen.
+fn nodes_of(w: &Workloads, hosts: &Hosts) -> Vec<(KubeRef, String)> {
+    let Some(k) = &hosts.kube else {
+        return Vec::new();
+    };
+    let Some(ClusterWorkloads::Seen(nodes)) = w.clusters.get(k) else {
+        return Vec::new();
+    };
+    nodes
+        .iter()
+        .filter(|n| {
+            hosts
+                .selector
+                .iter()
+                .all(|(l, v)| n.labels.get(l) == Some(v))
+        })
+        .map(|n| (k.clone(), n.name.clone()))
+        .collect()
 }
 
 /// What is known of one slice replica's Nodes.
@@ -258,6 +298,9 @@ pub(super) struct Inputs<'a> {
     pub mode: PlanMode,
     /// `destroy --disrupt`.
     pub disrupt: bool,
+    /// The live resources this fleet owns, with their ownership: only their
+    /// Nodes are ever released from a drain ([`releases`]).
+    pub owned: Vec<(ResourceId, Ownership)>,
 }
 
 /// The Target of a live resource: the Target of the slice that claims it,
@@ -342,9 +385,10 @@ pub(super) fn decide(
     // The busy state of each replica with a destructive step on a resource
     // that holds capacity, with its Target.
     let mut replicas: BTreeMap<Key, (Busy, Option<&Target>, String)> = BTreeMap::new();
-    // The Nodes of every replica with a destructive step (busy or not):
-    // a drain label on them stays while the step is planned or held.
-    let mut in_use: BTreeSet<(KubeRef, String)> = BTreeSet::new();
+    // The Nodes of every replica with a destructive step (busy or not): a
+    // drain label on them stays while the step goes ahead (not when it is
+    // held: the workload keeps running, and its Nodes are uncordoned).
+    let mut replica_nodes: BTreeMap<(String, u32), BTreeSet<(KubeRef, String)>> = BTreeMap::new();
     for a in actions.iter().filter(|a| a.action.is_destructive()) {
         let Some(kind) = i.kinds.iter().find(|k| k.id() == a.id.kind) else {
             continue;
@@ -356,21 +400,10 @@ pub(super) fn decide(
         let Some(hosts) = kind.hosts(&a.id, &own, kube_of(i, target).as_ref()) else {
             continue;
         };
-        if let Some(k) = &hosts.kube
-            && let Some(ClusterWorkloads::Seen(nodes)) = i.workloads.clusters.get(k)
-        {
-            in_use.extend(
-                nodes
-                    .iter()
-                    .filter(|n| {
-                        hosts
-                            .selector
-                            .iter()
-                            .all(|(l, v)| n.labels.get(l) == Some(v))
-                    })
-                    .map(|n| (k.clone(), n.name.clone())),
-            );
-        }
+        replica_nodes
+            .entry((a.owner.slice.clone(), a.owner.replica))
+            .or_default()
+            .extend(nodes_of(i.workloads, &hosts));
         let key = (own.owner.clone(), a.owner.slice.clone(), a.owner.replica);
         if replicas.contains_key(&key) {
             continue;
@@ -380,7 +413,19 @@ pub(super) fn decide(
     }
     // Replicas a drain already started on (their Nodes carry the drain
     // label, read back after a restart) hold their Target's budget first.
-    let released = releases(i.workloads, &in_use);
+    // A cluster is shared (other fleets, other owner ids, other tools):
+    // only the Nodes of resources this fleet owns are ever released; a
+    // drain label on anyone else's Node is theirs.
+    let mut ours: BTreeSet<(KubeRef, String)> = BTreeSet::new();
+    for (id, own) in &i.owned {
+        let Some(kind) = i.kinds.iter().find(|k| k.id() == id.kind) else {
+            continue;
+        };
+        let target = target_of(i, own, &id.scope);
+        if let Some(hosts) = kind.hosts(id, own, kube_of(i, target).as_ref()) {
+            ours.extend(nodes_of(i.workloads, &hosts));
+        }
+    }
     let mut draining: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for ((_, _, replica), (busy, target, live_slice)) in &replicas {
         if let (
@@ -536,6 +581,12 @@ pub(super) fn decide(
         };
         goes.insert(rk, going(how));
     }
+    let in_use: BTreeSet<(KubeRef, String)> = replica_nodes
+        .into_iter()
+        .filter(|(rk, _)| !holds.contains_key(rk))
+        .flat_map(|(_, n)| n)
+        .collect();
+    let released = releases(i.workloads, &in_use, &ours);
     let (kept, held): (Vec<Action>, Vec<Action>) =
         std::mem::take(actions).into_iter().partition(|a| {
             !(a.action.is_destructive()

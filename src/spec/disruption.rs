@@ -30,6 +30,10 @@ pub const KARPENTER_DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 /// The Node label slicectl puts on a slice replica's Nodes when it starts
 /// draining them (Unix seconds): the drain's start survives a restart.
 pub const DRAINING_SINCE: &str = "slicectl.dev/draining-since";
+/// The Node label (`"true"`) slicectl sets in the same write that cordons a
+/// Node: the cordon is slicectl's. A Node cordoned already (by a person,
+/// by another tool) does not get it, and slicectl never lifts its cordon.
+pub const CORDONED_BY_SLICECTL: &str = "slicectl.dev/cordoned";
 
 /// A window, parsed.
 #[derive(Debug, Clone)]

@@ -109,9 +109,11 @@ pub struct EventNote {
     /// `Warning` rather than `Normal`.
     pub warning: bool,
     /// PascalCase reason (`Created`, `Replaced`, `Deleted`,
-    /// `CapacityUnavailable`, `Refused`, `QuotaExceeded`, `ApplyFailed`).
+    /// `CapacityUnavailable`, `Refused`, `QuotaExceeded`, `ApplyFailed`,
+    /// and on entering the state, `TargetUnreachable`, `WaitingForWorkload`).
     pub reason: String,
-    /// What was done (`Create`, `Replace`, `Delete`, `Update`, `Wait`).
+    /// What was done (`Create`, `Replace`, `Delete`, `Update`, `Wait`,
+    /// `Observe`).
     pub action: String,
     /// For people.
     pub note: String,
@@ -182,7 +184,9 @@ fn classify(code: &str, message: &str, capacity_stalled: bool) -> Severity {
         "operation_failed" | "cloud_error" if is_quota(message) => {
             Severity::Stalled(reason::QUOTA_EXCEEDED)
         }
-        "invalid_template" => Severity::Stalled(reason::INVALID_SPEC),
+        // The template the spec brings cannot run the slice, or does not
+        // exist: nothing changes until someone fixes it.
+        "invalid_template" | "missing_template" => Severity::Stalled(reason::INVALID_SPEC),
         "auth" | "kube_forbidden" | "kube_config" => Severity::Stalled(reason::ACCESS_DENIED),
         "conflict" => Severity::Stalled(reason::CONFLICT),
         "busy" | "pdb" | "drain_timeout" | "do_not_disrupt" | "busy_unknown" => {
@@ -210,6 +214,26 @@ enum Verdict {
     Unknown(&'static str, String),
     Reconciling(&'static str, String),
     Stalled(&'static str, String),
+}
+
+/// The Event of a slice entering a state no step's Event reports: its
+/// Target could not be observed (`TargetUnreachable`, a Warning), or a step
+/// of it is held for a running workload (`WaitingForWorkload`). Recorded
+/// once, when the state begins (the object's last conditions have another
+/// reason), not once per cycle while it lasts.
+fn entered(v: &Verdict, old: Option<&SliceStatusStatus>) -> Option<EventNote> {
+    let (warning, why, action, m) = match v {
+        Verdict::Stalled(r @ reason::TARGET_UNREACHABLE, m) => (true, *r, "Observe", m),
+        Verdict::Reconciling(r @ reason::WAITING_FOR_WORKLOAD, m) => (false, *r, "Wait", m),
+        _ => return None,
+    };
+    let already = old.is_some_and(|o| o.conditions.iter().any(|c| c.reason == why));
+    (!already).then(|| EventNote {
+        warning,
+        reason: why.into(),
+        action: action.into(),
+        note: shorten(m),
+    })
 }
 
 fn conditions(v: &Verdict, now: Timestamp) -> Vec<Condition> {
@@ -599,7 +623,8 @@ fn one(
         &primary,
         &unobserved,
     );
-    let events = report.map(|r| events_of(r, name)).unwrap_or_default();
+    let mut events = report.map(|r| events_of(r, name)).unwrap_or_default();
+    events.extend(entered(&verdict, c.existing.get(name)));
     SliceObject {
         name: name.to_string(),
         status: SliceStatusStatus {
@@ -818,5 +843,23 @@ fn verdict(
         Verdict::Ready(format!("{} replica(s) with all {n} nodes", replicas.len()))
     } else {
         Verdict::Reconciling(reason::PROVISIONING, unready.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A brought template that is missing stalls the slice like one that
+    /// cannot run it: nothing clears it but a person.
+    #[test]
+    fn a_missing_brought_template_is_stalled_as_an_invalid_spec() {
+        for code in ["invalid_template", "missing_template"] {
+            assert_eq!(
+                classify(code, "", false),
+                Severity::Stalled(reason::INVALID_SPEC),
+                "{code}"
+            );
+        }
     }
 }

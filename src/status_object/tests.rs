@@ -926,6 +926,22 @@ async fn a_slice_of_an_unobserved_target_is_stalled_and_the_others_are_not() {
     let m = &lost.status.conditions[1].message;
     assert!(m.starts_with("[target_not_found] target gone"), "{m}");
     assert!(m.contains("clusters/deleted."), "{m}");
+    // One Warning Event when the slice becomes unreachable, none on the
+    // healthy slices, and none again while it stays unreachable.
+    let ev: Vec<(bool, &str, &str)> = lost
+        .events
+        .iter()
+        .map(|e| (e.warning, e.reason.as_str(), e.action.as_str()))
+        .collect();
+    assert_eq!(ev, [(true, "TargetUnreachable", "Observe")]);
+    assert!(lost.events[0].note.contains("target_not_found"));
+    assert!(set.objects[0].events.is_empty() && set.objects[1].events.is_empty());
+    let again = after(&f, CycleResult::Report(&r), &written(&set));
+    assert!(
+        again.objects[2].events.is_empty(),
+        "{:?}",
+        again.objects[2].events
+    );
 }
 
 /// A slice gone from the specs whose Target could not be observed keeps
@@ -1081,4 +1097,21 @@ async fn a_held_step_is_waiting_for_workload() {
     );
     assert!(m.contains("ml/train-0"), "{m}");
     assert_eq!(reason::WAITING_FOR_WORKLOAD, "WaitingForWorkload");
+    // One Normal Event when the hold begins, not one per cycle.
+    let ev: Vec<(bool, &str)> = o
+        .events
+        .iter()
+        .filter(|e| e.reason == "WaitingForWorkload")
+        .map(|e| (e.warning, e.action.as_str()))
+        .collect();
+    assert_eq!(ev, [(false, "Wait")]);
+    let again = after(&f, CycleResult::Report(&r), &written(&set));
+    assert!(
+        only(&again)
+            .events
+            .iter()
+            .all(|e| e.reason != "WaitingForWorkload"),
+        "{:?}",
+        only(&again).events
+    );
 }

@@ -78,10 +78,7 @@ fn cloud(sim: &slicectl_sim::SimHandle, f: &Fleet) -> Cloud {
             g.kube_api.access(),
             None,
         )],
-        GkeLink {
-            service: Arc::new(client.clone()),
-            tokens: client.token_source(),
-        },
+        GkeLink::new(Arc::new(client.clone()), client.token_source()),
     );
     Cloud::from(client).with_kube(Arc::new(kube))
 }

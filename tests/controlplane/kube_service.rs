@@ -391,6 +391,52 @@ async fn nodes_are_listed_labelled_tainted_cordoned_and_deleted() {
         rv,
         "cordoning a cordoned node writes nothing"
     );
+    let label = |n: &k8s_openapi::api::core::v1::Node, key: &str| {
+        n.metadata.labels.as_ref().and_then(|l| l.get(key).cloned())
+    };
+    assert_eq!(
+        label(&node, slicectl::spec::disruption::CORDONED_BY_SLICECTL).as_deref(),
+        Some("true"),
+        "slicectl's cordon is marked in the same write"
+    );
+
+    // Released: slicectl's cordon is lifted, with its labels; the other
+    // taints stay.
+    let drain = slicectl::spec::disruption::DRAINING_SINCE;
+    let mut since = BTreeMap::new();
+    since.insert(drain.to_owned(), Some("1764136800".to_owned()));
+    c.kube
+        .patch_node(&c.k, &name, &since, None)
+        .await
+        .expect("label");
+    c.kube
+        .uncordon_node(&c.k, &name, drain)
+        .await
+        .expect("uncordon");
+    let node = nodes.get(&name).await.expect("get");
+    assert!(!is_cordoned(&node), "{:?}", node.spec);
+    assert_eq!(label(&node, drain), None);
+    assert_eq!(
+        label(&node, slicectl::spec::disruption::CORDONED_BY_SLICECTL),
+        None
+    );
+    // A cordon someone else made (no mark) stays; only the drain label goes.
+    let cordon = serde_json::json!({"spec": {"unschedulable": true}, "metadata": {"labels": {drain: "1764136800"}}});
+    nodes
+        .patch(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&cordon),
+        )
+        .await
+        .expect("a person cordons");
+    c.kube
+        .uncordon_node(&c.k, &name, drain)
+        .await
+        .expect("release");
+    let node = nodes.get(&name).await.expect("get");
+    assert_eq!(node.spec.as_ref().and_then(|s| s.unschedulable), Some(true));
+    assert_eq!(label(&node, drain), None);
 
     // Missing nodes: patch and cordon are not-found errors.
     let ghost = unique("ghost");

@@ -191,7 +191,12 @@ async fn a_linked_tpu_pool_runs_schedules_and_ends_pods_and_goes_with_its_pool()
     // The real scheduler binds one 4-chip pod per host; a third finds none.
     let ns = crate::common::k8s::namespace(&client, "pods").await;
     for p in ["train-0", "train-1", "train-2"] {
-        submit(&client, &ns, &tpu_pod(p, "tpu-v5-lite-podslice", "2x4", 4)).await;
+        submit(
+            &client,
+            &ns,
+            &tpu_pod(p, &multi, "tpu-v5-lite-podslice", "2x4", 4),
+        )
+        .await;
     }
     let mut running = Vec::new();
     let mut pending = None;

@@ -230,6 +230,23 @@ fn apply_never_reports_success_for_a_replica_known_not_to_become_ready() {
     assert!(!text.contains("not ready"), "{text}");
 }
 
+/// The example that brings its own instance template works on the
+/// embedded simulator: a stand-in template is created there first, said
+/// in a banner.
+#[test]
+fn the_own_template_example_applies_on_the_simulator() {
+    let o = run(&[
+        "apply",
+        "examples/gce-own-template",
+        "--sim",
+        "--auto-approve",
+    ]);
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("a stand-in was created there"), "{text}");
+    assert!(text.contains("Apply complete: 2 created"), "{text}");
+}
+
 #[test]
 fn plan_and_status_with_sim_show_the_fresh_fleet() {
     let o = run(&["plan", "specs", "--sim", "--detailed-exitcode"]);

@@ -123,13 +123,9 @@ async fn status_reads_gke_readiness_through_clusters_get_and_the_token_file() {
     // A pod with the TPU selectors and toleration is scheduled by the real
     // scheduler and runs on one of the slice's Nodes.
     let ns = namespace(&client, "tok").await;
-    // Pinned to this slice's pool too: the shared control plane holds other
-    // tests' v5p 2x2x2 Nodes (some already gone with their simulator, not
-    // yet marked NotReady), which the TPU selectors alone would also match.
-    let mut pod = tpu_pod("worker-0", "tpu-v5p-slice", "2x2x2", 4);
-    if let Some(sel) = pod.spec.as_mut().and_then(|s| s.node_selector.as_mut()) {
-        sel.insert("cloud.google.com/gke-nodepool".into(), pool.clone());
-    }
+    // Pinned to this slice's pool (the shared control plane holds other
+    // tests' v5p 2x2x2 Nodes).
+    let pod = tpu_pod("worker-0", &pool, "tpu-v5p-slice", "2x2x2", 4);
     submit(&client, &ns, &pod).await;
     let pod = wait_running(&client, &ns, "worker-0").await;
     let bound = pod.spec.and_then(|s| s.node_name).expect("bound");
@@ -330,5 +326,112 @@ async fn the_controllers_ready_condition_follows_the_hollow_nodes_through_the_to
     let _ = ctl.child.start_kill();
     let _ = ctl.child.wait().await;
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+    sim.shutdown().await;
+}
+
+/// A kubeconfig for the test control plane (its server and CA) whose user
+/// is a token the API server rejects (401).
+fn rejected_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
+    let admin = kube::config::Kubeconfig::read_from(crate::sim_gke_support::kubeconfig())
+        .expect("the test control plane's kubeconfig");
+    let cluster = admin.clusters[0].cluster.clone().expect("a cluster");
+    let server = cluster.server.expect("a server");
+    let ca = cluster.certificate_authority_data.expect("an embedded CA");
+    let path = dir.join("rejected.kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: '{server}', certificate-authority-data: '{ca}'}}\nusers:\n- name: u\n  user: {{token: not-a-valid-token-secret}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+        ),
+    )
+    .expect("write the kubeconfig");
+    path
+}
+
+/// `slicectl ARGS --access-token-file TOKEN`.
+async fn with_token(sim: &SimHandle, tok: &str, args: &[&str]) -> std::process::Output {
+    let mut all = args.to_vec();
+    all.extend(["--access-token-file", tok]);
+    slicectl(sim, &all).await
+}
+
+/// Issue 17 item 1 for the Kubernetes side: a GKE Target whose cluster's
+/// API rejects slicectl's credentials (401), and a GCE Target whose
+/// kubeconfig's user is rejected, beside a healthy GKE Target. Every
+/// command isolates them: `plan`, `apply`, `status`, `reconcile` and
+/// `destroy` report each as not observed with `[target_forbidden]` and the
+/// cause, act on the healthy Target only, and exit 1.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_api_that_rejects_slicectl_leaves_only_its_target_alone_in_every_command() {
+    let _client = client().await;
+    let tok = token_file();
+    let sim = sim(Duration::from_millis(50), 7, Default::default()).await;
+    link(&sim, CLUSTER).await;
+    let locked = "projects/example-project/locations/us-central1/clusters/locked";
+    sim.add_cluster(locked).expect("register the cluster");
+    let ok = unique("ok");
+    let dir = spec_dir(&[("ok.yaml", slice_yaml(&ok, "tpu-v6e-slice", "1x1", 1, ""))]);
+    let bad = rejected_kubeconfig(dir.path());
+    let bad = bad.to_str().unwrap();
+    std::fs::write(
+        dir.path().join("locked.yaml"),
+        format!(
+            "apiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata: {{name: locked}}\nspec:\n  project: example-project\n  zone: us-central1-b\n  ownerId: e2e\n  gke:\n    location: us-central1\n    name: locked\n    kubeApi: {{kubeconfig: {bad}}}\n---\napiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata: {{name: kubeadm}}\nspec:\n  project: example-project\n  zone: us-central1-b\n  ownerId: e2e\n  gce:\n    controlPlaneEndpoint: \"10.128.0.2:6443\"\n    kubeApi: {{kubeconfig: {bad}}}\n---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: held}}\nspec: {{target: locked, backend: gke, accelerator: tpu-v6e-slice, topology: 1x1}}\n---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: selfm}}\nspec:\n  target: kubeadm\n  backend: gce\n  accelerator: tpu-v6e-slice\n  topology: \"2x2\"\n  gce:\n    image: projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-v6e\n    bootstrap:\n      kubeadm:\n        kubernetesVersion: \"1.36\"\n"
+        ),
+    )
+    .unwrap();
+    let d = dir.path().to_str().unwrap();
+    let reported = |t: &str| {
+        assert!(t.contains("[target_forbidden]"), "{t}");
+        assert!(t.contains("401"), "{t}");
+        assert!(t.contains("locked") && t.contains("kubeadm"), "{t}");
+        assert!(!t.contains("not-a-valid-token-secret"), "{t}");
+    };
+    let o = with_token(&sim, &tok, &["plan", d]).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    reported(&t);
+    assert!(t.contains("Plan: 1 to create"), "{t}");
+
+    let o = with_token(&sim, &tok, &["apply", d, "--auto-approve"]).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    reported(&t);
+    assert!(pool_names(&sim).await.contains(&format!("{ok}-0")), "{t}");
+
+    let o = with_token(&sim, &tok, &["status", d, "-o", "json"]).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON table");
+    let state = |slice: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["slice"] == slice)
+            .map(|r| {
+                (
+                    r["state"].as_str().unwrap_or("").to_string(),
+                    r["last_error"].to_string(),
+                )
+            })
+            .unwrap_or_else(|| panic!("no row for {slice}: {t}"))
+    };
+    for s in ["held", "selfm"] {
+        let (st, why) = state(s);
+        assert_eq!(st, "NOT OBSERVED", "{t}");
+        assert!(why.contains("target_forbidden"), "{why}");
+    }
+    assert!(state(&ok).0.starts_with("RUNNING"), "{t}");
+
+    let o = with_token(&sim, &tok, &["reconcile", d]).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    reported(&t);
+
+    let o = with_token(&sim, &tok, &["destroy", d, "--auto-approve"]).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    reported(&t);
+    assert!(!pool_names(&sim).await.contains(&format!("{ok}-0")), "{t}");
     sim.shutdown().await;
 }

@@ -46,7 +46,7 @@ async fn slicectl_slices_on_a_linked_cluster_get_nodes_that_run_pods() {
     submit(
         &client,
         &ns,
-        &tpu_pod("worker-0", "tpu-v5p-slice", "2x2x2", 4),
+        &tpu_pod("worker-0", pool, "tpu-v5p-slice", "2x2x2", 4),
     )
     .await;
     let pod = wait_running(&client, &ns, "worker-0").await;

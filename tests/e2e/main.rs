@@ -30,5 +30,6 @@ mod e2e_release;
 mod e2e_renames;
 mod e2e_rules;
 mod e2e_safety;
+mod e2e_scheduled;
 mod e2e_settle;
 mod e2e_watch;

@@ -481,10 +481,7 @@ async fn a_gke_clusters_api_is_resolved_from_clusters_get() {
     assert_eq!(got.name, "c");
     assert!(got.endpoint.is_some(), "{got:?}");
     let missing = ClusterRef::new(PROJECT, LOCATION, "gone");
-    let link = GkeLink {
-        service: Arc::new(client.clone()),
-        tokens: client.token_source(),
-    };
+    let link = GkeLink::new(Arc::new(client.clone()), client.token_source());
     let kube = KubeClients::new([]).with_gke(
         [
             (cluster(), GkeAccess::Endpoint(GkeEndpoint::Public), None),
@@ -517,14 +514,14 @@ async fn a_gke_clusters_api_is_resolved_from_clusters_get() {
     let text = e.to_string();
     assert!(text.contains("clusters.get"), "{text}");
     assert!(text.contains("gone"), "{text}");
+    // Named once by slicectl (gke://…/gone), once in Google's own message.
+    assert_eq!(text.matches("clusters/gone").count(), 1, "{text}");
+    assert_eq!(slicectl::error::repeated_segment(&text), None, "{text}");
     // Without credentials (the simulator's default), deferred and said so.
     let anon = CloudClient::new(options(&sim)).expect("client");
     let kube = KubeClients::new([]).with_gke(
         [(cluster(), GkeAccess::Endpoint(GkeEndpoint::Public), None)],
-        GkeLink {
-            service: Arc::new(anon.clone()),
-            tokens: anon.token_source(),
-        },
+        GkeLink::new(Arc::new(anon.clone()), anon.token_source()),
     );
     let why = kube.deferred(&k).expect("deferred without a token");
     assert!(why.contains("no Google credentials"), "{why}");

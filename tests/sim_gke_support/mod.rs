@@ -288,8 +288,12 @@ pub async fn wait_pool_nodes_gone(client: &Client, pool: &str) {
 
 /// A pod for a TPU slice as JobSet workloads write it: the accelerator and
 /// topology node selectors, a toleration of the TPU taint, `chips`
-/// `google.com/tpu` requested (and limited), `restartPolicy: Never`.
-pub fn tpu_pod(name: &str, accelerator: &str, topology: &str, chips: u32) -> Pod {
+/// `google.com/tpu` requested (and limited), `restartPolicy: Never`; and
+/// pinned to node pool `pool` (`cloud.google.com/gke-nodepool`), because
+/// the control plane is shared: other tests' Nodes of the same accelerator
+/// and topology (some already gone with their simulator, not yet marked
+/// NotReady) would match the TPU selectors alone.
+pub fn tpu_pod(name: &str, pool: &str, accelerator: &str, topology: &str, chips: u32) -> Pod {
     let tpu = BTreeMap::from([("google.com/tpu".to_string(), Quantity(chips.to_string()))]);
     Pod {
         metadata: ObjectMeta {
@@ -299,6 +303,10 @@ pub fn tpu_pod(name: &str, accelerator: &str, topology: &str, chips: u32) -> Pod
         spec: Some(PodSpec {
             restart_policy: Some("Never".into()),
             node_selector: Some(BTreeMap::from([
+                (
+                    "cloud.google.com/gke-nodepool".to_string(),
+                    pool.to_string(),
+                ),
                 (
                     "cloud.google.com/gke-tpu-accelerator".to_string(),
                     accelerator.to_string(),

@@ -508,7 +508,24 @@ impl ComputeKind for Migs {
         if rendered.is_some_and(|r| link.ends_with(&r)) {
             return Ok(());
         }
-        let t = cloud.compute.get_instance_template(link).await?;
+        let t = match cloud.compute.get_instance_template(link).await {
+            Ok(t) => t,
+            Err(e) if e.is_not_found() => {
+                return Err(ApplyError::Kind {
+                    code: crate::kinds::gce::MISSING_TEMPLATE,
+                    address: a.address(),
+                    message: format!(
+                        "instance template {link} (gce.instanceTemplate) does not exist: slicectl uses a \
+                         template you bring as it is and never creates it. Create it first (`gcloud compute \
+                         instance-templates create`; a BULK MIG needs provisioningModel RESERVATION_BOUND or \
+                         FLEX_START and onHostMaintenance TERMINATE), or let slicectl render one (remove \
+                         gce.instanceTemplate, set gce.image and gce.bootstrap). The simulator (--sim) \
+                         starts with no template: see examples/gce-own-template/README.md"
+                    ),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
         let problems = check_brought_template(&t);
         if problems.is_empty() {
             return Ok(());

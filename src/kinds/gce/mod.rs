@@ -23,6 +23,8 @@ pub const BOOTSTRAP_FAILED: &str = "bootstrap_failed";
 pub const NODE_LOST: &str = "node_lost";
 /// The instance template a slice brings cannot run a TPU slice.
 pub const INVALID_TEMPLATE: &str = "invalid_template";
+/// Error code: the instance template a slice brings does not exist.
+pub const MISSING_TEMPLATE: &str = "missing_template";
 
 /// The self-managed cluster's Kubernetes API of a `gce` Target: where its
 /// Nodes, bootstrap Secrets and device plugin live (none for other

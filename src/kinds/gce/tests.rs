@@ -1317,3 +1317,51 @@ fn the_engine_names_each_replica_known_not_to_become_ready_and_only_those() {
     };
     assert!(crate::engine::not_ready(&f, &inv, PlanMode::Apply, Some(&failed)).is_empty());
 }
+
+/// A brought template that does not exist: the MIG step fails with
+/// `missing_template`, saying what to do, and the report names the step's
+/// address once.
+#[tokio::test]
+async fn a_brought_template_that_does_not_exist_says_what_to_do() {
+    use crate::cloud::fake::FakeCloud;
+    let text = format!(
+        "{TARGET}---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: byo}}\nspec:\n  target: k\n  backend: gce\n  accelerator: tpu-v6e-slice\n  topology: \"2x2\"\n  gce:\n    instanceTemplate: projects/proj-one/global/instanceTemplates/mine\n"
+    );
+    let f = crate::spec::load(&[SourceFile {
+        path: "specs/f.yaml".into(),
+        text,
+    }])
+    .unwrap_or_else(|d| panic!("{d:?}"));
+    let fake = FakeCloud::new();
+    let cloud = fake.cloud();
+    let inv = crate::observe::observe(&cloud, &f, crate::kinds::REGISTRY).await;
+    let p = plan::plan(
+        &f,
+        &inv,
+        &crate::kinds::plan_kinds(),
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    let r = crate::apply::execute(
+        &cloud,
+        crate::kinds::REGISTRY,
+        &p,
+        &crate::apply::ApplyOptions::default(),
+        Arc::new(crate::apply::tests::Quiet),
+    )
+    .await;
+    let f = r
+        .failures
+        .iter()
+        .find(|f| f.address == "slice.byo[0].mig")
+        .unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!(f.code, super::MISSING_TEMPLATE);
+    assert!(
+        f.message
+            .starts_with("instance template projects/proj-one/global/instanceTemplates/mine"),
+        "{}",
+        f.message
+    );
+    assert!(f.message.contains("Create it first"), "{}", f.message);
+    assert!(!f.message.contains("slice.byo[0].mig"), "{}", f.message);
+}

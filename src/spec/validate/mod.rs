@@ -138,6 +138,28 @@ impl Diags<'_> {
     }
 }
 
+/// Per cluster, the first Target that names it and how it reaches the
+/// cluster's Kubernetes API.
+type FirstApi<K, A> = BTreeMap<K, (String, A)>;
+
+/// Records `target`'s `api` for cluster `key`; when an earlier Target named
+/// the cluster with another API, that Target's name.
+fn other_api<K: Ord, A: PartialEq + Clone>(
+    seen: &mut FirstApi<K, A>,
+    key: K,
+    target: &str,
+    api: &A,
+) -> Option<String> {
+    match seen.get(&key) {
+        Some((first, a)) if a != api => Some(first.clone()),
+        Some(_) => None,
+        None => {
+            seen.insert(key, (target.to_owned(), api.clone()));
+            None
+        }
+    }
+}
+
 fn validate(
     documents: Vec<Document>,
     files: usize,
@@ -196,16 +218,18 @@ fn validate(
     let mut zone_at: BTreeMap<String, Location> = BTreeMap::new();
     // (Target, ownerId, previous name, where it is written).
     let mut target_claims: Vec<(String, String, String, Location)> = Vec::new();
-    // GKE cluster → (the first Target naming it, its kubeApi): one cluster
-    // has one Kubernetes API, reached one way.
-    let mut gke_api: BTreeMap<(String, String, String), (String, crate::spec::model::GkeKubeApi)> =
+    // Cluster → (the first Target naming it, its kubeApi): one cluster has
+    // one Kubernetes API, reached one way (a GKE cluster by project,
+    // location and name; a self-managed one by its control-plane endpoint).
+    let mut gke_api: FirstApi<(String, String, String), crate::spec::model::GkeKubeApi> =
         BTreeMap::new();
+    let mut gce_api: FirstApi<String, crate::spec::model::KubeApi> = BTreeMap::new();
     for doc in targets {
         if let DocumentSpec::Target(spec) = doc.spec {
             if let Some(g) = &spec.gke {
                 let key = (spec.project.clone(), g.location.clone(), g.name.clone());
-                match gke_api.get(&key) {
-                    Some((first, api)) if api != &g.kube_api => d.push(
+                if let Some(first) = other_api(&mut gke_api, key, &doc.metadata.name, &g.kube_api) {
+                    d.push(
                         doc.fields.key(&["spec", "gke", "name"]),
                         format!(
                             "Target {first:?} names the same GKE cluster with another kubeApi; a \
@@ -213,11 +237,21 @@ fn validate(
                              cluster {} the same gke.kubeApi",
                             g.name
                         ),
-                    ),
-                    Some(_) => {}
-                    None => {
-                        gke_api.insert(key, (doc.metadata.name.clone(), g.kube_api.clone()));
-                    }
+                    );
+                }
+            }
+            if let Some(g) = &spec.gce {
+                let key = g.control_plane_endpoint.clone();
+                if let Some(first) = other_api(&mut gce_api, key, &doc.metadata.name, &g.kube_api) {
+                    d.push(
+                        doc.fields.value(&["spec", "gce", "controlPlaneEndpoint"]),
+                        format!(
+                            "Target {first:?} names the same control plane ({}) with another kubeApi; a \
+                             cluster's Kubernetes API is reached one way (otherwise the last Target read \
+                             would win): give every Target of this controlPlaneEndpoint the same gce.kubeApi",
+                            g.control_plane_endpoint
+                        ),
+                    );
                 }
             }
             zone_at.insert(
