@@ -7,7 +7,7 @@
 //! `unknown`. No crate: vergen and its kin would add a dependency tree (or a
 //! second gix) to learn two strings.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {
@@ -27,7 +27,7 @@ fn main() {
     // Only this package's own repository: never a git repository that
     // merely encloses an unpacked tarball.
     let ours = git(&["-C", &manifest, "rev-parse", "--show-toplevel"])
-        .is_some_and(|top| PathBuf::from(top) == PathBuf::from(&manifest));
+        .is_some_and(|top| Path::new(&top) == Path::new(&manifest));
     let (commit, date) = if ours {
         // Rebuild when HEAD moves: HEAD itself, the branch's ref, packed refs.
         for p in ["HEAD", "packed-refs"] {
