@@ -5,9 +5,19 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// `slicectl --version`: the package version and the commit it was built
+/// from (build.rs; `commit unknown` for a build outside git without
+/// `SLICECTL_BUILD_COMMIT`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("SLICECTL_BUILD_VERSION"),
+    ")"
+);
+
 /// Declarative, GitOps-style reconciler for Google Cloud TPU slices.
 #[derive(Debug, Parser)]
-#[command(name = "slicectl", version, about, long_about = None)]
+#[command(name = "slicectl", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// Command.
     #[command(subcommand)]
@@ -162,6 +172,20 @@ pub enum Command {
     },
     /// Print the JSON Schema of spec files.
     Schema,
+    /// Print a shell completion script, generated from this CLI
+    /// (e.g. `slicectl completions bash > /etc/bash_completion.d/slicectl`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), generated from this CLI; with `--dir`,
+    /// write it and one page per subcommand (`slicectl-plan.1`, …) there.
+    Man {
+        /// Write `slicectl.1` and every `slicectl-SUBCOMMAND.1` into this directory.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Print the CustomResourceDefinition of the SliceStatus status objects
     /// (kept in deploy/crd-slicestatus.yaml).
     Crd,

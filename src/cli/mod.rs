@@ -5,6 +5,7 @@
 pub mod args;
 mod controller;
 mod cycle;
+mod generate;
 mod planfile;
 mod watch;
 
@@ -94,6 +95,17 @@ async fn run(cmd: Command) -> Result<u8> {
         Command::Validate { dir } => validate(&dir),
         Command::Schema => {
             print!("{}", crate::spec::schema::json_schema_string());
+            Ok(EXIT_OK)
+        }
+        Command::Completions { shell } => {
+            generate::completions(shell, &mut std::io::stdout().lock())?;
+            Ok(EXIT_OK)
+        }
+        Command::Man { dir } => {
+            match dir {
+                Some(dir) => generate::man_pages(&dir)?,
+                None => generate::man_page(&mut std::io::stdout().lock())?,
+            }
             Ok(EXIT_OK)
         }
         Command::Crd => {

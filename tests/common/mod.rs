@@ -4,6 +4,7 @@
 //! control plane.
 #![allow(dead_code)]
 
+pub mod gotool;
 pub mod image;
 pub mod k8s;
 pub mod status;

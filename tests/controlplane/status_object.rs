@@ -20,64 +20,13 @@ use common::status::one_slice;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use sha2::{Digest, Sha256};
 use slicectl::engine::Approval;
 use slicectl::status_object::{SliceStatus, StatusWriter};
 
 /// The kstatus program, built once per content of `tests/kstatus/` into the
-/// testbin cache (`SLICECTL_TESTBIN_CACHE`, default
-/// `~/.cache/slicectl-testbin`), as the control-plane binaries are.
+/// testbin cache ([`common::gotool::build`]).
 fn kstatus_bin() -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kstatus");
-    // go.mod, go.sum and every .go file, by name and content.
-    let mut files: Vec<String> = std::fs::read_dir(&src)
-        .expect("tests/kstatus")
-        .map(|e| {
-            e.expect("tests/kstatus entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .filter(|n| n == "go.mod" || n == "go.sum" || n.ends_with(".go"))
-        .collect();
-    files.sort();
-    let mut h = Sha256::new();
-    for f in &files {
-        h.update(f.as_bytes());
-        h.update([0]);
-        h.update(std::fs::read(src.join(f)).expect("tests/kstatus source"));
-        h.update([0]);
-    }
-    let key = &hex::encode(h.finalize())[..16];
-    let cache = std::env::var_os("SLICECTL_TESTBIN_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/slicectl-testbin")
-        });
-    let dir = cache.join(format!("kstatus-{key}"));
-    let bin = dir.join("kstatus");
-    if bin.is_file() {
-        return bin;
-    }
-    std::fs::create_dir_all(&dir).expect("cache dir");
-    let tmp = dir.join(format!("kstatus.tmp.{}", std::process::id()));
-    let o = Command::new("go")
-        .args(["build", "-trimpath", "-o"])
-        .arg(&tmp)
-        .arg(".")
-        .current_dir(&src)
-        .env("GOTOOLCHAIN", "local")
-        .env("CGO_ENABLED", "0")
-        .env("GOFLAGS", "-mod=mod")
-        .output()
-        .expect("go is needed to build tests/kstatus (the real kstatus library)");
-    assert!(
-        o.status.success(),
-        "building tests/kstatus failed (needs Go and the Go module proxy):\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    std::fs::rename(&tmp, &bin).expect("install the kstatus binary");
-    bin
+    common::gotool::build("tests/kstatus", "kstatus")
 }
 
 /// What kstatus computes for each object of a `kubectl get -o json` list.

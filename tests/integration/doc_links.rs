@@ -233,9 +233,13 @@ fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-/// The Markdown files checked, relative to `root`: README.md and docs/*.md.
+/// The Markdown files checked, relative to `root`: README.md, CHANGELOG.md
+/// (when there) and docs/*.md.
 fn doc_files(root: &Path) -> Vec<PathBuf> {
     let mut files = vec![PathBuf::from("README.md")];
+    if root.join("CHANGELOG.md").is_file() {
+        files.push(PathBuf::from("CHANGELOG.md"));
+    }
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
         .map(|rd| {
             rd.filter_map(|e| e.ok())

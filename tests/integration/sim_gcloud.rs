@@ -373,6 +373,74 @@ async fn gcloud_reads_back_instance_templates_migs_and_instances() {
     .unwrap();
     assert_eq!(names(&all), vm_names);
 
+    // gcloud's list commands read every kind through aggregatedList
+    // (`items` keyed by scope, NO_RESULTS_ON_PAGE warnings for the rest).
+    let list = |args: &'static [&'static str]| {
+        let cfg = cfg.path().to_path_buf();
+        let base = base.clone();
+        async move {
+            let out = gcloud(&base, &cfg, args).await;
+            serde_json::from_str::<Value>(&out).unwrap()
+        }
+    };
+    let templates = list(&["compute", "instance-templates", "list", "--format=json"]).await;
+    assert_eq!(names(&templates), ["gt"]);
+    assert_eq!(templates[0]["properties"]["machineType"], "ct4p-hightpu-4t");
+    let migs = list(&[
+        "compute",
+        "instance-groups",
+        "managed",
+        "list",
+        "--format=json",
+    ])
+    .await;
+    assert_eq!(names(&migs), ["gm"]);
+    assert!(
+        migs[0]["zone"]
+            .as_str()
+            .unwrap()
+            .ends_with("/zones/us-central2-b"),
+        "{migs}"
+    );
+    assert_eq!(migs[0]["targetSize"], 4);
+    let policies = list(&["compute", "resource-policies", "list", "--format=json"]).await;
+    assert_eq!(names(&policies), ["gwp"]);
+    let ops = list(&["compute", "operations", "list", "--format=json"]).await;
+    let ops = ops.as_array().unwrap();
+    assert_eq!(ops.len(), 3, "{ops:?}");
+    assert!(ops.iter().all(|o| o["status"] == "DONE"), "{ops:?}");
+    // --filter (gcloud 528 filters these lists itself: its requests carry
+    // no `filter`, as --log-http shows).
+    let one = list(&[
+        "compute",
+        "instances",
+        "list",
+        "--filter=status=RUNNING",
+        "--format=json",
+    ])
+    .await;
+    assert_eq!(names(&one).len(), 4, "{one}");
+    let none = list(&[
+        "compute",
+        "instance-templates",
+        "list",
+        "--filter=name=nothing",
+        "--format=json",
+    ])
+    .await;
+    assert_eq!(none, serde_json::json!([]));
+    // gcloud's table output (the default format) names what it found.
+    let table = gcloud(
+        &base,
+        cfg.path(),
+        &["compute", "instance-groups", "managed", "list"],
+    )
+    .await;
+    assert!(
+        table.contains("gm") && table.contains("us-central2-b"),
+        "{table}"
+    );
+
     // gcloud's add-metadata: GET the instance, setMetadata with its fingerprint.
     let vm = vm_names.remove(0);
     gcloud(

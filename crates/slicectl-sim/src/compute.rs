@@ -12,6 +12,7 @@ use regex::Regex;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::aggregated;
 use super::errors::ApiError;
 use super::operations::{ComputeEffect, ComputeOp, OpTiming, Scope};
 use super::server::Ctx;
@@ -298,7 +299,19 @@ pub(crate) fn delete_policy(
 
 /// Applies `maxResults` / `pageToken` to `items`; returns the page and the
 /// next token.
+/// One page of a list after its `filter` ([`aggregated::Filter`]); see
+/// [`page_of`].
 pub(crate) fn paginate(
+    ctx: &Ctx,
+    items: Vec<Value>,
+) -> Result<(Vec<Value>, Option<String>), ApiError> {
+    let filter = aggregated::Filter::parse(ctx.query("filter").unwrap_or(""))?;
+    let items = items.into_iter().filter(|v| filter.matches(v)).collect();
+    page_of(ctx, items)
+}
+
+/// One page of `items` by `maxResults` and `pageToken`.
+pub(crate) fn page_of(
     ctx: &Ctx,
     items: Vec<Value>,
 ) -> Result<(Vec<Value>, Option<String>), ApiError> {
@@ -377,33 +390,41 @@ pub(crate) fn list_policies(
     ))
 }
 
-/// `GET …/projects/P/aggregated/resourcePolicies`.
-pub(crate) fn aggregated_policies(inner: &Inner, ctx: &Ctx, project: &str) -> Value {
-    let mut items = serde_json::Map::new();
-    let prefix = format!("projects/{project}/");
-    for (k, rec) in inner
-        .policies
+/// `GET …/projects/P/aggregated/resourcePolicies` ([`aggregated`]).
+pub(crate) fn aggregated_policies(
+    inner: &Inner,
+    ctx: &Ctx,
+    project: &str,
+) -> Result<Value, ApiError> {
+    aggregated::of_store(
+        ctx,
+        project,
+        aggregated::POLICIES,
+        &inner.policies,
+        |_| true,
+        |k, rec| render_policy(k, rec, ctx),
+    )
+}
+
+/// `GET …/projects/P/aggregated/operations` (method
+/// `compute.globalOperations.aggregatedList`): every scope's operations.
+pub(crate) fn aggregated_operations(
+    inner: &Inner,
+    ctx: &Ctx,
+    project: &str,
+) -> Result<Value, ApiError> {
+    let api = ctx.compute_api();
+    let items = inner
+        .compute_ops
         .iter()
-        .filter(|(k, _)| k.starts_with(&prefix))
-    {
-        let scope = format!("regions/{}", rec.region);
-        let entry = items
-            .entry(scope)
-            .or_insert_with(|| json!({"resourcePolicies": []}));
-        if let Some(list) = entry
-            .get_mut("resourcePolicies")
-            .and_then(Value::as_array_mut)
-        {
-            list.push(render_policy(k, rec, ctx));
-        }
-    }
-    let collection = format!("projects/{project}/aggregated/resourcePolicies");
-    json!({
-        "kind": "compute#resourcePolicyAggregatedList",
-        "id": collection,
-        "items": items,
-        "selfLink": format!("{}/{collection}", ctx.compute_api()),
-    })
+        .filter_map(|op| {
+            let path = op.scope.path();
+            let mine = path.starts_with(&format!("projects/{project}/"));
+            let scope = aggregated::scope_of(&path).filter(|_| mine)?;
+            Some((scope, op.to_json(&api)))
+        })
+        .collect();
+    aggregated::aggregated_list(ctx, project, aggregated::OPERATIONS, items)
 }
 
 /// Finds a compute operation by scope and name.

@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::aggregated;
 use super::compute::{
     NAME, NAME_RE, ZONE, list_body, matches, new_op, not_found, paginate, replayed,
 };
@@ -1272,6 +1273,65 @@ pub(crate) fn list_migs(
     ))
 }
 
+/// `GET …/zones/Z/instanceGroups` (paginated, filtered): the instance group
+/// each MIG manages, of the MIG's name, as `InstanceGroup` resources
+/// (discovery document, schema `InstanceGroup`; "a managed instance group
+/// … creates an instance group of the same name",
+/// <https://cloud.google.com/compute/docs/instance-groups>). `size` counts
+/// the group's VMs that exist. `gcloud compute instance-groups managed list`
+/// reads it for its size column.
+pub(crate) fn list_instance_groups(
+    inner: &Inner,
+    ctx: &Ctx,
+    project: &str,
+    zone: &str,
+) -> Result<Value, ApiError> {
+    check_zone(project, zone)?;
+    let api = ctx.compute_api();
+    let prefix = mig_key(project, zone, "");
+    let items: Vec<Value> = inner
+        .migs
+        .iter()
+        .filter(|(k, m)| k.starts_with(&prefix) && m.ready)
+        .map(|(_, m)| {
+            let size = m
+                .members
+                .iter()
+                .filter(|n| inner.instances.contains_key(&vm_key(project, zone, n)))
+                .count();
+            let link = format!(
+                "{api}/projects/{project}/zones/{zone}/instanceGroups/{}",
+                m.name
+            );
+            json!({
+                "kind": "compute#instanceGroup",
+                "id": m.spec["id"],
+                "creationTimestamp": m.spec["creationTimestamp"],
+                "name": m.name,
+                "description": format!(
+                    "This instance group is controlled by Instance Group Manager '{}'. To modify \
+                     instances in this group, use the Instance Group Manager API: \
+                     https://cloud.google.com/compute/docs/reference/latest/instanceGroupManagers",
+                    m.name
+                ),
+                "zone": format!("{api}/projects/{project}/zones/{zone}"),
+                "size": size,
+                "fingerprint": m.spec["fingerprint"],
+                "selfLink": link,
+            })
+        })
+        .collect();
+    let (page, next) = paginate(ctx, items)?;
+    let collection = format!("projects/{project}/zones/{zone}/instanceGroups");
+    Ok(list_body(
+        "compute#instanceGroupList",
+        collection.clone(),
+        format!("{api}/{collection}"),
+        page,
+        next,
+    ))
+}
+
 /// `DELETE …/instanceGroupManagers/M`: its VMs stop and go; the operation
 /// is DONE when they and the group are gone.
 pub(crate) fn delete_mig(
@@ -1705,63 +1765,50 @@ pub(crate) fn list_instances(
 }
 
 /// `GET projects/P/aggregated/instanceGroupManagers`: every MIG of the
-/// project, keyed by `zones/Z` (`InstanceGroupManagerAggregatedList`, whose
-/// `items` map scope names to `InstanceGroupManagersScopedList`s; discovery
-/// document, method `compute.instanceGroupManagers.aggregatedList`).
-pub(crate) fn aggregated_migs(inner: &Inner, ctx: &Ctx, project: &str) -> Value {
-    let mut items: BTreeMap<String, Value> = BTreeMap::new();
-    let prefix = format!("projects/{project}/zones/");
-    for (k, m) in inner
-        .migs
-        .iter()
-        .filter(|(k, m)| k.starts_with(&prefix) && m.ready)
-    {
-        let Some(zone) = k[prefix.len()..].split('/').next() else {
-            continue;
-        };
-        let entry = items
-            .entry(format!("zones/{zone}"))
-            .or_insert_with(|| json!({"instanceGroupManagers": []}));
-        if let Some(list) = entry
-            .get_mut("instanceGroupManagers")
-            .and_then(Value::as_array_mut)
-        {
-            list.push(render_mig(inner, k, m, ctx));
-        }
-    }
-    let collection = format!("projects/{project}/aggregated/instanceGroupManagers");
-    json!({
-        "kind": "compute#instanceGroupManagerAggregatedList",
-        "id": collection,
-        "items": items,
-        "selfLink": format!("{}/{collection}", ctx.compute_api()),
-    })
+/// project, keyed by `zones/Z` ([`aggregated`]).
+pub(crate) fn aggregated_migs(inner: &Inner, ctx: &Ctx, project: &str) -> Result<Value, ApiError> {
+    aggregated::of_store(
+        ctx,
+        project,
+        aggregated::MIGS,
+        &inner.migs,
+        |m| m.ready,
+        |k, m| render_mig(inner, k, m, ctx),
+    )
 }
 
 /// `GET projects/P/aggregated/instances` (what `gcloud compute instances
 /// list` without `--zones` calls, gcp-api.md §6).
-pub(crate) fn aggregated_instances(inner: &Inner, ctx: &Ctx, project: &str) -> Value {
-    let mut items: BTreeMap<String, Value> = BTreeMap::new();
-    let prefix = format!("projects/{project}/");
-    for (k, vm) in inner
-        .instances
-        .iter()
-        .filter(|(k, _)| k.starts_with(&prefix))
-    {
-        let entry = items
-            .entry(format!("zones/{}", vm.zone))
-            .or_insert_with(|| json!({"instances": []}));
-        if let Some(list) = entry.get_mut("instances").and_then(Value::as_array_mut) {
-            list.push(render_instance(k, vm, ctx));
-        }
-    }
-    let collection = format!("projects/{project}/aggregated/instances");
-    json!({
-        "kind": "compute#instanceAggregatedList",
-        "id": collection,
-        "items": items,
-        "selfLink": format!("{}/{collection}", ctx.compute_api()),
-    })
+pub(crate) fn aggregated_instances(
+    inner: &Inner,
+    ctx: &Ctx,
+    project: &str,
+) -> Result<Value, ApiError> {
+    aggregated::of_store(
+        ctx,
+        project,
+        aggregated::INSTANCES,
+        &inner.instances,
+        |_| true,
+        |k, vm| render_instance(k, vm, ctx),
+    )
+}
+
+/// `GET projects/P/aggregated/instanceTemplates` (what `gcloud compute
+/// instance-templates list` calls): the global templates under `global`.
+pub(crate) fn aggregated_templates(
+    inner: &Inner,
+    ctx: &Ctx,
+    project: &str,
+) -> Result<Value, ApiError> {
+    aggregated::of_store(
+        ctx,
+        project,
+        aggregated::TEMPLATES,
+        &inner.templates,
+        |t| t.ready,
+        |k, t| render_template(k, t, ctx),
+    )
 }
 
 /// `GET …/zones/Z/instances/I`.

@@ -16,6 +16,7 @@
 //! | `POST /_sim/cluster-operations` `{"cluster":"projects/P/locations/L/clusters/C","seconds":N}` | start a cluster-level operation (an upgrade) that excludes node pool writes for N seconds |
 //! | `GET /_sim/instances` | the simulated VMs: `[{"name","zone","project","status","metadataHost"}]` (`metadataHost` = the VM's metadata server, `HOST:PORT`, once it listens) |
 
+mod aggregated;
 mod compute;
 pub mod contract;
 pub mod discovery;

@@ -84,11 +84,17 @@ pub(crate) enum Endpoint {
     MigListManaged(String, String, String),
     MigListErrors(String, String, String),
     AutoscalerList(String, String),
+    /// `GET projects/P/zones/Z/instanceGroups`.
+    InstanceGroupList(String, String),
     /// Instances: project, zone, and the name for one.
     InstanceList(String, String),
     InstanceAggregated(String),
     /// `GET projects/P/aggregated/instanceGroupManagers`.
     MigAggregated(String),
+    /// `GET projects/P/aggregated/instanceTemplates`.
+    TemplateAggregated(String),
+    /// `GET projects/P/aggregated/operations`.
+    OpAggregated(String),
     InstanceGet(String, String, String),
     InstanceSetMetadata(String, String, String),
     InstanceGuestAttributes(String, String, String),
@@ -139,9 +145,12 @@ impl Endpoint {
             Self::MigListManaged(..) => "compute.instanceGroupManagers.listManagedInstances".into(),
             Self::MigListErrors(..) => "compute.instanceGroupManagers.listErrors".into(),
             Self::AutoscalerList(..) => "compute.autoscalers.list".into(),
+            Self::InstanceGroupList(..) => "compute.instanceGroups.list".into(),
             Self::InstanceList(..) => "compute.instances.list".into(),
             Self::InstanceAggregated(_) => "compute.instances.aggregatedList".into(),
             Self::MigAggregated(_) => "compute.instanceGroupManagers.aggregatedList".into(),
+            Self::TemplateAggregated(_) => "compute.instanceTemplates.aggregatedList".into(),
+            Self::OpAggregated(_) => "compute.globalOperations.aggregatedList".into(),
             Self::InstanceGet(..) => "compute.instances.get".into(),
             Self::InstanceSetMetadata(..) => "compute.instances.setMetadata".into(),
             Self::InstanceGuestAttributes(..) => "compute.instances.getGuestAttributes".into(),
@@ -282,6 +291,12 @@ fn compute(method: &Method, p: &str, rest: &[&str]) -> Option<Endpoint> {
         ["aggregated", "instanceGroupManagers"] if method == Method::GET => {
             return Some(Endpoint::MigAggregated(project));
         }
+        ["aggregated", "instanceTemplates"] if method == Method::GET => {
+            return Some(Endpoint::TemplateAggregated(project));
+        }
+        ["aggregated", "operations"] if method == Method::GET => {
+            return Some(Endpoint::OpAggregated(project));
+        }
         _ => return None,
     };
     let m = method.as_str();
@@ -341,6 +356,9 @@ fn compute(method: &Method, p: &str, rest: &[&str]) -> Option<Endpoint> {
         }
         ("GET", Scope::Zone { zone, .. }, ["autoscalers"]) => {
             Some(Endpoint::AutoscalerList(project, zone.clone()))
+        }
+        ("GET", Scope::Zone { zone, .. }, ["instanceGroups"]) => {
+            Some(Endpoint::InstanceGroupList(project, zone.clone()))
         }
         (_, Scope::Zone { zone, .. }, ["instances", rest @ ..]) => {
             let zone = zone.clone();
@@ -443,8 +461,15 @@ mod tests {
                 "/compute/v1/projects/p/zones/z/instanceGroupManagers/m/listErrors",
             ),
             ("GET", "/compute/v1/projects/p/zones/z/autoscalers"),
+            ("GET", "/compute/v1/projects/p/zones/z/instanceGroups"),
             ("GET", "/compute/v1/projects/p/zones/z/instances"),
             ("GET", "/compute/v1/projects/p/aggregated/instances"),
+            (
+                "GET",
+                "/compute/v1/projects/p/aggregated/instanceGroupManagers",
+            ),
+            ("GET", "/compute/v1/projects/p/aggregated/instanceTemplates"),
+            ("GET", "/compute/v1/projects/p/aggregated/operations"),
             ("GET", "/compute/v1/projects/p/zones/z/instances/i"),
             (
                 "POST",

@@ -362,9 +362,7 @@ fn call(sim: &Sim, r: &Resolved, ctx: &Ctx, body: &Bytes) -> Result<Value, ApiEr
         Endpoint::PolicyList { project, region } => {
             compute::list_policies(inner, ctx, project, region)
         }
-        Endpoint::PolicyAggregated { project } => {
-            Ok(compute::aggregated_policies(inner, ctx, project))
-        }
+        Endpoint::PolicyAggregated { project } => compute::aggregated_policies(inner, ctx, project),
         Endpoint::PolicyGet {
             project,
             region,
@@ -397,9 +395,12 @@ fn call(sim: &Sim, r: &Resolved, ctx: &Ctx, body: &Bytes) -> Result<Value, ApiEr
         Endpoint::MigListManaged(p, z, n) => gce::list_managed_instances(inner, ctx, p, z, n),
         Endpoint::MigListErrors(p, z, n) => gce::list_errors(inner, ctx, p, z, n),
         Endpoint::AutoscalerList(p, z) => gce::list_autoscalers(ctx, p, z),
+        Endpoint::InstanceGroupList(p, z) => gce::list_instance_groups(inner, ctx, p, z),
         Endpoint::InstanceList(p, z) => gce::list_instances(inner, ctx, p, z),
-        Endpoint::InstanceAggregated(p) => Ok(gce::aggregated_instances(inner, ctx, p)),
-        Endpoint::MigAggregated(p) => Ok(gce::aggregated_migs(inner, ctx, p)),
+        Endpoint::InstanceAggregated(p) => gce::aggregated_instances(inner, ctx, p),
+        Endpoint::MigAggregated(p) => gce::aggregated_migs(inner, ctx, p),
+        Endpoint::TemplateAggregated(p) => gce::aggregated_templates(inner, ctx, p),
+        Endpoint::OpAggregated(p) => compute::aggregated_operations(inner, ctx, p),
         Endpoint::InstanceGet(p, z, n) => gce::get_instance(inner, ctx, p, z, n),
         Endpoint::InstanceSetMetadata(p, z, n) => gce::set_metadata(inner, ctx, p, z, n, &body),
         Endpoint::InstanceGuestAttributes(p, z, n) => {
