@@ -6,7 +6,10 @@
 # (scripts/k8s-testnode.sh: kubelet, containerd, runc), runs
 # `cargo fmt --all --check`, `cargo clippy --workspace --all-targets -- -D warnings`
 # and `cargo test --workspace` against it (slicectl and the simulator crate,
-# crates/slicectl-sim), and always stops it on exit.
+# crates/slicectl-sim), then `cargo install --locked --path . --debug` into a
+# temporary root (what docs/cli.md tells users to run, in the dev profile so
+# it reuses the test build) and checks the installed binary's --version names
+# this checkout's commit; and always stops the control plane on exit.
 #
 # Extra arguments are passed to `cargo test` (e.g. scripts/test.sh --test controlplane k8s_controlplane::).
 set -euo pipefail
@@ -73,3 +76,16 @@ log "cargo clippy ok in $(since "$t")"
 t=$(now_ms)
 cargo test --workspace "$@"
 log "cargo test ok in $(since "$t")"
+if [ $# -eq 0 ]; then
+  t=$(now_ms)
+  install_root=$(mktemp -d "${TMPDIR:-/tmp}/slicectl-install.XXXXXX")
+  cargo install --locked --path . --debug --root "$install_root" --quiet
+  version=$("$install_root/bin/slicectl" --version)
+  rm -rf "$install_root"
+  commit=$(git rev-parse --short=12 HEAD)
+  case "$version" in
+    "slicectl $(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1) (commit $commit, "*) ;;
+    *) log "cargo install: the installed slicectl says '$version', not this checkout's version and commit $commit"; exit 1 ;;
+  esac
+  log "cargo install --locked --path . ok in $(since "$t") ($version)"
+fi
