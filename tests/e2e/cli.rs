@@ -443,9 +443,24 @@ fn plan_colour_only_on_a_terminal_without_no_color() {
             "NO_COLOR={no_color}: {text}"
         );
     }
-    // Piped (not a terminal): never colour.
-    let o = run(&["plan", "specs", "--sim"]);
+    // Piped (not a terminal): never colour, in the output or the logs,
+    // even without NO_COLOR (a container's log is a pipe).
+    let o = Command::new(bin())
+        .args(["plan", "specs", "--sim", "--log", "info"])
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm-256color")
+        .env_remove("SLICECTL_API_ENDPOINT")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", out(&o));
+    let logs = String::from_utf8_lossy(&o.stderr);
+    assert!(logs.contains("INFO"), "logs at info: {logs}");
     assert!(!String::from_utf8_lossy(&o.stdout).contains('\u{1b}'));
+    assert!(
+        !logs.contains('\u{1b}'),
+        "no colour codes in piped logs: {logs}"
+    );
 }
 
 /// Plain http to a host that is not loopback would carry the Google access
