@@ -61,18 +61,7 @@ pub fn list_dir(dir: &Path) -> Result<Listing, SourceError> {
 /// [`read_dir`], calling `after_file` after each file is read (with the path
 /// it is shown as): tests use it to change the directory mid-read.
 fn read_dir_with(dir: &Path, after_file: &mut dyn FnMut(&Path)) -> Result<Listing, SourceError> {
-    let meta = fs::metadata(dir).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::NotFound {
-            SourceError::Missing {
-                path: dir.to_path_buf(),
-            }
-        } else {
-            SourceError::Unreadable {
-                path: dir.to_path_buf(),
-                source,
-            }
-        }
-    })?;
+    let meta = fs::metadata(dir).map_err(|source| SourceError::opening(dir, source))?;
     if !meta.is_dir() {
         return Err(SourceError::NotADirectory {
             path: dir.to_path_buf(),

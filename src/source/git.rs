@@ -65,18 +65,8 @@ fn git_error(path: &Path, message: impl Into<String>) -> SourceError {
 /// The repository holding `dir`, opened isolated (module documentation),
 /// and `dir`'s path inside its work tree.
 fn open(dir: &Path) -> Result<(gix::Repository, PathBuf), SourceError> {
-    let canonical = std::fs::canonicalize(dir).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::NotFound {
-            SourceError::Missing {
-                path: dir.to_path_buf(),
-            }
-        } else {
-            SourceError::Unreadable {
-                path: dir.to_path_buf(),
-                source,
-            }
-        }
-    })?;
+    let canonical =
+        std::fs::canonicalize(dir).map_err(|source| SourceError::opening(dir, source))?;
     let isolated = gix::open::Options::isolated();
     let repo = gix::ThreadSafeRepository::discover_opts(
         &canonical,

@@ -100,6 +100,23 @@ pub enum SourceError {
     },
 }
 
+impl SourceError {
+    /// The spec directory `dir` could not be opened: [`SourceError::Missing`]
+    /// when it does not exist, [`SourceError::Unreadable`] otherwise.
+    pub(crate) fn opening(dir: &std::path::Path, source: std::io::Error) -> SourceError {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            SourceError::Missing {
+                path: dir.to_path_buf(),
+            }
+        } else {
+            SourceError::Unreadable {
+                path: dir.to_path_buf(),
+                source,
+            }
+        }
+    }
+}
+
 /// Why specs could not be loaded: the source could not be read, or the specs
 /// are invalid.
 #[derive(Debug)]
