@@ -37,7 +37,7 @@ pub(crate) fn matches(re: &LazyLock<Option<Regex>>, s: &str) -> bool {
 }
 
 /// A stable numeric id for a named thing (zones, regions).
-fn stable_id(s: &str) -> String {
+pub(crate) fn stable_id(s: &str) -> String {
     let d = Sha256::digest(s.as_bytes());
     let mut b = [0u8; 8];
     b.copy_from_slice(&d[..8]);

@@ -107,6 +107,13 @@ impl ApiError {
         Self::new(429, "RESOURCE_EXHAUSTED", "resourceExhausted", message)
     }
 
+    /// 403 PERMISSION_DENIED / forbidden: the caller lacks a permission
+    /// (`sim::quotas::denied`), or GKE's regional quota cannot hold a node
+    /// pool create (`sim::quotas::check_pool_quota`).
+    pub fn forbidden(message: String) -> Self {
+        Self::new(403, "PERMISSION_DENIED", "forbidden", message)
+    }
+
     /// 503 UNAVAILABLE / backendError.
     pub fn unavailable() -> Self {
         Self::new(

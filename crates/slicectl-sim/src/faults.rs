@@ -64,6 +64,14 @@ pub struct FaultConfig {
     /// (`sim::kubelet`): the startup script, `kubeadm join` and a kubelet
     /// against the cluster its metadata names.
     pub node_agents: bool,
+    /// Regional TPU quotas, by `REGION/METRIC` (e.g.
+    /// `us-central1/TPU_V5P`), in chips, the same in every project. A
+    /// metric not listed is not limited, and `regions.get` does not report
+    /// it. Usage follows the live node pools and TPU VMs (`sim::quotas`).
+    pub quotas: BTreeMap<String, u64>,
+    /// Discovery method ids (e.g. `compute.regions.get`) the caller lacks
+    /// the permission for: answered 403 PERMISSION_DENIED (`sim::quotas`).
+    pub denied_methods: Vec<String>,
 }
 
 /// How a node pool create that meets a stockout ends.
@@ -95,6 +103,8 @@ impl Default for FaultConfig {
             stockout_zones: Vec::new(),
             zone_vm_limits: BTreeMap::new(),
             node_agents: true,
+            quotas: BTreeMap::new(),
+            denied_methods: Vec::new(),
         }
     }
 }

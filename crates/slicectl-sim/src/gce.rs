@@ -2016,6 +2016,7 @@ mod tests {
                 .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
                 .collect(),
             request_id: "0x1".into(),
+            path: String::new(),
         }
     }
 

@@ -30,6 +30,7 @@ mod labels;
 pub mod link;
 pub mod metadata;
 mod operations;
+mod quotas;
 pub use operations::project_number;
 mod routes;
 mod server;

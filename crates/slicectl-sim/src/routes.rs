@@ -98,6 +98,9 @@ pub(crate) enum Endpoint {
     InstanceGet(String, String, String),
     InstanceSetMetadata(String, String, String),
     InstanceGuestAttributes(String, String, String),
+    /// Reservations (zonal): project, zone, and the name for one.
+    ReservationGet(String, String, String),
+    ReservationList(String, String),
 }
 
 fn ops_family(scope: &Scope) -> &'static str {
@@ -154,6 +157,8 @@ impl Endpoint {
             Self::InstanceGet(..) => "compute.instances.get".into(),
             Self::InstanceSetMetadata(..) => "compute.instances.setMetadata".into(),
             Self::InstanceGuestAttributes(..) => "compute.instances.getGuestAttributes".into(),
+            Self::ReservationGet(..) => "compute.reservations.get".into(),
+            Self::ReservationList(..) => "compute.reservations.list".into(),
         }
     }
 
@@ -309,6 +314,14 @@ fn compute(method: &Method, p: &str, rest: &[&str]) -> Option<Endpoint> {
             project,
             zone: zone.clone(),
         }),
+        ("GET", Scope::Zone { zone, .. }, ["reservations"]) => {
+            Some(Endpoint::ReservationList(project, zone.clone()))
+        }
+        ("GET", Scope::Zone { zone, .. }, ["reservations", n]) => Some(Endpoint::ReservationGet(
+            project,
+            zone.clone(),
+            (*n).into(),
+        )),
         (_, Scope::Region { region, .. }, ["resourcePolicies", rest @ ..]) => {
             let region = region.clone();
             match (m, rest) {
@@ -425,6 +438,8 @@ mod tests {
             ("GET", "/compute/v1/projects/p/global/operations"),
             ("GET", "/compute/v1/projects/p/zones/z"),
             ("GET", "/compute/v1/projects/p/regions/r"),
+            ("GET", "/compute/v1/projects/p/zones/z/reservations"),
+            ("GET", "/compute/v1/projects/p/zones/z/reservations/x"),
             ("POST", "/compute/v1/projects/p/global/instanceTemplates"),
             ("GET", "/compute/v1/projects/p/global/instanceTemplates"),
             ("GET", "/compute/v1/projects/p/global/instanceTemplates/t"),

@@ -58,6 +58,7 @@ impl Sim {
             now,
             query: Vec::new(),
             request_id: String::new(),
+            path: String::new(),
         };
         let mut inner = self.lock();
         inner.advance(now);
@@ -182,6 +183,8 @@ pub(crate) struct Ctx {
     pub query: Vec<(String, String)>,
     /// Request id for `google.rpc.RequestInfo`.
     pub request_id: String,
+    /// The request's path (for permission errors, `sim::quotas::denied`).
+    pub path: String,
 }
 
 impl Ctx {
@@ -246,6 +249,7 @@ async fn handle(
         now,
         query,
         request_id,
+        path: path.clone(),
     };
     tracing::debug!(%method, %path, id = %resolved.endpoint.method_id(), "sim request");
     if let Endpoint::OpWait(scope, name) = &resolved.endpoint {
@@ -266,6 +270,9 @@ fn admit(sim: &Sim, r: &Resolved, ctx: &Ctx) -> Result<(), ApiError> {
     inner.advance(ctx.now);
     let write = r.endpoint.is_write();
     inner.stats.count(&r.endpoint.method_id(), write);
+    if let Some(e) = super::quotas::denied(&inner.faults.config, r, ctx) {
+        return Err(e);
+    }
     let service = match r.api {
         Api::Container => "container.googleapis.com",
         Api::Compute => "compute.googleapis.com",
@@ -381,7 +388,18 @@ fn call(sim: &Sim, r: &Resolved, ctx: &Ctx, body: &Bytes) -> Result<Value, ApiEr
             compute::find_operation(inner, scope, name).map(|op| op.to_json(&ctx.compute_api()))
         }
         Endpoint::ZoneGet { project, zone } => compute::get_zone(ctx, project, zone),
-        Endpoint::RegionGet { project, region } => compute::get_region(ctx, project, region),
+        Endpoint::RegionGet { project, region } => {
+            compute::get_region(ctx, project, region).map(|mut v| {
+                super::quotas::add_region_quotas(inner, project, region, &mut v);
+                v
+            })
+        }
+        Endpoint::ReservationGet(project, zone, name) => {
+            super::quotas::get_reservation(inner, ctx, project, zone, name)
+        }
+        Endpoint::ReservationList(project, zone) => {
+            super::quotas::list_reservations(inner, ctx, project, zone)
+        }
         Endpoint::TemplateInsert(p) => gce::insert_template(inner, ctx, p, &body),
         Endpoint::TemplateList(p) => gce::list_templates(inner, ctx, p),
         Endpoint::TemplateGet(p, n) => gce::get_template(inner, ctx, p, n),

@@ -134,7 +134,7 @@ fn check_machine_type_zones(c: &ClusterRef, pool: &Map<String, Value>) -> Result
 /// value of a `SPECIFIC_RESERVATION` affinity (`NAME` in the pool's project,
 /// or `projects/P/reservations/NAME` for a shared one), with the value as
 /// given.
-fn reservations_of(project: &str, pool: &Value) -> Vec<(String, String, String)> {
+pub(crate) fn reservations_of(project: &str, pool: &Value) -> Vec<(String, String, String)> {
     let Some(affinity) = pool.pointer("/config/reservationAffinity") else {
         return Vec::new();
     };
@@ -171,7 +171,7 @@ fn reservations_of(project: &str, pool: &Value) -> Vec<(String, String, String)>
 }
 
 /// Nodes a pool puts in each of its zones.
-fn nodes_per_zone(pool: &Value) -> u32 {
+pub(crate) fn nodes_per_zone(pool: &Value) -> u32 {
     pool.get("initialNodeCount")
         .and_then(Value::as_u64)
         .and_then(|n| u32::try_from(n).ok())
@@ -218,24 +218,7 @@ pub(crate) fn check_reservation(
                 continue;
             };
             any_exists = true;
-            let used: u32 = inner
-                .pools
-                .iter()
-                .filter(|(_, rec)| rec.status != "ERROR")
-                .filter(|(k, rec)| {
-                    let their_project = k.split('/').nth(1).unwrap_or_default();
-                    let in_zone = rec
-                        .spec
-                        .get("locations")
-                        .and_then(Value::as_array)
-                        .is_some_and(|l| l.iter().any(|z| z.as_str() == Some(zone.as_str())));
-                    in_zone
-                        && reservations_of(their_project, &rec.spec)
-                            .iter()
-                            .any(|(p, r, _)| p == project && r == res)
-                })
-                .map(|(_, rec)| nodes_per_zone(&rec.spec))
-                .sum();
+            let used = super::quotas::reservation_in_use(inner, project, &zone, res);
             let free = size.saturating_sub(used);
             if required <= free {
                 fits = true;
