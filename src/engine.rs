@@ -270,7 +270,10 @@ pub async fn observe_and_plan(
     );
     async {
         let inv = crate::observe::observe(cloud, fleet, registry()).await;
-        let plan = plan_with(fleet, &inv, mode, opts)?;
+        let mut plan = plan_with(fleet, &inv, mode, opts)?;
+        if mode == PlanMode::Apply {
+            crate::preflight::check(cloud, fleet, &kinds(), &mut plan).await;
+        }
         Ok((inv, plan))
     }
     .instrument(span)

@@ -23,6 +23,7 @@ pub mod kinds;
 pub mod kube;
 pub mod observe;
 pub mod plan;
+pub mod preflight;
 pub mod resource;
 pub mod source;
 pub mod spec;

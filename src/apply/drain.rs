@@ -529,6 +529,7 @@ mod tests {
             undiscovered: Vec::new(),
             renames: Vec::new(),
             demand: Default::default(),
+            preflight: Default::default(),
             summary: crate::plan::Summary::default(),
         };
         let report = crate::apply::execute(

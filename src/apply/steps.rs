@@ -311,6 +311,7 @@ mod tests {
             undiscovered: vec![],
             renames: vec![],
             demand: Default::default(),
+            preflight: Default::default(),
             summary: Summary::default(),
         }
     }

@@ -217,6 +217,7 @@ mod tests {
             undiscovered: vec![],
             renames: vec![],
             demand: Default::default(),
+            preflight: Default::default(),
             summary: Summary::default(),
         };
         let specs = vec![SourceFile {

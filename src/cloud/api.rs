@@ -12,7 +12,8 @@ use async_trait::async_trait;
 use super::{CloudClient, CloudError};
 use crate::resource::compute::{
     self, GuestAttributeEntry, Instance, InstanceGroupManager, InstanceGroupManagerPatch,
-    InstanceManagedByIgmError, InstanceTemplate, ManagedInstance, Metadata, ResourcePolicy,
+    InstanceManagedByIgmError, InstanceTemplate, ManagedInstance, Metadata, Region, Reservation,
+    ResourcePolicy,
 };
 use crate::resource::gke::{self, NodePool, UpdateNodePoolRequest};
 use crate::resource::{ClusterRef, ProjectRef, ZoneRef};
@@ -238,6 +239,13 @@ pub trait ComputeService: Send + Sync {
         &self,
         project: &ProjectRef,
     ) -> Result<Vec<compute::Operation>, CloudError>;
+
+    /// A region with its quotas (the preflight's read).
+    async fn get_region(&self, project: &str, region: &str) -> Result<Region, CloudError>;
+
+    /// A specific reservation (the preflight's read).
+    async fn get_reservation(&self, zone: &ZoneRef, name: &str)
+    -> Result<Reservation, CloudError>;
 }
 
 /// A handle on every API family (cheap to clone).
@@ -556,5 +564,15 @@ impl ComputeService for CloudClient {
         project: &ProjectRef,
     ) -> Result<Vec<compute::Operation>, CloudError> {
         self.compute().list_global_operations(project).await
+    }
+    async fn get_region(&self, project: &str, region: &str) -> Result<Region, CloudError> {
+        self.compute().get_region(project, region).await
+    }
+    async fn get_reservation(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+    ) -> Result<Reservation, CloudError> {
+        self.compute().get_reservation(zone, name).await
     }
 }

@@ -21,7 +21,7 @@ use crate::resource::compute::{
     GuestAttributeEntry, GuestAttributes, Instance, InstanceGroupManager,
     InstanceGroupManagerAggregatedList, InstanceGroupManagerPatch, InstanceManagedByIgmError,
     InstanceTemplate, ManagedInstance, ManagedInstanceList, Metadata, Operation,
-    RecreateInstancesRequest, ResourcePolicy,
+    RecreateInstancesRequest, Region, Reservation, ResourcePolicy,
 };
 use crate::resource::{ProjectRef, ZoneRef};
 
@@ -542,6 +542,29 @@ impl<'a> ComputeApi<'a> {
         // `nextPageToken` shape of every list (checked in the tests below).
         self.list("compute.instanceGroupManagers.listErrors", url, None)
             .await
+    }
+
+    // ---- quotas and reservations (read by the preflight) ---------------------
+
+    /// A region, with its quotas (`regions.get`; needs `compute.regions.get`).
+    pub async fn get_region(&self, project: &str, region: &str) -> Result<Region, CloudError> {
+        let url = self.inner.endpoints.compute_url(&format!(
+            "projects/{}/regions/{}",
+            segment("project", project)?,
+            segment("region", region)?
+        ));
+        self.get("compute.regions.get", url).await
+    }
+
+    /// One specific reservation (`reservations.get`; needs
+    /// `compute.reservations.get`).
+    pub async fn get_reservation(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+    ) -> Result<Reservation, CloudError> {
+        let url = self.zone_url(zone, "reservations", Some(name))?;
+        self.get("compute.reservations.get", url).await
     }
 
     // ---- instances ----------------------------------------------------------

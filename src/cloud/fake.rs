@@ -1404,6 +1404,31 @@ impl ComputeService for FakeCloud {
         self.call("list_global_operations", &key)?;
         Ok(self.ops_of(&key))
     }
+    /// The fake reports no quota: the preflight says "not checked".
+    async fn get_region(
+        &self,
+        _project: &str,
+        region: &str,
+    ) -> Result<compute::Region, CloudError> {
+        Ok(compute::Region {
+            name: region.to_string(),
+            quotas: Vec::new(),
+        })
+    }
+    /// The fake knows no reservation: the preflight warns and checks none.
+    async fn get_reservation(
+        &self,
+        zone: &ZoneRef,
+        name: &str,
+    ) -> Result<compute::Reservation, CloudError> {
+        Err(CloudError::Api {
+            status: 404,
+            code: "NOT_FOUND".into(),
+            reason: Some("notFound".into()),
+            message: format!("The resource '{zone}/reservations/{name}' was not found"),
+            method: "compute.reservations.get".into(),
+        })
+    }
 }
 
 impl FakeCloud {

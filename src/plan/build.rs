@@ -1160,6 +1160,7 @@ impl<'a> Planner<'a> {
                 .collect(),
             renames,
             demand: self.demand.clone(),
+            preflight: Default::default(),
             summary: Summary::default(),
         };
         plan.summary = plan.count();

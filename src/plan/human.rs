@@ -183,6 +183,7 @@ pub fn render(plan: &Plan, color: bool) -> String {
         out.push('\n');
     }
     render_refusals(&mut out, &p, plan);
+    render_preflight(&mut out, &p, plan);
     render_workloads(&mut out, &p, plan);
     render_unobserved(&mut out, &p, plan);
     render_held(&mut out, &p, plan);
@@ -343,6 +344,64 @@ fn render_workloads(out: &mut String, p: &Painter, plan: &Plan) {
 }
 
 /// A section's heading, painted.
+/// Quota and reservation preflight: per region and metric, and per
+/// reservation, what the creates and replacements need against what is left.
+fn render_preflight(out: &mut String, p: &Painter, plan: &Plan) {
+    let pf = &plan.preflight;
+    if pf.is_empty() {
+        return;
+    }
+    heading(out, p, bold(), "Preflight (quotas and reservations, read before anything is sent):");
+    let mark = |short: bool| {
+        if short {
+            p.paint(red().bold(), "✗")
+        } else {
+            p.paint(green(), "✓")
+        }
+    };
+    for q in &pf.quotas {
+        let _ = writeln!(
+            out,
+            "  {} {} in {} (project {}): the plan needs {} chips; the quota has {} left (limit {}, usage {})",
+            mark(!q.refused.is_empty()),
+            q.key.metric,
+            q.key.region,
+            q.key.project,
+            q.needed,
+            q.left,
+            q.limit,
+            q.usage
+        );
+        if !q.refused.is_empty() {
+            let _ = writeln!(out, "      refused: {}", q.refused.join(", "));
+        }
+    }
+    for r in &pf.reservations {
+        let _ = writeln!(
+            out,
+            "  {} reservation {} in {} (project {}): the plan needs {} VMs; {} of {} free ({} in use)",
+            mark(!r.refused.is_empty()),
+            r.key.name,
+            r.key.zone,
+            r.key.project,
+            r.needed,
+            r.free,
+            r.count,
+            r.in_use
+        );
+        if !r.refused.is_empty() {
+            let _ = writeln!(out, "      refused: {}", r.refused.join(", "));
+        }
+    }
+    for u in &pf.unchecked {
+        let _ = writeln!(out, "  {} {}: {}", p.paint(yellow(), "?"), u.address, u.why);
+    }
+    for w in &pf.warnings {
+        let _ = writeln!(out, "  {} {w}", p.paint(yellow().bold(), "Warning:"));
+    }
+    out.push('\n');
+}
+
 fn heading(out: &mut String, p: &Painter, style: Style, text: &str) {
     let _ = writeln!(out, "{}", p.paint(style, text));
 }

@@ -14,6 +14,7 @@ pub mod inventory;
 pub mod kind;
 pub use crate::spec::names;
 pub mod ownership;
+pub mod preflight;
 pub mod reason;
 pub mod view;
 pub mod workload;
@@ -200,6 +201,9 @@ pub struct Plan {
     /// The workload source's decisions: slices asked for (planned like
     /// any other), released, kept, refused and JobSets left alone.
     pub demand: crate::workload::Demand,
+    /// Quota and reservation preflight ([`preflight`]): filled by the
+    /// engine after reading quotas, empty from planning alone.
+    pub preflight: preflight::Preflight,
     /// Counts.
     pub summary: Summary,
 }

@@ -2825,3 +2825,6 @@ fn a_workload_slice_is_pruned_only_by_the_workload_source() {
     assert!(p.actions.is_empty(), "{:?}", kinds(&p));
     assert!(p.demand.kept[0].why.starts_with("unobserved"));
 }
+
+#[path = "preflight_tests.rs"]
+mod preflight_tests;

@@ -34,6 +34,8 @@ pub struct PlanView<'a> {
     renames: &'a [Rename],
     #[serde(skip_serializing_if = "WorkloadsView::is_empty")]
     workloads: WorkloadsView<'a>,
+    #[serde(skip_serializing_if = "super::preflight::Preflight::is_empty")]
+    preflight: &'a super::preflight::Preflight,
     summary: Summary,
 }
 
@@ -213,6 +215,7 @@ impl<'a> PlanView<'a> {
             unobserved: &plan.unobserved,
             undiscovered: &plan.undiscovered,
             renames: &plan.renames,
+            preflight: &plan.preflight,
             workloads: WorkloadsView {
                 requested: plan
                     .demand

@@ -889,3 +889,56 @@ pub struct GuestAttributeEntry {
     #[serde(default)]
     pub value: String,
 }
+
+/// `Region` (answer of `regions.get`): only its quotas are read.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Region {
+    /// Region name.
+    #[serde(default)]
+    pub name: String,
+    /// The region's quotas (`Quota`).
+    #[serde(default)]
+    pub quotas: Vec<Quota>,
+}
+
+/// `Quota`: one metric's limit and usage in a region (doubles on the wire).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Quota {
+    /// The metric, e.g. `TPU_LITE_PODSLICE_V5`.
+    #[serde(default)]
+    pub metric: String,
+    /// The limit.
+    #[serde(default)]
+    pub limit: f64,
+    /// Current usage.
+    #[serde(default)]
+    pub usage: f64,
+}
+
+/// `Reservation` (answer of `reservations.get`): its name and
+/// `specificReservation` are read.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Reservation {
+    /// Reservation name.
+    #[serde(default)]
+    pub name: String,
+    /// Size and use (`AllocationSpecificSKUReservation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub specific_reservation: Option<SpecificReservation>,
+}
+
+/// `AllocationSpecificSKUReservation`: `count` and `inUseCount` (int64,
+/// sent as strings).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SpecificReservation {
+    /// VMs the reservation holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<String>,
+    /// VMs consuming it now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_use_count: Option<String>,
+}
