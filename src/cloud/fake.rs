@@ -118,6 +118,8 @@ impl FakeMig {
 #[derive(Default)]
 struct State {
     pools: BTreeMap<String, BTreeMap<String, NodePool>>,
+    /// What `regions.get` reports as quotas, by region key.
+    quotas: BTreeMap<String, Vec<compute::Quota>>,
     /// What `clusters.get` answers, by cluster path.
     cluster_access: BTreeMap<String, gke::ClusterAccess>,
     policies: BTreeMap<String, BTreeMap<String, ResourcePolicy>>,
@@ -282,6 +284,13 @@ impl FakeCloud {
 
     pub fn fail_next(&self, method: &str, fault: Fault) {
         self.lock().faults.push_back((method.to_string(), fault));
+    }
+
+    /// Sets the quotas `regions.get` reports for `project`'s `region`.
+    pub fn seed_quotas(&self, project: &str, region: &str, quotas: Vec<compute::Quota>) {
+        self.lock()
+            .quotas
+            .insert(region_key(project, region), quotas);
     }
 
     /// Puts a live node pool in place.
@@ -1404,15 +1413,21 @@ impl ComputeService for FakeCloud {
         self.call("list_global_operations", &key)?;
         Ok(self.ops_of(&key))
     }
-    /// The fake reports no quota: the preflight says "not checked".
+    /// The quotas seeded ([`FakeCloud::seed_quotas`]), none by default.
     async fn get_region(
         &self,
-        _project: &str,
+        project: &str,
         region: &str,
     ) -> Result<compute::Region, CloudError> {
+        let quotas = self
+            .lock()
+            .quotas
+            .get(&region_key(project, region))
+            .cloned()
+            .unwrap_or_default();
         Ok(compute::Region {
             name: region.to_string(),
-            quotas: Vec::new(),
+            quotas,
         })
     }
     /// The fake knows no reservation: the preflight warns and checks none.

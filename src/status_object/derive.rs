@@ -725,10 +725,14 @@ fn verdict(
         } else {
             String::new()
         };
-        return Verdict::Stalled(
-            reason::REFUSED,
-            format!("[{}] {}{tail}", rf.code, rf.message),
-        );
+        // The preflight's refusals say what is short: the quota, or the
+        // reservation's room.
+        let why = match rf.code.as_str() {
+            "quota_insufficient" => reason::QUOTA_EXCEEDED,
+            "reservation_insufficient" => reason::CAPACITY_UNAVAILABLE,
+            _ => reason::REFUSED,
+        };
+        return Verdict::Stalled(why, format!("[{}] {}{tail}", rf.code, rf.message));
     }
     let capacity_stalled = c
         .unavailable_since

@@ -1115,3 +1115,35 @@ async fn a_held_step_is_waiting_for_workload() {
         only(&again).events
     );
 }
+
+#[tokio::test]
+async fn a_slice_past_its_quota_is_stalled_quota_exceeded() {
+    let fake = FakeCloud::new();
+    let f = fleet();
+    // Two v6e 1x1 replicas (1 chip each) and 1 chip left of TPU_V6E.
+    fake.seed_quotas(
+        "unit-project",
+        "us-central1",
+        vec![crate::resource::compute::Quota {
+            metric: "TPU_V6E".into(),
+            limit: 1.0,
+            usage: 0.0,
+        }],
+    );
+    let r = cycle(&fake, &f, Approval::Auto).await;
+    assert_eq!(
+        r.plan.refused.iter().map(|x| x.code.as_str()).collect::<Vec<_>>(),
+        ["quota_insufficient"]
+    );
+    let set = statuses(&f, &r);
+    let o = only(&set);
+    assert_eq!(
+        conds(o),
+        ["Ready=False/QuotaExceeded", "Stalled=True/QuotaExceeded"]
+    );
+    assert!(
+        o.status.conditions[1].message.contains("needs 1 TPU_V6E chips in us-central1"),
+        "{}",
+        o.status.conditions[1].message
+    );
+}
