@@ -757,9 +757,32 @@ fn sim_config(clusters: Vec<String>, s: &SimArgs, fleet: Option<&Fleet>) -> Resu
             reservations: sim_reservations(fleet, &s.sim_reservation)?,
             concurrency_rules: !s.sim_no_concurrency_rules,
             operation_quota: s.sim_operation_quota,
+            quotas: sim_quotas(&s.sim_quota)?,
+            denied_methods: s.sim_deny.clone(),
             ..FaultConfig::default()
         },
     })
+}
+
+/// `--sim-quota REGION/METRIC=LIMIT` flags, by `REGION/METRIC`.
+fn sim_quotas(flags: &[String]) -> Result<BTreeMap<String, u64>> {
+    flags
+        .iter()
+        .map(|flag| {
+            let parsed = flag.rsplit_once('=').and_then(|(key, limit)| {
+                let (region, metric) = key.split_once('/')?;
+                let ok = !region.is_empty() && !metric.is_empty() && !metric.contains('/');
+                ok.then(|| (key.to_string(), limit.parse::<u64>().ok()))
+            });
+            match parsed {
+                Some((key, Some(limit))) => Ok((key, limit)),
+                _ => anyhow::bail!(
+                    "--sim-quota {flag:?}: expected REGION/METRIC=LIMIT with LIMIT a whole number of chips, \
+                     e.g. us-central1/TPU_V5P=64"
+                ),
+            }
+        })
+        .collect()
 }
 
 /// The specific reservations the simulator knows: with a fleet (`--sim`),

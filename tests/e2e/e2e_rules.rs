@@ -29,6 +29,10 @@ async fn a_full_reservation_fails_at_once_with_its_own_code() {
         1,
         FaultConfig {
             reservations,
+            // The preflight would refuse the second replica before sending
+            // it (e2e_preflight); unable to read the reservation, it goes
+            // ahead, and GKE's own refusal is what this test is about.
+            denied_methods: vec!["compute.reservations.get".into()],
             ..FaultConfig::default()
         },
     )

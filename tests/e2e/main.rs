@@ -26,6 +26,7 @@ mod e2e_kill;
 mod e2e_linked;
 mod e2e_monitoring;
 mod e2e_moves;
+mod e2e_preflight;
 mod e2e_readiness;
 mod e2e_release;
 mod e2e_renames;

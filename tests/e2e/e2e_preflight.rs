@@ -1,0 +1,151 @@
+//! Quota and reservation preflight end to end (issue 20 items 3 and 5): the
+//! binary against a simulator whose regional TPU quotas and specific
+//! reservations are set, read with `regions.get` and `reservations.get`
+//! before anything is sent.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+use slicectl_sim::FaultConfig;
+
+const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
+
+fn creates(sim: &slicectl_sim::SimHandle) -> u64 {
+    sim.stats().by_method.get(CREATE).copied().unwrap_or(0)
+}
+
+async fn get(sim: &slicectl_sim::SimHandle, path: &str) -> Value {
+    let url = format!("{}/compute/v1/projects/example-project/{path}", sim.base_url());
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
+fn quota(metric: &str, limit: u64) -> FaultConfig {
+    FaultConfig {
+        quotas: BTreeMap::from([(format!("{REGION}/{metric}"), limit)]),
+        ..FaultConfig::default()
+    }
+}
+
+/// A plan whose creates need more chips than the region's quota has left
+/// shows the figures and refuses the slice that does not fit
+/// (`quota_insufficient`); `apply` sends nothing for it, and the slice that
+/// fits converges.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_past_the_quota_shows_the_figures_and_the_slices_that_fit_converge() {
+    let sim = sim(Duration::from_millis(10), 1, quota("TPU_V5P", 8)).await;
+    // big: 16 chips (refused, 8 left); small: 8 chips (fits).
+    let dir = spec_dir(&[
+        ("big.yaml", slice_yaml("big", "tpu-v5p-slice", "2x2x4", 1, "")),
+        ("small.yaml", slice_yaml("small", "tpu-v5p-slice", "2x2x2", 1, "")),
+    ]);
+    let d = dir.path().to_str().unwrap();
+    let o = slicectl(&sim, &["plan", d]).await;
+    let t = text(&o);
+    assert_ne!(o.status.code(), Some(0), "{t}");
+    for want in [
+        "Preflight (quotas and reservations, read before anything is sent):",
+        "✗ TPU_V5P in us-central1 (project example-project): the plan needs 24 chips; the quota has 8 left (limit 8, usage 0)",
+        "refused: slice.big[0].node_pool",
+        "[quota_insufficient]",
+        "slice.big[0].node_pool needs 16 TPU_V5P chips in us-central1 (project example-project); the quota has 8 left",
+    ] {
+        assert!(t.contains(want), "{want:?} in {t}");
+    }
+    let o = slicectl(&sim, &["plan", d, "--output", "json"]).await;
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let q = &v["preflight"]["quotas"][0];
+    assert_eq!(
+        (&q["metric"], &q["region"], &q["limit"], &q["left"], &q["needed"]),
+        (&Value::from("TPU_V5P"), &Value::from("us-central1"), &Value::from(8), &Value::from(8), &Value::from(24)),
+        "{v:#}"
+    );
+    assert_eq!(v["refused"][0]["code"], "quota_insufficient", "{v:#}");
+    assert_eq!(creates(&sim), 0, "plan sends nothing");
+
+    // apply: the slice that fits converges, nothing is sent for the other.
+    let o = apply(&sim, dir.path()).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "a refusal stands: {t}");
+    assert_eq!(pool_names(&sim).await, vec!["small-0"], "{t}");
+    assert_eq!(creates(&sim), 1, "{:?}", sim.stats());
+    // regions.get reports the quota with its usage, as gcloud reads it.
+    let region = get(&sim, "regions/us-central1").await;
+    assert_eq!(
+        region["quotas"],
+        serde_json::json!([{"metric": "TPU_V5P", "limit": 8.0, "usage": 8.0}]),
+        "{region:#}"
+    );
+    sim.shutdown().await;
+}
+
+/// A specific reservation one VM short: the plan says how many are free and
+/// refuses the slice (`reservation_insufficient`); nothing is sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reservation_short_by_one_vm_is_refused_before_anything_is_sent() {
+    let faults = FaultConfig {
+        reservations: BTreeMap::from([(
+            "projects/example-project/zones/us-central1-a/reservations/r1".to_string(),
+            3,
+        )]),
+        ..FaultConfig::default()
+    };
+    let sim = sim(Duration::from_millis(10), 1, faults).await;
+    let reserved = "  capacity:\n    type: reservation\n    reservation:\n      name: r1\n";
+    // 2x2x4 v5p: 4 hosts on a 3-VM reservation.
+    let dir = spec_dir(&[("r.yaml", slice_yaml("r", "tpu-v5p-slice", "2x2x4", 1, reserved))]);
+    let o = apply(&sim, dir.path()).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    for want in [
+        "✗ reservation r1 in us-central1-a (project example-project): the plan needs 4 VMs; 3 of 3 free (0 in use)",
+        "[reservation_insufficient]",
+        "slice.r[0].node_pool needs 4 VMs of reservation r1 in us-central1-a (project example-project); it has 3 of 3 free",
+    ] {
+        assert!(t.contains(want), "{want:?} in {t}");
+    }
+    assert_eq!(creates(&sim), 0, "{:?}", sim.stats());
+    let r = get(&sim, "zones/us-central1-a/reservations/r1").await;
+    assert_eq!(r["specificReservation"]["count"], "3", "{r:#}");
+    assert_eq!(r["specificReservation"]["inUseCount"], "0", "{r:#}");
+    sim.shutdown().await;
+}
+
+/// A caller without `compute.regions.get` gets a warning and no preflight,
+/// never a failed plan; the create then meets GKE's own quota error.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_permission_to_read_quotas_the_plan_warns_and_goes_ahead() {
+    let faults = FaultConfig {
+        denied_methods: vec!["compute.regions.get".into()],
+        ..quota("TPU_V5P", 4)
+    };
+    let sim = sim(Duration::from_millis(10), 1, faults).await;
+    let dir = spec_dir(&[("s.yaml", slice_yaml("s", "tpu-v5p-slice", "2x2x2", 1, ""))]);
+    let d = dir.path().to_str().unwrap();
+    let o = slicectl(&sim, &["plan", d, "--detailed-exitcode"]).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "changes, no failure: {t}");
+    for want in [
+        "Warning: quotas of projects/example-project/regions/us-central1 not read",
+        "HTTP 403 PERMISSION_DENIED",
+        "Required 'compute.regions.get' permission for 'projects/example-project/regions/us-central1'",
+        "needs compute.regions.get (roles/compute.viewer)",
+    ] {
+        assert!(t.contains(want), "{want:?} in {t}");
+    }
+    assert!(!t.contains("quota_insufficient"), "{t}");
+    // The create is sent, and GKE refuses it for the quota (403).
+    let o = apply(&sim, dir.path()).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("Insufficient regional quota to satisfy request: resource \"TPU_V5P\": request requires '8.0' and is short '4.0'. project has a quota of '4.0' with '4.0' available."),
+        "{t}"
+    );
+    assert_eq!(creates(&sim), 1);
+    assert!(pool_names(&sim).await.is_empty());
+    sim.shutdown().await;
+}
