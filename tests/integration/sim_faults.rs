@@ -206,3 +206,49 @@ async fn admin_endpoints() {
     assert_eq!(c.get("/_sim/nothing").await.0, 404);
     sim.shutdown().await;
 }
+
+/// Regional TPU quotas: a Spot v4 pool of 64 chips (charged to
+/// `PREEMPTIBLE_TPU_PODSLICE_V4`) fits a 100-chip quota and
+/// `regions.get` reports its usage; a second one past it gets GKE's 403
+/// "Insufficient regional quota …" with the figures; a denied method
+/// answers Compute's 403 "Required '…' permission for '…'".
+#[tokio::test]
+async fn quotas_follow_pools_and_refuse_a_create_past_them() {
+    let faults = FaultConfig {
+        quotas: [("us-central2/PREEMPTIBLE_TPU_PODSLICE_V4".to_string(), 100)].into(),
+        ..Default::default()
+    };
+    let sim = start(Duration::ZERO, 1, faults).await;
+    let c = Client::new(&sim);
+    let (s, op) = c.post(POOLS, tpu_pool("p1")).await;
+    assert_eq!(s, 200, "{op}");
+    c.wait_gke(&op).await;
+    let (s, region) = c.get("/compute/v1/projects/proj1/regions/us-central2").await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        region["quotas"],
+        json!([{"metric": "PREEMPTIBLE_TPU_PODSLICE_V4", "limit": 100.0, "usage": 64.0}])
+    );
+    let (s, e) = c.post(POOLS, tpu_pool("p2")).await;
+    assert_eq!(s, 403, "{e}");
+    assert_eq!(e["error"]["status"], "PERMISSION_DENIED");
+    assert_eq!(
+        e["error"]["message"],
+        "Insufficient regional quota to satisfy request: resource \"PREEMPTIBLE_TPU_PODSLICE_V4\": request requires '64.0' \
+         and is short '28.0'. project has a quota of '100.0' with '36.0' available. View and manage quotas at \
+         https://console.cloud.google.com/iam-admin/quotas?usage=USED&project=proj1."
+    );
+    sim.set_faults(FaultConfig {
+        quotas: [("us-central2/PREEMPTIBLE_TPU_PODSLICE_V4".to_string(), 100)].into(),
+        denied_methods: vec!["compute.regions.get".into()],
+        ..Default::default()
+    });
+    let (s, e) = c.get("/compute/v1/projects/proj1/regions/us-central2").await;
+    assert_eq!(s, 403, "{e}");
+    assert_eq!(
+        e["error"]["message"],
+        "Required 'compute.regions.get' permission for 'projects/proj1/regions/us-central2'"
+    );
+    assert_eq!(e["error"]["errors"][0]["reason"], "forbidden");
+    sim.shutdown().await;
+}
