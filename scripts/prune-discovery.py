@@ -27,6 +27,7 @@ METHODS = {
                   "aggregatedList"],
     "autoscalers": ["list"],
     "instanceGroups": ["list"],
+    "reservations": ["get", "list"],
 }
 
 KEEP_TOP = ["kind", "discoveryVersion", "id", "name", "version", "revision",

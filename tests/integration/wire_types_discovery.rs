@@ -60,6 +60,8 @@ fn compute_roots(doc: &Discovery) -> Vec<WireCheck> {
         check::<compute::InstanceList>(doc, "InstanceList"),
         check::<compute::Metadata>(doc, "Metadata"),
         check::<compute::GuestAttributes>(doc, "GuestAttributes"),
+        check::<compute::Region>(doc, "Region"),
+        check::<compute::Reservation>(doc, "Reservation"),
     ]
 }
 
@@ -115,6 +117,8 @@ fn every_wire_field_is_in_the_discovery_documents() {
         "InstanceList.items[].metadata.fingerprint",
         "Instance.networkInterfaces[].networkIP",
         "GuestAttributes.queryValue.items[].namespace",
+        "Region.quotas[].usage",
+        "Reservation.specificReservation.inUseCount",
     ] {
         assert!(checked.contains(leaf), "{leaf} not checked: {checked:#?}");
     }
