@@ -32,7 +32,10 @@ pub async fn check(cloud: &Cloud, fleet: &Fleet, kinds: &[&dyn Kind], plan: &mut
             project: k.project.clone(),
             zone: k.zone.clone(),
         };
-        (k.clone(), cloud.compute.get_reservation(&zone, &k.name).await)
+        (
+            k.clone(),
+            cloud.compute.get_reservation(&zone, &k.name).await,
+        )
     }));
     let (regions, reservations) = futures::join!(regions, reservations);
     let mut facts = Facts::default();

@@ -244,8 +244,7 @@ pub trait ComputeService: Send + Sync {
     async fn get_region(&self, project: &str, region: &str) -> Result<Region, CloudError>;
 
     /// A specific reservation (the preflight's read).
-    async fn get_reservation(&self, zone: &ZoneRef, name: &str)
-    -> Result<Reservation, CloudError>;
+    async fn get_reservation(&self, zone: &ZoneRef, name: &str) -> Result<Reservation, CloudError>;
 }
 
 /// A handle on every API family (cheap to clone).
@@ -568,11 +567,7 @@ impl ComputeService for CloudClient {
     async fn get_region(&self, project: &str, region: &str) -> Result<Region, CloudError> {
         self.compute().get_region(project, region).await
     }
-    async fn get_reservation(
-        &self,
-        zone: &ZoneRef,
-        name: &str,
-    ) -> Result<Reservation, CloudError> {
+    async fn get_reservation(&self, zone: &ZoneRef, name: &str) -> Result<Reservation, CloudError> {
         self.compute().get_reservation(zone, name).await
     }
 }

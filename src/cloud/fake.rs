@@ -1414,11 +1414,7 @@ impl ComputeService for FakeCloud {
         Ok(self.ops_of(&key))
     }
     /// The quotas seeded ([`FakeCloud::seed_quotas`]), none by default.
-    async fn get_region(
-        &self,
-        project: &str,
-        region: &str,
-    ) -> Result<compute::Region, CloudError> {
+    async fn get_region(&self, project: &str, region: &str) -> Result<compute::Region, CloudError> {
         let quotas = self
             .lock()
             .quotas

@@ -351,7 +351,12 @@ fn render_preflight(out: &mut String, p: &Painter, plan: &Plan) {
     if pf.is_empty() {
         return;
     }
-    heading(out, p, bold(), "Preflight (quotas and reservations, read before anything is sent):");
+    heading(
+        out,
+        p,
+        bold(),
+        "Preflight (quotas and reservations, read before anything is sent):",
+    );
     let mark = |short: bool| {
         if short {
             p.paint(red().bold(), "✗")

@@ -449,14 +449,16 @@ pub fn judge(plan: &mut Plan, fleet: &Fleet, kinds: &[&dyn Kind], facts: &Facts)
                 let Some(&(count, in_use)) = facts.reservations.get(k) else {
                     continue;
                 };
-                let line = res_lines.entry(k.clone()).or_insert_with(|| ReservationLine {
-                    key: k.clone(),
-                    count,
-                    in_use,
-                    free: count.saturating_sub(in_use),
-                    needed: 0,
-                    refused: Vec::new(),
-                });
+                let line = res_lines
+                    .entry(k.clone())
+                    .or_insert_with(|| ReservationLine {
+                        key: k.clone(),
+                        count,
+                        in_use,
+                        free: count.saturating_sub(in_use),
+                        needed: 0,
+                        refused: Vec::new(),
+                    });
                 let net = vms.saturating_sub(n.credit);
                 let taken = r_taken.entry(k.clone()).or_default();
                 let free_now = line.free.saturating_sub(*taken);

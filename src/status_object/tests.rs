@@ -1132,7 +1132,11 @@ async fn a_slice_past_its_quota_is_stalled_quota_exceeded() {
     );
     let r = cycle(&fake, &f, Approval::Auto).await;
     assert_eq!(
-        r.plan.refused.iter().map(|x| x.code.as_str()).collect::<Vec<_>>(),
+        r.plan
+            .refused
+            .iter()
+            .map(|x| x.code.as_str())
+            .collect::<Vec<_>>(),
         ["quota_insufficient"]
     );
     let set = statuses(&f, &r);
@@ -1142,7 +1146,9 @@ async fn a_slice_past_its_quota_is_stalled_quota_exceeded() {
         ["Ready=False/QuotaExceeded", "Stalled=True/QuotaExceeded"]
     );
     assert!(
-        o.status.conditions[1].message.contains("needs 1 TPU_V6E chips in us-central1"),
+        o.status.conditions[1]
+            .message
+            .contains("needs 1 TPU_V6E chips in us-central1"),
         "{}",
         o.status.conditions[1].message
     );

@@ -19,7 +19,10 @@ fn creates(sim: &slicectl_sim::SimHandle) -> u64 {
 }
 
 async fn get(sim: &slicectl_sim::SimHandle, path: &str) -> Value {
-    let url = format!("{}/compute/v1/projects/example-project/{path}", sim.base_url());
+    let url = format!(
+        "{}/compute/v1/projects/example-project/{path}",
+        sim.base_url()
+    );
     reqwest::get(url).await.unwrap().json().await.unwrap()
 }
 
@@ -39,8 +42,14 @@ async fn a_plan_past_the_quota_shows_the_figures_and_the_slices_that_fit_converg
     let sim = sim(Duration::from_millis(10), 1, quota("TPU_V5P", 8)).await;
     // big: 16 chips (refused, 8 left); small: 8 chips (fits).
     let dir = spec_dir(&[
-        ("big.yaml", slice_yaml("big", "tpu-v5p-slice", "2x2x4", 1, "")),
-        ("small.yaml", slice_yaml("small", "tpu-v5p-slice", "2x2x2", 1, "")),
+        (
+            "big.yaml",
+            slice_yaml("big", "tpu-v5p-slice", "2x2x4", 1, ""),
+        ),
+        (
+            "small.yaml",
+            slice_yaml("small", "tpu-v5p-slice", "2x2x2", 1, ""),
+        ),
     ]);
     let d = dir.path().to_str().unwrap();
     let o = slicectl(&sim, &["plan", d]).await;
@@ -59,8 +68,20 @@ async fn a_plan_past_the_quota_shows_the_figures_and_the_slices_that_fit_converg
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let q = &v["preflight"]["quotas"][0];
     assert_eq!(
-        (&q["metric"], &q["region"], &q["limit"], &q["left"], &q["needed"]),
-        (&Value::from("TPU_V5P"), &Value::from("us-central1"), &Value::from(8), &Value::from(8), &Value::from(24)),
+        (
+            &q["metric"],
+            &q["region"],
+            &q["limit"],
+            &q["left"],
+            &q["needed"]
+        ),
+        (
+            &Value::from("TPU_V5P"),
+            &Value::from("us-central1"),
+            &Value::from(8),
+            &Value::from(8),
+            &Value::from(24)
+        ),
         "{v:#}"
     );
     assert_eq!(v["refused"][0]["code"], "quota_insufficient", "{v:#}");
@@ -96,7 +117,10 @@ async fn a_reservation_short_by_one_vm_is_refused_before_anything_is_sent() {
     let sim = sim(Duration::from_millis(10), 1, faults).await;
     let reserved = "  capacity:\n    type: reservation\n    reservation:\n      name: r1\n";
     // 2x2x4 v5p: 4 hosts on a 3-VM reservation.
-    let dir = spec_dir(&[("r.yaml", slice_yaml("r", "tpu-v5p-slice", "2x2x4", 1, reserved))]);
+    let dir = spec_dir(&[(
+        "r.yaml",
+        slice_yaml("r", "tpu-v5p-slice", "2x2x4", 1, reserved),
+    )]);
     let o = apply(&sim, dir.path()).await;
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");

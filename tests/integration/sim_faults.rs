@@ -223,7 +223,9 @@ async fn quotas_follow_pools_and_refuse_a_create_past_them() {
     let (s, op) = c.post(POOLS, tpu_pool("p1")).await;
     assert_eq!(s, 200, "{op}");
     c.wait_gke(&op).await;
-    let (s, region) = c.get("/compute/v1/projects/proj1/regions/us-central2").await;
+    let (s, region) = c
+        .get("/compute/v1/projects/proj1/regions/us-central2")
+        .await;
     assert_eq!(s, 200);
     assert_eq!(
         region["quotas"],
@@ -243,7 +245,9 @@ async fn quotas_follow_pools_and_refuse_a_create_past_them() {
         denied_methods: vec!["compute.regions.get".into()],
         ..Default::default()
     });
-    let (s, e) = c.get("/compute/v1/projects/proj1/regions/us-central2").await;
+    let (s, e) = c
+        .get("/compute/v1/projects/proj1/regions/us-central2")
+        .await;
     assert_eq!(s, 403, "{e}");
     assert_eq!(
         e["error"]["message"],

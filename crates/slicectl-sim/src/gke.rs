@@ -602,7 +602,12 @@ pub(crate) fn create_pool(
     let zones: Vec<String> = pool
         .get("locations")
         .and_then(Value::as_array)
-        .map(|l| l.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|l| {
+            l.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
     super::quotas::check_pool_quota(inner, c, &pool, &zones, &ctx.request_id)?;
     let fails = accepted_then_failed(&pool);

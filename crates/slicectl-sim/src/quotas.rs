@@ -126,7 +126,12 @@ fn pool_zones_of(rec_spec: &Value) -> Vec<String> {
     rec_spec
         .get("locations")
         .and_then(Value::as_array)
-        .map(|l| l.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|l| {
+            l.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -198,7 +203,10 @@ pub(crate) fn check_pool_quota(
         let Some(&limit) = inner.faults.config.quotas.get(&key) else {
             continue;
         };
-        let used = usage(inner, &c.project, &region).get(m).copied().unwrap_or(0);
+        let used = usage(inner, &c.project, &region)
+            .get(m)
+            .copied()
+            .unwrap_or(0);
         let available = limit.saturating_sub(used);
         if chips > available {
             let project = &c.project;
@@ -331,7 +339,12 @@ pub(crate) fn denied(config: &FaultConfig, r: &Resolved, ctx: &Ctx) -> Option<Ap
             .nth(3)
             .unwrap_or_default()
             .to_string(),
-        Api::Container => ctx.path.splitn(3, '/').nth(2).unwrap_or_default().to_string(),
+        Api::Container => ctx
+            .path
+            .splitn(3, '/')
+            .nth(2)
+            .unwrap_or_default()
+            .to_string(),
     };
     Some(ApiError::forbidden(format!(
         "Required '{id}' permission for '{resource}'"
@@ -346,8 +359,14 @@ mod tests {
     fn metrics_follow_generation_and_provisioning_model() {
         assert_eq!(metric("ct5p-hightpu-4t", false), Some("TPU_V5P"));
         assert_eq!(metric("ct5p-hightpu-4t", true), Some("PREEMPTIBLE_TPU_V5P"));
-        assert_eq!(metric("ct5lp-hightpu-4t", false), Some("TPU_LITE_PODSLICE_V5"));
-        assert_eq!(metric("ct4p-hightpu-4t", true), Some("PREEMPTIBLE_TPU_PODSLICE_V4"));
+        assert_eq!(
+            metric("ct5lp-hightpu-4t", false),
+            Some("TPU_LITE_PODSLICE_V5")
+        );
+        assert_eq!(
+            metric("ct4p-hightpu-4t", true),
+            Some("PREEMPTIBLE_TPU_PODSLICE_V4")
+        );
         assert_eq!(metric("ct6e-standard-4t", false), Some("TPU_V6E"));
         assert_eq!(metric("n2-standard-4", false), None);
     }
@@ -377,6 +396,9 @@ mod tests {
         );
         let bound = json!({"scheduling": {"provisioningModel": "RESERVATION_BOUND"}});
         assert_eq!(vm_charge("ct6e-standard-4t", &bound), None);
-        assert_eq!(vm_charge("ct6e-standard-4t", &json!({})), Some(("TPU_V6E", 4)));
+        assert_eq!(
+            vm_charge("ct6e-standard-4t", &json!({})),
+            Some(("TPU_V6E", 4))
+        );
     }
 }

@@ -317,11 +317,9 @@ fn compute(method: &Method, p: &str, rest: &[&str]) -> Option<Endpoint> {
         ("GET", Scope::Zone { zone, .. }, ["reservations"]) => {
             Some(Endpoint::ReservationList(project, zone.clone()))
         }
-        ("GET", Scope::Zone { zone, .. }, ["reservations", n]) => Some(Endpoint::ReservationGet(
-            project,
-            zone.clone(),
-            (*n).into(),
-        )),
+        ("GET", Scope::Zone { zone, .. }, ["reservations", n]) => {
+            Some(Endpoint::ReservationGet(project, zone.clone(), (*n).into()))
+        }
         (_, Scope::Region { region, .. }, ["resourcePolicies", rest @ ..]) => {
             let region = region.clone();
             match (m, rest) {
