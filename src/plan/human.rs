@@ -377,9 +377,7 @@ fn render_preflight(out: &mut String, p: &Painter, plan: &Plan) {
             q.limit,
             q.usage
         );
-        if !q.refused.is_empty() {
-            let _ = writeln!(out, "      refused: {}", q.refused.join(", "));
-        }
+        refused_under(out, &q.refused);
     }
     for r in &pf.reservations {
         let _ = writeln!(
@@ -394,9 +392,7 @@ fn render_preflight(out: &mut String, p: &Painter, plan: &Plan) {
             r.count,
             r.in_use
         );
-        if !r.refused.is_empty() {
-            let _ = writeln!(out, "      refused: {}", r.refused.join(", "));
-        }
+        refused_under(out, &r.refused);
     }
     for u in &pf.unchecked {
         let _ = writeln!(out, "  {} {}: {}", p.paint(yellow(), "?"), u.address, u.why);
@@ -405,6 +401,13 @@ fn render_preflight(out: &mut String, p: &Painter, plan: &Plan) {
         let _ = writeln!(out, "  {} {w}", p.paint(yellow().bold(), "Warning:"));
     }
     out.push('\n');
+}
+
+/// The addresses a quota or reservation refused, under its line.
+fn refused_under(out: &mut String, refused: &[String]) {
+    if !refused.is_empty() {
+        let _ = writeln!(out, "      refused: {}", refused.join(", "));
+    }
 }
 
 fn heading(out: &mut String, p: &Painter, style: Style, text: &str) {

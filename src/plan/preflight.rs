@@ -365,6 +365,20 @@ pub fn reads(plan: &Plan, fleet: &Fleet, kinds: &[&dyn Kind]) -> Reads {
     out
 }
 
+/// Charges `net` to a quota or reservation that had `left` before the
+/// plan, of which the needs judged before took `taken`: `Ok` (and taken)
+/// when it fits, else what was left then and what had been taken.
+fn take(left: u64, taken: &mut u64, needed: &mut u64, net: u64) -> Result<(), (u64, u64)> {
+    let now = left.saturating_sub(*taken);
+    *needed += net;
+    if net <= now {
+        *taken += net;
+        Ok(())
+    } else {
+        Err((now, *taken))
+    }
+}
+
 fn whole(x: f64) -> u64 {
     if x.is_finite() && x > 0.0 {
         // Quotas are whole chips sent as doubles.
@@ -419,12 +433,7 @@ pub fn judge(plan: &mut Plan, fleet: &Fleet, kinds: &[&dyn Kind], facts: &Facts)
                 });
                 let net = chips.saturating_sub(n.credit);
                 let taken = q_taken.entry(k.clone()).or_default();
-                let left_now = line.left.saturating_sub(*taken);
-                line.needed += net;
-                if net <= left_now {
-                    *taken += net;
-                } else {
-                    let taken = *taken;
+                if let Err((left_now, taken)) = take(line.left, taken, &mut line.needed, net) {
                     line.refused.push(address.clone());
                     let freed = if n.credit > 0 {
                         format!(", after the {} chips its replacement frees first", n.credit)
@@ -461,12 +470,7 @@ pub fn judge(plan: &mut Plan, fleet: &Fleet, kinds: &[&dyn Kind], facts: &Facts)
                     });
                 let net = vms.saturating_sub(n.credit);
                 let taken = r_taken.entry(k.clone()).or_default();
-                let free_now = line.free.saturating_sub(*taken);
-                line.needed += net;
-                if net <= free_now {
-                    *taken += net;
-                } else {
-                    let taken = *taken;
+                if let Err((free_now, taken)) = take(line.free, taken, &mut line.needed, net) {
                     line.refused.push(address.clone());
                     refusals.push(refusal(
                         a,

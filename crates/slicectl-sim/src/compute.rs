@@ -347,6 +347,24 @@ pub(crate) fn page_of(
     Ok((page, next))
 }
 
+/// One page of a list of `items` (its `filter`, `maxResults`, `pageToken`)
+/// as the list body of `kind` for `collection` (`projects/P/…/NAME`).
+pub(crate) fn list_page(
+    ctx: &Ctx,
+    kind: &str,
+    collection: &str,
+    items: Vec<Value>,
+) -> Result<Value, ApiError> {
+    let (page, next) = paginate(ctx, items)?;
+    Ok(list_body(
+        kind,
+        collection.to_string(),
+        format!("{}/{collection}", ctx.compute_api()),
+        page,
+        next,
+    ))
+}
+
 pub(crate) fn list_body(
     kind: &str,
     id: String,

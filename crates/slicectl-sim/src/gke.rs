@@ -599,17 +599,7 @@ pub(crate) fn create_pool(
     check_concurrency(inner, ctx, c, &key)?;
     super::tpu_rules::check_reservation(inner, c, &name, &pool, &ctx.request_id)?;
     apply_defaults(&mut pool, &c.location);
-    let zones: Vec<String> = pool
-        .get("locations")
-        .and_then(Value::as_array)
-        .map(|l| {
-            l.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
-    super::quotas::check_pool_quota(inner, c, &pool, &zones, &ctx.request_id)?;
+    super::quotas::check_pool_quota(inner, c, &pool, &ctx.request_id)?;
     let fails = accepted_then_failed(&pool);
     let stockout = fails.is_none() && inner.faults.draw_stockout();
     if stockout {

@@ -42,7 +42,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::compute::{list_body, not_found, paginate, stable_id};
+use super::compute::{list_page, not_found, stable_id};
 use super::errors::ApiError;
 use super::faults::FaultConfig;
 use super::gke::ClusterRef;
@@ -184,18 +184,17 @@ pub(crate) fn add_region_quotas(inner: &Inner, project: &str, region: &str, out:
     }
 }
 
-/// A node pool create must fit the regional quota of its metric, next to
-/// the usage already there.
+/// A node pool create (its defaults applied: `locations` set) must fit
+/// the regional quota of its metric, next to the usage already there.
 pub(crate) fn check_pool_quota(
     inner: &Inner,
     c: &ClusterRef,
     pool: &Map<String, Value>,
-    zones: &[String],
     request_id: &str,
 ) -> Result<(), ApiError> {
     let body = Value::Object(pool.clone());
     let mut need: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
-    for (r, m, chips) in pool_charges(&c.project, &body, zones) {
+    for (r, m, chips) in pool_charges(&c.project, &body, &pool_zones_of(&body)) {
         *need.entry((r, m)).or_default() += chips;
     }
     for ((region, m), chips) in need {
@@ -315,15 +314,8 @@ pub(crate) fn list_reservations(
         .filter(|(k, _)| k.starts_with(&prefix))
         .filter_map(|(k, &size)| render_reservation(inner, ctx, k, size))
         .collect();
-    let (page, next) = paginate(ctx, items)?;
     let collection = format!("projects/{project}/zones/{zone}/reservations");
-    Ok(list_body(
-        "compute#reservationList",
-        collection.clone(),
-        format!("{}/{collection}", ctx.compute_api()),
-        page,
-        next,
-    ))
+    list_page(ctx, "compute#reservationList", &collection, items)
 }
 
 /// 403 for a method the caller lacks the permission for.
