@@ -1293,3 +1293,47 @@ async fn a_mig_cannot_use_a_policy_still_being_created() {
     assert!(wait(&c, &op).await.get("error").is_none());
     sim.shutdown().await;
 }
+
+/// A MIG whose VMs the region's quota cannot hold exists without VMs and
+/// reports Compute Engine's `QUOTA_EXCEEDED` ("Quota 'X' exceeded. Limit: N
+/// in region R.") in `listErrors`, until the quota is raised; then its VMs
+/// are created and `regions.get` counts them.
+#[tokio::test]
+async fn a_mig_past_the_quota_gets_no_vm_and_reports_quota_exceeded_until_raised() {
+    // A Spot 2x2x4 v4 MIG: 4 VMs × 4 chips = 16 PREEMPTIBLE_TPU_PODSLICE_V4.
+    let quota = |limit: u64| FaultConfig {
+        quotas: [(format!("{REGION}/PREEMPTIBLE_TPU_PODSLICE_V4"), limit)].into(),
+        ..FaultConfig::default()
+    };
+    let sim = start(Duration::ZERO, 29, quota(12)).await;
+    let c = Client::new(&sim);
+    let (s, op) = mig_of(&c, "q", "SPOT", Some("INDIVIDUAL")).await;
+    assert_eq!(s, 200, "{op}");
+    wait(&c, &op).await;
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    assert!(instances(&c).await.is_empty(), "over the quota: no VM");
+    let errors = ok(
+        &c,
+        "GET",
+        &format!("{}/instanceGroupManagers/q/listErrors", zone_path()),
+        None,
+    )
+    .await;
+    let items = errors["items"].as_array().unwrap();
+    assert_eq!(items.len(), 4, "{errors}");
+    assert_eq!(items[0]["error"]["code"], "QUOTA_EXCEEDED", "{errors}");
+    assert_eq!(
+        items[0]["error"]["message"],
+        "Quota 'PREEMPTIBLE_TPU_PODSLICE_V4' exceeded. Limit: 12.0 in region us-central2.",
+    );
+    // Raised: the MIG's retry creates its VMs, and they are the usage.
+    sim.set_faults(quota(16));
+    let vms = wait_running(&c, 4).await;
+    assert_eq!(vms.len(), 4);
+    let region = ok(&c, "GET", &format!("{COMPUTE}/regions/{REGION}"), None).await;
+    assert_eq!(
+        region["quotas"],
+        json!([{"metric": "PREEMPTIBLE_TPU_PODSLICE_V4", "limit": 16.0, "usage": 16.0}])
+    );
+    sim.shutdown().await;
+}

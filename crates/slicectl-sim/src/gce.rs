@@ -75,6 +75,9 @@ pub(crate) enum Stockout {
     /// The zone is in `FaultConfig::zone_vm_limits` with fewer VMs than
     /// the MIG needs; lasts while that holds.
     Limited,
+    /// The region's quota (`FaultConfig::quotas`) cannot hold the MIG's
+    /// VMs; lasts while that holds (`sim::quotas::mig_quota_error`).
+    Quota,
 }
 
 /// A MIG as stored.
@@ -604,7 +607,12 @@ pub(crate) fn insert_mig(
         .zone_vm_limits
         .get(zone)
         .is_some_and(|&n| n < target_size);
-    let stockout = if inner.faults.config.stockout_zones.iter().any(|z| z == zone) {
+    let over_quota = inner.templates.get(&template).is_some_and(|t| {
+        super::quotas::mig_quota_error(inner, project, zone, &t.spec, target_size).is_some()
+    });
+    let stockout = if over_quota {
+        Some(Stockout::Quota)
+    } else if inner.faults.config.stockout_zones.iter().any(|z| z == zone) {
         Some(Stockout::Zone)
     } else if limited {
         Some(Stockout::Limited)
@@ -887,6 +895,26 @@ fn still_stocked_out(inner: &Inner, m: &MigRec) -> bool {
             .zone_vm_limits
             .get(&m.zone)
             .is_some_and(|&n| n < m.target_size),
+        Some(Stockout::Quota) => mig_failure(inner, m).0 == QUOTA_CODE,
+    }
+}
+
+/// The code of a MIG's VMs refused for quota (gcp-api.md §3.3, Compute
+/// Engine's `QUOTA_EXCEEDED`).
+const QUOTA_CODE: &str = "QUOTA_EXCEEDED";
+
+/// Why a MIG's VMs are not created: `(code, message)`, the quota's
+/// (`QUOTA_EXCEEDED`) while it holds, else the zone's stockout.
+fn mig_failure(inner: &Inner, m: &MigRec) -> (&'static str, String) {
+    let quota = (m.stockout == Some(Stockout::Quota))
+        .then(|| inner.templates.get(&m.template))
+        .flatten()
+        .and_then(|t| {
+            super::quotas::mig_quota_error(inner, &m.project, &m.zone, &t.spec, m.target_size)
+        });
+    match quota {
+        Some(message) => (QUOTA_CODE, message),
+        None => (STOCKOUT_CODE, stockout_message(&m.project, &m.zone)),
     }
 }
 
@@ -1164,7 +1192,8 @@ fn mig_status_json(inner: &Inner, m: &MigRec) -> (Value, Value) {
         },
     });
     let error = m.stockout.map(|_| {
-        json!({"errors": [{"code": STOCKOUT_CODE, "message": stockout_message(&m.project, &m.zone)}]})
+        let (code, message) = mig_failure(inner, m);
+        json!({"errors": [{"code": code, "message": message}]})
     });
     if m.bulk {
         // "Bulk instance operation is the creation of VMs in a MIG when the
@@ -1598,8 +1627,9 @@ pub(crate) fn list_managed_instances(
                     // each one's last attempt carries its error
                     // (`ManagedInstanceLastAttempt`, compute v1 discovery).
                     if m.stockout.is_some() && !m.bulk {
+                        let (code, message) = mig_failure(inner, m);
                         v["lastAttempt"] = json!({"errors": {"errors": [
-                            {"code": STOCKOUT_CODE, "message": stockout_message(project, zone)}
+                            {"code": code, "message": message}
                         ]}});
                     }
                 }
@@ -1632,13 +1662,14 @@ pub(crate) fn list_errors(
             .error_time
             .unwrap_or_else(jiff::Timestamp::now)
             .to_string();
+        let (code, message) = mig_failure(inner, m);
         m.members
             .iter()
             .filter(|n| !inner.instances.contains_key(&vm_key(project, zone, n)))
             .map(|n| {
                 json!({
                     "timestamp": ts,
-                    "error": {"code": STOCKOUT_CODE, "message": stockout_message(project, zone)},
+                    "error": {"code": code, "message": message},
                     "instanceActionDetails": {
                         "action": "CREATING",
                         "instance": format!("{api}/{}", vm_key(project, zone, n)),

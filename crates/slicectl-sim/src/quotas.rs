@@ -26,9 +26,14 @@
 //! quotas at https://console.cloud.google.com/iam-admin/quotas?usage=USED&project=P`
 //! (kubeflow/kubeflow#842 with status PERMISSION_DENIED, 403; the same words
 //! in kaiwaehner/hivemq-mqtt-tensorflow-kafka-realtime-iot-machine-learning-training-inference#48
-//! and googlecodelabs/feedback#950). MIG creates are counted in the usage
-//! but not refused for quota (Compute Engine reports `QUOTA_EXCEEDED` in
-//! the MIG's errors; not simulated).
+//! and googlecodelabs/feedback#950). A MIG whose VMs the quota cannot hold
+//! is created, but its VMs are not, and it reports Compute Engine's
+//! `QUOTA_EXCEEDED` (gcp-api.md §3.3's family of operation error codes)
+//! with `Quota 'TPU_V5P' exceeded. Limit: 8.0 in region us-central1.`
+//! (the words of Compute's quota errors: "Quota 'CPUS_ALL_REGIONS'
+//! exceeded.", GoogleCloudPlatform/ai-on-gke#849; "Quota
+//! 'GPUS_ALL_REGIONS' exceeded. Limit: 0.0 globally.", fastai/course-v3#165)
+//! where it reports stockouts, until the quota holds them.
 //!
 //! **Permissions.** A method in [`FaultConfig::denied_methods`] gets 403
 //! `Required 'compute.regions.get' permission for 'projects/P/regions/R'`
@@ -223,6 +228,31 @@ pub(crate) fn check_pool_quota(
         }
     }
     Ok(())
+}
+
+/// Why a MIG of `vms` VMs from `template` (an `InstanceTemplate`) cannot
+/// get its VMs in `zone` for quota: Compute Engine's message, or `None`
+/// when they fit (or are not charged).
+pub(crate) fn mig_quota_error(
+    inner: &Inner,
+    project: &str,
+    zone: &str,
+    template: &Value,
+    vms: u32,
+) -> Option<String> {
+    let props = template.get("properties")?;
+    let machine = props.get("machineType")?.as_str()?;
+    let (m, per_vm) = vm_charge(machine, props)?;
+    let region = crate::tpu::region_of(zone);
+    let limit = *inner.faults.config.quotas.get(&format!("{region}/{m}"))?;
+    let used = usage(inner, project, region).get(m).copied().unwrap_or(0);
+    let need = per_vm * u64::from(vms);
+    (used + need > limit).then(|| {
+        format!(
+            "Quota '{m}' exceeded. Limit: {:.1} in region {region}.",
+            limit as f64
+        )
+    })
 }
 
 /// VMs of `project/zone/reservations/name` in use: the nodes of the pools
