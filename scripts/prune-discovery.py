@@ -27,7 +27,7 @@ METHODS = {
                   "aggregatedList"],
     "autoscalers": ["list"],
     "instanceGroups": ["list"],
-    "reservations": ["get", "list"],
+    "reservations": ["get", "list", "aggregatedList"],
 }
 
 KEEP_TOP = ["kind", "discoveryVersion", "id", "name", "version", "revision",

@@ -577,3 +577,78 @@ async fn gcloud_reads_back_instance_templates_migs_and_instances() {
     assert!(stats.by_method["compute.autoscalers.list"] >= 1);
     sim.shutdown().await;
 }
+
+/// gcloud reads the quotas and reservations the preflight reads: `regions
+/// describe` (quotas with their usage, after a Spot v4 pool of 64 chips),
+/// `reservations describe` and `reservations list` (aggregated), with
+/// `inUseCount`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gcloud_reads_quotas_and_reservations() {
+    let faults = FaultConfig {
+        quotas: [("us-central2/PREEMPTIBLE_TPU_PODSLICE_V4".to_string(), 128)].into(),
+        reservations: [(
+            "projects/proj1/zones/us-central2-b/reservations/r1".to_string(),
+            8,
+        )]
+        .into(),
+        ..FaultConfig::default()
+    };
+    let sim = start(Duration::from_millis(10), 1, faults).await;
+    let c = Client::new(&sim);
+    let base = sim.base_url();
+    let cfg = tempfile::tempdir().unwrap();
+    let (s, op) = c
+        .post(&format!("{GKE}/clusters/c1/nodePools"), tpu_pool("tpu-a"))
+        .await;
+    assert_eq!(s, 200, "{op}");
+    c.wait_gke(&op).await;
+    let region: Value = serde_json::from_str(
+        &gcloud(
+            &base,
+            cfg.path(),
+            &[
+                "compute",
+                "regions",
+                "describe",
+                "us-central2",
+                "--format=json",
+            ],
+        )
+        .await,
+    )
+    .unwrap();
+    assert_eq!(
+        region["quotas"],
+        serde_json::json!([{"metric": "PREEMPTIBLE_TPU_PODSLICE_V4", "limit": 128.0, "usage": 64.0}])
+    );
+    let r: Value = serde_json::from_str(
+        &gcloud(
+            &base,
+            cfg.path(),
+            &[
+                "compute",
+                "reservations",
+                "describe",
+                "r1",
+                "--zone",
+                "us-central2-b",
+                "--format=json",
+            ],
+        )
+        .await,
+    )
+    .unwrap();
+    assert_eq!(r["specificReservation"]["count"], "8");
+    assert_eq!(r["specificReservation"]["inUseCount"], "0");
+    let list: Value = serde_json::from_str(
+        &gcloud(
+            &base,
+            cfg.path(),
+            &["compute", "reservations", "list", "--format=json"],
+        )
+        .await,
+    )
+    .unwrap();
+    assert_eq!(names(&list), ["r1"]);
+    sim.shutdown().await;
+}

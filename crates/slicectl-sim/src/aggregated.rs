@@ -51,6 +51,18 @@ pub(crate) struct Aggregate {
     pub scopes: ScopeTypes,
 }
 
+/// Reservations (`ReservationAggregatedList`): zonal.
+pub(crate) const RESERVATIONS: Aggregate = Aggregate {
+    kind: "compute#reservationAggregatedList",
+    field: "reservations",
+    collection: "reservations",
+    scopes: ScopeTypes {
+        zones: true,
+        regions: false,
+        global: false,
+    },
+};
+
 /// Resource policies (`ResourcePolicyAggregatedList`): regional.
 pub(crate) const POLICIES: Aggregate = Aggregate {
     kind: "compute#resourcePolicyAggregatedList",

@@ -348,6 +348,23 @@ pub(crate) fn list_reservations(
     list_page(ctx, "compute#reservationList", &collection, items)
 }
 
+/// `GET …/projects/P/aggregated/reservations` (`gcloud compute
+/// reservations list`).
+pub(crate) fn aggregated_reservations(
+    inner: &Inner,
+    ctx: &Ctx,
+    project: &str,
+) -> Result<Value, ApiError> {
+    super::aggregated::of_store(
+        ctx,
+        project,
+        super::aggregated::RESERVATIONS,
+        &inner.faults.config.reservations,
+        |_| true,
+        |k, &size| render_reservation(inner, ctx, k, size).unwrap_or(Value::Null),
+    )
+}
+
 /// 403 for a method the caller lacks the permission for.
 pub(crate) fn denied(config: &FaultConfig, r: &Resolved, ctx: &Ctx) -> Option<ApiError> {
     let id = r.endpoint.method_id();

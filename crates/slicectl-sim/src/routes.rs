@@ -101,6 +101,8 @@ pub(crate) enum Endpoint {
     /// Reservations (zonal): project, zone, and the name for one.
     ReservationGet(String, String, String),
     ReservationList(String, String),
+    /// `GET projects/P/aggregated/reservations`.
+    ReservationAggregated(String),
 }
 
 fn ops_family(scope: &Scope) -> &'static str {
@@ -159,6 +161,7 @@ impl Endpoint {
             Self::InstanceGuestAttributes(..) => "compute.instances.getGuestAttributes".into(),
             Self::ReservationGet(..) => "compute.reservations.get".into(),
             Self::ReservationList(..) => "compute.reservations.list".into(),
+            Self::ReservationAggregated(_) => "compute.reservations.aggregatedList".into(),
         }
     }
 
@@ -299,6 +302,9 @@ fn compute(method: &Method, p: &str, rest: &[&str]) -> Option<Endpoint> {
         ["aggregated", "instanceTemplates"] if method == Method::GET => {
             return Some(Endpoint::TemplateAggregated(project));
         }
+        ["aggregated", "reservations"] if method == Method::GET => {
+            return Some(Endpoint::ReservationAggregated(project));
+        }
         ["aggregated", "operations"] if method == Method::GET => {
             return Some(Endpoint::OpAggregated(project));
         }
@@ -438,6 +444,7 @@ mod tests {
             ("GET", "/compute/v1/projects/p/regions/r"),
             ("GET", "/compute/v1/projects/p/zones/z/reservations"),
             ("GET", "/compute/v1/projects/p/zones/z/reservations/x"),
+            ("GET", "/compute/v1/projects/p/aggregated/reservations"),
             ("POST", "/compute/v1/projects/p/global/instanceTemplates"),
             ("GET", "/compute/v1/projects/p/global/instanceTemplates"),
             ("GET", "/compute/v1/projects/p/global/instanceTemplates/t"),

@@ -400,6 +400,9 @@ fn call(sim: &Sim, r: &Resolved, ctx: &Ctx, body: &Bytes) -> Result<Value, ApiEr
         Endpoint::ReservationList(project, zone) => {
             super::quotas::list_reservations(inner, ctx, project, zone)
         }
+        Endpoint::ReservationAggregated(project) => {
+            super::quotas::aggregated_reservations(inner, ctx, project)
+        }
         Endpoint::TemplateInsert(p) => gce::insert_template(inner, ctx, p, &body),
         Endpoint::TemplateList(p) => gce::list_templates(inner, ctx, p),
         Endpoint::TemplateGet(p, n) => gce::get_template(inner, ctx, p, n),
