@@ -1037,3 +1037,47 @@ async fn an_unreachable_target_is_stalled_while_the_others_converge() {
     .await;
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+/// Issue 20 item 3 in the controller: a slice the region's quota cannot
+/// hold is refused by the preflight (nothing sent for it), its object is
+/// Stalled with reason QuotaExceeded and the figures, another slice
+/// converges; once the quota is raised, the next cycle creates it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slice_past_its_quota_is_stalled_quota_exceeded_until_the_quota_is_raised() {
+    let client = client().await;
+    apply_crd();
+    let ns = namespace(&client, "quota").await;
+    let quota = |limit: u64| FaultConfig {
+        quotas: BTreeMap::from([(format!("{REGION}/TPU_V5P"), limit)]),
+        ..FaultConfig::default()
+    };
+    let sim = sim(Duration::from_millis(50), 19, quota(4)).await;
+    // big: v5p 2x2x2, 8 chips; 4 left.
+    let dir = spec_dir(&[
+        ("tiny.yaml", tiny("a")),
+        (
+            "big.yaml",
+            slice_yaml("big", "tpu-v5p-slice", "2x2x2", 1, ""),
+        ),
+    ]);
+    let r = Replica::start_dir(&sim, &ns, dir.path(), "quota", &["--resync", "1s"]);
+    wait_converged(&ns, &["tiny"], &r).await;
+    wait_condition(&ns, "Stalled", &["big"], &r).await;
+    assert_eq!(reason(&ns, "big"), "QuotaExceeded");
+    let stalled = condition(&ns, "big", "Stalled");
+    assert!(stalled.contains("[quota_insufficient]"), "{stalled}");
+    assert!(
+        stalled.contains("needs 8 TPU_V5P chips in us-central1") && stalled.contains("4 left"),
+        "{stalled}"
+    );
+    assert_eq!(pool_names(&sim).await, ["tiny-0"]);
+    assert_eq!(creates(&sim), 1, "nothing sent for big\n{}", r.text());
+    // Raised: the next cycle creates it.
+    sim.set_faults(quota(8));
+    wait_for("big created", 60, &[&r], || async {
+        pool_names(&sim).await == ["big-0", "tiny-0"]
+    })
+    .await;
+    wait_converged(&ns, &["big"], &r).await;
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
