@@ -195,7 +195,14 @@ pub struct Unchecked {
 /// The primary creates and replacements of `plan`, with what each is
 /// charged, and the needs that cannot be checked.
 fn needs(plan: &Plan, fleet: &Fleet, kinds: &[&dyn Kind]) -> (Vec<Need>, Vec<Unchecked>) {
-    let fleet = plan.demand.extend(fleet);
+    // The specs' slices, then those pending JobSets asked for (no copy of
+    // the fleet: a plan of thousands of slices with no create reads none).
+    let slice_of = |name: &str| {
+        fleet
+            .slices
+            .get(name)
+            .or_else(|| plan.demand.slices.iter().find(|s| s.name == name))
+    };
     let mut out = Vec::new();
     let mut unchecked = Vec::new();
     for (i, a) in plan.actions.iter().enumerate() {
@@ -205,7 +212,7 @@ fn needs(plan: &Plan, fleet: &Fleet, kinds: &[&dyn Kind]) -> (Vec<Need>, Vec<Unc
         if !kinds.iter().any(|k| k.id() == a.id.kind && k.is_primary()) {
             continue;
         }
-        let Some(slice) = fleet.slices.get(&a.owner.slice) else {
+        let Some(slice) = slice_of(&a.owner.slice) else {
             continue;
         };
         let Some(target) = fleet.target_of(slice) else {
