@@ -26,7 +26,7 @@ use crate::spec::{Fleet, Target};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Adoptable {
     /// The slice it becomes a replica of (the resource's name without its
-    /// replica suffix), or empty when its name cannot be one.
+    /// replica suffix, or its whole name when it has none).
     pub slice: String,
     /// Its replica index.
     pub replica: u32,
@@ -137,12 +137,7 @@ pub fn propose(
                 kind: kind.id(),
                 name,
             };
-            let key = if a.slice.is_empty() {
-                id.name.clone()
-            } else {
-                a.slice.clone()
-            };
-            found.entry(key).or_default().push((id, a));
+            found.entry(a.slice.clone()).or_default().push((id, a));
         }
     }
     if let Selection::Names(names) = selection {
@@ -183,12 +178,6 @@ fn group(slice: String, mut members: Vec<(ResourceId, Adoptable)>) -> Proposal {
                 id.name, a.replica
             ));
         }
-    }
-    if members.iter().any(|(_, a)| a.slice.is_empty()) {
-        reasons.push(
-            "slicectl names a slice replica's resource <slice>-<replica> (e.g. llm-0), and a node pool cannot be renamed in place"
-                .to_string(),
-        );
     }
     let manager = members.iter().find_map(|(_, a)| a.manager.clone());
     let mut handoff: Vec<String> = members

@@ -274,6 +274,7 @@ fn spec_of(p: &NodePool, target: &Target) -> Result<SliceSpec, Vec<String>> {
         lifecycle: Lifecycle::default(),
         gce: None,
         previous_names: Vec::new(),
+        node_pool_name: None,
         disruption: None,
     })
 }
@@ -300,11 +301,20 @@ pub fn adoptable(p: &NodePool, target: &Target) -> Option<Adoptable> {
         .filter(|k| provisioner_label(k))
         .cloned()
         .collect();
-    let (slice, replica) = split_name(&p.name).unwrap_or_default();
+    // A pool named `<slice>-<replica>` is that replica; any other name is
+    // a slice of its own name that keeps it (`nodePoolName`).
+    let (slice, replica, pinned) = match split_name(&p.name) {
+        Some((slice, replica)) => (slice, replica, None),
+        None => (p.name.clone(), 0, Some(p.name.clone())),
+    };
+    let spec = spec_of(p, target).map(|mut s| {
+        s.node_pool_name = pinned;
+        s
+    });
     Some(Adoptable {
         slice,
         replica,
-        spec: spec_of(p, target),
+        spec,
         labels,
         manager: manager(p, cluster),
         handoff,
