@@ -345,6 +345,219 @@ mod tests {
         assert_eq!(split_name("pool"), None);
     }
 
+    const TARGET: &str = "apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata: {name: train}
+spec: {project: proj-a1, zone: us-central1-b, ownerId: team, gke: {location: us-central1, name: c}}
+";
+
+    fn live(name: &str, labels: &[(&str, &str)], extra: serde_json::Value) -> NodePool {
+        let mut v = serde_json::json!({
+            "name": name, "initialNodeCount": 1, "locations": ["us-central1-b"], "status": "RUNNING",
+            "config": {"machineType": "ct6e-standard-4t",
+                "labels": labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+                "taints": [{"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"},
+                           {"key": "team", "value": "a", "effect": "NO_EXECUTE"}],
+                "shieldedInstanceConfig": {"enableSecureBoot": true, "enableIntegrityMonitoring": true}},
+            "management": {"autoUpgrade": false, "autoRepair": true},
+            "maxPodsConstraint": {"maxPodsPerNode": "15"},
+            "upgradeSettings": {"maxSurge": 1},
+        });
+        if let (Some(o), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
+            o.extend(e);
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn target() -> Target {
+        let files = vec![crate::spec::SourceFile {
+            path: "t.yaml".into(),
+            text: TARGET.into(),
+        }];
+        crate::spec::load(&files).unwrap().targets["train"].clone()
+    }
+
+    /// The spec writer's output, pinned: a live pool becomes exactly this
+    /// file, which validates, and planning it against the live pool (being
+    /// adopted) changes nothing but ownership labels.
+    #[test]
+    fn a_live_pool_becomes_a_spec_file_whose_plan_only_stamps_ownership() {
+        use crate::plan::adopt::{Proposal, Selection, keep_adoptions, propose, spec_file};
+        use crate::plan::{ActionKind, Inventory, LiveResource, PlanOptions};
+        let p = live(
+            "gcloud-made-0",
+            &[("team", "a"), ("cloud.google.com/gke-nodepool", "x")],
+            serde_json::json!({}),
+        );
+        let t = target();
+        let a = adoptable(&p, &t).unwrap();
+        assert_eq!(
+            (a.slice.as_str(), a.replica, a.manager.as_deref()),
+            ("gcloud-made", 0, None)
+        );
+        let spec = a.spec.clone().unwrap();
+        let scope = crate::kind::Scope::Cluster(crate::resource::ClusterRef {
+            project: "proj-a1".into(),
+            location: "us-central1".into(),
+            name: "c".into(),
+        });
+        let id = crate::kind::ResourceId {
+            scope: scope.clone(),
+            kind: super::super::KIND,
+            name: p.name.clone(),
+        };
+        let file = spec_file("gcloud-made", &spec, std::slice::from_ref(&id)).unwrap();
+        assert_eq!(
+            file,
+            "# Written by `slicectl adopt` from the live node_pool gcloud-made-0 in projects/proj-a1/locations/us-central1/clusters/c.
+# Review it and commit it; `slicectl plan` then shows no changes.
+apiVersion: slicectl.dev/v1alpha1
+kind: Slice
+metadata:
+  name: gcloud-made
+spec:
+  target: train
+  backend: gke
+  accelerator: tpu-v6e-slice
+  topology: 2x2
+  machineType: ct6e-standard-4t
+  replicas: 1
+  nodeLabels:
+    team: a
+  taints:
+  - key: team
+    value: a
+    effect: NoExecute
+"
+        );
+        let files = vec![
+            crate::spec::SourceFile {
+                path: "t.yaml".into(),
+                text: TARGET.into(),
+            },
+            crate::spec::SourceFile {
+                path: "a.yaml".into(),
+                text: file,
+            },
+        ];
+        let fleet = crate::spec::load(&files).unwrap();
+        let mut inv = Inventory::default();
+        inv.resources
+            .entry(super::super::KIND)
+            .or_default()
+            .push(LiveResource {
+                scope,
+                body: std::sync::Arc::new(p.clone()),
+            });
+        let kinds = crate::engine::kinds();
+        let (props, skipped): (Vec<Proposal>, _) = propose(&t, &inv, &kinds, &Selection::All);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        inv.adopting = props.iter().flat_map(|p| p.resources.clone()).collect();
+        let mut plan = crate::plan::plan(&fleet, &inv, &kinds, &PlanOptions::default()).unwrap();
+        keep_adoptions(&mut plan, &props);
+        assert!(plan.refused.is_empty(), "{:?}", plan.refused);
+        assert_eq!(plan.actions.len(), 1);
+        let act = &plan.actions[0];
+        assert_eq!(act.action, ActionKind::Update);
+        assert_eq!(act.reason.code(), "adopt");
+        assert!(
+            act.changes.iter().all(|c| c.path.contains("slicectl")),
+            "{:?}",
+            act.changes
+        );
+        assert!(
+            act.changes
+                .iter()
+                .any(|c| c.path == "config.labels[\"slicectl.dev/managed-by\"]")
+        );
+
+        // The same pool with auto-upgrade on would be replaced: refused.
+        let up = live(
+            "gcloud-made-0",
+            &[("team", "a")],
+            serde_json::json!({"management": {"autoUpgrade": true}}),
+        );
+        inv.resources.insert(
+            super::super::KIND,
+            vec![LiveResource {
+                scope: id.scope.clone(),
+                body: std::sync::Arc::new(up),
+            }],
+        );
+        let mut plan = crate::plan::plan(&fleet, &inv, &kinds, &PlanOptions::default()).unwrap();
+        keep_adoptions(&mut plan, &props);
+        assert!(plan.actions.is_empty());
+        assert_eq!(plan.refused[0].code, "adopt_replace", "{:?}", plan.refused);
+        assert!(
+            plan.refused[0].message.contains("management.autoUpgrade"),
+            "{}",
+            plan.refused[0].message
+        );
+    }
+
+    #[test]
+    fn other_tools_are_recognised_and_odd_names_keep_theirs() {
+        let t = target();
+        let tf = live("tf-0", &[], serde_json::json!({}));
+        let mut tf = tf;
+        if let Some(c) = tf.config.as_mut() {
+            c.resource_labels
+                .insert(TERRAFORM_LABEL.into(), "true".into());
+        }
+        assert!(
+            adoptable(&tf, &t)
+                .unwrap()
+                .manager
+                .unwrap()
+                .contains("terraform state rm")
+        );
+        let xpk = live("c-np-0", &[], serde_json::json!({}));
+        assert!(
+            adoptable(&xpk, &t)
+                .unwrap()
+                .manager
+                .unwrap()
+                .contains("xpk")
+        );
+        // tpu-provisioner's pool, with a hash that does not verify.
+        let tp = live(
+            "js-abcde",
+            &[
+                (TPU_PROVISIONER_MANAGER_LABEL, "tpu-provisioner"),
+                (TPU_PROVISIONER_HASH_LABEL, "nope"),
+            ],
+            serde_json::json!({}),
+        );
+        let a = adoptable(&tp, &t).unwrap();
+        assert_eq!((a.slice.as_str(), a.replica), ("js-abcde", 0));
+        assert!(a.manager.unwrap().contains("tpu-provisioner"));
+        assert_eq!(
+            a.handoff,
+            vec![
+                TPU_PROVISIONER_MANAGER_LABEL.to_string(),
+                TPU_PROVISIONER_HASH_LABEL.to_string()
+            ]
+        );
+        let why = a.spec.unwrap_err();
+        assert!(
+            why[0].contains("changed since tpu-provisioner created it"),
+            "{why:?}"
+        );
+        // Without the hash it is adoptable, under its own name.
+        let tp = live(
+            "js-abcde",
+            &[(TPU_PROVISIONER_MANAGER_LABEL, "tpu-provisioner")],
+            serde_json::json!({}),
+        );
+        let spec = adoptable(&tp, &t).unwrap().spec.unwrap();
+        assert_eq!(spec.node_pool_name.as_deref(), Some("js-abcde"));
+        assert!(spec.node_labels.is_empty());
+        // Another zone is not this Target's.
+        let mut far = live("far-0", &[], serde_json::json!({}));
+        far.locations = vec!["us-central1-a".into()];
+        assert!(adoptable(&far, &t).is_none());
+    }
+
     #[test]
     fn durations_read_as_a_person_writes_them() {
         assert_eq!(friendly("259200s"), "72h");
