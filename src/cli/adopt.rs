@@ -104,25 +104,21 @@ async fn adopt_in(
     }
     let mut failed = !skipped.is_empty() && matches!(a.selection, Selection::Names(_));
     // The spec files, each checked as `validate` checks it. A slice the
-    // specs already describe exactly (adopted again after a release) needs
-    // no file.
+    // specs already name (adopted again after a release) needs no file:
+    // the plan compares the live pool with that Slice.
     let mut candidates: Vec<(Proposal, Option<String>)> = Vec::new();
     for p in proposals {
         let text = match (&p.spec, fleet.slices.get(&p.slice)) {
             (Err(reasons), _) => Err(reasons.clone()),
-            (Ok(spec), Some(s)) if &s.spec == spec => {
+            (Ok(_), Some(s)) => {
                 println!(
-                    "{} is described by Slice {} in {}: no file is written",
+                    "{} is named by Slice {} in {}: adopted as that Slice, if the plan below shows only labels change; no file is written",
                     names(&p),
                     p.slice,
                     s.location
                 );
                 Ok(None)
             }
-            (Ok(_), Some(s)) => Err(vec![format!(
-                "a Slice named {} is already in the specs ({}) and describes something else; rename one of them",
-                p.slice, s.location
-            )]),
             (Ok(spec), None) => adopt::spec_file(&p.slice, spec, &p.resources)
                 .map_err(|e| vec![e])
                 .and_then(|t| {

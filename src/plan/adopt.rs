@@ -263,7 +263,7 @@ fn ownership_path(path: &str, handoff: &[String]) -> bool {
 /// adoptions: each adopted resource's in-place update whose changes are
 /// all ownership labels (its reason says so, with the other tool's
 /// warning). Anything else planned for an adopted resource refuses it
-/// (`adopt_replace`, `adopt_changes`, `adopt_busy`); the rest of the plan
+/// (`adopt_replace`, `adopt_changes`, `adopt_busy`, `adopt_elsewhere`); the rest of the plan
 /// (other slices' changes) is left out: `adopt` changes nothing else.
 pub fn keep_adoptions(plan: &mut Plan, proposals: &[Proposal]) {
     let of = |id: &ResourceId| proposals.iter().find(|p| p.resources.contains(id));
@@ -337,6 +337,38 @@ pub fn keep_adoptions(plan: &mut Plan, proposals: &[Proposal]) {
                 let msg = format!("{} ({}): {why}", a.address(), a.id.name);
                 refused.push(super::refusal(&a, code, msg));
             }
+        }
+    }
+    // An adopted resource the fleet does not render (a Slice of its name
+    // already in the specs that puts it elsewhere) gets no action: refused.
+    for p in proposals {
+        for (replica, id) in p.resources.iter().enumerate() {
+            let seen =
+                kept.iter().any(|a| &a.id == id) || refused.iter().any(|r| r.name == id.name);
+            if seen {
+                continue;
+            }
+            let owner = SliceRef {
+                slice: p.slice.clone(),
+                replica: u32::try_from(replica).unwrap_or(u32::MAX),
+            };
+            refused.push(Refusal {
+                kind: id.kind.as_str(),
+                name: id.name.clone(),
+                address: owner.address(id.kind),
+                slice: p.slice.clone(),
+                replica: owner.replica,
+                scope: id.scope.clone(),
+                action: ActionKind::Update,
+                code: "adopt_elsewhere".to_string(),
+                message: format!(
+                    "{} ({}): Slice {} in the specs does not render this {} (another Target, zone, name or replica count); adopt it under another name",
+                    owner.address(id.kind),
+                    id.name,
+                    p.slice,
+                    id.kind.as_str()
+                ),
+            });
         }
     }
     plan.actions = kept;

@@ -293,7 +293,9 @@ impl Kind for NodePools {
         format!(
             ". If it is this slice's pool and lost its slicectl labels (`gcloud container node-pools update \
              --node-labels` replaces them all){}, put these labels back and apply again: \
-             {}=slicectl, {}={}, {}={}, {}={} (slicectl then compares it field by field and re-stamps it)",
+             {}=slicectl, {}={}, {}={}, {}={} (slicectl then compares it field by field and re-stamps it). \
+             `slicectl adopt DIR --target TARGET --name {}` does this for you, after showing that only \
+             labels change (also for a pool released with `slicectl release`)",
             if looks_ours {
                 ": it still has some of them"
             } else {
@@ -305,7 +307,8 @@ impl Kind for NodePools {
             ownership::SLICE,
             d.owner.slice,
             ownership::REPLICA,
-            d.owner.replica
+            d.owner.replica,
+            d.id.name
         )
     }
 
