@@ -299,7 +299,7 @@ async fn a_tpu_provisioner_pool_is_adopted_by_name_when_its_hash_verifies() {
     let o = slicectl(&sim, &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
-        text(&o).contains("changed since tpu-provisioner created it"),
+        text(&o).contains("created by tpu-provisioner, changed since"),
         "{}",
         text(&o)
     );

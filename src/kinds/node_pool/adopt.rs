@@ -71,7 +71,7 @@ pub fn provisioner_verdict(p: &NodePool) -> Option<Result<(), String>> {
         Ok(())
     } else {
         Err(format!(
-            "changed since tpu-provisioner created it (its hash {stored} ≠ {computed} recomputed)"
+            "changed since (its hash {stored} ≠ {computed} recomputed)"
         ))
     })
 }
@@ -137,7 +137,7 @@ fn spec_of(p: &NodePool, target: &Target) -> Result<SliceSpec, Vec<String>> {
     };
     if let Some(Err(e)) = provisioner_verdict(p) {
         why.push(format!(
-            "{e}: tpu-provisioner would recreate it, and slicectl adopts only what it can verify"
+            "created by tpu-provisioner, {e}: tpu-provisioner would recreate it, and slicectl adopts only what it can verify"
         ));
     }
     let Some(generation) = catalog::generation_of_machine_type(&c.machine_type) else {
@@ -540,7 +540,7 @@ spec:
         );
         let why = a.spec.unwrap_err();
         assert!(
-            why[0].contains("changed since tpu-provisioner created it"),
+            why[0].contains("created by tpu-provisioner, changed since"),
             "{why:?}"
         );
         // Without the hash it is adoptable, under its own name.
