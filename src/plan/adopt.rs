@@ -416,7 +416,7 @@ pub fn release(
             };
             match release_action(*kind, l, &o) {
                 Ok(a) => actions.push(a),
-                Err(r) => refused.push(r),
+                Err(r) => refused.push(*r),
             }
         }
     }
@@ -425,7 +425,11 @@ pub fn release(
     keep_only_actions(plan);
 }
 
-fn release_action(kind: &dyn Kind, l: &LiveResource, o: &Ownership) -> Result<Action, Refusal> {
+fn release_action(
+    kind: &dyn Kind,
+    l: &LiveResource,
+    o: &Ownership,
+) -> Result<Action, Box<Refusal>> {
     let owner = SliceRef {
         slice: o.slice.clone(),
         replica: o.replica,
@@ -457,14 +461,14 @@ fn release_action(kind: &dyn Kind, l: &LiveResource, o: &Ownership) -> Result<Ac
         let msg = format!(
             "{address} ({name}) is protected by preventDestroy: releasing it would drop the protection with the ownership. Set lifecycle.preventDestroy: false and apply first"
         );
-        return Err(super::refusal(&a, "protected", msg));
+        return Err(Box::new(super::refusal(&a, "protected", msg)));
     }
     let unsupported = |a: &Action| {
         let msg = format!(
             "{address} ({name}): slicectl records the ownership of a {} where it cannot remove it in place; it stays slicectl's",
             a.noun
         );
-        super::refusal(a, "release_unsupported", msg)
+        Box::new(super::refusal(a, "release_unsupported", msg))
     };
     let Some((body, Comparison::Update { changes, groups })) = kind.unlabel(&l.body) else {
         return Err(unsupported(&a));

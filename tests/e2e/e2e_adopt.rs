@@ -70,36 +70,43 @@ fn merge(a: &mut Value, b: Value) {
 
 /// Runs the installed gcloud CLI against the simulator.
 async fn gcloud(sim: &SimHandle, cfg: &Path, args: &[&str]) {
-    let base = sim.base_url();
-    let mut cmd = tokio::process::Command::new("gcloud");
-    cmd.args(args)
-        .env("CLOUDSDK_CONFIG", cfg)
-        .env("CLOUDSDK_CORE_PROJECT", "example-project")
-        .env("CLOUDSDK_AUTH_DISABLE_CREDENTIALS", "true")
-        .env(
-            "CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER",
-            format!("{base}/"),
-        )
-        .env(
-            "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE",
-            format!("{base}/compute/v1/"),
-        )
-        .env("CLOUDSDK_CORE_DISABLE_USAGE_REPORTING", "true")
-        .env("CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK", "true")
-        .env("CLOUDSDK_CORE_CHECK_GCE_METADATA", "false")
-        .env("CLOUDSDK_CORE_DISABLE_PROMPTS", "true");
-    let o = cmd.output().await.unwrap_or_else(|e| {
-        panic!(
-            "the gcloud CLI is not installed or not on PATH ({e}); this test drives the real gcloud \
-             against the simulator and cannot run without it (install the Google Cloud SDK)"
-        )
-    });
+    let o = gcloud_command(&sim.base_url(), cfg)
+        .args(args)
+        .output()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "the gcloud CLI is not installed or not on PATH ({e}); this test drives the real gcloud \
+                 against the simulator and cannot run without it (install the Google Cloud SDK)"
+            )
+        });
     assert!(
         o.status.success(),
         "gcloud {args:?}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
     wait_until_done(sim).await;
+}
+
+/// `slicectl adopt DIR --target TARGET --out OUT --auto-approve` and `which`.
+async fn adopt(
+    sim: &SimHandle,
+    dir: &Path,
+    target: &str,
+    out: &Path,
+    which: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "adopt",
+        arg(dir),
+        "--target",
+        target,
+        "--out",
+        arg(out),
+        "--auto-approve",
+    ];
+    args.extend_from_slice(which);
+    slicectl(sim, &args).await
 }
 
 /// `plan --detailed-exitcode` says the live slices match the specs.
@@ -153,21 +160,7 @@ async fn a_gcloud_made_pool_is_adopted_with_one_label_update_then_plan_has_nothi
     .await;
     let out = dir.path().join("adopted");
     sim.reset_stats();
-    let o = slicectl(
-        &sim,
-        &[
-            "adopt",
-            arg(dir.path()),
-            "--target",
-            "train",
-            "--selector",
-            "team=llm",
-            "--out",
-            arg(&out),
-            "--auto-approve",
-        ],
-    )
-    .await;
+    let o = adopt(&sim, dir.path(), "train", &out, &["--selector", "team=llm"]).await;
     assert!(o.status.success(), "{}", text(&o));
     let t = stdout(&o);
     assert!(t.contains("# adopt: stamp slicectl's ownership"), "{t}");
@@ -200,19 +193,7 @@ async fn a_gcloud_made_pool_is_adopted_with_one_label_update_then_plan_has_nothi
     assert!(labels["slicectl.dev/spec-hash"].is_string(), "{p}");
     assert_no_changes(&sim, dir.path()).await;
     // A second adopt finds nothing left, and never overwrites the file.
-    let again = slicectl(
-        &sim,
-        &[
-            "adopt",
-            arg(dir.path()),
-            "--target",
-            "train",
-            "--all",
-            "--out",
-            arg(&out),
-        ],
-    )
-    .await;
+    let again = adopt(&sim, dir.path(), "train", &out, &["--all"]).await;
     assert_eq!(again.status.code(), Some(1), "{}", text(&again));
     assert!(
         stdout(&again).contains("Nothing to adopt"),
@@ -269,22 +250,8 @@ async fn a_tpu_provisioner_pool_is_adopted_by_name_when_its_hash_verifies() {
     )
     .await;
     let out = dir.path().join("adopted");
-    let adopt = |extra: &'static [&'static str]| {
-        let mut args = vec![
-            "adopt".to_string(),
-            arg(dir.path()).to_string(),
-            "--target".into(),
-            "train-a".into(),
-            "--out".into(),
-            arg(&out).to_string(),
-            "--auto-approve".into(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args
-    };
     // --all leaves tpu-provisioner's pools alone.
-    let args = adopt(&["--all"]);
-    let o = slicectl(&sim, &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let o = adopt(&sim, dir.path(), "train-a", &out, &["--all"]).await;
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
         text(&o).contains("left alone: tpu-provisioner manages it"),
@@ -295,8 +262,14 @@ async fn a_tpu_provisioner_pool_is_adopted_by_name_when_its_hash_verifies() {
 
     // A changed pool is refused; named, a verified one is adopted with a
     // warning, and tpu-provisioner's labels are handed off.
-    let args = adopt(&["--name", "jobset-test-q9z4k"]);
-    let o = slicectl(&sim, &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let o = adopt(
+        &sim,
+        dir.path(),
+        "train-a",
+        &out,
+        &["--name", "jobset-test-q9z4k"],
+    )
+    .await;
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
         text(&o).contains("created by tpu-provisioner, changed since"),
@@ -304,8 +277,14 @@ async fn a_tpu_provisioner_pool_is_adopted_by_name_when_its_hash_verifies() {
         text(&o)
     );
     sim.reset_stats();
-    let args = adopt(&["--name", "jobset-test-bd7x2"]);
-    let o = slicectl(&sim, &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let o = adopt(
+        &sim,
+        dir.path(),
+        "train-a",
+        &out,
+        &["--name", "jobset-test-bd7x2"],
+    )
+    .await;
     assert!(o.status.success(), "{}", text(&o));
     let t = stdout(&o);
     assert!(t.contains("WARNING"), "{t}");
@@ -344,21 +323,7 @@ async fn a_pool_adoption_would_replace_is_refused_and_nothing_is_written() {
     .await;
     let out = dir.path().join("adopted");
     sim.reset_stats();
-    let o = slicectl(
-        &sim,
-        &[
-            "adopt",
-            arg(dir.path()),
-            "--target",
-            "train",
-            "--name",
-            "up-0",
-            "--out",
-            arg(&out),
-            "--auto-approve",
-        ],
-    )
-    .await;
+    let o = adopt(&sim, dir.path(), "train", &out, &["--name", "up-0"]).await;
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let t = text(&o);
     assert!(t.contains("adoption never replaces"), "{t}");
@@ -402,21 +367,7 @@ async fn release_then_adopt_round_trips_without_a_delete() {
     assert!(text(&o).contains("name_taken"), "{}", text(&o));
     // Adopted again as the Slice the specs already describe: no file.
     let out = dir.path().join("adopted");
-    let o = slicectl(
-        &sim,
-        &[
-            "adopt",
-            arg(dir.path()),
-            "--target",
-            "train",
-            "--name",
-            "a-0",
-            "--out",
-            arg(&out),
-            "--auto-approve",
-        ],
-    )
-    .await;
+    let o = adopt(&sim, dir.path(), "train", &out, &["--name", "a-0"]).await;
     assert!(o.status.success(), "{}", text(&o));
     assert!(stdout(&o).contains("is named by Slice a"), "{}", text(&o));
     assert!(!out.join("a.yaml").exists());
@@ -439,20 +390,7 @@ async fn a_terraform_pool_is_adopted_only_by_name_and_with_a_warning() {
     )
     .await;
     let out = dir.path().join("adopted");
-    let o = slicectl(
-        &sim,
-        &[
-            "adopt",
-            arg(dir.path()),
-            "--target",
-            "train",
-            "--all",
-            "--out",
-            arg(&out),
-            "--auto-approve",
-        ],
-    )
-    .await;
+    let o = adopt(&sim, dir.path(), "train", &out, &["--all"]).await;
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
         text(&o).contains("left alone: Terraform manages it"),
@@ -460,21 +398,7 @@ async fn a_terraform_pool_is_adopted_only_by_name_and_with_a_warning() {
         text(&o)
     );
     assert!(!out.exists());
-    let o = slicectl(
-        &sim,
-        &[
-            "adopt",
-            arg(dir.path()),
-            "--target",
-            "train",
-            "--name",
-            "tf-0",
-            "--out",
-            arg(&out),
-            "--auto-approve",
-        ],
-    )
-    .await;
+    let o = adopt(&sim, dir.path(), "train", &out, &["--name", "tf-0"]).await;
     assert!(o.status.success(), "{}", text(&o));
     let t = stdout(&o);
     assert!(t.contains("WARNING: Terraform manages it"), "{t}");
