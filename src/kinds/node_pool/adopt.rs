@@ -558,6 +558,79 @@ spec:
         assert!(adoptable(&far, &t).is_none());
     }
 
+    /// `release` of an owned pool: one in-place update that removes
+    /// exactly slicectl's labels; a protected slice is refused.
+    #[test]
+    fn release_removes_only_slicectl_labels_and_refuses_a_protected_slice() {
+        use crate::plan::{ActionKind, Inventory, LiveResource, PlanOptions};
+        let files = vec![crate::spec::SourceFile {
+            path: "t.yaml".into(),
+            text: format!(
+                "{TARGET}---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: a}}\nspec: {{target: train, backend: gke, accelerator: tpu-v6e-slice, topology: 2x2}}\n"
+            ),
+        }];
+        let fleet = crate::spec::load(&files).unwrap();
+        let kinds = crate::engine::kinds();
+        let scope = crate::kind::Scope::Cluster(crate::resource::ClusterRef {
+            project: "proj-a1".into(),
+            location: "us-central1".into(),
+            name: "c".into(),
+        });
+        let own = |protected: bool| crate::kind::ownership::Ownership {
+            owner: "team".into(),
+            slice: "a".into(),
+            replica: 0,
+            target: Some("train".into()),
+            spec_hash: Some("h".into()),
+            hash_version: Some("v1".into()),
+            prevent_destroy: protected,
+        };
+        let mut p = live("a-0", &[("team", "x")], serde_json::json!({}));
+        let released: std::collections::BTreeSet<String> = ["a".to_string()].into();
+        let plan_for = |p: &NodePool| {
+            let mut inv = Inventory::default();
+            inv.resources
+                .entry(super::super::KIND)
+                .or_default()
+                .push(LiveResource {
+                    scope: scope.clone(),
+                    body: std::sync::Arc::new(p.clone()),
+                });
+            let mut plan =
+                crate::plan::plan(&fleet, &inv, &kinds, &PlanOptions::default()).unwrap();
+            crate::plan::adopt::release(&mut plan, &fleet, &inv, &kinds, &released);
+            plan
+        };
+        if let Some(c) = p.config.as_mut() {
+            c.labels.extend(own(false).to_labels());
+            c.resource_labels
+                .insert("slicectl-owner".into(), "team".into());
+        }
+        let plan = plan_for(&p);
+        assert!(plan.refused.is_empty(), "{:?}", plan.refused);
+        assert_eq!(plan.actions.len(), 1);
+        let a = &plan.actions[0];
+        assert_eq!((a.action, a.reason.code()), (ActionKind::Update, "release"));
+        let paths: Vec<&str> = a.changes.iter().map(|c| c.path.as_str()).collect();
+        assert!(paths.iter().all(|p| p.contains("slicectl")), "{paths:?}");
+        assert!(
+            paths.contains(&"config.labels[\"slicectl.dev/owner\"]"),
+            "{paths:?}"
+        );
+        assert!(
+            paths.contains(&"config.resourceLabels[\"slicectl-owner\"]"),
+            "{paths:?}"
+        );
+        assert!(a.changes.iter().all(|c| c.after.is_none()));
+        // Protected: refused, nothing planned.
+        if let Some(c) = p.config.as_mut() {
+            c.labels.extend(own(true).to_labels());
+        }
+        let plan = plan_for(&p);
+        assert!(plan.actions.is_empty());
+        assert_eq!(plan.refused[0].code, "protected");
+    }
+
     #[test]
     fn durations_read_as_a_person_writes_them() {
         assert_eq!(friendly("259200s"), "72h");
