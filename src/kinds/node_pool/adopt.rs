@@ -631,6 +631,57 @@ spec:
         assert_eq!(plan.refused[0].code, "protected");
     }
 
+    /// Pools `x-0`, `x-1` of one shape are one slice of two replicas; a
+    /// lone `x-1` is refused (slicectl would create `x-0`).
+    #[test]
+    fn replicas_are_grouped_from_zero() {
+        use crate::plan::adopt::{Selection, propose};
+        use crate::plan::{Inventory, LiveResource};
+        let t = target();
+        let kinds = crate::engine::kinds();
+        let scope = crate::kind::Scope::Cluster(crate::resource::ClusterRef {
+            project: "proj-a1".into(),
+            location: "us-central1".into(),
+            name: "c".into(),
+        });
+        let inv_of = |names: &[&str]| {
+            let mut inv = Inventory::default();
+            for n in names {
+                inv.resources
+                    .entry(super::super::KIND)
+                    .or_default()
+                    .push(LiveResource {
+                        scope: scope.clone(),
+                        body: std::sync::Arc::new(live(n, &[], serde_json::json!({}))),
+                    });
+            }
+            inv
+        };
+        let (props, _) = propose(&t, &inv_of(&["x-1", "x-0"]), &kinds, &Selection::All);
+        assert_eq!(props.len(), 1);
+        let names: Vec<&str> = props[0].resources.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["x-0", "x-1"]);
+        assert_eq!(props[0].spec.as_ref().unwrap().replicas, 2);
+        let (props, _) = propose(&t, &inv_of(&["x-1"]), &kinds, &Selection::All);
+        let why = props[0].spec.as_ref().unwrap_err();
+        assert!(
+            why[0].contains("replica 0 is not adopted with it"),
+            "{why:?}"
+        );
+        // By name: one not there is said, not skipped silently.
+        let (props, skipped) = propose(
+            &t,
+            &inv_of(&["x-0"]),
+            &kinds,
+            &Selection::Names(vec!["x-0".into(), "nope".into()]),
+        );
+        assert_eq!(props.len(), 1);
+        assert!(
+            skipped[0].contains("\"nope\": no such node pool"),
+            "{skipped:?}"
+        );
+    }
+
     #[test]
     fn durations_read_as_a_person_writes_them() {
         assert_eq!(friendly("259200s"), "72h");
