@@ -152,10 +152,15 @@ impl ShardScope {
     }
 
     /// `fleet` cut to the held shards' Targets and their Slices, and the
-    /// names of the Slices left out (other replicas'). The file count is
-    /// kept: the empty-source guard judges the whole source.
+    /// names of the Slices left out (other replicas'). The other Targets
+    /// become [`Fleet::foreign`] (their scopes are not left behind). The
+    /// file count is kept: the empty-source guard judges the whole source.
     pub fn cut(&self, mut fleet: Fleet) -> (Fleet, BTreeSet<String>) {
-        fleet.targets.retain(|name, _| self.keeps(name));
+        let (mine, foreign) = std::mem::take(&mut fleet.targets)
+            .into_iter()
+            .partition(|(name, _)| self.keeps(name));
+        fleet.targets = mine;
+        fleet.foreign = foreign;
         let mut others = BTreeSet::new();
         fleet.slices.retain(|name, s| {
             let keep = self.keeps(&s.spec.target);

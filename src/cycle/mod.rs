@@ -320,6 +320,13 @@ impl CycleState {
                 return (CycleOutcome::Rejected(e), invalid, Some(note));
             }
         };
+        // Sharded: the other replicas' slices seen in a shared cluster are
+        // theirs to report.
+        if !others.is_empty() {
+            report.slices.retain(|x| !others.contains(&x.slice));
+            report.status.retain(|x| !others.contains(&x.slice));
+            report.not_ready.retain(|x| !others.contains(&x.slice));
+        }
         self.last_demand = report.plan.demand.clone();
         let with_workloads = self.last_demand.extend(fleet);
         note.unavailable = note.unavailable.saturating_add(capacity::record(

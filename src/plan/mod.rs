@@ -438,6 +438,9 @@ pub struct Owners {
     /// slicectl also looks for this owner's MIGs left in zones no Target
     /// names any more (a Target's zone changed, or it was removed).
     pub gce_projects: BTreeMap<String, BTreeSet<String>>,
+    /// Owner ids per scope of the Targets another replica plans
+    /// ([`Fleet::foreign`]): those scopes are not left behind.
+    pub foreign: BTreeMap<Scope, BTreeSet<String>>,
 }
 
 impl Owners {
@@ -463,10 +466,20 @@ impl Owners {
                 .or_default()
                 .insert(t.spec.owner_id.clone());
         }
+        let mut foreign: BTreeMap<Scope, BTreeSet<String>> = BTreeMap::new();
+        for t in fleet.foreign.values() {
+            for scope in Owners::scopes_of(t, kinds) {
+                foreign
+                    .entry(scope)
+                    .or_default()
+                    .insert(t.spec.owner_id.clone());
+            }
+        }
         Owners {
             by_scope,
             gke_projects,
             gce_projects,
+            foreign,
         }
     }
 
@@ -513,6 +526,10 @@ impl Owners {
                 .by_scope
                 .get(scope)
                 .is_some_and(|ids| ids.contains(&o.owner))
+                && !self
+                    .foreign
+                    .get(scope)
+                    .is_some_and(|ids| ids.contains(&o.owner))
                 && projects.is_some_and(|ids| ids.contains(&o.owner))
         })
     }

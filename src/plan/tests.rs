@@ -105,6 +105,7 @@ fn fleet(slices: Vec<Slice>) -> Fleet {
         ]),
         slices: slices.into_iter().map(|s| (s.name.clone(), s)).collect(),
         files: 2,
+        foreign: BTreeMap::new(),
     }
 }
 
@@ -1773,6 +1774,7 @@ fn fleet_b(slices: Vec<Slice>) -> Fleet {
             })
             .collect(),
         files: 1,
+        foreign: BTreeMap::new(),
     }
 }
 
@@ -2885,4 +2887,48 @@ fn a_shards_cut_of_the_fleet_never_touches_the_other_shards_slices() {
     }
     let p = plan(&cut, &unstamped, &opts).unwrap();
     assert!(p.summary.delete > 0, "{:?}", kinds(&p));
+}
+
+/// Issue 21 (sharding): the clusters of the other shards' Targets are not
+/// "left behind" (a cluster no Target names any more, whose pools an apply
+/// with --allow-empty-source deletes): the cut keeps those Targets as
+/// `foreign`, so their scopes are neither looked into nor pruned.
+#[test]
+fn the_other_shards_clusters_are_not_left_behind() {
+    use crate::controller::shard::{ShardScope, shard_of};
+    let mut full = standard_fleet();
+    if let Some(t) = full.targets.get_mut("train-c")
+        && let Some(g) = t.spec.gke.as_mut()
+    {
+        g.name = "serve".into();
+    }
+    let ks = all_kinds();
+    let scope = ShardScope {
+        shards: 3,
+        held: [shard_of("train", 3)].into_iter().collect(),
+    };
+    let (cut, _) = scope.cut(full.clone());
+    assert!(
+        cut.foreign.contains_key("train-c"),
+        "{:?}",
+        cut.foreign.keys()
+    );
+    let serve = Owners::scopes_of(&full.targets["train-c"], &ks)
+        .into_iter()
+        .find(|s| matches!(s, Scope::Cluster(c) if c.name == "serve"))
+        .unwrap();
+    let own = Ownership {
+        owner: "platform".into(),
+        slice: "iron".into(),
+        replica: 0,
+        target: Some("train-c".into()),
+        spec_hash: None,
+        hash_version: None,
+        prevent_destroy: false,
+    };
+    assert!(!Owners::of(&cut, &ks).left_behind(&serve, Some(&own)));
+    // The same cut without the foreign Targets would look into it.
+    let mut bare = cut.clone();
+    bare.foreign.clear();
+    assert!(Owners::of(&bare, &ks).left_behind(&serve, Some(&own)));
 }

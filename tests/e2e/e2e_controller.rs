@@ -29,9 +29,9 @@ use slicectl_sim::{FaultConfig, SimHandle};
 
 const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
 
-struct Replica {
+pub(crate) struct Replica {
     name: &'static str,
-    child: tokio::process::Child,
+    pub(crate) child: tokio::process::Child,
     port: u16,
     stdout: Arc<Mutex<String>>,
     stderr: Arc<Mutex<String>>,
@@ -64,7 +64,12 @@ impl Replica {
     }
 
     /// A replica in `ns` with a 4 s Lease, and `extra` arguments.
-    fn start_with(sim: &SimHandle, ns: &str, name: &'static str, extra: &[&str]) -> Replica {
+    pub(crate) fn start_with(
+        sim: &SimHandle,
+        ns: &str,
+        name: &'static str,
+        extra: &[&str],
+    ) -> Replica {
         let port = free_port();
         let Piped {
             child,
@@ -84,7 +89,7 @@ impl Replica {
         self.stderr.lock().unwrap().clone()
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         format!(
             "=== replica {}\n--- stdout\n{}\n--- stderr\n{}",
             self.name,
@@ -104,7 +109,7 @@ impl Replica {
         Some((r.status().as_u16(), r.text().await.ok()?))
     }
 
-    async fn metric(&self, line_start: &str) -> Option<f64> {
+    pub(crate) async fn metric(&self, line_start: &str) -> Option<f64> {
         let (_, body) = self.get("/metrics").await?;
         body.lines()
             .find(|l| l.starts_with(line_start))
@@ -113,7 +118,7 @@ impl Replica {
     }
 }
 
-async fn wait_for<F, Fut>(what: &str, secs: u64, logs: &[&Replica], mut done: F)
+pub(crate) async fn wait_for<F, Fut>(what: &str, secs: u64, logs: &[&Replica], mut done: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -128,7 +133,7 @@ where
     }
 }
 
-async fn set_specs(api: &Api<ConfigMap>, files: &[(&str, String)]) {
+pub(crate) async fn set_specs(api: &Api<ConfigMap>, files: &[(&str, String)]) {
     let data: BTreeMap<String, String> = files
         .iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -214,7 +219,7 @@ async fn wait_condition(ns: &str, cond: &str, names: &[&str], logs: &Replica) {
 /// its GKE Nodes, so `Ready` is `Unknown` (`NodesNotObserved`: every
 /// resource done, readiness not known) rather than True; True, were the
 /// Nodes read, counts too.
-async fn wait_converged(ns: &str, names: &[&str], logs: &Replica) {
+pub(crate) async fn wait_converged(ns: &str, names: &[&str], logs: &Replica) {
     for n in names {
         wait_for(
             &format!("slicestatus/{n} converged (Ready True, or Unknown with its Nodes not read)"),
@@ -243,7 +248,7 @@ fn wait_deleted(ns: &str, name: &str, logs: &Replica) {
     assert!(o.status.success(), "{}\n{}", text(&o), logs.text());
 }
 
-fn creates(sim: &SimHandle) -> u64 {
+pub(crate) fn creates(sim: &SimHandle) -> u64 {
     sim.stats().by_method.get(CREATE).copied().unwrap_or(0)
 }
 
