@@ -102,7 +102,7 @@ pub fn assign(
         .iter()
         .enumerate()
         .map(|(i, x)| {
-            let more = u32::try_from(i).map_or(false, |i| i < extra);
+            let more = u32::try_from(i).is_ok_and(|i| i < extra);
             (*x, floor + u32::from(more))
         })
         .collect();
@@ -314,13 +314,16 @@ async fn coordinate(
     let api = Api::<Lease>::namespaced(client.clone(), &cfg.namespace);
     let tick = (cfg.duration / 4).max(Duration::from_millis(500));
     let mut contenders: BTreeMap<u32, Contender> = BTreeMap::new();
+    // Shards being released (waiting for the in-flight cycle).
+    let releasing: Arc<std::sync::Mutex<BTreeSet<u32>>> = Arc::default();
     let mut warned = false;
     loop {
         match step(&api, &cfg).await {
             Ok(mine) => {
                 warned = false;
                 for k in &mine {
-                    if contenders.contains_key(k) {
+                    let busy = releasing.lock().map(|r| r.contains(k)).unwrap_or(true);
+                    if contenders.contains_key(k) || busy {
                         continue;
                     }
                     match contend(&client, &cfg, *k, events.clone()).await {
@@ -341,16 +344,30 @@ async fn coordinate(
                     .copied()
                     .collect();
                 for k in gone {
+                    let Some(c) = contenders.remove(&k) else {
+                        continue;
+                    };
                     // After the in-flight cycle: once the gate is ours, no
-                    // cycle writes for this shard again.
-                    let _cycle = gate.lock().await;
-                    if let Some(c) = contenders.remove(&k) {
+                    // cycle writes for this shard again. In a task of its
+                    // own, so that membership keeps being renewed while a
+                    // long cycle runs; not contended for again meanwhile.
+                    if let Ok(mut r) = releasing.lock() {
+                        r.insert(k);
+                    }
+                    let (gate, registry, releasing) =
+                        (gate.clone(), registry.clone(), releasing.clone());
+                    let lease = shard_lease(&cfg.lease_name, k);
+                    tokio::spawn(async move {
+                        let _cycle = gate.lock().await;
                         let was = *c.held.borrow();
                         release(&registry, k, c).await;
                         if was {
-                            tracing::info!(target: LOG_TARGET, shard = k, lease = %shard_lease(&cfg.lease_name, k), "released a shard Lease: another replica is assigned it");
+                            tracing::info!(target: LOG_TARGET, shard = k, lease = %lease, "released a shard Lease: another replica is assigned it");
                         }
-                    }
+                        if let Ok(mut r) = releasing.lock() {
+                            r.remove(&k);
+                        }
+                    });
                 }
             }
             Err(e) => {
@@ -479,10 +496,10 @@ async fn step(api: &Api<Lease>, cfg: &ShardConfig) -> Result<BTreeSet<u32>> {
             .is_some_and(|v| *v == cfg.lease_name);
         if ours && name.starts_with(&format!("{}-member-", cfg.lease_name)) {
             members.extend(live(l));
-        } else if let Some(k) = shard_names.get(&name) {
-            if let Some(h) = live(l) {
-                holders.insert(*k, h);
-            }
+        } else if let Some(k) = shard_names.get(&name)
+            && let Some(h) = live(l)
+        {
+            holders.insert(*k, h);
         }
     }
     // This replica is a member even if the list raced its renewal.
