@@ -251,7 +251,7 @@ pub(super) async fn run(
             metrics.leader.set(0);
             metrics.shards_held.set(0);
             tracing::error!(target: LOG_TARGET, lease = %what, "lost a Lease this replica writes under: stopping at once, writing nothing more; another replica takes over and continues from the live state");
-            eprintln!("error: lost the Lease {namespace}/{what}; exiting so that only its new holder writes");
+            eprintln!("error: lost {what} in namespace {namespace}; exiting so that only its new holder writes");
             // Exit now: in-flight requests and tasks are dropped with the
             // process, so nothing more is written by this replica.
             std::process::exit(i32::from(EXIT_ERROR));
@@ -347,8 +347,8 @@ impl Lease {
         }
     }
 
-    /// Resolves with the Lease's name when a Lease this replica writes
-    /// under is lost; meanwhile (sharded) each acquired shard runs a cycle.
+    /// Resolves with the Lease (`the leader Lease NAME`, `the shard Lease
+    /// NAME`) when a Lease this replica writes under is lost; meanwhile (sharded) each acquired shard runs a cycle.
     async fn lost(
         &mut self,
         wake: &tokio::sync::mpsc::UnboundedSender<()>,
@@ -357,7 +357,7 @@ impl Lease {
         match self {
             Lease::Leader(name, rx, _) => {
                 let _ = rx.wait_for(|l| !*l).await;
-                name.clone()
+                format!("the leader Lease {name}")
             }
             Lease::Sharded(s, events) => loop {
                 match events.recv().await {
@@ -369,7 +369,9 @@ impl Lease {
                         metrics.leader.set(1);
                         let _ = wake.send(());
                     }
-                    Some(ShardEvent::Lost(k)) => return s.lease_name(k),
+                    Some(ShardEvent::Lost(k)) => {
+                        return format!("the shard Lease {}", s.lease_name(k));
+                    }
                     None => std::future::pending::<()>().await,
                 }
             },

@@ -219,3 +219,50 @@ async fn three_replicas_share_six_targets_and_take_over_a_killed_ones_shards() {
     drop(c);
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+/// A sharded replica whose shard Lease is taken by another holder (not
+/// renewed in time, say) stops writing and exits non-zero at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_that_loses_a_shard_lease_exits_non_zero() {
+    let client = client().await;
+    apply_crd();
+    let ns = namespace(&client, "shardlost").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    set_specs(&cms, &[]).await;
+    let sim = sim(Duration::from_millis(100), 1, FaultConfig::default()).await;
+    let mut a = Replica::start_with(&sim, &ns, "shard-a", &["--shards", "2"]);
+    wait_for("a to hold both shards", 30, &[&a], || async {
+        held(&a).await == 2.0
+    })
+    .await;
+    let now = jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap()
+        .strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+        .to_string();
+    let patch = format!(
+        r#"{{"spec":{{"holderIdentity":"intruder","acquireTime":"{now}","renewTime":"{now}","leaseDurationSeconds":60}}}}"#
+    );
+    ok(&kubectl(&[
+        "patch",
+        "lease",
+        "slicectl-1",
+        "-n",
+        &ns,
+        "--type",
+        "merge",
+        "-p",
+        &patch,
+    ]));
+    let st = tokio::time::timeout(Duration::from_secs(20), a.child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("a did not exit after losing a shard Lease\n{}", a.text()))
+        .unwrap();
+    assert_eq!(st.code(), Some(1), "{}", a.text());
+    assert!(
+        a.text().contains("lost the shard Lease slicectl-1"),
+        "{}",
+        a.text()
+    );
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
