@@ -545,6 +545,33 @@ async fn a_stockout_is_backed_off_per_slice_while_others_converge() {
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
 
+/// Lease `name` in `ns` taken by holder "intruder" for 60 s; then `r`
+/// must exit 1 within 20 s.
+pub(crate) async fn steal_lease(ns: &str, name: &str, r: &mut Replica) {
+    let now = jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap()
+        .strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+        .to_string();
+    let patch = format!(
+        r#"{{"spec":{{"holderIdentity":"intruder","acquireTime":"{now}","renewTime":"{now}","leaseDurationSeconds":60}}}}"#
+    );
+    ok(&kubectl(&[
+        "patch", "lease", name, "-n", ns, "--type", "merge", "-p", &patch,
+    ]));
+    let st = tokio::time::timeout(Duration::from_secs(20), r.child.wait())
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "{} did not exit after losing Lease {name}\n{}",
+                r.name,
+                r.text()
+            )
+        })
+        .unwrap();
+    assert_eq!(st.code(), Some(1), "{}", r.text());
+}
+
 /// A leader whose Lease is taken over by another holder stops writing and
 /// exits non-zero at once.
 #[tokio::test(flavor = "multi_thread")]
@@ -559,22 +586,7 @@ async fn a_leader_that_loses_its_lease_exits_non_zero() {
         a.metric("slicectl_leader ").await == Some(1.0)
     })
     .await;
-    let now = jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .unwrap()
-        .strftime("%Y-%m-%dT%H:%M:%S.000000Z")
-        .to_string();
-    let patch = format!(
-        r#"{{"spec":{{"holderIdentity":"intruder","acquireTime":"{now}","renewTime":"{now}","leaseDurationSeconds":60}}}}"#
-    );
-    ok(&kubectl(&[
-        "patch", "lease", "slicectl", "-n", &ns, "--type", "merge", "-p", &patch,
-    ]));
-    let st = tokio::time::timeout(Duration::from_secs(20), a.child.wait())
-        .await
-        .unwrap_or_else(|_| panic!("a did not exit after losing its Lease\n{}", a.text()))
-        .unwrap();
-    assert_eq!(st.code(), Some(1), "{}", a.text());
+    steal_lease(&ns, "slicectl", &mut a).await;
     assert!(a.stderr().contains("lost the leader Lease"), "{}", a.text());
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }

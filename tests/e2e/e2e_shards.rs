@@ -6,7 +6,7 @@
 //! create; every SliceStatus converges, labelled with its shard.
 
 use crate::common;
-use crate::e2e_controller::{Replica, creates, set_specs, wait_converged, wait_for};
+use crate::e2e_controller::{Replica, creates, set_specs, steal_lease, wait_converged, wait_for};
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -235,30 +235,7 @@ async fn a_replica_that_loses_a_shard_lease_exits_non_zero() {
         held(&a).await == 2.0
     })
     .await;
-    let now = jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .unwrap()
-        .strftime("%Y-%m-%dT%H:%M:%S.000000Z")
-        .to_string();
-    let patch = format!(
-        r#"{{"spec":{{"holderIdentity":"intruder","acquireTime":"{now}","renewTime":"{now}","leaseDurationSeconds":60}}}}"#
-    );
-    ok(&kubectl(&[
-        "patch",
-        "lease",
-        "slicectl-1",
-        "-n",
-        &ns,
-        "--type",
-        "merge",
-        "-p",
-        &patch,
-    ]));
-    let st = tokio::time::timeout(Duration::from_secs(20), a.child.wait())
-        .await
-        .unwrap_or_else(|_| panic!("a did not exit after losing a shard Lease\n{}", a.text()))
-        .unwrap();
-    assert_eq!(st.code(), Some(1), "{}", a.text());
+    steal_lease(&ns, "slicectl-1", &mut a).await;
     assert!(
         a.text().contains("lost the shard Lease slicectl-1"),
         "{}",
