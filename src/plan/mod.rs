@@ -446,16 +446,9 @@ pub struct Owners {
 impl Owners {
     /// The scopes of a fleet's targets.
     pub fn of(fleet: &Fleet, kinds: &[&dyn Kind]) -> Owners {
-        let mut by_scope: BTreeMap<Scope, BTreeSet<String>> = BTreeMap::new();
         let mut gke_projects: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let mut gce_projects: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for t in fleet.targets.values() {
-            for scope in Owners::scopes_of(t, kinds) {
-                by_scope
-                    .entry(scope)
-                    .or_default()
-                    .insert(t.spec.owner_id.clone());
-            }
             let projects = match (&t.spec.gke, &t.spec.gce) {
                 (Some(_), _) => &mut gke_projects,
                 (None, Some(_)) => &mut gce_projects,
@@ -466,21 +459,28 @@ impl Owners {
                 .or_default()
                 .insert(t.spec.owner_id.clone());
         }
-        let mut foreign: BTreeMap<Scope, BTreeSet<String>> = BTreeMap::new();
-        for t in fleet.foreign.values() {
+        Owners {
+            by_scope: Owners::by_scope(fleet.targets.values(), kinds),
+            gke_projects,
+            gce_projects,
+            foreign: Owners::by_scope(fleet.foreign.values(), kinds),
+        }
+    }
+
+    /// The owner ids of `targets` per scope they name.
+    fn by_scope<'a>(
+        targets: impl Iterator<Item = &'a crate::spec::Target>,
+        kinds: &[&dyn Kind],
+    ) -> BTreeMap<Scope, BTreeSet<String>> {
+        let mut out: BTreeMap<Scope, BTreeSet<String>> = BTreeMap::new();
+        for t in targets {
             for scope in Owners::scopes_of(t, kinds) {
-                foreign
-                    .entry(scope)
+                out.entry(scope)
                     .or_default()
                     .insert(t.spec.owner_id.clone());
             }
         }
-        Owners {
-            by_scope,
-            gke_projects,
-            gce_projects,
-            foreign,
-        }
+        out
     }
 
     /// Every scope one target names: its GKE cluster, its region, and for a
