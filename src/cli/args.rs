@@ -170,6 +170,55 @@ pub enum Command {
         #[command(flatten)]
         exec: Exec,
     },
+    /// Bring live node pools slicectl does not own under specs: write the
+    /// Slice files that describe them, show the plan (ownership labels
+    /// stamped in place, nothing else), and on approval stamp them.
+    #[command(group(clap::ArgGroup::new("which").required(true).args(["names", "selector", "all"])))]
+    Adopt {
+        /// Spec directory (its Targets; the Slices already there).
+        dir: PathBuf,
+        /// The Target whose cluster and zone hold the resources.
+        #[arg(long)]
+        target: String,
+        /// Adopt this node pool (repeatable). The only way to adopt one
+        /// another tool still manages (Terraform, tpu-provisioner, xpk).
+        #[arg(long = "name", value_name = "POOL")]
+        names: Vec<String>,
+        /// Adopt every node pool with this node label.
+        #[arg(long, value_name = "LABEL=VALUE")]
+        selector: Option<String>,
+        /// Adopt every node pool of the Target that no tool manages.
+        #[arg(long)]
+        all: bool,
+        /// Where the Slice files are written (`SLICE.yaml`).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Overwrite a Slice file that exists.
+        #[arg(long)]
+        force: bool,
+        /// Connection settings.
+        #[command(flatten)]
+        conn: Connection,
+        /// Execution settings.
+        #[command(flatten)]
+        exec: Exec,
+    },
+    /// Remove slicectl's ownership labels from slices (nothing is deleted),
+    /// to hand them to another tool; lists the spec files that still name
+    /// them.
+    Release {
+        /// Spec directory (the Targets that own the slices).
+        dir: PathBuf,
+        /// The slice to release (repeatable).
+        #[arg(long = "slice", value_name = "SLICE", required = true)]
+        slices: Vec<String>,
+        /// Connection settings.
+        #[command(flatten)]
+        conn: Connection,
+        /// Execution settings.
+        #[command(flatten)]
+        exec: Exec,
+    },
     /// Print the JSON Schema of spec files.
     Schema,
     /// Print a shell completion script, generated from this CLI

@@ -7,6 +7,7 @@
 //! refuses. [`human`] renders it for people; [`view`] is the stable JSON of
 //! `plan --output json`.
 
+pub mod adopt;
 mod build;
 pub mod hash;
 pub mod human;

@@ -84,6 +84,7 @@ fn slice(name: &str, acc: &str, topo: &str, replicas: u32, cap: CapacityType) ->
         lifecycle: Lifecycle::default(),
         gce: None,
         previous_names: Vec::new(),
+        node_pool_name: None,
         disruption: None,
     };
     Slice {

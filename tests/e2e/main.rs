@@ -14,6 +14,7 @@ mod sim_gke_support;
 mod jobset_support;
 
 mod cli;
+mod e2e_adopt;
 mod e2e_controller;
 mod e2e_converge;
 mod e2e_disrupt;
