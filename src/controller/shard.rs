@@ -34,6 +34,8 @@ use crate::watch::LOG_TARGET;
 
 /// Label on the membership Leases: the name of the controller's Lease.
 pub const CONTROLLER_LABEL: &str = "slicectl.dev/controller";
+/// Label on the membership Leases: the member's number of shards.
+pub const SHARDS_LABEL: &str = "slicectl.dev/shards";
 /// Label on each SliceStatus written by a sharded controller: its shard.
 pub const SHARD_LABEL: &str = "slicectl.dev/shard";
 /// Field manager of the membership Leases.
@@ -444,6 +446,15 @@ async fn contend(
     })
 }
 
+/// Whether the other-N warning for `member` was already logged (once per
+/// member, not every tick).
+fn split_warned(member: &str) -> bool {
+    static SEEN: std::sync::Mutex<BTreeSet<String>> = std::sync::Mutex::new(BTreeSet::new());
+    SEEN.lock()
+        .map(|mut s| !s.insert(member.to_string()))
+        .unwrap_or(true)
+}
+
 /// One tick: renews this replica's membership Lease, lists the Leases, and
 /// returns the shards assigned to this replica.
 async fn step(api: &Api<Lease>, cfg: &ShardConfig) -> Result<BTreeSet<u32>> {
@@ -452,7 +463,10 @@ async fn step(api: &Api<Lease>, cfg: &ShardConfig) -> Result<BTreeSet<u32>> {
     let body = serde_json::json!({
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
-        "metadata": {"name": me, "labels": {CONTROLLER_LABEL: cfg.lease_name}},
+        "metadata": {"name": me, "labels": {
+            CONTROLLER_LABEL: cfg.lease_name,
+            SHARDS_LABEL: cfg.shards.to_string(),
+        }},
         "spec": {
             "holderIdentity": cfg.identity,
             "leaseDurationSeconds": secs,
@@ -495,7 +509,18 @@ async fn step(api: &Api<Lease>, cfg: &ShardConfig) -> Result<BTreeSet<u32>> {
             .and_then(|x| x.get(CONTROLLER_LABEL))
             .is_some_and(|v| *v == cfg.lease_name);
         if ours && name.starts_with(&format!("{}-member-", cfg.lease_name)) {
-            members.extend(live(l));
+            let Some(m) = live(l) else { continue };
+            let theirs = l.metadata.labels.as_ref().and_then(|x| x.get(SHARDS_LABEL));
+            if theirs.map(String::as_str) != Some(cfg.shards.to_string().as_str()) {
+                // Another N splits the fleet differently: the same shard
+                // Lease would stand for other Targets. Hold nothing until
+                // that member is gone (a rollout changing --shards).
+                if !split_warned(&m) {
+                    tracing::warn!(target: LOG_TARGET, member = %m, theirs = ?theirs, ours = cfg.shards, "a live replica runs with another --shards: holding no shard until it is gone");
+                }
+                return Ok(BTreeSet::new());
+            }
+            members.insert(m);
         } else if let Some(k) = shard_names.get(&name)
             && let Some(h) = live(l)
         {
