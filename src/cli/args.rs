@@ -442,6 +442,11 @@ pub struct ControllerArgs {
     /// Name of the leader-election Lease.
     #[arg(long, value_name = "NAME", default_value = "slicectl")]
     pub lease_name: String,
+    /// Split the fleet by Target into N shards, one Lease each
+    /// (`<lease-name>-<k>`), shared fairly by the live replicas
+    /// (docs/controller.md, "Sharding"). 1: one leader does all.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub shards: u32,
     /// Make the status objects owned by this Deployment in --namespace (the
     /// controller's own; read once at start, `get` on it is needed), so
     /// deleting the Deployment garbage-collects them. Without it the objects

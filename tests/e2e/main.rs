@@ -35,4 +35,5 @@ mod e2e_rules;
 mod e2e_safety;
 mod e2e_scheduled;
 mod e2e_settle;
+mod e2e_shards;
 mod e2e_watch;
