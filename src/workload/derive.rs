@@ -173,6 +173,11 @@ fn request(p: &PendingPod) -> Result<Request, String> {
                 project: sel.get(keys::RESERVATION_PROJECT).cloned(),
             }),
             max_run_duration: None,
+            // A pod selecting flex-start gets a plain flex-start pool, which
+            // the cluster autoscaler scales up for it; a queued-provisioning
+            // pool would wait for a ProvisioningRequest nobody submits (pods
+            // that consume one are left alone, see `is_trigger`).
+            queued: false,
         },
         wanted,
     })

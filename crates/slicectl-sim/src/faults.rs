@@ -64,6 +64,12 @@ pub struct FaultConfig {
     /// (`sim::kubelet`): the startup script, `kubeadm join` and a kubelet
     /// against the cluster its metadata names.
     pub node_agents: bool,
+    /// Milliseconds from a flex-start node pool turning RUNNING (with 0
+    /// nodes) to its capacity arriving: the cluster autoscaler's scale-up
+    /// of the whole slice (0 → N at once, a TPU slice being atomic), whose
+    /// nodes then register. A queued-provisioning pool never gets nodes
+    /// here (see `sim::gke::capacity_of`).
+    pub flex_start_delay_ms: u64,
 }
 
 /// How a node pool create that meets a stockout ends.
@@ -95,6 +101,7 @@ impl Default for FaultConfig {
             stockout_zones: Vec::new(),
             zone_vm_limits: BTreeMap::new(),
             node_agents: true,
+            flex_start_delay_ms: 0,
         }
     }
 }
