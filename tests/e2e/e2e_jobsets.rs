@@ -577,9 +577,21 @@ async fn the_controller_wakes_on_an_unschedulable_leader_pod_and_when_the_grace_
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_flex_start_jobset_gets_a_queued_provisioning_pool_and_waits_for_capacity() {
-    let Setup { client, sim, ns } =
-        setup("jsf", Duration::from_millis(100), 10, Default::default()).await;
+async fn a_flex_start_jobset_gets_a_flex_start_pool_whose_capacity_arrives_and_a_queued_git_slice_waits()
+ {
+    // GKE brings a flex-start pool's nodes when the cluster autoscaler
+    // finds capacity for the pods waiting on it: here 2.5 s after the pool
+    // is up.
+    let Setup { client, sim, ns } = setup(
+        "jsf",
+        Duration::from_millis(100),
+        10,
+        slicectl_sim::FaultConfig {
+            flex_start_delay_ms: 2500,
+            ..Default::default()
+        },
+    )
+    .await;
     let mut js = tpu_jobset(&unique("flex"), 1, "2x2", &unique("r"));
     js.replicated_jobs[0].capacity = crate::jobset_support::Capacity::FlexStart;
     let (_, leaders) = pending(&client, &ns, &js).await;
@@ -593,10 +605,21 @@ async fn a_flex_start_jobset_gets_a_queued_provisioning_pool_and_waits_for_capac
         "{out}"
     );
     assert!(pool_names(&sim).await.is_empty());
-    // ...one that allows it gets GKE's queued provisioning pool: flex-start
-    // VMs, no reservation, autoscaling from 0, queuedProvisioning enabled
-    // (the simulator takes it as GKE does, or the create fails).
-    let flex = specs(&ns, true, "2m", &[]);
+    // ...one that allows it gets a flex-start pool: flex-start VMs, no
+    // reservation, autoscaling from 0 and no queued provisioning (which
+    // only a ProvisioningRequest scales up). Beside it, a git slice that
+    // asks for queued provisioning explicitly.
+    let queued = (
+        "q.yaml",
+        slice_yaml(
+            "queued-v6e",
+            "tpu-v6e-slice",
+            "2x2",
+            1,
+            "  capacity: {type: flex-start, queued: true}\n",
+        ),
+    );
+    let flex = specs(&ns, true, "2m", &[queued]);
     let target = flex.path().join("target.yaml");
     let text_now = std::fs::read_to_string(&target).unwrap();
     std::fs::write(
@@ -606,6 +629,7 @@ async fn a_flex_start_jobset_gets_a_queued_provisioning_pool_and_waits_for_capac
     .unwrap();
     let o = apply_dir(&sim, flex.path()).await;
     let out = text(&o);
+    assert!(o.status.success(), "{out}");
     assert!(
         out.contains(&format!("+ {pool} for jobset {ns}/{}", js.name)),
         "{out}"
@@ -617,14 +641,31 @@ async fn a_flex_start_jobset_gets_a_queued_provisioning_pool_and_waits_for_capac
         .find(|p| p["name"] == pool.as_str())
         .unwrap_or_else(|| panic!("pool {pool}: {live:#?}\n{out}"));
     assert_eq!(p["config"]["flexStart"], true, "{p:#}");
-    assert_eq!(p["queuedProvisioning"]["enabled"], true, "{p:#}");
+    assert!(p.get("queuedProvisioning").is_none(), "{p:#}");
     assert_eq!(
         p["config"]["reservationAffinity"]["consumeReservationType"], "NO_RESERVATION",
         "{p:#}"
     );
     assert_eq!(p["autoscaling"]["enabled"], true, "{p:#}");
-    // No capacity has come (no Node): the JobSet stays pending, and the next
-    // run waits with it, asking for nothing more.
+    assert_eq!(p["initialNodeCount"], 0, "{p:#}");
+    let q = live
+        .iter()
+        .find(|p| p["name"] == "queued-v6e-0")
+        .unwrap_or_else(|| panic!("pool queued-v6e-0: {live:#?}\n{out}"));
+    assert_eq!(q["queuedProvisioning"]["enabled"], true, "{q:#}");
+    // No capacity yet: no Node, the JobSet waits.
+    assert!(pool_nodes(&client, &pool).await.is_empty());
+    // The capacity arrives; the slice's Node registers (labelled as GKE
+    // labels flex-start nodes, which the pod selects) and the JobSet runs.
+    let nodes = wait_pool_nodes(&client, &pool, 1).await;
+    let labels = nodes[0].metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels.get("cloud.google.com/gke-flex-start").map(String::as_str),
+        Some("true")
+    );
+    wait_jobset_running(&client, &ns, &js.name, 1).await;
+    // The next run asks for nothing more; the queued pool has no Node (no
+    // ProvisioningRequest asked for one).
     let o = apply_dir(&sim, flex.path()).await;
     assert!(o.status.success(), "{}", text(&o));
     let creates = sim
@@ -633,13 +674,8 @@ async fn a_flex_start_jobset_gets_a_queued_provisioning_pool_and_waits_for_capac
         .get("container.projects.locations.clusters.nodePools.create")
         .copied()
         .unwrap_or(0);
-    assert_eq!(creates, 1);
-    let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
-    assert!(
-        leaders
-            .values()
-            .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"))
-    );
+    assert_eq!(creates, 2);
+    assert!(pool_nodes(&client, "queued-v6e-0").await.is_empty());
     teardown(&ns, sim).await;
 }
 
