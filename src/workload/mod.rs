@@ -7,6 +7,7 @@
 //! fills the structs; the planner ([`crate::plan`]) calls [`derive`].
 
 mod derive;
+pub mod phase;
 #[cfg(test)]
 mod tests;
 
@@ -16,6 +17,7 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 pub use derive::{derive, grace, is_trigger, pool_name};
+pub use phase::{Phase, Standing};
 
 use crate::resource::KubeRef;
 

@@ -96,6 +96,21 @@ async fn events_on(client: &Client, ns: &str, jobset: &str) -> Vec<Event> {
         .items
 }
 
+/// The reasons of the phase Events slicectl recorded on JobSet `ns/name`
+/// (`SliceCreating`, `WaitingForCapacity`, `SliceReady`), sorted. Other
+/// tests' runs on the shared plane may refuse it (`SliceRefused`): left out.
+async fn phases_on(client: &Client, ns: &str, jobset: &str) -> Vec<String> {
+    let mut r: Vec<String> = events_on(client, ns, jobset)
+        .await
+        .into_iter()
+        .filter(|e| e.source.as_ref().and_then(|s| s.component.as_deref()) == Some("slicectl"))
+        .filter_map(|e| e.reason)
+        .filter(|r| r != "SliceRefused")
+        .collect();
+    r.sort();
+    r
+}
+
 /// A test's linked simulator and namespace.
 struct Setup {
     client: Client,
@@ -653,8 +668,24 @@ async fn a_flex_start_jobset_gets_a_flex_start_pool_whose_capacity_arrives_and_a
         .find(|p| p["name"] == "queued-v6e-0")
         .unwrap_or_else(|| panic!("pool queued-v6e-0: {live:#?}\n{out}"));
     assert_eq!(q["queuedProvisioning"]["enabled"], true, "{q:#}");
-    // No capacity yet: no Node, the JobSet waits.
+    // No capacity yet: no Node, the JobSet waits, and says so.
     assert!(pool_nodes(&client, &pool).await.is_empty());
+    assert_eq!(
+        phases_on(&client, &ns, &js.name).await,
+        ["SliceCreating", "WaitingForCapacity"]
+    );
+    let o = run(&sim, &["status", flex.path().to_str().unwrap(), "-o", "json"]).await;
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = rows
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["node_pool"] == pool.as_str()))
+        .unwrap_or_else(|| panic!("a row for {pool}: {rows:#}"));
+    assert!(
+        row["last_error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with(&format!("flex-start node pool {pool} waits for capacity"))),
+        "{row:#}"
+    );
     // The capacity arrives; the slice's Node registers (labelled as GKE
     // labels flex-start nodes, which the pod selects) and the JobSet runs.
     let nodes = wait_pool_nodes(&client, &pool, 1).await;
@@ -676,6 +707,13 @@ async fn a_flex_start_jobset_gets_a_flex_start_pool_whose_capacity_arrives_and_a
         .unwrap_or(0);
     assert_eq!(creates, 2);
     assert!(pool_nodes(&client, "queued-v6e-0").await.is_empty());
+    // Each phase was said once, however many runs saw it.
+    let o = apply_dir(&sim, flex.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        phases_on(&client, &ns, &js.name).await,
+        ["SliceCreating", "SliceReady", "WaitingForCapacity"]
+    );
     teardown(&ns, sim).await;
 }
 
