@@ -167,14 +167,17 @@ fn kube_of(fleet: &Fleet, target: &str) -> Option<KubeRef> {
 pub async fn write(cloud: &Cloud, fleet: &Fleet, demand: &Demand) {
     for m in &demand.marks {
         let labels: BTreeMap<String, Option<String>> =
-            BTreeMap::from([(RELEASED_AT.to_string(), Some(m.at.to_string()))]);
+            BTreeMap::from([(RELEASED_AT.to_string(), m.at.map(|at| at.to_string()))]);
         for n in &m.nodes {
-            match cloud.kube.patch_node(&m.kube, n, &labels, None).await {
-                Ok(()) => {
+            match (cloud.kube.patch_node(&m.kube, n, &labels, None).await, m.at) {
+                (Ok(()), Some(_)) => {
                     tracing::info!(cluster = %m.kube.endpoint, node = %n, "stamped the released-at label: its JobSet is gone, the grace period starts")
                 }
-                Err(e) => {
-                    tracing::warn!(cluster = %m.kube.endpoint, node = %n, error = %e, "cannot stamp released-at on the Node; the next cycle tries again")
+                (Ok(()), None) => {
+                    tracing::info!(cluster = %m.kube.endpoint, node = %n, "removed the released-at label: a JobSet of that name is back")
+                }
+                (Err(e), _) => {
+                    tracing::warn!(cluster = %m.kube.endpoint, node = %n, error = %e, "cannot write released-at on the Node; the next cycle tries again")
                 }
             }
         }

@@ -383,7 +383,7 @@ fn a_deleted_jobsets_grace_is_read_from_its_nodes_not_memory() {
     let d = derive(&f, &views(obs.clone()), &l, &nodes, at(2_000));
     assert!(d.released.is_empty());
     assert_eq!(d.marks.len(), 1);
-    assert_eq!(d.marks[0].at, 2_000);
+    assert_eq!(d.marks[0].at, Some(2_000));
     // A later run (a restarted controller) reads the stamp back.
     let stamped = with_nodes(vec![node(
         "gone-abcde",
@@ -397,6 +397,32 @@ fn a_deleted_jobsets_grace_is_read_from_its_nodes_not_memory() {
     // A pool with no Nodes has nothing to reuse: released at once.
     let d = derive(&f, &views(obs), &l, &with_nodes(Vec::new()), at(2_000));
     assert_eq!(d.released.len(), 1);
+}
+
+#[test]
+fn a_jobset_back_under_its_name_keeps_its_slice_and_clears_the_stale_stamp() {
+    let f = fleet(policy(vec![any_rule()]));
+    // Submitted again (a new uid) after its first was seen gone.
+    let mut again = jobset("gone");
+    again.uid = "uid-second".into();
+    let obs = Observed {
+        jobsets: vec![again],
+        ..Observed::default()
+    };
+    let l = [live("gone", "gone-abcde")];
+    let stamped = with_nodes(vec![node(
+        "gone-abcde",
+        &[(RELEASED_AT, "2000")],
+        Vec::new(),
+    )]);
+    // Long past the first one's grace: kept, and the stamp goes, so that
+    // the second one's end starts a grace period of its own.
+    let d = derive(&f, &views(obs), &l, &stamped, at(9_000));
+    assert!(d.released.is_empty(), "{d:?}");
+    assert!(d.kept[0].why.starts_with("active"), "{:?}", d.kept);
+    assert_eq!(d.marks.len(), 1);
+    assert_eq!(d.marks[0].at, None);
+    assert_eq!(d.marks[0].nodes, ["gone-abcde-node"]);
 }
 
 #[test]

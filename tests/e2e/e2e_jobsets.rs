@@ -786,3 +786,106 @@ async fn a_slice_whose_jobset_ended_is_kept_while_another_jobsets_pod_runs_on_it
     assert!(pool_names(&sim).await.is_empty(), "{}", text(&o));
     teardown(&ns, sim).await;
 }
+
+/// The requests `method` the simulator answered.
+fn requests(sim: &slicectl_sim::SimHandle, method: &str) -> u64 {
+    sim.stats()
+        .by_method
+        .get(&format!("container.projects.locations.clusters.nodePools.{method}"))
+        .copied()
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_jobset_loses_its_slice_after_the_grace() {
+    let Setup { client, sim, ns } =
+        setup("jsx", Duration::from_millis(100), 14, Default::default()).await;
+    let js = tpu_jobset(&unique("fails"), 1, "2x2", &unique("r"));
+    let (_, leaders) = pending(&client, &ns, &js).await;
+    let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
+    let dir = specs(&ns, true, "3s", &[]);
+    let o = apply_dir(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(pool_names(&sim).await, std::slice::from_ref(&pool));
+    let running = wait_jobset_running(&client, &ns, &js.name, 1).await;
+    // Its pod fails (backoffLimit 0, no failure policy): the JobSet Fails.
+    let pod = running[0].metadata.name.clone().unwrap_or_default();
+    crate::jobset_support::fail_jobset_pod(&client, &ns, &pod).await;
+    wait_jobset_condition(&client, &ns, &js.name, "Failed").await;
+    // Within the grace period the slice stays...
+    let o = apply_dir(&sim, dir.path()).await;
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains(&format!("= {pool} kept (jobset {ns}/{}): grace", js.name)),
+        "{out}"
+    );
+    assert_eq!(requests(&sim, "delete"), 0);
+    // ...and after it, the next run releases it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let o = apply_dir(&sim, dir.path()).await;
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains(&format!("- {pool} released: jobset {ns}/{} Failed", js.name)),
+        "{out}"
+    );
+    assert!(pool_names(&sim).await.is_empty());
+    assert_eq!(requests(&sim, "delete"), 1);
+    wait_pool_nodes_gone(&client, &pool).await;
+    teardown(&ns, sim).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jobset_deleted_and_recreated_within_the_grace_reuses_its_slice() {
+    let Setup { client, sim, ns } =
+        setup("jsy", Duration::from_millis(100), 15, Default::default()).await;
+    let js = tpu_jobset(&unique("again"), 1, "2x2", &unique("r"));
+    let (_, leaders) = pending(&client, &ns, &js).await;
+    let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
+    let dir = specs(&ns, true, "2m", &[]);
+    let o = apply_dir(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let nodes = wait_pool_nodes(&client, &pool, 1).await;
+    wait_jobset_running(&client, &ns, &js.name, 1).await;
+    // Deleted: the run that sees it gone starts its grace period.
+    delete_jobset(&client, &ns, &js.name).await;
+    let o = apply_dir(&sim, dir.path()).await;
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains(&format!("= {pool} kept (jobset {ns}/{}): grace", js.name)),
+        "{out}"
+    );
+    // Submitted again under its name (its Jobs, so its job-keys, are the
+    // same): its pod fits the slice's Node at once.
+    submit_jobset(&client, &ns, &js).await;
+    let running = wait_jobset_running(&client, &ns, &js.name, 1).await;
+    assert_eq!(
+        running[0].spec.as_ref().and_then(|s| s.node_name.clone()),
+        nodes[0].metadata.name
+    );
+    // The next runs keep the slice for it (its JobSet, by namespace and
+    // name, is active), never deleted nor created again; the first one's
+    // released-at stamp is gone from its Node.
+    for _ in 0..2 {
+        let o = apply_dir(&sim, dir.path()).await;
+        let out = text(&o);
+        assert!(o.status.success(), "{out}");
+        assert!(
+            out.contains(&format!("= {pool} kept (jobset {ns}/{}): active", js.name)),
+            "{out}"
+        );
+    }
+    assert_eq!(requests(&sim, "create"), 1);
+    assert_eq!(requests(&sim, "delete"), 0);
+    let nodes = pool_nodes(&client, &pool).await;
+    assert_eq!(nodes.len(), 1);
+    let labels = nodes[0].metadata.labels.clone().unwrap_or_default();
+    assert!(
+        !labels.contains_key("slicectl.dev/released-at"),
+        "{labels:?}"
+    );
+
+    teardown(&ns, sim).await;
+}
