@@ -259,16 +259,19 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
             }
         }
         // A pending JobSet's slice: where it stands for the JobSet.
-        let workload = slice.workload.as_ref().map(|origin| crate::workload::Standing {
-            origin: origin.clone(),
-            phase: crate::workload::phase::asked(
-                &d.id.name,
-                &state,
-                &nodes,
-                &last_error,
-                slice.spec.capacity.kind == crate::spec::model::CapacityType::FlexStart,
-            ),
-        });
+        let workload = slice
+            .workload
+            .as_ref()
+            .map(|origin| crate::workload::Standing {
+                origin: origin.clone(),
+                phase: crate::workload::phase::asked(
+                    &d.id.name,
+                    &state,
+                    &nodes,
+                    &last_error,
+                    slice.spec.capacity.kind == crate::spec::model::CapacityType::FlexStart,
+                ),
+            });
         if let Some(p) = workload.as_ref().and_then(|w| w.phase.as_ref())
             && p.reason != crate::workload::phase::READY
             && nodes_unobserved.is_empty()

@@ -11,9 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use sha2::{Digest, Sha256};
 
 use crate::cloud::Cloud;
+use crate::plan::{ActionKind, Plan, Scope};
 use crate::resource::{ClusterRef, KubeRef};
 use crate::spec::Fleet;
-use crate::plan::{ActionKind, Plan, Scope};
 use crate::status::Row;
 use crate::workload::{Demand, Origin, Phase, RELEASED_AT, Refused, Standing};
 
@@ -98,7 +98,11 @@ pub fn phase_event(origin: &Origin, phase: &Phase) -> Event {
 
 async fn record_phase(cloud: &Cloud, k: &KubeRef, origin: &Origin, pool: &str, phase: &Phase) {
     let jobset = origin.jobset_ref();
-    match cloud.kube.create_event(k, &phase_event(origin, phase)).await {
+    match cloud
+        .kube
+        .create_event(k, &phase_event(origin, phase))
+        .await
+    {
         Ok(true) => {
             tracing::info!(jobset = %jobset, pool = %pool, reason = phase.reason, message = %phase.message, "workload slice phase recorded as an Event on its JobSet")
         }

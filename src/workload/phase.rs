@@ -76,7 +76,9 @@ pub fn asked(pool: &str, state: &str, nodes: &str, last_error: &str, flex: bool)
             if hosts > 0 && ready >= hosts {
                 (
                     READY,
-                    format!("slice {pool} is ready ({ready}/{hosts} nodes); the pods can be scheduled"),
+                    format!(
+                        "slice {pool} is ready ({ready}/{hosts} nodes); the pods can be scheduled"
+                    ),
                 )
             } else if flex {
                 (
@@ -107,10 +109,8 @@ pub fn asked(pool: &str, state: &str, nodes: &str, last_error: &str, flex: bool)
 /// is RUNNING, as its pods were scheduled.
 pub fn kept(pool: &str, state: &str, kept_why: &str) -> Option<Phase> {
     let status = state.split(',').next().unwrap_or_default().trim();
-    (kept_why.starts_with("active") && matches!(status, "RUNNING" | "RECONCILING")).then(|| {
-        Phase {
-            reason: READY,
-            message: format!("slice {pool} is ready and the JobSet's pods are no longer pending"),
-        }
+    (kept_why.starts_with("active") && matches!(status, "RUNNING" | "RECONCILING")).then(|| Phase {
+        reason: READY,
+        message: format!("slice {pool} is ready and the JobSet's pods are no longer pending"),
     })
 }

@@ -514,10 +514,19 @@ fn a_pending_jobsets_slice_goes_creating_waiting_ready() {
     use super::phase::{CREATING, READY, WAITING, asked, kept};
     let reason = |p: Option<Phase>| p.map(|p| p.reason);
     // Not there yet, or being created.
-    assert_eq!(reason(asked("p", "MISSING", "0/1", "", false)), Some(CREATING));
-    assert_eq!(reason(asked("p", "PROVISIONING", "?/1", "", false)), Some(CREATING));
+    assert_eq!(
+        reason(asked("p", "MISSING", "0/1", "", false)),
+        Some(CREATING)
+    );
+    assert_eq!(
+        reason(asked("p", "PROVISIONING", "?/1", "", false)),
+        Some(CREATING)
+    );
     // Up, its nodes registering: still being created (on-demand)...
-    assert_eq!(reason(asked("p", "RUNNING", "0/2 ready", "", false)), Some(CREATING));
+    assert_eq!(
+        reason(asked("p", "RUNNING", "0/2 ready", "", false)),
+        Some(CREATING)
+    );
     // ...but a flex-start pool at 0 waits for GKE to find capacity.
     let flex = asked("p", "RUNNING", "0/2 ready", "", true).unwrap();
     assert_eq!(flex.reason, WAITING);
@@ -525,9 +534,16 @@ fn a_pending_jobsets_slice_goes_creating_waiting_ready() {
     // A stockout (its backoff) waits for capacity, and says why.
     let out = asked("p", "ERROR", "?/1", "GCE_STOCKOUT: no room", false).unwrap();
     assert_eq!(out.reason, WAITING);
-    assert!(out.message.contains("GCE_STOCKOUT: no room"), "{}", out.message);
+    assert!(
+        out.message.contains("GCE_STOCKOUT: no room"),
+        "{}",
+        out.message
+    );
     // Every node ready.
-    assert_eq!(reason(asked("p", "RUNNING", "2/2 ready", "", true)), Some(READY));
+    assert_eq!(
+        reason(asked("p", "RUNNING", "2/2 ready", "", true)),
+        Some(READY)
+    );
     // Nodes not read, or a state it cannot tell: no phase, nothing claimed.
     assert_eq!(asked("p", "RUNNING", "?/2", "", false), None);
     assert_eq!(asked("p", "NOT OWNED", "?/2", "", false), None);
@@ -537,5 +553,8 @@ fn a_pending_jobsets_slice_goes_creating_waiting_ready() {
         reason(kept("p", "RUNNING", "active: jobset ml/t has not ended")),
         Some(READY)
     );
-    assert_eq!(kept("p", "RUNNING", "grace: jobset ml/t Completed 5s ago"), None);
+    assert_eq!(
+        kept("p", "RUNNING", "grace: jobset ml/t Completed 5s ago"),
+        None
+    );
 }

@@ -674,16 +674,20 @@ async fn a_flex_start_jobset_gets_a_flex_start_pool_whose_capacity_arrives_and_a
         phases_on(&client, &ns, &js.name).await,
         ["SliceCreating", "WaitingForCapacity"]
     );
-    let o = run(&sim, &["status", flex.path().to_str().unwrap(), "-o", "json"]).await;
+    let o = run(
+        &sim,
+        &["status", flex.path().to_str().unwrap(), "-o", "json"],
+    )
+    .await;
     let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let row = rows
         .as_array()
         .and_then(|r| r.iter().find(|r| r["node_pool"] == pool.as_str()))
         .unwrap_or_else(|| panic!("a row for {pool}: {rows:#}"));
     assert!(
-        row["last_error"]
-            .as_str()
-            .is_some_and(|e| e.starts_with(&format!("flex-start node pool {pool} waits for capacity"))),
+        row["last_error"].as_str().is_some_and(
+            |e| e.starts_with(&format!("flex-start node pool {pool} waits for capacity"))
+        ),
         "{row:#}"
     );
     // The capacity arrives; the slice's Node registers (labelled as GKE
@@ -691,7 +695,9 @@ async fn a_flex_start_jobset_gets_a_flex_start_pool_whose_capacity_arrives_and_a
     let nodes = wait_pool_nodes(&client, &pool, 1).await;
     let labels = nodes[0].metadata.labels.clone().unwrap_or_default();
     assert_eq!(
-        labels.get("cloud.google.com/gke-flex-start").map(String::as_str),
+        labels
+            .get("cloud.google.com/gke-flex-start")
+            .map(String::as_str),
         Some("true")
     );
     wait_jobset_running(&client, &ns, &js.name, 1).await;
@@ -791,7 +797,9 @@ async fn a_slice_whose_jobset_ended_is_kept_while_another_jobsets_pod_runs_on_it
 fn requests(sim: &slicectl_sim::SimHandle, method: &str) -> u64 {
     sim.stats()
         .by_method
-        .get(&format!("container.projects.locations.clusters.nodePools.{method}"))
+        .get(&format!(
+            "container.projects.locations.clusters.nodePools.{method}"
+        ))
         .copied()
         .unwrap_or(0)
 }
@@ -827,7 +835,10 @@ async fn a_failed_jobset_loses_its_slice_after_the_grace() {
     let out = text(&o);
     assert!(o.status.success(), "{out}");
     assert!(
-        out.contains(&format!("- {pool} released: jobset {ns}/{} Failed", js.name)),
+        out.contains(&format!(
+            "- {pool} released: jobset {ns}/{} Failed",
+            js.name
+        )),
         "{out}"
     );
     assert!(pool_names(&sim).await.is_empty());

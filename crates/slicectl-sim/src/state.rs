@@ -178,8 +178,7 @@ impl Inner {
                         super::link::start_pool_nodes(self, &pool, per_zone);
                     }
                     super::gke::Capacity::FlexStart(_) => {
-                        let delay =
-                            Duration::from_millis(self.faults.config.flex_start_delay_ms);
+                        let delay = Duration::from_millis(self.faults.config.flex_start_delay_ms);
                         let done_at = self
                             .gke_ops
                             .get(i)
