@@ -508,6 +508,14 @@ async fn a_stocked_out_workload_slice_is_backed_off_by_the_controller() {
     assert_eq!(creates, 1, "{}", ctl.stderr.lock().unwrap());
     let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
     assert_eq!(leaders.len(), 1);
+    // The JobSet was told once that its slice was being created and once
+    // that it waits for capacity, however many cycles saw it.
+    assert_eq!(
+        phases_on(&client, &ns, &js.name).await,
+        ["SliceCreating", "WaitingForCapacity"],
+        "{}",
+        ctl.stderr.lock().unwrap()
+    );
     let _ = ctl.child.start_kill();
     let _ = ctl.child.wait().await;
     teardown(&ns, sim).await;
@@ -804,17 +812,30 @@ fn requests(sim: &slicectl_sim::SimHandle, method: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// A JobSet (`PREFIX-…`) of one v6e 2x2 Job whose slice `apply` made,
+/// under a Target with `gracePeriod` `grace`, running on it: the setup, the
+/// JobSet, its pool and the spec directory.
+async fn on_its_slice(
+    prefix: &str,
+    seed: u64,
+    name: &str,
+    grace: &str,
+) -> (Setup, TpuJobSet, String, tempfile::TempDir) {
+    let setup = setup(prefix, Duration::from_millis(100), seed, Default::default()).await;
+    let js = tpu_jobset(&unique(name), 1, "2x2", &unique("r"));
+    let (_, leaders) = pending(&setup.client, &setup.ns, &js).await;
+    let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
+    let dir = specs(&setup.ns, true, grace, &[]);
+    let o = apply_dir(&setup.sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(pool_names(&setup.sim).await, std::slice::from_ref(&pool));
+    wait_jobset_running(&setup.client, &setup.ns, &js.name, 1).await;
+    (setup, js, pool, dir)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_jobset_loses_its_slice_after_the_grace() {
-    let Setup { client, sim, ns } =
-        setup("jsx", Duration::from_millis(100), 14, Default::default()).await;
-    let js = tpu_jobset(&unique("fails"), 1, "2x2", &unique("r"));
-    let (_, leaders) = pending(&client, &ns, &js).await;
-    let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
-    let dir = specs(&ns, true, "3s", &[]);
-    let o = apply_dir(&sim, dir.path()).await;
-    assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(pool_names(&sim).await, std::slice::from_ref(&pool));
+    let (Setup { client, sim, ns }, js, pool, dir) = on_its_slice("jsx", 14, "fails", "3s").await;
     let running = wait_jobset_running(&client, &ns, &js.name, 1).await;
     // Its pod fails (backoffLimit 0, no failure policy): the JobSet Fails.
     let pod = running[0].metadata.name.clone().unwrap_or_default();
@@ -849,16 +870,8 @@ async fn a_failed_jobset_loses_its_slice_after_the_grace() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_jobset_deleted_and_recreated_within_the_grace_reuses_its_slice() {
-    let Setup { client, sim, ns } =
-        setup("jsy", Duration::from_millis(100), 15, Default::default()).await;
-    let js = tpu_jobset(&unique("again"), 1, "2x2", &unique("r"));
-    let (_, leaders) = pending(&client, &ns, &js).await;
-    let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
-    let dir = specs(&ns, true, "2m", &[]);
-    let o = apply_dir(&sim, dir.path()).await;
-    assert!(o.status.success(), "{}", text(&o));
+    let (Setup { client, sim, ns }, js, pool, dir) = on_its_slice("jsy", 15, "again", "2m").await;
     let nodes = wait_pool_nodes(&client, &pool, 1).await;
-    wait_jobset_running(&client, &ns, &js.name, 1).await;
     // Deleted: the run that sees it gone starts its grace period.
     delete_jobset(&client, &ns, &js.name).await;
     let o = apply_dir(&sim, dir.path()).await;
