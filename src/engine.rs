@@ -362,6 +362,7 @@ pub async fn execute(
     opts: &ApplyOptions,
     progress: Arc<dyn Progress>,
 ) -> Result<Report, ReconcileError> {
+    crate::kube::demand::write_creating(cloud, &plan).await;
     let report = apply::execute(cloud, registry(), &plan, opts, progress)
         .instrument(tracing::info_span!(
             target: crate::watch::LOG_TARGET,
@@ -371,6 +372,7 @@ pub async fn execute(
         .await;
     let inv = crate::observe::observe(cloud, fleet, registry()).await;
     let status = status::rows(fleet, &inv, &kinds());
+    crate::kube::demand::write_phases(cloud, &status).await;
     Ok(Report {
         outcome: Outcome::Applied,
         slices: slice_reports(&plan, Some(&report)),
@@ -439,9 +441,12 @@ pub async fn reconcile_shaped(
     // Events): a reconcile makes them, `plan` never does.
     crate::kube::demand::write(cloud, fleet, &plan.demand).await;
     if !plan.summary.has_changes() {
+        let status = status::rows(fleet, &inv, &kinds());
+        // Where each pending JobSet's slice stands, as Events on it.
+        crate::kube::demand::write_phases(cloud, &status).await;
         return Ok(Report {
             outcome: Outcome::NoChanges,
-            status: status::rows(fleet, &inv, &kinds()),
+            status,
             slices: slice_reports(&plan, None),
             not_ready: not_ready(fleet, &inv, opts.mode, None),
             plan,

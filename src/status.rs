@@ -64,6 +64,10 @@ pub struct Row {
     /// for a workload slice (docs/workloads.md).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,
+    /// A workload slice's JobSet and phase (not serialised: `last_error`
+    /// shows the phase, and the JobSet gets an Event per phase).
+    #[serde(skip)]
+    pub workload: Option<crate::workload::Standing>,
 }
 
 /// The state of a slice replica whose Target could not be observed.
@@ -137,6 +141,7 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                 live_topology: String::new(),
                 pending: String::new(),
                 source: String::new(),
+                workload: None,
             });
             continue;
         }
@@ -253,6 +258,26 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                 last_error = r.error;
             }
         }
+        // A pending JobSet's slice: where it stands for the JobSet.
+        let workload = slice
+            .workload
+            .as_ref()
+            .map(|origin| crate::workload::Standing {
+                origin: origin.clone(),
+                phase: crate::workload::phase::asked(
+                    &d.id.name,
+                    &state,
+                    &nodes,
+                    &last_error,
+                    slice.spec.capacity.kind == crate::spec::model::CapacityType::FlexStart,
+                ),
+            });
+        if let Some(p) = workload.as_ref().and_then(|w| w.phase.as_ref())
+            && p.reason != crate::workload::phase::READY
+            && nodes_unobserved.is_empty()
+        {
+            last_error = p.message.clone();
+        }
         out.push(Row {
             slice: d.owner.slice.clone(),
             replica: d.owner.replica,
@@ -274,6 +299,7 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                 .as_ref()
                 .map(|o| format!("jobset {}", o.jobset_ref()))
                 .unwrap_or_default(),
+            workload,
         });
     }
     // Owned but no longer desired.
@@ -366,6 +392,7 @@ pub fn rows(fleet: &Fleet, inv: &Inventory, kinds: &[&dyn Kind]) -> Vec<Row> {
                 },
                 topology: r.topology,
                 source: String::new(),
+                workload: None,
             });
         }
     }
@@ -385,10 +412,15 @@ fn workload_row(
 ) -> Row {
     let (project, cluster, location) = place(scope, "");
     let released = demand.release_of(&o.slice);
-    let last_error = match (released, demand.kept.iter().find(|k| k.pool == o.slice)) {
+    let kept = demand.kept.iter().find(|k| k.pool == o.slice);
+    let last_error = match (released, kept) {
         (Some(rel), _) => format!("released: {} (the next apply deletes it)", rel.why),
         (None, Some(k)) => format!("kept: {}", k.why),
         (None, None) => "kept: workloads are off on its Target (only they release it)".to_string(),
+    };
+    let phase = match (released, kept) {
+        (None, Some(k)) => crate::workload::phase::kept(&pool, &r.state, &k.why),
+        _ => None,
     };
     Row {
         slice: o.slice.clone(),
@@ -411,6 +443,10 @@ fn workload_row(
         },
         topology: r.topology,
         source: format!("jobset {}", origin.jobset_ref()),
+        workload: Some(crate::workload::Standing {
+            origin: origin.clone(),
+            phase,
+        }),
     }
 }
 

@@ -18,6 +18,7 @@
 //! `SLICECTL_BENCH_LATENCY=1s`, `SLICECTL_BENCH_SKIP_GCLOUD=1`).
 
 mod fleet;
+mod jobset;
 mod run;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -1051,6 +1052,7 @@ fn main() {
     converge_scenario(&mut b, "busy", &busy, false);
     gcloud_converge(&mut b, &converge, wall, &live);
     gce_scenario(&mut b, opts.gce_slices);
+    jobset::jobset_scenario(&mut b);
     watch_scenario(&mut b);
 
     println!(

@@ -1,7 +1,8 @@
 //! The workload source's writes in a cluster: the `slicectl.dev/released-at`
 //! stamp on a gone JobSet's slice Nodes (the start of its grace period,
-//! read back by the next cycle), and one `SliceRefused` Event per refused
-//! request on its JobSet.
+//! read back by the next cycle), one `SliceRefused` Event per refused
+//! request on its JobSet, and one Event per phase of a JobSet's slice
+//! (`SliceCreating`, `WaitingForCapacity`, `SliceReady`).
 
 use std::collections::BTreeMap;
 
@@ -10,41 +11,52 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use sha2::{Digest, Sha256};
 
 use crate::cloud::Cloud;
+use crate::plan::{ActionKind, Plan, Scope};
 use crate::resource::{ClusterRef, KubeRef};
 use crate::spec::Fleet;
-use crate::workload::{Demand, RELEASED_AT, Refused};
+use crate::status::Row;
+use crate::workload::{Demand, Origin, Phase, RELEASED_AT, Refused, Standing};
 
 /// The Event's reason on a refused request.
 pub const REFUSED_REASON: &str = "SliceRefused";
 
-/// The Event of a refusal: named after the JobSet and a hash of the
-/// JobSet's uid, the Job and the message, so that it is created once (a
-/// second create answers 409) and a changed reason gets its own.
-pub fn refusal_event(r: &Refused) -> Event {
-    let digest = Sha256::digest(format!("{}\n{}\n{}", r.uid, r.job_key, r.message).as_bytes());
+/// An Event on JobSet `namespace/jobset` (uid `uid`), named after the
+/// JobSet and a hash of its uid and `key`, so that it is created once (a
+/// second create answers 409): whatever many cycles, or restarted
+/// controllers, see the same thing.
+fn jobset_event(
+    namespace: &str,
+    jobset: &str,
+    uid: &str,
+    key: &str,
+    reason: &str,
+    type_: &str,
+    message: String,
+) -> Event {
+    let digest = Sha256::digest(format!("{uid}\n{key}").as_bytes());
     let name = format!(
         "{}.slicectl-{}",
-        r.jobset.chars().take(200).collect::<String>(),
+        jobset.chars().take(200).collect::<String>(),
         hex::encode(&digest[..8])
     );
     let now = Time(jiff::Timestamp::now());
     Event {
         metadata: ObjectMeta {
             name: Some(name),
-            namespace: Some(r.namespace.clone()),
+            namespace: Some(namespace.to_string()),
             ..ObjectMeta::default()
         },
         involved_object: ObjectReference {
             api_version: Some("jobset.x-k8s.io/v1alpha2".to_string()),
             kind: Some("JobSet".to_string()),
-            name: Some(r.jobset.clone()),
-            namespace: Some(r.namespace.clone()),
-            uid: Some(r.uid.clone()),
+            name: Some(jobset.to_string()),
+            namespace: Some(namespace.to_string()),
+            uid: Some(uid.to_string()),
             ..ObjectReference::default()
         },
-        reason: Some(REFUSED_REASON.to_string()),
-        message: Some(format!("{} ({}): {}", r.code, r.target, r.message)),
-        type_: Some("Warning".to_string()),
+        reason: Some(reason.to_string()),
+        message: Some(message),
+        type_: Some(type_.to_string()),
         source: Some(EventSource {
             component: Some("slicectl".to_string()),
             host: None,
@@ -53,6 +65,93 @@ pub fn refusal_event(r: &Refused) -> Event {
         last_timestamp: Some(now),
         count: Some(1),
         ..Event::default()
+    }
+}
+
+/// The Event of a refusal, keyed by the Job and the message: a changed
+/// reason gets its own.
+pub fn refusal_event(r: &Refused) -> Event {
+    jobset_event(
+        &r.namespace,
+        &r.jobset,
+        &r.uid,
+        &format!("{}\n{}", r.job_key, r.message),
+        REFUSED_REASON,
+        "Warning",
+        format!("{} ({}): {}", r.code, r.target, r.message),
+    )
+}
+
+/// The Event of a workload slice's phase, keyed by the Job and the phase:
+/// one per phase the slice goes through (created once, like a refusal).
+pub fn phase_event(origin: &Origin, phase: &Phase) -> Event {
+    jobset_event(
+        &origin.namespace,
+        &origin.jobset,
+        &origin.uid,
+        &format!("{}\n{}", origin.job_key, phase.reason),
+        phase.reason,
+        "Normal",
+        phase.message.clone(),
+    )
+}
+
+async fn record_phase(cloud: &Cloud, k: &KubeRef, origin: &Origin, pool: &str, phase: &Phase) {
+    let jobset = origin.jobset_ref();
+    match cloud
+        .kube
+        .create_event(k, &phase_event(origin, phase))
+        .await
+    {
+        Ok(true) => {
+            tracing::info!(jobset = %jobset, pool = %pool, reason = phase.reason, message = %phase.message, "workload slice phase recorded as an Event on its JobSet")
+        }
+        Ok(false) => {}
+        Err(e) => {
+            tracing::warn!(jobset = %jobset, pool = %pool, reason = phase.reason, error = %e, "cannot record the workload slice's phase Event; the next cycle tries again")
+        }
+    }
+}
+
+/// Records each workload slice's phase (`status` rows) as an Event on its
+/// JobSet, once per phase. Failures are logged and left to the next cycle.
+pub async fn write_phases(cloud: &Cloud, rows: &[Row]) {
+    for row in rows {
+        let Some(Standing {
+            origin,
+            phase: Some(phase),
+        }) = &row.workload
+        else {
+            continue;
+        };
+        let k = KubeRef::gke(&ClusterRef {
+            project: row.project.clone(),
+            location: row.location.clone(),
+            name: row.cluster.clone(),
+        });
+        record_phase(cloud, &k, origin, &row.node_pool, phase).await;
+    }
+}
+
+/// Records `SliceCreating` on the JobSet of each workload slice whose node
+/// pool `plan` creates (or replaces), before it runs.
+pub async fn write_creating(cloud: &Cloud, plan: &Plan) {
+    for a in &plan.actions {
+        if !matches!(a.action, ActionKind::Create | ActionKind::Replace) {
+            continue;
+        }
+        let (Scope::Cluster(c), Some(origin)) = (
+            &a.id.scope,
+            plan.demand
+                .slices
+                .iter()
+                .find(|s| s.name == a.owner.slice)
+                .and_then(|s| s.workload.as_ref()),
+        ) else {
+            continue;
+        };
+        let phase = crate::workload::phase::creating(&a.id.name);
+        record_phase(cloud, &KubeRef::gke(c), origin, &a.id.name, &phase).await;
     }
 }
 
@@ -72,14 +171,17 @@ fn kube_of(fleet: &Fleet, target: &str) -> Option<KubeRef> {
 pub async fn write(cloud: &Cloud, fleet: &Fleet, demand: &Demand) {
     for m in &demand.marks {
         let labels: BTreeMap<String, Option<String>> =
-            BTreeMap::from([(RELEASED_AT.to_string(), Some(m.at.to_string()))]);
+            BTreeMap::from([(RELEASED_AT.to_string(), m.at.map(|at| at.to_string()))]);
         for n in &m.nodes {
-            match cloud.kube.patch_node(&m.kube, n, &labels, None).await {
-                Ok(()) => {
+            match (cloud.kube.patch_node(&m.kube, n, &labels, None).await, m.at) {
+                (Ok(()), Some(_)) => {
                     tracing::info!(cluster = %m.kube.endpoint, node = %n, "stamped the released-at label: its JobSet is gone, the grace period starts")
                 }
-                Err(e) => {
-                    tracing::warn!(cluster = %m.kube.endpoint, node = %n, error = %e, "cannot stamp released-at on the Node; the next cycle tries again")
+                (Ok(()), None) => {
+                    tracing::info!(cluster = %m.kube.endpoint, node = %n, "removed the released-at label: a JobSet of that name is back")
+                }
+                (Err(e), _) => {
+                    tracing::warn!(cluster = %m.kube.endpoint, node = %n, error = %e, "cannot write released-at on the Node; the next cycle tries again")
                 }
             }
         }

@@ -78,6 +78,7 @@ fn slice(name: &str, acc: &str, topo: &str, replicas: u32, cap: CapacityType) ->
             kind: cap,
             reservation: None,
             max_run_duration: None,
+            queued: false,
         },
         node_labels: BTreeMap::from([("team".to_string(), "llm".to_string())]),
         taints: Vec::new(),
@@ -1052,9 +1053,14 @@ fn render_covers_every_capacity_model() {
     });
     let mut flex = slice("flex", "tpu-v6e-slice", "2x4", 1, CapacityType::FlexStart);
     flex.spec.capacity.max_run_duration = Some("72h".into());
+    // Flex-start with GKE's queued provisioning: the same pool plus
+    // `queuedProvisioning.enabled` (plain flex-start has none).
+    let mut queued = slice("queued", "tpu-v6e-slice", "2x4", 1, CapacityType::FlexStart);
+    queued.spec.capacity.queued = true;
     let f = fleet(vec![
         reserved,
         flex,
+        queued,
         slice("spot", "tpu-v5p-slice", "2x2x1", 1, CapacityType::Spot),
     ]);
     let rendered: Vec<NodePool> = rendered_pools(&f);

@@ -637,6 +637,14 @@ pub struct Capacity {
     /// 168h; on backend `gce` required, and at least 10m).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_run_duration: Option<String>,
+    /// For `flex-start` on backend `gke`: GKE's queued provisioning
+    /// (`queuedProvisioning.enabled`). Such a pool gets nodes only through a
+    /// ProvisioningRequest (class `queued-provisioning.gke.io`) that you or
+    /// Kueue submit; slicectl creates the pool and waits. Default false: a
+    /// plain flex-start pool, scaled up by the cluster autoscaler for the
+    /// pending pods that fit it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub queued: bool,
 }
 
 /// Capacity type.
@@ -650,8 +658,10 @@ pub enum CapacityType {
     Spot,
     /// A specific reservation.
     Reservation,
-    /// Flex-start (Dynamic Workload Scheduler, queued provisioning; on
-    /// backend `gce`, provisioning model FLEX_START in a BULK MIG).
+    /// Flex-start (Dynamic Workload Scheduler; on backend `gke` flex-start
+    /// VMs scaled up by the cluster autoscaler, with `queued: true` GKE's
+    /// queued provisioning; on backend `gce`, provisioning model FLEX_START
+    /// in a BULK MIG).
     FlexStart,
 }
 

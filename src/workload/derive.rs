@@ -173,6 +173,11 @@ fn request(p: &PendingPod) -> Result<Request, String> {
                 project: sel.get(keys::RESERVATION_PROJECT).cloned(),
             }),
             max_run_duration: None,
+            // A pod selecting flex-start gets a plain flex-start pool, which
+            // the cluster autoscaler scales up for it; a queued-provisioning
+            // pool would wait for a ProvisioningRequest nobody submits (pods
+            // that consume one are left alone, see `is_trigger`).
+            queued: false,
         },
         wanted,
     })
@@ -595,6 +600,21 @@ fn release_or_keep(
     let js_ref = l.origin.jobset_ref();
     let (ended_at, how) = match js {
         Some(j) if !j.deleting && j.ended.is_none() => {
+            // A JobSet deleted and submitted again under its name within
+            // the grace period: the stamp of the first one's end goes, or
+            // the new one's end would release the slice at once.
+            let stale: Vec<String> = pool_nodes
+                .iter()
+                .filter(|n| n.labels.contains_key(RELEASED_AT))
+                .map(|n| n.name.clone())
+                .collect();
+            if !stale.is_empty() {
+                out.marks.push(Mark {
+                    kube: kube.clone(),
+                    nodes: stale,
+                    at: None,
+                });
+            }
             keep(out, format!("active: jobset {js_ref} has not ended"));
             return;
         }
@@ -616,7 +636,7 @@ fn release_or_keep(
                     out.marks.push(Mark {
                         kube: kube.clone(),
                         nodes: pool_nodes.iter().map(|n| n.name.clone()).collect(),
-                        at: now.as_second(),
+                        at: Some(now.as_second()),
                     });
                     keep(
                         out,

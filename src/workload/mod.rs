@@ -7,6 +7,7 @@
 //! fills the structs; the planner ([`crate::plan`]) calls [`derive`].
 
 mod derive;
+pub mod phase;
 #[cfg(test)]
 mod tests;
 
@@ -16,6 +17,7 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 pub use derive::{derive, grace, is_trigger, pool_name};
+pub use phase::{Phase, Standing};
 
 use crate::resource::KubeRef;
 
@@ -276,15 +278,17 @@ pub struct Released {
     pub why: String,
 }
 
-/// Nodes to stamp with [`RELEASED_AT`] (their JobSet was seen gone).
+/// Nodes to stamp with [`RELEASED_AT`] (their JobSet was seen gone), or
+/// to clear it from (a JobSet of that name is back: its slice's grace
+/// period starts again when it ends).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Mark {
     /// The cluster.
     pub kube: KubeRef,
     /// The Nodes.
     pub nodes: Vec<String>,
-    /// Unix seconds.
-    pub at: i64,
+    /// Unix seconds; `None` removes the stamp.
+    pub at: Option<i64>,
 }
 
 /// What [`derive`] decided for the whole fleet.

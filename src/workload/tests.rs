@@ -383,7 +383,7 @@ fn a_deleted_jobsets_grace_is_read_from_its_nodes_not_memory() {
     let d = derive(&f, &views(obs.clone()), &l, &nodes, at(2_000));
     assert!(d.released.is_empty());
     assert_eq!(d.marks.len(), 1);
-    assert_eq!(d.marks[0].at, 2_000);
+    assert_eq!(d.marks[0].at, Some(2_000));
     // A later run (a restarted controller) reads the stamp back.
     let stamped = with_nodes(vec![node(
         "gone-abcde",
@@ -397,6 +397,32 @@ fn a_deleted_jobsets_grace_is_read_from_its_nodes_not_memory() {
     // A pool with no Nodes has nothing to reuse: released at once.
     let d = derive(&f, &views(obs), &l, &with_nodes(Vec::new()), at(2_000));
     assert_eq!(d.released.len(), 1);
+}
+
+#[test]
+fn a_jobset_back_under_its_name_keeps_its_slice_and_clears_the_stale_stamp() {
+    let f = fleet(policy(vec![any_rule()]));
+    // Submitted again (a new uid) after its first was seen gone.
+    let mut again = jobset("gone");
+    again.uid = "uid-second".into();
+    let obs = Observed {
+        jobsets: vec![again],
+        ..Observed::default()
+    };
+    let l = [live("gone", "gone-abcde")];
+    let stamped = with_nodes(vec![node(
+        "gone-abcde",
+        &[(RELEASED_AT, "2000")],
+        Vec::new(),
+    )]);
+    // Long past the first one's grace: kept, and the stamp goes, so that
+    // the second one's end starts a grace period of its own.
+    let d = derive(&f, &views(obs), &l, &stamped, at(9_000));
+    assert!(d.released.is_empty(), "{d:?}");
+    assert!(d.kept[0].why.starts_with("active"), "{:?}", d.kept);
+    assert_eq!(d.marks.len(), 1);
+    assert_eq!(d.marks[0].at, None);
+    assert_eq!(d.marks[0].nodes, ["gone-abcde-node"]);
 }
 
 #[test]
@@ -481,4 +507,54 @@ fn two_capacity_selectors_at_once_are_refused() {
     let d = derive(&f, &views(obs), &[], &no_nodes(), at(1_000));
     assert_eq!(d.refused[0].code, "shape");
     assert!(d.refused[0].message.contains("more than one capacity type"));
+}
+
+#[test]
+fn a_pending_jobsets_slice_goes_creating_waiting_ready() {
+    use super::phase::{CREATING, READY, WAITING, asked, kept};
+    let reason = |p: Option<Phase>| p.map(|p| p.reason);
+    // Not there yet, or being created.
+    assert_eq!(
+        reason(asked("p", "MISSING", "0/1", "", false)),
+        Some(CREATING)
+    );
+    assert_eq!(
+        reason(asked("p", "PROVISIONING", "?/1", "", false)),
+        Some(CREATING)
+    );
+    // Up, its nodes registering: still being created (on-demand)...
+    assert_eq!(
+        reason(asked("p", "RUNNING", "0/2 ready", "", false)),
+        Some(CREATING)
+    );
+    // ...but a flex-start pool at 0 waits for GKE to find capacity.
+    let flex = asked("p", "RUNNING", "0/2 ready", "", true).unwrap();
+    assert_eq!(flex.reason, WAITING);
+    assert!(flex.message.contains("flex-start"), "{}", flex.message);
+    // A stockout (its backoff) waits for capacity, and says why.
+    let out = asked("p", "ERROR", "?/1", "GCE_STOCKOUT: no room", false).unwrap();
+    assert_eq!(out.reason, WAITING);
+    assert!(
+        out.message.contains("GCE_STOCKOUT: no room"),
+        "{}",
+        out.message
+    );
+    // Every node ready.
+    assert_eq!(
+        reason(asked("p", "RUNNING", "2/2 ready", "", true)),
+        Some(READY)
+    );
+    // Nodes not read, or a state it cannot tell: no phase, nothing claimed.
+    assert_eq!(asked("p", "RUNNING", "?/2", "", false), None);
+    assert_eq!(asked("p", "NOT OWNED", "?/2", "", false), None);
+    // Kept while its JobSet runs (its pods scheduled): ready; kept in its
+    // grace period: no phase.
+    assert_eq!(
+        reason(kept("p", "RUNNING", "active: jobset ml/t has not ended")),
+        Some(READY)
+    );
+    assert_eq!(
+        kept("p", "RUNNING", "grace: jobset ml/t Completed 5s ago"),
+        None
+    );
 }

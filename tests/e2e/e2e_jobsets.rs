@@ -96,6 +96,21 @@ async fn events_on(client: &Client, ns: &str, jobset: &str) -> Vec<Event> {
         .items
 }
 
+/// The reasons of the phase Events slicectl recorded on JobSet `ns/name`
+/// (`SliceCreating`, `WaitingForCapacity`, `SliceReady`), sorted. Other
+/// tests' runs on the shared plane may refuse it (`SliceRefused`): left out.
+async fn phases_on(client: &Client, ns: &str, jobset: &str) -> Vec<String> {
+    let mut r: Vec<String> = events_on(client, ns, jobset)
+        .await
+        .into_iter()
+        .filter(|e| e.source.as_ref().and_then(|s| s.component.as_deref()) == Some("slicectl"))
+        .filter_map(|e| e.reason)
+        .filter(|r| r != "SliceRefused")
+        .collect();
+    r.sort();
+    r
+}
+
 /// A test's linked simulator and namespace.
 struct Setup {
     client: Client,
@@ -493,6 +508,14 @@ async fn a_stocked_out_workload_slice_is_backed_off_by_the_controller() {
     assert_eq!(creates, 1, "{}", ctl.stderr.lock().unwrap());
     let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
     assert_eq!(leaders.len(), 1);
+    // The JobSet was told once that its slice was being created and once
+    // that it waits for capacity, however many cycles saw it.
+    assert_eq!(
+        phases_on(&client, &ns, &js.name).await,
+        ["SliceCreating", "WaitingForCapacity"],
+        "{}",
+        ctl.stderr.lock().unwrap()
+    );
     let _ = ctl.child.start_kill();
     let _ = ctl.child.wait().await;
     teardown(&ns, sim).await;
@@ -577,9 +600,21 @@ async fn the_controller_wakes_on_an_unschedulable_leader_pod_and_when_the_grace_
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_flex_start_jobset_gets_a_queued_provisioning_pool_and_waits_for_capacity() {
-    let Setup { client, sim, ns } =
-        setup("jsf", Duration::from_millis(100), 10, Default::default()).await;
+async fn a_flex_start_jobset_gets_a_flex_start_pool_whose_capacity_arrives_and_a_queued_git_slice_waits()
+ {
+    // GKE brings a flex-start pool's nodes when the cluster autoscaler
+    // finds capacity for the pods waiting on it: here 2.5 s after the pool
+    // is up.
+    let Setup { client, sim, ns } = setup(
+        "jsf",
+        Duration::from_millis(100),
+        10,
+        slicectl_sim::FaultConfig {
+            flex_start_delay_ms: 2500,
+            ..Default::default()
+        },
+    )
+    .await;
     let mut js = tpu_jobset(&unique("flex"), 1, "2x2", &unique("r"));
     js.replicated_jobs[0].capacity = crate::jobset_support::Capacity::FlexStart;
     let (_, leaders) = pending(&client, &ns, &js).await;
@@ -593,10 +628,21 @@ async fn a_flex_start_jobset_gets_a_queued_provisioning_pool_and_waits_for_capac
         "{out}"
     );
     assert!(pool_names(&sim).await.is_empty());
-    // ...one that allows it gets GKE's queued provisioning pool: flex-start
-    // VMs, no reservation, autoscaling from 0, queuedProvisioning enabled
-    // (the simulator takes it as GKE does, or the create fails).
-    let flex = specs(&ns, true, "2m", &[]);
+    // ...one that allows it gets a flex-start pool: flex-start VMs, no
+    // reservation, autoscaling from 0 and no queued provisioning (which
+    // only a ProvisioningRequest scales up). Beside it, a git slice that
+    // asks for queued provisioning explicitly.
+    let queued = (
+        "q.yaml",
+        slice_yaml(
+            "queued-v6e",
+            "tpu-v6e-slice",
+            "2x2",
+            1,
+            "  capacity: {type: flex-start, queued: true}\n",
+        ),
+    );
+    let flex = specs(&ns, true, "2m", &[queued]);
     let target = flex.path().join("target.yaml");
     let text_now = std::fs::read_to_string(&target).unwrap();
     std::fs::write(
@@ -606,6 +652,7 @@ async fn a_flex_start_jobset_gets_a_queued_provisioning_pool_and_waits_for_capac
     .unwrap();
     let o = apply_dir(&sim, flex.path()).await;
     let out = text(&o);
+    assert!(o.status.success(), "{out}");
     assert!(
         out.contains(&format!("+ {pool} for jobset {ns}/{}", js.name)),
         "{out}"
@@ -617,14 +664,53 @@ async fn a_flex_start_jobset_gets_a_queued_provisioning_pool_and_waits_for_capac
         .find(|p| p["name"] == pool.as_str())
         .unwrap_or_else(|| panic!("pool {pool}: {live:#?}\n{out}"));
     assert_eq!(p["config"]["flexStart"], true, "{p:#}");
-    assert_eq!(p["queuedProvisioning"]["enabled"], true, "{p:#}");
+    assert!(p.get("queuedProvisioning").is_none(), "{p:#}");
     assert_eq!(
         p["config"]["reservationAffinity"]["consumeReservationType"], "NO_RESERVATION",
         "{p:#}"
     );
     assert_eq!(p["autoscaling"]["enabled"], true, "{p:#}");
-    // No capacity has come (no Node): the JobSet stays pending, and the next
-    // run waits with it, asking for nothing more.
+    assert_eq!(p["initialNodeCount"], 0, "{p:#}");
+    let q = live
+        .iter()
+        .find(|p| p["name"] == "queued-v6e-0")
+        .unwrap_or_else(|| panic!("pool queued-v6e-0: {live:#?}\n{out}"));
+    assert_eq!(q["queuedProvisioning"]["enabled"], true, "{q:#}");
+    // No capacity yet: no Node, the JobSet waits, and says so.
+    assert!(pool_nodes(&client, &pool).await.is_empty());
+    assert_eq!(
+        phases_on(&client, &ns, &js.name).await,
+        ["SliceCreating", "WaitingForCapacity"]
+    );
+    let o = run(
+        &sim,
+        &["status", flex.path().to_str().unwrap(), "-o", "json"],
+    )
+    .await;
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = rows
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["node_pool"] == pool.as_str()))
+        .unwrap_or_else(|| panic!("a row for {pool}: {rows:#}"));
+    assert!(
+        row["last_error"].as_str().is_some_and(
+            |e| e.starts_with(&format!("flex-start node pool {pool} waits for capacity"))
+        ),
+        "{row:#}"
+    );
+    // The capacity arrives; the slice's Node registers (labelled as GKE
+    // labels flex-start nodes, which the pod selects) and the JobSet runs.
+    let nodes = wait_pool_nodes(&client, &pool, 1).await;
+    let labels = nodes[0].metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels
+            .get("cloud.google.com/gke-flex-start")
+            .map(String::as_str),
+        Some("true")
+    );
+    wait_jobset_running(&client, &ns, &js.name, 1).await;
+    // The next run asks for nothing more; the queued pool has no Node (no
+    // ProvisioningRequest asked for one).
     let o = apply_dir(&sim, flex.path()).await;
     assert!(o.status.success(), "{}", text(&o));
     let creates = sim
@@ -633,12 +719,14 @@ async fn a_flex_start_jobset_gets_a_queued_provisioning_pool_and_waits_for_capac
         .get("container.projects.locations.clusters.nodePools.create")
         .copied()
         .unwrap_or(0);
-    assert_eq!(creates, 1);
-    let leaders = wait_leaders_unschedulable(&client, &ns, &js).await;
-    assert!(
-        leaders
-            .values()
-            .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending"))
+    assert_eq!(creates, 2);
+    assert!(pool_nodes(&client, "queued-v6e-0").await.is_empty());
+    // Each phase was said once, however many runs saw it.
+    let o = apply_dir(&sim, flex.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        phases_on(&client, &ns, &js.name).await,
+        ["SliceCreating", "SliceReady", "WaitingForCapacity"]
     );
     teardown(&ns, sim).await;
 }
@@ -710,5 +798,118 @@ async fn a_slice_whose_jobset_ended_is_kept_while_another_jobsets_pod_runs_on_it
     let o = apply_dir(&sim, dir.path()).await;
     assert!(o.status.success(), "{}", text(&o));
     assert!(pool_names(&sim).await.is_empty(), "{}", text(&o));
+    teardown(&ns, sim).await;
+}
+
+/// The requests `method` the simulator answered.
+fn requests(sim: &slicectl_sim::SimHandle, method: &str) -> u64 {
+    sim.stats()
+        .by_method
+        .get(&format!(
+            "container.projects.locations.clusters.nodePools.{method}"
+        ))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// A JobSet (`PREFIX-…`) of one v6e 2x2 Job whose slice `apply` made,
+/// under a Target with `gracePeriod` `grace`, running on it: the setup, the
+/// JobSet, its pool and the spec directory.
+async fn on_its_slice(
+    prefix: &str,
+    seed: u64,
+    name: &str,
+    grace: &str,
+) -> (Setup, TpuJobSet, String, tempfile::TempDir) {
+    let setup = setup(prefix, Duration::from_millis(100), seed, Default::default()).await;
+    let js = tpu_jobset(&unique(name), 1, "2x2", &unique("r"));
+    let (_, leaders) = pending(&setup.client, &setup.ns, &js).await;
+    let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
+    let dir = specs(&setup.ns, true, grace, &[]);
+    let o = apply_dir(&setup.sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(pool_names(&setup.sim).await, std::slice::from_ref(&pool));
+    wait_jobset_running(&setup.client, &setup.ns, &js.name, 1).await;
+    (setup, js, pool, dir)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_jobset_loses_its_slice_after_the_grace() {
+    let (Setup { client, sim, ns }, js, pool, dir) = on_its_slice("jsx", 14, "fails", "3s").await;
+    let running = wait_jobset_running(&client, &ns, &js.name, 1).await;
+    // Its pod fails (backoffLimit 0, no failure policy): the JobSet Fails.
+    let pod = running[0].metadata.name.clone().unwrap_or_default();
+    crate::jobset_support::fail_jobset_pod(&client, &ns, &pod).await;
+    wait_jobset_condition(&client, &ns, &js.name, "Failed").await;
+    // Within the grace period the slice stays...
+    let o = apply_dir(&sim, dir.path()).await;
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains(&format!("= {pool} kept (jobset {ns}/{}): grace", js.name)),
+        "{out}"
+    );
+    assert_eq!(requests(&sim, "delete"), 0);
+    // ...and after it, the next run releases it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let o = apply_dir(&sim, dir.path()).await;
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains(&format!(
+            "- {pool} released: jobset {ns}/{} Failed",
+            js.name
+        )),
+        "{out}"
+    );
+    assert!(pool_names(&sim).await.is_empty());
+    assert_eq!(requests(&sim, "delete"), 1);
+    wait_pool_nodes_gone(&client, &pool).await;
+    teardown(&ns, sim).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jobset_deleted_and_recreated_within_the_grace_reuses_its_slice() {
+    let (Setup { client, sim, ns }, js, pool, dir) = on_its_slice("jsy", 15, "again", "2m").await;
+    let nodes = wait_pool_nodes(&client, &pool, 1).await;
+    // Deleted: the run that sees it gone starts its grace period.
+    delete_jobset(&client, &ns, &js.name).await;
+    let o = apply_dir(&sim, dir.path()).await;
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains(&format!("= {pool} kept (jobset {ns}/{}): grace", js.name)),
+        "{out}"
+    );
+    // Submitted again under its name (its Jobs, so its job-keys, are the
+    // same): its pod fits the slice's Node at once.
+    submit_jobset(&client, &ns, &js).await;
+    let running = wait_jobset_running(&client, &ns, &js.name, 1).await;
+    assert_eq!(
+        running[0].spec.as_ref().and_then(|s| s.node_name.clone()),
+        nodes[0].metadata.name
+    );
+    // The next runs keep the slice for it (its JobSet, by namespace and
+    // name, is active), never deleted nor created again; the first one's
+    // released-at stamp is gone from its Node.
+    for _ in 0..2 {
+        let o = apply_dir(&sim, dir.path()).await;
+        let out = text(&o);
+        assert!(o.status.success(), "{out}");
+        assert!(
+            out.contains(&format!("= {pool} kept (jobset {ns}/{}): active", js.name)),
+            "{out}"
+        );
+    }
+    assert_eq!(requests(&sim, "create"), 1);
+    assert_eq!(requests(&sim, "delete"), 0);
+    let nodes = pool_nodes(&client, &pool).await;
+    assert_eq!(nodes.len(), 1);
+    let labels = nodes[0].metadata.labels.clone().unwrap_or_default();
+    assert!(
+        !labels.contains_key("slicectl.dev/released-at"),
+        "{labels:?}"
+    );
+
     teardown(&ns, sim).await;
 }

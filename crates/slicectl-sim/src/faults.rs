@@ -72,6 +72,12 @@ pub struct FaultConfig {
     /// Discovery method ids (e.g. `compute.regions.get`) the caller lacks
     /// the permission for: answered 403 PERMISSION_DENIED (`sim::quotas`).
     pub denied_methods: Vec<String>,
+    /// Milliseconds from a flex-start node pool turning RUNNING (with 0
+    /// nodes) to its capacity arriving: the cluster autoscaler's scale-up
+    /// of the whole slice (0 → N at once, a TPU slice being atomic), whose
+    /// nodes then register. A queued-provisioning pool never gets nodes
+    /// here (see `sim::gke::capacity_of`).
+    pub flex_start_delay_ms: u64,
 }
 
 /// How a node pool create that meets a stockout ends.
@@ -105,6 +111,7 @@ impl Default for FaultConfig {
             node_agents: true,
             quotas: BTreeMap::new(),
             denied_methods: Vec::new(),
+            flex_start_delay_ms: 0,
         }
     }
 }

@@ -437,6 +437,63 @@ pub(crate) fn tpu_shape(
     (per_host > 0 && chips > 0).then(|| (topology.clone(), chips.div_ceil(per_host)))
 }
 
+/// How a pool gets its nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Capacity {
+    /// `initialNodeCount` per zone, when the create operation ends.
+    Initial(i64),
+    /// A flex-start pool (`config.flexStart`, autoscaling from 0): created
+    /// with no node, "the cluster autoscaler creates the nodes" for pending
+    /// pods that select `cloud.google.com/gke-flex-start: "true"` ("Run a
+    /// small batch workload with TPUs and flex-start",
+    /// <https://cloud.google.com/kubernetes-engine/docs/how-to/dws-flex-start-training-tpu>),
+    /// a TPU slice all at once. The simulator scales it up to its maximum
+    /// (per zone) `flex_start_delay_ms` after it turns RUNNING.
+    FlexStart(i64),
+    /// A queued-provisioning pool: "nodes can be only obtained through
+    /// queuing via the Cluster Autoscaler ProvisioningRequest API"
+    /// (container v1 `NodePool.QueuedProvisioning.enabled`). The simulator
+    /// has no ProvisioningRequest, so it never gets a node.
+    Queued,
+}
+
+/// How `pool` (a stored spec) gets its nodes.
+pub(crate) fn capacity_of(pool: &Value) -> Capacity {
+    let queued = pool
+        .pointer("/queuedProvisioning/enabled")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let initial = pool
+        .get("initialNodeCount")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+        .max(0);
+    if queued {
+        return Capacity::Queued;
+    }
+    let flex = pool
+        .pointer("/config/flexStart")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let autoscaling = pool.get("autoscaling");
+    let enabled = autoscaling
+        .and_then(|a| a.get("enabled"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if !(flex && enabled) {
+        return Capacity::Initial(initial);
+    }
+    let zones = pool
+        .get("locations")
+        .and_then(Value::as_array)
+        .map_or(1, |z| z.len().max(1));
+    let int = |f: &str| autoscaling.and_then(|a| a.get(f)).and_then(Value::as_i64);
+    let per_zone = int("maxNodeCount").unwrap_or_else(|| {
+        int("totalMaxNodeCount").unwrap_or(0) / i64::try_from(zones).unwrap_or(1)
+    });
+    Capacity::FlexStart(per_zone.max(initial))
+}
+
 /// GKE's rules for TPU slice pools: queued provisioning and sizing.
 fn check_tpu_sizing(
     inner: &Inner,

@@ -341,6 +341,17 @@ pub(crate) fn node_shape(inner: &Inner, c: &ClusterRef, pool: &Value, zone: &str
     if spot {
         labels.insert("cloud.google.com/gke-spot".into(), "true".into());
     }
+    // Flex-start nodes carry the label flex-start pods select ("Run a small
+    // batch workload with TPUs and flex-start": `nodeSelector:
+    // cloud.google.com/gke-flex-start: "true"`,
+    // cloud.google.com/kubernetes-engine/docs/how-to/dws-flex-start-training-tpu).
+    let flex = config
+        .and_then(|c| c.get("flexStart"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if flex {
+        labels.insert("cloud.google.com/gke-flex-start".into(), "true".into());
+    }
     let mut taints: Vec<String> = config
         .and_then(|c| c.get("taints"))
         .and_then(Value::as_array)
@@ -493,9 +504,10 @@ fn die_with_parent(cmd: &mut Command) {
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_cmd: &mut Command) {}
 
-/// Starts the hollow nodes of a pool that just turned RUNNING, when its
-/// cluster is linked.
-pub(crate) fn start_pool_nodes(inner: &mut Inner, pool_key: &str) {
+/// Starts `per_zone` hollow nodes in each zone of a pool (that just turned
+/// RUNNING, or whose flex-start capacity arrived), when its cluster is
+/// linked.
+pub(crate) fn start_pool_nodes(inner: &mut Inner, pool_key: &str, per_zone: i64) {
     let Some((cluster_key, pool_name)) = pool_key.split_once("/nodePools/") else {
         return;
     };
@@ -508,11 +520,7 @@ pub(crate) fn start_pool_nodes(inner: &mut Inner, pool_key: &str) {
     let Some(spec) = inner.pools.get(pool_key).map(|r| r.spec.clone()) else {
         return;
     };
-    let per_zone = spec
-        .get("initialNodeCount")
-        .and_then(Value::as_i64)
-        .unwrap_or(1)
-        .max(0);
+    let per_zone = per_zone.max(0);
     let zones: Vec<String> = spec
         .get("locations")
         .and_then(Value::as_array)
@@ -807,6 +815,40 @@ mod tests {
                 .labels
                 .contains_key("cloud.google.com/gke-tpu-accelerator")
         );
+    }
+
+    #[test]
+    fn flex_start_pools_get_their_label_and_scale_up_whole_queued_ones_never() {
+        use crate::gke::{Capacity, capacity_of};
+        let c = ClusterRef::parse("projects/p/locations/us-central1/clusters/train").unwrap();
+        // Multi-host: the per-zone maximum, the whole slice at once.
+        let mut flex = json!({
+            "name": "f",
+            "config": {"machineType": "ct6e-standard-4t", "flexStart": true},
+            "initialNodeCount": 0,
+            "locations": ["us-central1-b"],
+            "placementPolicy": {"type": "COMPACT", "tpuTopology": "4x4"},
+            "autoscaling": {"enabled": true, "minNodeCount": 0, "maxNodeCount": 4},
+        });
+        assert_eq!(capacity_of(&flex), Capacity::FlexStart(4));
+        let shape = node_shape(&inner(), &c, &flex, "us-central1-b");
+        assert_eq!(shape.labels["cloud.google.com/gke-flex-start"], "true");
+        // Single-host: the total maximum.
+        let single = json!({
+            "config": {"machineType": "ct6e-standard-4t", "flexStart": true},
+            "initialNodeCount": 0,
+            "locations": ["us-central1-b"],
+            "autoscaling": {"enabled": true, "totalMinNodeCount": 0, "totalMaxNodeCount": 1},
+        });
+        assert_eq!(capacity_of(&single), Capacity::FlexStart(1));
+        // Queued provisioning: only a ProvisioningRequest brings nodes.
+        flex["queuedProvisioning"] = json!({"enabled": true});
+        assert_eq!(capacity_of(&flex), Capacity::Queued);
+        // Anything else: its initial count.
+        let fixed = json!({"config": {"machineType": "ct6e-standard-4t"}, "initialNodeCount": 2});
+        assert_eq!(capacity_of(&fixed), Capacity::Initial(2));
+        let shape = node_shape(&inner(), &c, &fixed, "us-central1-b");
+        assert!(!shape.labels.contains_key("cloud.google.com/gke-flex-start"));
     }
 
     #[test]

@@ -93,7 +93,13 @@ impl Sim {
                     .iter()
                     .any(|op| !op.done && inner.links.contains_key(&op.cluster))
         };
-        if gce::has_pending(&inner) || linked_op() {
+        let flex_due = || {
+            inner.flex_due.iter().any(|(_, pool)| {
+                pool.split_once("/nodePools/")
+                    .is_some_and(|(c, _)| inner.links.contains_key(c))
+            })
+        };
+        if gce::has_pending(&inner) || linked_op() || flex_due() {
             inner.advance(Instant::now());
         }
     }

@@ -66,6 +66,9 @@ pub(crate) struct Inner {
     /// The hollow nodes of linked clusters' pools, by pool key.
     pub hollow: BTreeMap<String, Vec<super::link::HollowNode>>,
     pub latency: Duration,
+    /// Flex-start pools waiting for their capacity, with when it arrives
+    /// (`sim::gke::Capacity::FlexStart`).
+    pub flex_due: Vec<(Instant, String)>,
     /// Separate stream for ids and names, so fault decisions depend only on
     /// the order of requests.
     ids: ChaCha8Rng,
@@ -87,6 +90,7 @@ impl Inner {
             links: BTreeMap::new(),
             hollow: BTreeMap::new(),
             latency,
+            flex_due: Vec::new(),
             ids: ChaCha8Rng::seed_from_u64(seed ^ 0x05ee_d1d5),
         }
     }
@@ -139,6 +143,21 @@ impl Inner {
             }
         }
         gce::advance_vms(self, now);
+        let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.flex_due)
+            .into_iter()
+            .partition(|(at, _)| *at <= now);
+        self.flex_due = waiting;
+        for (_, pool) in due {
+            let Some(rec) = self.pools.get(&pool) else {
+                continue;
+            };
+            if let super::gke::Capacity::FlexStart(per_zone) = super::gke::capacity_of(&rec.spec)
+                && rec.status == "RUNNING"
+            {
+                tracing::debug!(pool = %pool, per_zone, "sim: flex-start capacity arrived");
+                super::link::start_pool_nodes(self, &pool, per_zone);
+            }
+        }
     }
 
     fn complete_gke(&mut self, i: usize) {
@@ -150,10 +169,24 @@ impl Inner {
         self.apply_gke_effect(i, effect.clone());
         // A linked cluster's Nodes follow its pools.
         match effect {
-            GkeEffect::Create { pool, .. }
-                if self.pools.get(&pool).is_some_and(|r| r.status == "RUNNING") =>
-            {
-                super::link::start_pool_nodes(self, &pool);
+            GkeEffect::Create { pool, .. } => {
+                let Some(rec) = self.pools.get(&pool).filter(|r| r.status == "RUNNING") else {
+                    return;
+                };
+                match super::gke::capacity_of(&rec.spec) {
+                    super::gke::Capacity::Initial(per_zone) => {
+                        super::link::start_pool_nodes(self, &pool, per_zone);
+                    }
+                    super::gke::Capacity::FlexStart(_) => {
+                        let delay = Duration::from_millis(self.faults.config.flex_start_delay_ms);
+                        let done_at = self
+                            .gke_ops
+                            .get(i)
+                            .map_or_else(Instant::now, |op| op.timing.done_at);
+                        self.flex_due.push((done_at + delay, pool));
+                    }
+                    super::gke::Capacity::Queued => {}
+                }
             }
             GkeEffect::Delete { pool } => super::link::stop_pool_nodes(self, &pool),
             GkeEffect::Update { pool } => super::link::update_pool_nodes(self, &pool),

@@ -196,6 +196,8 @@ fn spec_of(p: &NodePool, target: &Target) -> Result<SliceSpec, Vec<String>> {
             kind: CapacityType::FlexStart,
             reservation: None,
             max_run_duration: c.max_run_duration.as_deref().map(friendly),
+            // A pool with GKE's queued provisioning stays one.
+            queued: p.queued_provisioning.as_ref().is_some_and(|q| q.enabled),
         }
     } else if c.spot {
         Capacity {
@@ -224,6 +226,7 @@ fn spec_of(p: &NodePool, target: &Target) -> Result<SliceSpec, Vec<String>> {
                 project: project.filter(|p| p != &target.spec.project),
             }),
             max_run_duration: None,
+            queued: false,
         }
     } else {
         Capacity::default()

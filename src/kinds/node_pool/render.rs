@@ -159,7 +159,19 @@ pub fn node_pool(target: &Target, slice: &Slice, replica: u32, stem: &str) -> Op
         initial_node_count: Some(if flex { 0 } else { hosts }),
         locations: vec![t.zone.clone()],
         placement_policy,
-        queued_provisioning: flex.then_some(QueuedProvisioning { enabled: true }),
+        // Flex-start VMs: autoscaling from 0, no reservation, scaled up by
+        // the cluster autoscaler for pending pods selecting
+        // `cloud.google.com/gke-flex-start: "true"` ("Run a small batch
+        // workload with TPUs and flex-start", `--flex-start
+        // --enable-autoscaling --num-nodes 0 --reservation-affinity=none`,
+        // cloud.google.com/kubernetes-engine/docs/how-to/dws-flex-start-training-tpu).
+        // With `queued: true`, GKE's queued provisioning on top: "nodes can be
+        // only obtained through queuing via the Cluster Autoscaler
+        // ProvisioningRequest API" (container v1 `NodePool.QueuedProvisioning`;
+        // `--flex-start --enable-queued-provisioning`,
+        // cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest).
+        queued_provisioning: (flex && s.capacity.queued)
+            .then_some(QueuedProvisioning { enabled: true }),
         // GKE validates a multi-host TPU slice against the per-zone
         // maxNodeCount (zero when only the total counts are set, which it
         // refuses): "Maximum node count 0 is not a valid size of TPU pod

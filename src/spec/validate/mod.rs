@@ -1045,6 +1045,17 @@ fn check_slice(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> bool {
         ),
         (_, None) => {}
     }
+    if cap.queued && (cap.kind != CapacityType::FlexStart || spec.backend != Backend::Gke) {
+        d.push(
+            f.key(&["spec", "capacity", "queued"]),
+            format!(
+                "capacity.queued (GKE's queued provisioning) is only allowed with `type: flex-start` \
+                 on backend gke (type is {}, backend is {})",
+                cap.kind.as_str(),
+                spec.backend.as_str()
+            ),
+        );
+    }
     if let Some(text) = &cap.max_run_duration {
         let at = f.value(&["spec", "capacity", "maxRunDuration"]);
         if cap.kind != CapacityType::FlexStart {
