@@ -1037,3 +1037,135 @@ async fn an_unreachable_target_is_stalled_while_the_others_converge() {
     .await;
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+/// Server-side applies ConfigMap `name` with `labels` and `files`.
+async fn put_configmap(
+    api: &Api<ConfigMap>,
+    name: &str,
+    labels: &[(&str, &str)],
+    files: &[(&str, String)],
+) {
+    let data: BTreeMap<&str, &str> = files.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    let cm = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels},
+        "data": data,
+    });
+    api.patch(
+        name,
+        &PatchParams::apply("slicectl-tests").force(),
+        &Patch::Apply(&cm),
+    )
+    .await
+    .unwrap();
+}
+
+/// `--configmap-selector`: every ConfigMap the label selector matches, one
+/// per team, is one fleet; an unlabelled ConfigMap is not read; an error
+/// names the ConfigMap and key; a team's ConfigMap deleted and created
+/// again within the settle period prunes nothing; a key removed is pruned
+/// (after the settle period); no ConfigMap matching prunes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_label_selector_reads_every_matching_configmap_as_one_fleet() {
+    const SEL: (&str, &str) = ("slicectl.dev/specs", "true");
+    let client = client().await;
+    apply_crd();
+    let ns = namespace(&client, "sel").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let sim = sim(Duration::from_millis(300), 21, FaultConfig::default()).await;
+    let slice = |name: &str| slice_yaml(name, "tpu-v6e-slice", "1x1", 1, "");
+    put_configmap(
+        &cms,
+        "platform",
+        &[SEL],
+        &[("target.yaml", TARGET.to_string())],
+    )
+    .await;
+    put_configmap(&cms, "team-a", &[SEL], &[("alpha.yaml", slice("alpha"))]).await;
+    let beta = [("beta.yaml", slice("beta")), ("gamma.yaml", slice("gamma"))];
+    put_configmap(&cms, "team-b", &[SEL], &beta).await;
+    put_configmap(&cms, "unlabelled", &[], &[("stray.yaml", slice("stray"))]).await;
+    let r = Replica::start_with(
+        &sim,
+        &ns,
+        "sel",
+        &[
+            "--configmap-selector",
+            "slicectl.dev/specs=true",
+            "--settle",
+            "4s",
+            "--resync",
+            "1s",
+        ],
+    );
+    wait_for("the three teams' pools", 60, &[&r], || async {
+        pool_names(&sim).await == ["alpha-0", "beta-0", "gamma-0"]
+    })
+    .await;
+    wait_converged(&ns, &["alpha", "beta", "gamma"], &r).await;
+    assert_eq!(r.get("/readyz").await.map(|x| x.0), Some(200));
+
+    // A broken key: its last good version stands, and the error names the
+    // ConfigMap and the key.
+    put_configmap(
+        &cms,
+        "team-b",
+        &[SEL],
+        &[
+            ("beta.yaml", "kind: [".into()),
+            ("gamma.yaml", slice("gamma")),
+        ],
+    )
+    .await;
+    wait_condition(&ns, "Stalled", &["beta"], &r).await;
+    let stalled = condition(&ns, "beta", "Stalled");
+    assert!(stalled.contains("team-b/beta.yaml"), "{stalled}");
+    put_configmap(&cms, "team-b", &[SEL], &beta).await;
+
+    // team-b deleted and created again within the settle period: held,
+    // never pruned.
+    cms.delete("team-b", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the vanished ConfigMap held", 30, &[&r], || async {
+        r.stderr().contains("settle period")
+    })
+    .await;
+    put_configmap(&cms, "team-b", &[SEL], &beta).await;
+    let seen = r.cycles();
+    wait_for("cycles past the settle period", 60, &[&r], || async {
+        r.cycles() >= seen + 5
+    })
+    .await;
+    assert_eq!(deletes(&sim), 0, "{}", r.text());
+    assert_eq!(pool_names(&sim).await, ["alpha-0", "beta-0", "gamma-0"]);
+
+    // A key removed for good is pruned once the set has settled.
+    put_configmap(&cms, "team-b", &[SEL], &beta[..1]).await;
+    wait_for("gamma pruned", 60, &[&r], || async {
+        pool_names(&sim).await == ["alpha-0", "beta-0"]
+    })
+    .await;
+
+    // No ConfigMap matching: a missing source, nothing pruned.
+    for name in ["platform", "team-a", "team-b"] {
+        cms.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    wait_for("a source_missing cycle", 60, &[&r], || async {
+        r.metric("slicectl_reconcile_cycles_total{result=\"source_missing\"}")
+            .await
+            .unwrap_or(0.0)
+            >= 2.0
+    })
+    .await;
+    assert_eq!(
+        pool_names(&sim).await,
+        ["alpha-0", "beta-0"],
+        "{}",
+        r.text()
+    );
+    assert_eq!(deletes(&sim), 1);
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
