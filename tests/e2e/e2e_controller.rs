@@ -1062,6 +1062,66 @@ async fn put_configmap(
     .unwrap();
 }
 
+/// The Role rule docs/controller.md gives for `--configmap-selector` (list
+/// and watch on ConfigMaps, no names) lets a ServiceAccount run the
+/// selector's watch, and grants nothing more on them.
+async fn selector_rbac_is_enough(ns: &str) {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let rbac = format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sel\n  namespace: {ns}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: sel\n  namespace: {ns}\nrules:\n\
+         \x20 - apiGroups: [\"\"]\n    resources: [configmaps]\n    verbs: [list, watch]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: sel\n  namespace: {ns}\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: sel\n\
+         subjects:\n  - kind: ServiceAccount\n    name: sel\n    namespace: {ns}\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rbac.yaml");
+    std::fs::write(&file, rbac).unwrap();
+    let o = kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let mut config = slicectl::kube::config_from_kubeconfig(&kubeconfig(), None)
+        .await
+        .unwrap();
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:sel"));
+    let sa = kube::Client::try_from(config).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(sa, ns);
+    let cfg = watcher::Config::default().labels("slicectl.dev/specs=true");
+    // RBAC takes a moment to reach the authorizer's cache.
+    let mut names = Vec::new();
+    for _ in 0..50 {
+        names.clear();
+        let mut stream = watcher(api.clone(), cfg.clone()).boxed();
+        let mut ok = false;
+        while let Some(Ok(ev)) = stream.next().await {
+            match ev {
+                watcher::Event::InitApply(cm) => names.extend(cm.metadata.name),
+                watcher::Event::InitDone => {
+                    ok = true;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        if ok {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        ["platform", "team-a", "team-b"],
+        "the selector's watch as the ServiceAccount"
+    );
+    let denied = api.get("platform").await;
+    assert!(
+        matches!(denied, Err(kube::Error::Api(ref e)) if e.code == 403),
+        "no get: {denied:?}"
+    );
+}
+
 /// `--configmap-selector`: every ConfigMap the label selector matches, one
 /// per team, is one fleet; an unlabelled ConfigMap is not read; an error
 /// names the ConfigMap and key; a team's ConfigMap deleted and created
@@ -1087,6 +1147,7 @@ async fn a_label_selector_reads_every_matching_configmap_as_one_fleet() {
     let beta = [("beta.yaml", slice("beta")), ("gamma.yaml", slice("gamma"))];
     put_configmap(&cms, "team-b", &[SEL], &beta).await;
     put_configmap(&cms, "unlabelled", &[], &[("stray.yaml", slice("stray"))]).await;
+    selector_rbac_is_enough(&ns).await;
     let r = Replica::start_with(
         &sim,
         &ns,
