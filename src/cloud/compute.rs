@@ -896,6 +896,23 @@ mod tests {
         assert!(operation_result(o).is_ok());
     }
 
+    /// The filter names the operations waited on in Compute's regular
+    /// expression form; anything that is not a plain name, or a filter too
+    /// long for a URL, lists everything instead.
+    #[test]
+    fn waits_filter_the_list_by_name() {
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            waiting_filter(&names(&["operation-1-a", "operation-2_b"])).as_deref(),
+            Some("name eq \"operation-1-a|operation-2_b\"")
+        );
+        assert_eq!(waiting_filter(&[]), None);
+        assert_eq!(waiting_filter(&names(&["op.1"])), None);
+        assert_eq!(waiting_filter(&names(&["a|b"])), None);
+        let many: Vec<String> = (0..200).map(|i| format!("operation-{i:040}")).collect();
+        assert_eq!(waiting_filter(&many), None);
+    }
+
     #[test]
     fn template_links() {
         assert_eq!(
