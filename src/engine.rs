@@ -262,6 +262,18 @@ pub async fn observe_and_plan(
     mode: PlanMode,
     opts: &PlanOptions,
 ) -> Result<(Inventory, Plan), ReconcileError> {
+    observe_prepared_and_plan(fleet, cloud, mode, opts, &|_| {}).await
+}
+
+/// Observes, lets `prepare` mark the observation (`adopt` marks the
+/// resources it takes over: [`Inventory::adopting`]), and plans.
+pub async fn observe_prepared_and_plan(
+    fleet: &Fleet,
+    cloud: &Cloud,
+    mode: PlanMode,
+    opts: &PlanOptions,
+    prepare: &dyn Fn(&mut Inventory),
+) -> Result<(Inventory, Plan), ReconcileError> {
     let span = tracing::info_span!(
         target: crate::watch::LOG_TARGET,
         "plan",
@@ -269,7 +281,8 @@ pub async fn observe_and_plan(
         slices = fleet.slices.len()
     );
     async {
-        let inv = crate::observe::observe(cloud, fleet, registry()).await;
+        let mut inv = crate::observe::observe(cloud, fleet, registry()).await;
+        prepare(&mut inv);
         let plan = plan_with(fleet, &inv, mode, opts)?;
         Ok((inv, plan))
     }
@@ -391,8 +404,33 @@ pub async fn reconcile_with(
     approve: impl FnOnce(&Plan) -> Approval,
     progress: Arc<dyn Progress>,
 ) -> Result<Report, ReconcileError> {
-    let (inv, mut plan) = observe_and_plan(fleet, cloud, opts.mode, &opts.plan).await?;
-    edit(&mut plan);
+    // The first plan only, as it always was.
+    let once = std::sync::Mutex::new(Some(edit));
+    let edit_once = |_: &Inventory, p: &mut Plan| {
+        let f = once.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(f) = f {
+            f(p);
+        }
+    };
+    reconcile_shaped(fleet, cloud, opts, &|_| {}, &edit_once, approve, progress).await
+}
+
+/// [`reconcile`] of a command that does one thing (`adopt`, `release`):
+/// `prepare` marks each observation before it is planned, and `edit`
+/// makes each plan (the one approved and the one made again after the
+/// approval, which must be the same) only what the command does.
+pub async fn reconcile_shaped(
+    fleet: &Fleet,
+    cloud: &Cloud,
+    opts: &ReconcileOptions,
+    prepare: &dyn Fn(&mut Inventory),
+    edit: &dyn Fn(&Inventory, &mut Plan),
+    approve: impl FnOnce(&Plan) -> Approval,
+    progress: Arc<dyn Progress>,
+) -> Result<Report, ReconcileError> {
+    let (inv, mut plan) =
+        observe_prepared_and_plan(fleet, cloud, opts.mode, &opts.plan, prepare).await?;
+    edit(&inv, &mut plan);
     plan.summary = plan.count();
     // The workload source's own writes (released-at stamps, refusal
     // Events): a reconcile makes them, `plan` never does.
@@ -420,7 +458,10 @@ pub async fn reconcile_with(
         Approval::Confirmed => {
             // The answer may come hours later: go ahead only if the plan
             // made now is exactly the one that was confirmed.
-            let (_, now) = observe_and_plan(fleet, cloud, opts.mode, &opts.plan).await?;
+            let (inv, mut now) =
+                observe_prepared_and_plan(fleet, cloud, opts.mode, &opts.plan, prepare).await?;
+            edit(&inv, &mut now);
+            now.summary = now.count();
             if now.effect() != plan.effect() {
                 return Err(ReconcileError::Stale { now: Box::new(now) });
             }

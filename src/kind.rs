@@ -17,6 +17,7 @@ pub use crate::apply::{
     ApplyError, KindExec, Observed, RegisteredKind, StepOp, StepOutcome, conflict, desired_body,
     judge_conflict, same_owner,
 };
+pub use crate::plan::adopt::Adoptable;
 pub use crate::plan::kind::{
     Body, Comparison, Desired, Kind, KindId, LiveReport, LiveResource, LiveState, NotReady,
     OperationRecord, RenderCtx, Resource, ResourceId, Scope, SliceRef, UpdateGroup, body_as,

@@ -170,6 +170,55 @@ pub enum Command {
         #[command(flatten)]
         exec: Exec,
     },
+    /// Bring live node pools slicectl does not own under specs: write the
+    /// Slice files that describe them, show the plan (ownership labels
+    /// stamped in place, nothing else), and on approval stamp them.
+    #[command(group(clap::ArgGroup::new("which").required(true).args(["names", "selector", "all"])))]
+    Adopt {
+        /// Spec directory (its Targets; the Slices already there).
+        dir: PathBuf,
+        /// The Target whose cluster and zone hold the resources.
+        #[arg(long)]
+        target: String,
+        /// Adopt this node pool (repeatable). The only way to adopt one
+        /// another tool still manages (Terraform, tpu-provisioner, xpk).
+        #[arg(long = "name", value_name = "POOL")]
+        names: Vec<String>,
+        /// Adopt every node pool with this node label.
+        #[arg(long, value_name = "LABEL=VALUE")]
+        selector: Option<String>,
+        /// Adopt every node pool of the Target that no tool manages.
+        #[arg(long)]
+        all: bool,
+        /// Where the Slice files are written (`SLICE.yaml`).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Overwrite a Slice file that exists.
+        #[arg(long)]
+        force: bool,
+        /// Connection settings.
+        #[command(flatten)]
+        conn: Connection,
+        /// Execution settings.
+        #[command(flatten)]
+        exec: Exec,
+    },
+    /// Remove slicectl's ownership labels from slices (nothing is deleted),
+    /// to hand them to another tool; lists the spec files that still name
+    /// them.
+    Release {
+        /// Spec directory (the Targets that own the slices).
+        dir: PathBuf,
+        /// The slice to release (repeatable).
+        #[arg(long = "slice", value_name = "SLICE", required = true)]
+        slices: Vec<String>,
+        /// Connection settings.
+        #[command(flatten)]
+        conn: Connection,
+        /// Execution settings.
+        #[command(flatten)]
+        exec: Exec,
+    },
     /// Print the JSON Schema of spec files.
     Schema,
     /// Print a shell completion script, generated from this CLI
@@ -390,6 +439,11 @@ pub struct ControllerArgs {
     /// Name of the leader-election Lease.
     #[arg(long, value_name = "NAME", default_value = "slicectl")]
     pub lease_name: String,
+    /// Split the fleet by Target into N shards, one Lease each
+    /// (`<lease-name>-<k>`), shared fairly by the live replicas
+    /// (docs/controller.md, "Sharding"). 1: one leader does all.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub shards: u32,
     /// Make the status objects owned by this Deployment in --namespace (the
     /// controller's own; read once at start, `get` on it is needed), so
     /// deleting the Deployment garbage-collects them. Without it the objects

@@ -13,6 +13,7 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube_lease_manager::LeaseManagerBuilder;
+use tokio::sync::{mpsc, watch as tokio_watch};
 
 use super::args::{Connection, ControllerArgs, Exec, Safety};
 use super::cycle::{LoopConnect, TerminalSink, Wording};
@@ -23,6 +24,7 @@ use crate::controller::configmap;
 use crate::controller::metrics::Metrics;
 use crate::controller::owner;
 use crate::controller::server::{self, Health};
+use crate::controller::shard::{HeldShards, ShardConfig, ShardEvent, ShardScope, Shards};
 use crate::controller::sink::ControllerSink;
 use crate::cycle::{
     AnySource, ConfigMapSetSource, ConfigMapSource, CycleState, DirSource, GitSource, SpecSource,
@@ -166,37 +168,35 @@ pub(super) async fn run(
     }
     health.ready.store(true, Ordering::Relaxed);
 
-    let duration = ctl.lease_duration.as_secs().max(3);
-    let manager = LeaseManagerBuilder::new(client.clone(), &ctl.lease_name)
-        .with_namespace(&namespace)
-        .with_identity(&identity)
-        .with_duration(duration)
-        .with_grace((duration / 3).max(1))
-        .with_field_manager("slicectl")
-        .build()
-        .await
-        .with_context(|| {
-            format!(
-                "cannot set up leader election on Lease {namespace}/{}",
-                ctl.lease_name
-            )
-        })?;
-    let (mut leading, lease_task) = manager.watch().await;
-    tracing::info!(target: LOG_TARGET, lease = %ctl.lease_name, "standing by until this replica holds the leader Lease");
-    let became_leader = tokio::select! {
-        _ = signals.recv() => false,
-        r = leading.wait_for(|l| *l) => {
-            r.context("leader election stopped")?;
-            true
+    metrics.shards.set(i64::from(ctl.shards));
+    let (gate, mut lease) = if ctl.shards > 1 {
+        // Sharded: no waiting; cycles run while any shard is held.
+        let gate = Arc::new(tokio::sync::Mutex::new(()));
+        let (etx, erx) = tokio::sync::mpsc::unbounded_channel();
+        let shards = Shards::start(
+            client.clone(),
+            ShardConfig {
+                namespace: namespace.clone(),
+                lease_name: ctl.lease_name.clone(),
+                identity: identity.clone(),
+                shards: ctl.shards,
+                duration: ctl.lease_duration,
+            },
+            gate.clone(),
+            etx,
+        );
+        tracing::info!(target: LOG_TARGET, shards = ctl.shards, lease = %ctl.lease_name, "sharded: reconciling the Targets of the shard Leases this replica holds");
+        (Some(gate), Lease::Sharded(shards, erx))
+    } else {
+        match lead(&client, &ctl, &namespace, &identity, &mut signals).await? {
+            Some(l) => {
+                metrics.leader.set(1);
+                metrics.shards_held.set(1);
+                (None, l)
+            }
+            None => return Ok(EXIT_OK),
         }
     };
-    if !became_leader {
-        drop(leading);
-        let _ = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
-        return Ok(EXIT_OK);
-    }
-    metrics.leader.set(1);
-    tracing::info!(target: LOG_TARGET, lease = %ctl.lease_name, identity = %identity, "leading: reconciling");
 
     let broken_since: Arc<Mutex<Option<Instant>>> = Arc::default();
     {
@@ -238,7 +238,7 @@ pub(super) async fn run(
         sink,
         connect: LoopConnect::new(conn),
         state: cycles,
-        wake,
+        wake: wake.clone(),
         watched: std::collections::BTreeSet::new(),
     }));
     let opts = LoopOptions {
@@ -246,27 +246,43 @@ pub(super) async fn run(
         grace: ctl.grace,
     };
     let s = state.clone();
+    let scoped = lease.scoped(ctl.shards, gate, metrics.clone());
     let cycles = watch::run(opts, changes, signals, move |trigger| {
-        let s = s.clone();
-        async move { s.lock().await.cycle(trigger).await }
+        let (s, scoped) = (s.clone(), scoped.clone());
+        async move {
+            // Sharded: the gate is held for the whole cycle, so a shard is
+            // released only between cycles; no shard held, no cycle.
+            let (_cycle, scope) = match scoped {
+                Some(sc) => match sc.enter().await {
+                    Some(x) => x,
+                    None => return None,
+                },
+                None => (None, None),
+            };
+            let mut c = s.lock().await;
+            if scope.is_some() {
+                c.state.set_scope(scope.clone());
+                c.sink.status.set_scope(scope);
+            }
+            c.cycle(trigger).await
+        }
     });
-    let mut lost = leading.clone();
     let end = tokio::select! {
         end = cycles => end,
-        _ = lost.wait_for(|l| !*l) => {
+        what = lease.lost(&wake, &metrics) => {
             metrics.leader.set(0);
-            tracing::error!(target: LOG_TARGET, lease = %ctl.lease_name, "lost the leader Lease: stopping at once, writing nothing more; a standby takes over and continues from the live state");
-            eprintln!("error: lost the leader Lease {namespace}/{}; exiting so that only the new leader writes", ctl.lease_name);
+            metrics.shards_held.set(0);
+            tracing::error!(target: LOG_TARGET, lease = %what, "lost a Lease this replica writes under: stopping at once, writing nothing more; another replica takes over and continues from the live state");
+            eprintln!("error: lost {what} in namespace {namespace}; exiting so that only its new holder writes");
             // Exit now: in-flight requests and tasks are dropped with the
             // process, so nothing more is written by this replica.
             std::process::exit(i32::from(EXIT_ERROR));
         }
     };
     metrics.leader.set(0);
-    drop(lost);
-    drop(leading);
-    // Closing the channel releases the Lease, so a standby takes over early.
-    let _ = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
+    metrics.shards_held.set(0);
+    // Releasing the Lease(s) lets another replica take over early.
+    lease.release().await;
     state.lock().await.connect.close().await;
     Ok(match end {
         LoopEnd::Stopped => {
@@ -280,6 +296,167 @@ pub(super) async fn run(
             EXIT_ERROR
         }
     })
+}
+
+/// What this replica writes under: the leader Lease, or shard Leases.
+enum Lease {
+    /// One leader (`--shards 1`): its Lease flag and the manager's task.
+    Leader(
+        String,
+        tokio_watch::Receiver<bool>,
+        tokio::task::JoinHandle<
+            std::result::Result<
+                kube_lease_manager::LeaseManager,
+                kube_lease_manager::LeaseManagerError,
+            >,
+        >,
+    ),
+    /// Sharded: the coordinator and its events.
+    Sharded(Shards, mpsc::UnboundedReceiver<ShardEvent>),
+}
+
+/// What a sharded cycle needs: the held shards and the gate.
+#[derive(Clone)]
+struct Scoped {
+    shards: u32,
+    held: HeldShards,
+    gate: Arc<tokio::sync::Mutex<()>>,
+    metrics: Metrics,
+}
+
+impl Scoped {
+    /// Enters a cycle: the gate, and the scope of the shards held now;
+    /// `None` (no cycle) while none is held.
+    async fn enter(
+        &self,
+    ) -> Option<(Option<tokio::sync::OwnedMutexGuard<()>>, Option<ShardScope>)> {
+        let guard = self.gate.clone().lock_owned().await;
+        let held = self.held.get();
+        self.metrics
+            .shards_held
+            .set(i64::try_from(held.len()).unwrap_or(i64::MAX));
+        self.metrics.leader.set(i64::from(!held.is_empty()));
+        if held.is_empty() {
+            tracing::debug!(target: LOG_TARGET, "no shard held: no cycle");
+            return None;
+        }
+        Some((
+            Some(guard),
+            Some(ShardScope {
+                shards: self.shards,
+                held,
+            }),
+        ))
+    }
+}
+
+impl Lease {
+    /// The sharded cycle's scope, when sharded.
+    fn scoped(
+        &self,
+        shards: u32,
+        gate: Option<Arc<tokio::sync::Mutex<()>>>,
+        metrics: Metrics,
+    ) -> Option<Scoped> {
+        match (self, gate) {
+            (Lease::Sharded(s, _), Some(gate)) => Some(Scoped {
+                shards,
+                held: s.held(),
+                gate,
+                metrics,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Resolves with the Lease (`the leader Lease NAME`, `the shard Lease
+    /// NAME`) when a Lease this replica writes under is lost; meanwhile (sharded) each acquired shard runs a cycle.
+    async fn lost(
+        &mut self,
+        wake: &tokio::sync::mpsc::UnboundedSender<()>,
+        metrics: &Metrics,
+    ) -> String {
+        match self {
+            Lease::Leader(name, rx, _) => {
+                let _ = rx.wait_for(|l| !*l).await;
+                format!("the leader Lease {name}")
+            }
+            Lease::Sharded(s, events) => loop {
+                match events.recv().await {
+                    Some(ShardEvent::Acquired(_)) => {
+                        let n = s.held().get().len();
+                        metrics
+                            .shards_held
+                            .set(i64::try_from(n).unwrap_or(i64::MAX));
+                        metrics.leader.set(1);
+                        let _ = wake.send(());
+                    }
+                    Some(ShardEvent::Lost(k)) => {
+                        return format!("the shard Lease {}", s.lease_name(k));
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            },
+        }
+    }
+
+    /// Releases the Lease(s) (a clean stop).
+    async fn release(self) {
+        match self {
+            Lease::Leader(_, rx, task) => {
+                // Closing the channel releases the Lease.
+                drop(rx);
+                let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+            }
+            Lease::Sharded(s, _) => s.stop().await,
+        }
+    }
+}
+
+/// Waits until this replica holds the leader Lease (`--shards 1`); `None`
+/// when stopped first.
+async fn lead(
+    client: &kube::Client,
+    ctl: &ControllerArgs,
+    namespace: &str,
+    identity: &str,
+    signals: &mut mpsc::UnboundedReceiver<()>,
+) -> Result<Option<Lease>> {
+    let duration = ctl.lease_duration.as_secs().max(3);
+    let manager = LeaseManagerBuilder::new(client.clone(), &ctl.lease_name)
+        .with_namespace(namespace)
+        .with_identity(identity)
+        .with_duration(duration)
+        .with_grace((duration / 3).max(1))
+        .with_field_manager("slicectl")
+        .build()
+        .await
+        .with_context(|| {
+            format!(
+                "cannot set up leader election on Lease {namespace}/{}",
+                ctl.lease_name
+            )
+        })?;
+    let (mut leading, lease_task) = manager.watch().await;
+    tracing::info!(target: LOG_TARGET, lease = %ctl.lease_name, "standing by until this replica holds the leader Lease");
+    let became_leader = tokio::select! {
+        _ = signals.recv() => false,
+        r = leading.wait_for(|l| *l) => {
+            r.context("leader election stopped")?;
+            true
+        }
+    };
+    if !became_leader {
+        drop(leading);
+        let _ = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
+        return Ok(None);
+    }
+    tracing::info!(target: LOG_TARGET, lease = %ctl.lease_name, identity = %identity, "leading: reconciling");
+    Ok(Some(Lease::Leader(
+        ctl.lease_name.clone(),
+        leading,
+        lease_task,
+    )))
 }
 
 /// Starts the watches of pending pods and JobSets in the clusters of the

@@ -2,6 +2,7 @@
 //! and maps outcomes to exit codes (0 ok, 1 error, 2 changes with
 //! `plan --detailed-exitcode`).
 
+mod adopt;
 pub mod args;
 mod controller;
 mod cycle;
@@ -271,6 +272,32 @@ async fn run(cmd: Command) -> Result<u8> {
             };
             reconcile(&loaded.fleet, &conn, PlanMode::Destroy, opts, &exec).await
         }
+        Command::Adopt {
+            dir,
+            target,
+            names,
+            selector,
+            all: _,
+            out,
+            force,
+            conn,
+            exec,
+        } => {
+            let args = adopt::AdoptArgs {
+                dir,
+                target,
+                selection: adopt::selection(names, selector)?,
+                out,
+                force,
+            };
+            adopt::adopt(args, &conn, &exec).await
+        }
+        Command::Release {
+            dir,
+            slices,
+            conn,
+            exec,
+        } => adopt::release(&dir, slices, &conn, &exec).await,
         Command::Status { dir, conn, output } => {
             let Some(loaded) = load_observable(&dir)? else {
                 return Ok(EXIT_ERROR);
@@ -312,6 +339,26 @@ async fn reconcile(
         PlanMode::Destroy => "destroy",
     };
     let session = Session::connect(conn, fleet).await?;
+    let r = reconcile_in(&session, fleet, mode, opts, exec, verb, &|_| {}, &|_, _| {}).await;
+    session.close().await;
+    r
+}
+
+/// One reconciliation in `session`, printed: the plan, the confirmation
+/// (or `--auto-approve`), the world observed again after `yes`, the apply
+/// and its report. `prepare` and `edit` shape it for `adopt` and `release`
+/// ([`engine::reconcile_shaped`]).
+#[allow(clippy::too_many_arguments)]
+async fn reconcile_in(
+    session: &Session,
+    fleet: &Fleet,
+    mode: PlanMode,
+    opts: PlanOptions,
+    exec: &Exec,
+    verb: &'static str,
+    prepare: &dyn Fn(&mut crate::plan::Inventory),
+    edit: &dyn Fn(&crate::plan::Inventory, &mut Plan),
+) -> Result<u8> {
     let ropts = ReconcileOptions {
         mode,
         plan: opts,
@@ -340,8 +387,16 @@ async fn reconcile(
         }
         approval
     };
-    let result = engine::reconcile(fleet, &session.cloud, &ropts, approve, progress).await;
-    session.close().await;
+    let result = engine::reconcile_shaped(
+        fleet,
+        &session.cloud,
+        &ropts,
+        prepare,
+        edit,
+        approve,
+        progress,
+    )
+    .await;
     if let Some(e) = prompt_error {
         return Err(e);
     }

@@ -83,6 +83,11 @@ pub struct Metrics {
     pub capacity_held: Gauge,
     /// `slicectl_leader`.
     pub leader: Gauge,
+    /// `slicectl_shards_held`: shard Leases this replica holds (with
+    /// `--shards` N > 1; with one shard, 1 while leading).
+    pub shards_held: Gauge,
+    /// `slicectl_shards`: the configured number of shards.
+    pub shards: Gauge,
     /// `slicectl_target_unobserved{target}`.
     pub target_unobserved: Family<TargetLabel, Gauge>,
     /// `slicectl_held_steps{code}`: steps held by a disruption policy in
@@ -154,8 +159,20 @@ impl Metrics {
         let leader = Gauge::default();
         r.register(
             "leader",
-            "1 while this replica holds the leader Lease, else 0",
+            "1 while this replica holds the leader Lease (sharded: any shard Lease), else 0",
             leader.clone(),
+        );
+        let shards_held = Gauge::default();
+        r.register(
+            "shards_held",
+            "Shard Leases this replica holds (one shard: 1 while it leads)",
+            shards_held.clone(),
+        );
+        let shards = Gauge::default();
+        r.register(
+            "shards",
+            "Number of shards the fleet is split into (--shards)",
+            shards.clone(),
         );
         let target_unobserved = Family::<TargetLabel, Gauge>::default();
         r.register(
@@ -181,6 +198,8 @@ impl Metrics {
             capacity_unavailable,
             capacity_held,
             leader,
+            shards_held,
+            shards,
             target_unobserved,
             registry: Arc::new(r),
         }
@@ -333,6 +352,8 @@ mod tests {
         );
         m.capacity_unavailable.inc();
         m.leader.set(1);
+        m.shards_held.set(2);
+        m.shards.set(6);
         m.last_good_age.set(3.0);
         m.set_held(&[]);
         let text = m.encode().unwrap();
@@ -349,6 +370,8 @@ mod tests {
             "slicectl_capacity_unavailable_total 1",
             "slicectl_capacity_held_slices 0",
             "slicectl_leader 1",
+            "slicectl_shards_held 2",
+            "slicectl_shards 6",
             "slicectl_held_steps{code=\"busy\"} 0",
             "slicectl_held_steps{code=\"busy_unknown\"} 0",
             "# EOF",

@@ -20,6 +20,7 @@ pub mod configmap;
 pub mod metrics;
 pub mod owner;
 pub mod server;
+pub mod shard;
 pub mod sink;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -73,6 +73,9 @@ pub struct CycleState {
     /// for capacity like the specs' slices (the tracker is this loop's
     /// memory of shortages anyway; the slices are derived again each cycle).
     last_demand: crate::workload::Demand,
+    /// Sharded controller: the shards this cycle plans (the fleet is cut to
+    /// their Targets).
+    scope: Option<crate::controller::shard::ShardScope>,
 }
 
 impl CycleState {
@@ -87,7 +90,14 @@ impl CycleState {
             settle: None,
             stop,
             last_demand: crate::workload::Demand::default(),
+            scope: None,
         }
+    }
+
+    /// Plans only the Targets of the shards `scope` holds from the next
+    /// cycle on (sharded controller; `None`: the whole fleet).
+    pub fn set_scope(&mut self, scope: Option<crate::controller::shard::ShardScope>) {
+        self.scope = scope;
     }
 
     /// Holds the steps that destroy capacity until a source that can be
@@ -225,6 +235,17 @@ impl CycleState {
             decisions::refused_cycle("empty_source", &where_, &empty_message(&where_));
             return (CycleOutcome::EmptySource, BTreeMap::new(), None);
         }
+        // Sharded: only this replica's Targets. The others' slices are
+        // never pruned (their capacity carries their Target's stamp:
+        // `other_source`, their dependents `held_back`); those refusals
+        // are another replica's business and are dropped from this plan
+        // below.
+        let (fleet, others) = match &self.scope {
+            Some(s) => s.cut(fleet),
+            None => (fleet, std::collections::BTreeSet::new()),
+        };
+        let mut invalid = invalid;
+        invalid.retain(|slice, _| !others.contains(slice));
         self.last_fleet = fleet;
         let fleet = &self.last_fleet;
         let cloud = match connect.cloud(fleet).await {
@@ -245,6 +266,7 @@ impl CycleState {
         let mut found_in_plan = 0;
         let capacity = &mut self.capacity;
         let edit = |p: &mut Plan| {
+            p.refused.retain(|r| !others.contains(&r.slice));
             if let Some(t) = capacity.as_mut() {
                 (left_out_actions, found_in_plan) =
                     hold_for_capacity(p, fleet, t, &mut holds, now, wall);
@@ -300,6 +322,13 @@ impl CycleState {
                 return (CycleOutcome::Rejected(e), invalid, Some(note));
             }
         };
+        // Sharded: the other replicas' slices seen in a shared cluster are
+        // theirs to report.
+        if !others.is_empty() {
+            report.slices.retain(|x| !others.contains(&x.slice));
+            report.status.retain(|x| !others.contains(&x.slice));
+            report.not_ready.retain(|x| !others.contains(&x.slice));
+        }
         self.last_demand = report.plan.demand.clone();
         let with_workloads = self.last_demand.extend(fleet);
         note.unavailable = note.unavailable.saturating_add(capacity::record(

@@ -469,7 +469,7 @@ impl<'a> Planner<'a> {
             return;
         };
         let own = kind.ownership(&live.body);
-        if !self.owners.owns(&d.id.scope, own.as_ref()) {
+        if !self.owners.owns(&d.id.scope, own.as_ref()) && !self.inv.adopting.contains(&d.id) {
             self.not_ours(d, kind, live, own.as_ref(), out);
             return;
         }

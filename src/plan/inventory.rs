@@ -33,6 +33,11 @@ pub struct Inventory {
     /// The JobSets and pending TPU pods of workload-enabled Targets'
     /// clusters ([`crate::workload`]).
     pub demand: crate::workload::DemandViews,
+    /// Live resources `slicectl adopt` is taking over: planned as if they
+    /// were this reconciler's, with no stored hash (compared field by
+    /// field), so the plan shows exactly what adopting them would change
+    /// ([`crate::plan::adopt`]). Empty for every other command.
+    pub adopting: std::collections::BTreeSet<super::kind::ResourceId>,
 }
 
 impl Inventory {

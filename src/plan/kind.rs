@@ -409,6 +409,25 @@ pub trait Kind: Send + Sync {
         None
     }
 
+    /// What adopting this live resource (slicectl does not own it) makes
+    /// it: the slice replica and the spec that describe it, or why they
+    /// cannot (`slicectl adopt`). `None` when the kind is not adopted on
+    /// its own, or the resource is not in `target`'s zone.
+    fn adoptable(
+        &self,
+        _live: &Body,
+        _target: &crate::spec::Target,
+    ) -> Option<super::adopt::Adoptable> {
+        None
+    }
+
+    /// The live body with slicectl's ownership labels removed, and the
+    /// in-place change that makes it so (`slicectl release`). `None` when
+    /// the kind records ownership where it cannot change in place.
+    fn unlabel(&self, _live: &Body) -> Option<(Body, Comparison)> {
+        None
+    }
+
     /// The live state of a resource.
     fn state(&self, live: &Body) -> LiveState;
 

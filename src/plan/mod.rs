@@ -7,6 +7,7 @@
 //! refuses. [`human`] renders it for people; [`view`] is the stable JSON of
 //! `plan --output json`.
 
+pub mod adopt;
 mod build;
 pub mod hash;
 pub mod human;
@@ -438,21 +439,17 @@ pub struct Owners {
     /// slicectl also looks for this owner's MIGs left in zones no Target
     /// names any more (a Target's zone changed, or it was removed).
     pub gce_projects: BTreeMap<String, BTreeSet<String>>,
+    /// Owner ids per scope of the Targets another replica plans
+    /// ([`Fleet::foreign`]): those scopes are not left behind.
+    pub foreign: BTreeMap<Scope, BTreeSet<String>>,
 }
 
 impl Owners {
     /// The scopes of a fleet's targets.
     pub fn of(fleet: &Fleet, kinds: &[&dyn Kind]) -> Owners {
-        let mut by_scope: BTreeMap<Scope, BTreeSet<String>> = BTreeMap::new();
         let mut gke_projects: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let mut gce_projects: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for t in fleet.targets.values() {
-            for scope in Owners::scopes_of(t, kinds) {
-                by_scope
-                    .entry(scope)
-                    .or_default()
-                    .insert(t.spec.owner_id.clone());
-            }
             let projects = match (&t.spec.gke, &t.spec.gce) {
                 (Some(_), _) => &mut gke_projects,
                 (None, Some(_)) => &mut gce_projects,
@@ -464,10 +461,27 @@ impl Owners {
                 .insert(t.spec.owner_id.clone());
         }
         Owners {
-            by_scope,
+            by_scope: Owners::by_scope(fleet.targets.values(), kinds),
             gke_projects,
             gce_projects,
+            foreign: Owners::by_scope(fleet.foreign.values(), kinds),
         }
+    }
+
+    /// The owner ids of `targets` per scope they name.
+    fn by_scope<'a>(
+        targets: impl Iterator<Item = &'a crate::spec::Target>,
+        kinds: &[&dyn Kind],
+    ) -> BTreeMap<Scope, BTreeSet<String>> {
+        let mut out: BTreeMap<Scope, BTreeSet<String>> = BTreeMap::new();
+        for t in targets {
+            for scope in Owners::scopes_of(t, kinds) {
+                out.entry(scope)
+                    .or_default()
+                    .insert(t.spec.owner_id.clone());
+            }
+        }
+        out
     }
 
     /// Every scope one target names: its GKE cluster, its region, and for a
@@ -513,6 +527,10 @@ impl Owners {
                 .by_scope
                 .get(scope)
                 .is_some_and(|ids| ids.contains(&o.owner))
+                && !self
+                    .foreign
+                    .get(scope)
+                    .is_some_and(|ids| ids.contains(&o.owner))
                 && projects.is_some_and(|ids| ids.contains(&o.owner))
         })
     }

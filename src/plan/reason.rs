@@ -57,6 +57,13 @@ pub enum Reason {
     },
     /// `slicectl destroy`.
     Destroy,
+    /// `slicectl adopt`: ownership and hash labels stamped in place.
+    Adopt {
+        /// Who made it, when another tool did (a warning), else empty.
+        note: String,
+    },
+    /// `slicectl release`: slicectl's ownership labels removed in place.
+    Release,
     /// The slice is no longer in the specs.
     NotInSpecs,
     /// A workload slice whose JobSet ended (or was deleted) more than its
@@ -121,6 +128,8 @@ impl Reason {
             Reason::OperationInFlight { .. } => "operation_in_flight",
             Reason::BeingDeleted { .. } => "being_deleted",
             Reason::Destroy => "destroy",
+            Reason::Adopt { .. } => "adopt",
+            Reason::Release => "release",
             Reason::NotInSpecs => "not_in_specs",
             Reason::WorkloadEnded { .. } => "workload_ended",
             Reason::ReplicaNotDesired { .. } => "replica_not_desired",
@@ -212,6 +221,12 @@ impl Reason {
                     .unwrap_or_default()
             ),
             Reason::Destroy => format!("delete because `slicectl destroy` tears down slice {s}"),
+            Reason::Adopt { note } => format!(
+                "adopt: stamp slicectl's ownership and hash labels on the {noun} in place, as replica {r} of slice {s} (nothing else changes){note}"
+            ),
+            Reason::Release => format!(
+                "release: remove slicectl's ownership labels from the {noun} of replica {r} of slice {s} in place (nothing is deleted)"
+            ),
             Reason::NotInSpecs => format!("delete because slice {s} is no longer in the specs"),
             Reason::WorkloadEnded { why } => {
                 format!("delete because workload slice {s} is released: {why}")
@@ -294,6 +309,10 @@ mod tests {
             },
             Reason::BeingDeleted { operation: None },
             Reason::Destroy,
+            Reason::Adopt {
+                note: String::new(),
+            },
+            Reason::Release,
             Reason::NotInSpecs,
             Reason::WorkloadEnded { why: "w".into() },
             Reason::ReplicaNotDesired {

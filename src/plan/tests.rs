@@ -84,6 +84,7 @@ fn slice(name: &str, acc: &str, topo: &str, replicas: u32, cap: CapacityType) ->
         lifecycle: Lifecycle::default(),
         gce: None,
         previous_names: Vec::new(),
+        node_pool_name: None,
         disruption: None,
     };
     Slice {
@@ -105,6 +106,7 @@ fn fleet(slices: Vec<Slice>) -> Fleet {
         ]),
         slices: slices.into_iter().map(|s| (s.name.clone(), s)).collect(),
         files: 2,
+        foreign: BTreeMap::new(),
     }
 }
 
@@ -1773,6 +1775,7 @@ fn fleet_b(slices: Vec<Slice>) -> Fleet {
             })
             .collect(),
         files: 1,
+        foreign: BTreeMap::new(),
     }
 }
 
@@ -2824,4 +2827,109 @@ fn a_workload_slice_is_pruned_only_by_the_workload_source() {
     let p = super::plan(&on, &inv, &all_kinds(), &opts).unwrap();
     assert!(p.actions.is_empty(), "{:?}", kinds(&p));
     assert!(p.demand.kept[0].why.starts_with("unobserved"));
+}
+
+/// Issue 21 (sharding): a replica plans only the Targets of its shards
+/// (`ShardScope::cut`). The other Targets' slices share its cluster and
+/// ownerId, yet nothing of theirs is deleted, replaced or relabelled: their
+/// capacity carries the Target stamp of a Target this cut does not declare
+/// (`other_source`), and their dependents follow (`held_back`). Every shard's cut of a
+/// converged fleet plans no change at all.
+#[test]
+fn a_shards_cut_of_the_fleet_never_touches_the_other_shards_slices() {
+    use crate::controller::shard::{ShardScope, shard_of};
+    let full = standard_fleet();
+    let inv = converged(&full);
+    let opts = PlanOptions {
+        max_destroy: 100,
+        ..Default::default()
+    };
+    // 3 shards: train, train-a and train-c each alone in one.
+    let shards = 3;
+    let of: BTreeMap<u32, &str> = full
+        .targets
+        .keys()
+        .map(|t| (shard_of(t, shards), t.as_str()))
+        .collect();
+    assert_eq!(of.len(), 3, "one Target per shard: {of:?}");
+    for (k, t) in &of {
+        let scope = ShardScope {
+            shards,
+            held: [*k].into_iter().collect(),
+        };
+        let (cut, others) = scope.cut(full.clone());
+        assert_eq!(cut.targets.keys().collect::<Vec<_>>(), [t]);
+        assert_eq!(cut.files, full.files);
+        assert!(!others.is_empty() && others.iter().all(|s| !cut.slices.contains_key(s)));
+        let p = plan(&cut, &inv, &opts).unwrap();
+        assert!(p.actions.is_empty(), "shard {k} ({t}): {:?}", kinds(&p));
+        assert!(
+            p.refused
+                .iter()
+                .all(|r| matches!(r.code.as_str(), "other_source" | "held_back")
+                    && others.contains(&r.slice)),
+            "{:?}",
+            p.refused
+        );
+    }
+    // Without the stamp the same cut would prune: the stamp is what keeps
+    // the other shards' slices (and the reason the controller shards by
+    // Target).
+    let (cut, _) = ShardScope {
+        shards,
+        held: [shard_of("train", shards)].into_iter().collect(),
+    }
+    .cut(full.clone());
+    let mut unstamped = inv.clone();
+    for np in &mut unstamped.node_pools {
+        if let Some(c) = np.config.as_mut() {
+            c.labels.remove(ownership::TARGET);
+        }
+    }
+    let p = plan(&cut, &unstamped, &opts).unwrap();
+    assert!(p.summary.delete > 0, "{:?}", kinds(&p));
+}
+
+/// Issue 21 (sharding): the clusters of the other shards' Targets are not
+/// "left behind" (a cluster no Target names any more, whose pools an apply
+/// with --allow-empty-source deletes): the cut keeps those Targets as
+/// `foreign`, so their scopes are neither looked into nor pruned.
+#[test]
+fn the_other_shards_clusters_are_not_left_behind() {
+    use crate::controller::shard::{ShardScope, shard_of};
+    let mut full = standard_fleet();
+    if let Some(t) = full.targets.get_mut("train-c")
+        && let Some(g) = t.spec.gke.as_mut()
+    {
+        g.name = "serve".into();
+    }
+    let ks = all_kinds();
+    let scope = ShardScope {
+        shards: 3,
+        held: [shard_of("train", 3)].into_iter().collect(),
+    };
+    let (cut, _) = scope.cut(full.clone());
+    assert!(
+        cut.foreign.contains_key("train-c"),
+        "{:?}",
+        cut.foreign.keys()
+    );
+    let serve = Owners::scopes_of(&full.targets["train-c"], &ks)
+        .into_iter()
+        .find(|s| matches!(s, Scope::Cluster(c) if c.name == "serve"))
+        .unwrap();
+    let own = Ownership {
+        owner: "platform".into(),
+        slice: "iron".into(),
+        replica: 0,
+        target: Some("train-c".into()),
+        spec_hash: None,
+        hash_version: None,
+        prevent_destroy: false,
+    };
+    assert!(!Owners::of(&cut, &ks).left_behind(&serve, Some(&own)));
+    // The same cut without the foreign Targets would look into it.
+    let mut bare = cut.clone();
+    bare.foreign.clear();
+    assert!(Owners::of(&bare, &ks).left_behind(&serve, Some(&own)));
 }

@@ -255,6 +255,11 @@ pub struct Fleet {
     pub slices: BTreeMap<String, Slice>,
     /// Number of spec files read (an empty source is refused before pruning).
     pub files: usize,
+    /// Targets another replica plans (a sharded controller's cut of the
+    /// fleet): not planned here, but their clusters and zones are not
+    /// "left behind" either, so their slices are neither observed nor
+    /// pruned by this replica. Empty outside sharding.
+    pub foreign: BTreeMap<String, Target>,
 }
 
 impl Fleet {

@@ -540,6 +540,13 @@ pub struct SliceSpec {
     /// not this slice's own, and not the name of another Slice in the specs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub previous_names: Vec<String>,
+    /// The node pool's name, when it is not `<slice>-0`: a pool made by
+    /// another tool and adopted (`slicectl adopt` writes it; a node pool
+    /// cannot be renamed in place). Backend `gke` and `replicas: 1` only; a
+    /// GKE node pool name (lowercase letters, digits and `-`, starting with
+    /// a letter, at most 40 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_pool_name: Option<String>,
     /// What happens before a step destroys the capacity of a busy replica
     /// (`budget` is a Target's only). Omitted fields come from the Target.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -440,7 +440,7 @@ fn messages_are_cut_to_what_an_event_allows() {
 #[test]
 fn the_applied_object_carries_the_owner_reference_only_with_an_owner() {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-    let plain = object_body("llm", None);
+    let plain = object_body("llm", None, None);
     assert_eq!(
         plain,
         serde_json::json!({
@@ -464,7 +464,7 @@ fn the_applied_object_carries_the_owner_reference_only_with_an_owner() {
         controller: Some(true),
         block_owner_deletion: None,
     };
-    let owned = object_body("llm", Some(&owner));
+    let owned = object_body("llm", Some(&owner), None);
     assert_eq!(
         owned["metadata"]["ownerReferences"],
         serde_json::json!([{
@@ -476,6 +476,10 @@ fn the_applied_object_carries_the_owner_reference_only_with_an_owner() {
         }])
     );
     assert_eq!(owned["metadata"]["labels"], plain["metadata"]["labels"]);
+    // Sharded: the object carries its shard, by which a replica scopes
+    // what it lists and prunes.
+    let sharded = object_body("llm", None, Some(4));
+    assert_eq!(sharded["metadata"]["labels"]["slicectl.dev/shard"], "4");
 }
 
 // ---- No refusal loses an object ---------------------------------------------

@@ -12,6 +12,7 @@ use serde_json::json;
 
 use super::crd::{API_VERSION, KIND, SliceStatus, SliceStatusStatus};
 use super::derive::{EventNote, SliceObject, StatusSet};
+use crate::controller::shard::{SHARD_LABEL, ShardScope, shard_of};
 
 /// Field manager of every write, and the Events' reporting controller.
 pub const MANAGER: &str = "slicectl";
@@ -72,6 +73,9 @@ pub struct StatusWriter {
     namespace: String,
     recorder: Recorder,
     owner: Option<OwnerReference>,
+    /// With sharding: only the held shards' objects are written, listed as
+    /// existing and deleted; each carries its shard's label.
+    scope: Option<ShardScope>,
 }
 
 impl StatusWriter {
@@ -90,6 +94,49 @@ impl StatusWriter {
             namespace: namespace.to_string(),
             recorder,
             owner: None,
+            scope: None,
+        }
+    }
+
+    /// Confines the next writes to the shards `scope` holds (sharded
+    /// controller); `None` writes and prunes every object (one leader).
+    pub fn set_scope(&mut self, scope: Option<ShardScope>) {
+        self.scope = scope;
+    }
+
+    /// The shard of an object: its label, else its slice's Target's, else
+    /// its name's (a slice whose Target is not known: a file never valid).
+    fn shard(&self, obj: &SliceStatus) -> Option<u32> {
+        let s = self.scope.as_ref()?;
+        let labelled = obj
+            .labels()
+            .get(SHARD_LABEL)
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|k| *k < s.shards);
+        Some(labelled.unwrap_or_else(|| {
+            let status = obj.status.as_ref().and_then(|x| x.slice.as_ref());
+            object_shard(&obj.name_any(), status.map(|x| x.target.as_str()), s.shards)
+        }))
+    }
+
+    /// Whether `obj` is this replica's to list and delete.
+    fn in_scope(&self, obj: &SliceStatus) -> bool {
+        match (&self.scope, self.shard(obj)) {
+            (Some(s), Some(k)) => s.held.contains(&k),
+            _ => true,
+        }
+    }
+
+    /// The shard label of the object for slice object `o`, and whether it
+    /// is this replica's to write.
+    fn label_of(&self, o: &SliceObject) -> (Option<u32>, bool) {
+        match &self.scope {
+            None => (None, true),
+            Some(s) => {
+                let target = o.status.slice.as_ref().map(|x| x.target.as_str());
+                let k = object_shard(&o.name, target, s.shards);
+                (Some(k), s.held.contains(&k))
+            }
         }
     }
 
@@ -108,7 +155,7 @@ impl StatusWriter {
             .managed()
             .await?
             .into_iter()
-            .filter(|o| o.meta().deletion_timestamp.is_none())
+            .filter(|o| o.meta().deletion_timestamp.is_none() && self.in_scope(o))
             .map(|o| {
                 let name = o.name_any();
                 (name, o.status.unwrap_or_default())
@@ -141,6 +188,9 @@ impl StatusWriter {
         let mut summary = WriteSummary::default();
         let mut failures = Vec::new();
         for o in &set.objects {
+            if !self.label_of(o).1 {
+                continue;
+            }
             match self.write_one(o, &mut summary).await {
                 Ok(()) => summary.written.push(o.name.clone()),
                 Err(e) => failures.push(e),
@@ -149,7 +199,10 @@ impl StatusWriter {
         let keep: BTreeSet<&str> = set.objects.iter().map(|o| o.name.as_str()).collect();
         for obj in self.managed().await? {
             let name = obj.name_any();
-            if keep.contains(name.as_str()) || obj.meta().deletion_timestamp.is_some() {
+            if keep.contains(name.as_str())
+                || obj.meta().deletion_timestamp.is_some()
+                || !self.in_scope(&obj)
+            {
                 continue;
             }
             if let Some(gone) = set.removed.iter().find(|r| r.name == name) {
@@ -184,7 +237,7 @@ impl StatusWriter {
             name: o.name.clone(),
             source,
         };
-        let body = object_body(&o.name, self.owner.as_ref());
+        let body = object_body(&o.name, self.owner.as_ref(), self.label_of(o).0);
         let live = self
             .api
             .patch(&o.name, &Self::params(), &Patch::Apply(&body))
@@ -233,15 +286,27 @@ impl StatusWriter {
     }
 }
 
+/// The shard of slice `name`'s object: its Target's, else its own name's.
+fn object_shard(name: &str, target: Option<&str>, shards: u32) -> u32 {
+    shard_of(target.unwrap_or(name), shards)
+}
+
 /// The object `write` server-side applies for slice `name` (the status is
-/// applied separately): its labels and, with an owner, `ownerReferences`
-/// holding only it. Without an owner the field is absent, so the apply
-/// removes an owner reference slicectl set before.
-pub fn object_body(name: &str, owner: Option<&OwnerReference>) -> serde_json::Value {
+/// applied separately): its labels (with its shard's, sharded) and, with
+/// an owner, `ownerReferences` holding only it. Without an owner the field
+/// is absent, so the apply removes an owner reference slicectl set before.
+pub fn object_body(
+    name: &str,
+    owner: Option<&OwnerReference>,
+    shard: Option<u32>,
+) -> serde_json::Value {
     let mut metadata = json!({
         "name": name,
         "labels": {MANAGED_BY: MANAGER, SLICE_LABEL: name},
     });
+    if let Some(k) = shard {
+        metadata["labels"][SHARD_LABEL] = json!(k.to_string());
+    }
     if let Some(owner) = owner {
         metadata["ownerReferences"] = json!([owner]);
     }

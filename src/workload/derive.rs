@@ -528,6 +528,7 @@ fn requests(
                 lifecycle: Default::default(),
                 gce: None,
                 previous_names: Vec::new(),
+                node_pool_name: None,
                 disruption: None,
             },
             shape,

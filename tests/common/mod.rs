@@ -181,6 +181,29 @@ pub async fn slicectl(sim: &SimHandle, args: &[&str]) -> Output {
     cmd.output().await.unwrap()
 }
 
+/// The installed `gcloud` CLI pointed at a simulator at `base` (its
+/// container and compute endpoints), with its own configuration directory
+/// and no credentials, prompts or update checks.
+pub fn gcloud_command(base: &str, config_dir: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new("gcloud");
+    cmd.env("CLOUDSDK_CONFIG", config_dir)
+        .env("CLOUDSDK_CORE_PROJECT", "example-project")
+        .env("CLOUDSDK_AUTH_DISABLE_CREDENTIALS", "true")
+        .env(
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER",
+            format!("{base}/"),
+        )
+        .env(
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE",
+            format!("{base}/compute/v1/"),
+        )
+        .env("CLOUDSDK_CORE_DISABLE_USAGE_REPORTING", "true")
+        .env("CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK", "true")
+        .env("CLOUDSDK_CORE_CHECK_GCE_METADATA", "false")
+        .env("CLOUDSDK_CORE_DISABLE_PROMPTS", "true");
+    cmd
+}
+
 /// Sets the simulator server's faults (`PUT /_sim/faults`), e.g.
 /// `{"stockout_rate": 1.0}`.
 pub async fn set_faults(sim: &SimHandle, faults: Value) {

@@ -29,9 +29,9 @@ use slicectl_sim::{FaultConfig, SimHandle};
 
 const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
 
-struct Replica {
+pub(crate) struct Replica {
     name: &'static str,
-    child: tokio::process::Child,
+    pub(crate) child: tokio::process::Child,
     port: u16,
     stdout: Arc<Mutex<String>>,
     stderr: Arc<Mutex<String>>,
@@ -64,7 +64,12 @@ impl Replica {
     }
 
     /// A replica in `ns` with a 4 s Lease, and `extra` arguments.
-    fn start_with(sim: &SimHandle, ns: &str, name: &'static str, extra: &[&str]) -> Replica {
+    pub(crate) fn start_with(
+        sim: &SimHandle,
+        ns: &str,
+        name: &'static str,
+        extra: &[&str],
+    ) -> Replica {
         let port = free_port();
         let Piped {
             child,
@@ -84,7 +89,7 @@ impl Replica {
         self.stderr.lock().unwrap().clone()
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         format!(
             "=== replica {}\n--- stdout\n{}\n--- stderr\n{}",
             self.name,
@@ -104,7 +109,7 @@ impl Replica {
         Some((r.status().as_u16(), r.text().await.ok()?))
     }
 
-    async fn metric(&self, line_start: &str) -> Option<f64> {
+    pub(crate) async fn metric(&self, line_start: &str) -> Option<f64> {
         let (_, body) = self.get("/metrics").await?;
         body.lines()
             .find(|l| l.starts_with(line_start))
@@ -113,7 +118,7 @@ impl Replica {
     }
 }
 
-async fn wait_for<F, Fut>(what: &str, secs: u64, logs: &[&Replica], mut done: F)
+pub(crate) async fn wait_for<F, Fut>(what: &str, secs: u64, logs: &[&Replica], mut done: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -128,7 +133,7 @@ where
     }
 }
 
-async fn set_specs(api: &Api<ConfigMap>, files: &[(&str, String)]) {
+pub(crate) async fn set_specs(api: &Api<ConfigMap>, files: &[(&str, String)]) {
     let data: BTreeMap<String, String> = files
         .iter()
         .map(|(k, v)| (k.to_string(), v.clone()))
@@ -214,7 +219,7 @@ async fn wait_condition(ns: &str, cond: &str, names: &[&str], logs: &Replica) {
 /// its GKE Nodes, so `Ready` is `Unknown` (`NodesNotObserved`: every
 /// resource done, readiness not known) rather than True; True, were the
 /// Nodes read, counts too.
-async fn wait_converged(ns: &str, names: &[&str], logs: &Replica) {
+pub(crate) async fn wait_converged(ns: &str, names: &[&str], logs: &Replica) {
     for n in names {
         wait_for(
             &format!("slicestatus/{n} converged (Ready True, or Unknown with its Nodes not read)"),
@@ -243,7 +248,7 @@ fn wait_deleted(ns: &str, name: &str, logs: &Replica) {
     assert!(o.status.success(), "{}\n{}", text(&o), logs.text());
 }
 
-fn creates(sim: &SimHandle) -> u64 {
+pub(crate) fn creates(sim: &SimHandle) -> u64 {
     sim.stats().by_method.get(CREATE).copied().unwrap_or(0)
 }
 
@@ -540,6 +545,33 @@ async fn a_stockout_is_backed_off_per_slice_while_others_converge() {
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
 
+/// Lease `name` in `ns` taken by holder "intruder" for 60 s; then `r`
+/// must exit 1 within 20 s.
+pub(crate) async fn steal_lease(ns: &str, name: &str, r: &mut Replica) {
+    let now = jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap()
+        .strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+        .to_string();
+    let patch = format!(
+        r#"{{"spec":{{"holderIdentity":"intruder","acquireTime":"{now}","renewTime":"{now}","leaseDurationSeconds":60}}}}"#
+    );
+    ok(&kubectl(&[
+        "patch", "lease", name, "-n", ns, "--type", "merge", "-p", &patch,
+    ]));
+    let st = tokio::time::timeout(Duration::from_secs(20), r.child.wait())
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "{} did not exit after losing Lease {name}\n{}",
+                r.name,
+                r.text()
+            )
+        })
+        .unwrap();
+    assert_eq!(st.code(), Some(1), "{}", r.text());
+}
+
 /// A leader whose Lease is taken over by another holder stops writing and
 /// exits non-zero at once.
 #[tokio::test(flavor = "multi_thread")]
@@ -554,22 +586,7 @@ async fn a_leader_that_loses_its_lease_exits_non_zero() {
         a.metric("slicectl_leader ").await == Some(1.0)
     })
     .await;
-    let now = jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .unwrap()
-        .strftime("%Y-%m-%dT%H:%M:%S.000000Z")
-        .to_string();
-    let patch = format!(
-        r#"{{"spec":{{"holderIdentity":"intruder","acquireTime":"{now}","renewTime":"{now}","leaseDurationSeconds":60}}}}"#
-    );
-    ok(&kubectl(&[
-        "patch", "lease", "slicectl", "-n", &ns, "--type", "merge", "-p", &patch,
-    ]));
-    let st = tokio::time::timeout(Duration::from_secs(20), a.child.wait())
-        .await
-        .unwrap_or_else(|_| panic!("a did not exit after losing its Lease\n{}", a.text()))
-        .unwrap();
-    assert_eq!(st.code(), Some(1), "{}", a.text());
+    steal_lease(&ns, "slicectl", &mut a).await;
     assert!(a.stderr().contains("lost the leader Lease"), "{}", a.text());
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }

@@ -94,6 +94,7 @@ async fn alerts_and_dashboard_parse_and_name_only_exported_metrics() {
         "SlicectlSliceStalled",
         "SlicectlCyclesFailing",
         "SlicectlNoLeader",
+        "SlicectlShardsUnheld",
         "SlicectlCapacityUnavailable",
         "SlicectlSlicesHeldForWorkloads",
         "SlicectlSpecStuckOnLastGood",

@@ -14,6 +14,7 @@ mod sim_gke_support;
 mod jobset_support;
 
 mod cli;
+mod e2e_adopt;
 mod e2e_controller;
 mod e2e_converge;
 mod e2e_disrupt;
@@ -33,4 +34,5 @@ mod e2e_rules;
 mod e2e_safety;
 mod e2e_scheduled;
 mod e2e_settle;
+mod e2e_shards;
 mod e2e_watch;

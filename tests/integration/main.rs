@@ -20,6 +20,7 @@ mod golden;
 mod image;
 mod kind_contract;
 mod plan_specs;
+mod readme_deploy;
 mod sim_aggregated;
 mod sim_compute;
 mod sim_discovery;

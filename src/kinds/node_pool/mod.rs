@@ -5,6 +5,7 @@
 //! lifted in place. tpu-provisioner's pools are recognised by recomputing
 //! its selective hash.
 
+pub mod adopt;
 mod exec;
 pub mod fields;
 pub mod nodes;
@@ -25,8 +26,7 @@ use crate::resource::ClusterRef;
 use crate::resource::gke::NodePool;
 
 use fields::{
-    display_live_node_pool, in_place_changes, is_server_label, live_node_pool_projection,
-    node_pool_projection,
+    display_live_node_pool, in_place_changes, live_node_pool_projection, node_pool_projection,
 };
 
 /// The kind's name.
@@ -134,6 +134,24 @@ impl Kind for NodePools {
         Some((origin, per_host * u32::try_from(hosts).unwrap_or(0)))
     }
 
+    fn adoptable(
+        &self,
+        live: &Body,
+        target: &crate::spec::Target,
+    ) -> Option<crate::kind::Adoptable> {
+        adopt::adoptable(pool(live)?, target)
+    }
+
+    fn unlabel(&self, live: &Body) -> Option<(Body, Comparison)> {
+        let l = pool(live)?;
+        let released = adopt::without_ownership(l);
+        let (changes, groups) = in_place_changes(l, &released);
+        if changes.is_empty() {
+            return None;
+        }
+        Some((Arc::new(released), Comparison::Update { changes, groups }))
+    }
+
     fn state(&self, live: &Body) -> LiveState {
         let Some(p) = pool(live) else {
             return LiveState::Error {
@@ -209,32 +227,20 @@ impl Kind for NodePools {
             return "not created by slicectl".to_string();
         };
         let l = &c.labels;
-        if l.get(provisioner_hash::TPU_PROVISIONER_MANAGER_LABEL)
-            .map(String::as_str)
-            == Some("tpu-provisioner")
+        if let Some(p) = pool(live)
+            && let Some(verdict) = adopt::provisioner_verdict(p)
         {
-            // Recompute tpu-provisioner's selective hash from the live pool: a
-            // match means the pool is as tpu-provisioner made it (adoptable).
-            return match l.get(provisioner_hash::TPU_PROVISIONER_HASH_LABEL) {
-                Some(stored) => {
-                    let mut labels = l.clone();
-                    labels.remove(provisioner_hash::TPU_PROVISIONER_HASH_LABEL);
-                    labels.retain(|k, _| !is_server_label(k));
-                    let computed = provisioner_hash::tpu_provisioner_hash(
-                        &labels,
-                        &c.machine_type,
-                        c.reservation_affinity.as_ref(),
-                        c.spot,
-                    );
-                    if &computed == stored {
-                        "created by tpu-provisioner (its node-pool hash verifies)".to_string()
-                    } else {
-                        format!(
-                            "created by tpu-provisioner, changed since (its hash {stored} ≠ {computed} recomputed)"
-                        )
-                    }
+            // Its selective hash recomputed from the live pool: a match
+            // means the pool is as tpu-provisioner made it (adoptable).
+            return match (
+                verdict,
+                l.contains_key(provisioner_hash::TPU_PROVISIONER_HASH_LABEL),
+            ) {
+                (Err(why), _) => format!("created by tpu-provisioner, {why}"),
+                (Ok(()), true) => {
+                    "created by tpu-provisioner (its node-pool hash verifies)".to_string()
                 }
-                None => "created by tpu-provisioner (no node-pool hash)".to_string(),
+                (Ok(()), false) => "created by tpu-provisioner (no node-pool hash)".to_string(),
             };
         }
         match Ownership::from_labels(l) {
@@ -287,7 +293,9 @@ impl Kind for NodePools {
         format!(
             ". If it is this slice's pool and lost its slicectl labels (`gcloud container node-pools update \
              --node-labels` replaces them all){}, put these labels back and apply again: \
-             {}=slicectl, {}={}, {}={}, {}={} (slicectl then compares it field by field and re-stamps it)",
+             {}=slicectl, {}={}, {}={}, {}={} (slicectl then compares it field by field and re-stamps it). \
+             `slicectl adopt DIR --target TARGET --name {}` does this for you, after showing that only \
+             labels change (also for a pool released with `slicectl release`)",
             if looks_ours {
                 ": it still has some of them"
             } else {
@@ -299,7 +307,8 @@ impl Kind for NodePools {
             ownership::SLICE,
             d.owner.slice,
             ownership::REPLICA,
-            d.owner.replica
+            d.owner.replica,
+            d.id.name
         )
     }
 

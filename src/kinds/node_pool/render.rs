@@ -34,11 +34,13 @@ fn google_duration(s: &str) -> Option<String> {
     Some(format!("{}s", d.as_secs()))
 }
 
-/// The node pool name of a slice replica: `<stem>-<replica>`, or for a
-/// workload slice its own name (tpu-provisioner's, see
+/// The node pool name of a slice replica: the spec's `nodePoolName` (an
+/// adopted pool), `<stem>-<replica>`, or for a workload slice its own name (tpu-provisioner's, see
 /// [`crate::workload::pool_name`]).
 pub fn pool_name(slice: &Slice, stem: &str, replica: u32) -> String {
-    if slice.workload.is_some() {
+    if let Some(name) = &slice.spec.node_pool_name {
+        name.clone()
+    } else if slice.workload.is_some() {
         slice.name.clone()
     } else {
         names::node_pool(stem, replica)

@@ -334,6 +334,7 @@ fn validate(
                             Placement::WorkloadPolicy { .. }
                         ),
                         gce: gce_resources(&spec),
+                        node_pool: spec.node_pool_name.clone(),
                     });
                 }
                 fleet.slices.insert(
@@ -528,6 +529,8 @@ struct Rendered {
     workload_policy: bool,
     /// Backend gce: a MIG, and an instance template unless it brings its own.
     gce: Option<GceResources>,
+    /// The node pool's name, when the spec sets it (`nodePoolName`).
+    node_pool: Option<String>,
 }
 
 /// The GCE resources a `gce` slice replica gets.
@@ -583,7 +586,9 @@ fn check_name_collisions(d: &mut Diags<'_>, rendered: &[Rendered]) {
                         "cluster projects/{}/locations/{}/clusters/{}",
                         t.project, gke.location, gke.name
                     ),
-                    names::node_pool(&r.slice, replica),
+                    r.node_pool
+                        .clone()
+                        .unwrap_or_else(|| names::node_pool(&r.slice, replica)),
                     names::NODE_POOL_NAME_MAX,
                 ));
             }
@@ -988,6 +993,17 @@ fn check_slice(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> bool {
     let before = d.0.len();
     if let Some(dis) = &spec.disruption {
         check_disruption(d, f, dis, false);
+    }
+    if let Some(n) = &spec.node_pool_name {
+        let at = f.value(&["spec", "nodePoolName"]);
+        if let Some(problem) = gce_name_problem(n, names::NODE_POOL_NAME_MAX) {
+            d.push(at, format!("nodePoolName {n:?} {problem}"));
+        } else if spec.backend != Backend::Gke || spec.replicas != 1 {
+            d.push(
+                at,
+                "nodePoolName names the one node pool of a backend gke slice with replicas: 1 (an adopted pool); remove it, or set backend: gke and replicas: 1",
+            );
+        }
     }
     if !(1..=MAX_REPLICAS).contains(&spec.replicas) {
         d.push(

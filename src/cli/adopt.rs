@@ -1,0 +1,293 @@
+//! `slicectl adopt` and `slicectl release`: the shell around
+//! [`crate::plan::adopt`].
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow, bail};
+
+use super::args::{Connection, Exec};
+use super::{EXIT_ERROR, Session, load_observable, reconcile_in};
+use crate::engine;
+use crate::plan::adopt::{self, Proposal, Selection};
+use crate::plan::{Inventory, Plan, PlanMode, PlanOptions, ResourceId};
+use crate::spec::{Fleet, SourceFile};
+
+/// What `slicectl adopt` was asked.
+pub struct AdoptArgs {
+    /// Spec directory.
+    pub dir: PathBuf,
+    /// The Target.
+    pub target: String,
+    /// Which resources.
+    pub selection: Selection,
+    /// Where the files go.
+    pub out: PathBuf,
+    /// Overwrite existing files.
+    pub force: bool,
+}
+
+/// The selection the flags make (clap requires exactly one of them).
+pub fn selection(names: Vec<String>, selector: Option<String>) -> Result<Selection> {
+    if !names.is_empty() {
+        return Ok(Selection::Names(names));
+    }
+    match selector {
+        Some(s) => {
+            let (k, v) = s.split_once('=').ok_or_else(|| {
+                anyhow!("--selector {s:?} is not LABEL=VALUE (e.g. --selector team=llm)")
+            })?;
+            Ok(Selection::Label(k.to_string(), v.to_string()))
+        }
+        None => Ok(Selection::All),
+    }
+}
+
+fn file_of(out: &Path, slice: &str) -> PathBuf {
+    out.join(format!("{slice}.yaml"))
+}
+
+fn names(p: &Proposal) -> String {
+    p.resources
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `slicectl adopt`.
+pub async fn adopt(a: AdoptArgs, conn: &Connection, exec: &Exec) -> Result<u8> {
+    let Some(loaded) = load_observable(&a.dir)? else {
+        return Ok(EXIT_ERROR);
+    };
+    let fleet = &loaded.fleet;
+    let Some(target) = fleet.targets.get(&a.target) else {
+        bail!(
+            "no Target named {:?} in the specs under {}: the Targets there are {}",
+            a.target,
+            a.dir.display(),
+            fleet.targets.keys().cloned().collect::<Vec<_>>().join(", ")
+        );
+    };
+    let session = Session::connect(conn, fleet).await?;
+    let r = adopt_in(&session, &a, &loaded.files, fleet, target, exec).await;
+    session.close().await;
+    r
+}
+
+async fn adopt_in(
+    session: &Session,
+    a: &AdoptArgs,
+    files: &[SourceFile],
+    fleet: &Fleet,
+    target: &crate::spec::Target,
+    exec: &Exec,
+) -> Result<u8> {
+    let kinds = engine::kinds();
+    let inv = crate::observe::observe(&session.cloud, fleet, engine::registry()).await;
+    let unseen: Vec<String> = inv
+        .unobserved
+        .iter()
+        .filter(|(scope, _)| kinds.iter().any(|k| k.scopes(target).contains(scope)))
+        .map(|(scope, why)| format!("{scope}: [{}] {}", why.code, why.cause))
+        .collect();
+    if !unseen.is_empty() {
+        bail!(
+            "Target {} could not be observed, so nothing can be adopted from it:\n  {}",
+            target.name,
+            unseen.join("\n  ")
+        );
+    }
+    let (proposals, skipped) = adopt::propose(target, &inv, &kinds, &a.selection);
+    for s in &skipped {
+        eprintln!("note: {s}");
+    }
+    let mut failed = !skipped.is_empty() && matches!(a.selection, Selection::Names(_));
+    // The spec files, each checked as `validate` checks it. A slice the
+    // specs already name (adopted again after a release) needs no file:
+    // the plan compares the live pool with that Slice.
+    let mut candidates: Vec<(Proposal, Option<String>)> = Vec::new();
+    for p in proposals {
+        let text = match (&p.spec, fleet.slices.get(&p.slice)) {
+            (Err(reasons), _) => Err(reasons.clone()),
+            (Ok(_), Some(s)) => {
+                println!(
+                    "{} is named by Slice {} in {}: adopted as that Slice, if the plan below shows only labels change; no file is written",
+                    names(&p),
+                    p.slice,
+                    s.location
+                );
+                Ok(None)
+            }
+            (Ok(spec), None) => adopt::spec_file(&p.slice, spec, &p.resources)
+                .map_err(|e| vec![e])
+                .and_then(|t| {
+                    let mut with = files.to_vec();
+                    with.push(SourceFile {
+                        path: file_of(&a.out, &p.slice),
+                        text: t.clone(),
+                    });
+                    crate::spec::load(&with)
+                        .map(|_| Some(t))
+                        .map_err(|d| crate::spec::report_lines(&d))
+                }),
+        };
+        match text {
+            Ok(t) => candidates.push((p, t)),
+            Err(reasons) => {
+                failed = true;
+                println!(
+                    "cannot adopt {} as slice {}:\n  - {}",
+                    names(&p),
+                    p.slice,
+                    reasons.join("\n  - ")
+                );
+            }
+        }
+    }
+    // The plan with every candidate in the fleet: what adopting changes.
+    let check = |c: &[(Proposal, Option<String>)]| -> Result<(Fleet, Plan, Vec<Proposal>)> {
+        let fleet = extended(files, &a.out, c)?;
+        let props: Vec<Proposal> = c.iter().map(|(p, _)| p.clone()).collect();
+        let mut inv = inv.clone();
+        mark(&mut inv, &props);
+        let mut plan = engine::plan_with(&fleet, &inv, PlanMode::Apply, &PlanOptions::default())?;
+        adopt::keep_adoptions(&mut plan, &props);
+        Ok((fleet, plan, props))
+    };
+    let (_, plan, _) = check(&candidates)?;
+    for r in &plan.refused {
+        failed = true;
+        println!("cannot adopt: {}", r.message);
+    }
+    candidates.retain(|(p, _)| !plan.refused.iter().any(|r| r.slice == p.slice));
+    if candidates.is_empty() {
+        println!("Nothing to adopt.");
+        return Ok(EXIT_ERROR);
+    }
+    write_files(&a.out, &candidates, a.force)?;
+    let (fleet, _, props) = check(&candidates)?;
+    for p in props.iter().filter(|p| p.manager.is_some()) {
+        println!(
+            "WARNING: {} ({}): {}",
+            p.slice,
+            names(p),
+            p.manager.as_deref().unwrap_or_default()
+        );
+    }
+    let prepare = |inv: &mut Inventory| mark(inv, &props);
+    let edit = |_: &Inventory, plan: &mut Plan| adopt::keep_adoptions(plan, &props);
+    let code = reconcile_in(
+        session,
+        &fleet,
+        PlanMode::Apply,
+        PlanOptions::default(),
+        exec,
+        "adopt",
+        &prepare,
+        &edit,
+    )
+    .await?;
+    Ok(if failed { EXIT_ERROR } else { code })
+}
+
+/// Marks the proposals' resources as being adopted.
+fn mark(inv: &mut Inventory, props: &[Proposal]) {
+    inv.adopting = props
+        .iter()
+        .flat_map(|p| p.resources.iter().cloned())
+        .collect::<BTreeSet<ResourceId>>();
+}
+
+/// The specs with the candidates' files added.
+fn extended(files: &[SourceFile], out: &Path, c: &[(Proposal, Option<String>)]) -> Result<Fleet> {
+    let mut with = files.to_vec();
+    with.extend(c.iter().filter_map(|(p, t)| {
+        Some(SourceFile {
+            path: file_of(out, &p.slice),
+            text: t.clone()?,
+        })
+    }));
+    crate::spec::load(&with).map_err(|d| {
+        anyhow!(
+            "the adopted slices do not validate together with the specs:\n{}",
+            crate::spec::report_lines(&d).join("\n")
+        )
+    })
+}
+
+/// Writes the files, never over an existing one without `force`.
+fn write_files(out: &Path, c: &[(Proposal, Option<String>)], force: bool) -> Result<()> {
+    std::fs::create_dir_all(out).with_context(|| {
+        format!(
+            "cannot create {} for the adopted slices' spec files",
+            out.display()
+        )
+    })?;
+    let c: Vec<(&Proposal, &String)> = c
+        .iter()
+        .filter_map(|(p, t)| Some((p, t.as_ref()?)))
+        .collect();
+    if c.is_empty() {
+        return Ok(());
+    }
+    let taken: Vec<String> = c
+        .iter()
+        .map(|(p, _)| file_of(out, &p.slice))
+        .filter(|f| f.exists())
+        .map(|f| f.display().to_string())
+        .collect();
+    if !force && !taken.is_empty() {
+        bail!(
+            "refusing to overwrite {} (pass --force to replace them, or choose another --out); nothing was adopted",
+            taken.join(", ")
+        );
+    }
+    for (p, text) in &c {
+        let f = file_of(out, &p.slice);
+        std::fs::write(&f, text).with_context(|| format!("cannot write {}", f.display()))?;
+        println!("wrote {} ({})", f.display(), names(p));
+    }
+    Ok(())
+}
+
+/// `slicectl release`.
+pub async fn release(
+    dir: &Path,
+    slices: Vec<String>,
+    conn: &Connection,
+    exec: &Exec,
+) -> Result<u8> {
+    let Some(loaded) = load_observable(dir)? else {
+        return Ok(EXIT_ERROR);
+    };
+    let fleet = &loaded.fleet;
+    let chosen: BTreeSet<String> = slices.into_iter().collect();
+    let session = Session::connect(conn, fleet).await?;
+    let kinds = engine::kinds();
+    let edit = |inv: &Inventory, plan: &mut Plan| adopt::release(plan, fleet, inv, &kinds, &chosen);
+    let r = reconcile_in(
+        &session,
+        fleet,
+        PlanMode::Apply,
+        PlanOptions::default(),
+        exec,
+        "release",
+        &|_| {},
+        &edit,
+    )
+    .await;
+    session.close().await;
+    let still = adopt::naming(fleet, &chosen);
+    if !still.is_empty() {
+        println!(
+            "\nThese spec files still name released slices. Remove them: while they stay, `slicectl apply` \
+             refuses each such slice (name_taken: the live resource is no longer slicectl's) and never \
+             recreates or re-adopts it by itself:"
+        );
+        for s in &still {
+            println!("  {s}");
+        }
+    }
+    r
+}

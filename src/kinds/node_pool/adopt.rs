@@ -1,0 +1,691 @@
+//! Adopting a node pool slicectl does not own (`slicectl adopt`): the
+//! Slice spec that describes it, the tool that still manages it, and the
+//! labels a release removes.
+
+use std::collections::BTreeMap;
+
+use crate::kind::Adoptable;
+use crate::kind::ownership;
+use crate::resource::gke::NodePool;
+use crate::spec::Target;
+use crate::spec::catalog;
+use crate::spec::model::{
+    Backend, Capacity, CapacityType, Lifecycle, Reservation, SliceSpec, Taint, TaintEffect,
+};
+
+use super::fields::is_server_label;
+use super::provisioner_hash::{
+    TPU_PROVISIONER_HASH_LABEL, TPU_PROVISIONER_MANAGER_LABEL, tpu_provisioner_hash,
+};
+use super::render::RESERVATION_KEY;
+
+/// The attribution label the Terraform Google provider puts on every
+/// resource it creates (`goog-terraform-provisioned = "true"`, provider
+/// setting `add_terraform_attribution_label`, on by default since provider
+/// 6.0: https://registry.terraform.io/providers/hashicorp/google/latest/docs/guides/provider_reference#add_terraform_attribution_label).
+/// On a node pool it sits in `config.resourceLabels`.
+pub const TERRAFORM_LABEL: &str = "goog-terraform-provisioned";
+
+/// The label tpu-provisioner's static-pool reconciler puts on the pools it
+/// keeps, deleting those missing from its ConfigMap
+/// (ai-on-gke/tpu-provisioner `internal/controller/static_nodepool_controller.go`).
+pub const TPU_PROVISIONER_STATIC_LABEL: &str = "tpu-provisioner-static-nodepool";
+
+/// Label prefix of tpu-provisioner's bookkeeping labels (`…-jobset-name`,
+/// `…-parent-kind`, its hash; `internal/cloud/common.go`).
+const TPU_PROVISIONER_PREFIX: &str = "google.com/tpu-provisioner-";
+
+/// Whether `key` is a label tpu-provisioner keeps for itself: removed on
+/// adoption (its hand-off), so that its deleter, which selects
+/// `google.com/nodepool-manager=tpu-provisioner`, no longer takes the pool.
+fn provisioner_label(key: &str) -> bool {
+    key == TPU_PROVISIONER_MANAGER_LABEL
+        || key == TPU_PROVISIONER_STATIC_LABEL
+        || key.starts_with(TPU_PROVISIONER_PREFIX)
+}
+
+/// tpu-provisioner's verdict on a pool it made: `None` when it did not
+/// make it, `Some(Ok(()))` when its stored hash verifies (or it has none),
+/// `Some(Err(why))` when the pool changed since.
+pub fn provisioner_verdict(p: &NodePool) -> Option<Result<(), String>> {
+    let c = p.config.as_ref()?;
+    let l = &c.labels;
+    let made = l.get(TPU_PROVISIONER_MANAGER_LABEL).map(String::as_str) == Some("tpu-provisioner")
+        || l.contains_key(TPU_PROVISIONER_STATIC_LABEL);
+    if !made {
+        return None;
+    }
+    let Some(stored) = l.get(TPU_PROVISIONER_HASH_LABEL) else {
+        return Some(Ok(()));
+    };
+    let mut labels = l.clone();
+    labels.remove(TPU_PROVISIONER_HASH_LABEL);
+    labels.retain(|k, _| !is_server_label(k));
+    let computed = tpu_provisioner_hash(
+        &labels,
+        &c.machine_type,
+        c.reservation_affinity.as_ref(),
+        c.spot,
+    );
+    Some(if &computed == stored {
+        Ok(())
+    } else {
+        Err(format!(
+            "changed since (its hash {stored} ≠ {computed} recomputed)"
+        ))
+    })
+}
+
+/// The tool that still manages a pool, and what to do before adopting it.
+fn manager(p: &NodePool, cluster: &str) -> Option<String> {
+    let c = p.config.as_ref();
+    let label = |k: &str| {
+        c.and_then(|c| c.resource_labels.get(k).or(c.labels.get(k)))
+            .map(String::as_str)
+    };
+    if label(TERRAFORM_LABEL) == Some("true") {
+        return Some(format!(
+            "Terraform manages it (label {TERRAFORM_LABEL}=true): remove it from Terraform's state first \
+             (`terraform state rm`, or a `removed` block with `lifecycle {{ destroy = false }}`), or the next \
+             `terraform apply` fights slicectl over it"
+        ));
+    }
+    if provisioner_verdict(p).is_some() {
+        return Some(format!(
+            "tpu-provisioner manages it (label {TPU_PROVISIONER_MANAGER_LABEL}=tpu-provisioner): adopting removes \
+             tpu-provisioner's labels so that its deleter no longer selects it; make sure no JobSet of \
+             tpu-provisioner's still counts on this pool"
+        ));
+    }
+    // xpk names the pools of `xpk cluster create` `<cluster>-np-<i>` and
+    // deletes or recreates pools so named when the cluster is created again
+    // with another shape (AI-Hypercomputer/xpk `src/xpk/core/nodepool.py`,
+    // `run_gke_node_pool_create_command`, `get_node_pools_to_delete`); it
+    // sets no label of its own.
+    if p.name.starts_with(&format!("{cluster}-np-")) {
+        return Some(format!(
+            "xpk manages it (named {cluster}-np-N, as `xpk cluster create` names and prunes pools): stop \
+             running `xpk cluster create` on this cluster first"
+        ));
+    }
+    None
+}
+
+/// The slice and replica a pool named `<slice>-<replica>` is.
+fn split_name(name: &str) -> Option<(String, u32)> {
+    let (stem, r) = name.rsplit_once('-')?;
+    let replica: u32 = r.parse().ok()?;
+    (replica.to_string() == r && crate::kind::names::node_pool(stem, replica) == name)
+        .then(|| (stem.to_string(), replica))
+}
+
+/// A Google duration (`"259200s"`) as a spec writes it (`72h`).
+fn friendly(d: &str) -> String {
+    match d.strip_suffix('s').and_then(|s| s.parse::<u64>().ok()) {
+        Some(s) if s % 3600 == 0 => format!("{}h", s / 3600),
+        Some(s) if s % 60 == 0 => format!("{}m", s / 60),
+        Some(s) => format!("{s}s"),
+        None => d.to_string(),
+    }
+}
+
+/// The spec a live pool is, or every reason it cannot be one.
+fn spec_of(p: &NodePool, target: &Target) -> Result<SliceSpec, Vec<String>> {
+    let mut why = Vec::new();
+    let Some(c) = p.config.as_ref() else {
+        return Err(vec!["it has no node config".to_string()]);
+    };
+    if let Some(Err(e)) = provisioner_verdict(p) {
+        why.push(format!(
+            "created by tpu-provisioner, {e}: tpu-provisioner would recreate it, and slicectl adopts only what it can verify"
+        ));
+    }
+    let Some(generation) = catalog::generation_of_machine_type(&c.machine_type) else {
+        why.push(format!(
+            "machine type {} is not a TPU machine type slicectl knows",
+            c.machine_type
+        ));
+        return Err(why);
+    };
+    let hosts = p.initial_node_count.unwrap_or(0);
+    let placement = p.placement_policy.as_ref();
+    if let Some(name) = placement.and_then(|pp| pp.policy_name.as_ref()) {
+        why.push(format!(
+            "it is placed by workload policy {name}: slicectl names and owns a slice's workload policy itself, and adopting one is not supported"
+        ));
+    }
+    let topology = match placement.and_then(|pp| pp.tpu_topology.clone()) {
+        Some(t) => Some(t),
+        // A single-host pool has no topology: the one whose chips the
+        // machine type holds.
+        None => generation.topologies.iter().find_map(|t| {
+            catalog::resolve(generation.accelerator, t, Some(&c.machine_type))
+                .ok()
+                .filter(|s| s.hosts == 1)
+                .map(|_| t.to_string())
+        }),
+    };
+    let Some(topology) = topology else {
+        why.push(format!(
+            "no {} topology fits machine type {} on one host",
+            generation.accelerator, c.machine_type
+        ));
+        return Err(why);
+    };
+    match catalog::resolve(generation.accelerator, &topology, Some(&c.machine_type)) {
+        Ok(shape) if i64::from(shape.hosts) != i64::from(hosts) => why.push(format!(
+            "it has {hosts} nodes where topology {topology} needs {}",
+            shape.hosts
+        )),
+        Ok(_) => {}
+        Err(e) => why.push(e.to_string()),
+    }
+    let zone_ok = p.locations.len() == 1 && p.locations[0] == target.spec.zone;
+    if !zone_ok {
+        why.push(format!(
+            "its node locations {:?} are not exactly Target {}'s zone {}",
+            p.locations, target.name, target.spec.zone
+        ));
+    }
+    let reservation = c
+        .reservation_affinity
+        .as_ref()
+        .filter(|r| r.consume_reservation_type == "SPECIFIC_RESERVATION");
+    let capacity = if c.flex_start {
+        Capacity {
+            kind: CapacityType::FlexStart,
+            reservation: None,
+            max_run_duration: c.max_run_duration.as_deref().map(friendly),
+        }
+    } else if c.spot {
+        Capacity {
+            kind: CapacityType::Spot,
+            ..Capacity::default()
+        }
+    } else if let Some(r) = reservation {
+        let value = r.values.first().cloned().unwrap_or_default();
+        if r.key.as_deref() != Some(RESERVATION_KEY) || r.values.len() != 1 {
+            why.push(format!(
+                "its reservation affinity (key {:?}, values {:?}) is not one specific reservation",
+                r.key, r.values
+            ));
+        }
+        let (project, name) = match value.strip_prefix("projects/").map(|v| v.split('/')) {
+            Some(mut parts) => {
+                let project = parts.next().unwrap_or_default().to_string();
+                (Some(project), parts.nth(1).unwrap_or_default().to_string())
+            }
+            None => (None, value),
+        };
+        Capacity {
+            kind: CapacityType::Reservation,
+            reservation: Some(Reservation {
+                name,
+                project: project.filter(|p| p != &target.spec.project),
+            }),
+            max_run_duration: None,
+        }
+    } else {
+        Capacity::default()
+    };
+    let node_labels: BTreeMap<String, String> = c
+        .labels
+        .iter()
+        .filter(|(k, _)| {
+            !is_server_label(k) && !k.starts_with(ownership::PREFIX) && !provisioner_label(k)
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut taints = Vec::new();
+    for t in &c.taints {
+        // GKE's own TPU taint, and the spot taint slicectl renders itself.
+        let spot_taint = c.spot && t.key == "cloud.google.com/gke-spot";
+        if t.key == "google.com/tpu" || spot_taint {
+            continue;
+        }
+        let effect = match t.effect.as_str() {
+            "NO_SCHEDULE" => TaintEffect::NoSchedule,
+            "PREFER_NO_SCHEDULE" => TaintEffect::PreferNoSchedule,
+            "NO_EXECUTE" => TaintEffect::NoExecute,
+            other => {
+                why.push(format!("taint {} has effect {other}", t.key));
+                continue;
+            }
+        };
+        taints.push(Taint {
+            key: t.key.clone(),
+            value: t.value.clone(),
+            effect,
+        });
+    }
+    if !why.is_empty() {
+        return Err(why);
+    }
+    Ok(SliceSpec {
+        target: target.name.clone(),
+        backend: Backend::Gke,
+        accelerator: generation.accelerator.to_string(),
+        topology,
+        machine_type: Some(c.machine_type.clone()),
+        replicas: 1,
+        capacity,
+        node_labels,
+        taints,
+        lifecycle: Lifecycle::default(),
+        gce: None,
+        previous_names: Vec::new(),
+        node_pool_name: None,
+        disruption: None,
+    })
+}
+
+/// [`crate::kind::Kind::adoptable`] of a node pool: `None` when the pool is
+/// not in the Target's zone.
+pub fn adoptable(p: &NodePool, target: &Target) -> Option<Adoptable> {
+    if !p.locations.iter().any(|l| l == &target.spec.zone) {
+        return None;
+    }
+    let cluster = target
+        .spec
+        .gke
+        .as_ref()
+        .map(|g| g.name.as_str())
+        .unwrap_or_default();
+    let labels = p
+        .config
+        .as_ref()
+        .map(|c| c.labels.clone())
+        .unwrap_or_default();
+    let handoff = labels
+        .keys()
+        .filter(|k| provisioner_label(k))
+        .cloned()
+        .collect();
+    // A pool named `<slice>-<replica>` is that replica; any other name is
+    // a slice of its own name that keeps it (`nodePoolName`).
+    let (slice, replica, pinned) = match split_name(&p.name) {
+        Some((slice, replica)) => (slice, replica, None),
+        None => (p.name.clone(), 0, Some(p.name.clone())),
+    };
+    let spec = spec_of(p, target).map(|mut s| {
+        s.node_pool_name = pinned;
+        s
+    });
+    Some(Adoptable {
+        slice,
+        replica,
+        spec,
+        labels,
+        manager: manager(p, cluster),
+        handoff,
+    })
+}
+
+/// A pool's labels without slicectl's ownership (node labels
+/// `slicectl.dev/*`, resource labels `slicectl-owner` and `slicectl-slice`).
+pub fn without_ownership(p: &NodePool) -> NodePool {
+    let mut p = p.clone();
+    if let Some(c) = p.config.as_mut() {
+        c.labels.retain(|k, _| !k.starts_with(ownership::PREFIX));
+        c.resource_labels
+            .retain(|k, _| k != "slicectl-owner" && k != "slicectl-slice");
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_names_split_into_slice_and_replica() {
+        assert_eq!(split_name("llm-0"), Some(("llm".into(), 0)));
+        assert_eq!(split_name("train-np-12"), Some(("train-np".into(), 12)));
+        assert_eq!(split_name("llm-01"), None);
+        assert_eq!(split_name("pool"), None);
+    }
+
+    const TARGET: &str = "apiVersion: slicectl.dev/v1alpha1
+kind: Target
+metadata: {name: train}
+spec: {project: proj-a1, zone: us-central1-b, ownerId: team, gke: {location: us-central1, name: c}}
+";
+
+    fn live(name: &str, labels: &[(&str, &str)], extra: serde_json::Value) -> NodePool {
+        let mut v = serde_json::json!({
+            "name": name, "initialNodeCount": 1, "locations": ["us-central1-b"], "status": "RUNNING",
+            "config": {"machineType": "ct6e-standard-4t",
+                "labels": labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+                "taints": [{"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"},
+                           {"key": "team", "value": "a", "effect": "NO_EXECUTE"}],
+                "shieldedInstanceConfig": {"enableSecureBoot": true, "enableIntegrityMonitoring": true}},
+            "management": {"autoUpgrade": false, "autoRepair": true},
+            "maxPodsConstraint": {"maxPodsPerNode": "15"},
+            "upgradeSettings": {"maxSurge": 1},
+        });
+        if let (Some(o), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
+            o.extend(e);
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn target() -> Target {
+        let files = vec![crate::spec::SourceFile {
+            path: "t.yaml".into(),
+            text: TARGET.into(),
+        }];
+        crate::spec::load(&files).unwrap().targets["train"].clone()
+    }
+
+    /// The spec writer's output, pinned: a live pool becomes exactly this
+    /// file, which validates, and planning it against the live pool (being
+    /// adopted) changes nothing but ownership labels.
+    #[test]
+    fn a_live_pool_becomes_a_spec_file_whose_plan_only_stamps_ownership() {
+        use crate::plan::adopt::{Proposal, Selection, keep_adoptions, propose, spec_file};
+        use crate::plan::{ActionKind, Inventory, LiveResource, PlanOptions};
+        let p = live(
+            "gcloud-made-0",
+            &[("team", "a"), ("cloud.google.com/gke-nodepool", "x")],
+            serde_json::json!({}),
+        );
+        let t = target();
+        let a = adoptable(&p, &t).unwrap();
+        assert_eq!(
+            (a.slice.as_str(), a.replica, a.manager.as_deref()),
+            ("gcloud-made", 0, None)
+        );
+        let spec = a.spec.clone().unwrap();
+        let scope = crate::kind::Scope::Cluster(crate::resource::ClusterRef {
+            project: "proj-a1".into(),
+            location: "us-central1".into(),
+            name: "c".into(),
+        });
+        let id = crate::kind::ResourceId {
+            scope: scope.clone(),
+            kind: super::super::KIND,
+            name: p.name.clone(),
+        };
+        let file = spec_file("gcloud-made", &spec, std::slice::from_ref(&id)).unwrap();
+        assert_eq!(
+            file,
+            "# Written by `slicectl adopt` from the live node_pool gcloud-made-0 in projects/proj-a1/locations/us-central1/clusters/c.
+# Review it and commit it; `slicectl plan` then shows no changes.
+apiVersion: slicectl.dev/v1alpha1
+kind: Slice
+metadata:
+  name: gcloud-made
+spec:
+  target: train
+  backend: gke
+  accelerator: tpu-v6e-slice
+  topology: 2x2
+  machineType: ct6e-standard-4t
+  replicas: 1
+  nodeLabels:
+    team: a
+  taints:
+  - key: team
+    value: a
+    effect: NoExecute
+"
+        );
+        let files = vec![
+            crate::spec::SourceFile {
+                path: "t.yaml".into(),
+                text: TARGET.into(),
+            },
+            crate::spec::SourceFile {
+                path: "a.yaml".into(),
+                text: file,
+            },
+        ];
+        let fleet = crate::spec::load(&files).unwrap();
+        let mut inv = Inventory::default();
+        inv.resources
+            .entry(super::super::KIND)
+            .or_default()
+            .push(LiveResource {
+                scope,
+                body: std::sync::Arc::new(p.clone()),
+            });
+        let kinds = crate::engine::kinds();
+        let (props, skipped): (Vec<Proposal>, _) = propose(&t, &inv, &kinds, &Selection::All);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        inv.adopting = props.iter().flat_map(|p| p.resources.clone()).collect();
+        let mut plan = crate::plan::plan(&fleet, &inv, &kinds, &PlanOptions::default()).unwrap();
+        keep_adoptions(&mut plan, &props);
+        assert!(plan.refused.is_empty(), "{:?}", plan.refused);
+        assert_eq!(plan.actions.len(), 1);
+        let act = &plan.actions[0];
+        assert_eq!(act.action, ActionKind::Update);
+        assert_eq!(act.reason.code(), "adopt");
+        assert!(
+            act.changes.iter().all(|c| c.path.contains("slicectl")),
+            "{:?}",
+            act.changes
+        );
+        assert!(
+            act.changes
+                .iter()
+                .any(|c| c.path == "config.labels[\"slicectl.dev/managed-by\"]")
+        );
+
+        // The same pool with auto-upgrade on would be replaced: refused.
+        let up = live(
+            "gcloud-made-0",
+            &[("team", "a")],
+            serde_json::json!({"management": {"autoUpgrade": true}}),
+        );
+        inv.resources.insert(
+            super::super::KIND,
+            vec![LiveResource {
+                scope: id.scope.clone(),
+                body: std::sync::Arc::new(up),
+            }],
+        );
+        let mut plan = crate::plan::plan(&fleet, &inv, &kinds, &PlanOptions::default()).unwrap();
+        keep_adoptions(&mut plan, &props);
+        assert!(plan.actions.is_empty());
+        assert_eq!(plan.refused[0].code, "adopt_replace", "{:?}", plan.refused);
+        assert!(
+            plan.refused[0].message.contains("management.autoUpgrade"),
+            "{}",
+            plan.refused[0].message
+        );
+    }
+
+    #[test]
+    fn other_tools_are_recognised_and_odd_names_keep_theirs() {
+        let t = target();
+        let tf = live("tf-0", &[], serde_json::json!({}));
+        let mut tf = tf;
+        if let Some(c) = tf.config.as_mut() {
+            c.resource_labels
+                .insert(TERRAFORM_LABEL.into(), "true".into());
+        }
+        assert!(
+            adoptable(&tf, &t)
+                .unwrap()
+                .manager
+                .unwrap()
+                .contains("terraform state rm")
+        );
+        let xpk = live("c-np-0", &[], serde_json::json!({}));
+        assert!(
+            adoptable(&xpk, &t)
+                .unwrap()
+                .manager
+                .unwrap()
+                .contains("xpk")
+        );
+        // tpu-provisioner's pool, with a hash that does not verify.
+        let tp = live(
+            "js-abcde",
+            &[
+                (TPU_PROVISIONER_MANAGER_LABEL, "tpu-provisioner"),
+                (TPU_PROVISIONER_HASH_LABEL, "nope"),
+            ],
+            serde_json::json!({}),
+        );
+        let a = adoptable(&tp, &t).unwrap();
+        assert_eq!((a.slice.as_str(), a.replica), ("js-abcde", 0));
+        assert!(a.manager.unwrap().contains("tpu-provisioner"));
+        assert_eq!(
+            a.handoff,
+            vec![
+                TPU_PROVISIONER_MANAGER_LABEL.to_string(),
+                TPU_PROVISIONER_HASH_LABEL.to_string()
+            ]
+        );
+        let why = a.spec.unwrap_err();
+        assert!(
+            why[0].contains("created by tpu-provisioner, changed since"),
+            "{why:?}"
+        );
+        // Without the hash it is adoptable, under its own name.
+        let tp = live(
+            "js-abcde",
+            &[(TPU_PROVISIONER_MANAGER_LABEL, "tpu-provisioner")],
+            serde_json::json!({}),
+        );
+        let spec = adoptable(&tp, &t).unwrap().spec.unwrap();
+        assert_eq!(spec.node_pool_name.as_deref(), Some("js-abcde"));
+        assert!(spec.node_labels.is_empty());
+        // Another zone is not this Target's.
+        let mut far = live("far-0", &[], serde_json::json!({}));
+        far.locations = vec!["us-central1-a".into()];
+        assert!(adoptable(&far, &t).is_none());
+    }
+
+    /// `release` of an owned pool: one in-place update that removes
+    /// exactly slicectl's labels; a protected slice is refused.
+    #[test]
+    fn release_removes_only_slicectl_labels_and_refuses_a_protected_slice() {
+        use crate::plan::{ActionKind, Inventory, LiveResource, PlanOptions};
+        let files = vec![crate::spec::SourceFile {
+            path: "t.yaml".into(),
+            text: format!(
+                "{TARGET}---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: a}}\nspec: {{target: train, backend: gke, accelerator: tpu-v6e-slice, topology: 2x2}}\n"
+            ),
+        }];
+        let fleet = crate::spec::load(&files).unwrap();
+        let kinds = crate::engine::kinds();
+        let scope = crate::kind::Scope::Cluster(crate::resource::ClusterRef {
+            project: "proj-a1".into(),
+            location: "us-central1".into(),
+            name: "c".into(),
+        });
+        let own = |protected: bool| crate::kind::ownership::Ownership {
+            owner: "team".into(),
+            slice: "a".into(),
+            replica: 0,
+            target: Some("train".into()),
+            spec_hash: Some("h".into()),
+            hash_version: Some("v1".into()),
+            prevent_destroy: protected,
+        };
+        let mut p = live("a-0", &[("team", "x")], serde_json::json!({}));
+        let released: std::collections::BTreeSet<String> = ["a".to_string()].into();
+        let plan_for = |p: &NodePool| {
+            let mut inv = Inventory::default();
+            inv.resources
+                .entry(super::super::KIND)
+                .or_default()
+                .push(LiveResource {
+                    scope: scope.clone(),
+                    body: std::sync::Arc::new(p.clone()),
+                });
+            let mut plan =
+                crate::plan::plan(&fleet, &inv, &kinds, &PlanOptions::default()).unwrap();
+            crate::plan::adopt::release(&mut plan, &fleet, &inv, &kinds, &released);
+            plan
+        };
+        if let Some(c) = p.config.as_mut() {
+            c.labels.extend(own(false).to_labels());
+            c.resource_labels
+                .insert("slicectl-owner".into(), "team".into());
+        }
+        let plan = plan_for(&p);
+        assert!(plan.refused.is_empty(), "{:?}", plan.refused);
+        assert_eq!(plan.actions.len(), 1);
+        let a = &plan.actions[0];
+        assert_eq!((a.action, a.reason.code()), (ActionKind::Update, "release"));
+        let paths: Vec<&str> = a.changes.iter().map(|c| c.path.as_str()).collect();
+        assert!(paths.iter().all(|p| p.contains("slicectl")), "{paths:?}");
+        assert!(
+            paths.contains(&"config.labels[\"slicectl.dev/owner\"]"),
+            "{paths:?}"
+        );
+        assert!(
+            paths.contains(&"config.resourceLabels[\"slicectl-owner\"]"),
+            "{paths:?}"
+        );
+        assert!(a.changes.iter().all(|c| c.after.is_none()));
+        // Protected: refused, nothing planned.
+        if let Some(c) = p.config.as_mut() {
+            c.labels.extend(own(true).to_labels());
+        }
+        let plan = plan_for(&p);
+        assert!(plan.actions.is_empty());
+        assert_eq!(plan.refused[0].code, "protected");
+    }
+
+    /// Pools `x-0`, `x-1` of one shape are one slice of two replicas; a
+    /// lone `x-1` is refused (slicectl would create `x-0`).
+    #[test]
+    fn replicas_are_grouped_from_zero() {
+        use crate::plan::adopt::{Selection, propose};
+        use crate::plan::{Inventory, LiveResource};
+        let t = target();
+        let kinds = crate::engine::kinds();
+        let scope = crate::kind::Scope::Cluster(crate::resource::ClusterRef {
+            project: "proj-a1".into(),
+            location: "us-central1".into(),
+            name: "c".into(),
+        });
+        let inv_of = |names: &[&str]| {
+            let mut inv = Inventory::default();
+            for n in names {
+                inv.resources
+                    .entry(super::super::KIND)
+                    .or_default()
+                    .push(LiveResource {
+                        scope: scope.clone(),
+                        body: std::sync::Arc::new(live(n, &[], serde_json::json!({}))),
+                    });
+            }
+            inv
+        };
+        let (props, _) = propose(&t, &inv_of(&["x-1", "x-0"]), &kinds, &Selection::All);
+        assert_eq!(props.len(), 1);
+        let names: Vec<&str> = props[0].resources.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["x-0", "x-1"]);
+        assert_eq!(props[0].spec.as_ref().unwrap().replicas, 2);
+        let (props, _) = propose(&t, &inv_of(&["x-1"]), &kinds, &Selection::All);
+        let why = props[0].spec.as_ref().unwrap_err();
+        assert!(
+            why[0].contains("replica 0 is not adopted with it"),
+            "{why:?}"
+        );
+        // By name: one not there is said, not skipped silently.
+        let (props, skipped) = propose(
+            &t,
+            &inv_of(&["x-0"]),
+            &kinds,
+            &Selection::Names(vec!["x-0".into(), "nope".into()]),
+        );
+        assert_eq!(props.len(), 1);
+        assert!(
+            skipped[0].contains("\"nope\": no such node pool"),
+            "{skipped:?}"
+        );
+    }
+
+    #[test]
+    fn durations_read_as_a_person_writes_them() {
+        assert_eq!(friendly("259200s"), "72h");
+        assert_eq!(friendly("600s"), "10m");
+        assert_eq!(friendly("61s"), "61s");
+    }
+}

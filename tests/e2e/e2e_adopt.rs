@@ -1,0 +1,408 @@
+//! `slicectl adopt` and `slicectl release`, through the binary against the
+//! simulator: pools made by gcloud (the real CLI), by tpu-provisioner (its
+//! labels and its own hash, from the Go vectors in
+//! `tests/tpu-provisioner-hash`) and by Terraform are adopted with one
+//! in-place label update each, after which `plan` has nothing to do; a
+//! pool adoption would replace is refused; release and adopt round-trip.
+
+use crate::common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+use slicectl_sim::{FaultConfig, SimHandle};
+
+async fn start() -> SimHandle {
+    sim(Duration::from_millis(10), 7, FaultConfig::default()).await
+}
+
+fn arg(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+async fn pool(sim: &SimHandle, name: &str) -> Value {
+    node_pools(sim)
+        .await
+        .into_iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no node pool {name}"))
+}
+
+/// Creates a node pool over REST as another tool would: the fields
+/// slicectl renders for a single-host pool (so that only ownership
+/// differs), plus `extra` merged into it.
+async fn create_pool(sim: &SimHandle, name: &str, zone: &str, machine: &str, extra: Value) {
+    let mut np = json!({
+        "name": name,
+        "initialNodeCount": 1,
+        "locations": [zone],
+        "config": {
+            "machineType": machine,
+            "shieldedInstanceConfig": {"enableSecureBoot": true, "enableIntegrityMonitoring": true},
+        },
+        "management": {"autoUpgrade": false, "autoRepair": true},
+        "maxPodsConstraint": {"maxPodsPerNode": "15"},
+        "upgradeSettings": {"maxSurge": 1},
+    });
+    merge(&mut np, extra);
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/{CLUSTER}/nodePools", sim.base_url()))
+        .json(&json!({"parent": CLUSTER, "nodePool": np}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text().await);
+    wait_until_done(sim).await;
+}
+
+fn merge(a: &mut Value, b: Value) {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (a, b) => *a = b,
+    }
+}
+
+/// Runs the installed gcloud CLI against the simulator.
+async fn gcloud(sim: &SimHandle, cfg: &Path, args: &[&str]) {
+    let o = gcloud_command(&sim.base_url(), cfg)
+        .args(args)
+        .output()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "the gcloud CLI is not installed or not on PATH ({e}); this test drives the real gcloud \
+                 against the simulator and cannot run without it (install the Google Cloud SDK)"
+            )
+        });
+    assert!(
+        o.status.success(),
+        "gcloud {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    wait_until_done(sim).await;
+}
+
+/// `slicectl adopt DIR --target TARGET --out OUT --auto-approve` and `which`.
+async fn adopt(
+    sim: &SimHandle,
+    dir: &Path,
+    target: &str,
+    out: &Path,
+    which: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "adopt",
+        arg(dir),
+        "--target",
+        target,
+        "--out",
+        arg(out),
+        "--auto-approve",
+    ];
+    args.extend_from_slice(which);
+    slicectl(sim, &args).await
+}
+
+/// `plan --detailed-exitcode` says the live slices match the specs.
+async fn assert_no_changes(sim: &SimHandle, dir: &Path) {
+    let o = slicectl(sim, &["plan", arg(dir), "--detailed-exitcode"]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("No changes"), "{}", text(&o));
+}
+
+/// Asserts that the writes since the last reset were `n` node pool
+/// updates and nothing else (no create, no delete).
+fn assert_only_updates(sim: &SimHandle, n: u64) {
+    let stats = sim.stats();
+    let updates = stats
+        .by_method
+        .get("container.projects.locations.clusters.nodePools.update")
+        .copied()
+        .unwrap_or(0);
+    assert_eq!((stats.writes, updates), (n, n), "{:?}", stats.by_method);
+}
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gcloud_made_pool_is_adopted_with_one_label_update_then_plan_has_nothing_to_do() {
+    let sim = start().await;
+    let cfg = tempfile::tempdir().unwrap();
+    let dir = spec_dir(&[]);
+    gcloud(
+        &sim,
+        cfg.path(),
+        &[
+            "container",
+            "node-pools",
+            "create",
+            "hand-0",
+            "--cluster=train",
+            "--region=us-central1",
+            "--node-locations=us-central1-b",
+            "--machine-type=ct6e-standard-4t",
+            "--num-nodes=1",
+            "--node-labels=team=llm",
+            "--no-enable-autoupgrade",
+            "--shielded-secure-boot",
+            "--shielded-integrity-monitoring",
+            "--max-pods-per-node=15",
+        ],
+    )
+    .await;
+    let out = dir.path().join("adopted");
+    sim.reset_stats();
+    let o = adopt(&sim, dir.path(), "train", &out, &["--selector", "team=llm"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let t = stdout(&o);
+    assert!(t.contains("# adopt: stamp slicectl's ownership"), "{t}");
+    assert!(
+        t.contains("Plan: 0 to create, 1 to update in place, 0 to replace, 0 to destroy"),
+        "{t}"
+    );
+    // Labels and resource labels: two nodePools.update requests (GKE takes
+    // one group per request), nothing else.
+    assert_only_updates(&sim, 2);
+    let file = std::fs::read_to_string(out.join("hand.yaml")).unwrap();
+    for line in [
+        "kind: Slice",
+        "name: hand",
+        "target: train",
+        "accelerator: tpu-v6e-slice",
+        "topology: 2x2",
+        "machineType: ct6e-standard-4t",
+        "team: llm",
+    ] {
+        assert!(file.contains(line), "{line:?} in\n{file}");
+    }
+    let v = slicectl(&sim, &["validate", arg(dir.path())]).await;
+    assert!(v.status.success(), "{}", text(&v));
+    let p = pool(&sim, "hand-0").await;
+    let labels = &p["config"]["labels"];
+    assert_eq!(labels["slicectl.dev/managed-by"], "slicectl");
+    assert_eq!(labels["slicectl.dev/slice"], "hand");
+    assert_eq!(labels["team"], "llm");
+    assert!(labels["slicectl.dev/spec-hash"].is_string(), "{p}");
+    assert_no_changes(&sim, dir.path()).await;
+    // A second adopt finds nothing left, and never overwrites the file.
+    let again = adopt(&sim, dir.path(), "train", &out, &["--all"]).await;
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert!(
+        stdout(&again).contains("Nothing to adopt"),
+        "{}",
+        text(&again)
+    );
+    sim.shutdown().await;
+}
+
+/// The first vector of tpu-provisioner's own hash code
+/// (`tests/tpu-provisioner-hash/vectors.json`, produced by the Go program).
+fn provisioner_vector() -> (Value, String, String) {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tpu-provisioner-hash/vectors.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let first = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "simple case")
+        .unwrap()
+        .clone();
+    (
+        first["labels"].clone(),
+        first["machineType"].as_str().unwrap().to_string(),
+        first["hash"].as_str().unwrap().to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tpu_provisioner_pool_is_adopted_by_name_when_its_hash_verifies() {
+    let sim = start().await;
+    let dir = spec_dir(&[]);
+    let (mut labels, machine, hash) = provisioner_vector();
+    labels["google.com/tpu-provisioner-nodepool-hash"] = json!(hash);
+    create_pool(
+        &sim,
+        "jobset-test-bd7x2",
+        "us-central1-a",
+        &machine,
+        json!({"config": {"labels": labels.clone()}}),
+    )
+    .await;
+    // The same pool changed since tpu-provisioner made it: its hash no
+    // longer verifies.
+    let mut changed = labels.clone();
+    changed["google.com/tpu-provisioner-jobset-name"] = json!("other");
+    create_pool(
+        &sim,
+        "jobset-test-q9z4k",
+        "us-central1-a",
+        &machine,
+        json!({"config": {"labels": changed}}),
+    )
+    .await;
+    let out = dir.path().join("adopted");
+    // --all leaves tpu-provisioner's pools alone.
+    let o = adopt(&sim, dir.path(), "train-a", &out, &["--all"]).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("left alone: tpu-provisioner manages it"),
+        "{}",
+        text(&o)
+    );
+    assert!(!out.exists(), "nothing written");
+
+    // A changed pool is refused; named, a verified one is adopted with a
+    // warning, and tpu-provisioner's labels are handed off.
+    let o = adopt(
+        &sim,
+        dir.path(),
+        "train-a",
+        &out,
+        &["--name", "jobset-test-q9z4k"],
+    )
+    .await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("created by tpu-provisioner, changed since"),
+        "{}",
+        text(&o)
+    );
+    sim.reset_stats();
+    let o = adopt(
+        &sim,
+        dir.path(),
+        "train-a",
+        &out,
+        &["--name", "jobset-test-bd7x2"],
+    )
+    .await;
+    assert!(o.status.success(), "{}", text(&o));
+    let t = stdout(&o);
+    assert!(t.contains("WARNING"), "{t}");
+    assert!(t.contains("google.com/nodepool-manager"), "{t}");
+    assert_only_updates(&sim, 2);
+    let file = std::fs::read_to_string(out.join("jobset-test-bd7x2.yaml")).unwrap();
+    assert!(file.contains("nodePoolName: jobset-test-bd7x2"), "{file}");
+    assert!(file.contains("accelerator: tpu-v5p-slice"), "{file}");
+    let p = pool(&sim, "jobset-test-bd7x2").await;
+    let l = p["config"]["labels"].as_object().unwrap();
+    assert_eq!(l["slicectl.dev/managed-by"], "slicectl");
+    assert!(
+        l.keys().all(|k| !k.starts_with("google.com/")),
+        "tpu-provisioner's labels are handed off: {l:?}"
+    );
+    // The changed pool stays unmanaged (shown, never changed): plan has
+    // nothing to do for the adopted one.
+    let o = slicectl(&sim, &["plan", arg(dir.path()), "--detailed-exitcode"]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_adoption_would_replace_is_refused_and_nothing_is_written() {
+    let sim = start().await;
+    let dir = spec_dir(&[]);
+    // Auto-upgrade on: slicectl keeps it off, and that is not changed in
+    // place.
+    create_pool(
+        &sim,
+        "up-0",
+        "us-central1-b",
+        "ct6e-standard-4t",
+        json!({"management": {"autoUpgrade": true}}),
+    )
+    .await;
+    let out = dir.path().join("adopted");
+    sim.reset_stats();
+    let o = adopt(&sim, dir.path(), "train", &out, &["--name", "up-0"]).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("adoption never replaces"), "{t}");
+    assert!(t.contains("management.autoUpgrade"), "{t}");
+    assert!(!out.exists());
+    assert_eq!(sim.stats().writes, 0);
+    assert!(pool(&sim, "up-0").await["config"]["labels"]["slicectl.dev/managed-by"].is_null());
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn release_then_adopt_round_trips_without_a_delete() {
+    let sim = start().await;
+    let dir = spec_dir(&[("a.yaml", slice_yaml("a", "tpu-v6e-slice", "1x1", 1, ""))]);
+    let o = apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    sim.reset_stats();
+    let o = slicectl(
+        &sim,
+        &["release", arg(dir.path()), "--slice", "a", "--auto-approve"],
+    )
+    .await;
+    assert!(o.status.success(), "{}", text(&o));
+    let t = stdout(&o);
+    assert!(
+        t.contains("# release: remove slicectl's ownership labels"),
+        "{t}"
+    );
+    assert!(t.contains("still name released slices"), "{t}");
+    assert!(t.contains("a.yaml"), "{t}");
+    assert_only_updates(&sim, 2);
+    let p = pool(&sim, "a-0").await;
+    let l = p["config"]["labels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    assert!(l.keys().all(|k| !k.starts_with("slicectl.dev/")), "{p}");
+    // The spec still names it: apply refuses it, never recreates it.
+    let o = slicectl(&sim, &["plan", arg(dir.path())]).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("name_taken"), "{}", text(&o));
+    // Adopted again as the Slice the specs already describe: no file.
+    let out = dir.path().join("adopted");
+    let o = adopt(&sim, dir.path(), "train", &out, &["--name", "a-0"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(stdout(&o).contains("is named by Slice a"), "{}", text(&o));
+    assert!(!out.join("a.yaml").exists());
+    // Release and adopt: two label updates each, no delete or create.
+    assert_only_updates(&sim, 4);
+    assert_no_changes(&sim, dir.path()).await;
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_terraform_pool_is_adopted_only_by_name_and_with_a_warning() {
+    let sim = start().await;
+    let dir = spec_dir(&[]);
+    create_pool(
+        &sim,
+        "tf-0",
+        "us-central1-b",
+        "ct6e-standard-4t",
+        json!({"config": {"resourceLabels": {"goog-terraform-provisioned": "true"}}}),
+    )
+    .await;
+    let out = dir.path().join("adopted");
+    let o = adopt(&sim, dir.path(), "train", &out, &["--all"]).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("left alone: Terraform manages it"),
+        "{}",
+        text(&o)
+    );
+    assert!(!out.exists());
+    let o = adopt(&sim, dir.path(), "train", &out, &["--name", "tf-0"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let t = stdout(&o);
+    assert!(t.contains("WARNING: Terraform manages it"), "{t}");
+    assert!(t.contains("terraform state rm"), "{t}");
+    assert_no_changes(&sim, dir.path()).await;
+    sim.shutdown().await;
+}

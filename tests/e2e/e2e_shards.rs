@@ -1,0 +1,245 @@
+//! Issue 21 (sharding): `slicectl controller --shards 6`, three replicas,
+//! six Targets (each on its own cluster in the simulator) against the real
+//! control plane. The replicas share the shards two each; every slice is
+//! created exactly once; one replica is SIGKILLed while creates are in
+//! flight, and its shards are taken over by the others with no duplicate
+//! create; every SliceStatus converges, labelled with its shard.
+
+use crate::common;
+use crate::e2e_controller::{Replica, creates, set_specs, steal_lease, wait_converged, wait_for};
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::k8s::*;
+use common::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+use slicectl::controller::shard::shard_of;
+use slicectl_sim::{FaultConfig, SimConfig, SimHandle, Simulator};
+
+const TEAMS: [&str; 6] = ["team-a", "team-b", "team-c", "team-d", "team-e", "team-f"];
+
+fn cluster(team: &str) -> String {
+    format!("projects/example-project/locations/us-central1/clusters/{team}")
+}
+
+/// Target `team` on cluster `team` (v6e zone).
+fn target(team: &str) -> String {
+    format!(
+        "apiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata:\n  name: {team}\nspec:\n  project: example-project\n  zone: us-central1-b\n  ownerId: e2e\n  gke:\n    location: us-central1\n    name: {team}\n"
+    )
+}
+
+/// Slice `name` (one v6e 1x1) on Target `team`.
+fn slice(name: &str, team: &str) -> String {
+    slice_yaml(name, "tpu-v6e-slice", "1x1", 1, "")
+        .replace("target: train", &format!("target: {team}"))
+}
+
+/// Every node pool of the six clusters, `cluster/pool`, sorted.
+async fn pools(sim: &SimHandle) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in TEAMS {
+        let url = format!("{}/v1/{}/nodePools", sim.base_url(), cluster(t));
+        let v: serde_json::Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+        for p in v["nodePools"].as_array().cloned().unwrap_or_default() {
+            out.push(format!("{t}/{}", p["name"].as_str().unwrap_or_default()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The specs: each Target with `per` slices (`<team>-s<i>`).
+fn specs(per: usize) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    for t in TEAMS {
+        let mut text = target(t);
+        for i in 0..per {
+            text.push_str("---\n");
+            text.push_str(&slice(&format!("{t}-s{i}"), t));
+        }
+        files.push((format!("{t}.yaml"), text));
+    }
+    files
+}
+
+/// Writes the specs with `per` slices per Target into the ConfigMap.
+async fn put(cms: &Api<ConfigMap>, per: usize) {
+    let files = specs(per);
+    let v: Vec<(&str, String)> = files.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    set_specs(cms, &v).await;
+}
+
+async fn held(r: &Replica) -> f64 {
+    r.metric("slicectl_shards_held ").await.unwrap_or(-1.0)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_replicas_share_six_targets_and_take_over_a_killed_ones_shards() {
+    let client = client().await;
+    apply_crd();
+    let ns = namespace(&client, "shards").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let sim = Simulator::start(
+        SimConfig {
+            clusters: TEAMS.iter().map(|t| cluster(t)).collect(),
+            operation_latency: Duration::from_millis(1500),
+            seed: 21,
+            faults: FaultConfig::default(),
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    // One Target per shard (pinned by the unit test of the hash).
+    let shard: BTreeMap<&str, u32> = TEAMS.iter().map(|t| (*t, shard_of(t, 6))).collect();
+    assert_eq!(
+        shard
+            .values()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        6
+    );
+    put(&cms, 1).await;
+
+    let args = ["--resync", "3s", "--shards", "6"];
+    let started = tokio::time::Instant::now();
+    let a = Replica::start_with(&sim, &ns, "shard-a", &args);
+    let b = Replica::start_with(&sim, &ns, "shard-b", &args);
+    let c = Replica::start_with(&sim, &ns, "shard-c", &args);
+    let names: Vec<String> = TEAMS.iter().map(|t| format!("{t}-s0")).collect();
+    let first: Vec<&str> = names.iter().map(String::as_str).collect();
+    wait_for("six pools", 60, &[&a, &b, &c], || async {
+        pools(&sim).await.len() == 6
+    })
+    .await;
+    wait_converged(&ns, &first, &a).await;
+    eprintln!(
+        "six slices converged by three replicas in {:?}",
+        started.elapsed()
+    );
+    // Fair: two shards each, once the membership settled.
+    wait_for("two shards each", 30, &[&a, &b, &c], || async {
+        held(&a).await == 2.0 && held(&b).await == 2.0 && held(&c).await == 2.0
+    })
+    .await;
+    for r in [&a, &b, &c] {
+        assert_eq!(
+            r.metric("slicectl_leader ").await,
+            Some(1.0),
+            "{}",
+            r.text()
+        );
+        assert_eq!(r.metric("slicectl_shards ").await, Some(6.0));
+    }
+    assert_eq!(creates(&sim), 6, "each slice created once");
+    // Each status object carries its Target's shard.
+    for t in TEAMS {
+        let o = kubectl(&[
+            "get",
+            "-n",
+            &ns,
+            &format!("slicestatus/{t}-s0"),
+            "-o",
+            "jsonpath={.metadata.labels.slicectl\\.dev/shard}",
+        ]);
+        assert_eq!(ok(&o), shard[t].to_string(), "{t}");
+    }
+
+    // A second slice per Target; SIGKILL a once creates are in flight (the
+    // operations take 1.5 s).
+    put(&cms, 2).await;
+    wait_for("the new creates", 60, &[&a, &b, &c], || async {
+        creates(&sim) > 6
+    })
+    .await;
+    let mut a = a;
+    a.child.start_kill().unwrap();
+    let _ = a.child.wait().await;
+    let killed = tokio::time::Instant::now();
+    wait_for("b and c to hold all six shards", 30, &[&b, &c], || async {
+        held(&b).await + held(&c).await == 6.0
+    })
+    .await;
+    let took = killed.elapsed();
+    eprintln!("a's shards taken over in {took:?} (lease duration 4s)");
+    // Membership and shard Leases expire together (4 s), then one
+    // coordinator tick (1 s) and the acquisition.
+    assert!(took <= Duration::from_secs(8), "took over in {took:?}");
+    assert_eq!(held(&b).await, 3.0, "{}", b.text());
+    let all: Vec<String> = TEAMS
+        .iter()
+        .flat_map(|t| [format!("{t}-s0"), format!("{t}-s1")])
+        .collect();
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    wait_for("twelve pools", 60, &[&b, &c], || async {
+        pools(&sim).await.len() == 12
+    })
+    .await;
+    wait_converged(&ns, &all, &b).await;
+    assert_eq!(
+        creates(&sim),
+        12,
+        "no duplicate create\n{}\n{}",
+        b.text(),
+        c.text()
+    );
+    let expected: Vec<String> = {
+        let mut v: Vec<String> = TEAMS
+            .iter()
+            .flat_map(|t| [format!("{t}/{t}-s0-0"), format!("{t}/{t}-s1-0")])
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(pools(&sim).await, expected, "no leak");
+    // The shard Leases are held by b and c only.
+    let leases = ok(&kubectl(&[
+        "get",
+        "leases",
+        "-n",
+        &ns,
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.spec.holderIdentity}{\"\\n\"}{end}",
+    ]));
+    for k in 0..6 {
+        let line = leases
+            .lines()
+            .find(|l| l.starts_with(&format!("slicectl-{k}=")))
+            .unwrap_or_else(|| panic!("no Lease slicectl-{k} in\n{leases}"));
+        assert!(
+            line.ends_with("=shard-b") || line.ends_with("=shard-c"),
+            "{line}"
+        );
+    }
+    drop(b);
+    drop(c);
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// A sharded replica whose shard Lease is taken by another holder (not
+/// renewed in time, say) stops writing and exits non-zero at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_that_loses_a_shard_lease_exits_non_zero() {
+    let client = client().await;
+    apply_crd();
+    let ns = namespace(&client, "shardlost").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    set_specs(&cms, &[]).await;
+    let sim = sim(Duration::from_millis(100), 1, FaultConfig::default()).await;
+    let mut a = Replica::start_with(&sim, &ns, "shard-a", &["--shards", "2"]);
+    wait_for("a to hold both shards", 30, &[&a], || async {
+        held(&a).await == 2.0
+    })
+    .await;
+    steal_lease(&ns, "slicectl-1", &mut a).await;
+    assert!(
+        a.text().contains("lost the shard Lease slicectl-1"),
+        "{}",
+        a.text()
+    );
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
