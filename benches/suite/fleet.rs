@@ -151,6 +151,38 @@ impl Fleet {
     }
 }
 
+/// Reading operations while waiting on them (docs/benchmarks.md, the
+/// `converge` rows): slicectl lists each location once per tick, ticks at
+/// least 0.75 s apart (the 1 s least poll delay less its jitter of up to a
+/// quarter), whatever the number of operations waited on.
+pub mod waits {
+    use std::time::Duration;
+
+    /// The least time between two ticks of one location.
+    pub const MIN_TICK: Duration = Duration::from_millis(750);
+
+    /// The most operation reads waits may cost over `wall`: one per
+    /// location per tick.
+    pub fn read_bound(locations: usize, wall: Duration) -> u64 {
+        let ticks = (wall.as_secs_f64() / MIN_TICK.as_secs_f64()).ceil() as u64;
+        locations as u64 * ticks.max(1)
+    }
+
+    /// What the same waits cost polled one operation at a time (a get per
+    /// operation every tenth of its age, at least every second): `ops`
+    /// operations of `latency` each.
+    pub fn per_operation_polls(ops: usize, latency: Duration) -> u64 {
+        let (mut t, mut polls) = (Duration::ZERO, 0u64);
+        while t < latency {
+            t += Duration::from_secs(1)
+                .max(t.mul_f64(0.1))
+                .min(Duration::from_secs(30));
+            polls += 1;
+        }
+        ops as u64 * polls
+    }
+}
+
 /// The minimum list calls of one observation, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdealLists {

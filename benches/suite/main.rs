@@ -778,6 +778,14 @@ fn converge_scenario(
         .max()
         .unwrap_or(0);
     let ratio = r.wall.as_secs_f64() / ideal.as_secs_f64();
+    // Issue 21: the converge fleet at L = 5 s and more, within 1.1× of the
+    // ideal (busy keeps 1.2: each of its four waves is seen finished up to
+    // one poll tick late).
+    let target = if idle && l >= Duration::from_secs(5) {
+        1.1
+    } else {
+        1.2
+    };
     let clusters = fleet.per_cluster.len();
     b.report.row(
         format!("{name}: {n} slices / {clusters} cluster(s): wall"),
@@ -788,9 +796,30 @@ fn converge_scenario(
             if rate.is_none() { " unlimited" } else { "" }
         ),
         Some(ratio),
-        "≤ 1.2",
-        Some(ok && ratio <= 1.2),
+        format!("≤ {target}"),
+        Some(ok && ratio <= target),
     );
+    // Operation reads while waiting: every operations list and get of the
+    // apply but the one list per location its observation makes.
+    let count = |m: &str| stats.by_method.get(m).copied().unwrap_or(0);
+    let locations = fleet.ideal_lists().gke_operation_lists;
+    let op_lists = count("container.projects.locations.operations.list");
+    let op_gets = count("container.projects.locations.operations.get");
+    let wait_reads = (op_lists + op_gets).saturating_sub(locations as u64);
+    let bound = fleet::waits::read_bound(locations, r.wall);
+    let one_by_one = fleet::waits::per_operation_polls(n, l);
+    b.report.row(
+        format!("{name}: operation reads while waiting"),
+        format!("{wait_reads} ({op_lists} lists, {op_gets} gets)"),
+        format!("{bound} = {locations} location(s) × ticks of ≥ 0.75 s"),
+        Some(wait_reads as f64 / bound as f64),
+        "≤ 1",
+        Some(ok && wait_reads <= bound),
+    );
+    b.report.note(format!(
+        "{name}: waits read operations {wait_reads} times; polled one operation at a time they would take about {one_by_one} gets ({:.0}× more)",
+        one_by_one as f64 / wait_reads.max(1) as f64
+    ));
     let wpr = stats.writes as f64 / n as f64;
     b.report.row(
         format!("{name}: writes per resource created"),

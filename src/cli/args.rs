@@ -425,6 +425,13 @@ pub struct ControllerArgs {
     /// watch (its data keys are file names) [default: slicectl-specs].
     #[arg(long, value_name = "NAME", conflicts_with = "dir")]
     pub configmap: Option<String>,
+    /// Read the specs from every ConfigMap in --namespace that this label
+    /// selector matches (`team-specs=true`, say), as one fleet, through an
+    /// API watch: each key a file, shown as CONFIGMAP/KEY. None matching
+    /// plans and prunes nothing; deletes and replacements wait for the set
+    /// to settle (--settle). Needs list and watch on ConfigMaps.
+    #[arg(long, value_name = "SELECTOR", conflicts_with_all = ["dir", "configmap"], value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub configmap_selector: Option<String>,
     /// Read the specs from this mounted directory instead (watched; a
     /// mounted ConfigMap's `..data` swap is handled).
     #[arg(long, value_name = "PATH")]
@@ -481,9 +488,10 @@ pub struct ControllerArgs {
     /// Debounce of the directory watcher (with --dir).
     #[arg(long, value_name = "DUR", default_value = "200ms", value_parser = parse_duration)]
     pub debounce: std::time::Duration,
-    /// With --dir: deletes and replacements wait until the directory's files
-    /// have been unchanged this long, so a half-written file never destroys
-    /// anything (creates and updates do not wait). Must be more than 0.
+    /// With --dir or --configmap-selector: deletes and replacements wait until
+    /// the directory's files (the selected ConfigMaps) have been unchanged
+    /// this long, so a half-written source never destroys anything (creates
+    /// and updates do not wait). Must be more than 0.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_settle)]
     pub settle: std::time::Duration,
     /// After SIGTERM, how long the in-flight cycle may go on before it is

@@ -27,7 +27,8 @@ use crate::controller::server::{self, Health};
 use crate::controller::shard::{HeldShards, ShardConfig, ShardEvent, ShardScope, Shards};
 use crate::controller::sink::ControllerSink;
 use crate::cycle::{
-    AnySource, ConfigMapSource, CycleState, DirSource, GitSource, SpecSource, run_cycle,
+    AnySource, ConfigMapSetSource, ConfigMapSource, CycleState, DirSource, GitSource, SpecSource,
+    run_cycle,
 };
 use crate::source::git::GitRef;
 use crate::status_object::StatusWriter;
@@ -115,6 +116,16 @@ pub(super) async fn run(
                 .context("cannot start the directory watcher thread")?;
             AnySource::Dir(DirSource { dir: dir.clone() })
         }
+        (None, _) if ctl.configmap_selector.is_some() => {
+            let selector = ctl.configmap_selector.clone().unwrap_or_default();
+            let (ltx, lrx) = tokio::sync::watch::channel(None);
+            let api = kube::Api::<ConfigMap>::namespaced(client.clone(), &namespace);
+            tokio::spawn(configmap::watch_selected(api, selector.clone(), ltx, tx));
+            AnySource::ConfigMaps(ConfigMapSetSource {
+                selector,
+                latest: lrx,
+            })
+        }
         (None, _) => {
             let name = ctl
                 .configmap
@@ -141,6 +152,17 @@ pub(super) async fn run(
             _ = signals.recv() => return Ok(EXIT_OK),
             r = latest.wait_for(Option::is_some) => {
                 r.context("the ConfigMap watch stopped before reading the ConfigMap")?;
+            }
+        }
+    }
+    if let AnySource::ConfigMaps(ConfigMapSetSource { latest, selector }) = &source {
+        let mut latest = latest.clone();
+        tokio::select! {
+            _ = signals.recv() => return Ok(EXIT_OK),
+            r = latest.wait_for(Option::is_some) => {
+                r.with_context(|| format!(
+                    "the ConfigMap watch stopped before listing the ConfigMaps matching {selector}"
+                ))?;
             }
         }
     }
@@ -497,8 +519,8 @@ struct Controller {
 }
 
 impl Controller {
-    /// One cycle; when it held steps for a `--dir` source to settle, the
-    /// time to run the next.
+    /// One cycle; when it held steps for a `--dir` or `--configmap-selector`
+    /// source to settle, the time to run the next.
     async fn cycle(&mut self, trigger: Trigger) -> Option<tokio::time::Instant> {
         let Controller {
             source,

@@ -7,7 +7,7 @@
 //! same across retries) — so instance templates, MIGs, instances and
 //! `setMetadata` are thin wrappers over the same calls.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::Method;
 use serde::de::DeserializeOwned;
@@ -57,18 +57,18 @@ impl ComputeScope {
         })
     }
 
-    /// The operations collection of this scope.
+    /// The operations collection of this scope: its list and get methods.
     fn operations_collection(&self) -> (&'static str, &'static str) {
         match self {
             ComputeScope::Global => (
-                "compute.globalOperations.wait",
+                "compute.globalOperations.list",
                 "compute.globalOperations.get",
             ),
             ComputeScope::Region(_) => (
-                "compute.regionOperations.wait",
+                "compute.regionOperations.list",
                 "compute.regionOperations.get",
             ),
-            ComputeScope::Zone(_) => ("compute.zoneOperations.wait", "compute.zoneOperations.get"),
+            ComputeScope::Zone(_) => ("compute.zoneOperations.list", "compute.zoneOperations.get"),
         }
     }
 }
@@ -649,10 +649,14 @@ impl<'a> ComputeApi<'a> {
         self.get(get_method, url).await
     }
 
-    /// Waits for `op` with `POST …/operations/{op}/wait` long polls (zone,
-    /// region or global, from the operation) until it is DONE. A DONE
-    /// operation with errors is [`CloudError::OperationFailed`]; not DONE
-    /// within `timeout` is [`CloudError::Timeout`].
+    /// Waits until `op` is DONE, through the client's shared poller: one
+    /// `{zone,region,global}Operations.list` of the operation's scope per
+    /// tick serves every waiter there (narrowed by a `filter` on the names
+    /// waited on, [`waiting_filter`]; every page followed), each tick within
+    /// a tenth of the youngest waiter's age (see [`super::poll_delay`]); an
+    /// operation missing from the list is read with `get`. A DONE operation
+    /// with errors is [`CloudError::OperationFailed`] for this operation
+    /// only; not DONE within `timeout` is [`CloudError::Timeout`].
     pub async fn wait_operation(
         &self,
         op: &Operation,
@@ -662,39 +666,54 @@ impl<'a> ComputeApi<'a> {
             return operation_result(op.clone());
         }
         let (project, scope) = operation_location(op)?;
-        let (wait_method, _) = scope.operations_collection();
-        let url = format!(
-            "{}/wait",
-            self.url(&project, &scope, "operations", Some(&op.name))?
+        let (list_method, _) = scope.operations_collection();
+        let collection = self.url(&project, &scope, "operations", None)?;
+        let key = format!("projects/{project}/{}", scope.path()?);
+        tracing::debug!(operation = %op.name, location = %key, "waiting for compute operation");
+        let wait = self.inner.compute_ops.wait(
+            &key,
+            op,
+            &self.inner.poll,
+            |waiting| {
+                let url = collection.clone();
+                async move {
+                    let filter = waiting_filter(&waiting);
+                    self.list(list_method, url, filter.as_deref()).await
+                }
+            },
+            || self.get_operation(op),
         );
-        let poll = self.inner.poll;
-        let work = async {
-            let waiting = Instant::now();
-            loop {
-                let started = Instant::now();
-                let req = Request::new(Method::POST, wait_method, url.clone())
-                    .access(Access::Read)
-                    .timeout(poll.long_poll_timeout);
-                let current: Operation = self.inner.call(&req).await?;
-                if current.status == "DONE" {
-                    return operation_result(current);
-                }
-                // `wait` may return early (Google: "might return after zero
-                // seconds"); never spin faster than the poll backoff.
-                let delay = super::poll_delay(&poll, waiting.elapsed());
-                tracing::debug!(operation = %op.name, status = %current.status, "waiting for compute operation");
-                if let Some(rest) = delay.checked_sub(started.elapsed()) {
-                    tokio::time::sleep(rest).await;
-                }
-            }
-        };
-        tokio::time::timeout(timeout, work)
-            .await
-            .map_err(|_| CloudError::Timeout {
-                operation: op.name.clone(),
-                after: timeout,
-            })?
+        let done =
+            tokio::time::timeout(timeout, wait)
+                .await
+                .map_err(|_| CloudError::Timeout {
+                    operation: op.name.clone(),
+                    after: timeout,
+                })??;
+        operation_result(done)
     }
+}
+
+/// The `filter` of an operations list that keeps only the operations
+/// waited on: `name eq "a|b"`, Compute's regular-expression form ("the
+/// literal value is interpreted as a regular expression using GoogleRE2
+/// library syntax. The literal value must match the entire field", the
+/// `filter` parameter of `zoneOperations.list` in the Compute v1 discovery
+/// document, <https://cloud.google.com/compute/docs/reference/rest/v1/zoneOperations/list>).
+/// `None` (list everything) when a name is not a plain operation name or the
+/// filter would make the URL long; the list is paged either way.
+fn waiting_filter(names: &[String]) -> Option<String> {
+    const MAX_FILTER: usize = 2000;
+    let plain = |n: &String| {
+        !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    };
+    if names.is_empty() || !names.iter().all(plain) {
+        return None;
+    }
+    let filter = format!("name eq \"{}\"", names.join("|"));
+    (filter.len() <= MAX_FILTER).then_some(filter)
 }
 
 /// The project (from `selfLink`, else `targetLink`) and scope of an operation.
@@ -898,6 +917,23 @@ mod tests {
         // Clean.
         o.http_error_status_code = None;
         assert!(operation_result(o).is_ok());
+    }
+
+    /// The filter names the operations waited on in Compute's regular
+    /// expression form; anything that is not a plain name, or a filter too
+    /// long for a URL, lists everything instead.
+    #[test]
+    fn waits_filter_the_list_by_name() {
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            waiting_filter(&names(&["operation-1-a", "operation-2_b"])).as_deref(),
+            Some("name eq \"operation-1-a|operation-2_b\"")
+        );
+        assert_eq!(waiting_filter(&[]), None);
+        assert_eq!(waiting_filter(&names(&["op.1"])), None);
+        assert_eq!(waiting_filter(&names(&["a|b"])), None);
+        let many: Vec<String> = (0..200).map(|i| format!("operation-{i:040}")).collect();
+        assert_eq!(waiting_filter(&many), None);
     }
 
     #[test]

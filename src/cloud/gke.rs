@@ -250,10 +250,14 @@ impl<'a> GkeApi<'a> {
         self.inner.call(&req).await
     }
 
-    /// Polls `op` until it is DONE, every tenth of the time waited so far
-    /// (within `PollPolicy`'s bounds, see [`super::poll_delay`]). A DONE operation with an `error` (or a
-    /// stockout condition) is [`CloudError::OperationFailed`]; not DONE within
-    /// `timeout` is [`CloudError::Timeout`].
+    /// Waits until `op` is DONE, through the client's shared poller: one
+    /// `operations.list` of the location per tick serves every waiter there,
+    /// each tick within a tenth of the youngest waiter's age (within
+    /// `PollPolicy`'s bounds, see [`super::poll_delay`]); an operation missing
+    /// from the list is read with `operations.get`. A DONE operation with an
+    /// `error` (or a stockout condition) is [`CloudError::OperationFailed`]
+    /// for this operation only; not DONE within `timeout` is
+    /// [`CloudError::Timeout`].
     pub async fn wait_operation(
         &self,
         project: &str,
@@ -262,25 +266,27 @@ impl<'a> GkeApi<'a> {
         timeout: Duration,
     ) -> Result<Operation, CloudError> {
         let name = short_name(&op.name).to_string();
-        let poll = async {
-            let mut current = op.clone();
-            let started = tokio::time::Instant::now();
-            loop {
-                if current.status == "DONE" {
-                    return operation_result(current);
-                }
-                let delay = super::poll_delay(&self.inner.poll, started.elapsed());
-                tracing::debug!(operation = %name, status = %current.status, delay_ms = delay.as_millis() as u64, "waiting for GKE operation");
-                tokio::time::sleep(delay).await;
-                current = self.get_operation(project, location, &name).await?;
-            }
-        };
-        tokio::time::timeout(timeout, poll)
-            .await
-            .map_err(|_| CloudError::Timeout {
-                operation: name.clone(),
-                after: timeout,
-            })?
+        let key = format!(
+            "projects/{}/locations/{}",
+            segment("project", project)?,
+            segment("location", location)?
+        );
+        tracing::debug!(operation = %name, location = %key, "waiting for GKE operation");
+        let wait = self.inner.gke_ops.wait(
+            &key,
+            op,
+            &self.inner.poll,
+            |_waiting| self.list_operations(project, location),
+            || self.get_operation(project, location, &name),
+        );
+        let done =
+            tokio::time::timeout(timeout, wait)
+                .await
+                .map_err(|_| CloudError::Timeout {
+                    operation: name.clone(),
+                    after: timeout,
+                })??;
+        operation_result(done)
     }
 }
 

@@ -37,7 +37,7 @@ fn observe(api_method: &str, code: &str) {
 /// Whether a request reads or changes state (for the request counters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
-    /// GET, list, operation polls (including compute `POST …/wait`).
+    /// GET, list, operation polls.
     Read,
     /// Create, update, delete.
     Write,
@@ -54,7 +54,6 @@ pub(crate) struct Request {
     /// API method id, e.g. `container.projects.locations.clusters.nodePools.create`.
     pub(crate) api_method: &'static str,
     pub(crate) access: Access,
-    pub(crate) timeout: Option<Duration>,
 }
 
 impl Request {
@@ -72,7 +71,6 @@ impl Request {
             body: None,
             api_method,
             access,
-            timeout: None,
         }
     }
 
@@ -101,12 +99,6 @@ impl Request {
     /// carrying the same id as one request.
     pub(crate) fn with_request_id(self) -> Request {
         self.query("requestId", uuid::Uuid::new_v4().to_string())
-    }
-
-    /// Per-request timeout (long polls).
-    pub(crate) fn timeout(mut self, timeout: Duration) -> Request {
-        self.timeout = Some(timeout);
-        self
     }
 
     /// The `requestId` query parameter, if any.
@@ -161,9 +153,6 @@ impl Inner {
         } else if matches!(req.method, Method::POST | Method::PUT | Method::PATCH) {
             // Google answers 411 to a bodiless POST without `Content-Length: 0`.
             rb = rb.body(Vec::new());
-        }
-        if let Some(t) = req.timeout {
-            rb = rb.timeout(t);
         }
         if req.access == Access::Write
             && let Some(limiter) = &self.writes

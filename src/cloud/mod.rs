@@ -21,6 +21,7 @@ pub mod error;
 pub mod fake;
 pub mod gke;
 mod http;
+mod poller;
 
 use std::fmt;
 use std::sync::Arc;
@@ -62,15 +63,12 @@ impl Default for RetryPolicy {
 /// Polling of long-running operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PollPolicy {
-    /// Least delay between polls (GKE `operations.get`), and the least time
-    /// between two compute `wait` calls that return early. Between the two
-    /// bounds, the delay is 10 % of the time waited so far ([`poll_delay`]).
+    /// Least delay between two lists of a location's operations while
+    /// operations there are waited on. Between the two bounds, the delay is
+    /// 10 % of the youngest waiter's age ([`poll_delay`], `poller.rs`).
     pub min_interval: Duration,
     /// Largest delay between polls.
     pub max_interval: Duration,
-    /// HTTP timeout of one compute `operations.wait` long poll (Google returns
-    /// after at most about 2 minutes).
-    pub long_poll_timeout: Duration,
 }
 
 impl Default for PollPolicy {
@@ -78,7 +76,6 @@ impl Default for PollPolicy {
         PollPolicy {
             min_interval: Duration::from_secs(1),
             max_interval: Duration::from_secs(30),
-            long_poll_timeout: Duration::from_secs(150),
         }
     }
 }
@@ -89,7 +86,6 @@ impl PollPolicy {
         PollPolicy {
             min_interval: Duration::from_millis(5),
             max_interval: Duration::from_millis(50),
-            long_poll_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -196,6 +192,11 @@ pub(crate) struct Inner {
     page_size: u32,
     stats: Counters,
     writes: Option<governor::DefaultKeyedRateLimiter<String>>,
+    /// Waiters on GKE operations, one list per location per tick.
+    gke_ops: poller::Poller<crate::resource::gke::Operation>,
+    /// Waiters on Compute operations, one list per zone, region or global
+    /// scope per tick.
+    compute_ops: poller::Poller<crate::resource::compute::Operation>,
 }
 
 /// The client-side limit on writes per project: a token bucket refilled at
@@ -313,6 +314,8 @@ impl CloudClient {
                 page_size: opts.page_size,
                 stats: Counters::default(),
                 writes: opts.write_rate.map(WriteRate::limiter).transpose()?,
+                gke_ops: poller::Poller::default(),
+                compute_ops: poller::Poller::default(),
             }),
         })
     }

@@ -46,7 +46,9 @@ pub use outcome::{
 };
 pub use settle::{SETTLING, Settle};
 pub use sink::CycleSink;
-pub use source::{AnySource, ConfigMapSource, DirSource, GitSource, SpecSource};
+pub use source::{
+    AnySource, ConfigMapSetSource, ConfigMapSource, DirSource, GitSource, SpecSource,
+};
 
 /// The cloud for a cycle's fleet: a long-running command connects on its
 /// first valid fleet and serves every later one.

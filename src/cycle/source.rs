@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::controller::configmap::Snapshot;
+use crate::controller::configmap::{Selected, Snapshot};
 use crate::source::git::GitRef;
 use crate::source::stamp::Stamp;
 use crate::source::{Listing, SourceError};
@@ -113,6 +113,37 @@ impl SpecSource for ConfigMapSource {
     }
 }
 
+/// Every ConfigMap a label selector matches, as their API watch
+/// ([`crate::controller::configmap::watch_selected`]) last saw them: one
+/// fleet, files shown as `CONFIGMAP/KEY`. None matching is a missing source.
+/// A set is not written at once (a slice moved between two ConfigMaps, a
+/// ConfigMap deleted and created again), so it settles like a directory.
+#[derive(Debug, Clone)]
+pub struct ConfigMapSetSource {
+    /// The label selector.
+    pub selector: String,
+    /// The latest set (`None` until the first complete list).
+    pub latest: tokio::sync::watch::Receiver<Option<Selected>>,
+}
+
+impl SpecSource for ConfigMapSetSource {
+    fn describe(&self) -> String {
+        format!("ConfigMaps matching {}", self.selector)
+    }
+
+    fn read(&self) -> Result<Option<Listing>, SourceError> {
+        self.latest
+            .borrow()
+            .as_ref()
+            .and_then(Selected::files)
+            .transpose()
+    }
+
+    fn settles(&self) -> bool {
+        true
+    }
+}
+
 /// The controller's source: a mounted directory (`--dir`) or a ConfigMap;
 /// `reconcile --watch`'s: a directory, or its committed revision.
 #[derive(Debug, Clone)]
@@ -123,6 +154,8 @@ pub enum AnySource {
     Git(GitSource),
     /// `--configmap`.
     ConfigMap(ConfigMapSource),
+    /// `--configmap-selector`.
+    ConfigMaps(ConfigMapSetSource),
 }
 
 impl SpecSource for AnySource {
@@ -131,6 +164,7 @@ impl SpecSource for AnySource {
             AnySource::Dir(s) => s.describe(),
             AnySource::Git(s) => s.describe(),
             AnySource::ConfigMap(s) => s.describe(),
+            AnySource::ConfigMaps(s) => s.describe(),
         }
     }
 
@@ -139,6 +173,7 @@ impl SpecSource for AnySource {
             AnySource::Dir(s) => s.settles(),
             AnySource::Git(s) => s.settles(),
             AnySource::ConfigMap(s) => s.settles(),
+            AnySource::ConfigMaps(s) => s.settles(),
         }
     }
 
@@ -147,6 +182,7 @@ impl SpecSource for AnySource {
             AnySource::Dir(s) => s.read(),
             AnySource::Git(s) => s.read(),
             AnySource::ConfigMap(s) => s.read(),
+            AnySource::ConfigMaps(s) => s.read(),
         }
     }
 }

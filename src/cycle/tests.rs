@@ -704,3 +704,85 @@ async fn a_removal_waits_for_the_settle_period_and_creates_do_not() {
     assert_eq!(o.code(), "applied", "{o:?}");
     assert_eq!(fake.pools(&cluster()).len(), 1);
 }
+
+/// `--configmap-selector`: every matching ConfigMap is read as one fleet,
+/// its files shown as `CONFIGMAP/KEY`; none matching is a missing source
+/// (nothing planned, nothing pruned); a ConfigMap vanishing from the set is
+/// a half-written source: its slices' deletes wait for the settle period,
+/// and it coming back within it prunes nothing.
+#[tokio::test(start_paused = true)]
+async fn a_set_of_configmaps_is_one_fleet_and_a_vanished_one_prunes_nothing_at_once() {
+    use crate::controller::configmap::Selected;
+    let fake = FakeCloud::new();
+    let cm = |files: &[(&str, String)]| -> BTreeMap<String, Vec<u8>> {
+        files
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone().into_bytes()))
+            .collect()
+    };
+    let platform = cm(&[("target.yaml", TARGET.to_string())]);
+    let llm = cm(&[("a.yaml", slice("a", ""))]);
+    let vision = cm(&[("b.yaml", slice("b", "")), ("b.yaml.bak", "x".into())]);
+    let set = |names: &[(&str, &BTreeMap<String, Vec<u8>>)]| {
+        Some(Selected(
+            names
+                .iter()
+                .map(|(n, d)| (n.to_string(), (*d).clone()))
+                .collect(),
+        ))
+    };
+    let (tx, rx) = tokio::sync::watch::channel(Some(Selected::default()));
+    let src = ConfigMapSetSource {
+        selector: "slicectl.dev/specs=true".into(),
+        latest: rx,
+    };
+    let period = Duration::from_secs(10);
+    let (mut st, mut sink) = (state().with_settle(period), Recorder::default());
+    let mut conn = FakeConnect::to(fake.cloud());
+
+    let o = cycle(&mut st, &src, &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "source_missing", "none matching: {o:?}");
+    assert_eq!(sink.source, "ConfigMaps matching slicectl.dev/specs=true");
+    assert_eq!(conn.connects, 0);
+
+    let all = set(&[("platform", &platform), ("llm", &llm), ("vision", &vision)]);
+    tx.send_replace(all.clone());
+    let o = cycle(&mut st, &src, &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "applied", "{o:?}");
+    let mut pools: Vec<String> = fake.pools(&cluster()).into_iter().map(|p| p.name).collect();
+    pools.sort();
+    assert_eq!(pools, ["a-0", "b-0"], "one fleet from three ConfigMaps");
+    let skipped: Vec<String> = sink
+        .skipped
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    assert_eq!(skipped, ["vision/b.yaml.bak"], "keys named by ConfigMap");
+
+    // `vision` vanishes (deleted to be created again): its slice is not
+    // pruned at once...
+    tokio::time::advance(Duration::from_secs(60)).await;
+    tx.send_replace(set(&[("platform", &platform), ("llm", &llm)]));
+    let o = cycle(&mut st, &src, &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "settling", "{o:?}");
+    assert_eq!(fake.pools(&cluster()).len(), 2);
+    // ...and comes back within the period: nothing was pruned.
+    tokio::time::advance(Duration::from_secs(3)).await;
+    tx.send_replace(all);
+    let o = cycle(&mut st, &src, &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "no_changes", "{o:?}");
+    assert_eq!(fake.pools(&cluster()).len(), 2);
+
+    // An invalid key is named with its ConfigMap.
+    let broken = cm(&[("b.yaml", "kind: [".to_string())]);
+    tx.send_replace(set(&[
+        ("platform", &platform),
+        ("llm", &llm),
+        ("vision", &broken),
+    ]));
+    let o = cycle(&mut st, &src, &mut conn, &mut sink).await;
+    assert_eq!(o.code(), "no_changes", "its last good version stands");
+    let why = sink.invalid.get("b").cloned().unwrap_or_default();
+    assert!(why.contains("vision/b.yaml"), "{:?}", sink.invalid);
+    assert_eq!(fake.pools(&cluster()).len(), 2);
+}

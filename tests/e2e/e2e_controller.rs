@@ -1098,3 +1098,196 @@ async fn a_slice_past_its_quota_is_stalled_quota_exceeded_until_the_quota_is_rai
     wait_converged(&ns, &["big"], &r).await;
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+/// Server-side applies ConfigMap `name` with `labels` and `files`.
+async fn put_configmap(
+    api: &Api<ConfigMap>,
+    name: &str,
+    labels: &[(&str, &str)],
+    files: &[(&str, String)],
+) {
+    let data: BTreeMap<&str, &str> = files.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    let cm = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels},
+        "data": data,
+    });
+    api.patch(
+        name,
+        &PatchParams::apply("slicectl-tests").force(),
+        &Patch::Apply(&cm),
+    )
+    .await
+    .unwrap();
+}
+
+/// The Role rule docs/controller.md gives for `--configmap-selector` (list
+/// and watch on ConfigMaps, no names) lets a ServiceAccount run the
+/// selector's watch, and grants nothing more on them.
+async fn selector_rbac_is_enough(ns: &str) {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let rbac = format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sel\n  namespace: {ns}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: sel\n  namespace: {ns}\nrules:\n\
+         \x20 - apiGroups: [\"\"]\n    resources: [configmaps]\n    verbs: [list, watch]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: sel\n  namespace: {ns}\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: sel\n\
+         subjects:\n  - kind: ServiceAccount\n    name: sel\n    namespace: {ns}\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rbac.yaml");
+    std::fs::write(&file, rbac).unwrap();
+    let o = kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let mut config = slicectl::kube::config_from_kubeconfig(&kubeconfig(), None)
+        .await
+        .unwrap();
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:sel"));
+    let sa = kube::Client::try_from(config).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(sa, ns);
+    let cfg = watcher::Config::default().labels("slicectl.dev/specs=true");
+    // RBAC takes a moment to reach the authorizer's cache.
+    let mut names = Vec::new();
+    for _ in 0..50 {
+        names.clear();
+        let mut stream = watcher(api.clone(), cfg.clone()).boxed();
+        let mut ok = false;
+        while let Some(Ok(ev)) = stream.next().await {
+            match ev {
+                watcher::Event::InitApply(cm) => names.extend(cm.metadata.name),
+                watcher::Event::InitDone => {
+                    ok = true;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        if ok {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        ["platform", "team-a", "team-b"],
+        "the selector's watch as the ServiceAccount"
+    );
+    let denied = api.get("platform").await;
+    assert!(
+        matches!(denied, Err(kube::Error::Api(ref e)) if e.code == 403),
+        "no get: {denied:?}"
+    );
+}
+
+/// `--configmap-selector`: every ConfigMap the label selector matches, one
+/// per team, is one fleet; an unlabelled ConfigMap is not read; an error
+/// names the ConfigMap and key; a team's ConfigMap deleted and created
+/// again within the settle period prunes nothing; a key removed is pruned
+/// (after the settle period); no ConfigMap matching prunes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_label_selector_reads_every_matching_configmap_as_one_fleet() {
+    const SEL: (&str, &str) = ("slicectl.dev/specs", "true");
+    let client = client().await;
+    apply_crd();
+    let ns = namespace(&client, "sel").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let sim = sim(Duration::from_millis(300), 21, FaultConfig::default()).await;
+    let slice = |name: &str| slice_yaml(name, "tpu-v6e-slice", "1x1", 1, "");
+    put_configmap(
+        &cms,
+        "platform",
+        &[SEL],
+        &[("target.yaml", TARGET.to_string())],
+    )
+    .await;
+    put_configmap(&cms, "team-a", &[SEL], &[("alpha.yaml", slice("alpha"))]).await;
+    let beta = [("beta.yaml", slice("beta")), ("gamma.yaml", slice("gamma"))];
+    put_configmap(&cms, "team-b", &[SEL], &beta).await;
+    put_configmap(&cms, "unlabelled", &[], &[("stray.yaml", slice("stray"))]).await;
+    selector_rbac_is_enough(&ns).await;
+    let r = Replica::start_with(
+        &sim,
+        &ns,
+        "sel",
+        &[
+            "--configmap-selector",
+            "slicectl.dev/specs=true",
+            "--settle",
+            "4s",
+            "--resync",
+            "1s",
+        ],
+    );
+    wait_for("the three teams' pools", 60, &[&r], || async {
+        pool_names(&sim).await == ["alpha-0", "beta-0", "gamma-0"]
+    })
+    .await;
+    wait_converged(&ns, &["alpha", "beta", "gamma"], &r).await;
+    assert_eq!(r.get("/readyz").await.map(|x| x.0), Some(200));
+
+    // A broken key: its last good version stands, and the error names the
+    // ConfigMap and the key.
+    put_configmap(
+        &cms,
+        "team-b",
+        &[SEL],
+        &[
+            ("beta.yaml", "kind: [".into()),
+            ("gamma.yaml", slice("gamma")),
+        ],
+    )
+    .await;
+    wait_condition(&ns, "Stalled", &["beta"], &r).await;
+    let stalled = condition(&ns, "beta", "Stalled");
+    assert!(stalled.contains("team-b/beta.yaml"), "{stalled}");
+    put_configmap(&cms, "team-b", &[SEL], &beta).await;
+
+    // team-b deleted and created again within the settle period: held,
+    // never pruned.
+    cms.delete("team-b", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the vanished ConfigMap held", 30, &[&r], || async {
+        r.stderr().contains("settle period")
+    })
+    .await;
+    put_configmap(&cms, "team-b", &[SEL], &beta).await;
+    let seen = r.cycles();
+    wait_for("cycles past the settle period", 60, &[&r], || async {
+        r.cycles() >= seen + 5
+    })
+    .await;
+    assert_eq!(deletes(&sim), 0, "{}", r.text());
+    assert_eq!(pool_names(&sim).await, ["alpha-0", "beta-0", "gamma-0"]);
+
+    // A key removed for good is pruned once the set has settled.
+    put_configmap(&cms, "team-b", &[SEL], &beta[..1]).await;
+    wait_for("gamma pruned", 60, &[&r], || async {
+        pool_names(&sim).await == ["alpha-0", "beta-0"]
+    })
+    .await;
+
+    // No ConfigMap matching: a missing source, nothing pruned.
+    for name in ["platform", "team-a", "team-b"] {
+        cms.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    wait_for("a source_missing cycle", 60, &[&r], || async {
+        r.metric("slicectl_reconcile_cycles_total{result=\"source_missing\"}")
+            .await
+            .unwrap_or(0.0)
+            >= 2.0
+    })
+    .await;
+    assert_eq!(
+        pool_names(&sim).await,
+        ["alpha-0", "beta-0"],
+        "{}",
+        r.text()
+    );
+    assert_eq!(deletes(&sim), 1);
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}

@@ -295,3 +295,38 @@ async fn retryable_faults_are_absorbed_within_one_apply() {
     );
     sim.shutdown().await;
 }
+
+/// Waiting costs reads per location, not per operation: eight pools created
+/// at once in one cluster, their operations taking 3 s, are waited on
+/// through the location's `operations.list` (a tick within max(1 s, 10 % of
+/// the wait), shared by all eight) and never one `operations.get` each.
+#[tokio::test(flavor = "multi_thread")]
+async fn waits_read_each_location_once_per_tick() {
+    let latency = Duration::from_secs(3);
+    let faults = FaultConfig {
+        concurrency_rules: false,
+        ..FaultConfig::default()
+    };
+    let sim = sim(latency, 21, faults).await;
+    let dir = spec_dir(&[(
+        "many.yaml",
+        slice_yaml("many", "tpu-v6e-slice", "1x1", 8, ""),
+    )]);
+    let o = apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(pool_names(&sim).await.len(), 8);
+    let st = sim.stats();
+    let count = |m: &str| st.by_method.get(m).copied().unwrap_or(0);
+    assert_eq!(
+        count("container.projects.locations.operations.get"),
+        0,
+        "{st:?}"
+    );
+    // One list while observing, then one per tick for one location: a tick
+    // at least every 0.75 s (1 s less jitter) over about 3 s.
+    let lists = count("container.projects.locations.operations.list");
+    assert!(
+        (2..=1 + 6).contains(&lists),
+        "{lists} operations lists for 8 waits in one location: {st:?}"
+    );
+}

@@ -66,6 +66,14 @@ fn ideals() {
     assert!(!fleet::is_list(
         "container.projects.locations.operations.get"
     ));
+    // Waits: one read per location per tick of at least 0.75 s; polled one
+    // operation at a time, a 5 s operation costs 5 gets (one a second).
+    assert_eq!(fleet::waits::read_bound(1, Duration::from_secs(10)), 14);
+    assert_eq!(fleet::waits::read_bound(3, Duration::from_millis(10)), 3);
+    assert_eq!(
+        fleet::waits::per_operation_polls(40, Duration::from_secs(5)),
+        200
+    );
 }
 
 /// Every field slicectl renders for the bench's slices has a gcloud flag.

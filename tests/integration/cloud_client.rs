@@ -526,3 +526,146 @@ async fn a_gke_clusters_api_is_resolved_from_clusters_get() {
     let why = kube.deferred(&k).expect("deferred without a token");
     assert!(why.contains("no Google credentials"), "{why}");
 }
+
+/// The most lists one waiter alone would send for an operation of
+/// `latency` under `poll` (each delay a tenth of the age, within the bounds,
+/// less up to a quarter of jitter), plus one.
+fn most_ticks(poll: PollPolicy, latency: Duration) -> u64 {
+    let (mut t, mut ticks) = (Duration::ZERO, 1);
+    while t < latency {
+        t += poll
+            .min_interval
+            .max(t.mul_f64(0.1))
+            .min(poll.max_interval)
+            .mul_f64(0.75);
+        ticks += 1;
+    }
+    ticks
+}
+
+const WAIT_POLL: PollPolicy = PollPolicy {
+    min_interval: Duration::from_millis(20),
+    max_interval: Duration::from_millis(100),
+};
+
+/// Twelve node pools created at once in one location, some of them stocked
+/// out: every wait is served by the location's `operations.list`, never by
+/// one `operations.get` per operation, and a failed operation fails only its
+/// own wait.
+#[tokio::test]
+async fn gke_waits_share_one_operations_list_per_tick() {
+    let latency = Duration::from_millis(400);
+    let faults = FaultConfig {
+        concurrency_rules: false,
+        stockout_rate: 0.3,
+        ..FaultConfig::default()
+    };
+    let sim = sim(latency, 11, faults).await;
+    let client = CloudClient::new(ClientOptions {
+        poll: WAIT_POLL,
+        ..options(&sim)
+    })
+    .unwrap();
+    let gke = client.gke();
+    let mut ops = Vec::new();
+    for i in 0..12 {
+        ops.push(
+            gke.create_node_pool(&cluster(), &tpu_pool(&format!("tpu-{i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    sim.reset_stats();
+    let results = futures::future::join_all(
+        ops.iter()
+            .map(|op| gke.wait_operation(PROJECT, LOCATION, op, WAIT)),
+    )
+    .await;
+    let failed = results.iter().filter(|r| r.is_err()).count();
+    assert!(
+        (1..12).contains(&failed),
+        "seed 11 stocks out some pools and not others: {results:?}"
+    );
+    for r in &results {
+        if let Err(e) = r {
+            assert!(e.is_stockout(), "{e}");
+        }
+    }
+    let st = sim.stats();
+    let lists = st.by_method["container.projects.locations.operations.list"];
+    let gets = st
+        .by_method
+        .get("container.projects.locations.operations.get")
+        .copied()
+        .unwrap_or(0);
+    assert_eq!(gets, 0, "{st:?}");
+    let bound = most_ticks(WAIT_POLL, latency + Duration::from_millis(200));
+    assert!(
+        lists <= bound,
+        "{lists} lists for 12 waiters in one location (one waiter alone: at most {bound})"
+    );
+    assert_eq!(
+        st.reads, lists,
+        "nothing else is read while waiting: {st:?}"
+    );
+    sim.shutdown().await;
+}
+
+/// Compute waits list their region once per tick, narrowed to the
+/// operations waited on by a `name eq` filter and followed across pages:
+/// operations nobody waits on stay out of the pages.
+#[tokio::test]
+async fn compute_waits_share_one_filtered_paged_list_per_tick() {
+    let latency = Duration::from_millis(400);
+    let sim = sim(latency, 12, FaultConfig::default()).await;
+    let client = CloudClient::new(ClientOptions {
+        poll: WAIT_POLL,
+        page_size: 2,
+        ..options(&sim)
+    })
+    .unwrap();
+    let compute = client.compute();
+    // Ten operations nobody will wait on (DONE before the waits start).
+    let mut old = Vec::new();
+    for i in 0..10 {
+        let op = compute
+            .insert_resource_policy(PROJECT, REGION, &workload_policy(&format!("old-{i}")))
+            .await
+            .unwrap();
+        old.push(op);
+    }
+    for r in futures::future::join_all(old.iter().map(|op| compute.wait_operation(op, WAIT))).await
+    {
+        r.unwrap();
+    }
+    let mut ops = Vec::new();
+    for i in 0..6 {
+        let op = compute
+            .insert_resource_policy(PROJECT, REGION, &workload_policy(&format!("wp-{i}")))
+            .await
+            .unwrap();
+        ops.push(op);
+    }
+    sim.reset_stats();
+    let results =
+        futures::future::join_all(ops.iter().map(|op| compute.wait_operation(op, WAIT))).await;
+    assert!(results.iter().all(|r| r.is_ok()), "{results:?}");
+    let st = sim.stats();
+    let lists = st.by_method["compute.regionOperations.list"];
+    assert_eq!(
+        st.by_method.get("compute.regionOperations.get"),
+        None,
+        "{st:?}"
+    );
+    assert_eq!(
+        st.by_method.get("compute.regionOperations.wait"),
+        None,
+        "{st:?}"
+    );
+    // Six operations waited on, in pages of two: at most three pages a tick
+    // (eight without the filter).
+    let bound = 3 * most_ticks(WAIT_POLL, latency + Duration::from_millis(200));
+    assert!(lists <= bound, "{lists} list pages (at most {bound})");
+    assert_eq!(st.reads, lists, "{st:?}");
+    sim.shutdown().await;
+}

@@ -458,15 +458,22 @@ pub(crate) fn find_operation<'a>(
         .ok_or_else(|| not_found(&format!("{}/operations/{name}", scope.path())))
 }
 
-/// `GET …/{regions/R|zones/Z|global}/operations` (paginated).
+/// `GET …/{regions/R|zones/Z|global}/operations` (paginated, narrowed by
+/// `filter` as Compute's list methods are: "A filter expression that filters
+/// resources listed in the response", the `filter` parameter of
+/// `zoneOperations.list`, `regionOperations.list` and `globalOperations.list`
+/// in the Compute v1 discovery document; the filter is applied before
+/// paging, so pages hold only matching operations).
 pub(crate) fn list_operations(inner: &Inner, ctx: &Ctx, scope: &Scope) -> Result<Value, ApiError> {
     check_scope(scope)?;
+    let filter = aggregated::Filter::parse(ctx.query("filter").unwrap_or(""))?;
     let api = ctx.compute_api();
     let items: Vec<Value> = inner
         .compute_ops
         .iter()
         .filter(|op| op.scope == *scope)
         .map(|op| op.to_json(&api))
+        .filter(|v| filter.matches(v))
         .collect();
     let (page, next) = paginate(ctx, items)?;
     let collection = format!("{}/operations", scope.path());
