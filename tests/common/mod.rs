@@ -186,22 +186,35 @@ pub async fn slicectl(sim: &SimHandle, args: &[&str]) -> Output {
 /// and no credentials, prompts or update checks.
 pub fn gcloud_command(base: &str, config_dir: &Path) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new("gcloud");
-    cmd.env("CLOUDSDK_CONFIG", config_dir)
-        .env("CLOUDSDK_CORE_PROJECT", "example-project")
-        .env("CLOUDSDK_AUTH_DISABLE_CREDENTIALS", "true")
-        .env(
+    cmd.envs(gcloud_env(base, config_dir, "example-project"));
+    cmd
+}
+
+/// The environment that points the real gcloud CLI at the simulator at
+/// `base` (container and compute endpoints), with its own configuration
+/// directory, default project `project`, and no credentials, prompts or
+/// update checks: for `Command::envs`, std's or tokio's.
+pub fn gcloud_env(base: &str, config_dir: &Path, project: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("CLOUDSDK_CONFIG", config_dir.display().to_string()),
+        ("CLOUDSDK_CORE_PROJECT", project.to_string()),
+        ("CLOUDSDK_AUTH_DISABLE_CREDENTIALS", "true".into()),
+        (
             "CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER",
             format!("{base}/"),
-        )
-        .env(
+        ),
+        (
             "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE",
             format!("{base}/compute/v1/"),
-        )
-        .env("CLOUDSDK_CORE_DISABLE_USAGE_REPORTING", "true")
-        .env("CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK", "true")
-        .env("CLOUDSDK_CORE_CHECK_GCE_METADATA", "false")
-        .env("CLOUDSDK_CORE_DISABLE_PROMPTS", "true");
-    cmd
+        ),
+        ("CLOUDSDK_CORE_DISABLE_USAGE_REPORTING", "true".into()),
+        (
+            "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK",
+            "true".into(),
+        ),
+        ("CLOUDSDK_CORE_CHECK_GCE_METADATA", "false".into()),
+        ("CLOUDSDK_CORE_DISABLE_PROMPTS", "true".into()),
+    ]
 }
 
 /// Sets the simulator server's faults (`PUT /_sim/faults`), e.g.

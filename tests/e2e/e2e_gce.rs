@@ -143,17 +143,11 @@ async fn gcloud(sim: &SimHandle, args: &[&str]) -> Value {
     let mut cmd = std::process::Command::new("gcloud");
     cmd.args(args)
         .args(["--format", "json"])
-        .env("CLOUDSDK_CONFIG", cfg.path())
-        .env("CLOUDSDK_CORE_PROJECT", "example-project")
-        .env("CLOUDSDK_AUTH_DISABLE_CREDENTIALS", "true")
-        .env(
-            "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE",
-            format!("{base}/compute/v1/"),
-        )
-        .env("CLOUDSDK_CORE_DISABLE_USAGE_REPORTING", "true")
-        .env("CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK", "true")
-        .env("CLOUDSDK_CORE_CHECK_GCE_METADATA", "false")
-        .env("CLOUDSDK_CORE_DISABLE_PROMPTS", "true");
+        .envs(crate::common::gcloud_env(
+            &base,
+            cfg.path(),
+            "example-project",
+        ));
     let out = tokio::task::spawn_blocking(move || cmd.output())
         .await
         .unwrap()

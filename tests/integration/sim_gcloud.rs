@@ -23,21 +23,7 @@ async fn gcloud(base: &str, config_dir: &Path, args: &[&str]) -> String {
     }
     let mut cmd = Command::new("gcloud");
     cmd.args(args)
-        .env("CLOUDSDK_CONFIG", config_dir)
-        .env("CLOUDSDK_CORE_PROJECT", "proj1")
-        .env("CLOUDSDK_AUTH_DISABLE_CREDENTIALS", "true")
-        .env(
-            "CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER",
-            format!("{base}/"),
-        )
-        .env(
-            "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE",
-            format!("{base}/compute/v1/"),
-        )
-        .env("CLOUDSDK_CORE_DISABLE_USAGE_REPORTING", "true")
-        .env("CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK", "true")
-        .env("CLOUDSDK_CORE_CHECK_GCE_METADATA", "false")
-        .env("CLOUDSDK_CORE_DISABLE_PROMPTS", "true");
+        .envs(crate::common::gcloud_env(base, config_dir, "proj1"));
     let out = tokio::task::spawn_blocking(move || cmd.output())
         .await
         .unwrap()
