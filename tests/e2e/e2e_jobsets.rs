@@ -642,7 +642,19 @@ async fn a_flex_start_jobset_gets_a_flex_start_pool_whose_capacity_arrives_and_a
             "  capacity: {type: flex-start, queued: true}\n",
         ),
     );
-    let flex = specs(&ns, true, "2m", &[queued]);
+    // And a flex-start git slice no pod waits for: GKE's autoscaler never
+    // scales it up (another topology, so the JobSet's pod does not fit it).
+    let idle = (
+        "idle.yaml",
+        slice_yaml(
+            "idle-flex",
+            "tpu-v6e-slice",
+            "2x4",
+            1,
+            "  capacity: {type: flex-start}\n",
+        ),
+    );
+    let flex = specs(&ns, true, "2m", &[queued, idle]);
     let target = flex.path().join("target.yaml");
     let text_now = std::fs::read_to_string(&target).unwrap();
     std::fs::write(
@@ -719,8 +731,11 @@ async fn a_flex_start_jobset_gets_a_flex_start_pool_whose_capacity_arrives_and_a
         .get("container.projects.locations.clusters.nodePools.create")
         .copied()
         .unwrap_or(0);
-    assert_eq!(creates, 2);
+    assert_eq!(creates, 3);
     assert!(pool_nodes(&client, "queued-v6e-0").await.is_empty());
+    // Past the flex-start delay, the pool nobody waits for has no Node.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(pool_nodes(&client, "idle-flex-0").await.is_empty());
     // Each phase was said once, however many runs saw it.
     let o = apply_dir(&sim, flex.path()).await;
     assert!(o.status.success(), "{}", text(&o));

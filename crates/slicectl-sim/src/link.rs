@@ -25,12 +25,13 @@ use std::io::BufRead as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DeleteParams};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 
@@ -86,6 +87,77 @@ pub(crate) struct Linked {
     /// Base64 of the CA's PEM, as `masterAuth.clusterCaCertificate`.
     pub ca_certificate: String,
     pub client: kube::Client,
+    /// The node selectors of the cluster's pending, unscheduled pods that
+    /// select flex-start nodes, read every [`PENDING_POLL`] by a task that
+    /// ends with the link: the demand GKE's cluster autoscaler scales a
+    /// flex-start pool up for ([`flex_demand_fits`]).
+    pub pending_flex: Arc<Mutex<Vec<BTreeMap<String, String>>>>,
+}
+
+/// How often a linked cluster's pending flex-start pods are read.
+pub(crate) const PENDING_POLL: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// The label GKE puts on flex-start nodes, which pods select ("Run a small
+/// batch workload with TPUs and flex-start",
+/// <https://cloud.google.com/kubernetes-engine/docs/how-to/dws-flex-start-training-tpu>).
+const FLEX_START_LABEL: &str = "cloud.google.com/gke-flex-start";
+
+/// Reads the pending, unscheduled pods selecting flex-start nodes into
+/// `into` until the link is dropped (only this task holds `into` then).
+async fn poll_pending_flex(client: kube::Client, into: Arc<Mutex<Vec<BTreeMap<String, String>>>>) {
+    let pods: Api<Pod> = Api::all(client);
+    let params = ListParams::default().fields("status.phase=Pending");
+    while Arc::strong_count(&into) > 1 {
+        match pods.list(&params).await {
+            Ok(list) => {
+                let demand: Vec<BTreeMap<String, String>> = list
+                    .items
+                    .into_iter()
+                    .filter_map(|p| p.spec)
+                    .filter(|s| s.node_name.is_none())
+                    .filter_map(|s| s.node_selector)
+                    .filter(|sel| sel.get(FLEX_START_LABEL).map(String::as_str) == Some("true"))
+                    .collect();
+                if let Ok(mut g) = into.lock() {
+                    *g = demand;
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "sim: cannot list the linked cluster's pending pods")
+            }
+        }
+        tokio::time::sleep(PENDING_POLL).await;
+    }
+}
+
+/// Whether GKE's cluster autoscaler would scale the flex-start pool
+/// `pool_key` up now: `None` when its cluster is not linked (no pods to
+/// judge, and no Node to start either); otherwise whether a pending,
+/// unscheduled pod selects flex-start nodes and every label it selects is
+/// one the pool's nodes would have. The autoscaler adds nodes only for
+/// pending pods that fit them ("Cluster autoscaler",
+/// <https://cloud.google.com/kubernetes-engine/docs/concepts/cluster-autoscaler>:
+/// "If Pods are unschedulable because there are not enough nodes in the
+/// node pool, cluster autoscaler adds nodes"), so a flex-start pool nobody
+/// waits for stays at 0.
+pub(crate) fn flex_demand_fits(inner: &Inner, pool_key: &str) -> Option<bool> {
+    let (cluster_key, _) = pool_key.split_once("/nodePools/")?;
+    let link = inner.links.get(cluster_key)?;
+    let c = ClusterRef::parse(cluster_key)?;
+    let spec = &inner.pools.get(pool_key)?.spec;
+    let zone = spec
+        .get("locations")
+        .and_then(Value::as_array)
+        .and_then(|z| z.first())
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let labels = node_shape(inner, &c, spec, zone).labels;
+    let demand = link.pending_flex.lock().ok()?;
+    Some(
+        demand
+            .iter()
+            .any(|sel| sel.iter().all(|(k, v)| labels.get(k) == Some(v))),
+    )
 }
 
 impl std::fmt::Debug for Linked {
@@ -176,11 +248,14 @@ impl Linked {
                 path.display()
             )
         })?;
+        let pending_flex = Arc::default();
+        tokio::spawn(poll_pending_flex(client.clone(), Arc::clone(&pending_flex)));
         Ok(Linked {
             cfg,
             endpoint,
             ca_certificate: STANDARD.encode(ca_pem),
             client,
+            pending_flex,
         })
     }
 
@@ -815,6 +890,66 @@ mod tests {
                 .labels
                 .contains_key("cloud.google.com/gke-tpu-accelerator")
         );
+    }
+
+    #[tokio::test]
+    async fn a_flex_start_pool_scales_up_only_for_a_pending_pod_that_fits_it() {
+        let cluster = "projects/p/locations/us-central1/clusters/train";
+        let pool = format!("{cluster}/nodePools/f");
+        let mut inner = inner();
+        inner.pools.insert(
+            pool.clone(),
+            crate::state::PoolRec {
+                spec: json!({
+                    "name": "f",
+                    "config": {"machineType": "ct6e-standard-4t", "flexStart": true},
+                    "initialNodeCount": 0,
+                    "locations": ["us-central1-b"],
+                    "placementPolicy": {"type": "COMPACT", "tpuTopology": "4x4"},
+                    "autoscaling": {"enabled": true, "minNodeCount": 0, "maxNodeCount": 4},
+                }),
+                status: "RUNNING",
+                status_message: None,
+                conditions: Vec::new(),
+            },
+        );
+        // Not linked: no pods to judge.
+        assert_eq!(flex_demand_fits(&inner, &pool), None);
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let pending_flex: Arc<Mutex<Vec<BTreeMap<String, String>>>> = Arc::default();
+        inner.links.insert(
+            cluster.to_string(),
+            Arc::new(Linked {
+                cfg: GkeLink::new("/nonexistent/kubeconfig", "/nonexistent/kubemark"),
+                endpoint: "127.0.0.1:9".into(),
+                ca_certificate: String::new(),
+                client,
+                pending_flex: Arc::clone(&pending_flex),
+            }),
+        );
+        let selector = |topology: &str| {
+            BTreeMap::from([
+                (FLEX_START_LABEL.to_string(), "true".to_string()),
+                (
+                    "cloud.google.com/gke-tpu-accelerator".to_string(),
+                    "tpu-v6e-slice".to_string(),
+                ),
+                (
+                    "cloud.google.com/gke-tpu-topology".to_string(),
+                    topology.to_string(),
+                ),
+            ])
+        };
+        // Nobody waits: no scale-up.
+        assert_eq!(flex_demand_fits(&inner, &pool), Some(false));
+        // A pod for another topology does not fit.
+        *pending_flex.lock().unwrap() = vec![selector("2x2")];
+        assert_eq!(flex_demand_fits(&inner, &pool), Some(false));
+        // One that fits does.
+        pending_flex.lock().unwrap().push(selector("4x4"));
+        assert_eq!(flex_demand_fits(&inner, &pool), Some(true));
     }
 
     #[test]

@@ -154,6 +154,12 @@ impl Inner {
             if let super::gke::Capacity::FlexStart(per_zone) = super::gke::capacity_of(&rec.spec)
                 && rec.status == "RUNNING"
             {
+                // Capacity is there, but the autoscaler scales up only for
+                // a pending pod that fits: look again until one does.
+                if super::link::flex_demand_fits(self, &pool) == Some(false) {
+                    self.flex_due.push((now + super::link::PENDING_POLL, pool));
+                    continue;
+                }
                 tracing::debug!(pool = %pool, per_zone, "sim: flex-start capacity arrived");
                 super::link::start_pool_nodes(self, &pool, per_zone);
             }
