@@ -1,7 +1,7 @@
+#![cfg(test)]
 //! The executor's own rules, fast, on the recording fake (no HTTP): order,
 //! skipping what depends on a failure, the replacement limit, retries while
 //! a cluster is busy, waiting on in-flight operations, a panicked step.
-#![cfg(test)]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,5 @@
-//! Unit tests of the planner's phases, each on its own.
 #![cfg(test)]
+//! Unit tests of the planner's phases, each on its own.
 
 use std::sync::Arc;
 

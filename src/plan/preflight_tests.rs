@@ -1,6 +1,6 @@
+#![cfg(test)]
 //! The preflight's judgement, on plans made by the planner (`super` is the
 //! planner's tests, whose fleets and inventories these reuse).
-#![cfg(test)]
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,5 @@
-//! Unit and snapshot tests of the pure planner.
 #![cfg(test)]
+//! Unit and snapshot tests of the pure planner.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

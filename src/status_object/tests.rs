@@ -1,5 +1,5 @@
-//! The derivation on real engine reports (the fake cloud), snapshot-tested.
 #![cfg(test)]
+//! The derivation on real engine reports (the fake cloud), snapshot-tested.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
+#![cfg(test)]
 //! Unit tests of the pure half of the `gce` kinds: rendering, the hash
 //! chain, the Nodes comparison, brought templates, and how the planner and
 //! the step graph order a self-managed slice.
-#![cfg(test)]
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
+#![cfg(test)]
 //! The bootstrap drive on the recording fakes of the cloud and Kubernetes
 //! seams: what it writes, how often, and how it fails.
-#![cfg(test)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
