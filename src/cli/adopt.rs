@@ -195,7 +195,7 @@ async fn adopt_in(
 fn mark(inv: &mut Inventory, props: &[Proposal]) {
     inv.adopting = props
         .iter()
-        .flat_map(|p| p.resources.iter().cloned())
+        .flat_map(|p| p.resources.iter().chain(&p.held).cloned())
         .collect::<BTreeSet<ResourceId>>();
 }
 

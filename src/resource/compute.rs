@@ -39,6 +39,11 @@ pub struct ResourcePolicy {
     /// Output: creation timestamp.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_timestamp: Option<String>,
+    /// Not on the wire: which managed instance group uses it, filled by
+    /// observation (`kinds::gce::link`). A template or workload policy a
+    /// MIG uses belongs to whoever owns that MIG (see docs/adopt.md).
+    #[serde(skip)]
+    pub held: Option<Held>,
 }
 
 /// `ResourcePolicyWorkloadPolicy`.
@@ -162,6 +167,11 @@ pub struct InstanceTemplate {
     /// Output: creation timestamp (RFC3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_timestamp: Option<String>,
+    /// Not on the wire: which managed instance group uses it, filled by
+    /// observation (`kinds::gce::link`). A template or workload policy a
+    /// MIG uses belongs to whoever owns that MIG (see docs/adopt.md).
+    #[serde(skip)]
+    pub held: Option<Held>,
 }
 
 /// `InstanceProperties` (the TPU-relevant subset).
@@ -486,6 +496,40 @@ pub struct InstanceGroupManager {
     /// `listErrors`, not in its own status).
     #[serde(skip)]
     pub list_error: Option<IgmErrorDetail>,
+    /// Not on the wire: the instance template and workload policy the group
+    /// uses, as observed (`kinds::gce::link`), so that `slicectl adopt` can
+    /// describe the group as one slice replica.
+    #[serde(skip)]
+    pub linked: Option<Box<Linked>>,
+}
+
+/// Who uses a template or workload policy ([`InstanceTemplate::held`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Held {
+    /// A MIG slicectl does not own: the resource is not slicectl's either,
+    /// whatever its description says (released with its MIG, or someone
+    /// else's group runs on it).
+    Foreign {
+        /// The MIG's name.
+        mig: String,
+    },
+    /// A MIG slicectl adopted: the resource is that slice replica's by
+    /// reference (its description, immutable, is someone else's).
+    Adopted {
+        /// The MIG's name.
+        mig: String,
+        /// The MIG's owner id, slice and replica.
+        owner: (String, String, u32),
+    },
+}
+
+/// What a MIG uses, as observed ([`InstanceGroupManager::linked`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Linked {
+    /// Its instance template, when it is a global one in its project.
+    pub template: Option<InstanceTemplate>,
+    /// Its workload policy.
+    pub policy: Option<ResourcePolicy>,
 }
 
 /// `InstanceGroupManagerTargetSizePolicy`.

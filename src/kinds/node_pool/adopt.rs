@@ -129,6 +129,25 @@ fn friendly(d: &str) -> String {
     }
 }
 
+/// The topology of a slice of `machine_type`: the one `declared` (a
+/// pool's `tpuTopology`, a workload policy's `acceleratorTopology`), else
+/// (single host: none is declared) the one whose chips the machine type
+/// holds on one host.
+pub(crate) fn topology_of(
+    generation: &catalog::Generation,
+    machine_type: &str,
+    declared: Option<String>,
+) -> Option<String> {
+    declared.or_else(|| {
+        generation.topologies.iter().find_map(|t| {
+            catalog::resolve(generation.accelerator, t, Some(machine_type))
+                .ok()
+                .filter(|s| s.hosts == 1)
+                .map(|_| t.to_string())
+        })
+    })
+}
+
 /// The spec a live pool is, or every reason it cannot be one.
 fn spec_of(p: &NodePool, target: &Target) -> Result<SliceSpec, Vec<String>> {
     let mut why = Vec::new();
@@ -154,17 +173,11 @@ fn spec_of(p: &NodePool, target: &Target) -> Result<SliceSpec, Vec<String>> {
             "it is placed by workload policy {name}: slicectl names and owns a slice's workload policy itself, and adopting one is not supported"
         ));
     }
-    let topology = match placement.and_then(|pp| pp.tpu_topology.clone()) {
-        Some(t) => Some(t),
-        // A single-host pool has no topology: the one whose chips the
-        // machine type holds.
-        None => generation.topologies.iter().find_map(|t| {
-            catalog::resolve(generation.accelerator, t, Some(&c.machine_type))
-                .ok()
-                .filter(|s| s.hosts == 1)
-                .map(|_| t.to_string())
-        }),
-    };
+    let topology = topology_of(
+        generation,
+        &c.machine_type,
+        placement.and_then(|pp| pp.tpu_topology.clone()),
+    );
     let Some(topology) = topology else {
         why.push(format!(
             "no {} topology fits machine type {} on one host",

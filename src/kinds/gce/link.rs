@@ -1,0 +1,187 @@
+//! Who owns a `gce` slice replica's instance template and workload policy
+//! when their descriptions cannot say (`slicectl adopt`, `slicectl
+//! release`): the MIG that uses them.
+//!
+//! Instance templates and resource policies cannot change after they are
+//! made (compute v1 has no `update` or `patch` for templates, and resource
+//! policies are changed by replacing them), so the ownership slicectl
+//! writes in their descriptions is fixed at creation. A MIG's description
+//! can be patched in place (`instanceGroupManagers.patch`). So the MIG
+//! decides: a template or policy a MIG uses belongs to whoever owns that
+//! MIG. A MIG slicectl does not own (released, or someone else's) makes
+//! what it uses foreign, whatever their descriptions say; a MIG slicectl
+//! adopted (`adopted=true` in its description) makes them its slice
+//! replica's by reference. Pure: run on every observed inventory.
+
+use std::sync::Arc;
+
+use crate::kind::body_as;
+use crate::kind::ownership::{self, Ownership};
+use crate::plan::{Inventory, ResourceId};
+use crate::resource::compute::{Held, InstanceGroupManager, InstanceTemplate, Linked, ResourcePolicy};
+
+use super::nodes::NodeGroupLive;
+use super::{mig, template};
+use crate::kind::{Body, Scope};
+use crate::kinds::workload_policy;
+
+/// The `projects/…` tail of a link (links come back as full URLs).
+fn tail(link: &str) -> &str {
+    link.find("projects/").map_or(link, |i| &link[i..])
+}
+
+/// The ownership a template or policy has: from the MIG that uses it
+/// ([`Held`]), else from its own description (`described`).
+pub fn held_ownership(
+    held: Option<&Held>,
+    described: impl FnOnce() -> Option<Ownership>,
+) -> Option<Ownership> {
+    match held {
+        Some(Held::Foreign { .. }) => None,
+        Some(Held::Adopted { owner, .. }) => Some(Ownership {
+            owner: owner.0.clone(),
+            slice: owner.1.clone(),
+            replica: owner.2,
+            target: None,
+            // No stored hash: compared field by field.
+            spec_hash: None,
+            hash_version: None,
+            prevent_destroy: false,
+        }),
+        None => described(),
+    }
+}
+
+/// How a MIG holds what it uses, or `None` when it is slicectl's own
+/// (what it uses keeps the ownership its description records).
+fn holding(m: &InstanceGroupManager) -> Option<Held> {
+    let description = m.description.as_deref().unwrap_or_default();
+    let own = Ownership::from_description_named(description, &m.name, crate::spec::names::mig);
+    match own {
+        None => Some(Held::Foreign {
+            mig: m.name.clone(),
+        }),
+        Some(o) if ownership::description_adopted(description) => Some(Held::Adopted {
+            mig: m.name.clone(),
+            owner: (o.owner, o.slice, o.replica),
+        }),
+        Some(_) => None,
+    }
+}
+
+/// Links every MIG of `inv` with the template and policy it uses: each
+/// MIG's [`InstanceGroupManager::linked`], each used template's and
+/// policy's [`InstanceTemplate::held`] (see the module docs), and
+/// [`Inventory::held`].
+pub fn link(inv: &mut Inventory) {
+    let migs: Vec<(Scope, InstanceGroupManager)> = inv
+        .live(mig::KIND)
+        .iter()
+        .filter_map(|l| Some((l.scope.clone(), body_as::<InstanceGroupManager>(&l.body)?.clone())))
+        .collect();
+    if migs.is_empty() {
+        return;
+    }
+    let mut linked: Vec<(usize, Linked)> = Vec::new();
+    for (i, (scope, m)) in migs.iter().enumerate() {
+        let holder = ResourceId {
+            scope: scope.clone(),
+            kind: mig::KIND,
+            name: m.name.clone(),
+        };
+        let held = holding(m);
+        let mut found = Linked::default();
+        if let Some(link) = m.instance_template.as_deref() {
+            found.template = mark::<InstanceTemplate>(inv, template::KIND, tail(link), &holder, held.as_ref(), |t, s| {
+                let Scope::Global(p) = s else { return String::new() };
+                format!("projects/{}/global/instanceTemplates/{}", p.project, t.name)
+            }, |t, h| t.held = h);
+        }
+        if let Some(link) = m
+            .resource_policies
+            .as_ref()
+            .and_then(|r| r.workload_policy.as_deref())
+        {
+            found.policy = mark::<ResourcePolicy>(inv, workload_policy::KIND, tail(link), &holder, held.as_ref(), |p, s| {
+                let Scope::Region(r) = s else { return String::new() };
+                format!("projects/{}/regions/{}/resourcePolicies/{}", r.project, r.region, p.name)
+            }, |p, h| p.held = h);
+        }
+        linked.push((i, found));
+    }
+    let by_name: std::collections::BTreeMap<(Scope, String), Linked> = linked
+        .into_iter()
+        .map(|(i, l)| ((migs[i].0.clone(), migs[i].1.name.clone()), l))
+        .collect();
+    // The Nodes of a MIG's replica (the group named as the MIG) go with
+    // it: released with it, adopted with it.
+    let mut nodes_held = Vec::new();
+    if let Some(groups) = inv.resources.get_mut(&super::nodes::KIND) {
+        for l in groups.iter_mut() {
+            let Some(g) = body_as::<NodeGroupLive>(&l.body) else {
+                continue;
+            };
+            let Some((scope, m)) = migs.iter().find(|(_, m)| m.name == g.name) else {
+                continue;
+            };
+            nodes_held.push((
+                ResourceId {
+                    scope: l.scope.clone(),
+                    kind: super::nodes::KIND,
+                    name: g.name.clone(),
+                },
+                ResourceId {
+                    scope: scope.clone(),
+                    kind: mig::KIND,
+                    name: m.name.clone(),
+                },
+            ));
+            if matches!(holding(m), Some(Held::Foreign { .. })) {
+                let mut g = g.clone();
+                g.released = true;
+                l.body = Arc::new(g) as Body;
+            }
+        }
+    }
+    inv.held.extend(nodes_held);
+    if let Some(list) = inv.resources.get_mut(&mig::KIND) {
+        for l in list.iter_mut() {
+            let Some(m) = body_as::<InstanceGroupManager>(&l.body) else {
+                continue;
+            };
+            if let Some(found) = by_name.get(&(l.scope.clone(), m.name.clone())) {
+                let mut m = m.clone();
+                m.linked = Some(Box::new(found.clone()));
+                l.body = Arc::new(m) as Body;
+            }
+        }
+    }
+}
+
+/// Finds the resource of `kind` whose link is `link`, records that
+/// `holder` uses it, stamps `held` on it, and returns it as observed.
+fn mark<T: Clone + crate::kind::Resource + 'static>(
+    inv: &mut Inventory,
+    kind: crate::kind::KindId,
+    link: &str,
+    holder: &ResourceId,
+    held: Option<&Held>,
+    link_of: impl Fn(&T, &Scope) -> String,
+    set: impl Fn(&mut T, Option<Held>),
+) -> Option<T> {
+    let list = inv.resources.get_mut(&kind)?;
+    let l = list.iter_mut().find(|l| {
+        body_as::<T>(&l.body).is_some_and(|t| link_of(t, &l.scope) == link)
+    })?;
+    let observed = body_as::<T>(&l.body)?.clone();
+    let mut stamped = observed.clone();
+    set(&mut stamped, held.cloned());
+    l.body = Arc::new(stamped) as Body;
+    let id = ResourceId {
+        scope: l.scope.clone(),
+        kind,
+        name: link.rsplit('/').next().unwrap_or_default().to_string(),
+    };
+    inv.held.insert(id, holder.clone());
+    Some(observed)
+}
