@@ -108,9 +108,11 @@ async fn adopt_in(
     // the plan compares the live pool with that Slice.
     let mut candidates: Vec<(Proposal, Option<String>)> = Vec::new();
     for p in proposals {
+        // A Slice in the specs is compared as it is, whatever the live
+        // resource would be described as (a released GCE slice's rendered
+        // template is not one it could bring).
         let text = match (&p.spec, fleet.slices.get(&p.slice)) {
-            (Err(reasons), _) => Err(reasons.clone()),
-            (Ok(_), Some(s)) => {
+            (_, Some(s)) => {
                 println!(
                     "{} is named by Slice {} in {}: adopted as that Slice, if the plan below shows only labels change; no file is written",
                     names(&p),
@@ -119,6 +121,7 @@ async fn adopt_in(
                 );
                 Ok(None)
             }
+            (Err(reasons), None) => Err(reasons.clone()),
             (Ok(spec), None) => adopt::spec_file(&p.slice, spec, &p.resources)
                 .map_err(|e| vec![e])
                 .and_then(|t| {

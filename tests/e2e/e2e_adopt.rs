@@ -406,3 +406,66 @@ async fn a_terraform_pool_is_adopted_only_by_name_and_with_a_warning() {
     assert_no_changes(&sim, dir.path()).await;
     sim.shutdown().await;
 }
+
+/// The writes since the last reset, by method.
+fn writes(sim: &SimHandle) -> (u64, u64) {
+    let s = sim.stats();
+    let patches = s
+        .by_method
+        .get("compute.instanceGroupManagers.patch")
+        .copied()
+        .unwrap_or(0);
+    (s.writes, patches)
+}
+
+/// Issue 20: a GCE slice (MIG, instance template, workload policy, Nodes on
+/// the real control plane) is released with one MIG description patch and
+/// nothing deleted; its spec is then refused (`name_taken`), never
+/// recreated; `adopt --name` takes it back with one patch and `plan` has
+/// nothing to do; `destroy` then deletes the MIG, template and
+/// policy (the simulator refuses a template or policy a MIG still uses,
+/// so the order is proven).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gce_slice_is_released_and_adopted_back_with_one_mig_patch_each() {
+    use crate::e2e_gce::{SERIAL, gce_apply, gce_dir, gce_slice, get, kube_client, names, nodes_of};
+    let _serial = SERIAL.lock().await;
+    let client = kube_client().await;
+    let sim = start().await;
+    let dir = gce_dir("e2e-adopt-gce", &[("rt.yaml", gce_slice("gce-rt", "4x4", ""))]);
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(nodes_of(&client, "gce-rt").await.len(), 4);
+
+    sim.reset_stats();
+    let o = slicectl(
+        &sim,
+        &["release", arg(dir.path()), "--slice", "gce-rt", "--auto-approve"],
+    )
+    .await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("release_unsupported"), "{}", text(&o));
+    assert_eq!(writes(&sim), (1, 1), "{:?}", sim.stats().by_method);
+    let o = slicectl(&sim, &["plan", arg(dir.path()), "--detailed-exitcode"]).await;
+    assert!(text(&o).contains("name_taken"), "{}", text(&o));
+    assert!(!text(&o).contains("- destroy") && !text(&o).contains("-/+"), "{}", text(&o));
+
+    sim.reset_stats();
+    let out = dir.path().join("adopted");
+    let o = adopt(&sim, dir.path(), "kubeadm", &out, &["--name", "gce-rt-0"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(stdout(&o).contains("adopt: "), "{}", text(&o));
+    assert_eq!(writes(&sim), (1, 1), "{:?}", sim.stats().by_method);
+    assert!(!out.join("gce-rt.yaml").exists(), "the Slice in the specs is used");
+    assert_no_changes(&sim, dir.path()).await;
+    let migs = get(&sim, "zones/us-central1-b/instanceGroupManagers").await;
+    let d = migs["items"][0]["description"].as_str().unwrap_or_default().to_string();
+    assert!(d.contains(" adopted=true prevent-destroy=false"), "{d}");
+
+    // Destroying it deletes the whole replica, in reverse order.
+    let o = slicectl(&sim, &["destroy", arg(dir.path()), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(names(&get(&sim, "zones/us-central1-b/instanceGroupManagers").await).is_empty());
+    assert!(names(&get(&sim, "global/instanceTemplates").await).is_empty());
+    assert!(names(&get(&sim, "regions/us-central1/resourcePolicies").await).is_empty());
+    assert!(nodes_of(&client, "gce-rt").await.is_empty());
+}
