@@ -863,7 +863,12 @@ impl<'a> Planner<'a> {
         // A template or policy a MIG that stays still uses (an adopted
         // slice's brought template) is deleted with that MIG, never before
         // it (Compute Engine refuses it while the MIG uses it).
-        if self.inv.held.get(&id).is_some_and(|m| self.wanted.contains(m)) {
+        if self
+            .inv
+            .held
+            .get(&id)
+            .is_some_and(|m| self.wanted.contains(m))
+        {
             return;
         }
         if let Some(t) = self.unobserved_owner(&l.scope, &o) {

@@ -78,7 +78,10 @@ fn spec_of(m: &InstanceGroupManager, target: &Target) -> Result<SliceSpec, Vec<S
     };
     let policy = linked.and_then(|l| l.policy.as_ref());
     if policy.is_none()
-        && let Some(p) = m.resource_policies.as_ref().and_then(|r| r.workload_policy.as_deref())
+        && let Some(p) = m
+            .resource_policies
+            .as_ref()
+            .and_then(|r| r.workload_policy.as_deref())
     {
         why.push(format!(
             "its workload policy {p} was not observed in the region of Target {}'s zone",
@@ -149,8 +152,7 @@ fn spec_of(m: &InstanceGroupManager, target: &Target) -> Result<SliceSpec, Vec<S
 /// [`crate::kind::Kind::adoptable`] of a MIG: `None` when it is not in the
 /// Target's zone.
 pub fn adoptable(m: &InstanceGroupManager, target: &Target) -> Option<Adoptable> {
-    if m
-        .zone
+    if m.zone
         .as_deref()
         .is_some_and(|z| z.rsplit('/').next() != Some(target.spec.zone.as_str()))
     {

@@ -18,7 +18,9 @@ use std::sync::Arc;
 use crate::kind::body_as;
 use crate::kind::ownership::{self, Ownership};
 use crate::plan::{Inventory, ResourceId};
-use crate::resource::compute::{Held, InstanceGroupManager, InstanceTemplate, Linked, ResourcePolicy};
+use crate::resource::compute::{
+    Held, InstanceGroupManager, InstanceTemplate, Linked, ResourcePolicy,
+};
 
 use super::nodes::NodeGroupLive;
 use super::{mig, template};
@@ -77,7 +79,12 @@ pub fn link(inv: &mut Inventory) {
     let migs: Vec<(Scope, InstanceGroupManager)> = inv
         .live(mig::KIND)
         .iter()
-        .filter_map(|l| Some((l.scope.clone(), body_as::<InstanceGroupManager>(&l.body)?.clone())))
+        .filter_map(|l| {
+            Some((
+                l.scope.clone(),
+                body_as::<InstanceGroupManager>(&l.body)?.clone(),
+            ))
+        })
         .collect();
     if migs.is_empty() {
         return;
@@ -92,20 +99,43 @@ pub fn link(inv: &mut Inventory) {
         let held = holding(m);
         let mut found = Linked::default();
         if let Some(link) = m.instance_template.as_deref() {
-            found.template = mark::<InstanceTemplate>(inv, template::KIND, tail(link), &holder, held.as_ref(), |t, s| {
-                let Scope::Global(p) = s else { return String::new() };
-                format!("projects/{}/global/instanceTemplates/{}", p.project, t.name)
-            }, |t, h| t.held = h);
+            found.template = mark::<InstanceTemplate>(
+                inv,
+                template::KIND,
+                tail(link),
+                &holder,
+                held.as_ref(),
+                |t, s| {
+                    let Scope::Global(p) = s else {
+                        return String::new();
+                    };
+                    format!("projects/{}/global/instanceTemplates/{}", p.project, t.name)
+                },
+                |t, h| t.held = h,
+            );
         }
         if let Some(link) = m
             .resource_policies
             .as_ref()
             .and_then(|r| r.workload_policy.as_deref())
         {
-            found.policy = mark::<ResourcePolicy>(inv, workload_policy::KIND, tail(link), &holder, held.as_ref(), |p, s| {
-                let Scope::Region(r) = s else { return String::new() };
-                format!("projects/{}/regions/{}/resourcePolicies/{}", r.project, r.region, p.name)
-            }, |p, h| p.held = h);
+            found.policy = mark::<ResourcePolicy>(
+                inv,
+                workload_policy::KIND,
+                tail(link),
+                &holder,
+                held.as_ref(),
+                |p, s| {
+                    let Scope::Region(r) = s else {
+                        return String::new();
+                    };
+                    format!(
+                        "projects/{}/regions/{}/resourcePolicies/{}",
+                        r.project, r.region, p.name
+                    )
+                },
+                |p, h| p.held = h,
+            );
         }
         linked.push((i, found));
     }
@@ -170,9 +200,9 @@ fn mark<T: Clone + crate::kind::Resource + 'static>(
     set: impl Fn(&mut T, Option<Held>),
 ) -> Option<T> {
     let list = inv.resources.get_mut(&kind)?;
-    let l = list.iter_mut().find(|l| {
-        body_as::<T>(&l.body).is_some_and(|t| link_of(t, &l.scope) == link)
-    })?;
+    let l = list
+        .iter_mut()
+        .find(|l| body_as::<T>(&l.body).is_some_and(|t| link_of(t, &l.scope) == link))?;
     let observed = body_as::<T>(&l.body)?.clone();
     let mut stamped = observed.clone();
     set(&mut stamped, held.cloned());

@@ -632,7 +632,9 @@ async fn patch_description(
                 .as_deref()
                 .is_some_and(ownership::description_adopted);
         let description = match &m.description {
-            Some(d) if marked && ownership_of(m).is_some() => Some(super::adopt::adopted_description(d)),
+            Some(d) if marked && ownership_of(m).is_some() => {
+                Some(super::adopt::adopted_description(d))
+            }
             other => other.clone(),
         };
         let patch = InstanceGroupManagerPatch {

@@ -1496,15 +1496,16 @@ fn adopting_and_releasing_a_mig_change_only_its_description() {
     let inv = foreign_replica(&f, "a", |_| "made by gcloud".to_string());
     let kinds = crate::kinds::plan_kinds();
     let target = &f.targets["k"];
-    let (props, skipped) = adopt::propose(
-        target,
-        &inv,
-        &kinds,
-        &Selection::Names(vec!["a-0".into()]),
-    );
+    let (props, skipped) =
+        adopt::propose(target, &inv, &kinds, &Selection::Names(vec!["a-0".into()]));
     assert!(skipped.is_empty(), "{skipped:?}");
     assert_eq!(props.len(), 1);
-    assert_eq!(props[0].held.len(), 3, "template, policy, Nodes: {:?}", props[0].held);
+    assert_eq!(
+        props[0].held.len(),
+        3,
+        "template, policy, Nodes: {:?}",
+        props[0].held
+    );
     let mut marked = inv.clone();
     marked.adopting = props[0]
         .resources
@@ -1517,7 +1518,12 @@ fn adopting_and_releasing_a_mig_change_only_its_description() {
     let why: Vec<&str> = p.refused.iter().map(|r| r.message.as_str()).collect();
     assert!(p.refused.is_empty(), "{why:?}");
     assert_eq!(compute_actions(&p), vec!["Update mig a-0".to_string()]);
-    assert!(p.actions[0].changes.iter().all(|c| c.path.starts_with("description")));
+    assert!(
+        p.actions[0]
+            .changes
+            .iter()
+            .all(|c| c.path.starts_with("description"))
+    );
     // A template that differs from the spec refuses the adoption.
     let other = fleet(&[slice("a", "4x4", "", "b")]);
     let mut p = plan::plan(&other, &marked, &kinds, &PlanOptions::default()).unwrap();
@@ -1576,9 +1582,15 @@ fn a_foreign_mig_is_described_with_its_template_brought() {
     );
     m.target_size_policy = None;
     m.target_size = 2;
-    let why = super::adopt::adoptable(&m, target).unwrap().spec.unwrap_err();
+    let why = super::adopt::adoptable(&m, target)
+        .unwrap()
+        .spec
+        .unwrap_err();
     assert!(why.iter().any(|w| w.contains("INDIVIDUAL mode")), "{why:?}");
-    assert!(why.iter().any(|w| w.contains("target size is 2")), "{why:?}");
+    assert!(
+        why.iter().any(|w| w.contains("target size is 2")),
+        "{why:?}"
+    );
     m.name = "train-mig-0a1b2c3d".into();
     let a = super::adopt::adoptable(&m, target).unwrap();
     assert!(a.manager.unwrap().contains("tpu-operator"));
