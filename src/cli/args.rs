@@ -199,6 +199,10 @@ pub enum Command {
         /// Overwrite a Slice file that exists.
         #[arg(long)]
         force: bool,
+        /// Write the Slice files and save the adoption plan to FILE instead
+        /// of applying it; `slicectl apply FILE` applies exactly it.
+        #[arg(long, value_name = "FILE")]
+        plan_out: Option<PathBuf>,
         /// Connection settings.
         #[command(flatten)]
         conn: Connection,
@@ -215,6 +219,10 @@ pub enum Command {
         /// The slice to release (repeatable).
         #[arg(long = "slice", value_name = "SLICE", required = true)]
         slices: Vec<String>,
+        /// Save the release plan to FILE instead of applying it; `slicectl
+        /// apply FILE` applies exactly it.
+        #[arg(long, value_name = "FILE")]
+        plan_out: Option<PathBuf>,
         /// Connection settings.
         #[command(flatten)]
         conn: Connection,

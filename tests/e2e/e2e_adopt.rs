@@ -421,7 +421,9 @@ fn writes(sim: &SimHandle) -> (u64, u64) {
 /// Issue 20: a GCE slice (MIG, instance template, workload policy, Nodes on
 /// the real control plane) is released with one MIG description patch and
 /// nothing deleted; its spec is then refused (`name_taken`), never
-/// recreated; `adopt --name` takes it back with one patch and `plan` has
+/// recreated; `adopt --name` takes it back with one patch (both through
+/// saved plan files, applied with `apply FILE`, the adoption's refused
+/// once the world moved) and `plan` has
 /// nothing to do; `destroy` then deletes the MIG, template and
 /// policy (the simulator refuses a template or policy a MIG still uses,
 /// so the order is proven).
@@ -441,7 +443,11 @@ async fn a_gce_slice_is_released_and_adopted_back_with_one_mig_patch_each() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(nodes_of(&client, "gce-rt").await.len(), 4);
 
+    // Released through a saved plan file: saving writes nothing, applying
+    // it patches the MIG's description once.
     sim.reset_stats();
+    let saved = tempfile::tempdir().unwrap();
+    let release_plan = saved.path().join("release.json");
     let o = slicectl(
         &sim,
         &[
@@ -449,12 +455,16 @@ async fn a_gce_slice_is_released_and_adopted_back_with_one_mig_patch_each() {
             arg(dir.path()),
             "--slice",
             "gce-rt",
-            "--auto-approve",
+            "--plan-out",
+            arg(&release_plan),
         ],
     )
     .await;
     assert!(o.status.success(), "{}", text(&o));
     assert!(!text(&o).contains("release_unsupported"), "{}", text(&o));
+    assert_eq!(writes(&sim), (0, 0), "{:?}", sim.stats().by_method);
+    let o = slicectl(&sim, &["apply", arg(&release_plan), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
     assert_eq!(writes(&sim), (1, 1), "{:?}", sim.stats().by_method);
     let o = slicectl(&sim, &["plan", arg(dir.path()), "--detailed-exitcode"]).await;
     assert!(text(&o).contains("name_taken"), "{}", text(&o));
@@ -464,11 +474,28 @@ async fn a_gce_slice_is_released_and_adopted_back_with_one_mig_patch_each() {
         text(&o)
     );
 
+    // Adopted back through a saved plan file, which applies once: the
+    // world it was made for is gone after that.
     sim.reset_stats();
     let out = dir.path().join("adopted");
-    let o = adopt(&sim, dir.path(), "kubeadm", &out, &["--name", "gce-rt-0"]).await;
+    let adopt_plan = saved.path().join("adopt.json");
+    let o = adopt(
+        &sim,
+        dir.path(),
+        "kubeadm",
+        &out,
+        &["--name", "gce-rt-0", "--plan-out", arg(&adopt_plan)],
+    )
+    .await;
     assert!(o.status.success(), "{}", text(&o));
     assert!(stdout(&o).contains("adopt: "), "{}", text(&o));
+    assert_eq!(writes(&sim), (0, 0), "{:?}", sim.stats().by_method);
+    let o = slicectl(&sim, &["apply", arg(&adopt_plan), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(writes(&sim), (1, 1), "{:?}", sim.stats().by_method);
+    let o = slicectl(&sim, &["apply", arg(&adopt_plan), "--auto-approve"]).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("has changed since"), "{}", text(&o));
     assert_eq!(writes(&sim), (1, 1), "{:?}", sim.stats().by_method);
     assert!(
         !out.join("gce-rt.yaml").exists(),
