@@ -503,21 +503,23 @@ pub struct InstanceGroupManager {
     pub linked: Option<Box<Linked>>,
 }
 
-/// Who uses a template or workload policy ([`InstanceTemplate::held`]).
+/// Who uses a template or workload policy ([`InstanceTemplate::held`]): a
+/// MIG, or (a workload policy) a GKE node pool.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Held {
     /// A MIG slicectl does not own: the resource is not slicectl's either,
     /// whatever its description says (released with its MIG, or someone
     /// else's group runs on it).
     Foreign {
-        /// The MIG's name.
-        mig: String,
+        /// The name of the MIG (or GKE node pool) that uses it.
+        holder: String,
     },
-    /// A MIG slicectl adopted: the resource is that slice replica's by
-    /// reference (its description, immutable, is someone else's).
+    /// A MIG slicectl adopted (or a node pool slicectl owns): the resource
+    /// is that slice replica's by reference (its description, immutable,
+    /// may be someone else's).
     Adopted {
-        /// The MIG's name.
-        mig: String,
+        /// The name of the MIG (or GKE node pool) that uses it.
+        holder: String,
         /// The MIG's owner id, slice and replica.
         owner: (String, String, u32),
     },

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crate::kind::body_as;
 use crate::kind::ownership::{self, Ownership};
-use crate::plan::{Inventory, ResourceId};
+use crate::kind::{Inventory, ResourceId};
 use crate::resource::compute::{
     Held, InstanceGroupManager, InstanceTemplate, Linked, ResourcePolicy,
 };
@@ -25,7 +25,8 @@ use crate::resource::compute::{
 use super::nodes::NodeGroupLive;
 use super::{mig, template};
 use crate::kind::{Body, Scope};
-use crate::kinds::workload_policy;
+use crate::kinds::{node_pool, workload_policy};
+use crate::resource::gke::NodePool;
 
 /// The `projects/…` tail of a link (links come back as full URLs).
 fn tail(link: &str) -> &str {
@@ -61,10 +62,10 @@ fn holding(m: &InstanceGroupManager) -> Option<Held> {
     let own = Ownership::from_description_named(description, &m.name, crate::spec::names::mig);
     match own {
         None => Some(Held::Foreign {
-            mig: m.name.clone(),
+            holder: m.name.clone(),
         }),
         Some(o) if ownership::description_adopted(description) => Some(Held::Adopted {
-            mig: m.name.clone(),
+            holder: m.name.clone(),
             owner: (o.owner, o.slice, o.replica),
         }),
         Some(_) => None,
@@ -76,6 +77,7 @@ fn holding(m: &InstanceGroupManager) -> Option<Held> {
 /// policy's [`InstanceTemplate::held`] (see the module docs), and
 /// [`Inventory::held`].
 pub fn link(inv: &mut Inventory) {
+    link_pools(inv);
     let migs: Vec<(Scope, InstanceGroupManager)> = inv
         .live(mig::KIND)
         .iter()
@@ -125,15 +127,7 @@ pub fn link(inv: &mut Inventory) {
                 tail(link),
                 &holder,
                 held.as_ref(),
-                |p, s| {
-                    let Scope::Region(r) = s else {
-                        return String::new();
-                    };
-                    format!(
-                        "projects/{}/regions/{}/resourcePolicies/{}",
-                        r.project, r.region, p.name
-                    )
-                },
+                policy_link,
                 |p, h| p.held = h,
             );
         }
@@ -186,6 +180,116 @@ pub fn link(inv: &mut Inventory) {
             }
         }
     }
+}
+
+/// The region of a GKE location (a zone or a region).
+fn region_of_location(location: &str) -> &str {
+    if location.matches('-').count() >= 2 {
+        crate::spec::validate::region_of(location)
+    } else {
+        location
+    }
+}
+
+/// Links every GKE node pool placed by a workload policy
+/// (`placementPolicy.policyName`, tpu7x multi-host) with it, the same way:
+/// a pool slicectl owns (its labels, changed in place) owns the policy by
+/// reference; a pool it does not own makes the policy foreign. A GKE slice
+/// never brings its own policy, so no marker is needed.
+fn link_pools(inv: &mut Inventory) {
+    let pools: Vec<(Scope, NodePool)> = inv
+        .live(node_pool::KIND)
+        .iter()
+        .filter_map(|l| Some((l.scope.clone(), body_as::<NodePool>(&l.body)?.clone())))
+        .filter(|(_, p)| {
+            p.placement_policy
+                .as_ref()
+                .is_some_and(|pp| pp.policy_name.is_some())
+        })
+        .collect();
+    let mut linked: Vec<(Scope, String, ResourcePolicy)> = Vec::new();
+    for (scope, p) in &pools {
+        let Scope::Cluster(c) = scope else {
+            continue;
+        };
+        let Some(name) = p
+            .placement_policy
+            .as_ref()
+            .and_then(|pp| pp.policy_name.clone())
+        else {
+            continue;
+        };
+        let location = p
+            .locations
+            .first()
+            .map_or(c.location.as_str(), String::as_str);
+        // `policyName` is a name in the cluster's project and the pool's
+        // region (or a `projects/…` link: its tail).
+        let link = if name.contains('/') {
+            tail(&name).to_string()
+        } else {
+            format!(
+                "projects/{}/regions/{}/resourcePolicies/{name}",
+                c.project,
+                region_of_location(location)
+            )
+        };
+        let held = match p
+            .config
+            .as_ref()
+            .and_then(|c| Ownership::from_labels(&c.labels))
+        {
+            None => Held::Foreign {
+                holder: p.name.clone(),
+            },
+            Some(o) => Held::Adopted {
+                holder: p.name.clone(),
+                owner: (o.owner, o.slice, o.replica),
+            },
+        };
+        let holder = ResourceId {
+            scope: scope.clone(),
+            kind: node_pool::KIND,
+            name: p.name.clone(),
+        };
+        if let Some(found) = mark::<ResourcePolicy>(
+            inv,
+            workload_policy::KIND,
+            &link,
+            &holder,
+            Some(&held),
+            policy_link,
+            |x, h| x.held = h,
+        ) {
+            linked.push((scope.clone(), p.name.clone(), found));
+        }
+    }
+    if let Some(list) = inv.resources.get_mut(&node_pool::KIND) {
+        for l in list.iter_mut() {
+            let Some(p) = body_as::<NodePool>(&l.body) else {
+                continue;
+            };
+            if let Some((_, _, policy)) = linked
+                .iter()
+                .find(|(s, n, _)| s == &l.scope && n == &p.name)
+            {
+                let mut p = p.clone();
+                p.linked_policy = Some(Box::new(policy.clone()));
+                l.body = Arc::new(p) as Body;
+            }
+        }
+    }
+}
+
+/// A workload policy's link, from its scope.
+fn policy_link(p: &ResourcePolicy, s: &Scope) -> String {
+    let Scope::Region(r) = s else {
+        return String::new();
+    };
+    format!(
+        "projects/{}/regions/{}/resourcePolicies/{}",
+        r.project, r.region, p.name
+    )
 }
 
 /// Finds the resource of `kind` whose link is `link`, records that

@@ -597,9 +597,9 @@ async fn patch_description(
 ) -> Result<compute::Operation, ApplyError> {
     // Adopting: the group is nobody's yet; releasing: it is the action's
     // slice replica's; else it must be the slice replica `m` names.
-    let adopting = matches!(a.reason, crate::plan::Reason::Adopt { .. });
+    let adopting = matches!(a.reason, crate::kind::Reason::Adopt { .. });
     let want = match a.reason {
-        crate::plan::Reason::Release => Some((a.owner.slice.clone(), a.owner.replica)),
+        crate::kind::Reason::Release => Some((a.owner.slice.clone(), a.owner.replica)),
         _ => ownership_of(m).map(|o| (o.slice, o.replica)),
     };
     let mut retried = false;
