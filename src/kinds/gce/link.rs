@@ -73,70 +73,66 @@ fn holding(m: &InstanceGroupManager) -> Option<Held> {
 }
 
 /// Links every MIG of `inv` with the template and policy it uses: each
-/// MIG's [`InstanceGroupManager::linked`], each used template's and
-/// policy's [`InstanceTemplate::held`] (see the module docs), and
-/// [`Inventory::held`].
+/// used template's and policy's [`InstanceTemplate::held`] (see the module
+/// docs), [`Inventory::held`], and, for a MIG slicectl does not own (what
+/// `slicectl adopt` may describe), [`InstanceGroupManager::linked`]. A
+/// fleet of slicectl's own MIGs costs one index per kind and no copy of a
+/// body.
 pub fn link(inv: &mut Inventory) {
     link_pools(inv);
-    let migs: Vec<(Scope, InstanceGroupManager)> = inv
+    let templates = index(inv, template::KIND, template_link);
+    let policies = index(inv, workload_policy::KIND, policy_link);
+    // What each MIG uses: (MIG index, holder, how it holds, template index,
+    // policy index).
+    type Use = (
+        usize,
+        ResourceId,
+        Option<Held>,
+        Option<usize>,
+        Option<usize>,
+    );
+    let uses: Vec<Use> = inv
         .live(mig::KIND)
         .iter()
-        .filter_map(|l| {
-            Some((
-                l.scope.clone(),
-                body_as::<InstanceGroupManager>(&l.body)?.clone(),
-            ))
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let m = body_as::<InstanceGroupManager>(&l.body)?;
+            let template = m
+                .instance_template
+                .as_deref()
+                .and_then(|t| templates.get(tail(t)).copied());
+            let policy = m
+                .resource_policies
+                .as_ref()
+                .and_then(|r| r.workload_policy.as_deref())
+                .and_then(|p| policies.get(tail(p)).copied());
+            let holder = ResourceId {
+                scope: l.scope.clone(),
+                kind: mig::KIND,
+                name: m.name.clone(),
+            };
+            Some((i, holder, holding(m), template, policy))
         })
         .collect();
-    if migs.is_empty() {
-        return;
-    }
-    let mut linked: Vec<(usize, Linked)> = Vec::new();
-    for (i, (scope, m)) in migs.iter().enumerate() {
-        let holder = ResourceId {
-            scope: scope.clone(),
-            kind: mig::KIND,
-            name: m.name.clone(),
-        };
-        let held = holding(m);
-        let mut found = Linked::default();
-        if let Some(link) = m.instance_template.as_deref() {
-            found.template = mark::<InstanceTemplate>(
-                inv,
-                template::KIND,
-                tail(link),
-                &holder,
-                held.as_ref(),
-                |t, s| {
-                    let Scope::Global(p) = s else {
-                        return String::new();
-                    };
-                    format!("projects/{}/global/instanceTemplates/{}", p.project, t.name)
-                },
-                |t, h| t.held = h,
-            );
-        }
-        if let Some(link) = m
-            .resource_policies
-            .as_ref()
-            .and_then(|r| r.workload_policy.as_deref())
+    let mut groups_of: std::collections::HashMap<String, (ResourceId, bool)> =
+        std::collections::HashMap::new();
+    for (i, holder, held, template, policy) in uses {
+        let t = template.and_then(|at| mark(&TEMPLATE, inv, at, &holder, held.as_ref()));
+        let p = policy.and_then(|at| mark(&POLICY, inv, at, &holder, held.as_ref()));
+        let foreign = matches!(held, Some(Held::Foreign { .. }));
+        if foreign
+            && let Some(l) = inv.resources.get_mut(&mig::KIND).and_then(|v| v.get_mut(i))
+            && let Some(m) = body_as::<InstanceGroupManager>(&l.body)
         {
-            found.policy = mark::<ResourcePolicy>(
-                inv,
-                workload_policy::KIND,
-                tail(link),
-                &holder,
-                held.as_ref(),
-                policy_link,
-                |p, h| p.held = h,
-            );
+            let mut m = m.clone();
+            m.linked = Some(Box::new(Linked {
+                template: t,
+                policy: p,
+            }));
+            l.body = Arc::new(m) as Body;
         }
-        linked.push((i, found));
+        groups_of.insert(holder.name.clone(), (holder, foreign));
     }
-    let by_name: std::collections::BTreeMap<(Scope, String), Linked> = linked
-        .into_iter()
-        .map(|(i, l)| ((migs[i].0.clone(), migs[i].1.name.clone()), l))
-        .collect();
     // The Nodes of a MIG's replica (the group named as the MIG) go with
     // it: released with it, adopted with it.
     let mut nodes_held = Vec::new();
@@ -145,7 +141,7 @@ pub fn link(inv: &mut Inventory) {
             let Some(g) = body_as::<NodeGroupLive>(&l.body) else {
                 continue;
             };
-            let Some((scope, m)) = migs.iter().find(|(_, m)| m.name == g.name) else {
+            let Some((holder, foreign)) = groups_of.get(&g.name) else {
                 continue;
             };
             nodes_held.push((
@@ -154,13 +150,9 @@ pub fn link(inv: &mut Inventory) {
                     kind: super::nodes::KIND,
                     name: g.name.clone(),
                 },
-                ResourceId {
-                    scope: scope.clone(),
-                    kind: mig::KIND,
-                    name: m.name.clone(),
-                },
+                holder.clone(),
             ));
-            if matches!(holding(m), Some(Held::Foreign { .. })) {
+            if *foreign {
                 let mut g = g.clone();
                 g.released = true;
                 l.body = Arc::new(g) as Body;
@@ -168,18 +160,28 @@ pub fn link(inv: &mut Inventory) {
         }
     }
     inv.held.extend(nodes_held);
-    if let Some(list) = inv.resources.get_mut(&mig::KIND) {
-        for l in list.iter_mut() {
-            let Some(m) = body_as::<InstanceGroupManager>(&l.body) else {
-                continue;
-            };
-            if let Some(found) = by_name.get(&(l.scope.clone(), m.name.clone())) {
-                let mut m = m.clone();
-                m.linked = Some(Box::new(found.clone()));
-                l.body = Arc::new(m) as Body;
-            }
-        }
-    }
+}
+
+/// The live resources of `kind` by link (`projects/…`), as positions in
+/// [`Inventory::resources`].
+fn index<T: 'static>(
+    inv: &Inventory,
+    kind: crate::kind::KindId,
+    link_of: impl Fn(&T, &Scope) -> String,
+) -> std::collections::HashMap<String, usize> {
+    inv.live(kind)
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| Some((link_of(body_as::<T>(&l.body)?, &l.scope), i)))
+        .collect()
+}
+
+/// A global instance template's link, from its scope.
+fn template_link(t: &InstanceTemplate, s: &Scope) -> String {
+    let Scope::Global(p) = s else {
+        return String::new();
+    };
+    format!("projects/{}/global/instanceTemplates/{}", p.project, t.name)
 }
 
 /// The region of a GKE location (a zone or a region).
@@ -207,6 +209,10 @@ fn link_pools(inv: &mut Inventory) {
                 .is_some_and(|pp| pp.policy_name.is_some())
         })
         .collect();
+    if pools.is_empty() {
+        return;
+    }
+    let policies = index(inv, workload_policy::KIND, policy_link);
     let mut linked: Vec<(Scope, String, ResourcePolicy)> = Vec::new();
     for (scope, p) in &pools {
         let Scope::Cluster(c) = scope else {
@@ -252,15 +258,10 @@ fn link_pools(inv: &mut Inventory) {
             kind: node_pool::KIND,
             name: p.name.clone(),
         };
-        if let Some(found) = mark::<ResourcePolicy>(
-            inv,
-            workload_policy::KIND,
-            &link,
-            &holder,
-            Some(&held),
-            policy_link,
-            |x, h| x.held = h,
-        ) {
+        if let Some(found) = policies
+            .get(&link)
+            .and_then(|at| mark(&POLICY, inv, *at, &holder, Some(&held)))
+        {
             linked.push((scope.clone(), p.name.clone(), found));
         }
     }
@@ -292,30 +293,53 @@ fn policy_link(p: &ResourcePolicy, s: &Scope) -> String {
     )
 }
 
-/// Finds the resource of `kind` whose link is `link`, records that
-/// `holder` uses it, stamps `held` on it, and returns it as observed.
-fn mark<T: Clone + crate::kind::Resource + 'static>(
-    inv: &mut Inventory,
+/// How [`mark`] reads and stamps one kind: its name and its `held`.
+struct Stamp<T> {
     kind: crate::kind::KindId,
-    link: &str,
+    name: fn(&T) -> String,
+    set: fn(&mut T, Option<Held>),
+}
+
+const TEMPLATE: Stamp<InstanceTemplate> = Stamp {
+    kind: template::KIND,
+    name: |t| t.name.clone(),
+    set: |t, h| t.held = h,
+};
+
+const POLICY: Stamp<ResourcePolicy> = Stamp {
+    kind: workload_policy::KIND,
+    name: |p| p.name.clone(),
+    set: |p, h| p.held = h,
+};
+
+/// Records that `holder` uses the resource `how.kind` holds at position
+/// `at`, stamps `held` on it (a copy of its body only when there is
+/// something to stamp), and returns it as observed when `holder` is not
+/// slicectl's (what `slicectl adopt` reads).
+fn mark<T: Clone + crate::kind::Resource + 'static>(
+    how: &Stamp<T>,
+    inv: &mut Inventory,
+    at: usize,
     holder: &ResourceId,
     held: Option<&Held>,
-    link_of: impl Fn(&T, &Scope) -> String,
-    set: impl Fn(&mut T, Option<Held>),
 ) -> Option<T> {
-    let list = inv.resources.get_mut(&kind)?;
-    let l = list
-        .iter_mut()
-        .find(|l| body_as::<T>(&l.body).is_some_and(|t| link_of(t, &l.scope) == link))?;
-    let observed = body_as::<T>(&l.body)?.clone();
-    let mut stamped = observed.clone();
-    set(&mut stamped, held.cloned());
-    l.body = Arc::new(stamped) as Body;
+    let l = inv.resources.get_mut(&how.kind)?.get_mut(at)?;
+    let body = body_as::<T>(&l.body)?;
     let id = ResourceId {
         scope: l.scope.clone(),
-        kind,
-        name: link.rsplit('/').next().unwrap_or_default().to_string(),
+        kind: how.kind,
+        name: (how.name)(body),
+    };
+    let observed = match held {
+        None => None,
+        Some(h) => {
+            let observed = body.clone();
+            let mut stamped = observed.clone();
+            (how.set)(&mut stamped, Some(h.clone()));
+            l.body = Arc::new(stamped) as Body;
+            matches!(h, Held::Foreign { .. }).then_some(observed)
+        }
     };
     inv.held.insert(id, holder.clone());
-    Some(observed)
+    observed
 }
