@@ -394,6 +394,22 @@ spec: {project: proj-a1, zone: us-central1-b, ownerId: team, gke: {location: us-
         serde_json::from_value(v).unwrap()
     }
 
+    /// Adds a live resource to an inventory.
+    fn add(
+        inv: &mut crate::plan::Inventory,
+        kind: crate::kind::KindId,
+        scope: &crate::kind::Scope,
+        body: crate::kind::Body,
+    ) {
+        inv.resources
+            .entry(kind)
+            .or_default()
+            .push(crate::kind::LiveResource {
+                scope: scope.clone(),
+                body,
+            });
+    }
+
     fn target() -> Target {
         let files = vec![crate::spec::SourceFile {
             path: "t.yaml".into(),
@@ -527,7 +543,7 @@ spec:
     #[test]
     fn a_pool_placed_by_a_workload_policy_is_adopted_with_it() {
         use crate::plan::adopt::{Selection, keep_adoptions, propose, spec_file};
-        use crate::plan::{Inventory, LiveResource, PlanOptions};
+        use crate::plan::{Inventory, PlanOptions};
         use crate::resource::compute::{ResourcePolicy, WorkloadPolicy};
         let mut p = live(
             "ironwood-0",
@@ -559,20 +575,13 @@ spec:
             region: "us-central1".into(),
         });
         let mut inv = Inventory::default();
-        inv.resources
-            .entry(super::super::KIND)
-            .or_default()
-            .push(LiveResource {
-                scope: scope.clone(),
-                body: std::sync::Arc::new(p),
-            });
-        inv.resources
-            .entry(crate::kinds::workload_policy::KIND)
-            .or_default()
-            .push(LiveResource {
-                scope: region,
-                body: std::sync::Arc::new(policy),
-            });
+        add(&mut inv, super::super::KIND, &scope, std::sync::Arc::new(p));
+        add(
+            &mut inv,
+            crate::kinds::workload_policy::KIND,
+            &region,
+            std::sync::Arc::new(policy),
+        );
         crate::kinds::gce::link::link(&mut inv);
         // TPU7x is offered in us-central1-c.
         let target_c = TARGET.replace("us-central1-b", "us-central1-c");
@@ -703,7 +712,7 @@ spec:
     /// exactly slicectl's labels; a protected slice is refused.
     #[test]
     fn release_removes_only_slicectl_labels_and_refuses_a_protected_slice() {
-        use crate::plan::{ActionKind, Inventory, LiveResource, PlanOptions};
+        use crate::plan::{ActionKind, Inventory, PlanOptions};
         let files = vec![crate::spec::SourceFile {
             path: "t.yaml".into(),
             text: format!(
@@ -730,13 +739,12 @@ spec:
         let released: std::collections::BTreeSet<String> = ["a".to_string()].into();
         let plan_for = |p: &NodePool| {
             let mut inv = Inventory::default();
-            inv.resources
-                .entry(super::super::KIND)
-                .or_default()
-                .push(LiveResource {
-                    scope: scope.clone(),
-                    body: std::sync::Arc::new(p.clone()),
-                });
+            add(
+                &mut inv,
+                super::super::KIND,
+                &scope,
+                std::sync::Arc::new(p.clone()),
+            );
             let mut plan =
                 crate::plan::plan(&fleet, &inv, &kinds, &PlanOptions::default()).unwrap();
             crate::plan::adopt::release(&mut plan, &fleet, &inv, &kinds, &released);
