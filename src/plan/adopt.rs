@@ -156,10 +156,13 @@ pub fn propose(
         .into_iter()
         .map(|(slice, members)| {
             let mut p = group(slice, members);
+            // What a resource uses and is adopted with it; not what the
+            // cluster shares (the device plugin its Nodes use).
+            let shared = |id: &ResourceId| kinds.iter().any(|k| k.id() == id.kind && k.shared());
             p.held = inv
                 .held
                 .iter()
-                .filter(|(_, holder)| p.resources.contains(holder))
+                .filter(|(id, holder)| p.resources.contains(holder) && !shared(id))
                 .map(|(id, _)| id.clone())
                 .collect();
             p

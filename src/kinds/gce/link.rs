@@ -136,6 +136,7 @@ pub fn link(inv: &mut Inventory) {
     // The Nodes of a MIG's replica (the group named as the MIG) go with
     // it: released with it, adopted with it.
     let mut nodes_held = Vec::new();
+    let mut released_in = Vec::new();
     if let Some(groups) = inv.resources.get_mut(&super::nodes::KIND) {
         for l in groups.iter_mut() {
             let Some(g) = body_as::<NodeGroupLive>(&l.body) else {
@@ -156,7 +157,24 @@ pub fn link(inv: &mut Inventory) {
                 let mut g = g.clone();
                 g.released = true;
                 l.body = Arc::new(g) as Body;
+                released_in.push((l.scope.clone(), holder.clone()));
             }
+        }
+    }
+    // The cluster's device plugin serves a released slice's Nodes too: it
+    // is held by that MIG, so it is not removed with slicectl's last slice.
+    for (scope, holder) in released_in {
+        if let Some(dp) = inv
+            .live(super::device_plugin::KIND)
+            .iter()
+            .find(|l| l.scope == scope)
+        {
+            let id = ResourceId {
+                scope,
+                kind: super::device_plugin::KIND,
+                name: crate::kind::Kind::name(&super::device_plugin::DevicePlugins, &dp.body),
+            };
+            nodes_held.push((id, holder));
         }
     }
     inv.held.extend(nodes_held);

@@ -1483,6 +1483,30 @@ fn a_released_migs_template_and_policy_are_not_slicectls() {
     );
     let codes: Vec<String> = refusals(&p).into_iter().map(|(_, c)| c).collect();
     assert!(codes.iter().any(|c| c == "name_taken"), "{codes:?}");
+    // The cluster's device plugin still serves the released slice's Nodes:
+    // destroying every slicectl slice there leaves it.
+    let r = replica(&f, "a");
+    let mut with_plugin = live_replica(&f, "a", 4, 4, release);
+    with_plugin
+        .resources
+        .entry(device_plugin::KIND)
+        .or_default()
+        .push(LiveResource {
+            scope: Scope::Kube(r.kube.clone()),
+            body: Arc::new(device_plugin::objects("img", "o").unwrap().daemon_set),
+        });
+    super::link::link(&mut with_plugin);
+    let p = plan::plan_destroy(&f, &with_plugin, &kinds, 10).unwrap();
+    let deleted: Vec<String> = p.actions.iter().map(|a| a.address()).collect();
+    assert!(deleted.is_empty(), "{deleted:?}");
+    // Without the released slice it goes, as ever.
+    let mut alone = Inventory::default();
+    alone.resources.insert(
+        device_plugin::KIND,
+        with_plugin.live(device_plugin::KIND).to_vec(),
+    );
+    let p = plan::plan_destroy(&f, &alone, &kinds, 10).unwrap();
+    assert_eq!(p.actions.len(), 1, "{:?}", compute_actions(&p));
 }
 
 /// Issue 20: `slicectl adopt` of a MIG whose template and policy were made
