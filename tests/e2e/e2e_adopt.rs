@@ -4,6 +4,9 @@
 //! `tests/tpu-provisioner-hash`) and by Terraform are adopted with one
 //! in-place label update each, after which `plan` has nothing to do; a
 //! pool adoption would replace is refused; release and adopt round-trip.
+//! GCE: a MIG with its template and workload policy made outside slicectl
+//! is adopted as one replica with one description patch; a GCE slice is
+//! released and adopted back (through saved plan files) and destroyed.
 
 use crate::common;
 
@@ -550,13 +553,28 @@ async fn compute_insert(sim: &SimHandle, collection: &str, body: Value) {
 
 /// A workload policy, a flex-start instance template and a BULK MIG made
 /// outside slicectl (as tpu-operator or a script makes them), the MIG
-/// named `mig` with VMs named `base`.
+/// named `mig` with VMs named `base`. The policy is made by the real
+/// gcloud; the template and the MIG over REST, since GA gcloud offers
+/// neither the FLEX_START provisioning model nor the BULK mode flag (only
+/// `gcloud alpha` has `--target-size-policy-mode`).
 async fn foreign_mig(sim: &SimHandle, mig: &str, base: &str) {
-    compute_insert(
+    let cfg = tempfile::tempdir().unwrap();
+    gcloud(
         sim,
-        "regions/us-central1/resourcePolicies",
-        json!({"name": format!("{mig}-wp"), "region": "us-central1",
-               "workloadPolicy": {"type": "HIGH_THROUGHPUT", "acceleratorTopology": "4x4"}}),
+        cfg.path(),
+        &[
+            "compute",
+            "resource-policies",
+            "create",
+            "workload-policy",
+            &format!("{mig}-wp"),
+            "--region",
+            "us-central1",
+            "--type",
+            "HIGH_THROUGHPUT",
+            "--accelerator-topology",
+            "4x4",
+        ],
     )
     .await;
     compute_insert(
