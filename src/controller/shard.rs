@@ -131,6 +131,9 @@ pub enum ShardEvent {
     /// Shard Lease lost while this replica still meant to hold it: stop
     /// writing at once.
     Lost(u32),
+    /// Shard Lease released after the in-flight cycle: assigned to another
+    /// replica, or held off while a live member runs another N.
+    Released(u32),
 }
 
 /// Settings of the coordinator.
@@ -293,8 +296,12 @@ async fn coordinate(
                     if let Ok(mut r) = releasing.lock() {
                         r.insert(k);
                     }
-                    let (gate, registry, releasing) =
-                        (gate.clone(), registry.clone(), releasing.clone());
+                    let (gate, registry, releasing, events) = (
+                        gate.clone(),
+                        registry.clone(),
+                        releasing.clone(),
+                        events.clone(),
+                    );
                     let lease = shard_lease(&cfg.lease_name, k);
                     tokio::spawn(async move {
                         let _cycle = gate.lock().await;
@@ -302,6 +309,7 @@ async fn coordinate(
                         release(&registry, k, c).await;
                         if was {
                             tracing::info!(target: LOG_TARGET, shard = k, lease = %lease, "released a shard Lease: another replica is assigned it");
+                            let _ = events.send(ShardEvent::Released(k));
                         }
                         if let Ok(mut r) = releasing.lock() {
                             r.remove(&k);
