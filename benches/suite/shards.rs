@@ -57,8 +57,8 @@ struct Replica {
 
 impl Drop for Replica {
     fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child's pid.
         if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) on our own child's pid.
             unsafe { libc::kill(pid, libc::SIGTERM) };
         }
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -117,7 +117,18 @@ pub fn shards_scenario(b: &mut Bench) {
         return;
     };
     let kc = PathBuf::from(kc);
-    let fleet = Fleet::even("shard", TARGETS, n);
+    // Target names that land on six different shards, so that each
+    // replica holds two Targets' worth (the hash is fixed: the same prefix
+    // every run).
+    let fleet = (0..10_000)
+        .map(|i| Fleet::even(&format!("shard{i}"), TARGETS, n))
+        .find(|f| {
+            let on: std::collections::BTreeSet<u32> = (0..TARGETS)
+                .map(|t| shard_of(&f.cluster_name(t), SHARDS))
+                .collect();
+            on.len() == TARGETS
+        })
+        .unwrap_or_else(|| Fleet::even("shard", TARGETS, n));
     let dir = b.specs("shards", &fleet);
     let sim = b.sim(&fleet, Duration::ZERO, b.rules());
     let pools = b.desired_pools(&sim, &dir, "shards-seed-plan");

@@ -6,7 +6,9 @@
 //! create; every SliceStatus converges, labelled with its shard.
 
 use crate::common;
-use crate::e2e_controller::{Replica, creates, set_specs, steal_lease, wait_converged, wait_for};
+use crate::e2e_controller::{
+    Replica, creates, set_specs, steal_lease, stop, wait_converged, wait_for,
+};
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -86,21 +88,6 @@ async fn six_clusters(latency: Duration) -> SimHandle {
     )
     .await
     .unwrap()
-}
-
-/// Stops `r` with SIGTERM (a clean stop: its Leases are released and its
-/// membership deleted) and requires exit 0.
-async fn stop(mut r: Replica) {
-    let pid = r.child.id().unwrap();
-    ok(&std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .output()
-        .unwrap());
-    let st = tokio::time::timeout(Duration::from_secs(30), r.child.wait())
-        .await
-        .unwrap_or_else(|_| panic!("no exit after SIGTERM\n{}", r.text()))
-        .unwrap();
-    assert!(st.success(), "{}", r.text());
 }
 
 async fn held(r: &Replica) -> f64 {
