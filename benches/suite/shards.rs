@@ -35,6 +35,9 @@ const RESYNC: Duration = Duration::from_secs(600);
 /// What the design note once advised one replica to hold at most.
 const ADVISED: f64 = 10_000.0;
 
+/// One replica's metrics: cycle seconds (sum), cycles, shards held.
+type Sample = (f64, f64, f64);
+
 /// One replica's steady state.
 struct Cost {
     name: String,
@@ -307,7 +310,7 @@ fn measure(
     }
     let started = Instant::now();
     // Per replica: (seconds, cycles) from its histogram.
-    let read = |b: &Bench, r: &Replica| -> Option<(f64, f64, f64)> {
+    let read = |b: &Bench, r: &Replica| -> Option<Sample> {
         let url = format!("http://127.0.0.1:{}/metrics", r.port);
         let body =
             b.rt.block_on(async { b.http.get(&url).send().await.ok()?.text().await.ok() })?;
@@ -317,13 +320,12 @@ fn measure(
             metric(&body, "slicectl_shards_held "),
         ))
     };
-    let snapshot = |b: &Bench| -> Vec<Option<(f64, f64, f64)>> {
-        running.iter().map(|r| read(b, r)).collect()
-    };
+    let snapshot =
+        |b: &Bench| -> Vec<Option<Sample>> { running.iter().map(|r| read(b, r)).collect() };
     let wait = |b: &Bench,
                 what: &str,
-                done: &dyn Fn(&[Option<(f64, f64, f64)>]) -> bool|
-     -> Result<Vec<(f64, f64, f64)>, String> {
+                done: &dyn Fn(&[Option<Sample>]) -> bool|
+     -> Result<Vec<Sample>, String> {
         loop {
             let s = snapshot(b);
             if s.iter().all(Option::is_some) && done(&s) {
@@ -339,7 +341,7 @@ fn measure(
             std::thread::sleep(Duration::from_millis(250));
         }
     };
-    let all_held = |s: &[Option<(f64, f64, f64)>]| {
+    let all_held = |s: &[Option<Sample>]| {
         s.iter().flatten().map(|x| x.2).sum::<f64>() >= f64::from(shards)
             && s.iter().flatten().all(|x| replicas == 1 || x.2 > 0.0)
     };
