@@ -90,6 +90,35 @@ async fn six_clusters(latency: Duration) -> SimHandle {
     .unwrap()
 }
 
+/// A namespace with no specs, a simulator and replica `name` with
+/// `--shards 2`, once it holds both shards.
+async fn holding_two(prefix: &str, name: &'static str) -> (String, SimHandle, Replica) {
+    let client = client().await;
+    apply_crd();
+    let ns = namespace(&client, prefix).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    set_specs(&cms, &[]).await;
+    let sim = sim(Duration::from_millis(100), 1, FaultConfig::default()).await;
+    let r = Replica::start_with(&sim, &ns, name, &["--shards", "2"]);
+    wait_for("a replica to hold both shards", 30, &[&r], || async {
+        held(&r).await == 2.0
+    })
+    .await;
+    (ns, sim, r)
+}
+
+/// `LEASE=HOLDER` lines of every Lease in `ns`.
+fn lease_holders(ns: &str) -> String {
+    ok(&kubectl(&[
+        "get",
+        "leases",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.spec.holderIdentity}{\"\\n\"}{end}",
+    ]))
+}
+
 async fn held(r: &Replica) -> f64 {
     r.metric("slicectl_shards_held ").await.unwrap_or(-1.0)
 }
@@ -204,14 +233,7 @@ async fn three_replicas_share_six_targets_and_take_over_a_killed_ones_shards() {
     };
     assert_eq!(pools(&sim).await, expected, "no leak");
     // The shard Leases are held by b and c only.
-    let leases = ok(&kubectl(&[
-        "get",
-        "leases",
-        "-n",
-        &ns,
-        "-o",
-        "jsonpath={range .items[*]}{.metadata.name}={.spec.holderIdentity}{\"\\n\"}{end}",
-    ]));
+    let leases = lease_holders(&ns);
     for k in 0..6 {
         let line = leases
             .lines()
@@ -231,17 +253,7 @@ async fn three_replicas_share_six_targets_and_take_over_a_killed_ones_shards() {
 /// renewed in time, say) stops writing and exits non-zero at once.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_that_loses_a_shard_lease_exits_non_zero() {
-    let client = client().await;
-    apply_crd();
-    let ns = namespace(&client, "shardlost").await;
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    set_specs(&cms, &[]).await;
-    let sim = sim(Duration::from_millis(100), 1, FaultConfig::default()).await;
-    let mut a = Replica::start_with(&sim, &ns, "shard-a", &["--shards", "2"]);
-    wait_for("a to hold both shards", 30, &[&a], || async {
-        held(&a).await == 2.0
-    })
-    .await;
+    let (ns, _sim, mut a) = holding_two("shardlost", "shard-a").await;
     steal_lease(&ns, "slicectl-1", &mut a).await;
     assert!(
         a.text().contains("lost the shard Lease slicectl-1"),
@@ -356,20 +368,7 @@ async fn a_removed_target_is_pruned_by_exactly_one_replica() {
 /// new one takes all its shards.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_with_another_shard_count_holds_nothing_until_the_old_members_are_gone() {
-    let client = client().await;
-    apply_crd();
-    let ns = namespace(&client, "shardn").await;
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    set_specs(&cms, &[]).await;
-    let sim = sim(Duration::from_millis(100), 1, FaultConfig::default()).await;
-    let old = Replica::start_with(&sim, &ns, "n-old", &["--shards", "2"]);
-    wait_for(
-        "the old replica to hold both shards",
-        30,
-        &[&old],
-        || async { held(&old).await == 2.0 },
-    )
-    .await;
+    let (ns, sim, old) = holding_two("shardn", "n-old").await;
     let new = Replica::start_with(&sim, &ns, "n-new", &["--shards", "3"]);
     let says = |r: &Replica, theirs: &str| {
         r.text()
@@ -406,14 +405,7 @@ async fn a_replica_with_another_shard_count_holds_nothing_until_the_old_members_
         "shards taken {:?} after the old member left",
         gone.elapsed()
     );
-    let leases = ok(&kubectl(&[
-        "get",
-        "leases",
-        "-n",
-        &ns,
-        "-o",
-        "jsonpath={range .items[*]}{.metadata.name}={.spec.holderIdentity}{\"\\n\"}{end}",
-    ]));
+    let leases = lease_holders(&ns);
     for k in 0..3 {
         assert!(
             leases.lines().any(|l| l == format!("slicectl-{k}=n-new")),
