@@ -181,7 +181,7 @@ metadata:
   name: train
 spec:
   project: proj-one
-  zone: us-central1-b
+  zone: us-central1-a
   ownerId: o
   gke:
     location: us-central1
