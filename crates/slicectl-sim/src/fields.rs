@@ -4,8 +4,8 @@
 //! of Google's partial-response guides
 //! (https://cloud.google.com/compute/docs/api/how-tos/performance#partial-response):
 //! a comma-separated list of fields, `a/b` to select a field within a
-//! field, `a(b,c)` to select several fields within one; a selection
-//! applies to every element of an array. The response keeps only what is
+//! field, `a(b,c)` to select several fields within one, `*` for every
+//! field; a selection applies to every element of an array. The response keeps only what is
 //! selected. A malformed selection is answered 400 `INVALID_ARGUMENT`
 //! (Google: "Invalid field selection …").
 
@@ -43,15 +43,13 @@ impl Selection {
             Value::Object(mut m) => {
                 let mut out = Map::new();
                 for (name, inner) in &self.0 {
-                    if let Some(x) = m.remove(name) {
-                        let x = inner.apply(x);
-                        // `a/b` and `a(c)` both select within `a`: merge.
-                        match (out.get_mut(name), x) {
-                            (Some(Value::Object(have)), Value::Object(more)) => have.extend(more),
-                            (_, x) => {
-                                out.insert(name.clone(), x);
-                            }
+                    if name == "*" {
+                        // `*`: every field, each with what is selected in it.
+                        for (k, x) in std::mem::take(&mut m) {
+                            out.insert(k, inner.apply(x));
                         }
+                    } else if let Some(x) = m.remove(name) {
+                        out.insert(name.clone(), inner.apply(x));
                     }
                 }
                 Value::Object(out)
@@ -64,11 +62,27 @@ impl Selection {
     fn push(&mut self, path: Vec<String>, inner: Selection) {
         let mut it = path.into_iter().rev();
         let Some(last) = it.next() else { return };
-        let mut sel = Selection(vec![(last, inner)]);
+        let mut sel = (last, inner);
         for name in it {
-            sel = Selection(vec![(name, sel)]);
+            sel = (name, Selection(vec![sel]));
         }
-        self.0.extend(sel.0);
+        self.merge(sel.0, sel.1);
+    }
+
+    /// Adds `name` with what is selected in it; `a/b` and `a(c)` both
+    /// select within `a`, and select `b` and `c` there. A field selected
+    /// whole stays whole.
+    fn merge(&mut self, name: String, inner: Selection) {
+        match self.0.iter_mut().find(|(n, _)| *n == name) {
+            None => self.0.push((name, inner)),
+            Some((_, have)) if have.0.is_empty() => {}
+            Some((_, have)) if inner.0.is_empty() => *have = inner,
+            Some((_, have)) => {
+                for (n, i) in inner.0 {
+                    have.merge(n, i);
+                }
+            }
+        }
     }
 }
 
@@ -114,7 +128,7 @@ impl Parser<'_> {
         while self
             .s
             .get(self.at)
-            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'*')
         {
             self.at += 1;
         }
@@ -174,8 +188,18 @@ mod tests {
     fn paths_into_one_field_merge() {
         let v = json!({"config": {"a": 1, "b": 2, "c": 3}});
         assert_eq!(
-            filter("config/a,config(b)", v),
+            filter("config/a,config(b)", v.clone()),
             json!({"config": {"a": 1, "b": 2}})
+        );
+        assert_eq!(filter("config/a,config", v.clone()), v);
+    }
+
+    #[test]
+    fn a_wildcard_selects_every_field() {
+        let v = json!({"items": {"a": {"x": 1, "y": 2}, "b": {"x": 3}}, "other": 1});
+        assert_eq!(
+            filter("items/*/x", v),
+            json!({"items": {"a": {"x": 1}, "b": {"x": 3}}})
         );
     }
 
