@@ -16,13 +16,14 @@
 //! `--plan-sizes 1000,10000,100000`, `--plan-clusters N` (every plan size
 //! over N clusters; by default 10, or one per 1,000 slices beyond 10,000),
 //! `--only plan,converge,…` (run only the named scenarios: plan, converge,
-//! busy, gcloud, gce, jobset, watch), `--skip-gcloud`, `--keep` (keep the
+//! busy, gcloud, gce, jobset, shards, watch), `--skip-gcloud`, `--keep` (keep the
 //! temporary spec and log directory). Each also reads `SLICECTL_BENCH_<NAME>` (e.g.
 //! `SLICECTL_BENCH_LATENCY=1s`, `SLICECTL_BENCH_SKIP_GCLOUD=1`).
 
 mod fleet;
 mod jobset;
 mod run;
+mod shards;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -230,8 +231,8 @@ impl Opts {
 }
 
 /// The scenarios `--only` names.
-const SCENARIOS: [&str; 7] = [
-    "plan", "converge", "busy", "gcloud", "gce", "jobset", "watch",
+const SCENARIOS: [&str; 8] = [
+    "plan", "converge", "busy", "gcloud", "gce", "jobset", "shards", "watch",
 ];
 
 fn env_name(option: &str) -> String {
@@ -242,7 +243,7 @@ fn usage(problem: &str) -> ! {
     eprintln!(
         "{problem}\nusage: cargo bench --bench suite -- [--full|--quick|--smoke] [--latency 2s] [--write-rate 20] \
          [--quota 5] [--runs 3] [--plan-sizes 1000,10000,100000] [--plan-clusters N] \
-         [--only plan,converge,busy,gcloud,gce,jobset,watch] [--skip-gcloud] [--keep]"
+         [--only plan,converge,busy,gcloud,gce,jobset,shards,watch] [--skip-gcloud] [--keep]"
     );
     std::process::exit(2)
 }
@@ -1223,6 +1224,9 @@ fn main() {
     if opts.runs("jobset") {
         jobset::jobset_scenario(&mut b);
     }
+    if opts.runs("shards") {
+        shards::shards_scenario(&mut b);
+    }
     if opts.runs("watch") {
         watch_scenario(&mut b);
     }
@@ -1482,6 +1486,39 @@ fn gce_scenario(b: &mut Bench, slices: usize) {
         None,
         "= 0",
         Some(noop && s2.writes == 0),
+    );
+    // Compute operation reads while waiting: every zone, region and global
+    // operations list, get and wait of the first apply, less what the
+    // second (idle, no waits) apply's observation reads; against one read
+    // per location (zone, region, global) per tick, as the GKE rows.
+    let op_reads = |st: &SimStats| -> (u64, u64) {
+        let mut lists_gets = (0, 0);
+        for (m, n) in &st.by_method {
+            let op = ["zoneOperations.", "regionOperations.", "globalOperations."]
+                .iter()
+                .any(|k| m.starts_with(&format!("compute.{k}")));
+            if op && m.ends_with(".list") {
+                lists_gets.0 += n;
+            } else if op {
+                lists_gets.1 += n;
+            }
+        }
+        lists_gets
+    };
+    let ((l1, g1), (l2, g2)) = (op_reads(&s), op_reads(&s2));
+    let wait_reads = (l1 + g1).saturating_sub(l2 + g2);
+    let locations = 3;
+    let bound = fleet::waits::read_bound(locations, r.wall);
+    b.report.row(
+        "gce: Compute operation reads while waiting",
+        format!(
+            "{wait_reads} ({l1} lists, {g1} gets/waits; idle apply {})",
+            l2 + g2
+        ),
+        format!("{bound} = {locations} locations (zone, region, global) × ticks of ≥ 0.75 s"),
+        Some(wait_reads as f64 / bound as f64),
+        "≤ 1",
+        Some(r.code == Some(0) && wait_reads <= bound),
     );
     let d = run::run(
         &mut b.slicectl(
