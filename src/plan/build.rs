@@ -571,7 +571,9 @@ impl<'a> Planner<'a> {
     ) -> Option<Action> {
         let running = self.running_operation(&d.id);
         let op = running.map(|o| o.name.clone());
-        let before = Some(kind.display_live(&live.body, Some(d)));
+        // Shown only beside an action: a resource in sync (nearly all of a
+        // large fleet) never has its live body rendered for display.
+        let before = || Some(kind.display_live(&live.body, Some(d)));
         let wait = |o: &OperationRecord| Reason::OperationInFlight {
             operation: o.name.clone(),
             operation_type: o.operation_type.clone(),
@@ -594,7 +596,7 @@ impl<'a> Planner<'a> {
                 kind,
                 ActionKind::Wait,
                 running.map(wait).unwrap_or(Reason::Missing),
-                before,
+                before(),
                 None,
                 op,
             ),
@@ -604,7 +606,7 @@ impl<'a> Planner<'a> {
                     kind,
                     ActionKind::Replace,
                     Reason::ErrorState { status, detail },
-                    before,
+                    before(),
                     Some(d.body.clone()),
                     None,
                 );
@@ -623,7 +625,7 @@ impl<'a> Planner<'a> {
                 }
                 Comparison::Equal => {
                     let o = running?;
-                    action(d, kind, ActionKind::Wait, wait(o), before, None, op)
+                    action(d, kind, ActionKind::Wait, wait(o), before(), None, op)
                 }
                 Comparison::Update { changes, groups } => Action {
                     changes,
@@ -633,7 +635,7 @@ impl<'a> Planner<'a> {
                         kind,
                         ActionKind::Update,
                         update_reason(d, kind, own, &groups),
-                        before,
+                        before(),
                         Some(d.body.clone()),
                         op,
                     )
@@ -646,7 +648,7 @@ impl<'a> Planner<'a> {
                         kind,
                         ActionKind::Replace,
                         Reason::StoredHashDiffers,
-                        before,
+                        before(),
                         Some(d.body.clone()),
                         op,
                     )

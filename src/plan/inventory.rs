@@ -105,7 +105,8 @@ impl Inventory {
                 h.update(scope.as_bytes());
                 h.update(name.as_bytes());
                 let view = kind.fingerprint_view(&l.body);
-                h.update(serde_json::to_string(&view).unwrap_or_default().as_bytes());
+                // Straight into the hash: the same bytes as its JSON text.
+                let _ = serde_json::to_writer(Digesting(&mut h), &view);
             }
             let mut running: Vec<&str> = self
                 .operations
@@ -126,5 +127,20 @@ impl Inventory {
             h.update(why.code.as_bytes());
         }
         hex::encode(&h.finalize()[..16])
+    }
+}
+
+/// A writer that feeds a SHA-256 (JSON serialised into a hash, with no
+/// string in between).
+struct Digesting<'a>(&'a mut Sha256);
+
+impl std::io::Write for Digesting<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
