@@ -14,7 +14,9 @@
 //! as `slicectl --write-rate`; 0 for no limit), `--quota 5` (the simulator's
 //! per-cluster concurrent operations quota), `--runs 3` (plan repetitions),
 //! `--plan-sizes 1000,10000`, `--skip-gcloud`, `--keep` (keep the temporary
-//! spec and log directory). Each also reads `SLICECTL_BENCH_<NAME>` (e.g.
+//! spec and log directory), `--only plan,shards` (run only these
+//! scenarios: `plan`, `converge` (with its gcloud rows), `busy`, `gce`,
+//! `jobset`, `shards`, `watch`). Each also reads `SLICECTL_BENCH_<NAME>` (e.g.
 //! `SLICECTL_BENCH_LATENCY=1s`, `SLICECTL_BENCH_SKIP_GCLOUD=1`).
 
 mod fleet;
@@ -57,6 +59,9 @@ struct Opts {
     busy_slices: usize,
     skip_gcloud: bool,
     keep: bool,
+    /// `--only plan,shards`: run only these scenarios (`plan`, `converge`
+    /// with its gcloud rows, `busy`, `gce`, `jobset`, `shards`, `watch`).
+    only: Option<BTreeSet<String>>,
 }
 
 impl Opts {
@@ -76,7 +81,13 @@ impl Opts {
             busy_slices: 20,
             skip_gcloud: false,
             keep: false,
+            only: None,
         }
+    }
+
+    /// Whether scenario `name` runs (`--only`).
+    fn runs_scenario(&self, name: &str) -> bool {
+        self.only.as_ref().is_none_or(|o| o.contains(name))
     }
 
     fn parse() -> Opts {
@@ -162,6 +173,23 @@ impl Opts {
         }
         o.skip_gcloud |= has("skip-gcloud");
         o.keep = has("keep");
+        if let Some(v) = value("only") {
+            const SCENARIOS: [&str; 7] = [
+                "plan", "converge", "busy", "gce", "jobset", "shards", "watch",
+            ];
+            let only: BTreeSet<String> = v
+                .split(',')
+                .map(|x| x.trim().to_string())
+                .filter(|x| !x.is_empty())
+                .collect();
+            if let Some(bad) = only.iter().find(|x| !SCENARIOS.contains(&x.as_str())) {
+                usage(&format!(
+                    "bad --only {bad}: one of {}",
+                    SCENARIOS.join(", ")
+                ));
+            }
+            o.only = Some(only);
+        }
         for a in &args {
             let known = [
                 "--bench",
@@ -175,6 +203,7 @@ impl Opts {
                 "--quota",
                 "--runs",
                 "--plan-sizes",
+                "--only",
             ];
             if a.starts_with("--")
                 && !known
@@ -195,7 +224,7 @@ fn env_name(option: &str) -> String {
 fn usage(problem: &str) -> ! {
     eprintln!(
         "{problem}\nusage: cargo bench --bench suite -- [--full|--quick|--smoke] [--latency 2s] [--write-rate 20] \
-         [--quota 5] [--runs 3] [--plan-sizes 1000,10000] [--skip-gcloud] [--keep]"
+         [--quota 5] [--runs 3] [--plan-sizes 1000,10000] [--skip-gcloud] [--keep] [--only shards,…]"
     );
     std::process::exit(2)
 }
@@ -1073,18 +1102,34 @@ fn main() {
         report: Report::default(),
     };
     let started = Instant::now();
-    for (i, n) in opts.plan_sizes.iter().enumerate() {
-        plan_scenario(&mut b, *n, i == 0);
+    if opts.runs_scenario("plan") {
+        for (i, n) in opts.plan_sizes.iter().enumerate() {
+            plan_scenario(&mut b, *n, i == 0);
+        }
     }
     let converge = Fleet::even("conv", opts.converge_clusters, opts.converge_slices);
-    let (wall, live) = converge_scenario(&mut b, "converge", &converge, true);
-    let busy = Fleet::even("busy", 1, opts.busy_slices);
-    converge_scenario(&mut b, "busy", &busy, false);
-    gcloud_converge(&mut b, &converge, wall, &live);
-    gce_scenario(&mut b, opts.gce_slices);
-    jobset::jobset_scenario(&mut b);
-    shards::shards_scenario(&mut b);
-    watch_scenario(&mut b);
+    let converged = opts
+        .runs_scenario("converge")
+        .then(|| converge_scenario(&mut b, "converge", &converge, true));
+    if opts.runs_scenario("busy") {
+        let busy = Fleet::even("busy", 1, opts.busy_slices);
+        converge_scenario(&mut b, "busy", &busy, false);
+    }
+    if let Some((wall, live)) = converged {
+        gcloud_converge(&mut b, &converge, wall, &live);
+    }
+    if opts.runs_scenario("gce") {
+        gce_scenario(&mut b, opts.gce_slices);
+    }
+    if opts.runs_scenario("jobset") {
+        jobset::jobset_scenario(&mut b);
+    }
+    if opts.runs_scenario("shards") {
+        shards::shards_scenario(&mut b);
+    }
+    if opts.runs_scenario("watch") {
+        watch_scenario(&mut b);
+    }
 
     println!(
         "\n== results ({} mode, {} in all; load average now {})\n",
