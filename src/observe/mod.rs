@@ -369,6 +369,7 @@ pub async fn observe(cloud: &Cloud, fleet: &Fleet, kinds: &[&dyn RegisteredKind]
             .or_default()
             .extend(observed.operations);
     }
+    crate::kinds::gce::link::link(&mut inv);
     tracing::debug!(
         kinds = inv.resources.len(),
         resources = inv.resources.values().map(Vec::len).sum::<usize>(),

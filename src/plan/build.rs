@@ -422,6 +422,14 @@ impl<'a> Planner<'a> {
             .copied()
     }
 
+    /// Whether `id` is live and not this reconciler's (a released MIG).
+    fn released(&self, id: &ResourceId) -> bool {
+        self.live_by_id.get(id).is_some_and(|l| {
+            self.kind_of(id.kind)
+                .is_some_and(|k| k.ownership(&l.body).is_none())
+        })
+    }
+
     fn kind_of(&self, id: KindId) -> Option<&'a dyn Kind> {
         self.kinds.iter().copied().find(|k| k.id() == id)
     }
@@ -866,6 +874,19 @@ impl<'a> Planner<'a> {
         }
         out.owned_live += 1;
         if self.wanted.contains(&id) {
+            return;
+        }
+        // A template or policy a MIG that stays still uses (an adopted
+        // slice's brought template) is deleted with that MIG, never before
+        // it (Compute Engine refuses it while the MIG uses it); and what a
+        // live MIG slicectl no longer owns still uses (a released slice's
+        // device plugin) is not slicectl's to delete.
+        if self
+            .inv
+            .held
+            .get(&id)
+            .is_some_and(|m| self.wanted.contains(m) || self.released(m))
+        {
             return;
         }
         if let Some(t) = self.unobserved_owner(&l.scope, &o) {

@@ -38,6 +38,10 @@ pub struct Inventory {
     /// field), so the plan shows exactly what adopting them would change
     /// ([`crate::plan::adopt`]). Empty for every other command.
     pub adopting: std::collections::BTreeSet<super::kind::ResourceId>,
+    /// Resources a MIG uses (its instance template and workload policy),
+    /// each with that MIG: a resource a MIG that stays still uses is never
+    /// deleted, and follows the MIG's ownership (`kinds::gce::link`).
+    pub held: BTreeMap<super::kind::ResourceId, super::kind::ResourceId>,
 }
 
 impl Inventory {
