@@ -210,6 +210,13 @@ impl<P: CycleSink, W: StatusStore> ControllerSink<P, W> {
         self.metrics.set_slices(ready, reconciling, stalled);
         match self.status.write(&set).await {
             Ok(sum) => {
+                tracing::debug!(
+                    target: LOG_TARGET,
+                    written = sum.written.len(),
+                    unchanged = sum.unchanged,
+                    deleted = sum.deleted.len(),
+                    "status objects written where they changed"
+                );
                 for e in &sum.event_errors {
                     tracing::warn!(target: LOG_TARGET, error = %e, "cannot record an Event");
                 }

@@ -9,7 +9,7 @@ use jiff::Timestamp;
 
 use super::crd::{READY, RECONCILING, STALLED};
 use super::derive::{Cycle, CycleResult, SliceObject, StatusSet, derive, reason};
-use super::writer::{merged, object_body};
+use super::writer::{merged, metadata_current, object_body};
 use crate::apply::{ApplyOptions, Progress};
 use crate::cloud::fake::{FakeCloud, Fault};
 use crate::engine::{Approval, ReconcileOptions, Report, reconcile};
@@ -480,6 +480,109 @@ fn the_applied_object_carries_the_owner_reference_only_with_an_owner() {
     // what it lists and prunes.
     let sharded = object_body("llm", None, Some(4));
     assert_eq!(sharded["metadata"]["labels"]["slicectl.dev/shard"], "4");
+}
+
+/// The metadata apply is skipped only when it would change nothing: the
+/// fields slicectl's apply owns are the body's, with its values.
+#[test]
+fn the_metadata_is_current_only_when_slicectls_apply_owns_exactly_the_bodys_fields() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        FieldsV1, ManagedFieldsEntry, ObjectMeta, OwnerReference,
+    };
+    let owner = OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        name: "slicectl".into(),
+        uid: "0b1c".into(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    };
+    let entry = |manager: &str, fields: serde_json::Value| ManagedFieldsEntry {
+        manager: Some(manager.into()),
+        operation: Some("Apply".into()),
+        fields_type: Some("FieldsV1".into()),
+        fields_v1: Some(FieldsV1(fields)),
+        ..Default::default()
+    };
+    let ours = |owner_uid: Option<&str>, shard: bool| {
+        let mut m = serde_json::json!({"f:metadata": {"f:labels": {
+            "f:app.kubernetes.io/managed-by": {}, "f:slicectl.dev/slice": {}}}, "f:spec": {}});
+        if shard {
+            m["f:metadata"]["f:labels"]["f:slicectl.dev/shard"] = serde_json::json!({});
+        }
+        if let Some(uid) = owner_uid {
+            m["f:metadata"]["f:ownerReferences"] =
+                serde_json::json!({format!("k:{{\"uid\":\"{uid}\"}}"): {".": {}}});
+        }
+        entry("slicectl", m)
+    };
+    let meta = |labels: &[(&str, &str)], owners: Vec<OwnerReference>, fields| ObjectMeta {
+        name: Some("llm".into()),
+        labels: Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        owner_references: Some(owners),
+        managed_fields: Some(fields),
+        ..Default::default()
+    };
+    let base = [
+        ("app.kubernetes.io/managed-by", "slicectl"),
+        ("slicectl.dev/slice", "llm"),
+    ];
+    let plain = object_body("llm", None, None);
+    let owned = object_body("llm", Some(&owner), None);
+
+    // As the last apply left it: current; another manager's label too.
+    let live = meta(&base, vec![], vec![ours(None, false)]);
+    assert!(metadata_current(&live, &plain));
+    let mut extra = base.to_vec();
+    extra.push(("team", "a"));
+    let live = meta(
+        &extra,
+        vec![],
+        vec![
+            ours(None, false),
+            entry(
+                "kubectl",
+                serde_json::json!({"f:metadata": {"f:labels": {"f:team": {}}}}),
+            ),
+        ],
+    );
+    assert!(metadata_current(&live, &plain));
+    // A label of ours with another value (taken over by kubectl): applied.
+    let live = meta(
+        &[base[0], ("slicectl.dev/slice", "other")],
+        vec![],
+        vec![ours(None, false)],
+    );
+    assert!(!metadata_current(&live, &plain));
+    // A shard label slicectl set and no longer sets: applied (removed).
+    let mut sharded = base.to_vec();
+    sharded.push(("slicectl.dev/shard", "4"));
+    let live = meta(&sharded, vec![], vec![ours(None, true)]);
+    assert!(!metadata_current(&live, &plain));
+    assert!(metadata_current(&live, &object_body("llm", None, Some(4))));
+    assert!(!metadata_current(&live, &object_body("llm", None, Some(5))));
+    // An owner to add, to keep, to remove.
+    let live = meta(&base, vec![], vec![ours(None, false)]);
+    assert!(!metadata_current(&live, &owned));
+    let live = meta(&base, vec![owner.clone()], vec![ours(Some("0b1c"), false)]);
+    assert!(metadata_current(&live, &owned));
+    assert!(!metadata_current(&live, &plain));
+    // A new Deployment (another uid): applied.
+    let mut other = owner.clone();
+    other.uid = "ffff".into();
+    assert!(!metadata_current(
+        &live,
+        &object_body("llm", Some(&other), None)
+    ));
+    // No field set of slicectl's (written by someone else, or stripped):
+    // applied.
+    let live = meta(&base, vec![], vec![]);
+    assert!(!metadata_current(&live, &plain));
 }
 
 // ---- No refusal loses an object ---------------------------------------------

@@ -1,10 +1,20 @@
 //! Writes the status objects: server-side apply of each object and of its
 //! status subresource (field manager `slicectl`), Events on them, and the
 //! deletion of objects whose slice is gone.
+//!
+//! Only what changed is written, as a Kubernetes controller compares what it
+//! wants with what it observes and writes on a difference: the objects are
+//! listed once per write (the list [`StatusWriter::existing`] read, else a
+//! new one), and an object's metadata apply is skipped when the fields
+//! slicectl's apply owns are exactly the fields its body sets, with the
+//! body's values ([`metadata_current`]: the apply would then change
+//! nothing, including fields another manager took over, whose values would
+//! differ), and its status apply when the merged status equals the live one.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
@@ -56,8 +66,11 @@ pub struct ObjectError {
 /// What a write did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteSummary {
-    /// Objects applied (with their status).
+    /// Objects applied: their metadata, their status or both (a write of
+    /// an object as it already was is not sent, and counted `unchanged`).
     pub written: Vec<String>,
+    /// Objects already as they should be: nothing sent for them.
+    pub unchanged: usize,
     /// Objects deleted.
     pub deleted: Vec<String>,
     /// Events recorded.
@@ -76,6 +89,9 @@ pub struct StatusWriter {
     /// With sharding: only the held shards' objects are written, listed as
     /// existing and deleted; each carries its shard's label.
     scope: Option<ShardScope>,
+    /// The list [`StatusWriter::existing`] read, taken by the next
+    /// [`StatusWriter::write`] (one LIST per cycle, not two).
+    listed: Mutex<Option<Vec<SliceStatus>>>,
 }
 
 impl StatusWriter {
@@ -95,6 +111,7 @@ impl StatusWriter {
             recorder,
             owner: None,
             scope: None,
+            listed: Mutex::new(None),
         }
     }
 
@@ -150,17 +167,27 @@ impl StatusWriter {
     /// The objects slicectl manages in the namespace now (not those being
     /// deleted), by name, with their status: what [`super::Cycle::existing`]
     /// wants.
+    /// The list is kept for the next [`StatusWriter::write`].
     pub async fn existing(&self) -> Result<BTreeMap<String, SliceStatusStatus>, WriteError> {
-        Ok(self
-            .managed()
-            .await?
-            .into_iter()
+        let listed = self.managed().await?;
+        let existing = listed
+            .iter()
             .filter(|o| o.meta().deletion_timestamp.is_none() && self.in_scope(o))
-            .map(|o| {
-                let name = o.name_any();
-                (name, o.status.unwrap_or_default())
-            })
-            .collect())
+            .map(|o| (o.name_any(), o.status.clone().unwrap_or_default()))
+            .collect();
+        if let Ok(mut g) = self.listed.lock() {
+            *g = Some(listed);
+        }
+        Ok(existing)
+    }
+
+    /// The list [`StatusWriter::existing`] kept, else a new one.
+    async fn live(&self) -> Result<Vec<SliceStatus>, WriteError> {
+        let kept = self.listed.lock().ok().and_then(|mut g| g.take());
+        match kept {
+            Some(l) => Ok(l),
+            None => self.managed().await,
+        }
     }
 
     /// Every object slicectl manages in the namespace.
@@ -180,24 +207,35 @@ impl StatusWriter {
         PatchParams::apply(MANAGER).force()
     }
 
-    /// Applies every object of `set` and its status, records its Events,
-    /// records the Events of removed slices on their objects and deletes
-    /// every other object slicectl manages in the namespace. Every object is
-    /// attempted; failures are returned together.
+    /// Applies every object of `set` and its status where they differ from
+    /// the live ones, records its Events, records the Events of removed
+    /// slices on their objects and deletes every other object slicectl
+    /// manages in the namespace. Every object is attempted; failures are
+    /// returned together.
     pub async fn write(&self, set: &StatusSet) -> Result<WriteSummary, WriteError> {
         let mut summary = WriteSummary::default();
         let mut failures = Vec::new();
+        let listed = self.live().await?;
+        let live: BTreeMap<String, &SliceStatus> = listed
+            .iter()
+            .filter(|o| o.meta().deletion_timestamp.is_none())
+            .map(|o| (o.name_any(), o))
+            .collect();
         for o in &set.objects {
             if !self.label_of(o).1 {
                 continue;
             }
-            match self.write_one(o, &mut summary).await {
-                Ok(()) => summary.written.push(o.name.clone()),
+            match self
+                .write_one(o, live.get(&o.name).copied(), &mut summary)
+                .await
+            {
+                Ok(true) => summary.written.push(o.name.clone()),
+                Ok(false) => summary.unchanged += 1,
                 Err(e) => failures.push(e),
             }
         }
         let keep: BTreeSet<&str> = set.objects.iter().map(|o| o.name.as_str()).collect();
-        for obj in self.managed().await? {
+        for obj in listed {
             let name = obj.name_any();
             if keep.contains(name.as_str())
                 || obj.meta().deletion_timestamp.is_some()
@@ -226,11 +264,14 @@ impl StatusWriter {
         }
     }
 
+    /// Writes one object where it differs from `live` (its listed version);
+    /// whether anything was sent.
     async fn write_one(
         &self,
         o: &SliceObject,
+        live: Option<&SliceStatus>,
         summary: &mut WriteSummary,
-    ) -> Result<(), ObjectError> {
+    ) -> Result<bool, ObjectError> {
         let err = |what, source| ObjectError {
             what,
             namespace: self.namespace.clone(),
@@ -238,25 +279,35 @@ impl StatusWriter {
             source,
         };
         let body = object_body(&o.name, self.owner.as_ref(), self.label_of(o).0);
-        let live = self
-            .api
-            .patch(&o.name, &Self::params(), &Patch::Apply(&body))
-            .await
-            .map_err(|e| err("apply", e))?;
+        let mut sent = false;
+        let live = match live.filter(|l| metadata_current(&l.metadata, &body)) {
+            Some(l) => l.clone(),
+            None => {
+                sent = true;
+                self.api
+                    .patch(&o.name, &Self::params(), &Patch::Apply(&body))
+                    .await
+                    .map_err(|e| err("apply", e))?
+            }
+        };
         let generation = live.metadata.generation;
         let status = merged(&o.status, live.status.as_ref(), generation);
-        let body = json!({
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "status": status,
-        });
-        let live = self
-            .api
-            .patch_status(&o.name, &Self::params(), &Patch::Apply(&body))
-            .await
-            .map_err(|e| err("apply the status of", e))?;
+        let live = if live.status.as_ref() == Some(&status) {
+            live
+        } else {
+            sent = true;
+            let body = json!({
+                "apiVersion": API_VERSION,
+                "kind": KIND,
+                "status": status,
+            });
+            self.api
+                .patch_status(&o.name, &Self::params(), &Patch::Apply(&body))
+                .await
+                .map_err(|e| err("apply the status of", e))?
+        };
         self.publish(&live, &o.events, summary).await;
-        Ok(())
+        Ok(sent)
     }
 
     async fn publish(&self, obj: &SliceStatus, events: &[EventNote], summary: &mut WriteSummary) {
@@ -316,6 +367,68 @@ pub fn object_body(
         "metadata": metadata,
         "spec": {},
     })
+}
+
+/// Whether applying `body` (an [`object_body`]) to an object whose metadata
+/// is `live` would change nothing: slicectl's apply (field manager
+/// [`MANAGER`], operation `Apply`, not the status subresource) owns exactly
+/// the labels and owner references `body` sets, and they have its values. A
+/// label or owner reference another manager changed has another value (or
+/// owner) and is applied again; one slicectl set and no longer sets is still
+/// owned, so applied away. Fields other managers own that slicectl never
+/// set are left alone either way, as the apply would leave them.
+pub fn metadata_current(live: &ObjectMeta, body: &serde_json::Value) -> bool {
+    let want_labels = body["metadata"]["labels"].as_object();
+    let want_owners: Vec<OwnerReference> =
+        serde_json::from_value(body["metadata"]["ownerReferences"].clone()).unwrap_or_default();
+    let Some(entry) = live.managed_fields.iter().flatten().find(|m| {
+        m.manager.as_deref() == Some(MANAGER)
+            && m.operation.as_deref() == Some("Apply")
+            && m.subresource.as_deref().unwrap_or("").is_empty()
+    }) else {
+        return false;
+    };
+    let Some(fields) = entry.fields_v1.as_ref().map(|f| &f.0["f:metadata"]) else {
+        return false;
+    };
+    // `f:labels` holds `f:KEY` per owned label; `f:ownerReferences` holds
+    // `k:{"uid":"…"}` per owned reference (the structured-merge-diff field
+    // set, https://kubernetes.io/docs/reference/using-api/server-side-apply/#field-management).
+    let keys = |f: &serde_json::Value| -> BTreeSet<String> {
+        f.as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    let owned_labels: BTreeSet<String> = keys(&fields["f:labels"])
+        .into_iter()
+        .filter_map(|k| k.strip_prefix("f:").map(str::to_string))
+        .collect();
+    let owned_owners: BTreeSet<String> = keys(&fields["f:ownerReferences"])
+        .into_iter()
+        .filter_map(|k| {
+            let v: serde_json::Value = serde_json::from_str(k.strip_prefix("k:")?).ok()?;
+            v["uid"].as_str().map(str::to_string)
+        })
+        .collect();
+    let labels_current = want_labels.is_some_and(|want| {
+        want.keys().cloned().collect::<BTreeSet<_>>() == owned_labels
+            && want.iter().all(|(k, v)| {
+                live.labels
+                    .as_ref()
+                    .and_then(|l| l.get(k))
+                    .map(String::as_str)
+                    == v.as_str()
+            })
+    });
+    let owners_current = want_owners
+        .iter()
+        .map(|o| o.uid.clone())
+        .collect::<BTreeSet<_>>()
+        == owned_owners
+        && want_owners
+            .iter()
+            .all(|w| live.owner_references.iter().flatten().any(|l| l == w));
+    labels_current && owners_current
 }
 
 /// The status to write: `new`, with `observedGeneration` (its own and each

@@ -19,6 +19,7 @@ use common::k8s::*;
 use common::status::one_slice;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use slicectl::engine::Approval;
 use slicectl::status_object::{SliceStatus, StatusWriter};
@@ -305,8 +306,9 @@ async fn status_objects_read_back_as_kstatus_and_kubectl_expect() {
     assert!(of("stalled").contains(&("Warning".to_string(), "Refused".to_string())));
     assert!(of("inflight").is_empty());
 
-    // A second write at a later time keeps the Ready condition's transition
-    // time; a set without two of the slices deletes their objects.
+    // A second write at a later time (of the stale status: written) keeps
+    // the Ready condition's transition time; a set without two of the
+    // slices deletes their objects.
     let before = api.get("ready").await.unwrap().status.unwrap().conditions[0]
         .last_transition_time
         .clone();
@@ -329,6 +331,74 @@ async fn status_objects_read_back_as_kstatus_and_kubectl_expect() {
     );
     assert_eq!(kstatus_of(&ns)["ready"].0, "Current");
     assert_eq!(argocd_health(&list_json(&ns))["ready"].0, "Healthy");
+
+    // A write of an unchanged slice sends nothing: the object's
+    // resourceVersion and its managedFields (their times) stay as they were.
+    let first = api.get("ready").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let summary = writer.write(&again).await.expect("write unchanged");
+    assert!(summary.written.is_empty(), "{summary:?}");
+    assert_eq!(summary.unchanged, 1);
+    let unchanged = api.get("ready").await.unwrap();
+    assert_eq!(
+        unchanged.metadata.resource_version,
+        first.metadata.resource_version
+    );
+    assert_eq!(
+        unchanged.metadata.managed_fields,
+        first.metadata.managed_fields
+    );
+
+    // Another manager's change of a label slicectl sets is applied back
+    // (the status, unchanged, is not sent again).
+    ok(&kubectl(&[
+        "label",
+        "-n",
+        &ns,
+        "slicestatus",
+        "ready",
+        "slicectl.dev/slice=edited",
+        "--overwrite",
+    ]));
+    let summary = writer
+        .write(&again)
+        .await
+        .expect("write after a label edit");
+    assert_eq!(summary.written, ["ready"]);
+    let live = api.get("ready").await.unwrap();
+    assert_eq!(live.labels()["slicectl.dev/slice"], "ready");
+    assert_eq!(
+        live.status.as_ref().unwrap().conditions[0].last_transition_time,
+        before
+    );
+    let summary = writer.write(&again).await.expect("write once more");
+    assert_eq!((summary.written.len(), summary.unchanged), (0, 1));
+
+    // A changed condition is written, with a new transition time for the
+    // condition that changed and none kept from before.
+    let broken = one_slice("ready", Approval::Auto, true).await;
+    let summary = writer.write(&broken).await.expect("write a change");
+    assert_eq!(summary.written, ["ready"]);
+    let live = api.get("ready").await.unwrap();
+    let status = live.status.unwrap();
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(ready.status, "False");
+    assert!(ready.last_transition_time.0 > before.0, "{ready:?}");
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Stalled" && c.status == "True")
+    );
+    assert_eq!(status.observed_generation, live.metadata.generation);
+    assert_ne!(
+        live.metadata.resource_version,
+        unchanged.metadata.resource_version
+    );
 
     let _ = Api::<Namespace>::all(client)
         .delete(&ns, &DeleteParams::default())
