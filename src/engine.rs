@@ -285,7 +285,7 @@ pub async fn observe_prepared_and_plan(
         prepare(&mut inv);
         let mut plan = plan_with(fleet, &inv, mode, opts)?;
         if mode == PlanMode::Apply {
-            crate::preflight::check(cloud, fleet, &kinds(), &mut plan).await;
+            crate::preflight::check(cloud, fleet, &kinds(), &inv, &mut plan).await;
         }
         Ok((inv, plan))
     }

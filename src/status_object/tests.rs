@@ -1124,12 +1124,13 @@ async fn a_held_step_is_waiting_for_workload() {
 async fn a_slice_past_its_quota_is_stalled_quota_exceeded() {
     let fake = FakeCloud::new();
     let f = fleet();
-    // Two v6e 1x1 replicas (1 chip each) and 1 chip left of TPU_V6E.
+    // Two v6e 1x1 replicas (1 chip each) and 1 chip left of the v6e family
+    // quota (Cloud Quotas; the usage observed).
     fake.seed_quotas(
         "unit-project",
         "us-central1",
         vec![crate::resource::compute::Quota {
-            metric: "TPU_V6E".into(),
+            metric: "TPUS_PER_TPU_FAMILY/CT6E".into(),
             limit: 1.0,
             usage: 0.0,
         }],
@@ -1152,7 +1153,7 @@ async fn a_slice_past_its_quota_is_stalled_quota_exceeded() {
     assert!(
         o.status.conditions[1]
             .message
-            .contains("needs 1 TPU_V6E chips in us-central1"),
+            .contains("needs 1 TPUS_PER_TPU_FAMILY/CT6E chips in us-central1"),
         "{}",
         o.status.conditions[1].message
     );
