@@ -819,21 +819,25 @@ fn sim_config(clusters: Vec<String>, s: &SimArgs, fleet: Option<&Fleet>) -> Resu
     })
 }
 
-/// `--sim-quota REGION/METRIC=LIMIT` flags, by `REGION/METRIC`.
+/// `--sim-quota REGION/METRIC=LIMIT` flags, by `REGION/METRIC` (a family
+/// quota's METRIC is `TPUS_PER_TPU_FAMILY/FAMILY`, e.g. `…/CT6E`).
 fn sim_quotas(flags: &[String]) -> Result<BTreeMap<String, u64>> {
     flags
         .iter()
         .map(|flag| {
             let parsed = flag.rsplit_once('=').and_then(|(key, limit)| {
                 let (region, metric) = key.split_once('/')?;
-                let ok = !region.is_empty() && !metric.is_empty() && !metric.contains('/');
+                let family = metric.strip_prefix("TPUS_PER_TPU_FAMILY/");
+                let ok = !region.is_empty()
+                    && !metric.is_empty()
+                    && family.map_or(!metric.contains('/'), |f| !f.is_empty() && !f.contains('/'));
                 ok.then(|| (key.to_string(), limit.parse::<u64>().ok()))
             });
             match parsed {
                 Some((key, Some(limit))) => Ok((key, limit)),
                 _ => anyhow::bail!(
                     "--sim-quota {flag:?}: expected REGION/METRIC=LIMIT with LIMIT a whole number of chips, \
-                     e.g. us-central1/TPU_V5P=64"
+                     e.g. us-central1/TPU_V5P=64 or us-central1/TPUS_PER_TPU_FAMILY/CT6E=64"
                 ),
             }
         })
