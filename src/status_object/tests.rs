@@ -359,6 +359,44 @@ async fn a_quota_error_is_stalled() {
     assert!(o.events.iter().any(|e| e.reason == reason::QUOTA_EXCEEDED));
 }
 
+/// A live primary that reports a quota error (a MIG's `QUOTA_EXCEEDED`,
+/// a GKE pool's `GCE_QUOTA_EXCEEDED`) gets no VMs until the quota is raised:
+/// the slice is `Stalled` `QuotaExceeded` with the cloud's words, not
+/// provisioning.
+#[tokio::test]
+async fn a_live_slice_reporting_a_quota_error_is_stalled_quota_exceeded() {
+    let fake = FakeCloud::new();
+    let f = fleet();
+    cycle(&fake, &f, Approval::Auto).await;
+    let cluster = crate::resource::ClusterRef {
+        project: "unit-project".into(),
+        location: "us-central1".into(),
+        cluster: "c".into(),
+    };
+    let mut pool = fake.pools(&cluster).into_iter().next().unwrap();
+    pool.status = Some("RUNNING_WITH_ERROR".into());
+    pool.conditions = vec![crate::resource::gke::StatusCondition {
+        code: Some("GCE_QUOTA_EXCEEDED".into()),
+        message: Some("Quota 'TPUS_PER_TPU_FAMILY' exceeded. Limit: 0.0 in region us-central1.".into()),
+        canonical_code: None,
+    }];
+    fake.seed_pool(&cluster, pool);
+    let r = cycle(&fake, &f, Approval::Declined).await;
+    let set = statuses(&f, &r);
+    let o = only(&set);
+    assert_eq!(
+        conds(o),
+        ["Ready=False/QuotaExceeded", "Stalled=True/QuotaExceeded"],
+        "{:#?}",
+        o.status
+    );
+    let m = &o.status.conditions[1].message;
+    assert!(
+        m.contains("[quota_exceeded]") && m.contains("Quota 'TPUS_PER_TPU_FAMILY' exceeded"),
+        "{m}"
+    );
+}
+
 #[tokio::test]
 async fn a_slice_gone_from_the_specs_loses_its_object_once_its_resources_are_gone() {
     let fake = FakeCloud::new();

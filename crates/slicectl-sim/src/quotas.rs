@@ -15,8 +15,8 @@
 //! preemptible quota has no quota id a public source names and is not
 //! charged. Spot VMs use the preemptible quota (Cloud TPU, *Quotas*:
 //! cloud.google.com/tpu/docs/quota, "on-demand and preemptible (spot)").
-//! Reservation-bound VMs are not charged (GKE: a node pool consuming a TPU
-//! reservation "requires no TPU quota"); flex-start VMs are not charged here
+//! Reservation-bound VMs are not charged (GKE, "Ensure sufficient quota":
+//! a TPU node pool that consumes a reservation needs no TPU quota); flex-start VMs are not charged here
 //! (they consume the preemptible quota, else the standard one, only when
 //! the Dynamic Workload Scheduler grants them: Compute Engine, *Provisioning
 //! models*).
