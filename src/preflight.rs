@@ -34,7 +34,10 @@ pub async fn check(
         return;
     }
     let cloud_quotas = join_all(r.cloud_quotas.iter().map(|c| async move {
-        (c, cloud.compute.get_quota_info(&c.project, c.quota_id).await)
+        (
+            c,
+            cloud.compute.get_quota_info(&c.project, c.quota_id).await,
+        )
     }));
     let regions = join_all(r.regions.iter().map(|(project, region)| async move {
         (
@@ -52,8 +55,7 @@ pub async fn check(
             cloud.compute.get_reservation(&zone, &k.name).await,
         )
     }));
-    let (regions, reservations, cloud_quotas) =
-        futures::join!(regions, reservations, cloud_quotas);
+    let (regions, reservations, cloud_quotas) = futures::join!(regions, reservations, cloud_quotas);
     let mut facts = Facts::default();
     for ((project, region), got) in regions {
         match got {
@@ -125,7 +127,9 @@ fn cloud_quota_facts(
                  cloudquotas.quotas.get (roles/cloudquotas.viewer)"
             ));
             for (_, metric, _) in &c.uses {
-                facts.unread.insert((c.project.clone(), (*metric).to_string()));
+                facts
+                    .unread
+                    .insert((c.project.clone(), (*metric).to_string()));
             }
             return;
         }

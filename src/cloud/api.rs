@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use super::{CloudClient, CloudError};
 use crate::resource::compute::{
     self, GuestAttributeEntry, Instance, InstanceGroupManager, InstanceGroupManagerPatch,
-    InstanceManagedByIgmError, InstanceTemplate, ManagedInstance, Metadata, QuotaInfo, Region, Reservation,
-    ResourcePolicy,
+    InstanceManagedByIgmError, InstanceTemplate, ManagedInstance, Metadata, QuotaInfo, Region,
+    Reservation, ResourcePolicy,
 };
 use crate::resource::gke::{self, NodePool, UpdateNodePoolRequest};
 use crate::resource::{ClusterRef, ProjectRef, ZoneRef};

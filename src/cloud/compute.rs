@@ -20,8 +20,8 @@ use super::http::{Access, Request};
 use crate::resource::compute::{
     GuestAttributeEntry, GuestAttributes, Instance, InstanceGroupManager,
     InstanceGroupManagerAggregatedList, InstanceGroupManagerPatch, InstanceManagedByIgmError,
-    InstanceTemplate, ManagedInstance, ManagedInstanceList, Metadata, Operation,
-    RecreateInstancesRequest, QuotaInfo, Region, Reservation, ResourcePolicy,
+    InstanceTemplate, ManagedInstance, ManagedInstanceList, Metadata, Operation, QuotaInfo,
+    RecreateInstancesRequest, Region, Reservation, ResourcePolicy,
 };
 use crate::resource::{ProjectRef, ZoneRef};
 
@@ -570,8 +570,11 @@ impl<'a> ComputeApi<'a> {
             segment("project", project)?,
             segment("quota id", quota_id)?
         ));
-        self.get("cloudquotas.projects.locations.services.quotaInfos.get", url)
-            .await
+        self.get(
+            "cloudquotas.projects.locations.services.quotaInfos.get",
+            url,
+        )
+        .await
     }
 
     /// One specific reservation (`reservations.get`; needs

@@ -1445,12 +1445,15 @@ impl ComputeService for FakeCloud {
             .filter_map(|(k, qs)| Some((k.strip_prefix(&prefix)?, qs)))
             .flat_map(|(region, qs)| {
                 qs.iter().filter_map(move |q| {
-                    let QuotaSource::CloudQuotas { quota_id: id, family } =
-                        quota_by_metric(&q.metric)?.source
+                    let QuotaSource::CloudQuotas {
+                        quota_id: id,
+                        family,
+                    } = quota_by_metric(&q.metric)?.source
                     else {
                         return None;
                     };
-                    let mut dimensions = BTreeMap::from([("region".to_string(), region.to_string())]);
+                    let mut dimensions =
+                        BTreeMap::from([("region".to_string(), region.to_string())]);
                     if let Some(f) = family {
                         dimensions.insert("tpu_family".into(), f.into());
                     }

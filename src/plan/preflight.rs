@@ -75,7 +75,11 @@ const fn region(metric: &'static str) -> QuotaDef {
     }
 }
 
-const fn cloud(metric: &'static str, quota_id: &'static str, family: Option<&'static str>) -> QuotaDef {
+const fn cloud(
+    metric: &'static str,
+    quota_id: &'static str,
+    family: Option<&'static str>,
+) -> QuotaDef {
     QuotaDef {
         metric,
         source: QuotaSource::CloudQuotas { quota_id, family },

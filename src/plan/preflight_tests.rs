@@ -113,12 +113,10 @@ fn spot_is_charged_to_the_preemptible_metric_and_an_unreported_metric_is_not_che
     assert!(p.preflight.quotas.is_empty());
     assert_eq!(p.preflight.unchecked.len(), 1);
     assert!(
-        p.preflight.unchecked[0]
-            .why
-            .contains(
-                "Cloud Quotas has no limit of PREEMPTIBLE-TPU-V5P-per-project-region \
+        p.preflight.unchecked[0].why.contains(
+            "Cloud Quotas has no limit of PREEMPTIBLE-TPU-V5P-per-project-region \
                  (PREEMPTIBLE_TPU_V5P) for us-central1"
-            ),
+        ),
         "{}",
         p.preflight.unchecked[0].why
     );
@@ -250,7 +248,10 @@ fn unread_quotas_are_a_warning_and_refuse_nothing() {
 fn each_generation_reads_its_quota_where_compute_engine_keeps_it() {
     use crate::plan::preflight::QuotaSource::{CloudQuotas, Region};
     let src = |a: &str, spot: bool| quota_of(a, spot).map(|q| (q.metric, q.source));
-    assert_eq!(src("tpu-v4-podslice", false), Ok(("TPU_PODSLICE_V4", Region)));
+    assert_eq!(
+        src("tpu-v4-podslice", false),
+        Ok(("TPU_PODSLICE_V4", Region))
+    );
     assert_eq!(
         src("tpu-v5-lite-podslice", true),
         Ok(("PREEMPTIBLE_TPU_LITE_PODSLICE_V5", Region))
@@ -357,7 +358,10 @@ fn tpu7x_on_demand_is_checked_and_its_spot_and_flex_start_say_why_not() {
     );
     assert!(p.refused.is_empty(), "{:?}", p.refused);
     assert_eq!(p.preflight.quotas.len(), 1);
-    assert_eq!(p.preflight.quotas[0].key.metric, "TPUS_PER_TPU_FAMILY/TPU7X");
+    assert_eq!(
+        p.preflight.quotas[0].key.metric,
+        "TPUS_PER_TPU_FAMILY/TPU7X"
+    );
     let why: Vec<(&str, &str)> = p
         .preflight
         .unchecked

@@ -359,29 +359,23 @@ async fn a_quota_error_is_stalled() {
     assert!(o.events.iter().any(|e| e.reason == reason::QUOTA_EXCEEDED));
 }
 
-/// A live primary that reports a quota error (a MIG's `QUOTA_EXCEEDED`,
-/// a GKE pool's `GCE_QUOTA_EXCEEDED`) gets no VMs until the quota is raised:
-/// the slice is `Stalled` `QuotaExceeded` with the cloud's words, not
-/// provisioning.
+/// A live MIG that reports Compute Engine's `QUOTA_EXCEEDED` (what
+/// `status` reads from it: its creation error) gets no VMs until the quota
+/// is raised, with nothing left to apply: the slice is `Stalled`
+/// `QuotaExceeded` with the cloud's words, not provisioning.
 #[tokio::test]
 async fn a_live_slice_reporting_a_quota_error_is_stalled_quota_exceeded() {
     let fake = FakeCloud::new();
     let f = fleet();
-    cycle(&fake, &f, Approval::Auto).await;
-    let cluster = crate::resource::ClusterRef {
-        project: "unit-project".into(),
-        location: "us-central1".into(),
-        cluster: "c".into(),
-    };
-    let mut pool = fake.pools(&cluster).into_iter().next().unwrap();
-    pool.status = Some("RUNNING_WITH_ERROR".into());
-    pool.conditions = vec![crate::resource::gke::StatusCondition {
-        code: Some("GCE_QUOTA_EXCEEDED".into()),
-        message: Some("Quota 'TPUS_PER_TPU_FAMILY' exceeded. Limit: 0.0 in region us-central1.".into()),
-        canonical_code: None,
-    }];
-    fake.seed_pool(&cluster, pool);
-    let r = cycle(&fake, &f, Approval::Declined).await;
+    let mut r = cycle(&fake, &f, Approval::Auto).await;
+    assert_eq!(conds(only(&statuses(&f, &r)))[0], "Ready=True/Converged");
+    // Replica 0 as a MIG without its VMs reads in `status`.
+    let row = r.status.iter_mut().find(|x| x.replica == 0).unwrap();
+    row.state = "MIG RETRYING, VMs 0/1".into();
+    row.nodes = "0/1".into();
+    row.last_error =
+        "QUOTA_EXCEEDED: Quota 'TPUS_PER_TPU_FAMILY' exceeded. Limit: 0.0 in region us-central1."
+            .into();
     let set = statuses(&f, &r);
     let o = only(&set);
     assert_eq!(
@@ -392,8 +386,17 @@ async fn a_live_slice_reporting_a_quota_error_is_stalled_quota_exceeded() {
     );
     let m = &o.status.conditions[1].message;
     assert!(
-        m.contains("[quota_exceeded]") && m.contains("Quota 'TPUS_PER_TPU_FAMILY' exceeded"),
+        m.contains(
+            "[quota_exceeded] replica 0: QUOTA_EXCEEDED: Quota 'TPUS_PER_TPU_FAMILY' exceeded"
+        ),
         "{m}"
+    );
+    // Any other creation error is still provisioning.
+    let row = r.status.iter_mut().find(|x| x.replica == 0).unwrap();
+    row.last_error = "INVALID_FIELD_VALUE: bad".into();
+    assert_eq!(
+        conds(only(&statuses(&f, &r)))[1],
+        "Reconciling=True/Provisioning"
     );
 }
 

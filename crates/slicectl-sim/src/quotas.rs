@@ -771,7 +771,10 @@ mod tests {
             "TPU-V5P-per-project-region",
         )
         .unwrap_err();
-        assert_eq!((e.http, e.message.contains("must be 'global'")), (400, true));
+        assert_eq!(
+            (e.http, e.message.contains("must be 'global'")),
+            (400, true)
+        );
         let e = get_quota_info(
             &inner,
             &parent("global", "compute.googleapis.com"),
@@ -814,7 +817,10 @@ mod tests {
 
     #[test]
     fn compute_names_the_family_quota_in_its_errors() {
-        assert_eq!(error_name("TPUS_PER_TPU_FAMILY/CT6E"), "TPUS_PER_TPU_FAMILY");
+        assert_eq!(
+            error_name("TPUS_PER_TPU_FAMILY/CT6E"),
+            "TPUS_PER_TPU_FAMILY"
+        );
         assert_eq!(error_name("TPU_V5P"), "TPU_V5P");
     }
 }

@@ -187,8 +187,12 @@ impl Endpoint {
             Self::ReservationGet(..) => "compute.reservations.get".into(),
             Self::ReservationList(..) => "compute.reservations.list".into(),
             Self::ReservationAggregated(_) => "compute.reservations.aggregatedList".into(),
-            Self::QuotaInfoGet(..) => "cloudquotas.projects.locations.services.quotaInfos.get".into(),
-            Self::QuotaInfoList(_) => "cloudquotas.projects.locations.services.quotaInfos.list".into(),
+            Self::QuotaInfoGet(..) => {
+                "cloudquotas.projects.locations.services.quotaInfos.get".into()
+            }
+            Self::QuotaInfoList(_) => {
+                "cloudquotas.projects.locations.services.quotaInfos.list".into()
+            }
         }
     }
 
@@ -224,7 +228,16 @@ pub(crate) struct Resolved {
 pub(crate) fn resolve(method: &Method, path: &str) -> Option<Resolved> {
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match segs.as_slice() {
-        ["v1", "projects", p, "locations", l, "services", s, rest @ ..] => {
+        [
+            "v1",
+            "projects",
+            p,
+            "locations",
+            l,
+            "services",
+            s,
+            rest @ ..,
+        ] => {
             let parent = QuotaParent {
                 project: (*p).to_string(),
                 location: (*l).to_string(),
