@@ -591,10 +591,10 @@ pub fn observed_usage(inv: &Inventory, project: &str, region: &str) -> BTreeMap<
         if c.project != project {
             continue;
         }
-        if let Some((Charge::Quota(k, chips), _)) = pool_charge(&l.body.to_json(), project) {
-            if k.region == region {
-                *out.entry(k.metric).or_default() += chips;
-            }
+        if let Some((Charge::Quota(k, chips), _)) = pool_charge(&l.body.to_json(), project)
+            && k.region == region
+        {
+            *out.entry(k.metric).or_default() += chips;
         }
     }
     let templates: BTreeMap<&str, &InstanceTemplate> = inv

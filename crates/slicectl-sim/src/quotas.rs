@@ -550,13 +550,13 @@ pub(crate) fn list_quota_infos(
     parent: &QuotaParent,
 ) -> Result<Value, ApiError> {
     check_parent(parent)?;
-    if let Some(size) = ctx.query("pageSize") {
-        if size.parse::<i32>().is_err() {
-            return Err(ApiError::invalid(
-                "badRequest",
-                format!("Invalid value at 'page_size' (TYPE_INT32), \"{size}\""),
-            ));
-        }
+    if let Some(size) = ctx.query("pageSize")
+        && size.parse::<i32>().is_err()
+    {
+        return Err(ApiError::invalid(
+            "badRequest",
+            format!("Invalid value at 'page_size' (TYPE_INT32), \"{size}\""),
+        ));
     }
     let infos: Vec<Value> = CLOUD_QUOTAS
         .iter()
