@@ -577,7 +577,11 @@ pub(crate) fn denied(config: &FaultConfig, r: &Resolved, ctx: &Ctx) -> Option<Ap
         {
             return None;
         }
-        let resource = ctx.path.trim_start_matches("/v1/");
+        let resource = ctx
+            .path
+            .trim_start_matches('/')
+            .split_once('/')
+            .map_or("", |(_, rest)| rest);
         return Some(ApiError::forbidden(format!(
             "Permission '{permission}' denied on resource '//cloudquotas.googleapis.com/{resource}' \
              (or it may not exist)."

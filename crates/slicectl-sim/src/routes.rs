@@ -228,8 +228,10 @@ pub(crate) struct Resolved {
 pub(crate) fn resolve(method: &Method, path: &str) -> Option<Resolved> {
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match segs.as_slice() {
+        // Cloud Quotas; `v1beta` is what `gcloud beta quotas` calls (the
+        // same resources).
         [
-            "v1",
+            v @ ("v1" | "v1beta"),
             "projects",
             p,
             "locations",
@@ -252,7 +254,7 @@ pub(crate) fn resolve(method: &Method, path: &str) -> Option<Resolved> {
             };
             Some(Resolved {
                 api: Api::CloudQuotas,
-                version: "v1".into(),
+                version: (*v).to_string(),
                 endpoint,
             })
         }
@@ -565,6 +567,10 @@ mod tests {
             (
                 "GET",
                 "/v1/projects/p/locations/global/services/compute.googleapis.com/quotaInfos",
+            ),
+            (
+                "GET",
+                "/v1beta/projects/p/locations/global/services/compute.googleapis.com/quotaInfos/q",
             ),
         ];
         for (m, path) in cases {
