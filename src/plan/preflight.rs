@@ -577,10 +577,11 @@ pub fn reads(plan: &Plan, fleet: &Fleet, kinds: &[&dyn Kind]) -> Reads {
 
 /// Chips in use per quota metric in `project`'s `region`, as far as
 /// slicectl observes them: the TPU node pools of the fleet's clusters and
-/// the VMs the TPU MIGs of its zones have created, managed or not (Cloud
-/// Quotas gives limits, not usage). Capacity elsewhere in the region (other
-/// clusters, VMs outside a MIG) is not seen, so this can be low; GKE and
-/// Compute Engine still refuse a create past the quota.
+/// the VMs the TPU MIGs of its zones have created, managed or not (a pool
+/// in `ERROR` holds none; Cloud Quotas gives limits, not usage). Capacity
+/// elsewhere in the region (other clusters, VMs outside a MIG) is not seen,
+/// so this can be low; GKE and Compute Engine still refuse a create past
+/// the quota.
 pub fn observed_usage(inv: &Inventory, project: &str, region: &str) -> BTreeMap<String, u64> {
     use crate::resource::compute::{InstanceGroupManager, InstanceTemplate};
     let mut out: BTreeMap<String, u64> = BTreeMap::new();
@@ -591,7 +592,12 @@ pub fn observed_usage(inv: &Inventory, project: &str, region: &str) -> BTreeMap<
         if c.project != project {
             continue;
         }
-        if let Some((Charge::Quota(k, chips), _)) = pool_charge(&l.body.to_json(), project)
+        let pool = l.body.to_json();
+        // A pool in ERROR holds no VMs (a stockout, a failed create).
+        if pool.get("status").and_then(Value::as_str) == Some("ERROR") {
+            continue;
+        }
+        if let Some((Charge::Quota(k, chips), _)) = pool_charge(&pool, project)
             && k.region == region
         {
             *out.entry(k.metric).or_default() += chips;

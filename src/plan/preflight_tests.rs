@@ -440,5 +440,67 @@ fn observed_usage_counts_the_live_tpu_pools_by_their_quota() {
         ])
     );
     assert!(observed_usage(&inv, "example-project", "us-east5").is_empty());
+    // A pool in ERROR holds no VMs.
+    let mut broken = converged(&f);
+    for np in &mut broken.node_pools {
+        np.status = Some("ERROR".into());
+    }
+    assert!(observed_usage(&broken.inventory(), "example-project", "us-central1").is_empty());
     assert!(observed_usage(&inv, "other-project", "us-central1").is_empty());
+}
+
+#[test]
+fn observed_usage_counts_the_vms_a_tpu_mig_has_created_by_its_template() {
+    use crate::plan::kind::{Body, LiveResource, Scope};
+    use crate::resource::compute::{
+        ActionsSummary, InstanceGroupManager, InstanceProperties, InstanceTemplate, Scheduling,
+    };
+    use crate::resource::{ProjectRef, ZoneRef};
+    let template = InstanceTemplate {
+        name: "t".into(),
+        properties: InstanceProperties {
+            machine_type: "ct5p-hightpu-4t".into(),
+            scheduling: Some(Scheduling {
+                provisioning_model: Some("SPOT".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    // Two VMs wanted, one still being created: one VM of 4 chips.
+    let mig = InstanceGroupManager {
+        name: "m".into(),
+        instance_template: Some("projects/example-project/global/instanceTemplates/t".into()),
+        target_size: 2,
+        current_actions: Some(ActionsSummary {
+            creating: 1,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut inv = Inventory::default();
+    inv.resources.insert(
+        crate::kinds::gce::template::KIND,
+        vec![LiveResource {
+            scope: Scope::Global(ProjectRef {
+                project: "example-project".into(),
+            }),
+            body: std::sync::Arc::new(template) as Body,
+        }],
+    );
+    inv.resources.insert(
+        crate::kinds::gce::mig::KIND,
+        vec![LiveResource {
+            scope: Scope::Zone(ZoneRef {
+                project: "example-project".into(),
+                zone: "us-central1-a".into(),
+            }),
+            body: std::sync::Arc::new(mig) as Body,
+        }],
+    );
+    assert_eq!(
+        observed_usage(&inv, "example-project", "us-central1"),
+        BTreeMap::from([("PREEMPTIBLE_TPU_V5P".to_string(), 4)])
+    );
 }
