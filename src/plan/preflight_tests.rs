@@ -298,17 +298,23 @@ fn cloud_quota(metric: &str, limit: f64, usage: f64) -> Facts {
     quota("us-central1", metric, limit, usage)
 }
 
+/// A fleet of one single-replica slice.
+fn one(name: &str, acc: &str, topo: &str, cap: CapacityType) -> Fleet {
+    fleet(vec![slice(name, acc, topo, 1, cap)])
+}
+
+/// The plan of `f` from nothing live, judged against `facts`.
+fn judged(f: &Fleet, facts: &Facts) -> Plan {
+    let mut p = plan(f, &TestInv::default(), &PlanOptions::default()).unwrap();
+    judge(&mut p, f, &all_kinds(), facts);
+    p
+}
+
 #[test]
 fn a_v6e_plan_past_its_family_quota_is_refused_with_the_figures_from_cloud_quotas() {
     // One on-demand v6e 4x4 (4 hosts x 4 chips = 16 chips); 12 left.
-    let f = fleet(vec![slice(
-        "serve",
-        "tpu-v6e-slice",
-        "4x4",
-        1,
-        CapacityType::OnDemand,
-    )]);
-    let mut p = plan(&f, &TestInv::default(), &PlanOptions::default()).unwrap();
+    let f = one("serve", "tpu-v6e-slice", "4x4", CapacityType::OnDemand);
+    let p = plan(&f, &TestInv::default(), &PlanOptions::default()).unwrap();
     let r = reads(&p, &f, &all_kinds());
     assert_eq!(
         r.cloud_quotas[0].uses,
@@ -318,12 +324,7 @@ fn a_v6e_plan_past_its_family_quota_is_refused_with_the_figures_from_cloud_quota
             Some("CT6E")
         )]
     );
-    judge(
-        &mut p,
-        &f,
-        &all_kinds(),
-        &cloud_quota("TPUS_PER_TPU_FAMILY/CT6E", 16.0, 4.0),
-    );
+    let p = judged(&f, &cloud_quota("TPUS_PER_TPU_FAMILY/CT6E", 16.0, 4.0));
     let q = &p.preflight.quotas[0];
     assert_eq!((q.limit, q.usage, q.left, q.needed), (16, 4, 12, 16));
     assert_eq!(q.read_with, READ_WITH_CLOUD_QUOTAS);
@@ -349,13 +350,7 @@ fn tpu7x_on_demand_is_checked_and_its_spot_and_flex_start_say_why_not() {
         slice("sp", "tpu7x", "2x2x1", 1, CapacityType::Spot),
         slice("fx", "tpu-v5p-slice", "2x2x1", 1, CapacityType::FlexStart),
     ]);
-    let mut p = plan(&f, &TestInv::default(), &PlanOptions::default()).unwrap();
-    judge(
-        &mut p,
-        &f,
-        &all_kinds(),
-        &cloud_quota("TPUS_PER_TPU_FAMILY/TPU7X", 64.0, 0.0),
-    );
+    let p = judged(&f, &cloud_quota("TPUS_PER_TPU_FAMILY/TPU7X", 64.0, 0.0));
     assert!(p.refused.is_empty(), "{:?}", p.refused);
     assert_eq!(p.preflight.quotas.len(), 1);
     assert_eq!(
@@ -383,43 +378,28 @@ fn tpu7x_on_demand_is_checked_and_its_spot_and_flex_start_say_why_not() {
 
 #[test]
 fn a_cloud_quota_not_read_or_unlimited_refuses_nothing_and_regions_get_lines_say_so() {
-    let f = fleet(vec![slice(
-        "llm",
-        "tpu-v5p-slice",
-        "2x2x2",
-        1,
-        CapacityType::OnDemand,
-    )]);
+    let f = one("llm", "tpu-v5p-slice", "2x2x2", CapacityType::OnDemand);
     // Not read (403): the warning stands, no line, no refusal.
-    let mut p = plan(&f, &TestInv::default(), &PlanOptions::default()).unwrap();
     let facts = Facts {
         unread: [("example-project".to_string(), "TPU_V5P".to_string())].into(),
         errors: vec!["quota … not read".into()],
         ..Facts::default()
     };
-    judge(&mut p, &f, &all_kinds(), &facts);
+    let p = judged(&f, &facts);
     assert!(p.refused.is_empty());
     assert!(p.preflight.quotas.is_empty() && p.preflight.unchecked.is_empty());
     assert_eq!(p.preflight.warnings, vec!["quota … not read".to_string()]);
     // Unlimited (-1): nothing to check.
-    let mut p = plan(&f, &TestInv::default(), &PlanOptions::default()).unwrap();
-    judge(&mut p, &f, &all_kinds(), &cloud_quota("TPU_V5P", -1.0, 0.0));
+    let p = judged(&f, &cloud_quota("TPU_V5P", -1.0, 0.0));
     assert!(p.refused.is_empty() && p.preflight.is_empty());
     // A v5e line is regions.get's.
-    let f = fleet(vec![slice(
+    let f = one(
         "lite",
         "tpu-v5-lite-podslice",
         "2x2",
-        1,
         CapacityType::OnDemand,
-    )]);
-    let mut p = plan(&f, &TestInv::default(), &PlanOptions::default()).unwrap();
-    judge(
-        &mut p,
-        &f,
-        &all_kinds(),
-        &cloud_quota("TPU_LITE_PODSLICE_V5", 8.0, 0.0),
     );
+    let p = judged(&f, &cloud_quota("TPU_LITE_PODSLICE_V5", 8.0, 0.0));
     assert_eq!(p.preflight.quotas[0].read_with, READ_WITH_REGION);
 }
 
