@@ -20,6 +20,7 @@
 mod fleet;
 mod jobset;
 mod run;
+mod shards;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -1082,6 +1083,7 @@ fn main() {
     gcloud_converge(&mut b, &converge, wall, &live);
     gce_scenario(&mut b, opts.gce_slices);
     jobset::jobset_scenario(&mut b);
+    shards::shards_scenario(&mut b);
     watch_scenario(&mut b);
 
     println!(
@@ -1339,6 +1341,39 @@ fn gce_scenario(b: &mut Bench, slices: usize) {
         None,
         "= 0",
         Some(noop && s2.writes == 0),
+    );
+    // Compute operation reads while waiting: every zone, region and global
+    // operations list, get and wait of the first apply, less what the
+    // second (idle, no waits) apply's observation reads; against one read
+    // per location (zone, region, global) per tick, as the GKE rows.
+    let op_reads = |st: &SimStats| -> (u64, u64) {
+        let mut lists_gets = (0, 0);
+        for (m, n) in &st.by_method {
+            let op = ["zoneOperations.", "regionOperations.", "globalOperations."]
+                .iter()
+                .any(|k| m.starts_with(&format!("compute.{k}")));
+            if op && m.ends_with(".list") {
+                lists_gets.0 += n;
+            } else if op {
+                lists_gets.1 += n;
+            }
+        }
+        lists_gets
+    };
+    let ((l1, g1), (l2, g2)) = (op_reads(&s), op_reads(&s2));
+    let wait_reads = (l1 + g1).saturating_sub(l2 + g2);
+    let locations = 3;
+    let bound = fleet::waits::read_bound(locations, r.wall);
+    b.report.row(
+        "gce: Compute operation reads while waiting",
+        format!(
+            "{wait_reads} ({l1} lists, {g1} gets/waits; idle apply {})",
+            l2 + g2
+        ),
+        format!("{bound} = {locations} locations (zone, region, global) × ticks of ≥ 0.75 s"),
+        Some(wait_reads as f64 / bound as f64),
+        "≤ 1",
+        Some(r.code == Some(0) && wait_reads <= bound),
     );
     let d = run::run(
         &mut b.slicectl(

@@ -391,6 +391,15 @@ impl Lease {
                         metrics.leader.set(1);
                         let _ = wake.send(());
                     }
+                    // Released: the gauges say so at once, not at the next
+                    // cycle (a replica holding nothing runs none).
+                    Some(ShardEvent::Released(_)) => {
+                        let n = s.held().get().len();
+                        metrics
+                            .shards_held
+                            .set(i64::try_from(n).unwrap_or(i64::MAX));
+                        metrics.leader.set(i64::from(n > 0));
+                    }
                     Some(ShardEvent::Lost(k)) => {
                         return format!("the shard Lease {}", s.lease_name(k));
                     }

@@ -26,10 +26,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube_lease_manager::LeaseManagerBuilder;
-use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch};
 
-use crate::spec::Fleet;
+pub use crate::spec::shard::{ShardScope, shard_of, stable_hash};
 use crate::watch::LOG_TARGET;
 
 /// Label on the membership Leases: the name of the controller's Lease.
@@ -40,29 +39,6 @@ pub const SHARDS_LABEL: &str = "slicectl.dev/shards";
 pub const SHARD_LABEL: &str = "slicectl.dev/shard";
 /// Field manager of the membership Leases.
 const MANAGER: &str = "slicectl";
-
-/// The first 8 bytes (big-endian) of the SHA-256 of `parts`, each followed
-/// by a 0 byte: fixed, unlike Rust's randomly seeded `DefaultHasher`, so
-/// every replica and release computes the same; and well mixed, so similar
-/// Target names (`team-a`, `team-b`) spread over the shards (FNV-1a's low
-/// bits do not: modulo 6 it put six such names on two shards).
-pub fn stable_hash(parts: &[&str]) -> u64 {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(p.as_bytes());
-        h.update([0u8]);
-    }
-    let d = h.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&d[..8]);
-    u64::from_be_bytes(first)
-}
-
-/// The shard of Target `target` among `shards`.
-pub fn shard_of(target: &str, shards: u32) -> u32 {
-    let n = u64::from(shards.max(1));
-    u32::try_from(stable_hash(&[target]) % n).unwrap_or(0)
-}
 
 /// Rendezvous (highest random weight) score of `member` for `shard`.
 fn score(member: &str, shard: u32) -> u64 {
@@ -137,45 +113,6 @@ pub fn assign(
     out
 }
 
-/// The part of the fleet one replica plans: the Targets of the shards it
-/// holds, and their Slices.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ShardScope {
-    /// Number of shards.
-    pub shards: u32,
-    /// The shards held for this cycle.
-    pub held: BTreeSet<u32>,
-}
-
-impl ShardScope {
-    /// Whether Target `target` is planned by this replica.
-    pub fn keeps(&self, target: &str) -> bool {
-        self.held.contains(&shard_of(target, self.shards))
-    }
-
-    /// `fleet` cut to the held shards' Targets and their Slices, and the
-    /// names of the Slices left out (other replicas'). The other Targets
-    /// become [`Fleet::foreign`] (their scopes are not left behind). The
-    /// file count is kept: the empty-source guard judges the whole source.
-    pub fn cut(&self, mut fleet: Fleet) -> (Fleet, BTreeSet<String>) {
-        let (mine, foreign) = std::mem::take(&mut fleet.targets)
-            .into_iter()
-            .partition(|(name, _)| self.keeps(name));
-        fleet.targets = mine;
-        fleet.foreign = foreign;
-        let mut others = BTreeSet::new();
-        fleet.slices.retain(|name, s| {
-            let keep = self.keeps(&s.spec.target);
-            if !keep {
-                others.insert(name.clone());
-                others.extend(s.spec.previous_names.iter().cloned());
-            }
-            keep
-        });
-        (fleet, others)
-    }
-}
-
 /// The name of shard `k`'s Lease.
 pub fn shard_lease(lease_name: &str, k: u32) -> String {
     format!("{lease_name}-{k}")
@@ -194,6 +131,9 @@ pub enum ShardEvent {
     /// Shard Lease lost while this replica still meant to hold it: stop
     /// writing at once.
     Lost(u32),
+    /// Shard Lease released after the in-flight cycle: assigned to another
+    /// replica, or held off while a live member runs another N.
+    Released(u32),
 }
 
 /// Settings of the coordinator.
@@ -356,8 +296,12 @@ async fn coordinate(
                     if let Ok(mut r) = releasing.lock() {
                         r.insert(k);
                     }
-                    let (gate, registry, releasing) =
-                        (gate.clone(), registry.clone(), releasing.clone());
+                    let (gate, registry, releasing, events) = (
+                        gate.clone(),
+                        registry.clone(),
+                        releasing.clone(),
+                        events.clone(),
+                    );
                     let lease = shard_lease(&cfg.lease_name, k);
                     tokio::spawn(async move {
                         let _cycle = gate.lock().await;
@@ -365,6 +309,7 @@ async fn coordinate(
                         release(&registry, k, c).await;
                         if was {
                             tracing::info!(target: LOG_TARGET, shard = k, lease = %lease, "released a shard Lease: another replica is assigned it");
+                            let _ = events.send(ShardEvent::Released(k));
                         }
                         if let Ok(mut r) = releasing.lock() {
                             r.remove(&k);

@@ -130,6 +130,9 @@ pub(super) struct Decisions<'d> {
     held: Vec<super::workload::Held>,
     /// Nodes cordoned for a drain no step plans any more.
     released: Vec<super::workload::Release>,
+    /// Sharded: slice replicas that are another replica's business
+    /// ([`super::elsewhere`]); all their actions and refusals are dropped.
+    elsewhere: BTreeSet<(String, u32)>,
 }
 
 /// Builds the plan: the phases in order.
@@ -173,6 +176,7 @@ pub(super) fn build(
             planner.decide_orphan(*kind, l, &mut out);
         }
     }
+    drop_elsewhere(&mut out);
     hold_back(&mut out.actions, &mut out.refused);
     planner.respect_workloads(&mut out);
     planner.safety_rails(&mut out)?;
@@ -851,12 +855,16 @@ impl<'a> Planner<'a> {
             }
             return;
         };
-        out.owned_live += 1;
         let id = ResourceId {
             scope: l.scope.clone(),
             kind: kind.id(),
             name,
         };
+        if !self.wanted.contains(&id) && super::elsewhere(self.fleet, &self.owners, &l.scope, &o) {
+            out.elsewhere.insert((o.slice.clone(), o.replica));
+            return;
+        }
+        out.owned_live += 1;
         if self.wanted.contains(&id) {
             return;
         }
@@ -995,8 +1003,15 @@ impl<'a> Planner<'a> {
 
     /// Whether the specs define no slice (workload slices added for this
     /// plan do not count: an empty checkout is empty whatever JobSets ask).
+    /// Sharded, the whole source counts: a replica whose shards hold no
+    /// slice is not reading an empty source while the others' do.
     fn no_git_slices(&self) -> bool {
         self.fleet.slices.values().all(|s| s.workload.is_some())
+            && self
+                .fleet
+                .shard
+                .as_ref()
+                .is_none_or(|c| c.others.is_empty())
     }
 
     /// The rails over the whole plan: an apply that would prune while the
@@ -1166,6 +1181,19 @@ impl<'a> Planner<'a> {
         plan.summary = plan.count();
         plan
     }
+}
+
+/// Sharded: drops every action and refusal of the slice replicas another
+/// replica plans ([`Decisions::elsewhere`]): the unstamped resources of
+/// such a replica (a workload policy, a template) go with its capacity.
+fn drop_elsewhere(out: &mut Decisions<'_>) {
+    if out.elsewhere.is_empty() {
+        return;
+    }
+    let theirs = |slice: &str, replica: u32| out.elsewhere.contains(&(slice.to_string(), replica));
+    out.actions
+        .retain(|a| !theirs(&a.owner.slice, a.owner.replica));
+    out.refused.retain(|r| !theirs(&r.slice, r.replica));
 }
 
 /// A refused resource holds back the creates, replacements and deletes of

@@ -446,6 +446,11 @@ pub struct Owners {
     /// Owner ids per scope of the Targets another replica plans
     /// ([`Fleet::foreign`]): those scopes are not left behind.
     pub foreign: BTreeMap<Scope, BTreeSet<String>>,
+    /// Sharded: per scope and owner id, the first (by name) of every
+    /// Target, this replica's or another's, naming that scope: its holder
+    /// owns what a removed Target left there ([`elsewhere`]). Empty
+    /// outside sharding.
+    pub first_named: BTreeMap<Scope, BTreeMap<String, String>>,
 }
 
 impl Owners {
@@ -453,7 +458,9 @@ impl Owners {
     pub fn of(fleet: &Fleet, kinds: &[&dyn Kind]) -> Owners {
         let mut gke_projects: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let mut gce_projects: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for t in fleet.targets.values() {
+        // Sharded, the other replicas' projects too: a Target removed with
+        // its Slices may be this replica's to prune wherever it was.
+        for t in fleet.targets.values().chain(fleet.foreign.values()) {
             let projects = match (&t.spec.gke, &t.spec.gce) {
                 (Some(_), _) => &mut gke_projects,
                 (None, Some(_)) => &mut gce_projects,
@@ -469,7 +476,32 @@ impl Owners {
             gke_projects,
             gce_projects,
             foreign: Owners::by_scope(fleet.foreign.values(), kinds),
+            first_named: match fleet.shard {
+                Some(_) => Owners::first_named(fleet, kinds),
+                None => BTreeMap::new(),
+            },
         }
+    }
+
+    /// [`Owners::first_named`] of a sharded fleet.
+    fn first_named(
+        fleet: &Fleet,
+        kinds: &[&dyn Kind],
+    ) -> BTreeMap<Scope, BTreeMap<String, String>> {
+        let mut out: BTreeMap<Scope, BTreeMap<String, String>> = BTreeMap::new();
+        for t in fleet.targets.values().chain(fleet.foreign.values()) {
+            for scope in Owners::scopes_of(t, kinds) {
+                let first = out
+                    .entry(scope)
+                    .or_default()
+                    .entry(t.spec.owner_id.clone())
+                    .or_insert_with(|| t.name.clone());
+                if t.name < *first {
+                    first.clone_from(&t.name);
+                }
+            }
+        }
+        out
     }
 
     /// The owner ids of `targets` per scope they name.
@@ -1003,6 +1035,60 @@ pub fn other_source<'a>(fleet: &Fleet, o: &'a Ownership) -> Option<&'a str> {
         x.spec.owner_id == o.owner && (x.name == t || x.spec.previous_names.iter().any(|p| p == t))
     });
     (!declared).then_some(t)
+}
+
+/// Sharded (`controller --shards N`): whether the owned live resource with
+/// ownership `o` in `scope` is another replica's business, so that this
+/// replica neither changes, prunes nor reports it (nor its slice replica's
+/// other resources). Every replica computes the same answer from the specs
+/// alone, so each resource is exactly one replica's:
+///
+/// - a slice of this cut (by name or `previousNames`): this replica's,
+///   wherever it was; another replica's Slice: theirs;
+/// - a Target stamp naming a Target of this cut: this replica's; one of
+///   another replica's: theirs;
+/// - a shared resource (no slice): this replica's only when no other
+///   replica's Target of its ownerId names its scope (another may need it);
+/// - otherwise its slice left the specs, with its Target (removed together)
+///   or before the stamp existed: in a scope some Target of its ownerId
+///   still names, the holder of the first such Target by name (that
+///   replica observes the scope for sure); in a scope no Target names any
+///   more (left behind, which every replica discovers), the holder of the
+///   shard of its Target stamp (of its slice name, unstamped).
+///
+/// Never outside sharding.
+pub fn elsewhere(fleet: &Fleet, owners: &Owners, scope: &Scope, o: &Ownership) -> bool {
+    let Some(cut) = &fleet.shard else {
+        return false;
+    };
+    if fleet.claimant(&o.slice).is_some() {
+        return false;
+    }
+    if cut.others.contains(&o.slice) {
+        return true;
+    }
+    if let Some(t) = o.target.as_deref() {
+        let declares = |x: &crate::spec::Target| {
+            x.spec.owner_id == o.owner
+                && (x.name == t || x.spec.previous_names.iter().any(|p| p == t))
+        };
+        if fleet.targets.values().any(declares) {
+            return false;
+        }
+        if fleet.foreign.values().any(declares) {
+            return true;
+        }
+    }
+    if o.slice.is_empty() {
+        return owners
+            .foreign
+            .get(scope)
+            .is_some_and(|ids| ids.contains(&o.owner));
+    }
+    match owners.first_named.get(scope).and_then(|m| m.get(&o.owner)) {
+        Some(first) => !fleet.targets.contains_key(first),
+        None => !cut.scope.keeps(o.target.as_deref().unwrap_or(&o.slice)),
+    }
 }
 
 /// The refusal of a change to a slice replica another source wrote.

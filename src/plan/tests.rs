@@ -108,6 +108,7 @@ fn fleet(slices: Vec<Slice>) -> Fleet {
         slices: slices.into_iter().map(|s| (s.name.clone(), s)).collect(),
         files: 2,
         foreign: BTreeMap::new(),
+        shard: None,
     }
 }
 
@@ -1782,6 +1783,7 @@ fn fleet_b(slices: Vec<Slice>) -> Fleet {
             .collect(),
         files: 1,
         foreign: BTreeMap::new(),
+        shard: None,
     }
 }
 
@@ -2837,19 +2839,22 @@ fn a_workload_slice_is_pruned_only_by_the_workload_source() {
 
 /// Issue 21 (sharding): a replica plans only the Targets of its shards
 /// (`ShardScope::cut`). The other Targets' slices share its cluster and
-/// ownerId, yet nothing of theirs is deleted, replaced or relabelled: their
-/// capacity carries the Target stamp of a Target this cut does not declare
-/// (`other_source`), and their dependents follow (`held_back`). Every shard's cut of a
-/// converged fleet plans no change at all.
+/// ownerId, yet nothing of theirs is deleted, replaced, relabelled or even
+/// reported, with `--allow-empty-source` too, and whether or not their
+/// capacity carries its Target's stamp: the cut knows the other replicas'
+/// slices (`plan::elsewhere`). Every shard's cut of a converged fleet plans
+/// no change at all.
 #[test]
 fn a_shards_cut_of_the_fleet_never_touches_the_other_shards_slices() {
     use crate::controller::shard::{ShardScope, shard_of};
     let full = standard_fleet();
     let inv = converged(&full);
-    let opts = PlanOptions {
-        max_destroy: 100,
-        ..Default::default()
-    };
+    let mut unstamped = inv.clone();
+    for np in &mut unstamped.node_pools {
+        if let Some(c) = np.config.as_mut() {
+            c.labels.remove(ownership::TARGET);
+        }
+    }
     // 3 shards: train, train-a and train-c each alone in one.
     let shards = 3;
     let of: BTreeMap<u32, &str> = full
@@ -2858,42 +2863,178 @@ fn a_shards_cut_of_the_fleet_never_touches_the_other_shards_slices() {
         .map(|t| (shard_of(t, shards), t.as_str()))
         .collect();
     assert_eq!(of.len(), 3, "one Target per shard: {of:?}");
-    for (k, t) in &of {
-        let scope = ShardScope {
-            shards,
-            held: [*k].into_iter().collect(),
+    for allow_empty_source in [false, true] {
+        let opts = PlanOptions {
+            max_destroy: 100,
+            allow_empty_source,
+            ..Default::default()
         };
-        let (cut, others) = scope.cut(full.clone());
-        assert_eq!(cut.targets.keys().collect::<Vec<_>>(), [t]);
-        assert_eq!(cut.files, full.files);
-        assert!(!others.is_empty() && others.iter().all(|s| !cut.slices.contains_key(s)));
-        let p = plan(&cut, &inv, &opts).unwrap();
-        assert!(p.actions.is_empty(), "shard {k} ({t}): {:?}", kinds(&p));
-        assert!(
-            p.refused
-                .iter()
-                .all(|r| matches!(r.code.as_str(), "other_source" | "held_back")
-                    && others.contains(&r.slice)),
-            "{:?}",
-            p.refused
-        );
+        for (k, t) in &of {
+            let scope = ShardScope {
+                shards,
+                held: [*k].into_iter().collect(),
+            };
+            let (cut, others) = scope.cut(full.clone());
+            assert_eq!(cut.targets.keys().collect::<Vec<_>>(), [t]);
+            assert_eq!(cut.files, full.files);
+            assert!(!others.is_empty() && others.iter().all(|s| !cut.slices.contains_key(s)));
+            for inv in [&inv, &unstamped] {
+                let p = plan(&cut, inv, &opts).unwrap();
+                assert!(p.actions.is_empty(), "shard {k} ({t}): {:?}", kinds(&p));
+                assert!(p.refused.is_empty(), "{:?}", p.refused);
+            }
+        }
     }
-    // Without the stamp the same cut would prune: the stamp is what keeps
-    // the other shards' slices (and the reason the controller shards by
-    // Target).
-    let (cut, _) = ShardScope {
+    // The whole fleet, unsharded, with the same inventory: nothing either;
+    // and the cut with its record of the others removed would prune them
+    // (what the record is for).
+    let (mut cut, _) = ShardScope {
         shards,
         held: [shard_of("train", shards)].into_iter().collect(),
     }
     .cut(full.clone());
-    let mut unstamped = inv.clone();
-    for np in &mut unstamped.node_pools {
-        if let Some(c) = np.config.as_mut() {
-            c.labels.remove(ownership::TARGET);
-        }
-    }
+    let opts = PlanOptions {
+        max_destroy: 100,
+        ..Default::default()
+    };
+    assert!(plan(&full, &unstamped, &opts).unwrap().actions.is_empty());
+    cut.shard = None;
     let p = plan(&cut, &unstamped, &opts).unwrap();
     assert!(p.summary.delete > 0, "{:?}", kinds(&p));
+}
+
+/// Issue 21 (sharding): a Target removed together with its Slices belongs
+/// to no shard any more, yet each of its live resources is exactly one
+/// replica's (`plan::elsewhere`): in a cluster other Targets of its ownerId
+/// still name, the holder of the first of them by name; in a cluster no
+/// Target names any more, the holder of the removed Target's own shard.
+/// That replica alone reports them (refused, as unsharded, without
+/// `--allow-empty-source`) or deletes them (with it); every other replica
+/// plans nothing for them. A dependent in a scope the Targets still name
+/// (a workload policy in the region) waits while its capacity is seen
+/// anywhere, then is the first such Target's holder's.
+#[test]
+fn a_removed_targets_resources_are_exactly_one_replicas() {
+    use crate::controller::shard::{ShardScope, shard_of};
+    let shards = 3;
+    // Each shard's plan of `removed` over `inv`: (actions, refusal codes).
+    type Seen = Vec<(Vec<(String, ActionKind)>, BTreeSet<(String, String)>)>;
+    let per_shard = |removed: &Fleet, inv: &Inventory, allow_empty_source: bool| -> Seen {
+        let opts = PlanOptions {
+            max_destroy: 100,
+            allow_empty_source,
+            ..Default::default()
+        };
+        (0..shards)
+            .map(|k| {
+                let (cut, _) = ShardScope {
+                    shards,
+                    held: [k].into_iter().collect(),
+                }
+                .cut(removed.clone());
+                let p = super::plan(&cut, inv, &all_kinds(), &opts).unwrap();
+                let mut acts = kinds(&p);
+                acts.sort();
+                let codes = p
+                    .refused
+                    .iter()
+                    .map(|r| (r.address.clone(), r.code.clone()))
+                    .collect();
+                (acts, codes)
+            })
+            .collect()
+    };
+    let pool = "slice.iron[0].node_pool".to_string();
+    let policy = "slice.iron[0].workload_policy".to_string();
+    let (train, train_c) = (shard_of("train", shards), shard_of("train-c", shards));
+    assert_ne!(train, train_c);
+    for left_behind in [false, true] {
+        let mut full = standard_fleet();
+        if left_behind
+            && let Some(g) = full
+                .targets
+                .get_mut("train-c")
+                .and_then(|t| t.spec.gke.as_mut())
+        {
+            g.name = "serve".into();
+        }
+        let mut inv = converged(&full).inventory();
+        if left_behind {
+            for l in inv.resources.entry(node_pool::KIND).or_default() {
+                if kind::body_as::<NodePool>(&l.body).is_some_and(|p| p.name.starts_with("iron")) {
+                    l.scope = Scope::Cluster(ClusterRef {
+                        name: "serve".into(),
+                        ..cluster()
+                    });
+                }
+            }
+        }
+        // train-c removed together with its slice iron (pool + policy).
+        let mut removed = full.clone();
+        removed.targets.remove("train-c");
+        removed.slices.remove("iron");
+        for allow in [false, true] {
+            let seen = per_shard(&removed, &inv, allow);
+            let what = format!("left behind {left_behind}, allow {allow}: {seen:?}");
+            // Shared cluster: the holder of train (first by name) has the
+            // pool and its policy; left behind: train-c's shard has the
+            // pool, and the policy waits (its pool is seen by all).
+            let (owner, expect_acts, expect_refused): (u32, Vec<_>, BTreeSet<_>) =
+                match (left_behind, allow) {
+                    (false, true) => (
+                        train,
+                        vec![
+                            (pool.clone(), ActionKind::Delete),
+                            (policy.clone(), ActionKind::Delete),
+                        ],
+                        BTreeSet::new(),
+                    ),
+                    (false, false) => (
+                        train,
+                        vec![],
+                        [
+                            (pool.clone(), "other_source".to_string()),
+                            (policy.clone(), "held_back".to_string()),
+                        ]
+                        .into(),
+                    ),
+                    (true, true) => (
+                        train_c,
+                        vec![(pool.clone(), ActionKind::Delete)],
+                        BTreeSet::new(),
+                    ),
+                    (true, false) => (
+                        train_c,
+                        vec![],
+                        [(pool.clone(), "target_removed".to_string())].into(),
+                    ),
+                };
+            for (k, (acts, refused)) in seen.iter().enumerate() {
+                if k == owner as usize {
+                    assert_eq!((acts, refused), (&expect_acts, &expect_refused), "{what}");
+                } else {
+                    assert!(acts.is_empty() && refused.is_empty(), "shard {k}: {what}");
+                }
+            }
+        }
+        if left_behind {
+            // The pool gone: its policy is train's holder's alone.
+            inv.resources
+                .entry(node_pool::KIND)
+                .or_default()
+                .retain(|l| {
+                    !kind::body_as::<NodePool>(&l.body).is_some_and(|p| p.name.starts_with("iron"))
+                });
+            let seen = per_shard(&removed, &inv, true);
+            for (k, (acts, refused)) in seen.iter().enumerate() {
+                if k == train as usize {
+                    assert_eq!(acts, &[(policy.clone(), ActionKind::Delete)], "{seen:?}");
+                } else {
+                    assert!(acts.is_empty() && refused.is_empty(), "shard {k}: {seen:?}");
+                }
+            }
+        }
+    }
 }
 
 /// Issue 21 (sharding): the clusters of the other shards' Targets are not

@@ -8,6 +8,7 @@ pub mod model;
 pub mod names;
 pub mod parse;
 pub mod schema;
+pub mod shard;
 pub mod validate;
 
 use std::borrow::Cow;
@@ -260,6 +261,12 @@ pub struct Fleet {
     /// "left behind" either, so their slices are neither observed nor
     /// pruned by this replica. Empty outside sharding.
     pub foreign: BTreeMap<String, Target>,
+    /// A sharded controller's cut: the shards this replica holds and the
+    /// other replicas' Slices. The planner leaves their live resources
+    /// alone, and those of a Target removed with its Slices unless this
+    /// replica is the one that owns them (see `plan::elsewhere`). `None`
+    /// outside sharding.
+    pub shard: Option<shard::ShardCut>,
 }
 
 impl Fleet {

@@ -403,7 +403,7 @@ async fn controller_converges_a_configmap_and_hands_over_on_leader_death() {
         ],
     )
     .await;
-    let mut b = Replica::start(&sim, &ns, "replica-b");
+    let b = Replica::start(&sim, &ns, "replica-b");
     wait_for("b ready", 30, &[&b], || async {
         b.get("/readyz").await.map(|x| x.0) == Some(200)
     })
@@ -455,17 +455,23 @@ async fn controller_converges_a_configmap_and_hands_over_on_leader_death() {
     );
 
     // SIGTERM: b stops cleanly.
-    let pid = b.child.id().unwrap();
+    stop(b).await;
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// Stops `r` with SIGTERM (a clean stop: its Lease or Leases released, a
+/// sharded replica's membership deleted) and requires exit 0 within 30 s.
+pub(crate) async fn stop(mut r: Replica) {
+    let pid = r.child.id().unwrap();
     ok(&Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .output()
         .unwrap());
-    let st = tokio::time::timeout(Duration::from_secs(30), b.child.wait())
+    let st = tokio::time::timeout(Duration::from_secs(30), r.child.wait())
         .await
-        .unwrap()
+        .unwrap_or_else(|_| panic!("no exit after SIGTERM\n{}", r.text()))
         .unwrap();
-    assert!(st.success(), "{}", b.text());
-    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+    assert!(st.success(), "{}", r.text());
 }
 
 fn reason(ns: &str, name: &str) -> String {

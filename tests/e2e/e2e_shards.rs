@@ -6,7 +6,9 @@
 //! create; every SliceStatus converges, labelled with its shard.
 
 use crate::common;
-use crate::e2e_controller::{Replica, creates, set_specs, steal_lease, wait_converged, wait_for};
+use crate::e2e_controller::{
+    Replica, creates, set_specs, steal_lease, stop, wait_converged, wait_for,
+};
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -72,6 +74,51 @@ async fn put(cms: &Api<ConfigMap>, per: usize) {
     set_specs(cms, &v).await;
 }
 
+/// The simulator with the six Targets' clusters.
+async fn six_clusters(latency: Duration) -> SimHandle {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Simulator::start(
+        SimConfig {
+            clusters: TEAMS.iter().map(|t| cluster(t)).collect(),
+            operation_latency: latency,
+            seed: 21,
+            faults: FaultConfig::default(),
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+/// A namespace with no specs, a simulator and replica `name` with
+/// `--shards 2`, once it holds both shards.
+async fn holding_two(prefix: &str, name: &'static str) -> (String, SimHandle, Replica) {
+    let client = client().await;
+    apply_crd();
+    let ns = namespace(&client, prefix).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    set_specs(&cms, &[]).await;
+    let sim = sim(Duration::from_millis(100), 1, FaultConfig::default()).await;
+    let r = Replica::start_with(&sim, &ns, name, &["--shards", "2"]);
+    wait_for("a replica to hold both shards", 30, &[&r], || async {
+        held(&r).await == 2.0
+    })
+    .await;
+    (ns, sim, r)
+}
+
+/// `LEASE=HOLDER` lines of every Lease in `ns`.
+fn lease_holders(ns: &str) -> String {
+    ok(&kubectl(&[
+        "get",
+        "leases",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.spec.holderIdentity}{\"\\n\"}{end}",
+    ]))
+}
+
 async fn held(r: &Replica) -> f64 {
     r.metric("slicectl_shards_held ").await.unwrap_or(-1.0)
 }
@@ -82,18 +129,7 @@ async fn three_replicas_share_six_targets_and_take_over_a_killed_ones_shards() {
     apply_crd();
     let ns = namespace(&client, "shards").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let sim = Simulator::start(
-        SimConfig {
-            clusters: TEAMS.iter().map(|t| cluster(t)).collect(),
-            operation_latency: Duration::from_millis(1500),
-            seed: 21,
-            faults: FaultConfig::default(),
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let sim = six_clusters(Duration::from_millis(1500)).await;
     // One Target per shard (pinned by the unit test of the hash).
     let shard: BTreeMap<&str, u32> = TEAMS.iter().map(|t| (*t, shard_of(t, 6))).collect();
     assert_eq!(
@@ -197,14 +233,7 @@ async fn three_replicas_share_six_targets_and_take_over_a_killed_ones_shards() {
     };
     assert_eq!(pools(&sim).await, expected, "no leak");
     // The shard Leases are held by b and c only.
-    let leases = ok(&kubectl(&[
-        "get",
-        "leases",
-        "-n",
-        &ns,
-        "-o",
-        "jsonpath={range .items[*]}{.metadata.name}={.spec.holderIdentity}{\"\\n\"}{end}",
-    ]));
+    let leases = lease_holders(&ns);
     for k in 0..6 {
         let line = leases
             .lines()
@@ -224,22 +253,165 @@ async fn three_replicas_share_six_targets_and_take_over_a_killed_ones_shards() {
 /// renewed in time, say) stops writing and exits non-zero at once.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_that_loses_a_shard_lease_exits_non_zero() {
-    let client = client().await;
-    apply_crd();
-    let ns = namespace(&client, "shardlost").await;
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    set_specs(&cms, &[]).await;
-    let sim = sim(Duration::from_millis(100), 1, FaultConfig::default()).await;
-    let mut a = Replica::start_with(&sim, &ns, "shard-a", &["--shards", "2"]);
-    wait_for("a to hold both shards", 30, &[&a], || async {
-        held(&a).await == 2.0
-    })
-    .await;
+    let (ns, _sim, mut a) = holding_two("shardlost", "shard-a").await;
     steal_lease(&ns, "slicectl-1", &mut a).await;
     assert!(
         a.text().contains("lost the shard Lease slicectl-1"),
         "{}",
         a.text()
     );
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+const DELETE: &str = "container.projects.locations.clusters.nodePools.delete";
+
+fn deletes(sim: &SimHandle) -> u64 {
+    sim.stats().by_method.get(DELETE).copied().unwrap_or(0)
+}
+
+/// Lines of `r`'s log refusing `slice`'s pool with `code`.
+fn refusals(r: &Replica, slice: &str, code: &str) -> usize {
+    r.text()
+        .lines()
+        .filter(|l| l.contains("change refused") && l.contains(slice) && l.contains(code))
+        .count()
+}
+
+/// A Target removed together with its Slices belongs to no shard, yet its
+/// node pool is exactly one replica's (the holder of the removed Target's
+/// shard: its cluster is named by no Target any more): without
+/// `--allow-empty-source` that replica alone reports it `target_removed`
+/// and nothing is deleted (the guard as unsharded); with it, exactly one
+/// delete is sent, though every replica sees the cluster.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_removed_target_is_pruned_by_exactly_one_replica() {
+    let client = client().await;
+    apply_crd();
+    let ns = namespace(&client, "shardrm").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let sim = six_clusters(Duration::from_millis(200)).await;
+    put(&cms, 1).await;
+    let args = ["--resync", "1s", "--shards", "6"];
+    let a = Replica::start_with(&sim, &ns, "rm-a", &args);
+    let b = Replica::start_with(&sim, &ns, "rm-b", &args);
+    wait_for("six pools", 60, &[&a, &b], || async {
+        pools(&sim).await.len() == 6
+    })
+    .await;
+    wait_for("three shards each", 30, &[&a, &b], || async {
+        held(&a).await == 3.0 && held(&b).await == 3.0
+    })
+    .await;
+    // team-c's file (its Target and its Slice) is removed.
+    let files: Vec<(String, String)> = specs(1)
+        .into_iter()
+        .filter(|(k, _)| k != "team-c.yaml")
+        .collect();
+    let v: Vec<(&str, String)> = files.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    set_specs(&cms, &v).await;
+    wait_for("the refusal", 30, &[&a, &b], || async {
+        refusals(&a, "team-c-s0", "target_removed") + refusals(&b, "team-c-s0", "target_removed")
+            >= 2
+    })
+    .await;
+    // A few more cycles of both (1 s resync).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (ra, rb) = (
+        refusals(&a, "team-c-s0", "target_removed"),
+        refusals(&b, "team-c-s0", "target_removed"),
+    );
+    assert!(
+        (ra == 0) != (rb == 0),
+        "exactly one replica reports it: a {ra}, b {rb}\n{}\n{}",
+        a.text(),
+        b.text()
+    );
+    assert_eq!(deletes(&sim), 0, "refused: nothing deleted");
+    assert_eq!(pools(&sim).await.len(), 6);
+    for r in [&a, &b] {
+        assert_eq!(refusals(r, "team-c-s0", "other_source"), 0, "{}", r.text());
+    }
+    stop(a).await;
+    stop(b).await;
+
+    // The override: exactly one delete, by the holder of team-c's shard.
+    let args = ["--resync", "1s", "--shards", "6", "--allow-empty-source"];
+    let c = Replica::start_with(&sim, &ns, "rm-c", &args);
+    let d = Replica::start_with(&sim, &ns, "rm-d", &args);
+    wait_for("team-c's pool deleted", 60, &[&c, &d], || async {
+        pools(&sim).await.len() == 5
+    })
+    .await;
+    wait_for("both replicas holding shards", 30, &[&c, &d], || async {
+        held(&c).await + held(&d).await == 6.0 && held(&c).await > 0.0 && held(&d).await > 0.0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        deletes(&sim),
+        1,
+        "one delete for one pool\n{}\n{}",
+        c.text(),
+        d.text()
+    );
+    assert!(!pools(&sim).await.iter().any(|p| p.starts_with("team-c/")));
+    assert_eq!(creates(&sim), 6, "nothing recreated");
+    drop(c);
+    drop(d);
+    let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
+/// A rollout that changes `--shards`: a replica started with `--shards 3`
+/// while a live member runs `--shards 2` holds no shard (the same Lease
+/// would stand for other Targets) and says so, and so does the old member;
+/// once the old member is gone (a clean stop deletes its membership) the
+/// new one takes all its shards.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_with_another_shard_count_holds_nothing_until_the_old_members_are_gone() {
+    let (ns, sim, old) = holding_two("shardn", "n-old").await;
+    let new = Replica::start_with(&sim, &ns, "n-new", &["--shards", "3"]);
+    let says = |r: &Replica, theirs: &str| {
+        r.text()
+            .lines()
+            .any(|l| l.contains("a live replica runs with another --shards") && l.contains(theirs))
+    };
+    wait_for("both to say so", 30, &[&old, &new], || async {
+        says(&new, "n-old") && says(&old, "n-new")
+    })
+    .await;
+    wait_for(
+        "the old replica to release its shards",
+        30,
+        &[&old, &new],
+        || async { held(&old).await == 0.0 },
+    )
+    .await;
+    // Held off for a while: several coordinator ticks (1 s).
+    for _ in 0..6 {
+        assert_eq!(held(&new).await, 0.0, "{}", new.text());
+        assert_eq!(held(&old).await, 0.0, "{}", old.text());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    stop(old).await;
+    let gone = tokio::time::Instant::now();
+    wait_for(
+        "the new replica to hold all three shards",
+        30,
+        &[&new],
+        || async { held(&new).await == 3.0 },
+    )
+    .await;
+    eprintln!(
+        "shards taken {:?} after the old member left",
+        gone.elapsed()
+    );
+    let leases = lease_holders(&ns);
+    for k in 0..3 {
+        assert!(
+            leases.lines().any(|l| l == format!("slicectl-{k}=n-new")),
+            "{leases}"
+        );
+    }
+    drop(new);
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
