@@ -23,7 +23,7 @@ pub use crate::plan::kind::{
     OperationRecord, RenderCtx, Resource, ResourceId, Scope, SliceRef, UpdateGroup, body_as,
 };
 pub use crate::plan::workload::{GKE_NODEPOOL, Hosts};
-pub use crate::plan::{Action, ActionKind, hash, names, ownership};
+pub use crate::plan::{Action, ActionKind, Inventory, Reason, hash, names, ownership};
 
 #[cfg(test)]
 mod tests {

@@ -13,8 +13,11 @@
 //! `--latency 2s` (simulated operation latency L), `--write-rate 20` (R, sent
 //! as `slicectl --write-rate`; 0 for no limit), `--quota 5` (the simulator's
 //! per-cluster concurrent operations quota), `--runs 3` (plan repetitions),
-//! `--plan-sizes 1000,10000`, `--skip-gcloud`, `--keep` (keep the temporary
-//! spec and log directory). Each also reads `SLICECTL_BENCH_<NAME>` (e.g.
+//! `--plan-sizes 1000,10000,100000`, `--plan-clusters N` (every plan size
+//! over N clusters; by default 10, or one per 1,000 slices beyond 10,000),
+//! `--only plan,converge,…` (run only the named scenarios: plan, converge,
+//! busy, gcloud, gce, jobset, shards, watch), `--skip-gcloud`, `--keep` (keep the
+//! temporary spec and log directory). Each also reads `SLICECTL_BENCH_<NAME>` (e.g.
 //! `SLICECTL_BENCH_LATENCY=1s`, `SLICECTL_BENCH_SKIP_GCLOUD=1`).
 
 mod fleet;
@@ -49,7 +52,13 @@ struct Opts {
     quota: u32,
     runs: usize,
     plan_sizes: Vec<usize>,
+    /// Clusters of the plan fleets: at least this many, one per 1,000
+    /// slices beyond (unless `plan_clusters_set`).
     plan_clusters: usize,
+    /// `--plan-clusters` was given: every plan size gets exactly that many.
+    plan_clusters_set: bool,
+    /// `--only`: the scenarios to run (`None`: all).
+    only: Option<BTreeSet<String>>,
     converge_slices: usize,
     /// Self-managed GCE slices (4 VMs each) in the gce scenario.
     gce_slices: usize,
@@ -68,8 +77,10 @@ impl Opts {
             write_rate: 20.0,
             quota: DEFAULT_OPERATION_QUOTA,
             runs: 3,
-            plan_sizes: vec![1_000, 10_000],
+            plan_sizes: vec![1_000, 10_000, 100_000],
             plan_clusters: 10,
+            plan_clusters_set: false,
+            only: None,
             converge_slices: 40,
             gce_slices: 8,
             converge_clusters: 4,
@@ -160,6 +171,21 @@ impl Opts {
                 })
                 .collect();
         }
+        if let Some(v) = value("plan-clusters") {
+            o.plan_clusters = v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .unwrap_or_else(|| usage(&format!("bad --plan-clusters {v}")));
+            o.plan_clusters_set = true;
+        }
+        if let Some(v) = value("only") {
+            let names: BTreeSet<String> = v.split(',').map(|s| s.trim().to_string()).collect();
+            if let Some(bad) = names.iter().find(|n| !SCENARIOS.contains(&n.as_str())) {
+                usage(&format!("bad --only {v}: no scenario {bad:?}"));
+            }
+            o.only = Some(names);
+        }
         o.skip_gcloud |= has("skip-gcloud");
         o.keep = has("keep");
         for a in &args {
@@ -175,6 +201,8 @@ impl Opts {
                 "--quota",
                 "--runs",
                 "--plan-sizes",
+                "--plan-clusters",
+                "--only",
             ];
             if a.starts_with("--")
                 && !known
@@ -186,7 +214,26 @@ impl Opts {
         }
         o
     }
+
+    /// Whether scenario `name` (one of [`SCENARIOS`]) runs.
+    fn runs(&self, name: &str) -> bool {
+        self.only.as_ref().is_none_or(|o| o.contains(name))
+    }
+
+    /// The clusters a plan fleet of `n` slices spreads over.
+    fn plan_clusters_for(&self, n: usize) -> usize {
+        if self.plan_clusters_set {
+            self.plan_clusters
+        } else {
+            self.plan_clusters.max(n.div_ceil(1000))
+        }
+    }
 }
+
+/// The scenarios `--only` names.
+const SCENARIOS: [&str; 8] = [
+    "plan", "converge", "busy", "gcloud", "gce", "jobset", "shards", "watch",
+];
 
 fn env_name(option: &str) -> String {
     format!("SLICECTL_BENCH_{}", option.to_uppercase().replace('-', "_"))
@@ -195,7 +242,8 @@ fn env_name(option: &str) -> String {
 fn usage(problem: &str) -> ! {
     eprintln!(
         "{problem}\nusage: cargo bench --bench suite -- [--full|--quick|--smoke] [--latency 2s] [--write-rate 20] \
-         [--quota 5] [--runs 3] [--plan-sizes 1000,10000] [--skip-gcloud] [--keep]"
+         [--quota 5] [--runs 3] [--plan-sizes 1000,10000,100000] [--plan-clusters N] \
+         [--only plan,converge,busy,gcloud,gce,jobset,shards,watch] [--skip-gcloud] [--keep]"
     );
     std::process::exit(2)
 }
@@ -549,9 +597,32 @@ impl Bench {
 
 // ---------------------------------------------------------------- scenarios
 
-/// Plan over `n` live slices; returns slicectl's median wall time.
-fn plan_scenario(b: &mut Bench, n: usize, gcloud_list: bool) -> Duration {
-    let clusters = b.opts.plan_clusters;
+/// What one plan size measured.
+struct Planned {
+    n: usize,
+    /// Peak RSS over the runs, bytes.
+    rss: u64,
+    /// The live inventory's own size: every cluster's node pool list and
+    /// the location's operations list, bytes as served.
+    inventory: u64,
+}
+
+/// The plan targets of issue 21: wall per size (none beyond 10,000:
+/// "planned at all"), and peak RSS at 10,000.
+fn plan_wall_target(n: usize) -> Option<Duration> {
+    match n {
+        0..=1_000 => Some(Duration::from_secs_f64(0.15 * n.max(1) as f64 / 1000.0)),
+        1_001..=10_000 => Some(Duration::from_secs_f64(1.5 * n as f64 / 10_000.0)),
+        _ => None,
+    }
+}
+
+/// Peak RSS target of a 10,000-slice plan (issue 21).
+const PLAN_RSS_TARGET: u64 = 80_000_000;
+
+/// Plan over `n` live slices.
+fn plan_scenario(b: &mut Bench, n: usize, gcloud_list: bool) -> Planned {
+    let clusters = b.opts.plan_clusters_for(n);
     let fleet = Fleet::even("plan", clusters, n);
     let label = if n.is_multiple_of(1000) {
         format!("{}k", n / 1000)
@@ -568,20 +639,28 @@ fn plan_scenario(b: &mut Bench, n: usize, gcloud_list: bool) -> Duration {
     let seeded = t.elapsed();
     let base = sim.base_url();
     let gke = format!("{base}/v1/projects/{PROJECT}/locations/{LOCATION}");
-    let pools_bytes = b.body_size(&format!(
-        "{gke}/clusters/{}/nodePools",
-        fleet.cluster_name(0)
-    ));
+    let pools_bytes: Vec<u64> = (0..clusters)
+        .map(|i| {
+            b.body_size(&format!(
+                "{gke}/clusters/{}/nodePools",
+                fleet.cluster_name(i)
+            ))
+        })
+        .collect();
     let ops_bytes = b.body_size(&format!("{gke}/operations"));
+    let inventory = pools_bytes.iter().sum::<u64>() + ops_bytes;
     b.report.note(format!(
         "plan {n}: seeded {created} node pools (and as many DONE operations in {LOCATION}) in {}; \
-         one cluster's node pool list is {}, the location's operations list {}",
+         one cluster's node pool list is {}, the location's operations list {}, the whole live inventory {} ({} bytes per pool)",
         secs(seeded),
-        mb(pools_bytes),
-        mb(ops_bytes)
+        mb(pools_bytes.first().copied().unwrap_or(0)),
+        mb(ops_bytes),
+        mb(inventory),
+        inventory / (created.max(1) as u64)
     ));
 
     let mut walls = Vec::new();
+    let mut cpus = Vec::new();
     let mut rss = 0;
     let mut stats = SimStats::default();
     let mut all_ok = true;
@@ -609,6 +688,7 @@ fn plan_scenario(b: &mut Bench, n: usize, gcloud_list: bool) -> Duration {
             mb(r.max_rss)
         );
         walls.push(r.wall);
+        cpus.push(r.cpu);
         rss = rss.max(r.max_rss);
         stats = sim.stats();
     }
@@ -625,32 +705,47 @@ fn plan_scenario(b: &mut Bench, n: usize, gcloud_list: bool) -> Duration {
         ideal.policy_lists,
         ideal.region_operation_lists
     ));
-    let target = Duration::from_secs_f64(0.25 * n as f64 / 1000.0);
+    let cpu = median(cpus);
     let scaled = if n == 1000 || n == 10_000 {
         ""
     } else {
-        " (0.25 s per 1k, scaled)"
+        " (scaled)"
     };
-    let target = if n == 10_000 {
-        Duration::from_secs(2)
-    } else {
-        target
-    };
-    let r = wall.as_secs_f64() / target.as_secs_f64();
+    match plan_wall_target(n) {
+        Some(target) => {
+            let r = wall.as_secs_f64() / target.as_secs_f64();
+            b.report.row(
+                format!("plan {label}: wall (median of {})", b.opts.runs),
+                secs(wall),
+                format!("{}{scaled}", secs(target)),
+                Some(r),
+                "< 1",
+                Some(all_ok && r < 1.0),
+            );
+        }
+        None => b.report.row(
+            format!("plan {label}: wall (median of {})", b.opts.runs),
+            secs(wall),
+            "planned at all",
+            None,
+            "exit 0",
+            Some(all_ok),
+        ),
+    }
     b.report.row(
-        format!("plan {label}: wall (median of {})", b.opts.runs),
-        secs(wall),
-        format!("{}{scaled}", secs(target)),
-        Some(r),
-        "< 1",
-        Some(all_ok && r < 1.0),
+        format!("plan {label}: CPU user+sys (median)"),
+        secs(cpu),
+        "—",
+        None,
+        "",
+        None,
     );
-    let r = rss as f64 / 100e6;
-    let rss_target = n >= 10_000;
+    let r = rss as f64 / PLAN_RSS_TARGET as f64;
+    let rss_target = n == 10_000;
     b.report.row(
         format!("plan {label}: peak RSS of slicectl"),
         mb(rss),
-        "100 MB",
+        mb(PLAN_RSS_TARGET),
         Some(r),
         if rss_target { "< 1" } else { "— (10k only)" },
         rss_target.then_some(r < 1.0),
@@ -716,7 +811,37 @@ fn plan_scenario(b: &mut Bench, n: usize, gcloud_list: bool) -> Duration {
         }
     }
     b.rt.block_on(sim.shutdown());
-    wall
+    Planned { n, rss, inventory }
+}
+
+/// How peak RSS grows against the live inventory's own size, from 10,000
+/// slices to each larger size planned (issue 21: no faster than the
+/// inventory): RSS(n) ÷ RSS(10k) against inventory(n) ÷ inventory(10k),
+/// and the memory each further pool costs against its bytes on the wire.
+fn plan_growth(b: &mut Bench, planned: &[Planned]) {
+    let Some(base) = planned.iter().find(|p| p.n == 10_000) else {
+        return;
+    };
+    for p in planned.iter().filter(|p| p.n > base.n) {
+        let rss = p.rss as f64 / base.rss.max(1) as f64;
+        let inv = p.inventory as f64 / base.inventory.max(1) as f64;
+        let r = rss / inv;
+        b.report.row(
+            format!("plan {}k ÷ 10k: RSS growth ÷ inventory growth", p.n / 1000),
+            format!("RSS ×{rss:.2}"),
+            format!("inventory ×{inv:.2}"),
+            Some(r),
+            "≤ 1",
+            Some(r <= 1.0),
+        );
+        let more = (p.n - base.n) as f64;
+        b.report.note(format!(
+            "plan {} vs 10000: each further live pool costs {:.0} bytes of peak RSS; its share of the inventory is {:.0} bytes",
+            p.n,
+            p.rss.saturating_sub(base.rss) as f64 / more,
+            p.inventory.saturating_sub(base.inventory) as f64 / more
+        ));
+    }
 }
 
 /// Converge a fleet from nothing under the concurrency rules; then, for the
@@ -1073,18 +1198,38 @@ fn main() {
         report: Report::default(),
     };
     let started = Instant::now();
-    for (i, n) in opts.plan_sizes.iter().enumerate() {
-        plan_scenario(&mut b, *n, i == 0);
+    if opts.runs("plan") {
+        let planned: Vec<Planned> = opts
+            .plan_sizes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| plan_scenario(&mut b, *n, i == 0 && opts.runs("gcloud")))
+            .collect();
+        plan_growth(&mut b, &planned);
     }
-    let converge = Fleet::even("conv", opts.converge_clusters, opts.converge_slices);
-    let (wall, live) = converge_scenario(&mut b, "converge", &converge, true);
-    let busy = Fleet::even("busy", 1, opts.busy_slices);
-    converge_scenario(&mut b, "busy", &busy, false);
-    gcloud_converge(&mut b, &converge, wall, &live);
-    gce_scenario(&mut b, opts.gce_slices);
-    jobset::jobset_scenario(&mut b);
-    shards::shards_scenario(&mut b);
-    watch_scenario(&mut b);
+    if opts.runs("converge") || opts.runs("gcloud") {
+        let converge = Fleet::even("conv", opts.converge_clusters, opts.converge_slices);
+        let (wall, live) = converge_scenario(&mut b, "converge", &converge, true);
+        if opts.runs("gcloud") {
+            gcloud_converge(&mut b, &converge, wall, &live);
+        }
+    }
+    if opts.runs("busy") {
+        let busy = Fleet::even("busy", 1, opts.busy_slices);
+        converge_scenario(&mut b, "busy", &busy, false);
+    }
+    if opts.runs("gce") {
+        gce_scenario(&mut b, opts.gce_slices);
+    }
+    if opts.runs("jobset") {
+        jobset::jobset_scenario(&mut b);
+    }
+    if opts.runs("shards") {
+        shards::shards_scenario(&mut b);
+    }
+    if opts.runs("watch") {
+        watch_scenario(&mut b);
+    }
 
     println!(
         "\n== results ({} mode, {} in all; load average now {})\n",

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, anyhow, bail};
 
 use super::args::{Connection, Exec};
+use super::planfile::{self, SavedCommand};
 use super::{EXIT_ERROR, Session, load_observable, reconcile_in};
 use crate::engine;
 use crate::plan::adopt::{self, Proposal, Selection};
@@ -25,6 +26,98 @@ pub struct AdoptArgs {
     pub out: PathBuf,
     /// Overwrite existing files.
     pub force: bool,
+    /// Save the plan here instead of applying it.
+    pub plan_out: Option<PathBuf>,
+}
+
+/// How a plan is prepared and edited for a command.
+type Prepare = Box<dyn Fn(&mut Inventory) + Send + Sync>;
+/// See [`Prepare`].
+type Edit = Box<dyn Fn(&Inventory, &mut Plan) + Send + Sync>;
+
+/// The preparation and edit of a fresh plan for a saved command: an
+/// adoption takes the same live resources by name again and keeps only
+/// their adoption; a release keeps only the release. A plain plan is
+/// neither prepared nor edited.
+pub fn shaping(command: Option<&SavedCommand>, fleet: &Fleet) -> Result<(Prepare, Edit)> {
+    match command {
+        None => Ok((Box::new(|_| {}), Box::new(|_, _| {}))),
+        Some(SavedCommand::Adopt { target, names }) => {
+            let Some(t) = fleet.targets.get(target).cloned() else {
+                bail!(
+                    "the saved adoption names Target {target:?}, which its saved specs do not define; make the plan again"
+                );
+            };
+            let selection = Selection::Names(names.clone());
+            let (t2, selection2) = (t.clone(), selection.clone());
+            let proposals = move |inv: &Inventory, t: &crate::spec::Target, s: &Selection| {
+                adopt::propose(t, inv, &engine::kinds(), s).0
+            };
+            Ok((
+                Box::new(move |inv: &mut Inventory| {
+                    let props = proposals(inv, &t, &selection);
+                    mark(inv, &props);
+                }),
+                Box::new(move |inv: &Inventory, plan: &mut Plan| {
+                    let props = proposals(inv, &t2, &selection2);
+                    adopt::keep_adoptions(plan, &props);
+                }),
+            ))
+        }
+        Some(SavedCommand::Release { slices }) => {
+            let chosen: BTreeSet<String> = slices.iter().cloned().collect();
+            let fleet = fleet.clone();
+            Ok((
+                Box::new(|_| {}),
+                Box::new(move |inv: &Inventory, plan: &mut Plan| {
+                    adopt::release(plan, &fleet, inv, &engine::kinds(), &chosen);
+                }),
+            ))
+        }
+    }
+}
+
+/// Plans `command` without applying it, prints the plan and saves it to
+/// `path` with the specs it was made from.
+async fn save_plan(
+    session: &Session,
+    fleet: &Fleet,
+    files: &[SourceFile],
+    command: SavedCommand,
+    path: &Path,
+) -> Result<u8> {
+    let (prepare, edit) = shaping(Some(&command), fleet)?;
+    let opts = PlanOptions::default();
+    let (inv, mut plan) =
+        engine::observe_prepared_and_plan(fleet, &session.cloud, PlanMode::Apply, &opts, &*prepare)
+            .await?;
+    edit(&inv, &mut plan);
+    plan.summary = plan.count();
+    print!(
+        "{}",
+        crate::plan::human::render(&plan, super::color_stdout())
+    );
+    planfile::save_command(
+        path,
+        &plan,
+        files,
+        planfile::SavedOptions {
+            max_destroy: opts.max_destroy,
+            allow_empty_source: opts.allow_empty_source,
+            allow_unverified_delete: opts.allow_unverified_delete,
+        },
+        Some(command),
+    )?;
+    eprintln!(
+        "Saved the plan to {}. Apply exactly it with: slicectl apply {}",
+        path.display(),
+        path.display()
+    );
+    Ok(if plan.refused.is_empty() {
+        super::EXIT_OK
+    } else {
+        EXIT_ERROR
+    })
 }
 
 /// The selection the flags make (clap requires exactly one of them).
@@ -108,9 +201,11 @@ async fn adopt_in(
     // the plan compares the live pool with that Slice.
     let mut candidates: Vec<(Proposal, Option<String>)> = Vec::new();
     for p in proposals {
+        // A Slice in the specs is compared as it is, whatever the live
+        // resource would be described as (a released GCE slice's rendered
+        // template is not one it could bring).
         let text = match (&p.spec, fleet.slices.get(&p.slice)) {
-            (Err(reasons), _) => Err(reasons.clone()),
-            (Ok(_), Some(s)) => {
+            (_, Some(s)) => {
                 println!(
                     "{} is named by Slice {} in {}: adopted as that Slice, if the plan below shows only labels change; no file is written",
                     names(&p),
@@ -119,6 +214,7 @@ async fn adopt_in(
                 );
                 Ok(None)
             }
+            (Err(reasons), None) => Err(reasons.clone()),
             (Ok(spec), None) => adopt::spec_file(&p.slice, spec, &p.resources)
                 .map_err(|e| vec![e])
                 .and_then(|t| {
@@ -175,6 +271,24 @@ async fn adopt_in(
             p.manager.as_deref().unwrap_or_default()
         );
     }
+    if let Some(path) = &a.plan_out {
+        let mut with = files.to_vec();
+        with.extend(candidates.iter().filter_map(|(p, t)| {
+            Some(SourceFile {
+                path: file_of(&a.out, &p.slice),
+                text: t.clone()?,
+            })
+        }));
+        let command = SavedCommand::Adopt {
+            target: target.name.clone(),
+            names: props
+                .iter()
+                .flat_map(|p| p.resources.iter().map(|r| r.name.clone()))
+                .collect(),
+        };
+        let code = save_plan(session, &fleet, &with, command, path).await?;
+        return Ok(if failed { EXIT_ERROR } else { code });
+    }
     let prepare = |inv: &mut Inventory| mark(inv, &props);
     let edit = |_: &Inventory, plan: &mut Plan| adopt::keep_adoptions(plan, &props);
     let code = reconcile_in(
@@ -195,7 +309,7 @@ async fn adopt_in(
 fn mark(inv: &mut Inventory, props: &[Proposal]) {
     inv.adopting = props
         .iter()
-        .flat_map(|p| p.resources.iter().cloned())
+        .flat_map(|p| p.resources.iter().chain(&p.held).cloned())
         .collect::<BTreeSet<ResourceId>>();
 }
 
@@ -255,6 +369,7 @@ fn write_files(out: &Path, c: &[(Proposal, Option<String>)], force: bool) -> Res
 pub async fn release(
     dir: &Path,
     slices: Vec<String>,
+    plan_out: Option<&Path>,
     conn: &Connection,
     exec: &Exec,
 ) -> Result<u8> {
@@ -264,6 +379,14 @@ pub async fn release(
     let fleet = &loaded.fleet;
     let chosen: BTreeSet<String> = slices.into_iter().collect();
     let session = Session::connect(conn, fleet).await?;
+    if let Some(path) = plan_out {
+        let command = SavedCommand::Release {
+            slices: chosen.iter().cloned().collect(),
+        };
+        let r = save_plan(&session, fleet, &loaded.files, command, path).await;
+        session.close().await;
+        return r;
+    }
     let kinds = engine::kinds();
     let edit = |inv: &Inventory, plan: &mut Plan| adopt::release(plan, fleet, inv, &kinds, &chosen);
     let r = reconcile_in(

@@ -170,9 +170,10 @@ pub enum Command {
         #[command(flatten)]
         exec: Exec,
     },
-    /// Bring live node pools slicectl does not own under specs: write the
-    /// Slice files that describe them, show the plan (ownership labels
-    /// stamped in place, nothing else), and on approval stamp them.
+    /// Bring live node pools (GKE) or MIGs with their template and policy
+    /// (GCE) slicectl does not own under specs: write the Slice files that
+    /// describe them, show the plan (ownership stamped in place, nothing
+    /// else), and on approval stamp them.
     #[command(group(clap::ArgGroup::new("which").required(true).args(["names", "selector", "all"])))]
     Adopt {
         /// Spec directory (its Targets; the Slices already there).
@@ -180,14 +181,16 @@ pub enum Command {
         /// The Target whose cluster and zone hold the resources.
         #[arg(long)]
         target: String,
-        /// Adopt this node pool (repeatable). The only way to adopt one
-        /// another tool still manages (Terraform, tpu-provisioner, xpk).
-        #[arg(long = "name", value_name = "POOL")]
+        /// Adopt this node pool or MIG (repeatable). The only way to adopt
+        /// one another tool still manages (Terraform, tpu-provisioner, xpk,
+        /// tpu-operator).
+        #[arg(long = "name", value_name = "POOL|MIG")]
         names: Vec<String>,
-        /// Adopt every node pool with this node label.
+        /// Adopt every node pool with this node label (every MIG whose
+        /// instance template carries this label).
         #[arg(long, value_name = "LABEL=VALUE")]
         selector: Option<String>,
-        /// Adopt every node pool of the Target that no tool manages.
+        /// Adopt every node pool or MIG of the Target that no tool manages.
         #[arg(long)]
         all: bool,
         /// Where the Slice files are written (`SLICE.yaml`).
@@ -196,6 +199,10 @@ pub enum Command {
         /// Overwrite a Slice file that exists.
         #[arg(long)]
         force: bool,
+        /// Write the Slice files and save the adoption plan to FILE instead
+        /// of applying it; `slicectl apply FILE` applies exactly it.
+        #[arg(long, value_name = "FILE")]
+        plan_out: Option<PathBuf>,
         /// Connection settings.
         #[command(flatten)]
         conn: Connection,
@@ -203,7 +210,7 @@ pub enum Command {
         #[command(flatten)]
         exec: Exec,
     },
-    /// Remove slicectl's ownership labels from slices (nothing is deleted),
+    /// Remove slicectl's ownership from slices (nothing is deleted),
     /// to hand them to another tool; lists the spec files that still name
     /// them.
     Release {
@@ -212,6 +219,10 @@ pub enum Command {
         /// The slice to release (repeatable).
         #[arg(long = "slice", value_name = "SLICE", required = true)]
         slices: Vec<String>,
+        /// Save the release plan to FILE instead of applying it; `slicectl
+        /// apply FILE` applies exactly it.
+        #[arg(long, value_name = "FILE")]
+        plan_out: Option<PathBuf>,
         /// Connection settings.
         #[command(flatten)]
         conn: Connection,

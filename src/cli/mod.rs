@@ -280,6 +280,7 @@ async fn run(cmd: Command) -> Result<u8> {
             all: _,
             out,
             force,
+            plan_out,
             conn,
             exec,
         } => {
@@ -289,15 +290,17 @@ async fn run(cmd: Command) -> Result<u8> {
                 selection: adopt::selection(names, selector)?,
                 out,
                 force,
+                plan_out,
             };
             adopt::adopt(args, &conn, &exec).await
         }
         Command::Release {
             dir,
             slices,
+            plan_out,
             conn,
             exec,
-        } => adopt::release(&dir, slices, &conn, &exec).await,
+        } => adopt::release(&dir, slices, plan_out.as_deref(), &conn, &exec).await,
         Command::Status { dir, conn, output } => {
             let Some(loaded) = load_observable(&dir)? else {
                 return Ok(EXIT_ERROR);
@@ -1213,16 +1216,24 @@ async fn apply_saved(path: &Path, conn: &Connection, exec: &Exec) -> Result<u8> 
         )
     };
     // Every guard runs again: the saved specs are planned against a fresh
-    // observation, and only a plan identical to the saved one is executed.
-    let planned = engine::observe_and_plan(
+    // observation (shaped as the saved command shaped it: an adoption or a
+    // release), and only a plan identical to the saved one is executed.
+    let (prepare, edit) = adopt::shaping(saved.command.as_ref(), &fleet)?;
+    let planned = engine::observe_prepared_and_plan(
         &fleet,
         &session.cloud,
         PlanMode::Apply,
         &saved.options.into(),
+        &*prepare,
     )
-    .await;
+    .await
+    .map(|(inv, mut p)| {
+        edit(&inv, &mut p);
+        p.summary = p.count();
+        p
+    });
     let fresh = match planned {
-        Ok((_, p)) => p,
+        Ok(p) => p,
         Err(e) => {
             session.close().await;
             return Err(e.into());

@@ -60,12 +60,34 @@ pub struct SavedSpec {
     pub text: String,
 }
 
+/// The command a plan file was saved by, when not `plan`: `apply FILE`
+/// shapes its fresh plan the same way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SavedCommand {
+    /// `slicectl adopt … --plan-out`: these live resources of this Target.
+    Adopt {
+        /// The Target.
+        target: String,
+        /// The node pools or MIGs adopted (by name).
+        names: Vec<String>,
+    },
+    /// `slicectl release … --plan-out`: these slices.
+    Release {
+        /// The slices.
+        slices: Vec<String>,
+    },
+}
+
 /// The sealed content of a plan file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Body {
     kind: String,
     file_version: u32,
     format_version: u32,
+    /// Absent in a plain plan (and in files saved before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    command: Option<SavedCommand>,
     options: SavedOptions,
     specs: Vec<SavedSpec>,
     /// The published JSON of the plan (`plan --output json`).
@@ -91,6 +113,8 @@ pub struct SavedPlan {
     pub observed_fingerprint: String,
     /// What the saved plan does and refuses ([`Plan::effect`]).
     pub effect: Value,
+    /// The command that saved it, when not `plan`.
+    pub command: Option<SavedCommand>,
 }
 
 fn digest(body: &Body) -> Result<String> {
@@ -100,10 +124,22 @@ fn digest(body: &Body) -> Result<String> {
 
 /// Writes the plan file.
 pub fn save(path: &Path, plan: &Plan, specs: &[SourceFile], options: SavedOptions) -> Result<()> {
+    save_command(path, plan, specs, options, None)
+}
+
+/// Writes the plan file of `command` (`None`: `plan`).
+pub fn save_command(
+    path: &Path,
+    plan: &Plan,
+    specs: &[SourceFile],
+    options: SavedOptions,
+    command: Option<SavedCommand>,
+) -> Result<()> {
     let body = Body {
         kind: KIND.to_string(),
         file_version: FILE_VERSION,
         format_version: FORMAT_VERSION,
+        command,
         options,
         specs: specs
             .iter()
@@ -195,6 +231,7 @@ pub fn load(path: &Path) -> Result<SavedPlan> {
             .unwrap_or_default()
             .to_string(),
         effect: crate::plan::view::effect(&file.body.plan),
+        command: file.body.command,
     })
 }
 
@@ -244,6 +281,34 @@ mod tests {
         assert_eq!(saved.observed_fingerprint, "f");
         assert_eq!(saved.specs, specs);
         assert_eq!(saved.options, OPTS);
+    }
+
+    /// Issue 20: an adopt or release plan file carries its command, sealed
+    /// by the digest with the rest.
+    #[test]
+    fn a_saved_command_round_trips_and_is_sealed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.json");
+        let (plan, specs) = sample();
+        let cmd = SavedCommand::Adopt {
+            target: "train".into(),
+            names: vec!["a-0".into()],
+        };
+        save_command(&path, &plan, &specs, OPTS, Some(cmd.clone())).unwrap();
+        assert_eq!(load(&path).unwrap().command, Some(cmd));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let edited = dir.path().join("edited.json");
+        std::fs::write(&edited, text.replace("\"a-0\"", "\"b-0\"")).unwrap();
+        assert!(
+            load(&edited)
+                .unwrap_err()
+                .to_string()
+                .contains("was edited")
+        );
+        // A plain plan says no command, as files saved before it existed.
+        save(&path, &plan, &specs, OPTS).unwrap();
+        assert_eq!(load(&path).unwrap().command, None);
+        assert!(!std::fs::read_to_string(&path).unwrap().contains("command"));
     }
 
     #[test]

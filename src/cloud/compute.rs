@@ -116,7 +116,7 @@ impl<'a> ComputeApi<'a> {
     }
 
     /// GET one resource.
-    async fn get<T: DeserializeOwned>(
+    async fn get<T: DeserializeOwned + Send + 'static>(
         &self,
         api_method: &'static str,
         url: String,
@@ -127,7 +127,7 @@ impl<'a> ComputeApi<'a> {
     }
 
     /// GET every page of a list (`maxResults` = the client's page size).
-    async fn list<T: DeserializeOwned>(
+    async fn list<T: DeserializeOwned + Send + 'static>(
         &self,
         api_method: &'static str,
         url: String,

@@ -59,6 +59,12 @@ impl ClusterRef {
     }
 }
 
+/// The fields of `clusters.list` slicectl reads
+/// ([`crate::resource::gke::ClusterSummary`]), as a partial-response
+/// selection (https://cloud.google.com/apis/docs/system-parameters).
+pub const LIST_CLUSTERS_FIELDS: &str =
+    "clusters(name,location,nodePools(name,config/labels)),missingZones";
+
 /// GKE calls; get one with [`super::CloudClient::gke`].
 #[derive(Clone, Copy)]
 pub struct GkeApi<'a> {
@@ -84,7 +90,11 @@ impl<'a> GkeApi<'a> {
             Method::GET,
             "container.projects.locations.clusters.list",
             url,
-        );
+        )
+        // GKE embeds every node pool in full; only their names and labels
+        // are read (whose they are), so ask for no more: a partial response
+        // (the `fields` system parameter), about 1/15 of the bytes.
+        .query("fields", LIST_CLUSTERS_FIELDS);
         self.inner.call(&req).await
     }
 

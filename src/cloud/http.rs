@@ -5,6 +5,8 @@
 use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
+// `bytes::Bytes`, as reqwest hands out body chunks (axum re-exports it).
+use axum::body::Bytes;
 use reqwest::Method;
 use reqwest::header::CONTENT_TYPE;
 use serde::Serialize;
@@ -113,7 +115,10 @@ impl Request {
 
 impl Inner {
     /// Sends `req`, retrying retryable errors per the client's [`super::RetryPolicy`].
-    pub(crate) async fn call<T: DeserializeOwned>(&self, req: &Request) -> Result<T, CloudError> {
+    pub(crate) async fn call<T: DeserializeOwned + Send + 'static>(
+        &self,
+        req: &Request,
+    ) -> Result<T, CloudError> {
         let backoff = ExponentialBuilder::default()
             .with_jitter()
             .with_min_delay(self.retry.min_delay)
@@ -136,7 +141,10 @@ impl Inner {
     }
 
     /// One HTTP exchange.
-    async fn attempt<T: DeserializeOwned>(&self, req: &Request) -> Result<T, CloudError> {
+    async fn attempt<T: DeserializeOwned + Send + 'static>(
+        &self,
+        req: &Request,
+    ) -> Result<T, CloudError> {
         let token = self.tokens.token().await?;
         let mut rb = self.http.request(req.method.clone(), &req.url);
         if !req.query.is_empty() {
@@ -175,25 +183,155 @@ impl Inner {
         };
         let status = resp.status();
         observe(req.api_method, status.as_str());
+        let log = || {
+            tracing::debug!(
+                method = req.api_method,
+                http_method = %req.method,
+                url = %req.url,
+                status = status.as_u16(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "Google Cloud call"
+            );
+        };
+        let decode = |head: &[u8], source| CloudError::Decode {
+            method: req.api_method.to_string(),
+            url: req.url.clone(),
+            snippet: snippet(head, 200),
+            source,
+        };
+        if status.is_success() && resp.content_length().is_none_or(|n| n > STREAM_ABOVE) {
+            // A large answer (a list of thousands of node pools, a
+            // location's operations) is decoded as it arrives, so its text
+            // is never held whole beside what it decodes to.
+            let parsed = decode_streamed::<T, _>(resp).await;
+            log();
+            return match parsed {
+                Streamed::Done(v) => Ok(v),
+                Streamed::Cut(e) => Err(transport(e)),
+                Streamed::Invalid { head, source } => Err(decode(&head, source)),
+            };
+        }
         let body = resp.bytes().await.map_err(transport)?;
-        tracing::debug!(
-            method = req.api_method,
-            http_method = %req.method,
-            url = %req.url,
-            status = status.as_u16(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "Google Cloud call"
-        );
+        log();
         if status.is_success() {
-            serde_json::from_slice(&body).map_err(|source| CloudError::Decode {
-                method: req.api_method.to_string(),
-                url: req.url.clone(),
-                snippet: snippet(&body, 200),
-                source,
-            })
+            serde_json::from_slice(&body).map_err(|source| decode(&body, source))
         } else {
             Err(api_error(status.as_u16(), &body, req.api_method))
         }
+    }
+}
+
+/// Answers longer than this (or of unknown length) are decoded as they
+/// arrive ([`decode_streamed`]); shorter ones are read whole first.
+pub(crate) const STREAM_ABOVE: u64 = 256 * 1024;
+
+/// How a streamed answer ended.
+enum Streamed<T> {
+    /// Decoded.
+    Done(T),
+    /// The transfer broke off.
+    Cut(reqwest::Error),
+    /// Not the JSON expected; `head` is its first bytes.
+    Invalid {
+        head: Vec<u8>,
+        source: serde_json::Error,
+    },
+}
+
+/// Decodes a response body as its chunks arrive: the chunks are handed,
+/// a few at a time, to a blocking thread that decodes from them, so the
+/// memory held is what the body decodes to plus a few chunks, not the whole
+/// text (a 10,000-pool list is 17 MB of JSON). A transfer that breaks off is
+/// [`Streamed::Cut`] whatever the decoder made of the part it saw.
+async fn decode_streamed<T, R>(mut resp: R) -> Streamed<T>
+where
+    T: DeserializeOwned + Send + 'static,
+    R: ChunkSource,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let decoder = tokio::task::spawn_blocking(move || {
+        let mut reader = ChunkReader {
+            rx,
+            chunk: Bytes::new(),
+            at: 0,
+            head: Vec::new(),
+        };
+        let r = serde_json::from_reader::<_, T>(&mut reader);
+        (r, reader.head)
+    });
+    let mut cut = None;
+    loop {
+        match resp.next_chunk().await {
+            Ok(Some(c)) => {
+                // The decoder stopped (an error, or trailing bytes): no need
+                // to read on.
+                if tx.send(c).await.is_err() {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                cut = Some(e);
+                break;
+            }
+        }
+    }
+    drop(tx);
+    let joined = decoder.await;
+    if let Some(e) = cut {
+        return Streamed::Cut(e);
+    }
+    match joined {
+        Ok((Ok(v), _)) => Streamed::Done(v),
+        Ok((Err(source), head)) => Streamed::Invalid { head, source },
+        // The decoder panicked (a bug in a Deserialize impl): raise it here.
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// Where [`decode_streamed`] takes chunks from (a response; a test's list).
+pub(crate) trait ChunkSource: Send {
+    /// The next chunk, `None` at the end.
+    fn next_chunk(
+        &mut self,
+    ) -> impl std::future::Future<Output = Result<Option<Bytes>, reqwest::Error>> + Send;
+}
+
+impl ChunkSource for reqwest::Response {
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>, reqwest::Error> {
+        self.chunk().await
+    }
+}
+
+/// A blocking `Read` over the chunks of a body as they arrive, keeping the
+/// first bytes for error messages.
+struct ChunkReader {
+    rx: tokio::sync::mpsc::Receiver<Bytes>,
+    chunk: Bytes,
+    at: usize,
+    head: Vec<u8>,
+}
+
+impl std::io::Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at >= self.chunk.as_ref().len() {
+            match self.rx.blocking_recv() {
+                Some(c) => {
+                    self.chunk = c;
+                    self.at = 0;
+                }
+                None => return Ok(0),
+            }
+        }
+        let rest = &self.chunk.as_ref()[self.at..];
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        if self.head.len() < 200 {
+            let keep = (200 - self.head.len()).min(n);
+            self.head.extend_from_slice(&rest[..keep]);
+        }
+        self.at += n;
+        Ok(n)
     }
 }
 

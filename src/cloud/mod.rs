@@ -21,6 +21,7 @@ pub mod error;
 pub mod fake;
 pub mod gke;
 mod http;
+mod list_tests;
 mod poller;
 
 use std::fmt;

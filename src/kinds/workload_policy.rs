@@ -54,11 +54,13 @@ pub fn projection(p: &ResourcePolicy) -> Projection {
 }
 
 fn ownership_of(p: &ResourcePolicy) -> Option<Ownership> {
-    Ownership::from_description_named(
-        p.description.as_deref()?,
-        &p.name,
-        crate::spec::names::workload_policy,
-    )
+    crate::kinds::gce::link::held_ownership(p.held.as_ref(), || {
+        Ownership::from_description_named(
+            p.description.as_deref()?,
+            &p.name,
+            crate::spec::names::workload_policy,
+        )
+    })
 }
 
 impl Kind for WorkloadPolicies {

@@ -364,11 +364,18 @@ pub async fn observe(cloud: &Cloud, fleet: &Fleet, kinds: &[&dyn RegisteredKind]
             .entry(kind)
             .or_default()
             .extend(observed.resources);
-        inv.operations
-            .entry(kind)
-            .or_default()
-            .extend(observed.operations);
+        // Only what planning reads is kept: the running operations (waited
+        // on, never written under) and those that finished with an error
+        // (`status` shows the last). A location lists every recent DONE
+        // operation, one per pool of a freshly made fleet.
+        inv.operations.entry(kind).or_default().extend(
+            observed
+                .operations
+                .into_iter()
+                .filter(|o| o.running || o.error.is_some()),
+        );
     }
+    crate::kinds::gce::link::link(&mut inv);
     tracing::debug!(
         kinds = inv.resources.len(),
         resources = inv.resources.values().map(Vec::len).sum::<usize>(),

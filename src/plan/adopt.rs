@@ -69,6 +69,10 @@ pub struct Proposal {
     pub manager: Option<String>,
     /// Label keys the hand-off from that tool removes.
     pub handoff: Vec<String>,
+    /// What its resources use and is adopted with them (a MIG's instance
+    /// template and workload policy, [`Inventory::held`]): any change the
+    /// plan makes to these refuses the adoption too.
+    pub held: Vec<ResourceId>,
 }
 
 /// The resources of `target` that `selection` takes, grouped into slices.
@@ -150,7 +154,19 @@ pub fn propose(
     }
     let proposals = found
         .into_iter()
-        .map(|(slice, members)| group(slice, members))
+        .map(|(slice, members)| {
+            let mut p = group(slice, members);
+            // What a resource uses and is adopted with it; not what the
+            // cluster shares (the device plugin its Nodes use).
+            let shared = |id: &ResourceId| kinds.iter().any(|k| k.id() == id.kind && k.shared());
+            p.held = inv
+                .held
+                .iter()
+                .filter(|(id, holder)| p.resources.contains(holder) && !shared(id))
+                .map(|(id, _)| id.clone())
+                .collect();
+            p
+        })
         .collect();
     (proposals, skipped)
 }
@@ -199,6 +215,7 @@ fn group(slice: String, mut members: Vec<(ResourceId, Adoptable)>) -> Proposal {
         spec,
         manager,
         handoff,
+        held: Vec::new(),
     }
 }
 
@@ -242,9 +259,13 @@ fn prune(v: &mut Value) {
     }
 }
 
-/// The label paths an adoption may change on a node pool: slicectl's own
-/// labels and resource labels, and the other tool's hand-off labels.
+/// The paths an adoption may change: on a node pool slicectl's own labels
+/// and resource labels, and the other tool's hand-off labels; on a MIG its
+/// description (where slicectl records its ownership).
 fn ownership_path(path: &str, handoff: &[String]) -> bool {
+    if path == "description" || path.starts_with("description.") {
+        return true;
+    }
     let key = |prefix: &str| {
         path.strip_prefix(prefix)
             .and_then(|r| r.strip_suffix("\"]"))
@@ -266,7 +287,11 @@ fn ownership_path(path: &str, handoff: &[String]) -> bool {
 /// (`adopt_replace`, `adopt_changes`, `adopt_busy`, `adopt_elsewhere`); the rest of the plan
 /// (other slices' changes) is left out: `adopt` changes nothing else.
 pub fn keep_adoptions(plan: &mut Plan, proposals: &[Proposal]) {
-    let of = |id: &ResourceId| proposals.iter().find(|p| p.resources.contains(id));
+    let of = |id: &ResourceId| {
+        proposals
+            .iter()
+            .find(|p| p.resources.contains(id) || p.held.contains(id))
+    };
     let mut refused: Vec<Refusal> = plan
         .refused
         .iter()
@@ -371,6 +396,9 @@ pub fn keep_adoptions(plan: &mut Plan, proposals: &[Proposal]) {
             });
         }
     }
+    // A slice adopts whole or not at all: a refused resource (its MIG's
+    // template, say) refuses the rest of its slice too.
+    kept.retain(|a| !refused.iter().any(|r| r.slice == a.owner.slice));
     plan.actions = kept;
     plan.refused = refused;
     keep_only_actions(plan);
@@ -404,8 +432,7 @@ pub fn release(
     slices: &BTreeSet<String>,
 ) {
     let owners = super::Owners::of(fleet, kinds);
-    let mut actions = Vec::new();
-    let mut refused = Vec::new();
+    let mut planned = Vec::new();
     for kind in kinds.iter().filter(|k| !k.observe_only() && !k.shared()) {
         for l in inv.live(kind.id()) {
             let Some(o) = kind
@@ -414,9 +441,35 @@ pub fn release(
             else {
                 continue;
             };
-            match release_action(*kind, l, &o) {
-                Ok(a) => actions.push(a),
-                Err(r) => refused.push(*r),
+            planned.push(release_action(*kind, l, &o));
+        }
+    }
+    // What a released MIG uses (its template and policy) is released with
+    // it: it follows the MIG's ownership (`kinds::gce::link`), so it needs
+    // no change of its own.
+    let released: BTreeSet<ResourceId> = planned
+        .iter()
+        .filter_map(|r| r.as_ref().ok().map(|a| a.id.clone()))
+        .collect();
+    let follows = |address_of: &ResourceId| {
+        inv.held
+            .get(address_of)
+            .is_some_and(|holder| released.contains(holder))
+    };
+    let mut actions = Vec::new();
+    let mut refused = Vec::new();
+    for r in planned {
+        match r {
+            Ok(a) => actions.push(a),
+            Err(r) => {
+                let id = ResourceId {
+                    scope: r.scope.clone(),
+                    kind: super::kind::KindId(r.kind),
+                    name: r.name.clone(),
+                };
+                if r.code != "release_unsupported" || !follows(&id) {
+                    refused.push(*r);
+                }
             }
         }
     }

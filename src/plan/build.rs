@@ -422,6 +422,14 @@ impl<'a> Planner<'a> {
             .copied()
     }
 
+    /// Whether `id` is live and not this reconciler's (a released MIG).
+    fn released(&self, id: &ResourceId) -> bool {
+        self.live_by_id.get(id).is_some_and(|l| {
+            self.kind_of(id.kind)
+                .is_some_and(|k| k.ownership(&l.body).is_none())
+        })
+    }
+
     fn kind_of(&self, id: KindId) -> Option<&'a dyn Kind> {
         self.kinds.iter().copied().find(|k| k.id() == id)
     }
@@ -563,7 +571,9 @@ impl<'a> Planner<'a> {
     ) -> Option<Action> {
         let running = self.running_operation(&d.id);
         let op = running.map(|o| o.name.clone());
-        let before = Some(kind.display_live(&live.body, Some(d)));
+        // Shown only beside an action: a resource in sync (nearly all of a
+        // large fleet) never has its live body rendered for display.
+        let before = || Some(kind.display_live(&live.body, Some(d)));
         let wait = |o: &OperationRecord| Reason::OperationInFlight {
             operation: o.name.clone(),
             operation_type: o.operation_type.clone(),
@@ -586,7 +596,7 @@ impl<'a> Planner<'a> {
                 kind,
                 ActionKind::Wait,
                 running.map(wait).unwrap_or(Reason::Missing),
-                before,
+                before(),
                 None,
                 op,
             ),
@@ -596,7 +606,7 @@ impl<'a> Planner<'a> {
                     kind,
                     ActionKind::Replace,
                     Reason::ErrorState { status, detail },
-                    before,
+                    before(),
                     Some(d.body.clone()),
                     None,
                 );
@@ -615,7 +625,7 @@ impl<'a> Planner<'a> {
                 }
                 Comparison::Equal => {
                     let o = running?;
-                    action(d, kind, ActionKind::Wait, wait(o), before, None, op)
+                    action(d, kind, ActionKind::Wait, wait(o), before(), None, op)
                 }
                 Comparison::Update { changes, groups } => Action {
                     changes,
@@ -625,7 +635,7 @@ impl<'a> Planner<'a> {
                         kind,
                         ActionKind::Update,
                         update_reason(d, kind, own, &groups),
-                        before,
+                        before(),
                         Some(d.body.clone()),
                         op,
                     )
@@ -638,7 +648,7 @@ impl<'a> Planner<'a> {
                         kind,
                         ActionKind::Replace,
                         Reason::StoredHashDiffers,
-                        before,
+                        before(),
                         Some(d.body.clone()),
                         op,
                     )
@@ -866,6 +876,19 @@ impl<'a> Planner<'a> {
         }
         out.owned_live += 1;
         if self.wanted.contains(&id) {
+            return;
+        }
+        // A template or policy a MIG that stays still uses (an adopted
+        // slice's brought template) is deleted with that MIG, never before
+        // it (Compute Engine refuses it while the MIG uses it); and what a
+        // live MIG slicectl no longer owns still uses (a released slice's
+        // device plugin) is not slicectl's to delete.
+        if self
+            .inv
+            .held
+            .get(&id)
+            .is_some_and(|m| self.wanted.contains(m) || self.released(m))
+        {
             return;
         }
         if let Some(t) = self.unobserved_owner(&l.scope, &o) {

@@ -38,6 +38,10 @@ pub struct Inventory {
     /// field), so the plan shows exactly what adopting them would change
     /// ([`crate::plan::adopt`]). Empty for every other command.
     pub adopting: std::collections::BTreeSet<super::kind::ResourceId>,
+    /// Resources a MIG uses (its instance template and workload policy),
+    /// each with that MIG: a resource a MIG that stays still uses is never
+    /// deleted, and follows the MIG's ownership (`kinds::gce::link`).
+    pub held: BTreeMap<super::kind::ResourceId, super::kind::ResourceId>,
 }
 
 impl Inventory {
@@ -101,7 +105,8 @@ impl Inventory {
                 h.update(scope.as_bytes());
                 h.update(name.as_bytes());
                 let view = kind.fingerprint_view(&l.body);
-                h.update(serde_json::to_string(&view).unwrap_or_default().as_bytes());
+                // Straight into the hash: the same bytes as its JSON text.
+                let _ = serde_json::to_writer(Digesting(&mut h), &view);
             }
             let mut running: Vec<&str> = self
                 .operations
@@ -122,5 +127,20 @@ impl Inventory {
             h.update(why.code.as_bytes());
         }
         hex::encode(&h.finalize()[..16])
+    }
+}
+
+/// A writer that feeds a SHA-256 (JSON serialised into a hash, with no
+/// string in between).
+struct Digesting<'a>(&'a mut Sha256);
+
+impl std::io::Write for Digesting<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }

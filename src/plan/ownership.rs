@@ -170,8 +170,14 @@ impl Ownership {
             prevent_destroy: false,
         };
         // The optional keys, in order, each at most once.
-        let mut optional =
-            ["target", "spec-hash", "hash-version", PREVENT_DESTROY_TOKEN].into_iter();
+        let mut optional = [
+            "target",
+            "spec-hash",
+            "hash-version",
+            ADOPTED_TOKEN,
+            PREVENT_DESTROY_TOKEN,
+        ]
+        .into_iter();
         for part in parts {
             let (k, v) = part.split_once('=')?;
             if v.is_empty() {
@@ -184,6 +190,9 @@ impl Ownership {
                 "target" => own.target = Some(v.to_string()),
                 "spec-hash" => own.spec_hash = Some(v.to_string()),
                 "hash-version" => own.hash_version = Some(v.to_string()),
+                // Read by [`description_adopted`]; only `true` is written.
+                ADOPTED_TOKEN if v != "true" => return None,
+                ADOPTED_TOKEN => {}
                 _ => match v {
                     "true" => own.prevent_destroy = true,
                     "false" => {}
@@ -209,6 +218,36 @@ impl Ownership {
 
 /// The key of the protection stamp in a description.
 const PREVENT_DESTROY_TOKEN: &str = "prevent-destroy";
+
+/// The key of the adoption marker in a MIG's description: `adopted=true`
+/// says the instance template and workload policy the MIG uses were
+/// adopted with it, so they are its slice replica's by reference (their
+/// own descriptions cannot change in place). Written by `slicectl adopt`
+/// before the protection stamp.
+const ADOPTED_TOKEN: &str = "adopted";
+
+/// Whether a slicectl description carries the adoption marker.
+pub fn description_adopted(description: &str) -> bool {
+    Ownership::from_description(description).is_some()
+        && description.split(' ').any(|p| p == "adopted=true")
+}
+
+/// `description` with the adoption marker, before its protection stamp
+/// (the order [`Ownership::from_description`] takes); unchanged when it
+/// has one.
+pub fn with_adopted(description: &str) -> String {
+    if description.split(' ').any(|p| p == "adopted=true") {
+        return description.to_string();
+    }
+    let (head, stamp): (Vec<&str>, Vec<&str>) = description.split(' ').partition(|p| {
+        p.split_once('=')
+            .is_none_or(|(k, _)| k != PREVENT_DESTROY_TOKEN)
+    });
+    let mut parts = head;
+    parts.push("adopted=true");
+    parts.extend(stamp);
+    parts.join(" ")
+}
 
 /// The protection stamp a slicectl description records: `Some(true)` or
 /// `Some(false)` when it says (see [`Ownership::to_stamped_description`]),
@@ -305,6 +344,27 @@ mod tests {
         assert_eq!(Ownership::from_description(twice), None);
         let empty = "slicectl: managed-by=slicectl owner=team-llm slice=llm replica=2 target=";
         assert_eq!(Ownership::from_description(empty), None);
+    }
+
+    /// The adoption marker sits before the protection stamp, survives a
+    /// change of the stamp, and is read only from a slicectl description.
+    #[test]
+    fn the_adoption_marker_round_trips_before_the_stamp() {
+        let o = sample();
+        let d = with_adopted(&o.to_stamped_description());
+        assert!(d.ends_with(" adopted=true prevent-destroy=true"), "{d}");
+        assert_eq!(Ownership::from_description(&d), Some(o.clone()));
+        assert!(description_adopted(&d));
+        assert_eq!(with_adopted(&d), d);
+        let off = with_description_stamp(&d, false);
+        assert!(description_adopted(&off), "{off}");
+        assert_eq!(description_stamp(&off), Some(false));
+        assert!(!description_adopted(&o.to_stamped_description()));
+        assert!(!description_adopted("made by hand adopted=true"));
+        let bad = "slicectl: managed-by=slicectl owner=o slice=s replica=0 adopted=yes";
+        assert_eq!(Ownership::from_description(bad), None);
+        let late = "slicectl: managed-by=slicectl owner=o slice=s replica=0 prevent-destroy=false adopted=true";
+        assert_eq!(Ownership::from_description(late), None);
     }
 
     #[test]

@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
+
+pub use super::observed::{Held, Linked};
 use serde::{Deserialize, Serialize};
 
 /// `ResourcePolicy` (subset: workload policies).
@@ -39,6 +41,11 @@ pub struct ResourcePolicy {
     /// Output: creation timestamp.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_timestamp: Option<String>,
+    /// Not on the wire: which managed instance group uses it, filled by
+    /// observation (`kinds::gce::link`). A template or workload policy a
+    /// MIG uses belongs to whoever owns that MIG (see docs/adopt.md).
+    #[serde(skip)]
+    pub held: Option<Held>,
 }
 
 /// `ResourcePolicyWorkloadPolicy`.
@@ -162,6 +169,11 @@ pub struct InstanceTemplate {
     /// Output: creation timestamp (RFC3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_timestamp: Option<String>,
+    /// Not on the wire: which managed instance group uses it, filled by
+    /// observation (`kinds::gce::link`). A template or workload policy a
+    /// MIG uses belongs to whoever owns that MIG (see docs/adopt.md).
+    #[serde(skip)]
+    pub held: Option<Held>,
 }
 
 /// `InstanceProperties` (the TPU-relevant subset).
@@ -486,6 +498,11 @@ pub struct InstanceGroupManager {
     /// `listErrors`, not in its own status).
     #[serde(skip)]
     pub list_error: Option<IgmErrorDetail>,
+    /// Not on the wire: the instance template and workload policy the group
+    /// uses, as observed (`kinds::gce::link`), so that `slicectl adopt` can
+    /// describe the group as one slice replica.
+    #[serde(skip)]
+    pub linked: Option<Box<Linked>>,
 }
 
 /// `InstanceGroupManagerTargetSizePolicy`.

@@ -66,6 +66,11 @@ pub struct NodePool {
     /// Output: backing MIG URLs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instance_group_urls: Vec<String>,
+    /// Not on the wire: the workload policy its `placementPolicy.policyName`
+    /// names, as observed (`kinds::gce::link`), so that `slicectl adopt` can
+    /// read its topology.
+    #[serde(skip)]
+    pub linked_policy: Option<Box<crate::resource::compute::ResourcePolicy>>,
 }
 
 /// `NodeConfig` (subset).

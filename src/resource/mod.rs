@@ -6,6 +6,7 @@
 
 pub mod compute;
 pub mod gke;
+pub mod observed;
 
 use std::fmt;
 

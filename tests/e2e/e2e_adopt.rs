@@ -4,6 +4,9 @@
 //! `tests/tpu-provisioner-hash`) and by Terraform are adopted with one
 //! in-place label update each, after which `plan` has nothing to do; a
 //! pool adoption would replace is refused; release and adopt round-trip.
+//! GCE: a MIG with its template and workload policy made outside slicectl
+//! is adopted as one replica with one description patch; a GCE slice is
+//! released and adopted back (through saved plan files) and destroyed.
 
 use crate::common;
 
@@ -405,4 +408,315 @@ async fn a_terraform_pool_is_adopted_only_by_name_and_with_a_warning() {
     assert!(t.contains("terraform state rm"), "{t}");
     assert_no_changes(&sim, dir.path()).await;
     sim.shutdown().await;
+}
+
+/// The writes since the last reset, by method.
+fn writes(sim: &SimHandle) -> (u64, u64) {
+    let s = sim.stats();
+    let patches = s
+        .by_method
+        .get("compute.instanceGroupManagers.patch")
+        .copied()
+        .unwrap_or(0);
+    (s.writes, patches)
+}
+
+/// Issue 20: a GCE slice (MIG, instance template, workload policy, Nodes on
+/// the real control plane) is released with one MIG description patch and
+/// nothing deleted; its spec is then refused (`name_taken`), never
+/// recreated; `adopt --name` takes it back with one patch (both through
+/// saved plan files, applied with `apply FILE`, the adoption's refused
+/// once the world moved) and `plan` has
+/// nothing to do; `destroy` then deletes the MIG, template and
+/// policy (the simulator refuses a template or policy a MIG still uses,
+/// so the order is proven).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gce_slice_is_released_and_adopted_back_with_one_mig_patch_each() {
+    use crate::e2e_gce::{
+        SERIAL, gce_apply, gce_dir, gce_slice, get, kube_client, names, nodes_of,
+    };
+    let _serial = SERIAL.lock().await;
+    let client = kube_client().await;
+    let sim = start().await;
+    let dir = gce_dir(
+        "e2e-adopt-gce",
+        &[("rt.yaml", gce_slice("gce-rt", "4x4", ""))],
+    );
+    let o = gce_apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(nodes_of(&client, "gce-rt").await.len(), 4);
+
+    // Released through a saved plan file: saving writes nothing, applying
+    // it patches the MIG's description once.
+    sim.reset_stats();
+    let saved = tempfile::tempdir().unwrap();
+    let release_plan = saved.path().join("release.json");
+    let o = slicectl(
+        &sim,
+        &[
+            "release",
+            arg(dir.path()),
+            "--slice",
+            "gce-rt",
+            "--plan-out",
+            arg(&release_plan),
+        ],
+    )
+    .await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("release_unsupported"), "{}", text(&o));
+    assert_eq!(writes(&sim), (0, 0), "{:?}", sim.stats().by_method);
+    let o = slicectl(&sim, &["apply", arg(&release_plan), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(writes(&sim), (1, 1), "{:?}", sim.stats().by_method);
+    let o = slicectl(&sim, &["plan", arg(dir.path()), "--detailed-exitcode"]).await;
+    assert!(text(&o).contains("name_taken"), "{}", text(&o));
+    assert!(
+        !text(&o).contains("- destroy") && !text(&o).contains("-/+"),
+        "{}",
+        text(&o)
+    );
+
+    // Adopted back through a saved plan file, which applies once: the
+    // world it was made for is gone after that.
+    sim.reset_stats();
+    let out = dir.path().join("adopted");
+    let adopt_plan = saved.path().join("adopt.json");
+    let o = adopt(
+        &sim,
+        dir.path(),
+        "kubeadm",
+        &out,
+        &["--name", "gce-rt-0", "--plan-out", arg(&adopt_plan)],
+    )
+    .await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(stdout(&o).contains("adopt: "), "{}", text(&o));
+    assert_eq!(writes(&sim), (0, 0), "{:?}", sim.stats().by_method);
+    let o = slicectl(&sim, &["apply", arg(&adopt_plan), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(writes(&sim), (1, 1), "{:?}", sim.stats().by_method);
+    let o = slicectl(&sim, &["apply", arg(&adopt_plan), "--auto-approve"]).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("has changed since"), "{}", text(&o));
+    assert_eq!(writes(&sim), (1, 1), "{:?}", sim.stats().by_method);
+    assert!(
+        !out.join("gce-rt.yaml").exists(),
+        "the Slice in the specs is used"
+    );
+    assert_no_changes(&sim, dir.path()).await;
+    let migs = get(&sim, "zones/us-central1-b/instanceGroupManagers").await;
+    let d = migs["items"][0]["description"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(d.contains(" adopted=true prevent-destroy=false"), "{d}");
+
+    // Destroying it deletes the whole replica, in reverse order.
+    let o = slicectl(&sim, &["destroy", arg(dir.path()), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(names(&get(&sim, "zones/us-central1-b/instanceGroupManagers").await).is_empty());
+    assert!(names(&get(&sim, "global/instanceTemplates").await).is_empty());
+    assert!(names(&get(&sim, "regions/us-central1/resourcePolicies").await).is_empty());
+    assert!(nodes_of(&client, "gce-rt").await.is_empty());
+}
+
+/// POSTs `body` to the simulator's compute `collection` of
+/// example-project, as another tool would, and waits for it.
+async fn compute_insert(sim: &SimHandle, collection: &str, body: Value) {
+    let r = reqwest::Client::new()
+        .post(format!(
+            "{}/compute/v1/projects/example-project/{collection}",
+            sim.base_url()
+        ))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.status().is_success(),
+        "{collection}: {:?}",
+        r.text().await
+    );
+    let mut op: Value = r.json().await.unwrap();
+    let link = op["selfLink"].as_str().unwrap_or_default().to_string();
+    for _ in 0..200 {
+        if op["status"] == "DONE" {
+            assert!(op.get("error").is_none(), "{collection}: {op}");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        op = reqwest::get(&link).await.unwrap().json().await.unwrap();
+    }
+    panic!("{collection}: the insert did not finish: {op}");
+}
+
+/// A workload policy, a flex-start instance template and a BULK MIG made
+/// outside slicectl (as tpu-operator or a script makes them), the MIG
+/// named `mig` with VMs named `base`. The policy is made by the real
+/// gcloud; the template and the MIG over REST, since GA gcloud offers
+/// neither the FLEX_START provisioning model nor the BULK mode flag (only
+/// `gcloud alpha` has `--target-size-policy-mode`).
+async fn foreign_mig(sim: &SimHandle, mig: &str, base: &str) {
+    let cfg = tempfile::tempdir().unwrap();
+    gcloud(
+        sim,
+        cfg.path(),
+        &[
+            "compute",
+            "resource-policies",
+            "create",
+            "workload-policy",
+            &format!("{mig}-wp"),
+            "--region",
+            "us-central1",
+            "--type",
+            "HIGH_THROUGHPUT",
+            "--accelerator-topology",
+            "4x4",
+        ],
+    )
+    .await;
+    compute_insert(
+        sim,
+        "global/instanceTemplates",
+        json!({"name": format!("{mig}-tpl"), "properties": {
+            "machineType": "ct6e-standard-4t",
+            "labels": {"team": "ml"},
+            "disks": [{"boot": true, "autoDelete": true, "initializeParams": {
+                "sourceImage": "projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-v6e",
+                "diskType": "hyperdisk-balanced", "diskSizeGb": "100"}}],
+            "networkInterfaces": [{"network": "projects/example-project/global/networks/default"}],
+            "scheduling": {"provisioningModel": "FLEX_START", "onHostMaintenance": "TERMINATE",
+                           "instanceTerminationAction": "DELETE", "automaticRestart": false}}}),
+    )
+    .await;
+    compute_insert(
+        sim,
+        "zones/us-central1-b/instanceGroupManagers",
+        json!({"name": mig, "baseInstanceName": base,
+               "instanceTemplate": format!("projects/example-project/global/instanceTemplates/{mig}-tpl"),
+               "targetSize": 4, "targetSizePolicy": {"mode": "BULK"},
+               "instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"},
+               "resourcePolicies": {"workloadPolicy": format!("projects/example-project/regions/us-central1/resourcePolicies/{mig}-wp")}}),
+    )
+    .await;
+}
+
+/// Issue 20: a MIG with its template and workload policy made outside
+/// slicectl is adopted as one replica: the Slice file brings the template
+/// as it is (`gce.instanceTemplate`), the plan patches the MIG's
+/// description only, and `plan` then changes nothing in the cloud; a MIG adopting
+/// would replace (its VMs are named otherwise than slicectl names them)
+/// is refused with nothing written; `destroy` deletes MIG, template and
+/// policy, which are now the slice's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreign_mig_with_its_template_and_policy_is_adopted_as_one_replica() {
+    use crate::e2e_gce::{SERIAL, gce_dir, get, names};
+    let _serial = SERIAL.lock().await;
+    // The cluster runs its own TPU device plugin (tpu-operator's), which
+    // slicectl uses as it is.
+    let ds: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        kube::Api::namespaced(crate::e2e_gce::kube_client().await, "kube-system");
+    let _ = ds.delete("tpu-device-plugin", &Default::default()).await;
+    let plugin: k8s_openapi::api::apps::v1::DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": "tpu-device-plugin", "namespace": "kube-system"},
+        "spec": {"selector": {"matchLabels": {"app": "tpu"}}, "template": {
+            "metadata": {"labels": {"app": "tpu"}},
+            "spec": {"containers": [{"name": "p", "image": "example.com/tpu-device-plugin:1"}]}}}
+    }))
+    .unwrap();
+    ds.create(&Default::default(), &plugin).await.unwrap();
+    let sim = start().await;
+    let dir = gce_dir("e2e-adopt-mig", &[]);
+    foreign_mig(&sim, "train-0", "train-0").await;
+    foreign_mig(&sim, "odd-0", "odd-vm").await;
+
+    sim.reset_stats();
+    let out = dir.path().join("adopted");
+    let o = adopt(&sim, dir.path(), "kubeadm", &out, &["--name", "odd-0"]).await;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("adopt_replace") || text(&o).contains("would replace"),
+        "{}",
+        text(&o)
+    );
+    assert!(text(&o).contains("baseInstanceName"), "{}", text(&o));
+    assert_eq!(sim.stats().writes, 0, "{:?}", sim.stats().by_method);
+    assert!(!out.join("odd.yaml").exists());
+
+    let o = adopt(
+        &sim,
+        dir.path(),
+        "kubeadm",
+        &out,
+        &["--selector", "team=ml"],
+    )
+    .await;
+    let t = text(&o);
+    assert!(t.contains("wrote "), "{t}");
+    assert_eq!(writes(&sim), (1, 1), "{:?}", sim.stats().by_method);
+    let file = std::fs::read_to_string(out.join("train.yaml")).unwrap();
+    assert!(file.contains("backend: gce"), "{file}");
+    assert!(
+        file.contains(
+            "instanceTemplate: projects/example-project/global/instanceTemplates/train-0-tpl"
+        ),
+        "{file}"
+    );
+    assert!(file.contains("topology: 4x4"), "{file}");
+    let o = slicectl(&sim, &["validate", arg(dir.path())]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    // Nothing of the cloud side changes any more. The one step left is
+    // the Kubernetes side: labelling the Nodes of the MIG's VMs, matched
+    // by providerID (these simulated VMs run another tool's template,
+    // whose bootstrap the simulator does not run, so none has joined).
+    let o = slicectl(&sim, &["plan", arg(dir.path()), "--output", "json"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let acted: Vec<String> = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            format!(
+                "{} {}",
+                a["kind"].as_str().unwrap_or_default(),
+                a["name"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(acted, vec!["nodes train-0".to_string()], "{plan}");
+    assert!(
+        plan["refused"].as_array().is_none_or(|r| r.is_empty()),
+        "{plan}"
+    );
+
+    let again = dir.path().join("again");
+    let o = adopt(&sim, dir.path(), "kubeadm", &again, &["--name", "train-0"]).await;
+    assert!(
+        text(&o).contains("already owned by slicectl"),
+        "{}",
+        text(&o)
+    );
+
+    // Teardown (the odd MIG is not slicectl's: it stays).
+    let o = slicectl(&sim, &["destroy", arg(dir.path()), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let left = |v: Value| names(&v);
+    assert_eq!(
+        left(get(&sim, "zones/us-central1-b/instanceGroupManagers").await),
+        vec!["odd-0"]
+    );
+    assert_eq!(
+        left(get(&sim, "global/instanceTemplates").await),
+        vec!["odd-0-tpl"]
+    );
+    assert_eq!(
+        left(get(&sim, "regions/us-central1/resourcePolicies").await),
+        vec!["odd-0-wp"]
+    );
+    ds.delete("tpu-device-plugin", &Default::default())
+        .await
+        .unwrap();
 }

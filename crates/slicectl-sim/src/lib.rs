@@ -22,6 +22,7 @@ pub mod contract;
 pub mod discovery;
 mod errors;
 mod faults;
+mod fields;
 mod gce;
 mod gke;
 pub mod kubeadm;

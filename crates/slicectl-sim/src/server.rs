@@ -19,6 +19,7 @@ use super::compute;
 use super::discovery::{self, Violation, snake};
 use super::errors::ApiError;
 use super::faults::{FaultConfig, RequestFault};
+use super::fields;
 use super::gce;
 use super::gke;
 use super::routes::{Api, Endpoint, Resolved, resolve};
@@ -264,8 +265,19 @@ async fn handle(
         }
         return wait(&sim, &ctx, scope, name).await;
     }
+    // A partial response (`fields`) is parsed before the call, so a bad
+    // selection changes nothing.
+    let selection = match ctx.query("fields").map(fields::Selection::parse) {
+        Some(Err(e)) => return e.into_response(),
+        Some(Ok(s)) => Some(s),
+        None => None,
+    };
     match call(&sim, &resolved, &ctx, &body) {
-        Ok(v) => Json(v).into_response(),
+        Ok(v) => Json(match selection {
+            Some(s) => s.apply(v),
+            None => v,
+        })
+        .into_response(),
         Err(e) => e.into_response(),
     }
 }

@@ -342,6 +342,38 @@ impl Kind for Migs {
         }
     }
 
+    fn adoptable(
+        &self,
+        live: &Body,
+        target: &crate::spec::Target,
+    ) -> Option<crate::kind::Adoptable> {
+        super::adopt::adoptable(mig(live)?, target)
+    }
+
+    /// Released: the description no longer slicectl's. What the MIG uses
+    /// (its template and policy) follows it ([`super::link`]).
+    fn unlabel(&self, live: &Body) -> Option<(Body, Comparison)> {
+        let l = mig(live)?;
+        let o = ownership_of(l)?;
+        let released = InstanceGroupManager {
+            description: Some(super::adopt::released_description(&o)),
+            linked: None,
+            ..l.clone()
+        };
+        Some((
+            Arc::new(released) as Body,
+            Comparison::Update {
+                changes: vec![FieldChange {
+                    path: "description".into(),
+                    before: l.description.clone().map(Value::from),
+                    after: Some(Value::from(super::adopt::released_description(&o))),
+                    forces_replacement: false,
+                }],
+                groups: BTreeSet::from([GROUP_DESCRIPTION]),
+            },
+        ))
+    }
+
     fn lift_protection(&self, desired: &Desired, live: &Body) -> Option<(Body, Comparison)> {
         let (Some(_), Some(l)) = (mig(&desired.body), mig(live)) else {
             return None;
@@ -563,32 +595,50 @@ async fn patch_description(
     a: &Action,
     m: &InstanceGroupManager,
 ) -> Result<compute::Operation, ApplyError> {
-    let want = ownership_of(m);
+    // Adopting: the group is nobody's yet; releasing: it is the action's
+    // slice replica's; else it must be the slice replica `m` names.
+    let adopting = matches!(a.reason, crate::kind::Reason::Adopt { .. });
+    let want = match a.reason {
+        crate::kind::Reason::Release => Some((a.owner.slice.clone(), a.owner.replica)),
+        _ => ownership_of(m).map(|o| (o.slice, o.replica)),
+    };
     let mut retried = false;
     loop {
         let live = cloud
             .compute
             .get_instance_group_manager(z, &a.id.name)
             .await?;
-        let same = |o: &Ownership, w: &Ownership| {
-            o.owner == w.owner && o.slice == w.slice && o.replica == w.replica
+        let held = ownership_of(&live).map(|o| (o.slice, o.replica));
+        let ok = if adopting {
+            held.is_none()
+        } else {
+            held.is_some() && held == want
         };
-        if !ownership_of(&live)
-            .zip(want.as_ref())
-            .is_some_and(|(o, w)| same(&o, w))
-        {
+        if !ok {
             return Err(ApplyError::Conflict {
                 address: a.address(),
                 reason: format!(
-                    "managed instance group {} is no longer this slice replica's (its description is {:?}); \
-                     its protection stamp was not changed. Plan again",
+                    "managed instance group {} is not what the plan saw (its description is {:?}); \
+                     its description was not changed. Plan again",
                     a.id.name,
                     live.description.as_deref().unwrap_or_default()
                 ),
             });
         }
+        // The adoption marker is written on adoption and kept after.
+        let marked = adopting
+            || live
+                .description
+                .as_deref()
+                .is_some_and(ownership::description_adopted);
+        let description = match &m.description {
+            Some(d) if marked && ownership_of(m).is_some() => {
+                Some(super::adopt::adopted_description(d))
+            }
+            other => other.clone(),
+        };
         let patch = InstanceGroupManagerPatch {
-            description: m.description.clone(),
+            description,
             fingerprint: live.fingerprint.clone(),
         };
         match cloud

@@ -5,8 +5,10 @@
 //! ([`device_plugin`]). Rendering is in [`render`]; the Kubernetes-side
 //! execution (the pull-model bootstrap) in [`exec`].
 
+pub mod adopt;
 pub mod device_plugin;
 pub mod exec;
+pub mod link;
 pub mod mig;
 pub mod nodes;
 pub mod render;

@@ -93,6 +93,11 @@ pub struct NodeGroupLive {
     /// Names of the replica's bootstrap-token Secrets (never their tokens).
     #[serde(default)]
     pub token_secrets: Vec<String>,
+    /// Not on the wire: a MIG of the group's name is live and slicectl's
+    /// no more (released): its Nodes, which keep the labels their VMs
+    /// registered with, are not slicectl's either (`super::link`).
+    #[serde(skip)]
+    pub released: bool,
 }
 
 impl NodeGroupLive {
@@ -267,7 +272,9 @@ impl Kind for Nodes {
     }
 
     fn ownership(&self, live: &Body) -> Option<Ownership> {
-        group(live).map(NodeGroupLive::ownership)
+        group(live)
+            .filter(|g| !g.released)
+            .map(NodeGroupLive::ownership)
     }
 
     fn state(&self, _live: &Body) -> LiveState {

@@ -31,11 +31,13 @@ fn template(b: &Body) -> Option<&InstanceTemplate> {
 }
 
 fn ownership_of(t: &InstanceTemplate) -> Option<Ownership> {
-    Ownership::from_description_named(
-        t.description.as_deref()?,
-        &t.name,
-        crate::spec::names::instance_template,
-    )
+    super::link::held_ownership(t.held.as_ref(), || {
+        Ownership::from_description_named(
+            t.description.as_deref()?,
+            &t.name,
+            crate::spec::names::instance_template,
+        )
+    })
 }
 
 /// The template as shown: what was sent (output-only fields dropped).

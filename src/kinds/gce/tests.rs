@@ -189,6 +189,7 @@ fn live(want: &NodeGroup, nodes: Vec<NodeView>) -> NodeGroupLive {
         replica: 0,
         nodes,
         token_secrets: vec![],
+        released: false,
     }
 }
 
@@ -349,29 +350,7 @@ fn teardown_order_cordon_mig_template_policy_then_cleanup_then_device_plugin() {
     let kinds = crate::kinds::plan_kinds();
     let plan = plan::plan_destroy(&f, &inv, &kinds, 10).unwrap();
     assert!(plan.actions.iter().all(|a| a.action == ActionKind::Delete));
-    let s = steps::expand(&plan, |k| {
-        crate::kinds::get(k).map_or(KindInfo::default(), |x| KindInfo {
-            depends_on: x.depends_on(),
-            shared: x.shared(),
-            cleanup: x.cleanup_after_dependencies(),
-        })
-    });
-    // Topological order by running the graph.
-    let mut done: Vec<usize> = Vec::new();
-    while done.len() < s.len() {
-        let next = s
-            .iter()
-            .find(|st| !done.contains(&st.id) && st.deps.iter().all(|d| done.contains(d)))
-            .expect("the graph has no cycle");
-        done.push(next.id);
-    }
-    let order: Vec<String> = done
-        .iter()
-        .map(|i| {
-            let st = &s[*i];
-            format!("{} {:?}", plan.actions[st.action].id.kind, st.op)
-        })
-        .collect();
+    let (order, s) = graph_order(&plan);
     let pos = |x: &str| {
         order
             .iter()
@@ -396,6 +375,35 @@ fn teardown_order_cordon_mig_template_policy_then_cleanup_then_device_plugin() {
         "{order:?}"
     );
     assert_eq!(s.iter().filter(|x| x.op == StepOp::Cleanup).count(), 1);
+}
+
+/// The plan's steps in the order the graph runs them (`kind Op`), and
+/// the steps.
+fn graph_order(plan: &plan::Plan) -> (Vec<String>, Vec<steps::Step>) {
+    let s = steps::expand(plan, |k| {
+        crate::kinds::get(k).map_or(KindInfo::default(), |x| KindInfo {
+            depends_on: x.depends_on(),
+            shared: x.shared(),
+            cleanup: x.cleanup_after_dependencies(),
+        })
+    });
+    // Topological order by running the graph.
+    let mut done: Vec<usize> = Vec::new();
+    while done.len() < s.len() {
+        let next = s
+            .iter()
+            .find(|st| !done.contains(&st.id) && st.deps.iter().all(|d| done.contains(d)))
+            .expect("the graph has no cycle");
+        done.push(next.id);
+    }
+    let order: Vec<String> = done
+        .iter()
+        .map(|i| {
+            let st = &s[*i];
+            format!("{} {:?}", plan.actions[st.action].id.kind, st.op)
+        })
+        .collect();
+    (order, s)
 }
 
 #[test]
@@ -1373,4 +1381,251 @@ async fn a_brought_template_that_does_not_exist_says_what_to_do() {
     );
     assert!(f.message.contains("Create it first"), "{}", f.message);
     assert!(!f.message.contains("slice.byo[0].mig"), "{}", f.message);
+}
+
+/// The live replica of slice `name` as another tool left it: the template
+/// and policy described by someone else, the MIG described by `mig` (its
+/// rendered description in, the live one out).
+fn foreign_replica(f: &Fleet, name: &str, mig: impl Fn(&str) -> String) -> Inventory {
+    let mut inv = live_replica(f, name, 4, 4, mig);
+    for kind in [super::template::KIND, crate::kinds::workload_policy::KIND] {
+        for l in inv.resources.entry(kind).or_default().iter_mut() {
+            l.body = match (
+                crate::kind::body_as::<InstanceTemplate>(&l.body),
+                crate::kind::body_as::<crate::resource::compute::ResourcePolicy>(&l.body),
+            ) {
+                (Some(t), _) => Arc::new(InstanceTemplate {
+                    description: Some("made by hand".into()),
+                    ..t.clone()
+                }),
+                (_, Some(p)) => Arc::new(crate::resource::compute::ResourcePolicy {
+                    description: Some("made by hand".into()),
+                    ..p.clone()
+                }),
+                _ => continue,
+            };
+        }
+    }
+    super::link::link(&mut inv);
+    inv
+}
+
+fn compute_actions(p: &plan::Plan) -> Vec<String> {
+    p.actions
+        .iter()
+        .filter(|a| {
+            [
+                super::mig::KIND,
+                super::template::KIND,
+                crate::kinds::workload_policy::KIND,
+            ]
+            .contains(&a.id.kind)
+        })
+        .map(|a| format!("{:?} {} {}", a.action, a.id.kind, a.id.name))
+        .collect()
+}
+
+/// Issue 20: a MIG adopted with the `adopted=true` marker owns the
+/// template and policy it uses by reference, whatever their (immutable)
+/// descriptions say: a steady plan changes nothing, and destroying the
+/// slice deletes MIG, template and policy, in that order.
+#[test]
+fn an_adopted_mig_owns_its_template_and_policy_and_tears_them_down_in_order() {
+    let f = fleet(&[slice("a", "4x4", "", "a")]);
+    let inv = foreign_replica(&f, "a", crate::plan::ownership::with_adopted);
+    let kinds = crate::kinds::plan_kinds();
+    let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert_eq!(compute_actions(&p), Vec::<String>::new());
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    let p = plan::plan_destroy(&f, &inv, &kinds, 10).unwrap();
+    let (order, _) = graph_order(&p);
+    let pos = |x: &str| order.iter().position(|o| o == x);
+    let (m, t, w) = (
+        pos("mig Delete"),
+        pos("instance_template Delete"),
+        pos("workload_policy Delete"),
+    );
+    assert!(m.is_some() && m < t && t < w, "{order:?}");
+    // Without the marker the same template and policy are someone
+    // else's: never deleted.
+    let mut plain = live_replica(&f, "a", 4, 4, as_written);
+    plain = {
+        let mut i = foreign_replica(&f, "a", as_written);
+        i.workloads = std::mem::take(&mut plain.workloads);
+        i
+    };
+    let p = plan::plan_destroy(&f, &plain, &kinds, 10).unwrap();
+    assert_eq!(compute_actions(&p), vec!["Delete mig a-0".to_string()]);
+}
+
+/// Issue 20: a released MIG (its description no longer slicectl's) takes
+/// the template and policy it uses with it, although their descriptions
+/// still name the slice: removing the Slice from the specs deletes
+/// nothing, and a spec that still names it is refused, not recreated.
+#[test]
+fn a_released_migs_template_and_policy_are_not_slicectls() {
+    let f = fleet(&[slice("a", "4x4", "", "a")]);
+    let release = |d: &str| {
+        let o = crate::plan::ownership::Ownership::from_description(d).unwrap();
+        super::adopt::released_description(&o)
+    };
+    let mut inv = live_replica(&f, "a", 4, 4, release);
+    super::link::link(&mut inv);
+    let kinds = crate::kinds::plan_kinds();
+    let empty = fleet(&[slice("b", "2x2", "", "a")]);
+    let p = plan::plan(&empty, &inv, &kinds, &PlanOptions::default()).unwrap();
+    // Not the MIG, its template, its policy, nor its Nodes.
+    let touched: Vec<String> = p
+        .actions
+        .iter()
+        .filter(|a| a.id.name.starts_with("a-0"))
+        .map(|a| a.address())
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
+    let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(
+        p.actions
+            .iter()
+            .all(|a| a.action != ActionKind::Delete && a.action != ActionKind::Replace),
+        "{:?}",
+        compute_actions(&p)
+    );
+    let codes: Vec<String> = refusals(&p).into_iter().map(|(_, c)| c).collect();
+    assert!(codes.iter().any(|c| c == "name_taken"), "{codes:?}");
+    // The cluster's device plugin still serves the released slice's Nodes:
+    // destroying every slicectl slice there leaves it.
+    let r = replica(&f, "a");
+    let mut with_plugin = live_replica(&f, "a", 4, 4, release);
+    with_plugin
+        .resources
+        .entry(device_plugin::KIND)
+        .or_default()
+        .push(LiveResource {
+            scope: Scope::Kube(r.kube.clone()),
+            body: Arc::new(device_plugin::objects("img", "o").unwrap().daemon_set),
+        });
+    super::link::link(&mut with_plugin);
+    let p = plan::plan_destroy(&f, &with_plugin, &kinds, 10).unwrap();
+    let deleted: Vec<String> = p.actions.iter().map(|a| a.address()).collect();
+    assert!(deleted.is_empty(), "{deleted:?}");
+    // Without the released slice it goes, as ever.
+    let mut alone = Inventory::default();
+    alone.resources.insert(
+        device_plugin::KIND,
+        with_plugin.live(device_plugin::KIND).to_vec(),
+    );
+    let p = plan::plan_destroy(&f, &alone, &kinds, 10).unwrap();
+    assert_eq!(p.actions.len(), 1, "{:?}", compute_actions(&p));
+}
+
+/// Issue 20: `slicectl adopt` of a MIG whose template and policy were made
+/// elsewhere plans one in-place change, the MIG's description; the release
+/// plan of an adopted slice is one in-place change too, with no refusal
+/// for its template and policy (they follow the MIG).
+#[test]
+fn adopting_and_releasing_a_mig_change_only_its_description() {
+    use crate::plan::adopt::{self, Selection};
+    let f = fleet(&[slice("a", "4x4", "", "a")]);
+    let inv = foreign_replica(&f, "a", |_| "made by gcloud".to_string());
+    let kinds = crate::kinds::plan_kinds();
+    let target = &f.targets["k"];
+    let (props, skipped) =
+        adopt::propose(target, &inv, &kinds, &Selection::Names(vec!["a-0".into()]));
+    assert!(skipped.is_empty(), "{skipped:?}");
+    assert_eq!(props.len(), 1);
+    assert_eq!(
+        props[0].held.len(),
+        3,
+        "template, policy, Nodes: {:?}",
+        props[0].held
+    );
+    let mut marked = inv.clone();
+    marked.adopting = props[0]
+        .resources
+        .iter()
+        .chain(&props[0].held)
+        .cloned()
+        .collect();
+    let mut p = plan::plan(&f, &marked, &kinds, &PlanOptions::default()).unwrap();
+    adopt::keep_adoptions(&mut p, &props);
+    let why: Vec<&str> = p.refused.iter().map(|r| r.message.as_str()).collect();
+    assert!(p.refused.is_empty(), "{why:?}");
+    assert_eq!(compute_actions(&p), vec!["Update mig a-0".to_string()]);
+    assert!(
+        p.actions[0]
+            .changes
+            .iter()
+            .all(|c| c.path.starts_with("description"))
+    );
+    // A template that differs from the spec refuses the adoption.
+    let other = fleet(&[slice("a", "4x4", "", "b")]);
+    let mut p = plan::plan(&other, &marked, &kinds, &PlanOptions::default()).unwrap();
+    adopt::keep_adoptions(&mut p, &props);
+    let codes: Vec<String> = refusals(&p).into_iter().map(|(_, c)| c).collect();
+    assert!(codes.iter().any(|c| c == "adopt_replace"), "{codes:?}");
+    assert!(p.actions.is_empty(), "{:?}", compute_actions(&p));
+    // Released: the MIG's description only.
+    let adopted = foreign_replica(&f, "a", crate::plan::ownership::with_adopted);
+    let mut p = plan::plan(&f, &adopted, &kinds, &PlanOptions::default()).unwrap();
+    let chosen = std::collections::BTreeSet::from(["a".to_string()]);
+    adopt::release(&mut p, &f, &adopted, &kinds, &chosen);
+    assert!(p.refused.is_empty(), "{:?}", refusals(&p));
+    assert_eq!(compute_actions(&p), vec!["Update mig a-0".to_string()]);
+}
+
+/// Issue 20: a MIG made outside slicectl with a template slicectl did not
+/// render is described with that template brought (`gce.instanceTemplate`)
+/// and its workload policy's topology; what cannot run as a brought
+/// template's BULK MIG is the reason it is not adopted.
+#[test]
+fn a_foreign_mig_is_described_with_its_template_brought() {
+    use crate::resource::compute::{Linked, ResourcePolicy, TargetSizePolicy, WorkloadPolicy};
+    let f = fleet(&[slice("a", "4x4", "", "a")]);
+    let target = &f.targets["k"];
+    let mut t = template("FLEX_START", Some("DELETE"), Some("TERMINATE"));
+    t.name = "tpl".into();
+    t.properties.machine_type = "ct6e-standard-4t".into();
+    let mut m = crate::resource::compute::InstanceGroupManager {
+        name: "train-0".into(),
+        instance_template: Some("https://compute.googleapis.com/compute/v1/projects/proj-one/global/instanceTemplates/tpl".into()),
+        target_size: 4,
+        target_size_policy: Some(TargetSizePolicy { mode: "BULK".into() }),
+        linked: Some(Box::new(Linked {
+            template: Some(t.clone()),
+            policy: Some(ResourcePolicy {
+                name: "train-0-wp".into(),
+                workload_policy: Some(WorkloadPolicy {
+                    kind: "HIGH_THROUGHPUT".into(),
+                    accelerator_topology: Some("4x4".into()),
+                    accelerator_topology_mode: None,
+                }),
+                ..Default::default()
+            }),
+        })),
+        ..Default::default()
+    };
+    let a = super::adopt::adoptable(&m, target).unwrap();
+    assert_eq!((a.slice.as_str(), a.replica), ("train", 0));
+    let spec = a.spec.unwrap();
+    assert_eq!(spec.topology, "4x4");
+    assert_eq!(spec.accelerator, "tpu-v6e-slice");
+    assert_eq!(
+        spec.gce.unwrap().instance_template.as_deref(),
+        Some("projects/proj-one/global/instanceTemplates/tpl")
+    );
+    m.target_size_policy = None;
+    m.target_size = 2;
+    let why = super::adopt::adoptable(&m, target)
+        .unwrap()
+        .spec
+        .unwrap_err();
+    assert!(why.iter().any(|w| w.contains("INDIVIDUAL mode")), "{why:?}");
+    assert!(
+        why.iter().any(|w| w.contains("target size is 2")),
+        "{why:?}"
+    );
+    m.name = "train-mig-0a1b2c3d".into();
+    let a = super::adopt::adoptable(&m, target).unwrap();
+    assert!(a.manager.unwrap().contains("tpu-operator"));
+    assert!(a.spec.is_err());
 }

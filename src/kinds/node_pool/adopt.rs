@@ -129,6 +129,25 @@ fn friendly(d: &str) -> String {
     }
 }
 
+/// The topology of a slice of `machine_type`: the one `declared` (a
+/// pool's `tpuTopology`, a workload policy's `acceleratorTopology`), else
+/// (single host: none is declared) the one whose chips the machine type
+/// holds on one host.
+pub(crate) fn topology_of(
+    generation: &catalog::Generation,
+    machine_type: &str,
+    declared: Option<String>,
+) -> Option<String> {
+    declared.or_else(|| {
+        generation.topologies.iter().find_map(|t| {
+            catalog::resolve(generation.accelerator, t, Some(machine_type))
+                .ok()
+                .filter(|s| s.hosts == 1)
+                .map(|_| t.to_string())
+        })
+    })
+}
+
 /// The spec a live pool is, or every reason it cannot be one.
 fn spec_of(p: &NodePool, target: &Target) -> Result<SliceSpec, Vec<String>> {
     let mut why = Vec::new();
@@ -149,22 +168,25 @@ fn spec_of(p: &NodePool, target: &Target) -> Result<SliceSpec, Vec<String>> {
     };
     let hosts = p.initial_node_count.unwrap_or(0);
     let placement = p.placement_policy.as_ref();
+    // A pool placed by a workload policy (tpu7x multi-host): the topology
+    // is the policy's, which is adopted with the pool (`kinds::gce::link`).
+    let mut declared = placement.and_then(|pp| pp.tpu_topology.clone());
     if let Some(name) = placement.and_then(|pp| pp.policy_name.as_ref()) {
-        why.push(format!(
-            "it is placed by workload policy {name}: slicectl names and owns a slice's workload policy itself, and adopting one is not supported"
-        ));
+        match p.linked_policy.as_ref() {
+            Some(policy) => {
+                declared = declared.or_else(|| {
+                    policy
+                        .workload_policy
+                        .as_ref()
+                        .and_then(|w| w.accelerator_topology.clone())
+                });
+            }
+            None => why.push(format!(
+                "its workload policy {name} was not observed in the cluster's region: slicectl adopts a pool with the policy that places it"
+            )),
+        }
     }
-    let topology = match placement.and_then(|pp| pp.tpu_topology.clone()) {
-        Some(t) => Some(t),
-        // A single-host pool has no topology: the one whose chips the
-        // machine type holds.
-        None => generation.topologies.iter().find_map(|t| {
-            catalog::resolve(generation.accelerator, t, Some(&c.machine_type))
-                .ok()
-                .filter(|s| s.hosts == 1)
-                .map(|_| t.to_string())
-        }),
-    };
+    let topology = topology_of(generation, &c.machine_type, declared);
     let Some(topology) = topology else {
         why.push(format!(
             "no {} topology fits machine type {} on one host",
@@ -372,6 +394,22 @@ spec: {project: proj-a1, zone: us-central1-b, ownerId: team, gke: {location: us-
         serde_json::from_value(v).unwrap()
     }
 
+    /// Adds a live resource to an inventory.
+    fn add(
+        inv: &mut crate::plan::Inventory,
+        kind: crate::kind::KindId,
+        scope: &crate::kind::Scope,
+        body: crate::kind::Body,
+    ) {
+        inv.resources
+            .entry(kind)
+            .or_default()
+            .push(crate::kind::LiveResource {
+                scope: scope.clone(),
+                body,
+            });
+    }
+
     fn target() -> Target {
         let files = vec![crate::spec::SourceFile {
             path: "t.yaml".into(),
@@ -498,6 +536,115 @@ spec:
         );
     }
 
+    /// Issue 20: a tpu7x multi-host pool placed by a workload policy made
+    /// outside slicectl is adopted with the policy (linked on observation,
+    /// `kinds::gce::link`): the topology is the policy's, and the plan only
+    /// stamps the pool's labels; the policy gets no change of its own.
+    #[test]
+    fn a_pool_placed_by_a_workload_policy_is_adopted_with_it() {
+        use crate::plan::adopt::{Selection, keep_adoptions, propose, spec_file};
+        use crate::plan::{Inventory, PlanOptions};
+        use crate::resource::compute::{ResourcePolicy, WorkloadPolicy};
+        let mut p = live(
+            "ironwood-0",
+            &[("team", "a")],
+            serde_json::json!({"initialNodeCount": 2, "locations": ["us-central1-c"],
+                "placementPolicy": {"policyName": "ironwood-0-wp"}}),
+        );
+        if let Some(c) = p.config.as_mut() {
+            c.machine_type = "tpu7x-standard-4t".into();
+        }
+        let policy = ResourcePolicy {
+            name: "ironwood-0-wp".into(),
+            description: Some("made by a script".into()),
+            region: Some("us-central1".into()),
+            workload_policy: Some(WorkloadPolicy {
+                kind: "HIGH_THROUGHPUT".into(),
+                accelerator_topology: Some("2x2x2".into()),
+                accelerator_topology_mode: None,
+            }),
+            ..Default::default()
+        };
+        let scope = crate::kind::Scope::Cluster(crate::resource::ClusterRef {
+            project: "proj-a1".into(),
+            location: "us-central1".into(),
+            name: "c".into(),
+        });
+        let region = crate::kind::Scope::Region(crate::resource::RegionRef {
+            project: "proj-a1".into(),
+            region: "us-central1".into(),
+        });
+        let mut inv = Inventory::default();
+        add(&mut inv, super::super::KIND, &scope, std::sync::Arc::new(p));
+        add(
+            &mut inv,
+            crate::kinds::workload_policy::KIND,
+            &region,
+            std::sync::Arc::new(policy),
+        );
+        crate::kinds::gce::link::link(&mut inv);
+        // TPU7x is offered in us-central1-c.
+        let target_c = TARGET.replace("us-central1-b", "us-central1-c");
+        let t = crate::spec::load(&[crate::spec::SourceFile {
+            path: "t.yaml".into(),
+            text: target_c.clone(),
+        }])
+        .unwrap()
+        .targets["train"]
+            .clone();
+        let kinds = crate::engine::kinds();
+        let (props, skipped) = propose(&t, &inv, &kinds, &Selection::All);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        assert_eq!(props[0].held.len(), 1, "{:?}", props[0].held);
+        let spec = props[0].spec.clone().unwrap();
+        assert_eq!(
+            (spec.accelerator.as_str(), spec.topology.as_str()),
+            ("tpu7x", "2x2x2")
+        );
+        let file = spec_file("ironwood", &spec, &props[0].resources).unwrap();
+        let fleet = crate::spec::load(&[
+            crate::spec::SourceFile {
+                path: "t.yaml".into(),
+                text: target_c,
+            },
+            crate::spec::SourceFile {
+                path: "a.yaml".into(),
+                text: file,
+            },
+        ])
+        .unwrap();
+        inv.adopting = props
+            .iter()
+            .flat_map(|p| p.resources.iter().chain(&p.held).cloned())
+            .collect();
+        let mut plan = crate::plan::plan(&fleet, &inv, &kinds, &PlanOptions::default()).unwrap();
+        keep_adoptions(&mut plan, &props);
+        let why: Vec<&str> = plan.refused.iter().map(|r| r.message.as_str()).collect();
+        assert!(why.is_empty(), "{why:?}");
+        let acted: Vec<&str> = plan.actions.iter().map(|a| a.id.kind.as_str()).collect();
+        assert_eq!(acted, vec!["node_pool"]);
+        // Without the policy observed, the pool is not described.
+        inv.resources.remove(&crate::kinds::workload_policy::KIND);
+        let mut bare = inv.clone();
+        for l in bare
+            .resources
+            .entry(super::super::KIND)
+            .or_default()
+            .iter_mut()
+        {
+            let mut p = crate::kind::body_as::<NodePool>(&l.body).unwrap().clone();
+            p.linked_policy = None;
+            l.body = std::sync::Arc::new(p);
+        }
+        let (props, _) = propose(&t, &bare, &kinds, &Selection::All);
+        let why = props[0].spec.clone().unwrap_err();
+        assert!(
+            why.iter()
+                .any(|w| w.contains("ironwood-0-wp was not observed")),
+            "{why:?}"
+        );
+    }
+
     #[test]
     fn other_tools_are_recognised_and_odd_names_keep_theirs() {
         let t = target();
@@ -565,7 +712,7 @@ spec:
     /// exactly slicectl's labels; a protected slice is refused.
     #[test]
     fn release_removes_only_slicectl_labels_and_refuses_a_protected_slice() {
-        use crate::plan::{ActionKind, Inventory, LiveResource, PlanOptions};
+        use crate::plan::{ActionKind, Inventory, PlanOptions};
         let files = vec![crate::spec::SourceFile {
             path: "t.yaml".into(),
             text: format!(
@@ -592,13 +739,12 @@ spec:
         let released: std::collections::BTreeSet<String> = ["a".to_string()].into();
         let plan_for = |p: &NodePool| {
             let mut inv = Inventory::default();
-            inv.resources
-                .entry(super::super::KIND)
-                .or_default()
-                .push(LiveResource {
-                    scope: scope.clone(),
-                    body: std::sync::Arc::new(p.clone()),
-                });
+            add(
+                &mut inv,
+                super::super::KIND,
+                &scope,
+                std::sync::Arc::new(p.clone()),
+            );
             let mut plan =
                 crate::plan::plan(&fleet, &inv, &kinds, &PlanOptions::default()).unwrap();
             crate::plan::adopt::release(&mut plan, &fleet, &inv, &kinds, &released);

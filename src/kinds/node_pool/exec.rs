@@ -219,6 +219,8 @@ impl KindExec for NodePools {
         // (GKE names the project by number in operation links).
         let operations = ops
             .iter()
+            // DONE without an error: nothing planning reads (see observe).
+            .filter(|op| op.status != "DONE" || op.error.is_some())
             .filter(|op| {
                 op.target_link
                     .as_deref()

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::kind::UpdateGroup;
 use crate::kind::hash::{FieldChange, Projection, diff, lookup, project, remove_path};
-use crate::resource::gke::NodePool;
+use crate::resource::gke::{NodeConfig, NodePool};
 
 /// Node pool fields that force replacement (top-level paths; objects are
 /// flattened below them).
@@ -111,8 +111,41 @@ pub fn display_live_node_pool(live: &NodePool, desired: Option<&NodePool>) -> Va
 
 /// Replacement-class projection of a node pool.
 pub fn node_pool_projection(np: &NodePool) -> Projection {
-    let v = serde_json::to_value(np).unwrap_or(Value::Null);
+    let v = serde_json::to_value(replacement_view(np)).unwrap_or(Value::Null);
     project(&v, NODE_POOL_REPLACEMENT_FIELDS)
+}
+
+/// The pool with only the fields [`NODE_POOL_REPLACEMENT_FIELDS`] can read:
+/// labels, taints, metadata and output-only fields left out, so that
+/// projecting (once per desired and once per live pool of every plan) does
+/// not turn them into JSON first. Projects exactly as the whole pool does
+/// (`the_replacement_view_projects_as_the_whole_pool`).
+fn replacement_view(np: &NodePool) -> NodePool {
+    NodePool {
+        config: np.config.as_ref().map(|c| NodeConfig {
+            machine_type: c.machine_type.clone(),
+            spot: c.spot,
+            flex_start: c.flex_start,
+            max_run_duration: c.max_run_duration.clone(),
+            reservation_affinity: c.reservation_affinity.clone(),
+            service_account: c.service_account.clone(),
+            oauth_scopes: c.oauth_scopes.clone(),
+            tags: c.tags.clone(),
+            disk_type: c.disk_type.clone(),
+            disk_size_gb: c.disk_size_gb,
+            shielded_instance_config: c.shielded_instance_config.clone(),
+            ..NodeConfig::default()
+        }),
+        initial_node_count: np.initial_node_count,
+        locations: np.locations.clone(),
+        placement_policy: np.placement_policy.clone(),
+        queued_provisioning: np.queued_provisioning.clone(),
+        autoscaling: np.autoscaling.clone(),
+        management: np.management.clone(),
+        max_pods_constraint: np.max_pods_constraint.clone(),
+        network_config: np.network_config.clone(),
+        ..NodePool::default()
+    }
 }
 
 /// Replacement-class projection of a live node pool, normalised against the
@@ -261,6 +294,75 @@ mod tests {
         }
         let d = node_pool_projection(&desired);
         assert_eq!(live_node_pool_projection(&live, &d), d);
+    }
+
+    /// Every field of a pool set, so that each replacement field projects.
+    fn full_pool() -> NodePool {
+        let json = serde_json::json!({
+            "name": "p",
+            "config": {
+                "machineType": "ct5p-hightpu-4t",
+                "labels": {"team": "a", "slicectl.dev/owner": "o"},
+                "resourceLabels": {"cost": "x"},
+                "taints": [{"key": "k", "value": "v", "effect": "NO_SCHEDULE"}],
+                "spot": true,
+                "flexStart": true,
+                "maxRunDuration": "3600s",
+                "reservationAffinity": {"consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name", "values": ["r"]},
+                "serviceAccount": "sa@p.iam.gserviceaccount.com",
+                "oauthScopes": ["https://www.googleapis.com/auth/cloud-platform"],
+                "tags": ["t"],
+                "diskType": "pd-balanced",
+                "diskSizeGb": 100,
+                "shieldedInstanceConfig": {"enableSecureBoot": true, "enableIntegrityMonitoring": true},
+                "imageType": "COS_CONTAINERD",
+                "metadata": {"m": "1"}
+            },
+            "initialNodeCount": 2,
+            "locations": ["us-central1-a"],
+            "placementPolicy": {"type": "COMPACT", "tpuTopology": "2x2x2", "policyName": "wp"},
+            "queuedProvisioning": {"enabled": true},
+            "autoscaling": {"enabled": true, "totalMinNodeCount": 0, "totalMaxNodeCount": 2, "minNodeCount": 0, "maxNodeCount": 2, "locationPolicy": "ANY"},
+            "management": {"autoUpgrade": true, "autoRepair": true},
+            "maxPodsConstraint": {"maxPodsPerNode": 110},
+            "upgradeSettings": {"maxSurge": 1, "maxUnavailable": 0},
+            "networkConfig": {"additionalNodeNetworkConfigs": [{"network": "n", "subnetwork": "s"}]},
+            "status": "RUNNING",
+            "statusMessage": "m",
+            "conditions": [{"code": "GCE_STOCKOUT", "message": "m"}],
+            "selfLink": "https://x",
+            "etag": "e",
+            "version": "1.33",
+            "instanceGroupUrls": ["https://ig"]
+        });
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn the_replacement_view_projects_as_the_whole_pool() {
+        let whole = |np: &NodePool| {
+            project(
+                &serde_json::to_value(np).unwrap(),
+                NODE_POOL_REPLACEMENT_FIELDS,
+            )
+        };
+        let full = full_pool();
+        // The test pool reaches every replacement field: a field added to
+        // the list must be set here, and then in the view, or this fails.
+        let p = whole(&full);
+        for f in NODE_POOL_REPLACEMENT_FIELDS {
+            assert!(
+                p.keys().any(|k| k == f || k.starts_with(&format!("{f}."))),
+                "{f} is not set in full_pool(): {p:?}"
+            );
+        }
+        assert_eq!(node_pool_projection(&full), p);
+        let plain = pool("ct5p-hightpu-4t", "2x2x2");
+        assert_eq!(node_pool_projection(&plain), whole(&plain));
+        assert_eq!(
+            node_pool_projection(&NodePool::default()),
+            whole(&NodePool::default())
+        );
     }
 
     /// Golden vector: pinned so that an accidental change of the hash

@@ -115,6 +115,7 @@ fn empty_group(o: &Ownership) -> NodeGroupLive {
         replica: o.replica,
         nodes: Vec::new(),
         token_secrets: Vec::new(),
+        released: false,
     }
 }
 
