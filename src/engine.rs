@@ -285,7 +285,7 @@ pub async fn observe_prepared_and_plan(
         prepare(&mut inv);
         let mut plan = plan_with(fleet, &inv, mode, opts)?;
         if mode == PlanMode::Apply {
-            crate::preflight::check(cloud, fleet, &kinds(), &mut plan).await;
+            crate::preflight::check(cloud, fleet, &kinds(), &inv, &mut plan).await;
         }
         Ok((inv, plan))
     }
@@ -689,7 +689,7 @@ spec: {target: t-c, backend: gke, accelerator: tpu7x, topology: 2x2x2, replicas:
         let n = k
             .not_ready(&pool("RUNNING_WITH_ERROR", Some("GCE_QUOTA_EXCEEDED")))
             .unwrap();
-        assert_eq!(n.code, "error_state");
+        assert_eq!(n.code, "quota_exceeded");
         assert_eq!(k.not_ready(&pool("RUNNING", None)), None);
         assert_eq!(k.not_ready(&pool("PROVISIONING", None)), None);
     }

@@ -1,26 +1,44 @@
-//! The preflight's reads (shell): each region's quotas (`regions.get`) and
-//! each specific reservation (`reservations.get`) the plan's creates and
+//! The preflight's reads (shell): each region's quotas (`regions.get`), the
+//! Cloud Quotas quotas `regions.get` does not list (`quotaInfos.get`: TPU
+//! v5p, v6e, TPU7x; their usage is observed, [`observed_usage`]) and each
+//! specific reservation (`reservations.get`) the plan's creates and
 //! replacements are charged to, then [`plan::preflight::judge`]. Read-only
-//! calls; one that fails (a caller without `compute.regions.get` or
-//! `compute.reservations.get`, a reservation not found) is a warning in the
-//! plan and no preflight for what it covers, never a failed plan.
+//! calls; one that fails (a caller without `compute.regions.get`,
+//! `cloudquotas.quotas.get` or `compute.reservations.get`, a reservation not
+//! found) is a warning in the plan and no preflight for what it covers,
+//! never a failed plan.
+//!
+//! [`observed_usage`]: crate::plan::preflight::observed_usage
 
 use futures::future::join_all;
 
 use crate::cloud::Cloud;
-use crate::plan::preflight::{Facts, ReservationKey, judge, reads};
-use crate::plan::{Kind, Plan};
+use crate::plan::preflight::{CloudQuotaRead, Facts, ReservationKey, judge, observed_usage, reads};
+use crate::plan::{Inventory, Kind, Plan};
 use crate::resource::ZoneRef;
 use crate::spec::Fleet;
 
 /// Reads what `plan` needs checked and judges it (refusing the slice
-/// replicas that cannot fit). Makes no call when the plan creates or
-/// replaces nothing that is charged.
-pub async fn check(cloud: &Cloud, fleet: &Fleet, kinds: &[&dyn Kind], plan: &mut Plan) {
+/// replicas that cannot fit); `inv` is the observation the plan was made
+/// from (the usage of the Cloud Quotas quotas). Makes no call when the plan
+/// creates or replaces nothing that is charged.
+pub async fn check(
+    cloud: &Cloud,
+    fleet: &Fleet,
+    kinds: &[&dyn Kind],
+    inv: &Inventory,
+    plan: &mut Plan,
+) {
     let r = reads(plan, fleet, kinds);
-    if r.regions.is_empty() && r.reservations.is_empty() {
+    if r.regions.is_empty() && r.reservations.is_empty() && r.cloud_quotas.is_empty() {
         return;
     }
+    let cloud_quotas = join_all(r.cloud_quotas.iter().map(|c| async move {
+        (
+            c,
+            cloud.compute.get_quota_info(&c.project, c.quota_id).await,
+        )
+    }));
     let regions = join_all(r.regions.iter().map(|(project, region)| async move {
         (
             (project.clone(), region.clone()),
@@ -37,7 +55,7 @@ pub async fn check(cloud: &Cloud, fleet: &Fleet, kinds: &[&dyn Kind], plan: &mut
             cloud.compute.get_reservation(&zone, &k.name).await,
         )
     }));
-    let (regions, reservations) = futures::join!(regions, reservations);
+    let (regions, reservations, cloud_quotas) = futures::join!(regions, reservations, cloud_quotas);
     let mut facts = Facts::default();
     for ((project, region), got) in regions {
         match got {
@@ -56,6 +74,7 @@ pub async fn check(cloud: &Cloud, fleet: &Fleet, kinds: &[&dyn Kind], plan: &mut
                 );
                 tracing::warn!(target: crate::watch::LOG_TARGET, project = %project, region = %region, error = %e, "quota preflight skipped: quotas not read");
                 facts.errors.push(w);
+                facts.unread_regions.insert((project, region));
             }
         }
     }
@@ -78,7 +97,58 @@ pub async fn check(cloud: &Cloud, fleet: &Fleet, kinds: &[&dyn Kind], plan: &mut
             }
         }
     }
+    for (c, got) in cloud_quotas {
+        cloud_quota_facts(c, got, inv, &mut facts);
+    }
     judge(plan, fleet, kinds, &facts);
+}
+
+/// What one Cloud Quotas read says: for each region and metric it covers,
+/// the limit in force there (none: the judge says "not checked") and the
+/// observed usage; a failed read is a warning and no preflight for it (a
+/// quota id Cloud Quotas does not know is "not checked").
+fn cloud_quota_facts(
+    c: &CloudQuotaRead,
+    got: Result<crate::resource::compute::QuotaInfo, crate::cloud::CloudError>,
+    inv: &Inventory,
+    facts: &mut Facts,
+) {
+    let info = match got {
+        Ok(info) => Some(info),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => {
+            let path = format!(
+                "projects/{}/locations/global/services/compute.googleapis.com/quotaInfos/{}",
+                c.project, c.quota_id
+            );
+            tracing::warn!(target: crate::watch::LOG_TARGET, quota = %path, error = %e, "quota preflight skipped: Cloud Quotas quota not read");
+            facts.errors.push(format!(
+                "quota {path} not read ({e}); no quota preflight for it. Reading it needs \
+                 cloudquotas.quotas.get (roles/cloudquotas.viewer)"
+            ));
+            for (_, metric, _) in &c.uses {
+                facts
+                    .unread
+                    .insert((c.project.clone(), (*metric).to_string()));
+            }
+            return;
+        }
+    };
+    for (region, metric, family) in &c.uses {
+        let entry = facts
+            .quotas
+            .entry((c.project.clone(), region.clone()))
+            .or_default();
+        let Some(limit) = info.as_ref().and_then(|i| i.limit_in(region, *family)) else {
+            continue;
+        };
+        let usage = observed_usage(inv, &c.project, region)
+            .get(*metric)
+            .copied()
+            .unwrap_or(0);
+        // Whole chips; the judge reads a negative limit as unlimited.
+        entry.insert((*metric).to_string(), (limit as f64, usage as f64));
+    }
 }
 
 fn path(k: &ReservationKey) -> String {

@@ -96,6 +96,7 @@ impl ApplyError {
     pub fn code(&self) -> &'static str {
         match self {
             ApplyError::Cloud(e) if e.is_stockout() => "stockout",
+            ApplyError::Cloud(e) if e.is_quota_exceeded() => crate::plan::kind::QUOTA_EXCEEDED,
             ApplyError::Cloud(CloudError::ReservationFull { .. }) => "reservation_insufficient",
             ApplyError::Cloud(CloudError::Timeout { .. }) => "timeout",
             ApplyError::Cloud(CloudError::OperationFailed { .. }) => "operation_failed",

@@ -375,13 +375,15 @@ pub struct SimArgs {
     #[arg(long)]
     pub sim_no_concurrency_rules: bool,
     /// A regional TPU quota, in chips, as REGION/METRIC=LIMIT (e.g.
-    /// us-central1/TPU_V5P=64); repeatable. Usage follows the simulated
+    /// us-central1/TPU_V5P=64, us-central1/TPUS_PER_TPU_FAMILY/CT6E=64 for
+    /// v6e on demand); repeatable. Usage follows the simulated
     /// node pools and VMs; a node pool create past it gets GKE's 403
     /// (docs/preflight.md). Unset metrics are unlimited.
     #[arg(long, value_name = "REGION/METRIC=LIMIT")]
     pub sim_quota: Vec<String>,
     /// A discovery method the simulated caller lacks the permission for
-    /// (e.g. compute.regions.get): answered 403; repeatable.
+    /// (e.g. compute.regions.get, cloudquotas.quotas.get): answered 403;
+    /// repeatable.
     #[arg(long, value_name = "METHOD")]
     pub sim_deny: Vec<String>,
 }

@@ -822,21 +822,25 @@ fn sim_config(clusters: Vec<String>, s: &SimArgs, fleet: Option<&Fleet>) -> Resu
     })
 }
 
-/// `--sim-quota REGION/METRIC=LIMIT` flags, by `REGION/METRIC`.
+/// `--sim-quota REGION/METRIC=LIMIT` flags, by `REGION/METRIC` (a family
+/// quota's METRIC is `TPUS_PER_TPU_FAMILY/FAMILY`, e.g. `…/CT6E`).
 fn sim_quotas(flags: &[String]) -> Result<BTreeMap<String, u64>> {
     flags
         .iter()
         .map(|flag| {
             let parsed = flag.rsplit_once('=').and_then(|(key, limit)| {
                 let (region, metric) = key.split_once('/')?;
-                let ok = !region.is_empty() && !metric.is_empty() && !metric.contains('/');
+                let family = metric.strip_prefix("TPUS_PER_TPU_FAMILY/");
+                let ok = !region.is_empty()
+                    && !metric.is_empty()
+                    && family.map_or(!metric.contains('/'), |f| !f.is_empty() && !f.contains('/'));
                 ok.then(|| (key.to_string(), limit.parse::<u64>().ok()))
             });
             match parsed {
                 Some((key, Some(limit))) => Ok((key, limit)),
                 _ => anyhow::bail!(
                     "--sim-quota {flag:?}: expected REGION/METRIC=LIMIT with LIMIT a whole number of chips, \
-                     e.g. us-central1/TPU_V5P=64"
+                     e.g. us-central1/TPU_V5P=64 or us-central1/TPUS_PER_TPU_FAMILY/CT6E=64"
                 ),
             }
         })
@@ -1369,5 +1373,31 @@ mod token_file_tests {
         let c = conn(&["--sim", "--access-token-file", "/nonexistent/token"]);
         let t = token_source(&c).unwrap();
         assert!(!t.sends_credentials());
+    }
+}
+
+#[cfg(test)]
+mod sim_quota_tests {
+    use super::sim_quotas;
+
+    /// `--sim-quota` takes a metric, or a family quota's `TPUS_PER_TPU_FAMILY/FAMILY`.
+    #[test]
+    fn sim_quota_flags_take_metrics_and_family_quotas() {
+        let got = sim_quotas(&[
+            "us-central1/TPU_V5P=64".to_string(),
+            "us-east5/TPUS_PER_TPU_FAMILY/CT6E=32".to_string(),
+        ])
+        .unwrap();
+        assert_eq!(got["us-central1/TPU_V5P"], 64);
+        assert_eq!(got["us-east5/TPUS_PER_TPU_FAMILY/CT6E"], 32);
+        for bad in [
+            "us-central1/TPU_V5P/X=1",
+            "us-central1/TPUS_PER_TPU_FAMILY/=1",
+            "us-central1=1",
+            "us-central1/TPU_V5P=lots",
+        ] {
+            let e = sim_quotas(&[bad.to_string()]).unwrap_err().to_string();
+            assert!(e.contains("expected REGION/METRIC=LIMIT"), "{bad}: {e}");
+        }
     }
 }

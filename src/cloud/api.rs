@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use super::{CloudClient, CloudError};
 use crate::resource::compute::{
     self, GuestAttributeEntry, Instance, InstanceGroupManager, InstanceGroupManagerPatch,
-    InstanceManagedByIgmError, InstanceTemplate, ManagedInstance, Metadata, Region, Reservation,
-    ResourcePolicy,
+    InstanceManagedByIgmError, InstanceTemplate, ManagedInstance, Metadata, QuotaInfo, Region,
+    Reservation, ResourcePolicy,
 };
 use crate::resource::gke::{self, NodePool, UpdateNodePoolRequest};
 use crate::resource::{ClusterRef, ProjectRef, ZoneRef};
@@ -245,6 +245,10 @@ pub trait ComputeService: Send + Sync {
 
     /// A specific reservation (the preflight's read).
     async fn get_reservation(&self, zone: &ZoneRef, name: &str) -> Result<Reservation, CloudError>;
+
+    /// A Compute Engine quota from the Cloud Quotas API (the preflight's
+    /// read of the TPU quotas `regions.get` does not list).
+    async fn get_quota_info(&self, project: &str, quota_id: &str) -> Result<QuotaInfo, CloudError>;
 }
 
 /// A handle on every API family (cheap to clone).
@@ -569,5 +573,8 @@ impl ComputeService for CloudClient {
     }
     async fn get_reservation(&self, zone: &ZoneRef, name: &str) -> Result<Reservation, CloudError> {
         self.compute().get_reservation(zone, name).await
+    }
+    async fn get_quota_info(&self, project: &str, quota_id: &str) -> Result<QuotaInfo, CloudError> {
+        self.compute().get_quota_info(project, quota_id).await
     }
 }

@@ -20,7 +20,7 @@ use super::http::{Access, Request};
 use crate::resource::compute::{
     GuestAttributeEntry, GuestAttributes, Instance, InstanceGroupManager,
     InstanceGroupManagerAggregatedList, InstanceGroupManagerPatch, InstanceManagedByIgmError,
-    InstanceTemplate, ManagedInstance, ManagedInstanceList, Metadata, Operation,
+    InstanceTemplate, ManagedInstance, ManagedInstanceList, Metadata, Operation, QuotaInfo,
     RecreateInstancesRequest, Region, Reservation, ResourcePolicy,
 };
 use crate::resource::{ProjectRef, ZoneRef};
@@ -554,6 +554,27 @@ impl<'a> ComputeApi<'a> {
             segment("region", region)?
         ));
         self.get("compute.regions.get", url).await
+    }
+
+    /// One Compute Engine quota of the Cloud Quotas API
+    /// (`projects.locations.services.quotaInfos.get`; needs
+    /// `cloudquotas.quotas.get`, in `roles/cloudquotas.viewer`): the limits
+    /// of the quotas `regions.get` does not list (TPU v5p, v6e, TPU7x).
+    pub async fn get_quota_info(
+        &self,
+        project: &str,
+        quota_id: &str,
+    ) -> Result<QuotaInfo, CloudError> {
+        let url = self.inner.endpoints.cloudquotas_url(&format!(
+            "projects/{}/locations/global/services/compute.googleapis.com/quotaInfos/{}",
+            segment("project", project)?,
+            segment("quota id", quota_id)?
+        ));
+        self.get(
+            "cloudquotas.projects.locations.services.quotaInfos.get",
+            url,
+        )
+        .await
     }
 
     /// One specific reservation (`reservations.get`; needs

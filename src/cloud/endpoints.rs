@@ -14,6 +14,9 @@ pub const API_ENDPOINT_ENV: &str = "SLICECTL_API_ENDPOINT";
 pub const DEFAULT_CONTAINER: &str = "https://container.googleapis.com/";
 /// Default Compute Engine base URL (method paths start with `projects/`).
 pub const DEFAULT_COMPUTE: &str = "https://compute.googleapis.com/compute/v1/";
+/// Default Cloud Quotas base URL (method paths start with `v1/`): the
+/// limits of the quotas `regions.get` does not list (TPU v5p, v6e, TPU7x).
+pub const DEFAULT_CLOUDQUOTAS: &str = "https://cloudquotas.googleapis.com/";
 
 /// Base URLs, each ending in `/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +25,8 @@ pub struct Endpoints {
     pub container: String,
     /// Compute base including the version, e.g. `https://compute.googleapis.com/compute/v1/`.
     pub compute: String,
+    /// Cloud Quotas base, e.g. `https://cloudquotas.googleapis.com/`; calls go to `{cloudquotas}v1/...`.
+    pub cloudquotas: String,
     /// True when the override names a loopback host (no credentials are sent
     /// unless a token source is injected).
     pub loopback: bool,
@@ -34,6 +39,7 @@ impl Default for Endpoints {
         Endpoints {
             container: DEFAULT_CONTAINER.to_string(),
             compute: DEFAULT_COMPUTE.to_string(),
+            cloudquotas: DEFAULT_CLOUDQUOTAS.to_string(),
             loopback: false,
             plain_http: false,
         }
@@ -41,8 +47,9 @@ impl Default for Endpoints {
 }
 
 impl Endpoints {
-    /// The production endpoints, or with `Some(url)` both APIs on that server:
-    /// GKE at `{url}/v1/...` and Compute at `{url}/compute/v1/...`.
+    /// The production endpoints, or with `Some(url)` every API on that server:
+    /// GKE at `{url}/v1/...`, Compute at `{url}/compute/v1/...` and Cloud
+    /// Quotas at `{url}/v1/projects/P/locations/global/services/...`.
     pub fn new(api_endpoint: Option<&str>) -> Result<Endpoints, CloudError> {
         let Some(raw) = api_endpoint.map(str::trim).filter(|s| !s.is_empty()) else {
             return Ok(Endpoints::default());
@@ -63,6 +70,7 @@ impl Endpoints {
         Ok(Endpoints {
             container: format!("{base}/"),
             compute: format!("{base}/compute/v1/"),
+            cloudquotas: format!("{base}/"),
             loopback: url.host().is_some_and(|h| is_loopback_host(&h)),
             plain_http: url.scheme() == "http",
         })
@@ -78,6 +86,11 @@ impl Endpoints {
     /// `{container}v1/{path}`.
     pub fn container_url(&self, path: &str) -> String {
         format!("{}v1/{}", self.container, path.trim_start_matches('/'))
+    }
+
+    /// `{cloudquotas}v1/{path}`.
+    pub fn cloudquotas_url(&self, path: &str) -> String {
+        format!("{}v1/{}", self.cloudquotas, path.trim_start_matches('/'))
     }
 
     /// `{compute}{path}`.

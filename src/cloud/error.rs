@@ -147,6 +147,24 @@ impl CloudError {
         }
     }
 
+    /// True for a quota error: an operation or MIG failing with Compute
+    /// Engine's `QUOTA_EXCEEDED` (`Quota 'TPU_V5P' exceeded. Limit: 8.0 in
+    /// region us-central1.`) or GKE's `GCE_QUOTA_EXCEEDED`, or GKE's
+    /// synchronous 403 "Insufficient regional quota to satisfy request".
+    pub fn is_quota_exceeded(&self) -> bool {
+        match self {
+            CloudError::OperationFailed { code, message, .. } => {
+                code.contains("QUOTA_EXCEEDED") || message.contains("QUOTA_EXCEEDED")
+            }
+            CloudError::Api {
+                status: 403,
+                message,
+                ..
+            } => message.contains("Insufficient regional quota"),
+            _ => false,
+        }
+    }
+
     /// True for GKE's 400 FAILED_PRECONDITION "Cluster is running incompatible
     /// operation": another operation on the cluster is still running. Worth
     /// retrying for as long as that operation may take, not just a minute.

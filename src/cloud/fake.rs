@@ -1426,6 +1426,65 @@ impl ComputeService for FakeCloud {
             quotas,
         })
     }
+    /// The Cloud Quotas quota `quota_id`, from the quotas seeded for
+    /// `project` ([`FakeCloud::seed_quotas`]) under the metrics read from
+    /// it (`TPU_V5P`, `TPUS_PER_TPU_FAMILY/CT6E`, …): one entry per region;
+    /// 404 when none is seeded. The seeded usage is not served (Cloud
+    /// Quotas has none): the preflight observes it.
+    async fn get_quota_info(
+        &self,
+        project: &str,
+        quota_id: &str,
+    ) -> Result<compute::QuotaInfo, CloudError> {
+        use crate::plan::preflight::{QuotaSource, quota_by_metric};
+        let prefix = region_key(project, "");
+        let infos: Vec<compute::DimensionsInfo> = self
+            .lock()
+            .quotas
+            .iter()
+            .filter_map(|(k, qs)| Some((k.strip_prefix(&prefix)?, qs)))
+            .flat_map(|(region, qs)| {
+                qs.iter().filter_map(move |q| {
+                    let QuotaSource::CloudQuotas {
+                        quota_id: id,
+                        family,
+                    } = quota_by_metric(&q.metric)?.source
+                    else {
+                        return None;
+                    };
+                    let mut dimensions =
+                        BTreeMap::from([("region".to_string(), region.to_string())]);
+                    if let Some(f) = family {
+                        dimensions.insert("tpu_family".into(), f.into());
+                    }
+                    (id == quota_id).then(|| compute::DimensionsInfo {
+                        dimensions,
+                        details: compute::QuotaDetails {
+                            value: Some(format!("{}", q.limit.round())),
+                        },
+                        applicable_locations: vec![region.to_string()],
+                    })
+                })
+            })
+            .collect();
+        if infos.is_empty() {
+            return Err(CloudError::Api {
+                status: 404,
+                code: "NOT_FOUND".into(),
+                reason: None,
+                message: format!("quota info {quota_id} not found in {project}"),
+                method: "cloudquotas.projects.locations.services.quotaInfos.get".into(),
+            });
+        }
+        Ok(compute::QuotaInfo {
+            name: format!(
+                "projects/{project}/locations/global/services/compute.googleapis.com/quotaInfos/{quota_id}"
+            ),
+            quota_id: quota_id.to_string(),
+            dimensions_infos: infos,
+            ..Default::default()
+        })
+    }
     /// The fake knows no reservation: the preflight warns and checks none.
     async fn get_reservation(
         &self,

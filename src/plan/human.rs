@@ -367,7 +367,7 @@ fn render_preflight(out: &mut String, p: &Painter, plan: &Plan) {
     for q in &pf.quotas {
         let _ = writeln!(
             out,
-            "  {} {} in {} (project {}): the plan needs {} chips; the quota has {} left (limit {}, usage {})",
+            "  {} {} in {} (project {}): the plan needs {} chips; the quota has {} left (limit {}, usage {}{})",
             mark(!q.refused.is_empty()),
             q.key.metric,
             q.key.region,
@@ -375,7 +375,12 @@ fn render_preflight(out: &mut String, p: &Painter, plan: &Plan) {
             q.needed,
             q.left,
             q.limit,
-            q.usage
+            q.usage,
+            if q.read_with == crate::plan::preflight::READ_WITH_CLOUD_QUOTAS {
+                " observed; limit from Cloud Quotas"
+            } else {
+                ""
+            }
         );
         refused_under(out, &q.refused);
     }

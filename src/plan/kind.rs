@@ -233,6 +233,10 @@ pub enum Comparison {
     },
 }
 
+/// [`NotReady::code`] (and the apply failure code) of a quota error: the
+/// VMs will not come until the quota is raised or chips are freed.
+pub const QUOTA_EXCEEDED: &str = "quota_exceeded";
+
 /// Why a slice replica is known not to become ready as it stands
 /// ([`Kind::not_ready`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -246,10 +250,14 @@ pub struct NotReady {
 impl NotReady {
     /// `stockout` when `message` carries one of the cloud's stockout codes
     /// (GCE's `*RESOURCE_POOL_EXHAUSTED*`, GKE's `GCE_STOCKOUT`,
-    /// gcp-api.md §3.3), else `otherwise`.
+    /// gcp-api.md §3.3), `quota_exceeded` when it carries a quota error
+    /// (Compute's `QUOTA_EXCEEDED` in a MIG's errors, GKE's
+    /// `GCE_QUOTA_EXCEEDED`), else `otherwise`.
     pub fn code_of(message: &str, otherwise: &'static str) -> &'static str {
         if message.contains("RESOURCE_POOL_EXHAUSTED") || message.contains("GCE_STOCKOUT") {
             "stockout"
+        } else if message.contains("QUOTA_EXCEEDED") {
+            QUOTA_EXCEEDED
         } else {
             otherwise
         }

@@ -7,17 +7,20 @@
 //! cannot fit (`quota_insufficient`, `reservation_insufficient`) and holds
 //! back the rest of their steps; every other slice goes ahead.
 //!
-//! **Metrics** (Compute Engine, per region, in chips): v4
-//! `TPU_PODSLICE_V4` / `PREEMPTIBLE_TPU_PODSLICE_V4` and v5e
-//! `TPU_LITE_PODSLICE_V5` / `PREEMPTIBLE_TPU_LITE_PODSLICE_V5` (the compute
-//! v1 `Quota.metric` enum); v5p `TPU_V5P` / `PREEMPTIBLE_TPU_V5P` and v6e
-//! `TPU_V6E` / `PREEMPTIBLE_TPU_V6E` (Cloud Quotas' `compute.googleapis.com/tpu_v5p`,
-//! `…/preemptible_tpu_v6e`; not in the v1 enum, so `regions.get` may not
-//! report them: then the line says "not checked"). Spot VMs are charged to
-//! the preemptible metric (Cloud TPU, *Quotas*). TPU7x has no metric a
-//! public source names; flex-start is not checked; a slice on a specific
-//! reservation is checked against the reservation instead
-//! (`specificReservation.count - inUseCount`, in VMs).
+//! **Quotas** (Compute Engine, per region, in chips; [`QUOTAS`] cites the
+//! sources): v4 `TPU_PODSLICE_V4` / `PREEMPTIBLE_TPU_PODSLICE_V4` and v5e
+//! `TPU_LITE_PODSLICE_V5` / `PREEMPTIBLE_TPU_LITE_PODSLICE_V5` are read
+//! with `regions.get` (limit and usage); v5p `TPU_V5P` /
+//! `PREEMPTIBLE_TPU_V5P`, v6e `TPUS_PER_TPU_FAMILY/CT6E` /
+//! `PREEMPTIBLE_TPU_V6E` and TPU7x `TPUS_PER_TPU_FAMILY/TPU7X` are not in
+//! `regions.get`: their limits are read from Cloud Quotas (`quotaInfos.get`)
+//! and their usage is what slicectl observes ([`observed_usage`]). Spot VMs
+//! are charged to the preemptible quota (Cloud TPU, *Quotas*); TPU7x's
+//! preemptible quota has no public quota id and is not checked; flex-start
+//! is reported, never refused (its VMs come when the Dynamic Workload
+//! Scheduler grants them, on the preemptible quota else the on-demand
+//! one); a slice on a specific reservation is checked against the
+//! reservation instead (`specificReservation.count - inUseCount`, in VMs).
 //!
 //! **Order.** Creates need their whole capacity. A replacement runs delete
 //! then create (`apply::steps`), so its own old capacity is free before its
@@ -33,21 +36,145 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Action, ActionKind, Kind, Plan, Refusal, refusal};
+use super::kind::{Scope, body_as};
+use super::{Action, ActionKind, Inventory, Kind, Plan, Refusal, refusal};
 use crate::spec::model::CapacityType;
 use crate::spec::{Fleet, catalog};
 
-/// The quota metric a slice of `accelerator` is charged to, on demand or
-/// preemptible (Spot); `None` when no public source names one (TPU7x).
-pub fn quota_metric(accelerator: &str, preemptible: bool) -> Option<&'static str> {
-    let (on_demand, spot) = match accelerator {
-        "tpu-v4-podslice" => ("TPU_PODSLICE_V4", "PREEMPTIBLE_TPU_PODSLICE_V4"),
-        "tpu-v5-lite-podslice" => ("TPU_LITE_PODSLICE_V5", "PREEMPTIBLE_TPU_LITE_PODSLICE_V5"),
-        "tpu-v5p-slice" => ("TPU_V5P", "PREEMPTIBLE_TPU_V5P"),
-        "tpu-v6e-slice" => ("TPU_V6E", "PREEMPTIBLE_TPU_V6E"),
-        _ => return None,
+/// Where a quota's limit is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum QuotaSource {
+    /// Compute Engine `regions.get` (`quotas[]`, with its usage).
+    Region,
+    /// The Cloud Quotas API (`quotaInfos.get` of `compute.googleapis.com`):
+    /// the quota id, and the `tpu_family` dimension when the quota has one.
+    /// It gives the limit only; the usage is what slicectl observes
+    /// ([`observed_usage`]).
+    CloudQuotas {
+        /// Quota id, e.g. `TPU-V5P-per-project-region`.
+        quota_id: &'static str,
+        /// `tpu_family` dimension value, e.g. `CT6E`.
+        family: Option<&'static str>,
+    },
+}
+
+/// A regional TPU quota: the name the plan shows it by (Compute Engine's
+/// metric name, the one its quota errors name) and where it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaDef {
+    /// E.g. `TPU_V5P`, `TPUS_PER_TPU_FAMILY/CT6E`.
+    pub metric: &'static str,
+    /// Where it is read.
+    pub source: QuotaSource,
+}
+
+const fn region(metric: &'static str) -> QuotaDef {
+    QuotaDef {
+        metric,
+        source: QuotaSource::Region,
+    }
+}
+
+const fn cloud(
+    metric: &'static str,
+    quota_id: &'static str,
+    family: Option<&'static str>,
+) -> QuotaDef {
+    QuotaDef {
+        metric,
+        source: QuotaSource::CloudQuotas { quota_id, family },
+    }
+}
+
+/// The quota `TPUS-PER-TPU-FAMILY-per-project-region` (metric
+/// `compute.googleapis.com/tpus_per_tpu_family`, dimensions `region`,
+/// `tpu_family`).
+pub const FAMILY_QUOTA_ID: &str = "TPUS-PER-TPU-FAMILY-per-project-region";
+
+/// Every TPU quota the preflight knows, on demand and preemptible (Spot;
+/// also flex-start, [`quota_of`]). Compute Engine's TPU quota catalogue
+/// (cloud.google.com/compute/resource-usage#tpu_quota; GKE: "Ensure
+/// sufficient quota", cloud.google.com/kubernetes-engine/docs/how-to/tpus):
+/// v4 "TPU v4 PodSlice chips", v5e "TPU v5 Lite PodSlice chips" (both in
+/// the compute v1 `Quota.metric` enum, so `regions.get` lists them), v5p
+/// "TPU v5p chips" / "Preemptible TPU v5p chips", v6e and TPU7x "TPUs per
+/// TPU family" with `tpu_family=CT6E` / `tpu7x` and "Preemptible TPU slices
+/// v6e" / "… tpu7x". `regions.get` lists only the v4 and v5e ones (public
+/// reports: "the compute quotas only show v5 lite entries"; the family
+/// quota "is not visible via `gcloud compute regions describe`"), so the
+/// others are read from Cloud Quotas by their quota ids, as public setup
+/// scripts query them (`TPU-V5P-per-project-region`,
+/// `PREEMPTIBLE-TPU-V6E-per-project-region`, `TPUS-PER-TPU-FAMILY-per-project-region`)
+/// and as Compute names them in its errors (`Quota 'TPUS_PER_TPU_FAMILY'
+/// exceeded. Limit: 0.0 in region us-east5.`).
+pub const QUOTAS: &[(&str, QuotaDef, Option<QuotaDef>)] = &[
+    (
+        "tpu-v4-podslice",
+        region("TPU_PODSLICE_V4"),
+        Some(region("PREEMPTIBLE_TPU_PODSLICE_V4")),
+    ),
+    (
+        "tpu-v5-lite-podslice",
+        region("TPU_LITE_PODSLICE_V5"),
+        Some(region("PREEMPTIBLE_TPU_LITE_PODSLICE_V5")),
+    ),
+    (
+        "tpu-v5p-slice",
+        cloud("TPU_V5P", "TPU-V5P-per-project-region", None),
+        Some(cloud(
+            "PREEMPTIBLE_TPU_V5P",
+            "PREEMPTIBLE-TPU-V5P-per-project-region",
+            None,
+        )),
+    ),
+    (
+        "tpu-v6e-slice",
+        cloud("TPUS_PER_TPU_FAMILY/CT6E", FAMILY_QUOTA_ID, Some("CT6E")),
+        Some(cloud(
+            "PREEMPTIBLE_TPU_V6E",
+            "PREEMPTIBLE-TPU-V6E-per-project-region",
+            None,
+        )),
+    ),
+    // "Preemptible TPU slices tpu7x": no public source gives its quota id.
+    (
+        "tpu7x",
+        cloud("TPUS_PER_TPU_FAMILY/TPU7X", FAMILY_QUOTA_ID, Some("TPU7X")),
+        None,
+    ),
+];
+
+/// The quota a slice of `accelerator` is charged to, on demand or
+/// preemptible (Spot); `Err` says why none is known.
+pub fn quota_of(accelerator: &str, preemptible: bool) -> Result<QuotaDef, String> {
+    let Some((_, on_demand, spot)) = QUOTAS.iter().find(|(a, _, _)| *a == accelerator) else {
+        return Err(format!(
+            "no Compute Engine quota is known for {accelerator}; not checked"
+        ));
     };
-    Some(if preemptible { spot } else { on_demand })
+    if !preemptible {
+        return Ok(*on_demand);
+    }
+    spot.ok_or_else(|| {
+        format!(
+            "the preemptible quota of {accelerator} (\"Preemptible TPU slices {accelerator}\") has no \
+             quota id a public source names; not checked"
+        )
+    })
+}
+
+/// The quota metric a slice of `accelerator` is charged to, on demand or
+/// preemptible (Spot); `None` when none is known.
+pub fn quota_metric(accelerator: &str, preemptible: bool) -> Option<&'static str> {
+    quota_of(accelerator, preemptible).ok().map(|q| q.metric)
+}
+
+/// The quota shown as `metric`.
+pub fn quota_by_metric(metric: &str) -> Option<QuotaDef> {
+    QUOTAS
+        .iter()
+        .flat_map(|(_, o, s)| std::iter::once(*o).chain(*s))
+        .find(|q| q.metric == metric)
 }
 
 /// The region of a zone (`us-central1-a` → `us-central1`).
@@ -93,22 +220,44 @@ struct Need {
     credit: u64,
 }
 
-/// What the preflight must read: the regions (per project) and the
-/// reservations the plan's creates and replacements are charged to.
+/// What the preflight must read: the regions (per project), the Cloud
+/// Quotas quotas and the reservations the plan's creates and replacements
+/// are charged to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Reads {
-    /// `(project, region)`.
+    /// `(project, region)` for `regions.get`.
     pub regions: Vec<(String, String)>,
+    /// `(project, quota id)` for Cloud Quotas' `quotaInfos.get`, with the
+    /// regions and metrics of the needs it covers.
+    pub cloud_quotas: Vec<CloudQuotaRead>,
     /// Reservations.
     pub reservations: Vec<ReservationKey>,
+}
+
+/// One Cloud Quotas quota to read for a project.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloudQuotaRead {
+    /// Project id.
+    pub project: String,
+    /// Quota id.
+    pub quota_id: &'static str,
+    /// `(region, metric, tpu_family)` of the needs it covers.
+    pub uses: Vec<(String, &'static str, Option<&'static str>)>,
 }
 
 /// What was read. A region or reservation missing from the maps was not
 /// read (its error is in `errors`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Facts {
-    /// `(project, region)` → metric → `(limit, usage)`.
+    /// `(project, region)` → metric → `(limit, usage)`; a negative limit is
+    /// unlimited.
     pub quotas: BTreeMap<(String, String), BTreeMap<String, (f64, f64)>>,
+    /// `(project, metric)` of the Cloud Quotas quotas whose read failed
+    /// (the warning is in `errors`): no preflight for them.
+    pub unread: std::collections::BTreeSet<(String, String)>,
+    /// `(project, region)` whose `regions.get` failed (the warning is in
+    /// `errors`): no preflight for the quotas it lists.
+    pub unread_regions: std::collections::BTreeSet<(String, String)>,
     /// Reservation → `(count, inUseCount)` in VMs.
     pub reservations: BTreeMap<ReservationKey, (u64, u64)>,
     /// Reads that failed, as warnings (`what: why`).
@@ -144,12 +293,22 @@ impl Preflight {
     }
 }
 
+/// `QuotaLine::read_with` of a quota `regions.get` reports (limit and
+/// usage).
+pub const READ_WITH_REGION: &str = "regions.get";
+/// `QuotaLine::read_with` of a quota read from Cloud Quotas (the limit),
+/// its usage observed ([`observed_usage`]).
+pub const READ_WITH_CLOUD_QUOTAS: &str = "cloudquotas";
+
 /// One quota's figures.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QuotaLine {
     /// Which quota.
     #[serde(flatten)]
     pub key: QuotaKey,
+    /// Where its figures come from: `regions.get` (limit and usage), or
+    /// `cloudquotas` (the limit from Cloud Quotas, the usage observed).
+    pub read_with: &'static str,
     /// The limit, in chips.
     pub limit: u64,
     /// Chips in use before the plan.
@@ -238,29 +397,41 @@ fn needs(plan: &Plan, fleet: &Fleet, kinds: &[&dyn Kind]) -> (Vec<Need>, Vec<Unc
                 )
             }
             CapacityType::FlexStart => {
+                // Flex-start VMs consume the preemptible quota, or the
+                // standard one when the preemptible quota lacks room
+                // (Compute Engine, "Provisioning models",
+                // cloud.google.com/compute/docs/instances/provisioning-models);
+                // a flex-start pool gets its VMs only when the Dynamic
+                // Workload Scheduler grants them. Neither refuses the create.
+                let metric = quota_metric(&slice.spec.accelerator, true)
+                    .or_else(|| quota_metric(&slice.spec.accelerator, false))
+                    .unwrap_or("its generation's quota");
                 unchecked.push(Unchecked {
                     address: a.address(),
-                    why: "flex-start capacity is granted by the Dynamic Workload Scheduler; no quota is checked".into(),
+                    why: format!(
+                        "flex-start: its VMs consume {metric} (the preemptible quota, else the on-demand one) \
+                         only when the Dynamic Workload Scheduler grants them; the create is not refused for quota"
+                    ),
                 });
                 continue;
             }
             CapacityType::OnDemand | CapacityType::Spot => {
                 let spot = capacity.kind == CapacityType::Spot;
-                let Some(metric) = quota_metric(&slice.spec.accelerator, spot) else {
-                    unchecked.push(Unchecked {
-                        address: a.address(),
-                        why: format!(
-                            "no Compute Engine quota metric is known for {}; not checked",
-                            slice.spec.accelerator
-                        ),
-                    });
-                    continue;
+                let quota = match quota_of(&slice.spec.accelerator, spot) {
+                    Ok(q) => q,
+                    Err(why) => {
+                        unchecked.push(Unchecked {
+                            address: a.address(),
+                            why,
+                        });
+                        continue;
+                    }
                 };
                 Charge::Quota(
                     QuotaKey {
                         project: project.clone(),
                         region: region_of(zone).to_string(),
-                        metric: metric.to_string(),
+                        metric: quota.metric.to_string(),
                     },
                     chips,
                 )
@@ -294,7 +465,11 @@ fn same_pool(a: &Charge, b: &Charge) -> bool {
 /// zones, Spot, reservation). A MIG's machine type lives in its template,
 /// not in the MIG: nothing is credited for it.
 fn old_charge(a: &Action, project: &str) -> Option<(Charge, u64)> {
-    let before = a.before.as_ref()?;
+    pool_charge(a.before.as_ref()?, project)
+}
+
+/// What a GKE node pool (Google's JSON) is charged, and how much.
+fn pool_charge(before: &Value, project: &str) -> Option<(Charge, u64)> {
     let config = before.get("config")?;
     let machine = config.get("machineType")?.as_str()?;
     let generation = catalog::generation_of_machine_type(machine)?;
@@ -355,9 +530,32 @@ pub fn reads(plan: &Plan, fleet: &Fleet, kinds: &[&dyn Kind]) -> Reads {
     for n in needs {
         match n.charge {
             Charge::Quota(k, _) => {
-                let r = (k.project, k.region);
-                if !out.regions.contains(&r) {
-                    out.regions.push(r);
+                let Some(def) = quota_by_metric(&k.metric) else {
+                    continue;
+                };
+                match def.source {
+                    QuotaSource::Region => {
+                        let r = (k.project, k.region);
+                        if !out.regions.contains(&r) {
+                            out.regions.push(r);
+                        }
+                    }
+                    QuotaSource::CloudQuotas { quota_id, family } => {
+                        let use_ = (k.region, def.metric, family);
+                        match out
+                            .cloud_quotas
+                            .iter_mut()
+                            .find(|c| c.project == k.project && c.quota_id == quota_id)
+                        {
+                            Some(c) if !c.uses.contains(&use_) => c.uses.push(use_),
+                            Some(_) => {}
+                            None => out.cloud_quotas.push(CloudQuotaRead {
+                                project: k.project,
+                                quota_id,
+                                uses: vec![use_],
+                            }),
+                        }
+                    }
                 }
             }
             Charge::Reservation(k, _) => {
@@ -368,8 +566,102 @@ pub fn reads(plan: &Plan, fleet: &Fleet, kinds: &[&dyn Kind]) -> Reads {
         }
     }
     out.regions.sort();
+    out.cloud_quotas
+        .sort_by(|a, b| (&a.project, a.quota_id).cmp(&(&b.project, b.quota_id)));
+    for c in &mut out.cloud_quotas {
+        c.uses.sort();
+    }
     out.reservations.sort();
     out
+}
+
+/// Chips in use per quota metric in `project`'s `region`, as far as
+/// slicectl observes them: the TPU node pools of the fleet's clusters and
+/// the VMs the TPU MIGs of its zones have created, managed or not (a pool
+/// in `ERROR` holds none; Cloud Quotas gives limits, not usage). Capacity
+/// elsewhere in the region (other clusters, VMs outside a MIG) is not seen,
+/// so this can be low; GKE and Compute Engine still refuse a create past
+/// the quota.
+pub fn observed_usage(inv: &Inventory, project: &str, region: &str) -> BTreeMap<String, u64> {
+    use crate::resource::compute::{InstanceGroupManager, InstanceTemplate};
+    let mut out: BTreeMap<String, u64> = BTreeMap::new();
+    for l in inv.live(crate::kinds::node_pool::KIND) {
+        let Scope::Cluster(c) = &l.scope else {
+            continue;
+        };
+        if c.project != project {
+            continue;
+        }
+        let pool = l.body.to_json();
+        // A pool in ERROR holds no VMs (a stockout, a failed create).
+        if pool.get("status").and_then(Value::as_str) == Some("ERROR") {
+            continue;
+        }
+        if let Some((Charge::Quota(k, chips), _)) = pool_charge(&pool, project)
+            && k.region == region
+        {
+            *out.entry(k.metric).or_default() += chips;
+        }
+    }
+    let templates: BTreeMap<&str, &InstanceTemplate> = inv
+        .live(crate::kinds::gce::template::KIND)
+        .iter()
+        .filter(|l| matches!(&l.scope, Scope::Global(p) if p.project == project))
+        .filter_map(|l| body_as::<InstanceTemplate>(&l.body))
+        .map(|t| (t.name.as_str(), t))
+        .collect();
+    for l in inv.live(crate::kinds::gce::mig::KIND) {
+        let Scope::Zone(z) = &l.scope else {
+            continue;
+        };
+        if z.project != project || region_of(&z.zone) != region {
+            continue;
+        }
+        let Some(m) = body_as::<InstanceGroupManager>(&l.body) else {
+            continue;
+        };
+        let template = m
+            .instance_template
+            .as_deref()
+            .and_then(|t| t.rsplit('/').next())
+            .and_then(|t| templates.get(t));
+        let Some((metric, per_vm)) = template.and_then(|t| vm_charge(&t.properties)) else {
+            continue;
+        };
+        let creating = m.current_actions.as_ref().map_or(0, |a| a.creating);
+        let vms = u64::try_from(m.target_size.saturating_sub(creating)).unwrap_or(0);
+        *out.entry(metric.to_string()).or_default() += vms * per_vm;
+    }
+    out
+}
+
+/// What one VM of a template is charged: its quota metric and chips;
+/// `None` on a specific reservation or flex-start (or no TPU).
+fn vm_charge(p: &crate::resource::compute::InstanceProperties) -> Option<(&'static str, u64)> {
+    let generation = catalog::generation_of_machine_type(&p.machine_type)?;
+    let per_vm = generation
+        .machine_types
+        .iter()
+        .find(|m| m.name == p.machine_type)
+        .map(|m| u64::from(m.chips_per_host))?;
+    let model = p
+        .scheduling
+        .as_ref()
+        .and_then(|s| s.provisioning_model.as_deref())
+        .unwrap_or("STANDARD");
+    let specific = p
+        .reservation_affinity
+        .as_ref()
+        .is_some_and(|r| r.consume_reservation_type == "SPECIFIC_RESERVATION");
+    if specific || matches!(model, "FLEX_START" | "RESERVATION_BOUND") {
+        return None;
+    }
+    let preemptible = model == "SPOT"
+        || p.scheduling
+            .as_ref()
+            .and_then(|s| s.preemptible)
+            .unwrap_or(false);
+    Some((quota_metric(generation.accelerator, preemptible)?, per_vm))
 }
 
 /// Charges `net` to a quota or reservation that had `left` before the
@@ -416,22 +708,46 @@ pub fn judge(plan: &mut Plan, fleet: &Fleet, kinds: &[&dyn Kind], facts: &Facts)
         let address = a.address();
         match &n.charge {
             Charge::Quota(k, chips) => {
-                let Some(q) = facts.quotas.get(&(k.project.clone(), k.region.clone())) else {
-                    continue; // not read: its warning says why
+                let source = quota_by_metric(&k.metric).map_or(QuotaSource::Region, |d| d.source);
+                let region = facts.quotas.get(&(k.project.clone(), k.region.clone()));
+                let unread = match source {
+                    QuotaSource::Region => {
+                        region.is_none()
+                            || facts
+                                .unread_regions
+                                .contains(&(k.project.clone(), k.region.clone()))
+                    }
+                    QuotaSource::CloudQuotas { .. } => facts
+                        .unread
+                        .contains(&(k.project.clone(), k.metric.clone())),
                 };
-                let Some(&(limit, usage)) = q.get(&k.metric) else {
-                    pf.unchecked.push(Unchecked {
-                        address,
-                        why: format!(
+                if unread {
+                    continue; // not read: its warning says why
+                }
+                let Some(&(limit, usage)) = region.and_then(|q| q.get(&k.metric)) else {
+                    let why = match source {
+                        QuotaSource::Region => format!(
                             "regions.get reports no quota {} in {} (project {}); not checked",
                             k.metric, k.region, k.project
                         ),
-                    });
+                        QuotaSource::CloudQuotas { quota_id, .. } => format!(
+                            "Cloud Quotas has no limit of {quota_id} ({}) for {} (project {}); not checked",
+                            k.metric, k.region, k.project
+                        ),
+                    };
+                    pf.unchecked.push(Unchecked { address, why });
                     continue;
                 };
+                if limit < 0.0 {
+                    continue; // unlimited (Cloud Quotas' -1): nothing to check
+                }
                 let (limit, usage) = (whole(limit), whole(usage));
                 let line = quota_lines.entry(k.clone()).or_insert_with(|| QuotaLine {
                     key: k.clone(),
+                    read_with: match source {
+                        QuotaSource::Region => READ_WITH_REGION,
+                        QuotaSource::CloudQuotas { .. } => READ_WITH_CLOUD_QUOTAS,
+                    },
                     limit,
                     usage,
                     left: limit.saturating_sub(usage),

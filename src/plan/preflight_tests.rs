@@ -5,7 +5,10 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::plan::preflight::{Facts, ReservationKey, judge, reads};
+use crate::plan::preflight::{
+    CloudQuotaRead, Facts, READ_WITH_CLOUD_QUOTAS, READ_WITH_REGION, ReservationKey, judge,
+    observed_usage, quota_of, reads,
+};
 use crate::spec::model::Reservation;
 
 fn quota(region: &str, metric: &str, limit: f64, usage: f64) -> Facts {
@@ -29,10 +32,16 @@ fn the_replica_past_the_quota_is_refused_with_its_figures_and_the_first_goes_ahe
         CapacityType::OnDemand,
     )]);
     let mut p = plan(&f, &TestInv::default(), &PlanOptions::default()).unwrap();
+    // v5p is not in regions.get: its limit is read from Cloud Quotas.
     let r = reads(&p, &f, &all_kinds());
+    assert!(r.regions.is_empty(), "{r:?}");
     assert_eq!(
-        r.regions,
-        vec![("example-project".to_string(), "us-central1".to_string())]
+        r.cloud_quotas,
+        vec![CloudQuotaRead {
+            project: "example-project".into(),
+            quota_id: "TPU-V5P-per-project-region",
+            uses: vec![("us-central1".into(), "TPU_V5P", None)],
+        }]
     );
     judge(
         &mut p,
@@ -79,7 +88,7 @@ fn the_replica_past_the_quota_is_refused_with_its_figures_and_the_first_goes_ahe
     assert_eq!(p.summary.create, p.actions.len());
     let text = human::render(&p, false);
     assert!(
-        text.contains("✗ TPU_V5P in us-central1 (project example-project): the plan needs 16 chips; the quota has 12 left (limit 20, usage 8)"),
+        text.contains("✗ TPU_V5P in us-central1 (project example-project): the plan needs 16 chips; the quota has 12 left (limit 20, usage 8 observed; limit from Cloud Quotas)"),
         "{text}"
     );
 }
@@ -104,9 +113,12 @@ fn spot_is_charged_to_the_preemptible_metric_and_an_unreported_metric_is_not_che
     assert!(p.preflight.quotas.is_empty());
     assert_eq!(p.preflight.unchecked.len(), 1);
     assert!(
-        p.preflight.unchecked[0]
-            .why
-            .contains("no quota PREEMPTIBLE_TPU_V5P in us-central1")
+        p.preflight.unchecked[0].why.contains(
+            "Cloud Quotas has no limit of PREEMPTIBLE-TPU-V5P-per-project-region \
+                 (PREEMPTIBLE_TPU_V5P) for us-central1"
+        ),
+        "{}",
+        p.preflight.unchecked[0].why
     );
 }
 
@@ -225,5 +237,250 @@ fn unread_quotas_are_a_warning_and_refuse_nothing() {
     assert!(
         human::render(&p, false)
             .contains("Warning: quotas of projects/example-project/regions/us-central1 not read")
+    );
+}
+
+/// Every generation is charged where Compute Engine charges it: v4 and v5e
+/// in `regions.get`, v5p, v6e and TPU7x in Cloud Quotas (v6e and TPU7x on
+/// demand in the family quota with their `tpu_family`), and what has no
+/// known quota id says so.
+#[test]
+fn each_generation_reads_its_quota_where_compute_engine_keeps_it() {
+    use crate::plan::preflight::QuotaSource::{CloudQuotas, Region};
+    let src = |a: &str, spot: bool| quota_of(a, spot).map(|q| (q.metric, q.source));
+    assert_eq!(
+        src("tpu-v4-podslice", false),
+        Ok(("TPU_PODSLICE_V4", Region))
+    );
+    assert_eq!(
+        src("tpu-v5-lite-podslice", true),
+        Ok(("PREEMPTIBLE_TPU_LITE_PODSLICE_V5", Region))
+    );
+    assert_eq!(
+        src("tpu-v5p-slice", false),
+        Ok((
+            "TPU_V5P",
+            CloudQuotas {
+                quota_id: "TPU-V5P-per-project-region",
+                family: None
+            }
+        ))
+    );
+    assert_eq!(
+        src("tpu-v6e-slice", false),
+        Ok((
+            "TPUS_PER_TPU_FAMILY/CT6E",
+            CloudQuotas {
+                quota_id: "TPUS-PER-TPU-FAMILY-per-project-region",
+                family: Some("CT6E")
+            }
+        ))
+    );
+    assert_eq!(
+        src("tpu-v6e-slice", true),
+        Ok((
+            "PREEMPTIBLE_TPU_V6E",
+            CloudQuotas {
+                quota_id: "PREEMPTIBLE-TPU-V6E-per-project-region",
+                family: None
+            }
+        ))
+    );
+    assert_eq!(
+        src("tpu7x", false).map(|q| q.0),
+        Ok("TPUS_PER_TPU_FAMILY/TPU7X")
+    );
+    let why = src("tpu7x", true).unwrap_err();
+    assert!(why.contains("no quota id a public source names"), "{why}");
+}
+
+fn cloud_quota(metric: &str, limit: f64, usage: f64) -> Facts {
+    quota("us-central1", metric, limit, usage)
+}
+
+/// A fleet of one single-replica slice.
+fn one(name: &str, acc: &str, topo: &str, cap: CapacityType) -> Fleet {
+    fleet(vec![slice(name, acc, topo, 1, cap)])
+}
+
+/// The plan of `f` from nothing live, judged against `facts`.
+fn judged(f: &Fleet, facts: &Facts) -> Plan {
+    let mut p = plan(f, &TestInv::default(), &PlanOptions::default()).unwrap();
+    judge(&mut p, f, &all_kinds(), facts);
+    p
+}
+
+#[test]
+fn a_v6e_plan_past_its_family_quota_is_refused_with_the_figures_from_cloud_quotas() {
+    // One on-demand v6e 4x4 (4 hosts x 4 chips = 16 chips); 12 left.
+    let f = one("serve", "tpu-v6e-slice", "4x4", CapacityType::OnDemand);
+    let p = plan(&f, &TestInv::default(), &PlanOptions::default()).unwrap();
+    let r = reads(&p, &f, &all_kinds());
+    assert_eq!(
+        r.cloud_quotas[0].uses,
+        vec![(
+            "us-central1".to_string(),
+            "TPUS_PER_TPU_FAMILY/CT6E",
+            Some("CT6E")
+        )]
+    );
+    let p = judged(&f, &cloud_quota("TPUS_PER_TPU_FAMILY/CT6E", 16.0, 4.0));
+    let q = &p.preflight.quotas[0];
+    assert_eq!((q.limit, q.usage, q.left, q.needed), (16, 4, 12, 16));
+    assert_eq!(q.read_with, READ_WITH_CLOUD_QUOTAS);
+    assert_eq!(p.refused[0].code, "quota_insufficient");
+    assert!(
+        p.refused[0]
+            .message
+            .contains("needs 16 TPUS_PER_TPU_FAMILY/CT6E chips in us-central1"),
+        "{}",
+        p.refused[0].message
+    );
+    let text = crate::plan::human::render(&p, false);
+    assert!(
+        text.contains("(limit 16, usage 4 observed; limit from Cloud Quotas)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn tpu7x_on_demand_is_checked_and_its_spot_and_flex_start_say_why_not() {
+    let f = fleet(vec![
+        slice("od", "tpu7x", "2x2x1", 1, CapacityType::OnDemand),
+        slice("sp", "tpu7x", "2x2x1", 1, CapacityType::Spot),
+        slice("fx", "tpu-v5p-slice", "2x2x1", 1, CapacityType::FlexStart),
+    ]);
+    let p = judged(&f, &cloud_quota("TPUS_PER_TPU_FAMILY/TPU7X", 64.0, 0.0));
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    assert_eq!(p.preflight.quotas.len(), 1);
+    assert_eq!(
+        p.preflight.quotas[0].key.metric,
+        "TPUS_PER_TPU_FAMILY/TPU7X"
+    );
+    let why: Vec<(&str, &str)> = p
+        .preflight
+        .unchecked
+        .iter()
+        .map(|u| (u.address.as_str(), u.why.as_str()))
+        .collect();
+    assert!(
+        why.iter()
+            .any(|(a, w)| a.starts_with("slice.sp[0]") && w.contains("no quota id")),
+        "{why:?}"
+    );
+    assert!(
+        why.iter().any(|(a, w)| a.starts_with("slice.fx[0]")
+            && w.contains("consume PREEMPTIBLE_TPU_V5P")
+            && w.contains("not refused for quota")),
+        "{why:?}"
+    );
+}
+
+#[test]
+fn a_cloud_quota_not_read_or_unlimited_refuses_nothing_and_regions_get_lines_say_so() {
+    let f = one("llm", "tpu-v5p-slice", "2x2x2", CapacityType::OnDemand);
+    // Not read (403): the warning stands, no line, no refusal.
+    let facts = Facts {
+        unread: [("example-project".to_string(), "TPU_V5P".to_string())].into(),
+        errors: vec!["quota … not read".into()],
+        ..Facts::default()
+    };
+    let p = judged(&f, &facts);
+    assert!(p.refused.is_empty());
+    assert!(p.preflight.quotas.is_empty() && p.preflight.unchecked.is_empty());
+    assert_eq!(p.preflight.warnings, vec!["quota … not read".to_string()]);
+    // Unlimited (-1): nothing to check.
+    let p = judged(&f, &cloud_quota("TPU_V5P", -1.0, 0.0));
+    assert!(p.refused.is_empty() && p.preflight.is_empty());
+    // A v5e line is regions.get's.
+    let f = one(
+        "lite",
+        "tpu-v5-lite-podslice",
+        "2x2",
+        CapacityType::OnDemand,
+    );
+    let p = judged(&f, &cloud_quota("TPU_LITE_PODSLICE_V5", 8.0, 0.0));
+    assert_eq!(p.preflight.quotas[0].read_with, READ_WITH_REGION);
+}
+
+#[test]
+fn observed_usage_counts_the_live_tpu_pools_by_their_quota() {
+    // A converged on-demand v5p 2x2x2 (8 chips) and a spot v6e 2x2 (4 chips).
+    let f = fleet(vec![
+        slice("a", "tpu-v5p-slice", "2x2x2", 1, CapacityType::OnDemand),
+        slice("b", "tpu-v6e-slice", "2x2", 1, CapacityType::Spot),
+    ]);
+    let inv = converged(&f).inventory();
+    let used = observed_usage(&inv, "example-project", "us-central1");
+    assert_eq!(
+        used,
+        BTreeMap::from([
+            ("PREEMPTIBLE_TPU_V6E".to_string(), 4),
+            ("TPU_V5P".to_string(), 8)
+        ])
+    );
+    assert!(observed_usage(&inv, "example-project", "us-east5").is_empty());
+    // A pool in ERROR holds no VMs.
+    let mut broken = converged(&f);
+    for np in &mut broken.node_pools {
+        np.status = Some("ERROR".into());
+    }
+    assert!(observed_usage(&broken.inventory(), "example-project", "us-central1").is_empty());
+    assert!(observed_usage(&inv, "other-project", "us-central1").is_empty());
+}
+
+#[test]
+fn observed_usage_counts_the_vms_a_tpu_mig_has_created_by_its_template() {
+    use crate::plan::kind::{Body, LiveResource, Scope};
+    use crate::resource::compute::{
+        ActionsSummary, InstanceGroupManager, InstanceProperties, InstanceTemplate, Scheduling,
+    };
+    use crate::resource::{ProjectRef, ZoneRef};
+    let template = InstanceTemplate {
+        name: "t".into(),
+        properties: InstanceProperties {
+            machine_type: "ct5p-hightpu-4t".into(),
+            scheduling: Some(Scheduling {
+                provisioning_model: Some("SPOT".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    // Two VMs wanted, one still being created: one VM of 4 chips.
+    let mig = InstanceGroupManager {
+        name: "m".into(),
+        instance_template: Some("projects/example-project/global/instanceTemplates/t".into()),
+        target_size: 2,
+        current_actions: Some(ActionsSummary {
+            creating: 1,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut inv = Inventory::default();
+    inv.resources.insert(
+        crate::kinds::gce::template::KIND,
+        vec![LiveResource {
+            scope: Scope::Global(ProjectRef {
+                project: "example-project".into(),
+            }),
+            body: std::sync::Arc::new(template) as Body,
+        }],
+    );
+    inv.resources.insert(
+        crate::kinds::gce::mig::KIND,
+        vec![LiveResource {
+            scope: Scope::Zone(ZoneRef {
+                project: "example-project".into(),
+                zone: "us-central1-a".into(),
+            }),
+            body: std::sync::Arc::new(mig) as Body,
+        }],
+    );
+    assert_eq!(
+        observed_usage(&inv, "example-project", "us-central1"),
+        BTreeMap::from([("PREEMPTIBLE_TPU_V5P".to_string(), 4)])
     );
 }

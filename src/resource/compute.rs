@@ -934,6 +934,76 @@ pub struct Quota {
     pub usage: f64,
 }
 
+/// `QuotaInfo` of the Cloud Quotas API (`cloudquotas.googleapis.com/v1`,
+/// answer of `projects.locations.services.quotaInfos.get`; fields from
+/// `google/api/cloudquotas/v1/resources.proto`): the quota's limits, per
+/// combination of dimensions. Only what the preflight reads is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaInfo {
+    /// `projects/P/locations/global/services/compute.googleapis.com/quotaInfos/ID`.
+    #[serde(default)]
+    pub name: String,
+    /// The quota id, e.g. `TPU-V5P-per-project-region`.
+    #[serde(default)]
+    pub quota_id: String,
+    /// The metric, e.g. `compute.googleapis.com/tpu_v5p`.
+    #[serde(default)]
+    pub metric: String,
+    /// The dimensions the quota is defined on (`region`, `tpu_family`).
+    #[serde(default)]
+    pub dimensions: Vec<String>,
+    /// The limits, from the most specific dimensions to the least.
+    #[serde(default)]
+    pub dimensions_infos: Vec<DimensionsInfo>,
+}
+
+/// `DimensionsInfo`: the limit in force for one combination of dimensions
+/// (a dimension missing from `dimensions` matches every value without an
+/// entry of its own).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DimensionsInfo {
+    /// Dimension → value (`region` → `us-central1`, `tpu_family` → `CT6E`).
+    #[serde(default)]
+    pub dimensions: BTreeMap<String, String>,
+    /// The limit.
+    #[serde(default)]
+    pub details: QuotaDetails,
+    /// The regions (or zones) it applies to.
+    #[serde(default)]
+    pub applicable_locations: Vec<String>,
+}
+
+/// `QuotaDetails`: the value in force (int64 as a string on the wire; `-1`
+/// is unlimited).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaDetails {
+    /// The value.
+    #[serde(default)]
+    pub value: Option<String>,
+}
+
+impl QuotaInfo {
+    /// The limit in force in `region` for `family` (the `tpu_family`
+    /// dimension, compared without case): the first, most specific entry
+    /// whose dimensions all match. `None` when no entry applies or its value
+    /// is not a number; `Some(-1)` is unlimited.
+    pub fn limit_in(&self, region: &str, family: Option<&str>) -> Option<i64> {
+        let applies = |d: &DimensionsInfo| {
+            d.dimensions.iter().all(|(k, v)| match k.as_str() {
+                "region" => v == region,
+                "tpu_family" => family.is_some_and(|f| f.eq_ignore_ascii_case(v)),
+                _ => false,
+            }) && (d.applicable_locations.is_empty()
+                || d.applicable_locations.iter().any(|l| l == region))
+        };
+        let d = self.dimensions_infos.iter().find(|d| applies(d))?;
+        d.details.value.as_deref()?.parse().ok()
+    }
+}
+
 /// `Reservation` (answer of `reservations.get`): its name and
 /// `specificReservation` are read.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]

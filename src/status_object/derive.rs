@@ -181,6 +181,7 @@ fn classify(code: &str, message: &str, capacity_stalled: bool) -> Severity {
             Severity::Stalled(reason::CAPACITY_UNAVAILABLE)
         }
         "stockout" | "reservation_insufficient" => Severity::Retry(reason::CAPACITY_UNAVAILABLE),
+        crate::plan::kind::QUOTA_EXCEEDED => Severity::Stalled(reason::QUOTA_EXCEEDED),
         "operation_failed" | "cloud_error" if is_quota(message) => {
             Severity::Stalled(reason::QUOTA_EXCEEDED)
         }
@@ -832,6 +833,24 @@ fn verdict(
                 "the slice's resources are there, but its Nodes were not read, so whether a job \
                  can be scheduled is not known: {}",
                 why.join("; ")
+            ),
+        );
+    }
+    // A MIG (or pool) that reports a quota error gets no VMs until the
+    // quota is raised: stalled, not provisioning.
+    if let Some((rep, e)) = unready.iter().find_map(|rep| {
+        rep.last_error
+            .as_deref()
+            .filter(|e| is_quota(e))
+            .map(|e| (rep, e))
+    }) {
+        return Verdict::Stalled(
+            reason::QUOTA_EXCEEDED,
+            format!(
+                "[{}] replica {}: {e}. Its VMs are not created until the quota holds them: raise the \
+                 quota (IAM & Admin > Quotas) or free chips; the MIG keeps retrying",
+                crate::plan::kind::QUOTA_EXCEEDED,
+                rep.index
             ),
         );
     }

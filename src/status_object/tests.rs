@@ -359,6 +359,47 @@ async fn a_quota_error_is_stalled() {
     assert!(o.events.iter().any(|e| e.reason == reason::QUOTA_EXCEEDED));
 }
 
+/// A live MIG that reports Compute Engine's `QUOTA_EXCEEDED` (what
+/// `status` reads from it: its creation error) gets no VMs until the quota
+/// is raised, with nothing left to apply: the slice is `Stalled`
+/// `QuotaExceeded` with the cloud's words, not provisioning.
+#[tokio::test]
+async fn a_live_slice_reporting_a_quota_error_is_stalled_quota_exceeded() {
+    let fake = FakeCloud::new();
+    let f = fleet();
+    let mut r = cycle(&fake, &f, Approval::Auto).await;
+    assert_eq!(conds(only(&statuses(&f, &r)))[0], "Ready=True/Converged");
+    // Replica 0 as a MIG without its VMs reads in `status`.
+    let row = r.status.iter_mut().find(|x| x.replica == 0).unwrap();
+    row.state = "MIG RETRYING, VMs 0/1".into();
+    row.nodes = "0/1".into();
+    row.last_error =
+        "QUOTA_EXCEEDED: Quota 'TPUS_PER_TPU_FAMILY' exceeded. Limit: 0.0 in region us-central1."
+            .into();
+    let set = statuses(&f, &r);
+    let o = only(&set);
+    assert_eq!(
+        conds(o),
+        ["Ready=False/QuotaExceeded", "Stalled=True/QuotaExceeded"],
+        "{:#?}",
+        o.status
+    );
+    let m = &o.status.conditions[1].message;
+    assert!(
+        m.contains(
+            "[quota_exceeded] replica 0: QUOTA_EXCEEDED: Quota 'TPUS_PER_TPU_FAMILY' exceeded"
+        ),
+        "{m}"
+    );
+    // Any other creation error is still provisioning.
+    let row = r.status.iter_mut().find(|x| x.replica == 0).unwrap();
+    row.last_error = "INVALID_FIELD_VALUE: bad".into();
+    assert_eq!(
+        conds(only(&statuses(&f, &r)))[1],
+        "Reconciling=True/Provisioning"
+    );
+}
+
 #[tokio::test]
 async fn a_slice_gone_from_the_specs_loses_its_object_once_its_resources_are_gone() {
     let fake = FakeCloud::new();
@@ -1227,12 +1268,13 @@ async fn a_held_step_is_waiting_for_workload() {
 async fn a_slice_past_its_quota_is_stalled_quota_exceeded() {
     let fake = FakeCloud::new();
     let f = fleet();
-    // Two v6e 1x1 replicas (1 chip each) and 1 chip left of TPU_V6E.
+    // Two v6e 1x1 replicas (1 chip each) and 1 chip left of the v6e family
+    // quota (Cloud Quotas; the usage observed).
     fake.seed_quotas(
         "unit-project",
         "us-central1",
         vec![crate::resource::compute::Quota {
-            metric: "TPU_V6E".into(),
+            metric: "TPUS_PER_TPU_FAMILY/CT6E".into(),
             limit: 1.0,
             usage: 0.0,
         }],
@@ -1255,7 +1297,7 @@ async fn a_slice_past_its_quota_is_stalled_quota_exceeded() {
     assert!(
         o.status.conditions[1]
             .message
-            .contains("needs 1 TPU_V6E chips in us-central1"),
+            .contains("needs 1 TPUS_PER_TPU_FAMILY/CT6E chips in us-central1"),
         "{}",
         o.status.conditions[1].message
     );

@@ -207,6 +207,11 @@ pub fn gcloud_env(base: &str, config_dir: &Path, project: &str) -> Vec<(&'static
             "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE",
             format!("{base}/compute/v1/"),
         ),
+        // `gcloud beta quotas info …` (Cloud Quotas).
+        (
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDQUOTAS",
+            format!("{base}/"),
+        ),
         ("CLOUDSDK_CORE_DISABLE_USAGE_REPORTING", "true".into()),
         (
             "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK",

@@ -1,7 +1,8 @@
 //! Quota and reservation preflight end to end (issue 20 items 3 and 5): the
 //! binary against a simulator whose regional TPU quotas and specific
-//! reservations are set, read with `regions.get` and `reservations.get`
-//! before anything is sent.
+//! reservations are set, read with `regions.get` (v4, v5e), Cloud Quotas'
+//! `quotaInfos.get` (v5p, v6e, TPU7x) and `reservations.get` before
+//! anything is sent.
 
 use crate::common;
 
@@ -33,10 +34,11 @@ fn quota(metric: &str, limit: u64) -> FaultConfig {
     }
 }
 
-/// A plan whose creates need more chips than the region's quota has left
-/// shows the figures and refuses the slice that does not fit
-/// (`quota_insufficient`); `apply` sends nothing for it, and the slice that
-/// fits converges.
+/// A v5p plan whose creates need more chips than the region's quota has
+/// left (its limit read from Cloud Quotas, its usage observed) shows the
+/// figures and refuses the slice that does not fit (`quota_insufficient`);
+/// `apply` sends nothing for it, and the slice that fits converges; the
+/// next plan counts the chips it took.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plan_past_the_quota_shows_the_figures_and_the_slices_that_fit_converge() {
     let sim = sim(Duration::from_millis(10), 1, quota("TPU_V5P", 8)).await;
@@ -57,7 +59,7 @@ async fn a_plan_past_the_quota_shows_the_figures_and_the_slices_that_fit_converg
     assert_ne!(o.status.code(), Some(0), "{t}");
     for want in [
         "Preflight (quotas and reservations, read before anything is sent):",
-        "✗ TPU_V5P in us-central1 (project example-project): the plan needs 24 chips; the quota has 8 left (limit 8, usage 0)",
+        "✗ TPU_V5P in us-central1 (project example-project): the plan needs 24 chips; the quota has 8 left (limit 8, usage 0 observed; limit from Cloud Quotas)",
         "refused: slice.big[0].node_pool",
         "[quota_insufficient]",
         "slice.big[0].node_pool needs 16 TPU_V5P chips in us-central1 (project example-project); the quota has 8 left",
@@ -93,12 +95,30 @@ async fn a_plan_past_the_quota_shows_the_figures_and_the_slices_that_fit_converg
     assert_eq!(o.status.code(), Some(1), "a refusal stands: {t}");
     assert_eq!(pool_names(&sim).await, vec!["small-0"], "{t}");
     assert_eq!(creates(&sim), 1, "{:?}", sim.stats());
-    // regions.get reports the quota with its usage, as gcloud reads it.
-    let region = get(&sim, "regions/us-central1").await;
+    // Cloud Quotas serves the limit; regions.get does not list v5p.
+    let info: Value = reqwest::get(format!(
+        "{}/v1/projects/example-project/locations/global/services/compute.googleapis.com/quotaInfos/TPU-V5P-per-project-region",
+        sim.base_url()
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
     assert_eq!(
-        region["quotas"],
-        serde_json::json!([{"metric": "TPU_V5P", "limit": 8.0, "usage": 8.0}]),
-        "{region:#}"
+        info["dimensionsInfos"][0],
+        serde_json::json!({"dimensions": {"region": "us-central1"}, "details": {"value": "8"},
+                           "applicableLocations": ["us-central1"]}),
+        "{info:#}"
+    );
+    let region = get(&sim, "regions/us-central1").await;
+    assert!(region.get("quotas").is_none(), "{region:#}");
+    // The next plan counts the 8 chips small-0 holds.
+    let o = slicectl(&sim, &["plan", d]).await;
+    let t = text(&o);
+    assert!(
+        t.contains("✗ TPU_V5P in us-central1 (project example-project): the plan needs 16 chips; the quota has 0 left (limit 8, usage 8 observed; limit from Cloud Quotas)"),
+        "{t}"
     );
     sim.shutdown().await;
 }
@@ -138,16 +158,26 @@ async fn a_reservation_short_by_one_vm_is_refused_before_anything_is_sent() {
     sim.shutdown().await;
 }
 
-/// A caller without `compute.regions.get` gets a warning and no preflight,
-/// never a failed plan; the create then meets GKE's own quota error.
+/// A caller without `compute.regions.get` or `cloudquotas.quotas.get` gets
+/// a warning and no preflight, never a failed plan; the create then meets
+/// GKE's own quota error.
 #[tokio::test(flavor = "multi_thread")]
 async fn without_permission_to_read_quotas_the_plan_warns_and_goes_ahead() {
     let faults = FaultConfig {
-        denied_methods: vec!["compute.regions.get".into()],
+        denied_methods: vec![
+            "compute.regions.get".into(),
+            "cloudquotas.quotas.get".into(),
+        ],
         ..quota("TPU_V5P", 4)
     };
     let sim = sim(Duration::from_millis(10), 1, faults).await;
-    let dir = spec_dir(&[("s.yaml", slice_yaml("s", "tpu-v5p-slice", "2x2x2", 1, ""))]);
+    let dir = spec_dir(&[
+        ("s.yaml", slice_yaml("s", "tpu-v5p-slice", "2x2x2", 1, "")),
+        (
+            "lite.yaml",
+            slice_yaml("lite", "tpu-v5-lite-podslice", "2x2", 1, ""),
+        ),
+    ]);
     let d = dir.path().to_str().unwrap();
     let o = slicectl(&sim, &["plan", d, "--detailed-exitcode"]).await;
     let t = text(&o);
@@ -157,10 +187,14 @@ async fn without_permission_to_read_quotas_the_plan_warns_and_goes_ahead() {
         "HTTP 403 PERMISSION_DENIED",
         "Required 'compute.regions.get' permission for 'projects/example-project/regions/us-central1'",
         "needs compute.regions.get (roles/compute.viewer)",
+        "Warning: quota projects/example-project/locations/global/services/compute.googleapis.com/quotaInfos/TPU-V5P-per-project-region not read",
+        "Permission 'cloudquotas.quotas.get' denied on resource",
+        "needs cloudquotas.quotas.get (roles/cloudquotas.viewer)",
     ] {
         assert!(t.contains(want), "{want:?} in {t}");
     }
     assert!(!t.contains("quota_insufficient"), "{t}");
+    assert!(!t.contains("not checked"), "{t}");
     // The create is sent, and GKE refuses it for the quota (403).
     let o = apply(&sim, dir.path()).await;
     let t = text(&o);
@@ -169,7 +203,6 @@ async fn without_permission_to_read_quotas_the_plan_warns_and_goes_ahead() {
         t.contains("Insufficient regional quota to satisfy request: resource \"TPU_V5P\": request requires '8.0' and is short '4.0'. project has a quota of '4.0' with '4.0' available."),
         "{t}"
     );
-    assert_eq!(creates(&sim), 1);
-    assert!(pool_names(&sim).await.is_empty());
+    assert_eq!(pool_names(&sim).await, vec!["lite-0"], "{t}");
     sim.shutdown().await;
 }

@@ -1326,6 +1326,29 @@ async fn a_mig_past_the_quota_gets_no_vm_and_reports_quota_exceeded_until_raised
         items[0]["error"]["message"],
         "Quota 'PREEMPTIBLE_TPU_PODSLICE_V4' exceeded. Limit: 12.0 in region us-central2.",
     );
+    // slicectl reads it as a quota error, not the MIG's own: the replica is
+    // known not to become ready for quota (`quota_exceeded`).
+    let cloud = client(&sim);
+    let z = ZoneRef {
+        project: "proj1".into(),
+        zone: ZONE.into(),
+    };
+    let mut m = cloud.get_instance_group_manager(&z, "q").await.unwrap();
+    m.list_error = cloud
+        .list_mig_errors(&z, "q")
+        .await
+        .unwrap()
+        .into_iter()
+        .next()
+        .map(|e| e.error);
+    let n = slicectl::kinds::gce::mig::not_ready(&m).expect("not ready");
+    assert_eq!(n.code, "quota_exceeded", "{}", n.message);
+    assert!(
+        n.message
+            .starts_with("QUOTA_EXCEEDED: Quota 'PREEMPTIBLE_TPU_PODSLICE_V4' exceeded."),
+        "{}",
+        n.message
+    );
     // Raised: the MIG's retry creates its VMs, and they are the usage.
     sim.set_faults(quota(16));
     let vms = wait_running(&c, 4).await;

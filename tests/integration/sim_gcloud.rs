@@ -566,12 +566,17 @@ async fn gcloud_reads_back_instance_templates_migs_and_instances() {
 
 /// gcloud reads the quotas and reservations the preflight reads: `regions
 /// describe` (quotas with their usage, after a Spot v4 pool of 64 chips),
+/// `beta quotas info describe` (a v5p limit from Cloud Quotas),
 /// `reservations describe` and `reservations list` (aggregated), with
 /// `inUseCount`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gcloud_reads_quotas_and_reservations() {
     let faults = FaultConfig {
-        quotas: [("us-central2/PREEMPTIBLE_TPU_PODSLICE_V4".to_string(), 128)].into(),
+        quotas: [
+            ("us-central2/PREEMPTIBLE_TPU_PODSLICE_V4".to_string(), 128),
+            ("us-east5/TPU_V5P".to_string(), 64),
+        ]
+        .into(),
         reservations: [(
             "projects/proj1/zones/us-central2-b/reservations/r1".to_string(),
             8,
@@ -606,6 +611,31 @@ async fn gcloud_reads_quotas_and_reservations() {
     assert_eq!(
         region["quotas"],
         serde_json::json!([{"metric": "PREEMPTIBLE_TPU_PODSLICE_V4", "limit": 128.0, "usage": 64.0}])
+    );
+    let info: Value = serde_json::from_str(
+        &gcloud(
+            &base,
+            cfg.path(),
+            &[
+                "beta",
+                "quotas",
+                "info",
+                "describe",
+                "TPU-V5P-per-project-region",
+                "--service=compute.googleapis.com",
+                "--project=proj1",
+                "--format=json",
+            ],
+        )
+        .await,
+    )
+    .unwrap();
+    assert_eq!(info["metric"], "compute.googleapis.com/tpu_v5p", "{info:#}");
+    assert_eq!(
+        info["dimensionsInfos"][0],
+        serde_json::json!({"applicableLocations": ["us-east5"], "details": {"value": "64"},
+                           "dimensions": {"region": "us-east5"}}),
+        "{info:#}"
     );
     let r: Value = serde_json::from_str(
         &gcloud(

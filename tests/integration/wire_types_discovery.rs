@@ -65,6 +65,12 @@ fn compute_roots(doc: &Discovery) -> Vec<WireCheck> {
     ]
 }
 
+/// The Cloud Quotas types (in `compute.rs`: they read Compute Engine's
+/// quotas), against the Cloud Quotas document.
+fn cloudquotas_roots(doc: &Discovery) -> Vec<WireCheck> {
+    vec![check::<compute::QuotaInfo>(doc, "QuotaInfo")]
+}
+
 #[test]
 fn every_wire_field_is_in_the_discovery_documents() {
     let container = discovery::container().unwrap();
@@ -72,6 +78,7 @@ fn every_wire_field_is_in_the_discovery_documents() {
     let checks: Vec<WireCheck> = gke_roots(container)
         .into_iter()
         .chain(compute_roots(compute))
+        .chain(cloudquotas_roots(discovery::cloudquotas().unwrap()))
         .collect();
     let mismatches: Vec<&String> = checks.iter().flat_map(|c| &c.mismatches).collect();
     assert!(
@@ -119,6 +126,8 @@ fn every_wire_field_is_in_the_discovery_documents() {
         "GuestAttributes.queryValue.items[].namespace",
         "Region.quotas[].usage",
         "Reservation.specificReservation.inUseCount",
+        "QuotaInfo.dimensionsInfos[].details.value",
+        "QuotaInfo.dimensionsInfos[].applicableLocations",
     ] {
         assert!(checked.contains(leaf), "{leaf} not checked: {checked:#?}");
     }
@@ -146,7 +155,13 @@ fn declared_structs(file: &str) -> BTreeSet<String> {
 fn every_wire_type_is_reached_by_a_checked_root() {
     let cases = [
         ("gke.rs", gke_roots(discovery::container().unwrap())),
-        ("compute.rs", compute_roots(discovery::compute().unwrap())),
+        (
+            "compute.rs",
+            compute_roots(discovery::compute().unwrap())
+                .into_iter()
+                .chain(cloudquotas_roots(discovery::cloudquotas().unwrap()))
+                .collect(),
+        ),
     ];
     for (file, checks) in cases {
         let reached: BTreeSet<String> = checks.into_iter().flat_map(|c| c.rust_types).collect();

@@ -17,6 +17,12 @@ pub use wire::WireCheck;
 const CONTAINER_V1: &str = include_str!("discovery/container-v1.json");
 /// The compute v1 discovery document, pruned by `scripts/prune-discovery.py`.
 pub const COMPUTE_V1_PRUNED: &str = include_str!("discovery/compute-v1-pruned.json");
+/// The Cloud Quotas v1 methods slicectl reads (`quotaInfos.get`, `.list`),
+/// in discovery form. Google's client libraries ship no document for this
+/// API, so it is derived from the API's protos in googleapis/googleapis
+/// (`google/api/cloudquotas/v1/cloudquotas.proto`, `resources.proto`): its
+/// `description` names the commit.
+pub const CLOUDQUOTAS_V1: &str = include_str!("discovery/cloudquotas-v1.json");
 
 /// One field-level violation (also used for `google.rpc.BadRequest`).
 #[derive(Debug, Clone, PartialEq)]
@@ -396,6 +402,7 @@ fn upper_camel(name: &str) -> String {
 
 static CONTAINER: OnceLock<Result<Discovery, String>> = OnceLock::new();
 static COMPUTE: OnceLock<Result<Discovery, String>> = OnceLock::new();
+static CLOUDQUOTAS: OnceLock<Result<Discovery, String>> = OnceLock::new();
 
 /// The embedded container v1 document (enums accept proto numbers).
 pub fn container() -> Result<&'static Discovery, String> {
@@ -409,6 +416,15 @@ pub fn container() -> Result<&'static Discovery, String> {
 pub fn compute() -> Result<&'static Discovery, String> {
     COMPUTE
         .get_or_init(|| Discovery::parse(COMPUTE_V1_PRUNED, "google.cloud.compute.v1", false))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// The embedded Cloud Quotas v1 document (its methods take no body: it
+/// gives the methods' ids and parameters and the response schemas).
+pub fn cloudquotas() -> Result<&'static Discovery, String> {
+    CLOUDQUOTAS
+        .get_or_init(|| Discovery::parse(CLOUDQUOTAS_V1, "google.api.cloudquotas.v1", true))
         .as_ref()
         .map_err(Clone::clone)
 }

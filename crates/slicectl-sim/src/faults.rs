@@ -65,12 +65,16 @@ pub struct FaultConfig {
     /// against the cluster its metadata names.
     pub node_agents: bool,
     /// Regional TPU quotas, by `REGION/METRIC` (e.g.
-    /// `us-central1/TPU_V5P`), in chips, the same in every project. A
-    /// metric not listed is not limited, and `regions.get` does not report
-    /// it. Usage follows the live node pools and TPU VMs (`sim::quotas`).
+    /// `us-central1/TPU_V5P`, `us-central1/TPUS_PER_TPU_FAMILY/CT6E`), in
+    /// chips, the same in every project. A metric not listed is not limited:
+    /// `regions.get` does not report it and Cloud Quotas gives it `-1`.
+    /// `regions.get` reports the v4 and v5e ones, Cloud Quotas'
+    /// `quotaInfos` the others. Usage follows the live node pools and TPU
+    /// VMs (`sim::quotas`).
     pub quotas: BTreeMap<String, u64>,
     /// Discovery method ids (e.g. `compute.regions.get`) the caller lacks
-    /// the permission for: answered 403 PERMISSION_DENIED (`sim::quotas`).
+    /// the permission for, or `cloudquotas.quotas.get` (Cloud Quotas'
+    /// reads): answered 403 PERMISSION_DENIED (`sim::quotas`).
     pub denied_methods: Vec<String>,
     /// Milliseconds from a flex-start node pool turning RUNNING (with 0
     /// nodes) to its capacity arriving: the cluster autoscaler's scale-up

@@ -1,23 +1,39 @@
 //! Regional TPU quotas, specific reservations' use, and permissions the
 //! caller lacks.
 //!
-//! **Metrics.** Compute Engine charges TPU VMs (GKE's TPU node pools are
+//! **Quotas.** Compute Engine charges TPU VMs (GKE's TPU node pools are
 //! Compute Engine VMs) to a regional quota per TPU generation and
-//! provisioning model, counted in chips. The compute v1 discovery document's
-//! `Quota.metric` enum names `TPU_PODSLICE_V4`, `PREEMPTIBLE_TPU_PODSLICE_V4`,
-//! `TPU_LITE_PODSLICE_V5` and `PREEMPTIBLE_TPU_LITE_PODSLICE_V5` (v5e);
-//! Spot VMs use the preemptible metric (Cloud TPU, *Quotas*:
+//! provisioning model, counted in chips (Compute Engine's TPU quota
+//! catalogue, cloud.google.com/compute/resource-usage#tpu_quota): v4 "TPU
+//! v4 PodSlice chips" `TPU_PODSLICE_V4` / `PREEMPTIBLE_TPU_PODSLICE_V4`, v5e
+//! `TPU_LITE_PODSLICE_V5` / `PREEMPTIBLE_TPU_LITE_PODSLICE_V5` (these four
+//! are in the compute v1 discovery document's `Quota.metric` enum), v5p
+//! "TPU v5p chips" `TPU_V5P` / `PREEMPTIBLE_TPU_V5P`, v6e "TPUs per TPU
+//! family" with `tpu_family=CT6E` (`TPUS_PER_TPU_FAMILY/CT6E` here) /
+//! "Preemptible TPU slices v6e" `PREEMPTIBLE_TPU_V6E`, TPU7x "TPUs per TPU
+//! family" `tpu_family=tpu7x` (`TPUS_PER_TPU_FAMILY/TPU7X`); TPU7x's
+//! preemptible quota has no quota id a public source names and is not
+//! charged. Spot VMs use the preemptible quota (Cloud TPU, *Quotas*:
 //! cloud.google.com/tpu/docs/quota, "on-demand and preemptible (spot)").
-//! v5p and v6e are charged to `TPU_V5P` / `PREEMPTIBLE_TPU_V5P` and
-//! `TPU_V6E` / `PREEMPTIBLE_TPU_V6E` (the Cloud Quotas metrics
-//! `compute.googleapis.com/tpu_v5p`, `…/preemptible_tpu_v6e`, as public
-//! setup guides name them); they are not in the v1 enum, and Google's
-//! `regions.get` is reported to list only the v5e metrics, so this
-//! simulator reports a metric only when a quota is set for it
-//! ([`FaultConfig::quotas`]). No public source names TPU7x's metric: TPU7x
-//! is not charged here. Flex-start and reservation-bound VMs are not
-//! charged either (their capacity is obtained another way; not verified
-//! from a source).
+//! Reservation-bound VMs are not charged (GKE, "Ensure sufficient quota":
+//! a TPU node pool that consumes a reservation needs no TPU quota); flex-start VMs are not charged here
+//! (they consume the preemptible quota, else the standard one, only when
+//! the Dynamic Workload Scheduler grants them: Compute Engine, *Provisioning
+//! models*).
+//!
+//! **Where they are read.** `regions.get` reports only the four v4 and v5e
+//! metrics (public reports: "the compute quotas only show v5 lite entries";
+//! the family quota "is not visible via `gcloud compute regions
+//! describe`"). The others are served by the Cloud Quotas API
+//! (`GET v1/projects/P/locations/global/services/compute.googleapis.com/quotaInfos[/ID]`,
+//! `discovery/cloudquotas-v1.json`) under the quota ids public setup
+//! scripts read (`TPU-V5P-per-project-region`,
+//! `PREEMPTIBLE-TPU-V5P-per-project-region`,
+//! `PREEMPTIBLE-TPU-V6E-per-project-region`,
+//! `TPUS-PER-TPU-FAMILY-per-project-region`): limits only (Cloud Quotas
+//! has no usage), one `dimensionsInfos` entry per region (and family) with
+//! a quota set ([`FaultConfig::quotas`]), then the default entry, `-1`
+//! (unlimited: this simulator limits nothing it was not told to).
 //!
 //! **Refusal.** A node pool create past the quota gets GKE's synchronous
 //! error: 403 PERMISSION_DENIED `Insufficient regional quota to satisfy
@@ -32,13 +48,24 @@
 //! with `Quota 'TPU_V5P' exceeded. Limit: 8.0 in region us-central1.`
 //! (the words of Compute's quota errors: "Quota 'CPUS_ALL_REGIONS'
 //! exceeded.", GoogleCloudPlatform/ai-on-gke#849; "Quota
-//! 'GPUS_ALL_REGIONS' exceeded. Limit: 0.0 globally.", fastai/course-v3#165)
-//! where it reports stockouts, until the quota holds them.
+//! 'GPUS_ALL_REGIONS' exceeded. Limit: 0.0 globally.", fastai/course-v3#165;
+//! for the family quota "Quota 'TPUS_PER_TPU_FAMILY' exceeded. Limit: 0.0"
+//! in public TPU v6e setup notes) where it reports stockouts, until the
+//! quota holds them. No public report shows GKE's synchronous error for a
+//! TPU quota: the node pool create's words are those of its CPU quota
+//! errors above, with the resource named as Compute names it.
 //!
 //! **Permissions.** A method in [`FaultConfig::denied_methods`] gets 403
 //! `Required 'compute.regions.get' permission for 'projects/P/regions/R'`
 //! (terraform-google-modules/terraform-google-kubernetes-engine#459,
-//! hashicorp/packer#12159: reason `forbidden`).
+//! hashicorp/packer#12159: reason `forbidden`); a Cloud Quotas read denied
+//! (its method id, or the permission `cloudquotas.quotas.get`) gets the
+//! words of Google's other One Platform APIs: `Permission
+//! 'cloudquotas.quotas.get' denied on resource
+//! '//cloudquotas.googleapis.com/projects/P/…' (or it may not exist).`
+//! (e.g. "Permission 'artifactregistry.repositories.create' denied on
+//! resource '//artifactregistry.googleapis.com/projects/…' (or it may not
+//! exist).", 403 PERMISSION_DENIED).
 //!
 //! [`FaultConfig::quotas`]: crate::FaultConfig::quotas
 //! [`FaultConfig::denied_methods`]: crate::FaultConfig::denied_methods
@@ -51,24 +78,86 @@ use super::compute::{list_page, not_found, stable_id};
 use super::errors::ApiError;
 use super::faults::FaultConfig;
 use super::gke::ClusterRef;
-use super::routes::{Api, Resolved};
+use super::routes::{Api, QuotaParent, Resolved};
 use super::server::Ctx;
 use super::state::Inner;
 use super::tpu_rules::{nodes_per_zone, reservations_of};
 
 /// The quota metric a TPU VM of `machine_type` is charged to: on-demand, or
-/// preemptible (Spot).
+/// preemptible (Spot). A family quota is `TPUS_PER_TPU_FAMILY/FAMILY`.
 pub(crate) fn metric(machine_type: &str, preemptible: bool) -> Option<&'static str> {
     let t = crate::tpu::machine_type(machine_type)?;
     let (on_demand, spot) = match t.generation.accelerator {
-        "tpu-v4-podslice" => ("TPU_PODSLICE_V4", "PREEMPTIBLE_TPU_PODSLICE_V4"),
-        "tpu-v5-lite-podslice" => ("TPU_LITE_PODSLICE_V5", "PREEMPTIBLE_TPU_LITE_PODSLICE_V5"),
-        "tpu-v5p-slice" => ("TPU_V5P", "PREEMPTIBLE_TPU_V5P"),
-        "tpu-v6e-slice" => ("TPU_V6E", "PREEMPTIBLE_TPU_V6E"),
+        "tpu-v4-podslice" => ("TPU_PODSLICE_V4", Some("PREEMPTIBLE_TPU_PODSLICE_V4")),
+        "tpu-v5-lite-podslice" => (
+            "TPU_LITE_PODSLICE_V5",
+            Some("PREEMPTIBLE_TPU_LITE_PODSLICE_V5"),
+        ),
+        "tpu-v5p-slice" => ("TPU_V5P", Some("PREEMPTIBLE_TPU_V5P")),
+        "tpu-v6e-slice" => ("TPUS_PER_TPU_FAMILY/CT6E", Some("PREEMPTIBLE_TPU_V6E")),
+        "tpu7x" => ("TPUS_PER_TPU_FAMILY/TPU7X", None),
         _ => return None,
     };
-    Some(if preemptible { spot } else { on_demand })
+    if preemptible { spot } else { Some(on_demand) }
 }
+
+/// The metrics `regions.get` reports (the compute v1 `Quota.metric` enum's
+/// TPU values); the others are Cloud Quotas'.
+const REGION_METRICS: &[&str] = &[
+    "TPU_PODSLICE_V4",
+    "PREEMPTIBLE_TPU_PODSLICE_V4",
+    "TPU_LITE_PODSLICE_V5",
+    "PREEMPTIBLE_TPU_LITE_PODSLICE_V5",
+];
+
+/// The name Compute Engine's errors give a metric (`TPUS_PER_TPU_FAMILY`
+/// for a family quota).
+fn error_name(metric: &str) -> &str {
+    metric.split('/').next().unwrap_or(metric)
+}
+
+/// A Cloud Quotas quota: its id, metric, display name, and the metric (or,
+/// for a family quota, the `METRIC/` prefix) its limits are set under.
+struct CloudQuota {
+    id: &'static str,
+    metric: &'static str,
+    display: &'static str,
+    sim_metric: &'static str,
+    family: bool,
+}
+
+/// The Cloud Quotas quotas served (ids as public setup scripts read them;
+/// display names from Compute Engine's TPU quota catalogue).
+const CLOUD_QUOTAS: &[CloudQuota] = &[
+    CloudQuota {
+        id: "TPU-V5P-per-project-region",
+        metric: "compute.googleapis.com/tpu_v5p",
+        display: "TPU v5p chips",
+        sim_metric: "TPU_V5P",
+        family: false,
+    },
+    CloudQuota {
+        id: "PREEMPTIBLE-TPU-V5P-per-project-region",
+        metric: "compute.googleapis.com/preemptible_tpu_v5p",
+        display: "Preemptible TPU v5p chips",
+        sim_metric: "PREEMPTIBLE_TPU_V5P",
+        family: false,
+    },
+    CloudQuota {
+        id: "PREEMPTIBLE-TPU-V6E-per-project-region",
+        metric: "compute.googleapis.com/preemptible_tpu_v6e",
+        display: "Preemptible TPU slices v6e",
+        sim_metric: "PREEMPTIBLE_TPU_V6E",
+        family: false,
+    },
+    CloudQuota {
+        id: "TPUS-PER-TPU-FAMILY-per-project-region",
+        metric: "compute.googleapis.com/tpus_per_tpu_family",
+        display: "TPUs per TPU family",
+        sim_metric: "TPUS_PER_TPU_FAMILY",
+        family: true,
+    },
+];
 
 /// What a node pool is charged: `(metric, chips)` for each region it has
 /// zones in; nothing for a pool that consumes a specific reservation or
@@ -174,11 +263,13 @@ fn limits<'a>(config: &'a FaultConfig, region: &'a str) -> impl Iterator<Item = 
     })
 }
 
-/// `regions.get`'s `quotas`: each metric with a quota set, its limit and
-/// usage (`Quota {metric, limit, usage}`, doubles, compute v1 discovery).
+/// `regions.get`'s `quotas`: each v4 and v5e metric with a quota set, its
+/// limit and usage (`Quota {metric, limit, usage}`, doubles, compute v1
+/// discovery); the other TPU quotas are Cloud Quotas' ([`get_quota_info`]).
 pub(crate) fn add_region_quotas(inner: &Inner, project: &str, region: &str, out: &mut Value) {
     let used = usage(inner, project, region);
     let quotas: Vec<Value> = limits(&inner.faults.config, region)
+        .filter(|(m, _)| REGION_METRICS.contains(m))
         .map(|(m, limit)| {
             let u = used.get(m).copied().unwrap_or(0);
             json!({"metric": m, "limit": limit as f64, "usage": u as f64})
@@ -215,10 +306,11 @@ pub(crate) fn check_pool_quota(
         if chips > available {
             let project = &c.project;
             return Err(ApiError::forbidden(format!(
-                "Insufficient regional quota to satisfy request: resource \"{m}\": request requires \
+                "Insufficient regional quota to satisfy request: resource \"{}\": request requires \
                  '{:.1}' and is short '{:.1}'. project has a quota of '{:.1}' with '{:.1}' available. \
                  View and manage quotas at \
                  https://console.cloud.google.com/iam-admin/quotas?usage=USED&project={project}.",
+                error_name(m),
                 chips as f64,
                 (chips - available) as f64,
                 limit as f64,
@@ -249,7 +341,8 @@ pub(crate) fn mig_quota_error(
     let need = per_vm * u64::from(vms);
     (used + need > limit).then(|| {
         format!(
-            "Quota '{m}' exceeded. Limit: {:.1} in region {region}.",
+            "Quota '{}' exceeded. Limit: {:.1} in region {region}.",
+            error_name(m),
             limit as f64
         )
     })
@@ -365,9 +458,135 @@ pub(crate) fn aggregated_reservations(
     )
 }
 
+/// Renders Cloud Quotas' `QuotaInfo` of `q` for `project`
+/// (`resources.proto`): one `dimensionsInfos` entry per region (and
+/// family) with a quota set, most specific first, then the default `-1`.
+fn render_quota_info(config: &FaultConfig, project: &str, q: &CloudQuota) -> Value {
+    let mut infos: Vec<Value> = config
+        .quotas
+        .iter()
+        .filter_map(|(k, limit)| {
+            let (region, m) = k.split_once('/')?;
+            let dimensions = if q.family {
+                let family = m.strip_prefix(q.sim_metric)?.strip_prefix('/')?;
+                json!({"region": region, "tpu_family": family})
+            } else if m == q.sim_metric {
+                json!({"region": region})
+            } else {
+                return None;
+            };
+            Some(json!({
+                "dimensions": dimensions,
+                "details": {"value": limit.to_string()},
+                "applicableLocations": [region],
+            }))
+        })
+        .collect();
+    infos.push(json!({"details": {"value": "-1"}}));
+    let mut dimensions = vec!["region"];
+    if q.family {
+        dimensions.push("tpu_family");
+    }
+    json!({
+        "name": format!(
+            "projects/{project}/locations/global/services/compute.googleapis.com/quotaInfos/{}",
+            q.id
+        ),
+        "quotaId": q.id,
+        "metric": q.metric,
+        "service": "compute.googleapis.com",
+        "isPrecise": true,
+        "containerType": "PROJECT",
+        "dimensions": dimensions,
+        "metricDisplayName": q.display,
+        "quotaDisplayName": q.display,
+        "metricUnit": "1/{project}/{region}",
+        "quotaIncreaseEligibility": {"isEligible": true},
+        "isFixed": false,
+        "dimensionsInfos": infos,
+        "isConcurrent": false,
+    })
+}
+
+/// A Cloud Quotas parent this simulator serves: `locations/global` (the
+/// `QuotaInfo` name's location "must be \"global\"", resources.proto) of
+/// `compute.googleapis.com`.
+fn check_parent(parent: &QuotaParent) -> Result<(), ApiError> {
+    if parent.location != "global" {
+        return Err(ApiError::invalid(
+            "badRequest",
+            format!(
+                "Invalid location '{}' in {}: the location of a quota info must be 'global'.",
+                parent.location,
+                parent.path()
+            ),
+        ));
+    }
+    if parent.service != "compute.googleapis.com" {
+        return Err(not_found(&parent.path()));
+    }
+    Ok(())
+}
+
+/// Cloud Quotas `quotaInfos.get`.
+pub(crate) fn get_quota_info(
+    inner: &Inner,
+    parent: &QuotaParent,
+    id: &str,
+) -> Result<Value, ApiError> {
+    check_parent(parent)?;
+    CLOUD_QUOTAS
+        .iter()
+        .find(|q| q.id == id)
+        .map(|q| render_quota_info(&inner.faults.config, &parent.project, q))
+        .ok_or_else(|| not_found(&format!("{}/quotaInfos/{id}", parent.path())))
+}
+
+/// Cloud Quotas `quotaInfos.list` (every quota served, one page; a
+/// `pageSize` must be an int32).
+pub(crate) fn list_quota_infos(
+    inner: &Inner,
+    ctx: &Ctx,
+    parent: &QuotaParent,
+) -> Result<Value, ApiError> {
+    check_parent(parent)?;
+    if let Some(size) = ctx.query("pageSize")
+        && size.parse::<i32>().is_err()
+    {
+        return Err(ApiError::invalid(
+            "badRequest",
+            format!("Invalid value at 'page_size' (TYPE_INT32), \"{size}\""),
+        ));
+    }
+    let infos: Vec<Value> = CLOUD_QUOTAS
+        .iter()
+        .map(|q| render_quota_info(&inner.faults.config, &parent.project, q))
+        .collect();
+    Ok(json!({ "quotaInfos": infos }))
+}
+
 /// 403 for a method the caller lacks the permission for.
 pub(crate) fn denied(config: &FaultConfig, r: &Resolved, ctx: &Ctx) -> Option<ApiError> {
     let id = r.endpoint.method_id();
+    if r.api == Api::CloudQuotas {
+        let permission = "cloudquotas.quotas.get";
+        if !config
+            .denied_methods
+            .iter()
+            .any(|m| *m == id || m == permission)
+        {
+            return None;
+        }
+        let resource = ctx
+            .path
+            .trim_start_matches('/')
+            .split_once('/')
+            .map_or("", |(_, rest)| rest);
+        return Some(ApiError::forbidden(format!(
+            "Permission '{permission}' denied on resource '//cloudquotas.googleapis.com/{resource}' \
+             (or it may not exist)."
+        )));
+    }
     if !config.denied_methods.contains(&id) {
         return None;
     }
@@ -378,7 +597,7 @@ pub(crate) fn denied(config: &FaultConfig, r: &Resolved, ctx: &Ctx) -> Option<Ap
             .nth(3)
             .unwrap_or_default()
             .to_string(),
-        Api::Container => ctx
+        Api::Container | Api::CloudQuotas => ctx
             .path
             .splitn(3, '/')
             .nth(2)
@@ -406,7 +625,15 @@ mod tests {
             metric("ct4p-hightpu-4t", true),
             Some("PREEMPTIBLE_TPU_PODSLICE_V4")
         );
-        assert_eq!(metric("ct6e-standard-4t", false), Some("TPU_V6E"));
+        assert_eq!(
+            metric("ct6e-standard-4t", false),
+            Some("TPUS_PER_TPU_FAMILY/CT6E")
+        );
+        assert_eq!(
+            metric("tpu7x-standard-4t", false),
+            Some("TPUS_PER_TPU_FAMILY/TPU7X")
+        );
+        assert_eq!(metric("tpu7x-standard-4t", true), None);
         assert_eq!(metric("n2-standard-4", false), None);
     }
 
@@ -437,7 +664,167 @@ mod tests {
         assert_eq!(vm_charge("ct6e-standard-4t", &bound), None);
         assert_eq!(
             vm_charge("ct6e-standard-4t", &json!({})),
-            Some(("TPU_V6E", 4))
+            Some(("TPUS_PER_TPU_FAMILY/CT6E", 4))
         );
+    }
+
+    fn world(quotas: &[(&str, u64)], denied: &[&str]) -> Inner {
+        let config = FaultConfig {
+            quotas: quotas.iter().map(|(k, v)| ((*k).to_string(), *v)).collect(),
+            denied_methods: denied.iter().map(|m| (*m).to_string()).collect(),
+            ..FaultConfig::default()
+        };
+        Inner::new(
+            std::time::Duration::ZERO,
+            1,
+            super::super::faults::Faults::new(config, 1),
+        )
+    }
+
+    fn ctx(path: &str, query: &[(&str, &str)]) -> Ctx {
+        Ctx {
+            base: "http://sim".into(),
+            version: "v1".into(),
+            now: tokio::time::Instant::now(),
+            query: query
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            request_id: "0x1".into(),
+            path: path.into(),
+        }
+    }
+
+    fn parent(location: &str, service: &str) -> QuotaParent {
+        QuotaParent {
+            project: "p".into(),
+            location: location.into(),
+            service: service.into(),
+        }
+    }
+
+    /// Cloud Quotas serves the v5p, v6e and TPU7x limits set, per region
+    /// (and family), then the unlimited default, in the wire format of the
+    /// discovery document; `regions.get` keeps only the v4 and v5e ones.
+    #[test]
+    fn cloud_quotas_serve_the_limits_regions_get_does_not_list() {
+        let inner = world(
+            &[
+                ("us-central1/TPU_V5P", 64),
+                ("us-east5/TPUS_PER_TPU_FAMILY/CT6E", 32),
+                ("us-central1/TPU_LITE_PODSLICE_V5", 16),
+            ],
+            &[],
+        );
+        let v5p = get_quota_info(
+            &inner,
+            &parent("global", "compute.googleapis.com"),
+            "TPU-V5P-per-project-region",
+        )
+        .unwrap();
+        let doc = crate::discovery::cloudquotas().unwrap();
+        assert_eq!(doc.validate("QuotaInfo", "", &v5p), Ok(v5p.clone()));
+        assert_eq!(v5p["metric"], "compute.googleapis.com/tpu_v5p");
+        assert_eq!(
+            v5p["dimensionsInfos"],
+            json!([
+                {"dimensions": {"region": "us-central1"}, "details": {"value": "64"},
+                 "applicableLocations": ["us-central1"]},
+                {"details": {"value": "-1"}}
+            ])
+        );
+        let family = get_quota_info(
+            &inner,
+            &parent("global", "compute.googleapis.com"),
+            "TPUS-PER-TPU-FAMILY-per-project-region",
+        )
+        .unwrap();
+        assert_eq!(family["dimensions"], json!(["region", "tpu_family"]));
+        assert_eq!(
+            family["dimensionsInfos"][0]["dimensions"],
+            json!({"region": "us-east5", "tpu_family": "CT6E"})
+        );
+        let list = list_quota_infos(
+            &inner,
+            &ctx("", &[("pageSize", "10")]),
+            &parent("global", "compute.googleapis.com"),
+        )
+        .unwrap();
+        assert_eq!(
+            doc.validate("ListQuotaInfosResponse", "", &list),
+            Ok(list.clone())
+        );
+        assert_eq!(list["quotaInfos"].as_array().map(Vec::len), Some(4));
+        // regions.get: only the enum's metrics.
+        let mut region = json!({});
+        add_region_quotas(&inner, "p", "us-central1", &mut region);
+        assert_eq!(
+            region["quotas"],
+            json!([{"metric": "TPU_LITE_PODSLICE_V5", "limit": 16.0, "usage": 0.0}])
+        );
+    }
+
+    /// Requests are held to the API: `locations/global` only, compute's
+    /// quotas only, known quota ids only, an int32 `pageSize`.
+    #[test]
+    fn cloud_quotas_requests_are_validated() {
+        let inner = world(&[], &[]);
+        let e = get_quota_info(
+            &inner,
+            &parent("us-central1", "compute.googleapis.com"),
+            "TPU-V5P-per-project-region",
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.http, e.message.contains("must be 'global'")),
+            (400, true)
+        );
+        let e = get_quota_info(
+            &inner,
+            &parent("global", "compute.googleapis.com"),
+            "NO-SUCH-per-project-region",
+        )
+        .unwrap_err();
+        assert_eq!(e.http, 404);
+        let e = get_quota_info(
+            &inner,
+            &parent("global", "tpu.googleapis.com"),
+            "TPU-V5P-per-project-region",
+        )
+        .unwrap_err();
+        assert_eq!(e.http, 404);
+        let e = list_quota_infos(
+            &inner,
+            &ctx("", &[("pageSize", "many")]),
+            &parent("global", "compute.googleapis.com"),
+        )
+        .unwrap_err();
+        assert_eq!(e.http, 400);
+    }
+
+    /// `--sim-deny cloudquotas.quotas.get` answers Google's IAM denial.
+    #[test]
+    fn a_denied_cloud_quotas_read_is_403_with_the_permission() {
+        let inner = world(&[], &["cloudquotas.quotas.get"]);
+        let path = "/v1/projects/p/locations/global/services/compute.googleapis.com/quotaInfos/TPU-V5P-per-project-region";
+        let r = crate::routes::resolve(&axum::http::Method::GET, path).unwrap();
+        let e = denied(&inner.faults.config, &r, &ctx(path, &[])).unwrap();
+        assert_eq!((e.http, e.status), (403, "PERMISSION_DENIED"));
+        assert_eq!(
+            e.message,
+            "Permission 'cloudquotas.quotas.get' denied on resource \
+             '//cloudquotas.googleapis.com/projects/p/locations/global/services/compute.googleapis.com/quotaInfos/TPU-V5P-per-project-region' \
+             (or it may not exist)."
+        );
+        assert!(denied(&world(&[], &[]).faults.config, &r, &ctx(path, &[])).is_none());
+    }
+
+    #[test]
+    fn compute_names_the_family_quota_in_its_errors() {
+        assert_eq!(
+            error_name("TPUS_PER_TPU_FAMILY/CT6E"),
+            "TPUS_PER_TPU_FAMILY"
+        );
+        assert_eq!(error_name("TPU_V5P"), "TPU_V5P");
     }
 }

@@ -13,6 +13,8 @@ use super::operations::Scope;
 pub(crate) enum Api {
     Container,
     Compute,
+    /// Cloud Quotas (`cloudquotas.googleapis.com/v1`).
+    CloudQuotas,
 }
 
 /// A resolved API call.
@@ -103,6 +105,29 @@ pub(crate) enum Endpoint {
     ReservationList(String, String),
     /// `GET projects/P/aggregated/reservations`.
     ReservationAggregated(String),
+    /// Cloud Quotas `GET v1/projects/P/locations/L/services/S/quotaInfos/ID`.
+    QuotaInfoGet(QuotaParent, String),
+    /// Cloud Quotas `GET v1/projects/P/locations/L/services/S/quotaInfos`.
+    QuotaInfoList(QuotaParent),
+}
+
+/// `projects/P/locations/L/services/S`: the parent of Cloud Quotas'
+/// `QuotaInfo`s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QuotaParent {
+    pub project: String,
+    pub location: String,
+    pub service: String,
+}
+
+impl QuotaParent {
+    /// `projects/P/locations/L/services/S`.
+    pub fn path(&self) -> String {
+        format!(
+            "projects/{}/locations/{}/services/{}",
+            self.project, self.location, self.service
+        )
+    }
 }
 
 fn ops_family(scope: &Scope) -> &'static str {
@@ -162,6 +187,12 @@ impl Endpoint {
             Self::ReservationGet(..) => "compute.reservations.get".into(),
             Self::ReservationList(..) => "compute.reservations.list".into(),
             Self::ReservationAggregated(_) => "compute.reservations.aggregatedList".into(),
+            Self::QuotaInfoGet(..) => {
+                "cloudquotas.projects.locations.services.quotaInfos.get".into()
+            }
+            Self::QuotaInfoList(_) => {
+                "cloudquotas.projects.locations.services.quotaInfos.list".into()
+            }
         }
     }
 
@@ -197,6 +228,36 @@ pub(crate) struct Resolved {
 pub(crate) fn resolve(method: &Method, path: &str) -> Option<Resolved> {
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match segs.as_slice() {
+        // Cloud Quotas; `v1beta` is what `gcloud beta quotas` calls (the
+        // same resources).
+        [
+            v @ ("v1" | "v1beta"),
+            "projects",
+            p,
+            "locations",
+            l,
+            "services",
+            s,
+            rest @ ..,
+        ] => {
+            let parent = QuotaParent {
+                project: (*p).to_string(),
+                location: (*l).to_string(),
+                service: (*s).to_string(),
+            };
+            let endpoint = match (method.as_str(), rest) {
+                ("GET", ["quotaInfos"]) => Endpoint::QuotaInfoList(parent),
+                ("GET", ["quotaInfos", id]) if !id.is_empty() => {
+                    Endpoint::QuotaInfoGet(parent, (*id).to_string())
+                }
+                _ => return None,
+            };
+            Some(Resolved {
+                api: Api::CloudQuotas,
+                version: (*v).to_string(),
+                endpoint,
+            })
+        }
         [
             v @ ("v1" | "v1beta1"),
             "projects",
@@ -499,6 +560,18 @@ mod tests {
                 "GET",
                 "/compute/v1/projects/p/zones/z/instances/i/getGuestAttributes",
             ),
+            (
+                "GET",
+                "/v1/projects/p/locations/global/services/compute.googleapis.com/quotaInfos/q",
+            ),
+            (
+                "GET",
+                "/v1/projects/p/locations/global/services/compute.googleapis.com/quotaInfos",
+            ),
+            (
+                "GET",
+                "/v1beta/projects/p/locations/global/services/compute.googleapis.com/quotaInfos/q",
+            ),
         ];
         for (m, path) in cases {
             let method = Method::from_bytes(m.as_bytes()).unwrap();
@@ -507,6 +580,7 @@ mod tests {
             let doc = match r.api {
                 Api::Container => discovery::container().unwrap(),
                 Api::Compute => discovery::compute().unwrap(),
+                Api::CloudQuotas => discovery::cloudquotas().unwrap(),
             };
             let spec = doc
                 .method(&id)

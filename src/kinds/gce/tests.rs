@@ -1244,10 +1244,19 @@ fn a_mig_short_of_vms_with_a_stockout_is_not_ready_from_either_documented_field(
         Some("ZONE_RESOURCE_POOL_EXHAUSTED: no room")
     );
     assert_eq!(not_ready(&individual).map(|n| n.code), Some("stockout"));
-    // Another error: not ready, under the MIG's own code.
+    // Compute's quota error: not ready for quota.
     individual.list_error = Some(IgmErrorDetail {
         code: "QUOTA_EXCEEDED".into(),
-        message: "quota".into(),
+        message: "Quota 'TPU_V5P' exceeded. Limit: 8.0 in region us-central1.".into(),
+    });
+    assert_eq!(
+        not_ready(&individual).map(|n| n.code),
+        Some("quota_exceeded")
+    );
+    // Another error: not ready, under the MIG's own code.
+    individual.list_error = Some(IgmErrorDetail {
+        code: "INVALID_FIELD_VALUE".into(),
+        message: "bad".into(),
     });
     assert_eq!(not_ready(&individual).map(|n| n.code), Some("mig_error"));
     // Every VM running, or stable: ready as far as the MIG says.
