@@ -40,8 +40,9 @@ pub(super) struct Planner<'a> {
     stems: BTreeMap<(String, u32), String>,
     /// What the specs render, in scopes that could be observed.
     desired: Vec<Desired>,
-    /// Their ids.
-    wanted: BTreeSet<ResourceId>,
+    /// Indices into `desired`, sorted by id: whether a resource is desired
+    /// is a binary search ([`Planner::wanted`]), with no copy of every id.
+    wanted: Vec<usize>,
     deferred: Vec<Deferred>,
     /// Targets that could not be observed, by name (see
     /// [`Planner::unobserved_targets`]).
@@ -49,7 +50,9 @@ pub(super) struct Planner<'a> {
     /// Per scope an unobserved Target needs: the owner ids of the
     /// unobserved Targets there (what may be theirs is not touched).
     guarded: BTreeMap<Scope, BTreeSet<String>>,
-    live_by_id: BTreeMap<ResourceId, &'a LiveResource>,
+    /// Live resources by scope, kind and name (in [`ResourceId`]'s order),
+    /// the scope borrowed from the inventory rather than copied per resource.
+    live_by_id: BTreeMap<LiveKey<'a>, &'a LiveResource>,
     /// Per owned slice replica: how many hosts carry its per-host
     /// protection stamp (a self-managed slice's Nodes).
     stamped_hosts: BTreeMap<ReplicaKey, u32>,
@@ -133,6 +136,16 @@ pub(super) struct Decisions<'d> {
     /// Sharded: slice replicas that are another replica's business
     /// ([`super::elsewhere`]); all their actions and refusals are dropped.
     elsewhere: BTreeSet<(String, u32)>,
+}
+
+/// A live resource's key in [`Planner`]'s index: scope, kind, name.
+type LiveKey<'a> = (&'a Scope, KindId, String);
+
+/// Indices into `desired`, sorted by the resources' ids.
+fn sorted_by_id(desired: &[Desired]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..desired.len()).collect();
+    order.sort_unstable_by(|&a, &b| desired[a].id.cmp(&desired[b].id));
+    order
 }
 
 /// Builds the plan: the phases in order.
@@ -251,7 +264,7 @@ impl<'a> Planner<'a> {
             mode,
             owners: Owners::of(fleet, kinds),
             stems,
-            wanted: desired.iter().map(|d| d.id.clone()).collect(),
+            wanted: sorted_by_id(&desired),
             desired,
             deferred,
             unobserved,
@@ -389,14 +402,8 @@ impl<'a> Planner<'a> {
     fn index_live(&mut self) {
         for kind in self.kinds {
             for l in self.inv.live(kind.id()) {
-                self.live_by_id.insert(
-                    ResourceId {
-                        scope: l.scope.clone(),
-                        kind: kind.id(),
-                        name: kind.name(&l.body),
-                    },
-                    l,
-                );
+                self.live_by_id
+                    .insert((&l.scope, kind.id(), kind.name(&l.body)), l);
                 let Some(o) = kind.ownership(&l.body) else {
                     continue;
                 };
@@ -422,9 +429,23 @@ impl<'a> Planner<'a> {
             .copied()
     }
 
+    /// The live resource `id`, if any.
+    fn live(&self, id: &ResourceId) -> Option<&'a LiveResource> {
+        self.live_by_id
+            .get(&(&id.scope, id.kind, id.name.clone()))
+            .copied()
+    }
+
+    /// Whether `id` is desired (rendered from the specs).
+    fn wanted(&self, id: &ResourceId) -> bool {
+        self.wanted
+            .binary_search_by(|&i| self.desired[i].id.cmp(id))
+            .is_ok()
+    }
+
     /// Whether `id` is live and not this reconciler's (a released MIG).
     fn released(&self, id: &ResourceId) -> bool {
-        self.live_by_id.get(id).is_some_and(|l| {
+        self.live(id).is_some_and(|l| {
             self.kind_of(id.kind)
                 .is_some_and(|k| k.ownership(&l.body).is_none())
         })
@@ -468,7 +489,7 @@ impl<'a> Planner<'a> {
         };
         let running = self.running_operation(&d.id);
         let op = running.map(|o| o.name.clone());
-        let Some(live) = self.live_by_id.get(&d.id).copied() else {
+        let Some(live) = self.live(&d.id) else {
             out.actions.push(action(
                 d,
                 kind,
@@ -820,7 +841,7 @@ impl<'a> Planner<'a> {
             else {
                 continue;
             };
-            let live = self.live_by_id.get(&a.id).map(|l| &l.body);
+            let live = self.live(&a.id).map(|l| &l.body);
             match self
                 .kind_of(a.id.kind)
                 .and_then(|k| k.recreate_lost_hosts(live))
@@ -870,12 +891,12 @@ impl<'a> Planner<'a> {
             kind: kind.id(),
             name,
         };
-        if !self.wanted.contains(&id) && super::elsewhere(self.fleet, &self.owners, &l.scope, &o) {
+        if !self.wanted(&id) && super::elsewhere(self.fleet, &self.owners, &l.scope, &o) {
             out.elsewhere.insert((o.slice.clone(), o.replica));
             return;
         }
         out.owned_live += 1;
-        if self.wanted.contains(&id) {
+        if self.wanted(&id) {
             return;
         }
         // A template or policy a MIG that stays still uses (an adopted
@@ -887,7 +908,7 @@ impl<'a> Planner<'a> {
             .inv
             .held
             .get(&id)
-            .is_some_and(|m| self.wanted.contains(m) || self.released(m))
+            .is_some_and(|m| self.wanted(m) || self.released(m))
         {
             return;
         }
@@ -1101,17 +1122,22 @@ impl<'a> Planner<'a> {
             owned: self
                 .live_by_id
                 .iter()
-                .filter_map(|(id, l)| {
-                    let own = self.kind_of(id.kind)?.ownership(&l.body)?;
-                    self.owners
-                        .owns(&id.scope, Some(&own))
-                        .then(|| (id.clone(), own))
+                .filter_map(|((scope, kind, name), l)| {
+                    let own = self.kind_of(*kind)?.ownership(&l.body)?;
+                    self.owners.owns(scope, Some(&own)).then(|| {
+                        let id = ResourceId {
+                            scope: (*scope).clone(),
+                            kind: *kind,
+                            name: name.clone(),
+                        };
+                        (id, own)
+                    })
                 })
                 .collect(),
         };
         let live_own = |a: &Action| {
             let kind = self.kind_of(a.id.kind)?;
-            let l = self.live_by_id.get(&a.id)?;
+            let l = self.live(&a.id)?;
             kind.ownership(&l.body)
         };
         let (held, released) = super::workload::decide(&inputs, live_own, &mut out.actions);
