@@ -212,8 +212,16 @@ impl<'a> Planner<'a> {
             PlanMode::Apply => stems(fleet, inv, kinds, &indices),
             PlanMode::Destroy => BTreeMap::new(),
         };
+        // Kinds slicectl only observes (a GKE slice's Nodes) are never
+        // planned: not even rendered, unless a deferred scope counts them
+        // below (10,000 GKE slices would render 10,000 bodies to drop).
+        let planned: Vec<&dyn Kind> = kinds
+            .iter()
+            .copied()
+            .filter(|k| !k.observe_only() || !inv.deferred.is_empty())
+            .collect();
         let mut desired: Vec<Desired> = match mode {
-            PlanMode::Apply => render_fleet_at(fleet, kinds, &indices, &stems),
+            PlanMode::Apply => render_fleet_at(fleet, &planned, &indices, &stems),
             PlanMode::Destroy => Vec::new(),
         };
         // Scopes that could not be observed are left out, and said so.
