@@ -322,3 +322,50 @@ fn name_collisions_name_both_replicas() {
         "{text}"
     );
 }
+
+/// The planner's indexes (desired ids as sorted indices, live resources
+/// keyed by a borrowed scope) find every desired and live resource by its
+/// id, and nothing under another name, scope or kind.
+#[test]
+fn indexes_find_exactly_the_resources_by_id() {
+    let f = fleet(&SPECS.replace("replicas: 2", "replicas: 5"));
+    let kinds = kinds();
+    let opts = PlanOptions::default();
+    let inv = live(&f, |_| {});
+    let p = Planner::new(&f, &inv, &kinds, &opts, PlanMode::Apply);
+    assert_eq!(p.desired.len(), 5, "{:?}", p.desired);
+    for d in &p.desired {
+        assert!(p.wanted(&d.id), "{:?}", d.id);
+        let l = p
+            .live(&d.id)
+            .unwrap_or_else(|| panic!("{:?} not live", d.id));
+        assert_eq!(l.scope, d.id.scope);
+    }
+    let id = p.desired[2].id.clone();
+    let other_name = ResourceId {
+        name: "s-9".into(),
+        ..id.clone()
+    };
+    let other_scope = ResourceId {
+        scope: Scope::Global(crate::resource::ProjectRef {
+            project: "example-project".into(),
+        }),
+        ..id.clone()
+    };
+    let other_kind = ResourceId {
+        kind: crate::kinds::gce::mig::KIND,
+        ..id.clone()
+    };
+    for missing in [&other_name, &other_scope, &other_kind] {
+        assert!(!p.wanted(missing), "{missing:?}");
+        assert!(p.live(missing).is_none(), "{missing:?}");
+    }
+    // Kinds slicectl only observes are never among the desired.
+    assert!(
+        p.desired.iter().all(|d| kinds
+            .iter()
+            .any(|k| k.id() == d.id.kind && !k.observe_only())),
+        "{:?}",
+        p.desired
+    );
+}
