@@ -12,11 +12,11 @@
 //! `TPU_LITE_PODSLICE_V5` / `PREEMPTIBLE_TPU_LITE_PODSLICE_V5` are read
 //! with `regions.get` (limit and usage); v5p `TPU_V5P` /
 //! `PREEMPTIBLE_TPU_V5P`, v6e `TPUS_PER_TPU_FAMILY/CT6E` /
-//! `PREEMPTIBLE_TPU_V6E` and TPU7x `TPUS_PER_TPU_FAMILY/TPU7X` are not in
-//! `regions.get`: their limits are read from Cloud Quotas (`quotaInfos.get`)
-//! and their usage is what slicectl observes ([`observed_usage`]). Spot VMs
-//! are charged to the preemptible quota (Cloud TPU, *Quotas*); TPU7x's
-//! preemptible quota has no public quota id and is not checked; flex-start
+//! `PREEMPTIBLE_TPU_V6E` and TPU7x `TPUS_PER_TPU_FAMILY/TPU7X` /
+//! `PREEMPTIBLE_TPU7X` are not in `regions.get`: their limits are read from
+//! Cloud Quotas (`quotaInfos.get`) and their usage is what slicectl
+//! observes ([`observed_usage`]). Spot VMs are charged to the preemptible
+//! quota (Cloud TPU, *Quotas*); flex-start
 //! is reported, never refused (its VMs come when the Dynamic Workload
 //! Scheduler grants them, on the preemptible quota else the on-demand
 //! one); a slice on a specific reservation is checked against the
@@ -99,14 +99,25 @@ pub const FAMILY_QUOTA_ID: &str = "TPUS-PER-TPU-FAMILY-per-project-region";
 /// the compute v1 `Quota.metric` enum, so `regions.get` lists them), v5p
 /// "TPU v5p chips" / "Preemptible TPU v5p chips", v6e and TPU7x "TPUs per
 /// TPU family" with `tpu_family=CT6E` / `tpu7x` and "Preemptible TPU slices
-/// v6e" / "… tpu7x". `regions.get` lists only the v4 and v5e ones (public
+/// v6e" / "… tpu7x". `regions.get` lists only the v4 and v5e ones: the
+/// compute v1 discovery document's `Quota.metric` enum has
+/// `TPU_PODSLICE_V4`, `TPU_LITE_PODSLICE_V5` (and their preemptible and
+/// `…_DEVICE_V5` forms) and no v5p, v6e or TPU7x metric (also public
 /// reports: "the compute quotas only show v5 lite entries"; the family
-/// quota "is not visible via `gcloud compute regions describe`"), so the
-/// others are read from Cloud Quotas by their quota ids, as public setup
-/// scripts query them (`TPU-V5P-per-project-region`,
-/// `PREEMPTIBLE-TPU-V6E-per-project-region`, `TPUS-PER-TPU-FAMILY-per-project-region`)
-/// and as Compute names them in its errors (`Quota 'TPUS_PER_TPU_FAMILY'
-/// exceeded. Limit: 0.0 in region us-east5.`).
+/// quota "is not visible via `gcloud compute regions describe`"). The
+/// others are read from Cloud Quotas by their quota ids; no Google page
+/// lists the ids, so they are the ones public setup scripts and notes read
+/// with `gcloud quotas info describe` (`TPU-V5P-per-project-region`,
+/// `PREEMPTIBLE-TPU-V5P-per-project-region`,
+/// `PREEMPTIBLE-TPU-V6E-per-project-region`,
+/// `TPUS-PER-TPU-FAMILY-per-project-region` with dimensions `region` and
+/// `tpu_family`; `PREEMPTIBLE-TPU7X-per-project-region`, 64 chips in a
+/// public TPU7x quick start: yangwhale/gpu-tpu-pedia,
+/// tpu/Hunyuan3-295B-Pretraining/QUICKSTART-v7.md). The plan names each
+/// as Compute's errors do (`Quota 'TPUS_PER_TPU_FAMILY' exceeded. Limit:
+/// 0.0 in region us-east5.`); `PREEMPTIBLE_TPU7X` follows the pattern of
+/// `PREEMPTIBLE_TPU_V6E` (no public error shows it). A quota id Cloud
+/// Quotas answers 404 for is "not checked", never a refusal.
 pub const QUOTAS: &[(&str, QuotaDef, Option<QuotaDef>)] = &[
     (
         "tpu-v4-podslice",
@@ -136,11 +147,14 @@ pub const QUOTAS: &[(&str, QuotaDef, Option<QuotaDef>)] = &[
             None,
         )),
     ),
-    // "Preemptible TPU slices tpu7x": no public source gives its quota id.
     (
         "tpu7x",
         cloud("TPUS_PER_TPU_FAMILY/TPU7X", FAMILY_QUOTA_ID, Some("TPU7X")),
-        None,
+        Some(cloud(
+            "PREEMPTIBLE_TPU7X",
+            "PREEMPTIBLE-TPU7X-per-project-region",
+            None,
+        )),
     ),
 ];
 
@@ -157,8 +171,7 @@ pub fn quota_of(accelerator: &str, preemptible: bool) -> Result<QuotaDef, String
     }
     spot.ok_or_else(|| {
         format!(
-            "the preemptible quota of {accelerator} (\"Preemptible TPU slices {accelerator}\") has no \
-             quota id a public source names; not checked"
+            "no preemptible Compute Engine quota is known for {accelerator}; not checked"
         )
     })
 }

@@ -290,8 +290,16 @@ fn each_generation_reads_its_quota_where_compute_engine_keeps_it() {
         src("tpu7x", false).map(|q| q.0),
         Ok("TPUS_PER_TPU_FAMILY/TPU7X")
     );
-    let why = src("tpu7x", true).unwrap_err();
-    assert!(why.contains("no quota id a public source names"), "{why}");
+    assert_eq!(
+        src("tpu7x", true),
+        Ok((
+            "PREEMPTIBLE_TPU7X",
+            CloudQuotas {
+                quota_id: "PREEMPTIBLE-TPU7X-per-project-region",
+                family: None
+            }
+        ))
+    );
 }
 
 fn cloud_quota(metric: &str, limit: f64, usage: f64) -> Facts {
@@ -344,18 +352,56 @@ fn a_v6e_plan_past_its_family_quota_is_refused_with_the_figures_from_cloud_quota
 }
 
 #[test]
-fn tpu7x_on_demand_is_checked_and_its_spot_and_flex_start_say_why_not() {
+fn tpu7x_on_demand_and_spot_are_checked_and_flex_start_says_why_not() {
     let f = fleet(vec![
         slice("od", "tpu7x", "2x2x1", 1, CapacityType::OnDemand),
         slice("sp", "tpu7x", "2x2x1", 1, CapacityType::Spot),
         slice("fx", "tpu-v5p-slice", "2x2x1", 1, CapacityType::FlexStart),
     ]);
-    let p = judged(&f, &cloud_quota("TPUS_PER_TPU_FAMILY/TPU7X", 64.0, 0.0));
-    assert!(p.refused.is_empty(), "{:?}", p.refused);
-    assert_eq!(p.preflight.quotas.len(), 1);
+    // The Spot slice reads PREEMPTIBLE-TPU7X-per-project-region.
+    let p = plan(&f, &TestInv::default(), &PlanOptions::default()).unwrap();
+    let r = reads(&p, &f, &all_kinds());
+    assert!(
+        r.cloud_quotas
+            .iter()
+            .any(|c| c.quota_id == "PREEMPTIBLE-TPU7X-per-project-region"),
+        "{:?}",
+        r.cloud_quotas
+    );
+    // 4 chips each: on demand fits 64, Spot does not fit 2 left.
+    let mut facts = cloud_quota("TPUS_PER_TPU_FAMILY/TPU7X", 64.0, 0.0);
+    for q in facts.quotas.values_mut() {
+        q.insert("PREEMPTIBLE_TPU7X".to_string(), (2.0, 0.0));
+    }
+    let p = judged(&f, &facts);
+    let refused: Vec<(&str, &str)> = p
+        .refused
+        .iter()
+        .map(|r| (r.address.as_str(), r.code.as_str()))
+        .collect();
     assert_eq!(
-        p.preflight.quotas[0].key.metric,
-        "TPUS_PER_TPU_FAMILY/TPU7X"
+        refused,
+        vec![("slice.sp[0].node_pool", "quota_insufficient")],
+        "{:?}",
+        p.refused
+    );
+    assert!(
+        p.refused[0]
+            .message
+            .contains("needs 4 PREEMPTIBLE_TPU7X chips in us-central1"),
+        "{}",
+        p.refused[0].message
+    );
+    let metrics: Vec<&str> = p
+        .preflight
+        .quotas
+        .iter()
+        .map(|q| q.key.metric.as_str())
+        .collect();
+    assert_eq!(
+        metrics,
+        vec!["PREEMPTIBLE_TPU7X", "TPUS_PER_TPU_FAMILY/TPU7X"],
+        "{metrics:?}"
     );
     let why: Vec<(&str, &str)> = p
         .preflight
@@ -364,8 +410,7 @@ fn tpu7x_on_demand_is_checked_and_its_spot_and_flex_start_say_why_not() {
         .map(|u| (u.address.as_str(), u.why.as_str()))
         .collect();
     assert!(
-        why.iter()
-            .any(|(a, w)| a.starts_with("slice.sp[0]") && w.contains("no quota id")),
+        !why.iter().any(|(a, _)| a.starts_with("slice.sp[0]")),
         "{why:?}"
     );
     assert!(
