@@ -170,9 +170,7 @@ pub fn quota_of(accelerator: &str, preemptible: bool) -> Result<QuotaDef, String
         return Ok(*on_demand);
     }
     spot.ok_or_else(|| {
-        format!(
-            "no preemptible Compute Engine quota is known for {accelerator}; not checked"
-        )
+        format!("no preemptible Compute Engine quota is known for {accelerator}; not checked")
     })
 }
 

@@ -206,3 +206,110 @@ async fn without_permission_to_read_quotas_the_plan_warns_and_goes_ahead() {
     assert_eq!(pool_names(&sim).await, vec!["lite-0"], "{t}");
     sim.shutdown().await;
 }
+
+/// GKE TPU7x: a plan past the TPU7x family quota
+/// (`TPUS-PER-TPU-FAMILY-per-project-region`, `tpu_family=tpu7x`) refuses
+/// the slice that does not fit with `quota_insufficient` and the figures,
+/// and a Spot slice past `PREEMPTIBLE-TPU7X-per-project-region` likewise;
+/// `apply` sends nothing for them, the slice that fits converges with its
+/// workload policy, and the next plan counts the chips it took.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tpu7x_plan_past_its_quotas_refuses_those_slices_and_the_rest_converge() {
+    let faults = FaultConfig {
+        quotas: BTreeMap::from([
+            (format!("{REGION}/TPUS_PER_TPU_FAMILY/TPU7X"), 8),
+            (format!("{REGION}/PREEMPTIBLE_TPU7X"), 4),
+        ]),
+        ..FaultConfig::default()
+    };
+    let sim = sim(Duration::from_millis(10), 1, faults).await;
+    let spot = "  capacity:\n    type: spot\n";
+    // big: 16 chips (refused, 8 left); iron: 8 chips (fits); spot: 8
+    // preemptible chips (refused, 4 left).
+    let dir = spec_dir(&[
+        ("big.yaml", slice_yaml("big", "tpu7x", "2x2x4", 1, "")),
+        ("iron.yaml", slice_yaml("iron", "tpu7x", "2x2x2", 1, "")),
+        ("spot.yaml", slice_yaml("spot", "tpu7x", "2x2x2", 1, spot)),
+    ]);
+    let d = dir.path().to_str().unwrap();
+    let o = slicectl(&sim, &["plan", d]).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    for want in [
+        "✗ TPUS_PER_TPU_FAMILY/TPU7X in us-central1 (project example-project): the plan needs 24 chips; the quota has 8 left (limit 8, usage 0 observed; limit from Cloud Quotas)",
+        "refused: slice.big[0].node_pool",
+        "✗ PREEMPTIBLE_TPU7X in us-central1 (project example-project): the plan needs 8 chips; the quota has 4 left (limit 4, usage 0 observed; limit from Cloud Quotas)",
+        "refused: slice.spot[0].node_pool",
+        "slice.big[0].node_pool needs 16 TPUS_PER_TPU_FAMILY/TPU7X chips in us-central1 (project example-project); the quota has 8 left",
+        "slice.spot[0].node_pool needs 8 PREEMPTIBLE_TPU7X chips in us-central1 (project example-project); the quota has 4 left",
+    ] {
+        assert!(t.contains(want), "{want:?} in {t}");
+    }
+    let o = slicectl(&sim, &["plan", d, "--output", "json"]).await;
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut refused: Vec<(String, String)> = v["refused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["code"] == "quota_insufficient")
+        .map(|r| {
+            (
+                r["address"].as_str().unwrap_or_default().to_string(),
+                r["code"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    refused.sort();
+    assert_eq!(
+        refused,
+        vec![
+            (
+                "slice.big[0].node_pool".to_string(),
+                "quota_insufficient".to_string()
+            ),
+            (
+                "slice.spot[0].node_pool".to_string(),
+                "quota_insufficient".to_string()
+            ),
+        ],
+        "{v:#}"
+    );
+    let family = v["preflight"]["quotas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["metric"] == "TPUS_PER_TPU_FAMILY/TPU7X")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (
+            &family["limit"],
+            &family["left"],
+            &family["needed"],
+            &family["read_with"]
+        ),
+        (
+            &Value::from(8),
+            &Value::from(8),
+            &Value::from(24),
+            &Value::from("cloudquotas")
+        ),
+        "{v:#}"
+    );
+
+    // apply: iron converges (its workload policy, then its pool); nothing
+    // is sent for big or spot.
+    let o = apply(&sim, dir.path()).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "a refusal stands: {t}");
+    assert_eq!(pool_names(&sim).await, vec!["iron-0"], "{t}");
+    assert_eq!(creates(&sim), 1, "{:?}", sim.stats());
+    // The next plan counts the 8 chips iron-0 holds.
+    let o = slicectl(&sim, &["plan", d]).await;
+    let t = text(&o);
+    assert!(
+        t.contains("✗ TPUS_PER_TPU_FAMILY/TPU7X in us-central1 (project example-project): the plan needs 16 chips; the quota has 0 left (limit 8, usage 8 observed; limit from Cloud Quotas)"),
+        "{t}"
+    );
+    sim.shutdown().await;
+}

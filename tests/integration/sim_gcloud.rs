@@ -655,7 +655,10 @@ async fn gcloud_reads_quotas_and_reservations() {
         .map(|l| l.iter().filter_map(|q| q["quotaId"].as_str()).collect())
         .unwrap_or_default();
     assert_eq!(ids.len(), 5, "{list:#}");
-    assert!(ids.contains(&"PREEMPTIBLE-TPU7X-per-project-region"), "{ids:?}");
+    assert!(
+        ids.contains(&"PREEMPTIBLE-TPU7X-per-project-region"),
+        "{ids:?}"
+    );
     assert!(
         sim.stats().by_method["cloudquotas.projects.locations.services.quotaInfos.list"] >= 3,
         "{:?}",

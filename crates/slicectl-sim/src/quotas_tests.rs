@@ -24,17 +24,15 @@ fn metrics_follow_generation_and_provisioning_model() {
         metric("tpu7x-standard-4t", false),
         Some("TPUS_PER_TPU_FAMILY/TPU7X")
     );
-    assert_eq!(
-        metric("tpu7x-standard-4t", true),
-        Some("PREEMPTIBLE_TPU7X")
-    );
+    assert_eq!(metric("tpu7x-standard-4t", true), Some("PREEMPTIBLE_TPU7X"));
     assert_eq!(metric("n2-standard-4", false), None);
 }
 
 #[test]
 fn pools_on_a_reservation_or_flex_start_are_not_charged() {
     let zones = vec!["us-east5-a".to_string()];
-    let spot = json!({"initialNodeCount": 4, "config": {"machineType": "ct5p-hightpu-4t", "spot": true}});
+    let spot =
+        json!({"initialNodeCount": 4, "config": {"machineType": "ct5p-hightpu-4t", "spot": true}});
     assert_eq!(
         pool_charges("p", &spot, &zones),
         vec![("us-east5".to_string(), "PREEMPTIBLE_TPU_V5P", 16)]
@@ -247,7 +245,11 @@ fn cloud_quotas_list_pages_with_page_tokens() {
         );
         let infos = page["quotaInfos"].as_array().unwrap();
         assert!(!infos.is_empty() && infos.len() <= 2, "{page:#}");
-        ids.extend(infos.iter().map(|q| q["quotaId"].as_str().unwrap().to_string()));
+        ids.extend(
+            infos
+                .iter()
+                .map(|q| q["quotaId"].as_str().unwrap().to_string()),
+        );
         pages += 1;
         match page.get("nextPageToken").and_then(Value::as_str) {
             Some(t) => token = Some(t.to_string()),
@@ -266,7 +268,11 @@ fn cloud_quotas_list_pages_with_page_tokens() {
     // Unset and 0 are the default page (all five here); larger is coerced.
     for size in ["0", "100000"] {
         let all = list_quota_infos(&inner, &ctx("", &[("pageSize", size)]), &compute).unwrap();
-        assert_eq!(all["quotaInfos"].as_array().map(Vec::len), Some(5), "{size}");
+        assert_eq!(
+            all["quotaInfos"].as_array().map(Vec::len),
+            Some(5),
+            "{size}"
+        );
     }
     // A token of another parent, a garbled one and one past the end: 400.
     let first = list_quota_infos(&inner, &ctx("", &[("pageSize", "2")]), &compute).unwrap();
@@ -276,7 +282,11 @@ fn cloud_quotas_list_pages_with_page_tokens() {
         ..parent("global", "compute.googleapis.com")
     };
     let past = quota_page_token(&compute, CLOUD_QUOTAS.len());
-    for (p, token) in [(&other, t), (&compute, "not-a-token"), (&compute, past.as_str())] {
+    for (p, token) in [
+        (&other, t),
+        (&compute, "not-a-token"),
+        (&compute, past.as_str()),
+    ] {
         let e = list_quota_infos(&inner, &ctx("", &[("pageToken", token)]), p).unwrap_err();
         assert_eq!(
             (e.http, e.status, e.message.as_str()),
