@@ -774,16 +774,27 @@ pub fn judge(plan: &mut Plan, fleet: &Fleet, kinds: &[&dyn Kind], facts: &Facts)
                     } else {
                         String::new()
                     };
+                    // Cloud Quotas gives the limit only: say whose usage it is
+                    // and name the quota id the console and gcloud know.
+                    let (seen, note, which) = match source {
+                        QuotaSource::Region => ("", "", format!("metric {}", k.metric)),
+                        QuotaSource::CloudQuotas { quota_id, .. } => (
+                            " observed",
+                            "; Cloud Quotas gives the limit only, so the usage is the TPU pools and VMs \
+                             slicectl sees in the region",
+                            format!("quota {quota_id}"),
+                        ),
+                    };
                     refusals.push(refusal(
                         a,
                         "quota_insufficient",
                         format!(
                             "{address} needs {net} {} chips in {} (project {}){freed}; the quota has {left_now} left \
-                             (limit {limit}, usage {usage}, {taken} taken by this plan's earlier creates). \
+                             (limit {limit}, usage {usage}{seen}, {taken} taken by this plan's earlier creates){note}. \
                              Nothing is sent for this slice replica this run. Raise the quota \
-                             (IAM & Admin > Quotas, metric {}, region {}), free chips, or choose another capacity; \
+                             (IAM & Admin > Quotas, {which}, region {}), free chips, or choose another capacity; \
                              it is planned again on the next run",
-                            k.metric, k.region, k.project, k.metric, k.region
+                            k.metric, k.region, k.project, k.region
                         ),
                     ));
                 }

@@ -70,7 +70,8 @@ fn the_replica_past_the_quota_is_refused_with_its_figures_and_the_first_goes_ahe
     assert!(
         msg.contains("needs 8 TPU_V5P chips in us-central1")
             && msg.contains(
-                "the quota has 4 left (limit 20, usage 8, 8 taken by this plan's earlier creates)"
+                "the quota has 4 left (limit 20, usage 8 observed, 8 taken by this plan's earlier creates); \
+                 Cloud Quotas gives the limit only, so the usage is the TPU pools and VMs slicectl sees in the region."
             ),
         "{msg}"
     );
@@ -337,13 +338,17 @@ fn a_v6e_plan_past_its_family_quota_is_refused_with_the_figures_from_cloud_quota
     assert_eq!((q.limit, q.usage, q.left, q.needed), (16, 4, 12, 16));
     assert_eq!(q.read_with, READ_WITH_CLOUD_QUOTAS);
     assert_eq!(p.refused[0].code, "quota_insufficient");
-    assert!(
-        p.refused[0]
-            .message
-            .contains("needs 16 TPUS_PER_TPU_FAMILY/CT6E chips in us-central1"),
-        "{}",
-        p.refused[0].message
-    );
+    for want in [
+        "needs 16 TPUS_PER_TPU_FAMILY/CT6E chips in us-central1",
+        "(limit 16, usage 4 observed, 0 taken by this plan's earlier creates); Cloud Quotas gives the limit only",
+        "Raise the quota (IAM & Admin > Quotas, quota TPUS-PER-TPU-FAMILY-per-project-region, region us-central1)",
+    ] {
+        assert!(
+            p.refused[0].message.contains(want),
+            "{want:?} in {}",
+            p.refused[0].message
+        );
+    }
     let text = crate::plan::human::render(&p, false);
     assert!(
         text.contains("(limit 16, usage 4 observed; limit from Cloud Quotas)"),
