@@ -27,6 +27,13 @@ async fn get(sim: &slicectl_sim::SimHandle, path: &str) -> Value {
     reqwest::get(url).await.unwrap().json().await.unwrap()
 }
 
+/// Asserts that the output `t` says each of `wants`.
+fn assert_says(t: &str, wants: &[&str]) {
+    for want in wants {
+        assert!(t.contains(want), "{want:?} in {t}");
+    }
+}
+
 fn quota(metric: &str, limit: u64) -> FaultConfig {
     FaultConfig {
         quotas: BTreeMap::from([(format!("{REGION}/{metric}"), limit)]),
@@ -57,15 +64,16 @@ async fn a_plan_past_the_quota_shows_the_figures_and_the_slices_that_fit_converg
     let o = slicectl(&sim, &["plan", d]).await;
     let t = text(&o);
     assert_ne!(o.status.code(), Some(0), "{t}");
-    for want in [
-        "Preflight (quotas and reservations, read before anything is sent):",
-        "✗ TPU_V5P in us-central1 (project example-project): the plan needs 24 chips; the quota has 8 left (limit 8, usage 0 observed; limit from Cloud Quotas)",
-        "refused: slice.big[0].node_pool",
-        "[quota_insufficient]",
-        "slice.big[0].node_pool needs 16 TPU_V5P chips in us-central1 (project example-project); the quota has 8 left",
-    ] {
-        assert!(t.contains(want), "{want:?} in {t}");
-    }
+    assert_says(
+        &t,
+        &[
+            "Preflight (quotas and reservations, read before anything is sent):",
+            "✗ TPU_V5P in us-central1 (project example-project): the plan needs 24 chips; the quota has 8 left (limit 8, usage 0 observed; limit from Cloud Quotas)",
+            "refused: slice.big[0].node_pool",
+            "[quota_insufficient]",
+            "slice.big[0].node_pool needs 16 TPU_V5P chips in us-central1 (project example-project); the quota has 8 left",
+        ],
+    );
     let o = slicectl(&sim, &["plan", d, "--output", "json"]).await;
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let q = &v["preflight"]["quotas"][0];
@@ -144,13 +152,14 @@ async fn a_reservation_short_by_one_vm_is_refused_before_anything_is_sent() {
     let o = apply(&sim, dir.path()).await;
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
-    for want in [
-        "✗ reservation r1 in us-central1-a (project example-project): the plan needs 4 VMs; 3 of 3 free (0 in use)",
-        "[reservation_insufficient]",
-        "slice.r[0].node_pool needs 4 VMs of reservation r1 in us-central1-a (project example-project); it has 3 of 3 free",
-    ] {
-        assert!(t.contains(want), "{want:?} in {t}");
-    }
+    assert_says(
+        &t,
+        &[
+            "✗ reservation r1 in us-central1-a (project example-project): the plan needs 4 VMs; 3 of 3 free (0 in use)",
+            "[reservation_insufficient]",
+            "slice.r[0].node_pool needs 4 VMs of reservation r1 in us-central1-a (project example-project); it has 3 of 3 free",
+        ],
+    );
     assert_eq!(creates(&sim), 0, "{:?}", sim.stats());
     let r = get(&sim, "zones/us-central1-a/reservations/r1").await;
     assert_eq!(r["specificReservation"]["count"], "3", "{r:#}");
@@ -182,17 +191,18 @@ async fn without_permission_to_read_quotas_the_plan_warns_and_goes_ahead() {
     let o = slicectl(&sim, &["plan", d, "--detailed-exitcode"]).await;
     let t = text(&o);
     assert_eq!(o.status.code(), Some(2), "changes, no failure: {t}");
-    for want in [
-        "Warning: quotas of projects/example-project/regions/us-central1 not read",
-        "HTTP 403 PERMISSION_DENIED",
-        "Required 'compute.regions.get' permission for 'projects/example-project/regions/us-central1'",
-        "needs compute.regions.get (roles/compute.viewer)",
-        "Warning: quota projects/example-project/locations/global/services/compute.googleapis.com/quotaInfos/TPU-V5P-per-project-region not read",
-        "Permission 'cloudquotas.quotas.get' denied on resource",
-        "needs cloudquotas.quotas.get (roles/cloudquotas.viewer)",
-    ] {
-        assert!(t.contains(want), "{want:?} in {t}");
-    }
+    assert_says(
+        &t,
+        &[
+            "Warning: quotas of projects/example-project/regions/us-central1 not read",
+            "HTTP 403 PERMISSION_DENIED",
+            "Required 'compute.regions.get' permission for 'projects/example-project/regions/us-central1'",
+            "needs compute.regions.get (roles/compute.viewer)",
+            "Warning: quota projects/example-project/locations/global/services/compute.googleapis.com/quotaInfos/TPU-V5P-per-project-region not read",
+            "Permission 'cloudquotas.quotas.get' denied on resource",
+            "needs cloudquotas.quotas.get (roles/cloudquotas.viewer)",
+        ],
+    );
     assert!(!t.contains("quota_insufficient"), "{t}");
     assert!(!t.contains("not checked"), "{t}");
     // The create is sent, and GKE refuses it for the quota (403).
@@ -235,16 +245,17 @@ async fn a_tpu7x_plan_past_its_quotas_refuses_those_slices_and_the_rest_converge
     let o = slicectl(&sim, &["plan", d]).await;
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
-    for want in [
-        "✗ TPUS_PER_TPU_FAMILY/TPU7X in us-central1 (project example-project): the plan needs 24 chips; the quota has 8 left (limit 8, usage 0 observed; limit from Cloud Quotas)",
-        "refused: slice.big[0].node_pool",
-        "✗ PREEMPTIBLE_TPU7X in us-central1 (project example-project): the plan needs 8 chips; the quota has 4 left (limit 4, usage 0 observed; limit from Cloud Quotas)",
-        "refused: slice.spot[0].node_pool",
-        "slice.big[0].node_pool needs 16 TPUS_PER_TPU_FAMILY/TPU7X chips in us-central1 (project example-project); the quota has 8 left",
-        "slice.spot[0].node_pool needs 8 PREEMPTIBLE_TPU7X chips in us-central1 (project example-project); the quota has 4 left",
-    ] {
-        assert!(t.contains(want), "{want:?} in {t}");
-    }
+    assert_says(
+        &t,
+        &[
+            "✗ TPUS_PER_TPU_FAMILY/TPU7X in us-central1 (project example-project): the plan needs 24 chips; the quota has 8 left (limit 8, usage 0 observed; limit from Cloud Quotas)",
+            "refused: slice.big[0].node_pool",
+            "✗ PREEMPTIBLE_TPU7X in us-central1 (project example-project): the plan needs 8 chips; the quota has 4 left (limit 4, usage 0 observed; limit from Cloud Quotas)",
+            "refused: slice.spot[0].node_pool",
+            "slice.big[0].node_pool needs 16 TPUS_PER_TPU_FAMILY/TPU7X chips in us-central1 (project example-project); the quota has 8 left",
+            "slice.spot[0].node_pool needs 8 PREEMPTIBLE_TPU7X chips in us-central1 (project example-project); the quota has 4 left",
+        ],
+    );
     let o = slicectl(&sim, &["plan", d, "--output", "json"]).await;
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let mut refused: Vec<(String, String)> = v["refused"]
