@@ -133,17 +133,17 @@ fn error_name(metric: &str) -> &str {
 
 /// A Cloud Quotas quota: its id, metric, display name, and the metric (or,
 /// for a family quota, the `METRIC/` prefix) its limits are set under.
-struct CloudQuota {
-    id: &'static str,
-    metric: &'static str,
+pub(crate) struct CloudQuota {
+    pub(crate) id: &'static str,
+    pub(crate) metric: &'static str,
     display: &'static str,
-    sim_metric: &'static str,
-    family: bool,
+    pub(crate) sim_metric: &'static str,
+    pub(crate) family: bool,
 }
 
 /// The Cloud Quotas quotas served (ids as public setup scripts read them;
 /// display names from Compute Engine's TPU quota catalogue).
-const CLOUD_QUOTAS: &[CloudQuota] = &[
+pub(crate) const CLOUD_QUOTAS: &[CloudQuota] = &[
     CloudQuota {
         id: "TPU-V5P-per-project-region",
         metric: "compute.googleapis.com/tpu_v5p",
@@ -259,24 +259,35 @@ fn pool_zones_of(rec_spec: &Value) -> Vec<String> {
 /// Chips in use per metric in `project`'s `region`: the node pools not in
 /// `ERROR` and the TPU VMs that exist.
 pub(crate) fn usage(inner: &Inner, project: &str, region: &str) -> BTreeMap<&'static str, u64> {
-    let mut out: BTreeMap<&'static str, u64> = BTreeMap::new();
+    usage_by_region(inner, project)
+        .into_iter()
+        .filter(|((r, _), _)| r == region)
+        .map(|((_, m), chips)| (m, chips))
+        .collect()
+}
+
+/// Chips in use in `project` per `(region, metric)` ([`usage`]).
+pub(crate) fn usage_by_region(
+    inner: &Inner,
+    project: &str,
+) -> BTreeMap<(String, &'static str), u64> {
+    let mut out: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
     for (key, rec) in &inner.pools {
         let their_project = key.split('/').nth(1).unwrap_or_default();
         if their_project != project || rec.status == "ERROR" {
             continue;
         }
         for (r, m, chips) in pool_charges(project, &rec.spec, &pool_zones_of(&rec.spec)) {
-            if r == region {
-                *out.entry(m).or_default() += chips;
-            }
+            *out.entry((r, m)).or_default() += chips;
         }
     }
     for vm in inner.instances.values() {
-        if vm.project != project || crate::tpu::region_of(&vm.zone) != region {
+        if vm.project != project {
             continue;
         }
         if let Some((m, chips)) = vm_charge(&vm.machine_type, &vm.properties) {
-            *out.entry(m).or_default() += chips;
+            let region = crate::tpu::region_of(&vm.zone).to_string();
+            *out.entry((region, m)).or_default() += chips;
         }
     }
     out
@@ -679,6 +690,9 @@ pub(crate) fn denied(config: &FaultConfig, r: &Resolved, ctx: &Ctx) -> Option<Ap
              (or it may not exist)."
         )));
     }
+    if r.api == Api::Monitoring {
+        return super::monitoring::denied(config, &id);
+    }
     if !config.denied_methods.contains(&id) {
         return None;
     }
@@ -689,7 +703,7 @@ pub(crate) fn denied(config: &FaultConfig, r: &Resolved, ctx: &Ctx) -> Option<Ap
             .nth(3)
             .unwrap_or_default()
             .to_string(),
-        Api::Container | Api::CloudQuotas => ctx
+        Api::Container | Api::CloudQuotas | Api::Monitoring => ctx
             .path
             .splitn(3, '/')
             .nth(2)
