@@ -271,6 +271,9 @@ pub struct Facts {
     pub unread_regions: std::collections::BTreeSet<(String, String)>,
     /// Reservation → `(count, inUseCount)` in VMs.
     pub reservations: BTreeMap<ReservationKey, (u64, u64)>,
+    /// `(project, region, metric)` of the Cloud Quotas quotas whose usage is
+    /// Cloud Monitoring's (larger than the observed one).
+    pub monitored: std::collections::BTreeSet<(String, String, String)>,
     /// Reads that failed, as warnings (`what: why`).
     pub errors: Vec<String>,
 }
@@ -311,6 +314,11 @@ pub const READ_WITH_REGION: &str = "regions.get";
 /// its usage observed ([`observed_usage`]).
 pub const READ_WITH_CLOUD_QUOTAS: &str = "cloudquotas";
 
+/// `QuotaLine::usage_from` of a usage read from Cloud Monitoring.
+pub const USAGE_FROM_MONITORING: &str = "monitoring";
+/// `QuotaLine::usage_from` of a usage slicectl observes.
+pub const USAGE_FROM_OBSERVED: &str = "observed";
+
 /// One quota's figures.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QuotaLine {
@@ -318,8 +326,14 @@ pub struct QuotaLine {
     #[serde(flatten)]
     pub key: QuotaKey,
     /// Where its figures come from: `regions.get` (limit and usage), or
-    /// `cloudquotas` (the limit from Cloud Quotas, the usage observed).
+    /// `cloudquotas` (the limit from Cloud Quotas, the usage per
+    /// `usage_from`).
     pub read_with: &'static str,
+    /// With `cloudquotas`: where the usage comes from, `monitoring` (Cloud
+    /// Monitoring's, larger than the observed one) or `observed`
+    /// ([`observed_usage`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage_from: Option<&'static str>,
     /// The limit, in chips.
     pub limit: u64,
     /// Chips in use before the plan.
@@ -759,6 +773,20 @@ pub fn judge(plan: &mut Plan, fleet: &Fleet, kinds: &[&dyn Kind], facts: &Facts)
                         QuotaSource::Region => READ_WITH_REGION,
                         QuotaSource::CloudQuotas { .. } => READ_WITH_CLOUD_QUOTAS,
                     },
+                    usage_from: match source {
+                        QuotaSource::Region => None,
+                        QuotaSource::CloudQuotas { .. } => Some(
+                            if facts.monitored.contains(&(
+                                k.project.clone(),
+                                k.region.clone(),
+                                k.metric.clone(),
+                            )) {
+                                USAGE_FROM_MONITORING
+                            } else {
+                                USAGE_FROM_OBSERVED
+                            },
+                        ),
+                    },
                     limit,
                     usage,
                     left: limit.saturating_sub(usage),
@@ -776,14 +804,18 @@ pub fn judge(plan: &mut Plan, fleet: &Fleet, kinds: &[&dyn Kind], facts: &Facts)
                     };
                     // Cloud Quotas gives the limit only: say whose usage it is
                     // and name the quota id the console and gcloud know.
-                    let (seen, note, which) = match source {
-                        QuotaSource::Region => ("", "", format!("metric {}", k.metric)),
-                        QuotaSource::CloudQuotas { quota_id, .. } => (
+                    let (seen, note, which) = match (source, line.usage_from) {
+                        (
+                            QuotaSource::CloudQuotas { quota_id, .. },
+                            Some(USAGE_FROM_MONITORING),
+                        ) => (" from Cloud Monitoring", "", format!("quota {quota_id}")),
+                        (QuotaSource::CloudQuotas { quota_id, .. }, _) => (
                             " observed",
                             "; Cloud Quotas gives the limit only, so the usage is the TPU pools and VMs \
                              slicectl sees in the region",
                             format!("quota {quota_id}"),
                         ),
+                        (QuotaSource::Region, _) => ("", "", format!("metric {}", k.metric)),
                     };
                     refusals.push(refusal(
                         a,

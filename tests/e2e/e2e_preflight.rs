@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::*;
-use serde_json::Value;
-use slicectl_sim::FaultConfig;
+use serde_json::{Value, json};
+use slicectl_sim::{FaultConfig, SimConfig, Simulator};
 
 const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
 
@@ -321,6 +321,87 @@ async fn a_tpu7x_plan_past_its_quotas_refuses_those_slices_and_the_rest_converge
     assert!(
         t.contains("✗ TPUS_PER_TPU_FAMILY/TPU7X in us-central1 (project example-project): the plan needs 16 chips; the quota has 0 left (limit 8, usage 8 observed; limit from Cloud Quotas)"),
         "{t}"
+    );
+    sim.shutdown().await;
+}
+
+/// TPU capacity slicectl does not observe (a v5p pool in a cluster no
+/// Target names) is in Cloud Monitoring's usage: the plan takes that usage
+/// (larger than the observed one) and refuses the slice the quota cannot
+/// hold; a caller without `monitoring.timeSeries.list` gets a warning and
+/// the observed usage, never a failed plan.
+#[tokio::test(flavor = "multi_thread")]
+async fn usage_slicectl_does_not_see_is_read_from_cloud_monitoring() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let other = "projects/example-project/locations/us-central1/clusters/other";
+    let sim = Simulator::start(
+        SimConfig {
+            clusters: vec![CLUSTER.to_string(), other.to_string()],
+            operation_latency: Duration::from_millis(10),
+            seed: 1,
+            faults: quota("TPU_V5P", 8),
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    // 4 v5p chips in the other cluster (single host).
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/{other}/nodePools", sim.base_url()))
+        .json(&json!({"parent": other, "nodePool": {
+            "name": "elsewhere", "initialNodeCount": 1, "locations": ["us-central1-a"],
+            "config": {"machineType": "ct5p-hightpu-4t"}}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text().await);
+    let dir = spec_dir(&[(
+        "llm.yaml",
+        slice_yaml("llm", "tpu-v5p-slice", "2x2x2", 1, ""),
+    )]);
+    let d = dir.path().to_str().unwrap();
+    let o = slicectl(&sim, &["plan", d]).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert_says(
+        &t,
+        &[
+            "✗ TPU_V5P in us-central1 (project example-project): the plan needs 8 chips; the quota has 4 left (limit 8, usage 4 from Cloud Monitoring; limit from Cloud Quotas)",
+            "slice.llm[0].node_pool needs 8 TPU_V5P chips in us-central1 (project example-project); the quota has 4 left (limit 8, usage 4 from Cloud Monitoring, 0 taken",
+        ],
+    );
+    let o = slicectl(&sim, &["plan", d, "--output", "json"]).await;
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["preflight"]["quotas"][0]["usage_from"], "monitoring",
+        "{v:#}"
+    );
+    assert!(
+        sim.stats().by_method["monitoring.projects.timeSeries.list"] >= 1,
+        "{:?}",
+        sim.stats()
+    );
+    // Without the permission: a warning, the observed usage (0), the plan
+    // goes ahead (and the create meets GKE's own quota error).
+    let r = reqwest::Client::new()
+        .put(format!("{}/_sim/faults", sim.base_url()))
+        .json(&json!({"quotas": {"us-central1/TPU_V5P": 8},
+                      "denied_methods": ["monitoring.timeSeries.list"]}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let o = slicectl(&sim, &["plan", d, "--detailed-exitcode"]).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "changes, no failure: {t}");
+    assert_says(
+        &t,
+        &[
+            "Warning: usage of TPU-V5P-per-project-region not read from Cloud Monitoring",
+            "Permission monitoring.timeSeries.list denied (or the resource may not exist).",
+            "needs monitoring.timeSeries.list (roles/monitoring.viewer)",
+            "✓ TPU_V5P in us-central1 (project example-project): the plan needs 8 chips; the quota has 8 left (limit 8, usage 0 observed; limit from Cloud Quotas)",
+        ],
     );
     sim.shutdown().await;
 }
