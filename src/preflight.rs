@@ -250,3 +250,7 @@ fn counts(r: &crate::resource::compute::Reservation) -> Option<(u64, u64)> {
         .map_or(Some(0), |v| v.parse().ok())?;
     Some((count, in_use))
 }
+
+#[cfg(test)]
+#[path = "preflight_tests.rs"]
+mod tests;

@@ -534,3 +534,39 @@ fn observed_usage_counts_the_vms_a_tpu_mig_has_created_by_its_template() {
         BTreeMap::from([("PREEMPTIBLE_TPU_V5P".to_string(), 4)])
     );
 }
+
+/// A usage Cloud Monitoring gave (larger than the observed one) is said so,
+/// in the plan line, the JSON and the refusal.
+#[test]
+fn a_usage_from_cloud_monitoring_is_named_so() {
+    let f = one("llm", "tpu-v5p-slice", "2x2x2", CapacityType::OnDemand);
+    let mut facts = cloud_quota("TPU_V5P", 8.0, 4.0);
+    facts.monitored.insert((
+        "example-project".into(),
+        "us-central1".into(),
+        "TPU_V5P".into(),
+    ));
+    let p = judged(&f, &facts);
+    let q = &p.preflight.quotas[0];
+    assert_eq!(
+        (q.usage, q.usage_from),
+        (4, Some(crate::plan::preflight::USAGE_FROM_MONITORING))
+    );
+    assert!(
+        p.refused[0]
+            .message
+            .contains("(limit 8, usage 4 from Cloud Monitoring, 0 taken by this plan's earlier creates). Nothing"),
+        "{}",
+        p.refused[0].message
+    );
+    let text = crate::plan::human::render(&p, false);
+    assert!(
+        text.contains("(limit 8, usage 4 from Cloud Monitoring; limit from Cloud Quotas)"),
+        "{text}"
+    );
+    let observed = judged(&f, &cloud_quota("TPU_V5P", 8.0, 4.0));
+    assert_eq!(
+        observed.preflight.quotas[0].usage_from,
+        Some(crate::plan::preflight::USAGE_FROM_OBSERVED)
+    );
+}
