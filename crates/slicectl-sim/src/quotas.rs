@@ -34,7 +34,8 @@
 //! `TPUS-PER-TPU-FAMILY-per-project-region`,
 //! `PREEMPTIBLE-TPU7X-per-project-region`; no Google page lists the ids):
 //! limits only (`QuotaInfo` has no usage field; Google tracks usage "with
-//! Cloud Monitoring", cloud.google.com/docs/quotas/implement-common-use-cases),
+//! Cloud Monitoring", cloud.google.com/docs/quotas/implement-common-use-cases:
+//! `super::monitoring` serves it),
 //! one `dimensionsInfos` entry per region (and family) with
 //! a quota set ([`FaultConfig::quotas`]), then the default entry, `-1`
 //! (unlimited: this simulator limits nothing it was not told to).
