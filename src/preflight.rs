@@ -1,12 +1,14 @@
 //! The preflight's reads (shell): each region's quotas (`regions.get`), the
 //! Cloud Quotas quotas `regions.get` does not list (`quotaInfos.get`: TPU
-//! v5p, v6e, TPU7x; their usage is observed, [`observed_usage`]) and each
-//! specific reservation (`reservations.get`) the plan's creates and
-//! replacements are charged to, then [`plan::preflight::judge`]. Read-only
-//! calls; one that fails (a caller without `compute.regions.get`,
-//! `cloudquotas.quotas.get` or `compute.reservations.get`, a reservation not
-//! found) is a warning in the plan and no preflight for what it covers,
-//! never a failed plan.
+//! v5p, v6e, TPU7x) with their usage from Cloud Monitoring
+//! (`timeSeries.list`; the larger of it and the observed usage,
+//! [`observed_usage`], is taken), and each specific reservation
+//! (`reservations.get`) the plan's creates and replacements are charged to,
+//! then [`plan::preflight::judge`]. Read-only calls; one that fails (a caller
+//! without `compute.regions.get`, `cloudquotas.quotas.get`,
+//! `monitoring.timeSeries.list` or `compute.reservations.get`, a reservation
+//! not found) is a warning in the plan and no preflight for what it covers
+//! (for Monitoring: the observed usage), never a failed plan.
 //!
 //! [`observed_usage`]: crate::plan::preflight::observed_usage
 

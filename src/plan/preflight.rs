@@ -14,8 +14,9 @@
 //! `PREEMPTIBLE_TPU_V5P`, v6e `TPUS_PER_TPU_FAMILY/CT6E` /
 //! `PREEMPTIBLE_TPU_V6E` and TPU7x `TPUS_PER_TPU_FAMILY/TPU7X` /
 //! `PREEMPTIBLE_TPU7X` are not in `regions.get`: their limits are read from
-//! Cloud Quotas (`quotaInfos.get`) and their usage is what slicectl
-//! observes ([`observed_usage`]). Spot VMs are charged to the preemptible
+//! Cloud Quotas (`quotaInfos.get`) and their usage is the larger of Cloud
+//! Monitoring's (`Facts::monitored`) and what slicectl observes
+//! ([`observed_usage`]). Spot VMs are charged to the preemptible
 //! quota (Cloud TPU, *Quotas*); flex-start
 //! is reported, never refused (its VMs come when the Dynamic Workload
 //! Scheduler grants them, on the preemptible quota else the on-demand
@@ -48,8 +49,8 @@ pub enum QuotaSource {
     Region,
     /// The Cloud Quotas API (`quotaInfos.get` of `compute.googleapis.com`):
     /// the quota id, and the `tpu_family` dimension when the quota has one.
-    /// It gives the limit only; the usage is what slicectl observes
-    /// ([`observed_usage`]).
+    /// It gives the limit only; the usage is Cloud Monitoring's or what
+    /// slicectl observes ([`observed_usage`]), the larger.
     CloudQuotas {
         /// Quota id, e.g. `TPU-V5P-per-project-region`.
         quota_id: &'static str,
@@ -311,7 +312,7 @@ impl Preflight {
 /// usage).
 pub const READ_WITH_REGION: &str = "regions.get";
 /// `QuotaLine::read_with` of a quota read from Cloud Quotas (the limit),
-/// its usage observed ([`observed_usage`]).
+/// its usage per `QuotaLine::usage_from`.
 pub const READ_WITH_CLOUD_QUOTAS: &str = "cloudquotas";
 
 /// `QuotaLine::usage_from` of a usage read from Cloud Monitoring.
