@@ -34,6 +34,24 @@ fn assert_says(t: &str, wants: &[&str]) {
     }
 }
 
+/// `apply` converges the one slice that fits (`pool`, one create) and sends
+/// nothing for the refused ones (exit 1: a refusal stands); the next plan
+/// then says `next`, counting the chips that pool holds.
+async fn apply_converges_then_plan_says(
+    sim: &slicectl_sim::SimHandle,
+    dir: &std::path::Path,
+    pool: &str,
+    next: &str,
+) {
+    let o = apply(sim, dir).await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "a refusal stands: {t}");
+    assert_eq!(pool_names(sim).await, vec![pool], "{t}");
+    assert_eq!(creates(sim), 1, "{:?}", sim.stats());
+    let o = slicectl(sim, &["plan", dir.to_str().unwrap()]).await;
+    assert_says(&text(&o), &[next]);
+}
+
 fn quota(metric: &str, limit: u64) -> FaultConfig {
     FaultConfig {
         quotas: BTreeMap::from([(format!("{REGION}/{metric}"), limit)]),
@@ -97,12 +115,15 @@ async fn a_plan_past_the_quota_shows_the_figures_and_the_slices_that_fit_converg
     assert_eq!(v["refused"][0]["code"], "quota_insufficient", "{v:#}");
     assert_eq!(creates(&sim), 0, "plan sends nothing");
 
-    // apply: the slice that fits converges, nothing is sent for the other.
-    let o = apply(&sim, dir.path()).await;
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "a refusal stands: {t}");
-    assert_eq!(pool_names(&sim).await, vec!["small-0"], "{t}");
-    assert_eq!(creates(&sim), 1, "{:?}", sim.stats());
+    // apply: the slice that fits converges, nothing is sent for the other;
+    // the next plan counts the 8 chips small-0 holds.
+    apply_converges_then_plan_says(
+        &sim,
+        dir.path(),
+        "small-0",
+        "✗ TPU_V5P in us-central1 (project example-project): the plan needs 16 chips; the quota has 0 left (limit 8, usage 8 observed; limit from Cloud Quotas)",
+    )
+    .await;
     // Cloud Quotas serves the limit; regions.get does not list v5p.
     let info: Value = reqwest::get(format!(
         "{}/v1/projects/example-project/locations/global/services/compute.googleapis.com/quotaInfos/TPU-V5P-per-project-region",
@@ -121,13 +142,6 @@ async fn a_plan_past_the_quota_shows_the_figures_and_the_slices_that_fit_converg
     );
     let region = get(&sim, "regions/us-central1").await;
     assert!(region.get("quotas").is_none(), "{region:#}");
-    // The next plan counts the 8 chips small-0 holds.
-    let o = slicectl(&sim, &["plan", d]).await;
-    let t = text(&o);
-    assert!(
-        t.contains("✗ TPU_V5P in us-central1 (project example-project): the plan needs 16 chips; the quota has 0 left (limit 8, usage 8 observed; limit from Cloud Quotas)"),
-        "{t}"
-    );
     sim.shutdown().await;
 }
 
@@ -309,19 +323,14 @@ async fn a_tpu7x_plan_past_its_quotas_refuses_those_slices_and_the_rest_converge
     );
 
     // apply: iron converges (its workload policy, then its pool); nothing
-    // is sent for big or spot.
-    let o = apply(&sim, dir.path()).await;
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "a refusal stands: {t}");
-    assert_eq!(pool_names(&sim).await, vec!["iron-0"], "{t}");
-    assert_eq!(creates(&sim), 1, "{:?}", sim.stats());
-    // The next plan counts the 8 chips iron-0 holds.
-    let o = slicectl(&sim, &["plan", d]).await;
-    let t = text(&o);
-    assert!(
-        t.contains("✗ TPUS_PER_TPU_FAMILY/TPU7X in us-central1 (project example-project): the plan needs 16 chips; the quota has 0 left (limit 8, usage 8 observed; limit from Cloud Quotas)"),
-        "{t}"
-    );
+    // is sent for big or spot; the next plan counts the 8 chips iron-0 holds.
+    apply_converges_then_plan_says(
+        &sim,
+        dir.path(),
+        "iron-0",
+        "✗ TPUS_PER_TPU_FAMILY/TPU7X in us-central1 (project example-project): the plan needs 16 chips; the quota has 0 left (limit 8, usage 8 observed; limit from Cloud Quotas)",
+    )
+    .await;
     sim.shutdown().await;
 }
 
