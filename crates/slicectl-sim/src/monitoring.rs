@@ -78,11 +78,13 @@ fn clauses(filter: &str) -> Result<BTreeMap<String, String>, ApiError> {
     ];
     let mut out = BTreeMap::new();
     for clause in filter.split(" AND ") {
+        // `resource.label.x` is accepted as `resource.labels.x`, as
+        // Monitoring's filters are written both ways.
         let parsed = clause.split_once('=').and_then(|(k, v)| {
             let v = v.trim().strip_prefix('"')?.strip_suffix('"')?;
-            Some((k.trim(), v))
+            Some((k.trim().replacen(".label.", ".labels.", 1), v))
         });
-        let Some((key, value)) = parsed.filter(|(k, _)| SERVED.contains(k)) else {
+        let Some((key, value)) = parsed.filter(|(k, _)| SERVED.contains(&k.as_str())) else {
             return Err(ApiError::invalid(
                 "badRequest",
                 format!(
@@ -93,7 +95,7 @@ fn clauses(filter: &str) -> Result<BTreeMap<String, String>, ApiError> {
                 ),
             ));
         };
-        out.insert(key.to_string(), value.to_string());
+        out.insert(key, value.to_string());
     }
     Ok(out)
 }

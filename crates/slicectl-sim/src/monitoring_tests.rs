@@ -66,7 +66,7 @@ fn usage_series_follow_the_vms_by_quota_and_region() {
     let doc = crate::discovery::monitoring().unwrap();
     let v5p = format!(
         "metric.type = \"{ALLOCATION_USAGE}\" AND resource.type = \"consumer_quota\" AND \
-         metric.labels.quota_metric = \"compute.googleapis.com/tpu_v5p\""
+         metric.label.quota_metric = \"compute.googleapis.com/tpu_v5p\""
     );
     let got = list_time_series(&inner, &ctx(&[("filter", &v5p), END]), "p").unwrap();
     assert_eq!(
