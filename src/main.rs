@@ -8,7 +8,7 @@ fn main() -> std::process::ExitCode {
 /// decoded on tokio's blocking threads, so what those threads free stays
 /// resident in arenas the planner never allocates from. One arena lets the
 /// plan reuse it: peak RSS of `plan` at 10,000 slices 177–182 → 156–157 MB,
-/// CPU unchanged (docs/benchmarks.md, "Planning at scale"). Set before any
+/// CPU unchanged at that size (docs/benchmarks.md, "Planning at scale"). Set before any
 /// thread starts; a `MALLOC_ARENA_MAX` set in the environment is left to win.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn one_malloc_arena() {
