@@ -351,7 +351,7 @@ fn validate(
                     rendered.push(Rendered {
                         slice: doc.metadata.name.clone(),
                         name_at: fields.value(&["metadata", "name"]),
-                        target: target.clone(),
+                        target,
                         replicas: spec.replicas,
                         workload_policy: matches!(
                             shape.placement,
@@ -545,10 +545,12 @@ fn check_previous_names_across(
 }
 
 /// A valid slice, as much as the name collision check needs.
-struct Rendered {
+struct Rendered<'a> {
     slice: String,
     name_at: Location,
-    target: TargetSpec,
+    /// Borrowed from the Targets read (one clone per slice was measurable
+    /// at 10,000 slices).
+    target: &'a TargetSpec,
     replicas: u32,
     workload_policy: bool,
     /// Backend gce: a MIG, and an instance template unless it brings its own.
@@ -581,7 +583,7 @@ fn gce_resources(spec: &SliceSpec) -> Option<GceResources> {
 /// distinct when short, but a long name is shortened with a hash, and a short
 /// slice name can equal that shortened form. Both slices are reported at
 /// their `metadata.name`, like a duplicate name.
-fn check_name_collisions(d: &mut Diags<'_>, rendered: &[Rendered]) {
+fn check_name_collisions(d: &mut Diags<'_>, rendered: &[Rendered<'_>]) {
     // (kind, scope, name) -> (slice, replica, where the slice's name is).
     let mut seen: BTreeMap<(&str, String, String), (&str, u32, &Location)> = BTreeMap::new();
     for r in rendered {
