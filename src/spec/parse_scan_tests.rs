@@ -5,17 +5,17 @@
 //! indexed at their own paths.
 
 use super::SourceFile;
-use super::parse::{ParsedFile, parse_file};
+use super::parse::{Document, parse_file};
 
-fn parse(text: &str) -> ParsedFile {
-    parse_file(&SourceFile {
+/// The documents of `text`, which has no problem.
+fn documents(text: &str) -> Vec<Document> {
+    let file = SourceFile {
         path: "f.yaml".into(),
         text: text.into(),
-    })
-}
-
-fn at(loc: &super::Location) -> (usize, usize) {
-    (loc.line, loc.column)
+    };
+    let parsed = parse_file(&file);
+    assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
+    parsed.documents
 }
 
 const FIRST: &str = "apiVersion: slicectl.dev/v1alpha1
@@ -46,10 +46,9 @@ spec: {target: t, backend: gke, accelerator: tpu-v5p-slice, topology: 2x2x4}
 
 #[test]
 fn siblings_after_nested_collections_are_indexed_at_their_own_paths() {
-    let parsed = parse(&format!("{FIRST}---\n{SECOND}"));
-    assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
-    let [a, b] = parsed.documents.as_slice() else {
-        panic!("two documents expected: {:?}", parsed.documents.len());
+    let docs = documents(&format!("{FIRST}---\n{SECOND}"));
+    let [a, b] = docs.as_slice() else {
+        panic!("two documents expected: {}", docs.len());
     };
     let f = &a.fields;
     assert_eq!(at(&f.key(&["metadata", "name"])), (4, 3));
@@ -78,9 +77,8 @@ fn siblings_after_nested_collections_are_indexed_at_their_own_paths() {
 
 #[test]
 fn a_path_not_indexed_falls_back_to_its_nearest_parent() {
-    let parsed = parse(FIRST);
-    assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
-    let f = &parsed.documents[0].fields;
+    let docs = documents(FIRST);
+    let f = &docs[0].fields;
     // No third taint: the taints' sequence.
     assert_eq!(at(&f.value(&["spec", "taints", "2", "key"])), (7, 5));
     // No such key under a taint: that taint.
@@ -89,4 +87,9 @@ fn a_path_not_indexed_falls_back_to_its_nearest_parent() {
     assert_eq!(at(&f.value(&["nope", "deeper"])), (1, 1));
     // A key is looked up whole, never by a prefix of it: the mapping's key.
     assert_eq!(at(&f.key(&["spec", "nodeLabels", "quoted"])), (12, 3));
+}
+
+/// Line and column.
+fn at(loc: &super::Location) -> (usize, usize) {
+    (loc.line, loc.column)
 }
