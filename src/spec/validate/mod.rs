@@ -359,6 +359,11 @@ fn validate(
                         ),
                         gce: gce_resources(&spec),
                         node_pool: spec.node_pool_name.clone(),
+                        pinned: spec
+                            .gce
+                            .as_ref()
+                            .map(|g| (g.mig_name.clone(), g.workload_policy_name.clone()))
+                            .unwrap_or_default(),
                     });
                 }
                 fleet.slices.insert(
@@ -555,6 +560,9 @@ struct Rendered {
     gce: Option<GceResources>,
     /// The node pool's name, when the spec sets it (`nodePoolName`).
     node_pool: Option<String>,
+    /// The MIG's and workload policy's names, when the spec sets them
+    /// (`gce.migName`, `gce.workloadPolicyName`).
+    pinned: (Option<String>, Option<String>),
 }
 
 /// The GCE resources a `gce` slice replica gets.
@@ -592,7 +600,10 @@ fn check_name_collisions(d: &mut Diags<'_>, rendered: &[Rendered]) {
                 owned.push((
                     "MIG",
                     format!("project {} zone {}", t.project, t.zone),
-                    names::mig(&r.slice, replica),
+                    r.pinned
+                        .0
+                        .clone()
+                        .unwrap_or_else(|| names::mig(&r.slice, replica)),
                     names::MIG_NAME_MAX,
                 ));
                 if gce.template {
@@ -620,7 +631,10 @@ fn check_name_collisions(d: &mut Diags<'_>, rendered: &[Rendered]) {
                 owned.push((
                     "workload policy",
                     format!("project {} region {}", t.project, region_of(&t.zone)),
-                    names::workload_policy(&r.slice, replica),
+                    r.pinned
+                        .1
+                        .clone()
+                        .unwrap_or_else(|| names::workload_policy(&r.slice, replica)),
                     names::COMPUTE_NAME_MAX,
                 ));
             }
