@@ -558,6 +558,13 @@ async fn compute_insert(sim: &SimHandle, collection: &str, body: Value) {
 /// neither the FLEX_START provisioning model nor the BULK mode flag (only
 /// `gcloud alpha` has `--target-size-policy-mode`).
 async fn foreign_mig(sim: &SimHandle, mig: &str, base: &str) {
+    foreign_mig_named(sim, mig, base, &format!("{mig}-tpl"), &format!("{mig}-wp")).await;
+}
+
+/// [`foreign_mig`] with the template and policy named `template` and
+/// `policy` (tpu-operator's `<group>-template-<hash>`, `<group>-policy-<hash>`).
+async fn foreign_mig_named(sim: &SimHandle, mig: &str, base: &str, template: &str, policy: &str) {
+    let (mig_tpl, mig_wp) = (template.to_string(), policy.to_string());
     let cfg = tempfile::tempdir().unwrap();
     gcloud(
         sim,
@@ -567,7 +574,7 @@ async fn foreign_mig(sim: &SimHandle, mig: &str, base: &str) {
             "resource-policies",
             "create",
             "workload-policy",
-            &format!("{mig}-wp"),
+            &mig_wp,
             "--region",
             "us-central1",
             "--type",
@@ -580,7 +587,7 @@ async fn foreign_mig(sim: &SimHandle, mig: &str, base: &str) {
     compute_insert(
         sim,
         "global/instanceTemplates",
-        json!({"name": format!("{mig}-tpl"), "properties": {
+        json!({"name": mig_tpl, "properties": {
             "machineType": "ct6e-standard-4t",
             "labels": {"team": "ml"},
             "disks": [{"boot": true, "autoDelete": true, "initializeParams": {
@@ -595,10 +602,10 @@ async fn foreign_mig(sim: &SimHandle, mig: &str, base: &str) {
         sim,
         "zones/us-central1-b/instanceGroupManagers",
         json!({"name": mig, "baseInstanceName": base,
-               "instanceTemplate": format!("projects/example-project/global/instanceTemplates/{mig}-tpl"),
+               "instanceTemplate": format!("projects/example-project/global/instanceTemplates/{mig_tpl}"),
                "targetSize": 4, "targetSizePolicy": {"mode": "BULK"},
                "instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"},
-               "resourcePolicies": {"workloadPolicy": format!("projects/example-project/regions/us-central1/resourcePolicies/{mig}-wp")}}),
+               "resourcePolicies": {"workloadPolicy": format!("projects/example-project/regions/us-central1/resourcePolicies/{mig_wp}")}}),
     )
     .await;
 }
@@ -719,4 +726,86 @@ async fn a_foreign_mig_with_its_template_and_policy_is_adopted_as_one_replica() 
     ds.delete("tpu-device-plugin", &Default::default())
         .await
         .unwrap();
+}
+
+/// Issue 20: a MIG tpu-operator made (its TPUNodeGroup's children
+/// `grp-mig-<hash>`, `grp-template-<hash>`, `grp-policy-<hash>`) is adopted
+/// by name under the names it has (`gce.migName`,
+/// `gce.workloadPolicyName`: a MIG cannot be renamed in place), with
+/// tpu-operator's warning and one MIG description patch; `plan` then changes
+/// nothing in the cloud, and `destroy` deletes MIG, template and policy.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tpu_operator_mig_is_adopted_under_its_own_names() {
+    use crate::e2e_gce::{SERIAL, gce_dir, get, names};
+    let _serial = SERIAL.lock().await;
+    let sim = start().await;
+    let dir = gce_dir("e2e-adopt-tpuop", &[]);
+    let (mig, tpl, wp) = (
+        "grp-mig-1a2b3c4d",
+        "grp-template-1a2b3c4d",
+        "grp-policy-1a2b3c4d",
+    );
+    foreign_mig_named(&sim, mig, mig, tpl, wp).await;
+
+    // Not taken by --all: tpu-operator still manages it.
+    sim.reset_stats();
+    let out = dir.path().join("adopted");
+    let o = adopt(&sim, dir.path(), "kubeadm", &out, &["--all"]).await;
+    assert!(text(&o).contains("tpu-operator"), "{}", text(&o));
+    assert_eq!(sim.stats().writes, 0, "{:?}", sim.stats().by_method);
+
+    let o = adopt(&sim, dir.path(), "kubeadm", &out, &["--name", mig]).await;
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("WARNING") && t.contains("tpu-operator"), "{t}");
+    assert_eq!(writes(&sim), (1, 1), "{:?}", sim.stats().by_method);
+    let file = std::fs::read_to_string(out.join("grp.yaml")).unwrap();
+    assert!(file.contains(&format!("migName: {mig}")), "{file}");
+    assert!(
+        file.contains(&format!("workloadPolicyName: {wp}")),
+        "{file}"
+    );
+    assert!(
+        file.contains(&format!(
+            "instanceTemplate: projects/example-project/global/instanceTemplates/{tpl}"
+        )),
+        "{file}"
+    );
+    let o = slicectl(&sim, &["validate", arg(dir.path())]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let migs = get(&sim, "zones/us-central1-b/instanceGroupManagers").await;
+    let d = migs["items"][0]["description"].as_str().unwrap_or_default();
+    assert!(
+        d.contains("slice=grp replica=0") && d.contains("adopted=true"),
+        "{d}"
+    );
+
+    // Nothing of the cloud side changes any more (its VMs run
+    // tpu-operator's template, which the simulator does not bootstrap).
+    sim.reset_stats();
+    let o = slicectl(&sim, &["plan", arg(dir.path()), "--output", "json"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cloud: Vec<String> = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| {
+            ["mig", "instance_template", "workload_policy"]
+                .contains(&a["kind"].as_str().unwrap_or_default())
+        })
+        .map(|a| format!("{} {}", a["kind"], a["name"]))
+        .collect();
+    assert!(cloud.is_empty(), "{plan}");
+    assert!(
+        plan["refused"].as_array().is_none_or(|r| r.is_empty()),
+        "{plan}"
+    );
+    assert_eq!(sim.stats().writes, 0);
+
+    let o = slicectl(&sim, &["destroy", arg(dir.path()), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(names(&get(&sim, "zones/us-central1-b/instanceGroupManagers").await).is_empty());
+    assert!(names(&get(&sim, "global/instanceTemplates").await).is_empty());
+    assert!(names(&get(&sim, "regions/us-central1/resourcePolicies").await).is_empty());
 }
