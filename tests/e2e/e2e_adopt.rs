@@ -803,9 +803,60 @@ async fn a_tpu_operator_mig_is_adopted_under_its_own_names() {
     );
     assert_eq!(sim.stats().writes, 0);
 
+    // The VMs join the real control plane as tpu-operator's bootstrap
+    // would have them: Nodes with the `gce://P/ZONE/VM` providerID, Ready,
+    // with 4 chips, and none of slicectl's labels. The first apply after
+    // the adoption labels them (nothing else), and `plan` has no changes.
+    let client = crate::e2e_gce::kube_client().await;
+    join_as_another_tool(&client, &sim).await;
+    let o = slicectl(&sim, &["apply", arg(dir.path()), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        crate::e2e_gce::nodes_of(&client, "grp").await.len(),
+        4,
+        "{}",
+        text(&o)
+    );
+    assert_no_changes(&sim, dir.path()).await;
+
     let o = slicectl(&sim, &["destroy", arg(dir.path()), "--auto-approve"]).await;
     assert!(o.status.success(), "{}", text(&o));
     assert!(names(&get(&sim, "zones/us-central1-b/instanceGroupManagers").await).is_empty());
     assert!(names(&get(&sim, "global/instanceTemplates").await).is_empty());
     assert!(names(&get(&sim, "regions/us-central1/resourcePolicies").await).is_empty());
+}
+
+/// Registers a Node for each VM of the simulator's zone us-central1-b as
+/// another tool's bootstrap would (providerID `gce://P/ZONE/VM`, Ready,
+/// `google.com/tpu` 4), without slicectl's labels.
+async fn join_as_another_tool(client: &kube::Client, sim: &SimHandle) {
+    use k8s_openapi::api::core::v1::Node;
+    let nodes: kube::Api<Node> = kube::Api::all(client.clone());
+    let vms =
+        crate::e2e_gce::names(&crate::e2e_gce::get(sim, "zones/us-central1-b/instances").await);
+    assert_eq!(vms.len(), 4, "{vms:?}");
+    for vm in vms {
+        let _ = nodes.delete(&vm, &Default::default()).await;
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": vm},
+            "spec": {"providerID": format!("gce://example-project/us-central1-b/{vm}")}
+        }))
+        .unwrap();
+        nodes.create(&Default::default(), &node).await.unwrap();
+        let status = json!({"status": {
+            "capacity": {"google.com/tpu": "4", "cpu": "8", "memory": "32Gi", "pods": "110"},
+            "allocatable": {"google.com/tpu": "4", "cpu": "8", "memory": "32Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "joined by another tool",
+                            "lastHeartbeatTime": jiff::Timestamp::now().to_string(),
+                            "lastTransitionTime": jiff::Timestamp::now().to_string()}]}});
+        nodes
+            .patch_status(
+                &vm,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&status),
+            )
+            .await
+            .unwrap();
+    }
 }
