@@ -1,21 +1,24 @@
 //! The preflight's reads (shell): each region's quotas (`regions.get`), the
 //! Cloud Quotas quotas `regions.get` does not list (`quotaInfos.get`: TPU
-//! v5p, v6e, TPU7x; their usage is observed, [`observed_usage`]) and each
-//! specific reservation (`reservations.get`) the plan's creates and
-//! replacements are charged to, then [`plan::preflight::judge`]. Read-only
-//! calls; one that fails (a caller without `compute.regions.get`,
-//! `cloudquotas.quotas.get` or `compute.reservations.get`, a reservation not
-//! found) is a warning in the plan and no preflight for what it covers,
-//! never a failed plan.
+//! v5p, v6e, TPU7x) with their usage from Cloud Monitoring
+//! (`timeSeries.list`; the larger of it and the observed usage,
+//! [`observed_usage`], is taken), and each specific reservation
+//! (`reservations.get`) the plan's creates and replacements are charged to,
+//! then [`plan::preflight::judge`]. Read-only calls; one that fails (a caller
+//! without `compute.regions.get`, `cloudquotas.quotas.get`,
+//! `monitoring.timeSeries.list` or `compute.reservations.get`, a reservation
+//! not found) is a warning in the plan and no preflight for what it covers
+//! (for Monitoring: the observed usage), never a failed plan.
 //!
 //! [`observed_usage`]: crate::plan::preflight::observed_usage
 
 use futures::future::join_all;
 
-use crate::cloud::Cloud;
+use crate::cloud::{Cloud, CloudError};
 use crate::plan::preflight::{CloudQuotaRead, Facts, ReservationKey, judge, observed_usage, reads};
 use crate::plan::{Inventory, Kind, Plan};
 use crate::resource::ZoneRef;
+use crate::resource::compute::{QuotaInfo, TimeSeries};
 use crate::spec::Fleet;
 
 /// Reads what `plan` needs checked and judges it (refusing the slice
@@ -56,6 +59,17 @@ pub async fn check(
         )
     }));
     let (regions, reservations, cloud_quotas) = futures::join!(regions, reservations, cloud_quotas);
+    // The usage of the quotas Cloud Quotas gave a limit of, from Cloud
+    // Monitoring (Cloud Quotas has none).
+    let usages = join_all(cloud_quotas.iter().filter_map(|(c, got)| {
+        let filter = usage_filter(c, got.as_ref().ok()?)?;
+        Some(async move {
+            let got = cloud.compute.list_time_series(&c.project, &filter).await;
+            ((c.project.clone(), c.quota_id), got)
+        })
+    }))
+    .await;
+    let usages: std::collections::BTreeMap<_, _> = usages.into_iter().collect();
     let mut facts = Facts::default();
     for ((project, region), got) in regions {
         match got {
@@ -98,18 +112,64 @@ pub async fn check(
         }
     }
     for (c, got) in cloud_quotas {
-        cloud_quota_facts(c, got, inv, &mut facts);
+        let usage = usages.get(&(c.project.clone(), c.quota_id));
+        cloud_quota_facts(c, got, usage, inv, &mut facts);
     }
     judge(plan, fleet, kinds, &facts);
 }
 
+/// The Cloud Monitoring filter of the usage of `info` (read for `c`): the
+/// family quota's `compute.googleapis.com/quota/tpus_per_tpu_family/usage`
+/// (on `compute.googleapis.com/Location`, label `tpu_family`), else the
+/// allocation usage of its metric (`serviceruntime.googleapis.com/quota/allocation/usage`
+/// on `consumer_quota`, label `quota_metric`); `None` when the quota names no
+/// metric.
+fn usage_filter(c: &CloudQuotaRead, info: &QuotaInfo) -> Option<String> {
+    if c.uses.iter().any(|(_, _, family)| family.is_some()) {
+        return Some(
+            "metric.type = \"compute.googleapis.com/quota/tpus_per_tpu_family/usage\" AND \
+             resource.type = \"compute.googleapis.com/Location\""
+                .to_string(),
+        );
+    }
+    (!info.metric.is_empty()).then(|| {
+        format!(
+            "metric.type = \"serviceruntime.googleapis.com/quota/allocation/usage\" AND \
+             resource.type = \"consumer_quota\" AND resource.labels.service = \"compute.googleapis.com\" AND \
+             metric.labels.quota_metric = \"{}\"",
+            info.metric
+        )
+    })
+}
+
+/// The usage Cloud Monitoring's `series` give `region` (and `family`): the
+/// newest point of the matching series (the largest, if several match).
+fn monitored_usage(series: &[TimeSeries], region: &str, family: Option<&str>) -> Option<u64> {
+    series
+        .iter()
+        .filter(|s| s.resource.labels.get("location").map(String::as_str) == Some(region))
+        .filter(|s| {
+            family.is_none_or(|f| {
+                s.metric
+                    .labels
+                    .get("tpu_family")
+                    .is_some_and(|v| v.eq_ignore_ascii_case(f))
+            })
+        })
+        .filter_map(|s| s.points.first()?.value.whole())
+        .max()
+}
+
 /// What one Cloud Quotas read says: for each region and metric it covers,
 /// the limit in force there (none: the judge says "not checked") and the
-/// observed usage; a failed read is a warning and no preflight for it (a
-/// quota id Cloud Quotas does not know is "not checked").
+/// usage, the larger of Cloud Monitoring's (`usage`, when read) and the
+/// observed one; a failed read is a warning and no preflight for it (a
+/// quota id Cloud Quotas does not know is "not checked"), and a failed
+/// usage read is a warning and the observed usage.
 fn cloud_quota_facts(
     c: &CloudQuotaRead,
-    got: Result<crate::resource::compute::QuotaInfo, crate::cloud::CloudError>,
+    got: Result<QuotaInfo, CloudError>,
+    usage: Option<&Result<Vec<TimeSeries>, CloudError>>,
     inv: &Inventory,
     facts: &mut Facts,
 ) {
@@ -134,6 +194,20 @@ fn cloud_quota_facts(
             return;
         }
     };
+    let series = match usage {
+        Some(Ok(series)) => Some(series.as_slice()),
+        Some(Err(e)) => {
+            let path = format!("projects/{}/timeSeries", c.project);
+            tracing::warn!(target: crate::watch::LOG_TARGET, quota = %c.quota_id, error = %e, "quota usage not read from Cloud Monitoring; using the observed usage");
+            facts.errors.push(format!(
+                "usage of {} not read from Cloud Monitoring ({path}: {e}); its usage is what slicectl \
+                 observes. Reading it needs monitoring.timeSeries.list (roles/monitoring.viewer)",
+                c.quota_id
+            ));
+            None
+        }
+        None => None,
+    };
     for (region, metric, family) in &c.uses {
         let entry = facts
             .quotas
@@ -142,10 +216,20 @@ fn cloud_quota_facts(
         let Some(limit) = info.as_ref().and_then(|i| i.limit_in(region, *family)) else {
             continue;
         };
-        let usage = observed_usage(inv, &c.project, region)
+        let observed = observed_usage(inv, &c.project, region)
             .get(*metric)
             .copied()
             .unwrap_or(0);
+        let monitored = series.and_then(|s| monitored_usage(s, region, *family));
+        let usage = match monitored {
+            Some(m) if m > observed => {
+                facts
+                    .monitored
+                    .insert((c.project.clone(), region.clone(), (*metric).to_string()));
+                m
+            }
+            _ => observed,
+        };
         // Whole chips; the judge reads a negative limit as unlimited.
         entry.insert((*metric).to_string(), (limit as f64, usage as f64));
     }
@@ -168,3 +252,7 @@ fn counts(r: &crate::resource::compute::Reservation) -> Option<(u64, u64)> {
         .map_or(Some(0), |v| v.parse().ok())?;
     Some((count, in_use))
 }
+
+#[cfg(test)]
+#[path = "preflight_tests.rs"]
+mod tests;

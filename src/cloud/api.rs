@@ -13,7 +13,7 @@ use super::{CloudClient, CloudError};
 use crate::resource::compute::{
     self, GuestAttributeEntry, Instance, InstanceGroupManager, InstanceGroupManagerPatch,
     InstanceManagedByIgmError, InstanceTemplate, ManagedInstance, Metadata, QuotaInfo, Region,
-    Reservation, ResourcePolicy,
+    Reservation, ResourcePolicy, TimeSeries,
 };
 use crate::resource::gke::{self, NodePool, UpdateNodePoolRequest};
 use crate::resource::{ClusterRef, ProjectRef, ZoneRef};
@@ -249,6 +249,14 @@ pub trait ComputeService: Send + Sync {
     /// A Compute Engine quota from the Cloud Quotas API (the preflight's
     /// read of the TPU quotas `regions.get` does not list).
     async fn get_quota_info(&self, project: &str, quota_id: &str) -> Result<QuotaInfo, CloudError>;
+
+    /// Cloud Monitoring's time series matching `filter` (the preflight's
+    /// read of the usage of those quotas).
+    async fn list_time_series(
+        &self,
+        project: &str,
+        filter: &str,
+    ) -> Result<Vec<TimeSeries>, CloudError>;
 }
 
 /// A handle on every API family (cheap to clone).
@@ -576,5 +584,12 @@ impl ComputeService for CloudClient {
     }
     async fn get_quota_info(&self, project: &str, quota_id: &str) -> Result<QuotaInfo, CloudError> {
         self.compute().get_quota_info(project, quota_id).await
+    }
+    async fn list_time_series(
+        &self,
+        project: &str,
+        filter: &str,
+    ) -> Result<Vec<TimeSeries>, CloudError> {
+        self.compute().list_time_series(project, filter).await
     }
 }

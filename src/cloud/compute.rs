@@ -20,8 +20,9 @@ use super::http::{Access, Request};
 use crate::resource::compute::{
     GuestAttributeEntry, GuestAttributes, Instance, InstanceGroupManager,
     InstanceGroupManagerAggregatedList, InstanceGroupManagerPatch, InstanceManagedByIgmError,
-    InstanceTemplate, ManagedInstance, ManagedInstanceList, Metadata, Operation, QuotaInfo,
-    RecreateInstancesRequest, Region, Reservation, ResourcePolicy,
+    InstanceTemplate, ListTimeSeriesResponse, ManagedInstance, ManagedInstanceList, Metadata,
+    Operation, QuotaInfo, RecreateInstancesRequest, Region, Reservation, ResourcePolicy,
+    TimeSeries,
 };
 use crate::resource::{ProjectRef, ZoneRef};
 
@@ -575,6 +576,49 @@ impl<'a> ComputeApi<'a> {
             url,
         )
         .await
+    }
+
+    /// The time series of Cloud Monitoring matching `filter` over the ten
+    /// minutes before now (`projects.timeSeries.list`, every page; needs
+    /// `monitoring.timeSeries.list`, in `roles/monitoring.viewer`): the usage
+    /// of the quotas Cloud Quotas gives only the limits of.
+    pub async fn list_time_series(
+        &self,
+        project: &str,
+        filter: &str,
+    ) -> Result<Vec<TimeSeries>, CloudError> {
+        const METHOD: &str = "monitoring.projects.timeSeries.list";
+        let url = self.inner.endpoints.monitoring_url(&format!(
+            "projects/{}/timeSeries",
+            segment("project", project)?
+        ));
+        let end = jiff::Timestamp::now();
+        let start = end
+            .checked_sub(jiff::SignedDuration::from_mins(10))
+            .unwrap_or(end);
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        let mut seen_tokens = std::collections::HashSet::new();
+        loop {
+            let mut req = Request::new(Method::GET, METHOD, url.clone())
+                .query("filter", filter)
+                .query("interval.endTime", end.to_string())
+                .query("interval.startTime", start.to_string());
+            if let Some(t) = &token {
+                req = req.query("pageToken", t.clone());
+            }
+            let page: ListTimeSeriesResponse = self.inner.call(&req).await?;
+            out.extend(page.time_series);
+            match page.next_page_token.filter(|t| !t.is_empty()) {
+                Some(next) if seen_tokens.insert(next.clone()) => token = Some(next),
+                Some(next) => {
+                    return Err(CloudError::InvalidInput(format!(
+                        "{METHOD}: server repeated page token {next:?}"
+                    )));
+                }
+                None => return Ok(out),
+            }
+        }
     }
 
     /// One specific reservation (`reservations.get`; needs

@@ -17,6 +17,9 @@ pub const DEFAULT_COMPUTE: &str = "https://compute.googleapis.com/compute/v1/";
 /// Default Cloud Quotas base URL (method paths start with `v1/`): the
 /// limits of the quotas `regions.get` does not list (TPU v5p, v6e, TPU7x).
 pub const DEFAULT_CLOUDQUOTAS: &str = "https://cloudquotas.googleapis.com/";
+/// Default Cloud Monitoring base URL (method paths start with `v3/`): the
+/// usage of those quotas.
+pub const DEFAULT_MONITORING: &str = "https://monitoring.googleapis.com/";
 
 /// Base URLs, each ending in `/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +30,8 @@ pub struct Endpoints {
     pub compute: String,
     /// Cloud Quotas base, e.g. `https://cloudquotas.googleapis.com/`; calls go to `{cloudquotas}v1/...`.
     pub cloudquotas: String,
+    /// Cloud Monitoring base, e.g. `https://monitoring.googleapis.com/`; calls go to `{monitoring}v3/...`.
+    pub monitoring: String,
     /// True when the override names a loopback host (no credentials are sent
     /// unless a token source is injected).
     pub loopback: bool,
@@ -40,6 +45,7 @@ impl Default for Endpoints {
             container: DEFAULT_CONTAINER.to_string(),
             compute: DEFAULT_COMPUTE.to_string(),
             cloudquotas: DEFAULT_CLOUDQUOTAS.to_string(),
+            monitoring: DEFAULT_MONITORING.to_string(),
             loopback: false,
             plain_http: false,
         }
@@ -49,7 +55,8 @@ impl Default for Endpoints {
 impl Endpoints {
     /// The production endpoints, or with `Some(url)` every API on that server:
     /// GKE at `{url}/v1/...`, Compute at `{url}/compute/v1/...` and Cloud
-    /// Quotas at `{url}/v1/projects/P/locations/global/services/...`.
+    /// Quotas at `{url}/v1/projects/P/locations/global/services/...`, Cloud
+    /// Monitoring at `{url}/v3/projects/P/timeSeries`.
     pub fn new(api_endpoint: Option<&str>) -> Result<Endpoints, CloudError> {
         let Some(raw) = api_endpoint.map(str::trim).filter(|s| !s.is_empty()) else {
             return Ok(Endpoints::default());
@@ -71,6 +78,7 @@ impl Endpoints {
             container: format!("{base}/"),
             compute: format!("{base}/compute/v1/"),
             cloudquotas: format!("{base}/"),
+            monitoring: format!("{base}/"),
             loopback: url.host().is_some_and(|h| is_loopback_host(&h)),
             plain_http: url.scheme() == "http",
         })
@@ -91,6 +99,11 @@ impl Endpoints {
     /// `{cloudquotas}v1/{path}`.
     pub fn cloudquotas_url(&self, path: &str) -> String {
         format!("{}v1/{}", self.cloudquotas, path.trim_start_matches('/'))
+    }
+
+    /// `{monitoring}v3/{path}`.
+    pub fn monitoring_url(&self, path: &str) -> String {
+        format!("{}v3/{}", self.monitoring, path.trim_start_matches('/'))
     }
 
     /// `{compute}{path}`.

@@ -1485,6 +1485,15 @@ impl ComputeService for FakeCloud {
             ..Default::default()
         })
     }
+    /// The fake keeps no Cloud Monitoring: no series, so the usage of the
+    /// Cloud Quotas quotas stays what the preflight observes.
+    async fn list_time_series(
+        &self,
+        _project: &str,
+        _filter: &str,
+    ) -> Result<Vec<compute::TimeSeries>, CloudError> {
+        Ok(Vec::new())
+    }
     /// The fake knows no reservation: the preflight warns and checks none.
     async fn get_reservation(
         &self,

@@ -376,10 +376,11 @@ fn render_preflight(out: &mut String, p: &Painter, plan: &Plan) {
             q.left,
             q.limit,
             q.usage,
-            if q.read_with == crate::plan::preflight::READ_WITH_CLOUD_QUOTAS {
-                " observed; limit from Cloud Quotas"
-            } else {
-                ""
+            match q.usage_from {
+                Some(crate::plan::preflight::USAGE_FROM_MONITORING) =>
+                    " from Cloud Monitoring; limit from Cloud Quotas",
+                Some(_) => " observed; limit from Cloud Quotas",
+                None => "",
             }
         );
         refused_under(out, &q.refused);

@@ -12,11 +12,12 @@
 //! `TPU_LITE_PODSLICE_V5` / `PREEMPTIBLE_TPU_LITE_PODSLICE_V5` are read
 //! with `regions.get` (limit and usage); v5p `TPU_V5P` /
 //! `PREEMPTIBLE_TPU_V5P`, v6e `TPUS_PER_TPU_FAMILY/CT6E` /
-//! `PREEMPTIBLE_TPU_V6E` and TPU7x `TPUS_PER_TPU_FAMILY/TPU7X` are not in
-//! `regions.get`: their limits are read from Cloud Quotas (`quotaInfos.get`)
-//! and their usage is what slicectl observes ([`observed_usage`]). Spot VMs
-//! are charged to the preemptible quota (Cloud TPU, *Quotas*); TPU7x's
-//! preemptible quota has no public quota id and is not checked; flex-start
+//! `PREEMPTIBLE_TPU_V6E` and TPU7x `TPUS_PER_TPU_FAMILY/TPU7X` /
+//! `PREEMPTIBLE_TPU7X` are not in `regions.get`: their limits are read from
+//! Cloud Quotas (`quotaInfos.get`) and their usage is the larger of Cloud
+//! Monitoring's (`Facts::monitored`) and what slicectl observes
+//! ([`observed_usage`]). Spot VMs are charged to the preemptible
+//! quota (Cloud TPU, *Quotas*); flex-start
 //! is reported, never refused (its VMs come when the Dynamic Workload
 //! Scheduler grants them, on the preemptible quota else the on-demand
 //! one); a slice on a specific reservation is checked against the
@@ -48,8 +49,8 @@ pub enum QuotaSource {
     Region,
     /// The Cloud Quotas API (`quotaInfos.get` of `compute.googleapis.com`):
     /// the quota id, and the `tpu_family` dimension when the quota has one.
-    /// It gives the limit only; the usage is what slicectl observes
-    /// ([`observed_usage`]).
+    /// It gives the limit only; the usage is Cloud Monitoring's or what
+    /// slicectl observes ([`observed_usage`]), the larger.
     CloudQuotas {
         /// Quota id, e.g. `TPU-V5P-per-project-region`.
         quota_id: &'static str,
@@ -99,14 +100,25 @@ pub const FAMILY_QUOTA_ID: &str = "TPUS-PER-TPU-FAMILY-per-project-region";
 /// the compute v1 `Quota.metric` enum, so `regions.get` lists them), v5p
 /// "TPU v5p chips" / "Preemptible TPU v5p chips", v6e and TPU7x "TPUs per
 /// TPU family" with `tpu_family=CT6E` / `tpu7x` and "Preemptible TPU slices
-/// v6e" / "… tpu7x". `regions.get` lists only the v4 and v5e ones (public
+/// v6e" / "… tpu7x". `regions.get` lists only the v4 and v5e ones: the
+/// compute v1 discovery document's `Quota.metric` enum has
+/// `TPU_PODSLICE_V4`, `TPU_LITE_PODSLICE_V5` (and their preemptible and
+/// `…_DEVICE_V5` forms) and no v5p, v6e or TPU7x metric (also public
 /// reports: "the compute quotas only show v5 lite entries"; the family
-/// quota "is not visible via `gcloud compute regions describe`"), so the
-/// others are read from Cloud Quotas by their quota ids, as public setup
-/// scripts query them (`TPU-V5P-per-project-region`,
-/// `PREEMPTIBLE-TPU-V6E-per-project-region`, `TPUS-PER-TPU-FAMILY-per-project-region`)
-/// and as Compute names them in its errors (`Quota 'TPUS_PER_TPU_FAMILY'
-/// exceeded. Limit: 0.0 in region us-east5.`).
+/// quota "is not visible via `gcloud compute regions describe`"). The
+/// others are read from Cloud Quotas by their quota ids; no Google page
+/// lists the ids, so they are the ones public setup scripts and notes read
+/// with `gcloud quotas info describe` (`TPU-V5P-per-project-region`,
+/// `PREEMPTIBLE-TPU-V5P-per-project-region`,
+/// `PREEMPTIBLE-TPU-V6E-per-project-region`,
+/// `TPUS-PER-TPU-FAMILY-per-project-region` with dimensions `region` and
+/// `tpu_family`; `PREEMPTIBLE-TPU7X-per-project-region`, 64 chips in a
+/// public TPU7x quick start: yangwhale/gpu-tpu-pedia,
+/// tpu/Hunyuan3-295B-Pretraining/QUICKSTART-v7.md). The plan names each
+/// as Compute's errors do (`Quota 'TPUS_PER_TPU_FAMILY' exceeded. Limit:
+/// 0.0 in region us-east5.`); `PREEMPTIBLE_TPU7X` follows the pattern of
+/// `PREEMPTIBLE_TPU_V6E` (no public error shows it). A quota id Cloud
+/// Quotas answers 404 for is "not checked", never a refusal.
 pub const QUOTAS: &[(&str, QuotaDef, Option<QuotaDef>)] = &[
     (
         "tpu-v4-podslice",
@@ -136,11 +148,14 @@ pub const QUOTAS: &[(&str, QuotaDef, Option<QuotaDef>)] = &[
             None,
         )),
     ),
-    // "Preemptible TPU slices tpu7x": no public source gives its quota id.
     (
         "tpu7x",
         cloud("TPUS_PER_TPU_FAMILY/TPU7X", FAMILY_QUOTA_ID, Some("TPU7X")),
-        None,
+        Some(cloud(
+            "PREEMPTIBLE_TPU7X",
+            "PREEMPTIBLE-TPU7X-per-project-region",
+            None,
+        )),
     ),
 ];
 
@@ -156,10 +171,7 @@ pub fn quota_of(accelerator: &str, preemptible: bool) -> Result<QuotaDef, String
         return Ok(*on_demand);
     }
     spot.ok_or_else(|| {
-        format!(
-            "the preemptible quota of {accelerator} (\"Preemptible TPU slices {accelerator}\") has no \
-             quota id a public source names; not checked"
-        )
+        format!("no preemptible Compute Engine quota is known for {accelerator}; not checked")
     })
 }
 
@@ -260,6 +272,9 @@ pub struct Facts {
     pub unread_regions: std::collections::BTreeSet<(String, String)>,
     /// Reservation → `(count, inUseCount)` in VMs.
     pub reservations: BTreeMap<ReservationKey, (u64, u64)>,
+    /// `(project, region, metric)` of the Cloud Quotas quotas whose usage is
+    /// Cloud Monitoring's (larger than the observed one).
+    pub monitored: std::collections::BTreeSet<(String, String, String)>,
     /// Reads that failed, as warnings (`what: why`).
     pub errors: Vec<String>,
 }
@@ -297,8 +312,13 @@ impl Preflight {
 /// usage).
 pub const READ_WITH_REGION: &str = "regions.get";
 /// `QuotaLine::read_with` of a quota read from Cloud Quotas (the limit),
-/// its usage observed ([`observed_usage`]).
+/// its usage per `QuotaLine::usage_from`.
 pub const READ_WITH_CLOUD_QUOTAS: &str = "cloudquotas";
+
+/// `QuotaLine::usage_from` of a usage read from Cloud Monitoring.
+pub const USAGE_FROM_MONITORING: &str = "monitoring";
+/// `QuotaLine::usage_from` of a usage slicectl observes.
+pub const USAGE_FROM_OBSERVED: &str = "observed";
 
 /// One quota's figures.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -307,8 +327,14 @@ pub struct QuotaLine {
     #[serde(flatten)]
     pub key: QuotaKey,
     /// Where its figures come from: `regions.get` (limit and usage), or
-    /// `cloudquotas` (the limit from Cloud Quotas, the usage observed).
+    /// `cloudquotas` (the limit from Cloud Quotas, the usage per
+    /// `usage_from`).
     pub read_with: &'static str,
+    /// With `cloudquotas`: where the usage comes from, `monitoring` (Cloud
+    /// Monitoring's, larger than the observed one) or `observed`
+    /// ([`observed_usage`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage_from: Option<&'static str>,
     /// The limit, in chips.
     pub limit: u64,
     /// Chips in use before the plan.
@@ -748,6 +774,20 @@ pub fn judge(plan: &mut Plan, fleet: &Fleet, kinds: &[&dyn Kind], facts: &Facts)
                         QuotaSource::Region => READ_WITH_REGION,
                         QuotaSource::CloudQuotas { .. } => READ_WITH_CLOUD_QUOTAS,
                     },
+                    usage_from: match source {
+                        QuotaSource::Region => None,
+                        QuotaSource::CloudQuotas { .. } => Some(
+                            if facts.monitored.contains(&(
+                                k.project.clone(),
+                                k.region.clone(),
+                                k.metric.clone(),
+                            )) {
+                                USAGE_FROM_MONITORING
+                            } else {
+                                USAGE_FROM_OBSERVED
+                            },
+                        ),
+                    },
                     limit,
                     usage,
                     left: limit.saturating_sub(usage),
@@ -763,16 +803,31 @@ pub fn judge(plan: &mut Plan, fleet: &Fleet, kinds: &[&dyn Kind], facts: &Facts)
                     } else {
                         String::new()
                     };
+                    // Cloud Quotas gives the limit only: say whose usage it is
+                    // and name the quota id the console and gcloud know.
+                    let (seen, note, which) = match (source, line.usage_from) {
+                        (
+                            QuotaSource::CloudQuotas { quota_id, .. },
+                            Some(USAGE_FROM_MONITORING),
+                        ) => (" from Cloud Monitoring", "", format!("quota {quota_id}")),
+                        (QuotaSource::CloudQuotas { quota_id, .. }, _) => (
+                            " observed",
+                            "; Cloud Quotas gives the limit only, so the usage is the TPU pools and VMs \
+                             slicectl sees in the region",
+                            format!("quota {quota_id}"),
+                        ),
+                        (QuotaSource::Region, _) => ("", "", format!("metric {}", k.metric)),
+                    };
                     refusals.push(refusal(
                         a,
                         "quota_insufficient",
                         format!(
                             "{address} needs {net} {} chips in {} (project {}){freed}; the quota has {left_now} left \
-                             (limit {limit}, usage {usage}, {taken} taken by this plan's earlier creates). \
+                             (limit {limit}, usage {usage}{seen}, {taken} taken by this plan's earlier creates){note}. \
                              Nothing is sent for this slice replica this run. Raise the quota \
-                             (IAM & Admin > Quotas, metric {}, region {}), free chips, or choose another capacity; \
+                             (IAM & Admin > Quotas, {which}, region {}), free chips, or choose another capacity; \
                              it is planned again on the next run",
-                            k.metric, k.region, k.project, k.metric, k.region
+                            k.metric, k.region, k.project, k.region
                         ),
                     ));
                 }

@@ -70,7 +70,8 @@ fn the_replica_past_the_quota_is_refused_with_its_figures_and_the_first_goes_ahe
     assert!(
         msg.contains("needs 8 TPU_V5P chips in us-central1")
             && msg.contains(
-                "the quota has 4 left (limit 20, usage 8, 8 taken by this plan's earlier creates)"
+                "the quota has 4 left (limit 20, usage 8 observed, 8 taken by this plan's earlier creates); \
+                 Cloud Quotas gives the limit only, so the usage is the TPU pools and VMs slicectl sees in the region."
             ),
         "{msg}"
     );
@@ -290,8 +291,16 @@ fn each_generation_reads_its_quota_where_compute_engine_keeps_it() {
         src("tpu7x", false).map(|q| q.0),
         Ok("TPUS_PER_TPU_FAMILY/TPU7X")
     );
-    let why = src("tpu7x", true).unwrap_err();
-    assert!(why.contains("no quota id a public source names"), "{why}");
+    assert_eq!(
+        src("tpu7x", true),
+        Ok((
+            "PREEMPTIBLE_TPU7X",
+            CloudQuotas {
+                quota_id: "PREEMPTIBLE-TPU7X-per-project-region",
+                family: None
+            }
+        ))
+    );
 }
 
 fn cloud_quota(metric: &str, limit: f64, usage: f64) -> Facts {
@@ -329,13 +338,17 @@ fn a_v6e_plan_past_its_family_quota_is_refused_with_the_figures_from_cloud_quota
     assert_eq!((q.limit, q.usage, q.left, q.needed), (16, 4, 12, 16));
     assert_eq!(q.read_with, READ_WITH_CLOUD_QUOTAS);
     assert_eq!(p.refused[0].code, "quota_insufficient");
-    assert!(
-        p.refused[0]
-            .message
-            .contains("needs 16 TPUS_PER_TPU_FAMILY/CT6E chips in us-central1"),
-        "{}",
-        p.refused[0].message
-    );
+    for want in [
+        "needs 16 TPUS_PER_TPU_FAMILY/CT6E chips in us-central1",
+        "(limit 16, usage 4 observed, 0 taken by this plan's earlier creates); Cloud Quotas gives the limit only",
+        "Raise the quota (IAM & Admin > Quotas, quota TPUS-PER-TPU-FAMILY-per-project-region, region us-central1)",
+    ] {
+        assert!(
+            p.refused[0].message.contains(want),
+            "{want:?} in {}",
+            p.refused[0].message
+        );
+    }
     let text = crate::plan::human::render(&p, false);
     assert!(
         text.contains("(limit 16, usage 4 observed; limit from Cloud Quotas)"),
@@ -344,18 +357,56 @@ fn a_v6e_plan_past_its_family_quota_is_refused_with_the_figures_from_cloud_quota
 }
 
 #[test]
-fn tpu7x_on_demand_is_checked_and_its_spot_and_flex_start_say_why_not() {
+fn tpu7x_on_demand_and_spot_are_checked_and_flex_start_says_why_not() {
     let f = fleet(vec![
         slice("od", "tpu7x", "2x2x1", 1, CapacityType::OnDemand),
         slice("sp", "tpu7x", "2x2x1", 1, CapacityType::Spot),
         slice("fx", "tpu-v5p-slice", "2x2x1", 1, CapacityType::FlexStart),
     ]);
-    let p = judged(&f, &cloud_quota("TPUS_PER_TPU_FAMILY/TPU7X", 64.0, 0.0));
-    assert!(p.refused.is_empty(), "{:?}", p.refused);
-    assert_eq!(p.preflight.quotas.len(), 1);
+    // The Spot slice reads PREEMPTIBLE-TPU7X-per-project-region.
+    let p = plan(&f, &TestInv::default(), &PlanOptions::default()).unwrap();
+    let r = reads(&p, &f, &all_kinds());
+    assert!(
+        r.cloud_quotas
+            .iter()
+            .any(|c| c.quota_id == "PREEMPTIBLE-TPU7X-per-project-region"),
+        "{:?}",
+        r.cloud_quotas
+    );
+    // 4 chips each: on demand fits 64, Spot does not fit 2 left.
+    let mut facts = cloud_quota("TPUS_PER_TPU_FAMILY/TPU7X", 64.0, 0.0);
+    for q in facts.quotas.values_mut() {
+        q.insert("PREEMPTIBLE_TPU7X".to_string(), (2.0, 0.0));
+    }
+    let p = judged(&f, &facts);
+    let refused: Vec<(&str, &str)> = p
+        .refused
+        .iter()
+        .map(|r| (r.address.as_str(), r.code.as_str()))
+        .collect();
     assert_eq!(
-        p.preflight.quotas[0].key.metric,
-        "TPUS_PER_TPU_FAMILY/TPU7X"
+        refused,
+        vec![("slice.sp[0].node_pool", "quota_insufficient")],
+        "{:?}",
+        p.refused
+    );
+    assert!(
+        p.refused[0]
+            .message
+            .contains("needs 4 PREEMPTIBLE_TPU7X chips in us-central1"),
+        "{}",
+        p.refused[0].message
+    );
+    let metrics: Vec<&str> = p
+        .preflight
+        .quotas
+        .iter()
+        .map(|q| q.key.metric.as_str())
+        .collect();
+    assert_eq!(
+        metrics,
+        vec!["PREEMPTIBLE_TPU7X", "TPUS_PER_TPU_FAMILY/TPU7X"],
+        "{metrics:?}"
     );
     let why: Vec<(&str, &str)> = p
         .preflight
@@ -364,8 +415,7 @@ fn tpu7x_on_demand_is_checked_and_its_spot_and_flex_start_say_why_not() {
         .map(|u| (u.address.as_str(), u.why.as_str()))
         .collect();
     assert!(
-        why.iter()
-            .any(|(a, w)| a.starts_with("slice.sp[0]") && w.contains("no quota id")),
+        !why.iter().any(|(a, _)| a.starts_with("slice.sp[0]")),
         "{why:?}"
     );
     assert!(
@@ -482,5 +532,41 @@ fn observed_usage_counts_the_vms_a_tpu_mig_has_created_by_its_template() {
     assert_eq!(
         observed_usage(&inv, "example-project", "us-central1"),
         BTreeMap::from([("PREEMPTIBLE_TPU_V5P".to_string(), 4)])
+    );
+}
+
+/// A usage Cloud Monitoring gave (larger than the observed one) is said so,
+/// in the plan line, the JSON and the refusal.
+#[test]
+fn a_usage_from_cloud_monitoring_is_named_so() {
+    let f = one("llm", "tpu-v5p-slice", "2x2x2", CapacityType::OnDemand);
+    let mut facts = cloud_quota("TPU_V5P", 8.0, 4.0);
+    facts.monitored.insert((
+        "example-project".into(),
+        "us-central1".into(),
+        "TPU_V5P".into(),
+    ));
+    let p = judged(&f, &facts);
+    let q = &p.preflight.quotas[0];
+    assert_eq!(
+        (q.usage, q.usage_from),
+        (4, Some(crate::plan::preflight::USAGE_FROM_MONITORING))
+    );
+    assert!(
+        p.refused[0]
+            .message
+            .contains("(limit 8, usage 4 from Cloud Monitoring, 0 taken by this plan's earlier creates). Nothing"),
+        "{}",
+        p.refused[0].message
+    );
+    let text = crate::plan::human::render(&p, false);
+    assert!(
+        text.contains("(limit 8, usage 4 from Cloud Monitoring; limit from Cloud Quotas)"),
+        "{text}"
+    );
+    let observed = judged(&f, &cloud_quota("TPU_V5P", 8.0, 4.0));
+    assert_eq!(
+        observed.preflight.quotas[0].usage_from,
+        Some(crate::plan::preflight::USAGE_FROM_OBSERVED)
     );
 }

@@ -1004,6 +1004,79 @@ impl QuotaInfo {
     }
 }
 
+/// `ListTimeSeriesResponse` of Cloud Monitoring (`monitoring.googleapis.com/v3`,
+/// answer of `projects.timeSeries.list`): the usage of the TPU quotas Cloud
+/// Quotas gives only the limits of. Only what the preflight reads is kept.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTimeSeriesResponse {
+    /// The series of this page.
+    #[serde(default)]
+    pub time_series: Vec<TimeSeries>,
+    /// Set while more pages remain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_page_token: Option<String>,
+}
+
+/// `TimeSeries`: one metric of one monitored resource, its points newest
+/// first.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TimeSeries {
+    /// The metric (`type`, `labels`: `quota_metric`, `tpu_family`, …).
+    #[serde(default)]
+    pub metric: Labelled,
+    /// The monitored resource (`type`, `labels`: `location`, …).
+    #[serde(default)]
+    pub resource: Labelled,
+    /// The points, newest first.
+    #[serde(default)]
+    pub points: Vec<Point>,
+}
+
+/// `Metric` or `MonitoredResource`: a type and its labels.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Labelled {
+    /// E.g. `serviceruntime.googleapis.com/quota/allocation/usage`, `consumer_quota`.
+    #[serde(default, rename = "type")]
+    pub kind: String,
+    /// Label → value.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// `Point`: a value over an interval.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Point {
+    /// The value.
+    #[serde(default)]
+    pub value: TypedValue,
+}
+
+/// `TypedValue`: the quota usage is an `INT64` (a string on the wire).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TypedValue {
+    /// An int64 value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub int64_value: Option<String>,
+    /// A double value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub double_value: Option<f64>,
+}
+
+impl TypedValue {
+    /// The value as a whole number, if it is one.
+    pub fn whole(&self) -> Option<u64> {
+        match (&self.int64_value, self.double_value) {
+            (Some(v), _) => v.parse().ok(),
+            (None, Some(d)) if d >= 0.0 && d.is_finite() => Some(d.round() as u64),
+            _ => None,
+        }
+    }
+}
+
 /// `Reservation` (answer of `reservations.get`): its name and
 /// `specificReservation` are read.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]

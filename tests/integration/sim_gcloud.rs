@@ -631,6 +631,39 @@ async fn gcloud_reads_quotas_and_reservations() {
     )
     .unwrap();
     assert_eq!(info["metric"], "compute.googleapis.com/tpu_v5p", "{info:#}");
+    // `quotas info list` follows `nextPageToken` page by page.
+    let list: Value = serde_json::from_str(
+        &gcloud(
+            &base,
+            cfg.path(),
+            &[
+                "beta",
+                "quotas",
+                "info",
+                "list",
+                "--service=compute.googleapis.com",
+                "--project=proj1",
+                "--page-size=2",
+                "--format=json",
+            ],
+        )
+        .await,
+    )
+    .unwrap();
+    let ids: Vec<&str> = list
+        .as_array()
+        .map(|l| l.iter().filter_map(|q| q["quotaId"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(ids.len(), 5, "{list:#}");
+    assert!(
+        ids.contains(&"PREEMPTIBLE-TPU7X-per-project-region"),
+        "{ids:?}"
+    );
+    assert!(
+        sim.stats().by_method["cloudquotas.projects.locations.services.quotaInfos.list"] >= 3,
+        "{:?}",
+        sim.stats()
+    );
     assert_eq!(
         info["dimensionsInfos"][0],
         serde_json::json!({"applicableLocations": ["us-east5"], "details": {"value": "64"},

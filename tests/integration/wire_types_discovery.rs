@@ -71,6 +71,15 @@ fn cloudquotas_roots(doc: &Discovery) -> Vec<WireCheck> {
     vec![check::<compute::QuotaInfo>(doc, "QuotaInfo")]
 }
 
+/// The Cloud Monitoring types (in `compute.rs`: the usage of Compute
+/// Engine's quotas), against the Cloud Monitoring subset.
+fn monitoring_roots(doc: &Discovery) -> Vec<WireCheck> {
+    vec![check::<compute::ListTimeSeriesResponse>(
+        doc,
+        "ListTimeSeriesResponse",
+    )]
+}
+
 #[test]
 fn every_wire_field_is_in_the_discovery_documents() {
     let container = discovery::container().unwrap();
@@ -79,6 +88,7 @@ fn every_wire_field_is_in_the_discovery_documents() {
         .into_iter()
         .chain(compute_roots(compute))
         .chain(cloudquotas_roots(discovery::cloudquotas().unwrap()))
+        .chain(monitoring_roots(discovery::monitoring().unwrap()))
         .collect();
     let mismatches: Vec<&String> = checks.iter().flat_map(|c| &c.mismatches).collect();
     assert!(
@@ -128,6 +138,8 @@ fn every_wire_field_is_in_the_discovery_documents() {
         "Reservation.specificReservation.inUseCount",
         "QuotaInfo.dimensionsInfos[].details.value",
         "QuotaInfo.dimensionsInfos[].applicableLocations",
+        "ListTimeSeriesResponse.timeSeries[].points[].value.int64Value",
+        "ListTimeSeriesResponse.timeSeries[].resource.labels",
     ] {
         assert!(checked.contains(leaf), "{leaf} not checked: {checked:#?}");
     }
@@ -160,6 +172,7 @@ fn every_wire_type_is_reached_by_a_checked_root() {
             compute_roots(discovery::compute().unwrap())
                 .into_iter()
                 .chain(cloudquotas_roots(discovery::cloudquotas().unwrap()))
+                .chain(monitoring_roots(discovery::monitoring().unwrap()))
                 .collect(),
         ),
     ];

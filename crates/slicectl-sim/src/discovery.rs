@@ -23,6 +23,10 @@ pub const COMPUTE_V1_PRUNED: &str = include_str!("discovery/compute-v1-pruned.js
 /// (`google/api/cloudquotas/v1/cloudquotas.proto`, `resources.proto`): its
 /// `description` names the commit.
 pub const CLOUDQUOTAS_V1: &str = include_str!("discovery/cloudquotas-v1.json");
+/// The subset of Cloud Monitoring v3 slicectl reads (`timeSeries.list`),
+/// derived from the Cloud SDK's generated client (its `description` says
+/// how): the quota usage the simulator serves follows it.
+pub const MONITORING_V3: &str = include_str!("discovery/monitoring-v3.json");
 
 /// One field-level violation (also used for `google.rpc.BadRequest`).
 #[derive(Debug, Clone, PartialEq)]
@@ -403,6 +407,7 @@ fn upper_camel(name: &str) -> String {
 static CONTAINER: OnceLock<Result<Discovery, String>> = OnceLock::new();
 static COMPUTE: OnceLock<Result<Discovery, String>> = OnceLock::new();
 static CLOUDQUOTAS: OnceLock<Result<Discovery, String>> = OnceLock::new();
+static MONITORING: OnceLock<Result<Discovery, String>> = OnceLock::new();
 
 /// The embedded container v1 document (enums accept proto numbers).
 pub fn container() -> Result<&'static Discovery, String> {
@@ -425,6 +430,14 @@ pub fn compute() -> Result<&'static Discovery, String> {
 pub fn cloudquotas() -> Result<&'static Discovery, String> {
     CLOUDQUOTAS
         .get_or_init(|| Discovery::parse(CLOUDQUOTAS_V1, "google.api.cloudquotas.v1", true))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// The embedded Cloud Monitoring v3 subset ([`MONITORING_V3`]).
+pub fn monitoring() -> Result<&'static Discovery, String> {
+    MONITORING
+        .get_or_init(|| Discovery::parse(MONITORING_V3, "google.monitoring.v3", true))
         .as_ref()
         .map_err(Clone::clone)
 }

@@ -30,6 +30,7 @@ pub mod kubelet;
 mod labels;
 pub mod link;
 pub mod metadata;
+mod monitoring;
 mod operations;
 mod quotas;
 pub use operations::project_number;

@@ -11,9 +11,10 @@
 //! "TPU v5p chips" `TPU_V5P` / `PREEMPTIBLE_TPU_V5P`, v6e "TPUs per TPU
 //! family" with `tpu_family=CT6E` (`TPUS_PER_TPU_FAMILY/CT6E` here) /
 //! "Preemptible TPU slices v6e" `PREEMPTIBLE_TPU_V6E`, TPU7x "TPUs per TPU
-//! family" `tpu_family=tpu7x` (`TPUS_PER_TPU_FAMILY/TPU7X`); TPU7x's
-//! preemptible quota has no quota id a public source names and is not
-//! charged. Spot VMs use the preemptible quota (Cloud TPU, *Quotas*:
+//! family" `tpu_family=tpu7x` (`TPUS_PER_TPU_FAMILY/TPU7X`) / "Preemptible
+//! TPU slices tpu7x" `PREEMPTIBLE_TPU7X` (the display names are GKE's
+//! quota table, cloud.google.com/kubernetes-engine/docs/how-to/tpus,
+//! "Ensure sufficient quota"). Spot VMs use the preemptible quota (Cloud TPU, *Quotas*:
 //! cloud.google.com/tpu/docs/quota, "on-demand and preemptible (spot)").
 //! Reservation-bound VMs are not charged (GKE, "Ensure sufficient quota":
 //! a TPU node pool that consumes a reservation needs no TPU quota); flex-start VMs are not charged here
@@ -27,11 +28,15 @@
 //! describe`"). The others are served by the Cloud Quotas API
 //! (`GET v1/projects/P/locations/global/services/compute.googleapis.com/quotaInfos[/ID]`,
 //! `discovery/cloudquotas-v1.json`) under the quota ids public setup
-//! scripts read (`TPU-V5P-per-project-region`,
+//! scripts and notes read (`TPU-V5P-per-project-region`,
 //! `PREEMPTIBLE-TPU-V5P-per-project-region`,
 //! `PREEMPTIBLE-TPU-V6E-per-project-region`,
-//! `TPUS-PER-TPU-FAMILY-per-project-region`): limits only (Cloud Quotas
-//! has no usage), one `dimensionsInfos` entry per region (and family) with
+//! `TPUS-PER-TPU-FAMILY-per-project-region`,
+//! `PREEMPTIBLE-TPU7X-per-project-region`; no Google page lists the ids):
+//! limits only (`QuotaInfo` has no usage field; Google tracks usage "with
+//! Cloud Monitoring", cloud.google.com/docs/quotas/implement-common-use-cases:
+//! `super::monitoring` serves it),
+//! one `dimensionsInfos` entry per region (and family) with
 //! a quota set ([`FaultConfig::quotas`]), then the default entry, `-1`
 //! (unlimited: this simulator limits nothing it was not told to).
 //!
@@ -53,7 +58,16 @@
 //! in public TPU v6e setup notes) where it reports stockouts, until the
 //! quota holds them. No public report shows GKE's synchronous error for a
 //! TPU quota: the node pool create's words are those of its CPU quota
-//! errors above, with the resource named as Compute names it.
+//! errors above, with the resource named as Compute names it. Searched
+//! (2026-11) without a TPU hit: issue threads and pages for "Insufficient
+//! regional quota to satisfy request" with TPU, `TPU_V5P`, `tpu-v5p`,
+//! `TPUS_PER_TPU_FAMILY`, `GCE_QUOTA_EXCEEDED`, "quota exceeded" with node
+//! pools (xpk, ray, kuberay, jobset, skypilot, marin); the TPU quota errors
+//! public threads show are the Cloud TPU API's own ("Quota limit
+//! 'TPUV6EPreemptiblePerProjectPerRegionForTPUAPI' has been exceeded. Limit:
+//! 0 in region us-east5.", marin-community/marin#1612), another service.
+//!
+//! **Listing.** `quotaInfos.list` pages as the API does ([`list_quota_infos`]).
 //!
 //! **Permissions.** A method in [`FaultConfig::denied_methods`] gets 403
 //! `Required 'compute.regions.get' permission for 'projects/P/regions/R'`
@@ -72,6 +86,8 @@
 
 use std::collections::BTreeMap;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Map, Value, json};
 
 use super::compute::{list_page, not_found, stable_id};
@@ -95,7 +111,7 @@ pub(crate) fn metric(machine_type: &str, preemptible: bool) -> Option<&'static s
         ),
         "tpu-v5p-slice" => ("TPU_V5P", Some("PREEMPTIBLE_TPU_V5P")),
         "tpu-v6e-slice" => ("TPUS_PER_TPU_FAMILY/CT6E", Some("PREEMPTIBLE_TPU_V6E")),
-        "tpu7x" => ("TPUS_PER_TPU_FAMILY/TPU7X", None),
+        "tpu7x" => ("TPUS_PER_TPU_FAMILY/TPU7X", Some("PREEMPTIBLE_TPU7X")),
         _ => return None,
     };
     if preemptible { spot } else { Some(on_demand) }
@@ -118,17 +134,17 @@ fn error_name(metric: &str) -> &str {
 
 /// A Cloud Quotas quota: its id, metric, display name, and the metric (or,
 /// for a family quota, the `METRIC/` prefix) its limits are set under.
-struct CloudQuota {
-    id: &'static str,
-    metric: &'static str,
+pub(crate) struct CloudQuota {
+    pub(crate) id: &'static str,
+    pub(crate) metric: &'static str,
     display: &'static str,
-    sim_metric: &'static str,
-    family: bool,
+    pub(crate) sim_metric: &'static str,
+    pub(crate) family: bool,
 }
 
 /// The Cloud Quotas quotas served (ids as public setup scripts read them;
 /// display names from Compute Engine's TPU quota catalogue).
-const CLOUD_QUOTAS: &[CloudQuota] = &[
+pub(crate) const CLOUD_QUOTAS: &[CloudQuota] = &[
     CloudQuota {
         id: "TPU-V5P-per-project-region",
         metric: "compute.googleapis.com/tpu_v5p",
@@ -148,6 +164,18 @@ const CLOUD_QUOTAS: &[CloudQuota] = &[
         metric: "compute.googleapis.com/preemptible_tpu_v6e",
         display: "Preemptible TPU slices v6e",
         sim_metric: "PREEMPTIBLE_TPU_V6E",
+        family: false,
+    },
+    // "Preemptible TPU slices tpu7x" (GKE's quota table); its id as a
+    // public TPU7x quick start reads it (yangwhale/gpu-tpu-pedia,
+    // tpu/Hunyuan3-295B-Pretraining/QUICKSTART-v7.md: a 64-chip
+    // `PREEMPTIBLE-TPU7X-per-project-region`, so counted in chips); its
+    // metric by the pattern of the v5p and v6e ones.
+    CloudQuota {
+        id: "PREEMPTIBLE-TPU7X-per-project-region",
+        metric: "compute.googleapis.com/preemptible_tpu7x",
+        display: "Preemptible TPU slices tpu7x",
+        sim_metric: "PREEMPTIBLE_TPU7X",
         family: false,
     },
     CloudQuota {
@@ -232,24 +260,35 @@ fn pool_zones_of(rec_spec: &Value) -> Vec<String> {
 /// Chips in use per metric in `project`'s `region`: the node pools not in
 /// `ERROR` and the TPU VMs that exist.
 pub(crate) fn usage(inner: &Inner, project: &str, region: &str) -> BTreeMap<&'static str, u64> {
-    let mut out: BTreeMap<&'static str, u64> = BTreeMap::new();
+    usage_by_region(inner, project)
+        .into_iter()
+        .filter(|((r, _), _)| r == region)
+        .map(|((_, m), chips)| (m, chips))
+        .collect()
+}
+
+/// Chips in use in `project` per `(region, metric)` ([`usage`]).
+pub(crate) fn usage_by_region(
+    inner: &Inner,
+    project: &str,
+) -> BTreeMap<(String, &'static str), u64> {
+    let mut out: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
     for (key, rec) in &inner.pools {
         let their_project = key.split('/').nth(1).unwrap_or_default();
         if their_project != project || rec.status == "ERROR" {
             continue;
         }
         for (r, m, chips) in pool_charges(project, &rec.spec, &pool_zones_of(&rec.spec)) {
-            if r == region {
-                *out.entry(m).or_default() += chips;
-            }
+            *out.entry((r, m)).or_default() += chips;
         }
     }
     for vm in inner.instances.values() {
-        if vm.project != project || crate::tpu::region_of(&vm.zone) != region {
+        if vm.project != project {
             continue;
         }
         if let Some((m, chips)) = vm_charge(&vm.machine_type, &vm.properties) {
-            *out.entry(m).or_default() += chips;
+            let region = crate::tpu::region_of(&vm.zone).to_string();
+            *out.entry((region, m)).or_default() += chips;
         }
     }
     out
@@ -542,27 +581,92 @@ pub(crate) fn get_quota_info(
         .ok_or_else(|| not_found(&format!("{}/quotaInfos/{id}", parent.path())))
 }
 
-/// Cloud Quotas `quotaInfos.list` (every quota served, one page; a
-/// `pageSize` must be an int32).
+/// `quotaInfos.list`'s page size when the request sets none (or 0): the
+/// API leaves it to the server ("If unspecified, server will pick an
+/// appropriate default", `ListQuotaInfosRequest.page_size`,
+/// cloudquotas.proto) and documents no figure; this one is the simulator's.
+pub(crate) const QUOTA_INFOS_DEFAULT_PAGE: usize = 100;
+
+/// The largest page `quotaInfos.list` returns; a larger `pageSize` is
+/// coerced down to it (AIP-158: "the API may coerce" a size above its
+/// maximum).
+pub(crate) const QUOTA_INFOS_MAX_PAGE: usize = 1000;
+
+/// Google's words for a request argument it refuses without naming it
+/// (400 INVALID_ARGUMENT, as One Platform APIs answer, e.g.
+/// googleads/google-ads-php#513): what an unusable `pageToken` gets.
+const INVALID_ARGUMENT: &str = "Request contains an invalid argument.";
+
+/// The page token of `quotaInfos.list` for the page at `offset` of
+/// `parent`: opaque to the caller, bound to the request it continues
+/// (AIP-158: the other arguments must stay the same).
+fn quota_page_token(parent: &QuotaParent, offset: usize) -> String {
+    URL_SAFE_NO_PAD.encode(format!("quotaInfos|{}|{offset}", parent.path()))
+}
+
+/// The offset a `pageToken` of `parent`'s list points at, if it is one this
+/// list returned for it.
+fn quota_page_offset(parent: &QuotaParent, token: &str) -> Option<usize> {
+    let text = String::from_utf8(URL_SAFE_NO_PAD.decode(token).ok()?).ok()?;
+    let rest = text.strip_prefix("quotaInfos|")?;
+    let (path, offset) = rest.rsplit_once('|')?;
+    (path == parent.path()).then_some(())?;
+    offset.parse().ok()
+}
+
+/// Cloud Quotas `quotaInfos.list`, paged as the API pages
+/// (`ListQuotaInfosRequest` `page_size` / `page_token`,
+/// `ListQuotaInfosResponse.next_page_token`, cloudquotas.proto; AIP-158):
+/// `pageSize` must be an int32 (ESF's "Invalid value at 'page_size'
+/// (TYPE_INT32)") and not negative; unset or 0 is
+/// [`QUOTA_INFOS_DEFAULT_PAGE`]; `nextPageToken` is set while quotas
+/// remain and absent on the last page; a `pageToken` this list did not
+/// return for this parent (garbled, another parent's, past the end) is 400
+/// INVALID_ARGUMENT (AIP-158: a token whose request arguments differ "should
+/// send an INVALID_ARGUMENT error").
 pub(crate) fn list_quota_infos(
     inner: &Inner,
     ctx: &Ctx,
     parent: &QuotaParent,
 ) -> Result<Value, ApiError> {
     check_parent(parent)?;
-    if let Some(size) = ctx.query("pageSize")
-        && size.parse::<i32>().is_err()
-    {
-        return Err(ApiError::invalid(
-            "badRequest",
-            format!("Invalid value at 'page_size' (TYPE_INT32), \"{size}\""),
-        ));
-    }
+    let size = match ctx.query("pageSize") {
+        None | Some("") => 0,
+        Some(size) => size.parse::<i32>().map_err(|_| {
+            ApiError::invalid(
+                "badRequest",
+                format!("Invalid value at 'page_size' (TYPE_INT32), \"{size}\""),
+            )
+        })?,
+    };
+    let size = match usize::try_from(size) {
+        Ok(0) => QUOTA_INFOS_DEFAULT_PAGE,
+        Ok(n) => n.min(QUOTA_INFOS_MAX_PAGE),
+        Err(_) => {
+            return Err(ApiError::invalid(
+                "badRequest",
+                format!("page_size must not be negative, got {size}."),
+            ));
+        }
+    };
+    let start = match ctx.query("pageToken") {
+        None | Some("") => 0,
+        Some(token) => quota_page_offset(parent, token)
+            .filter(|&o| o < CLOUD_QUOTAS.len())
+            .ok_or_else(|| ApiError::invalid("badRequest", INVALID_ARGUMENT.to_string()))?,
+    };
     let infos: Vec<Value> = CLOUD_QUOTAS
         .iter()
+        .skip(start)
+        .take(size)
         .map(|q| render_quota_info(&inner.faults.config, &parent.project, q))
         .collect();
-    Ok(json!({ "quotaInfos": infos }))
+    let mut out = json!({ "quotaInfos": infos });
+    let end = start + size;
+    if end < CLOUD_QUOTAS.len() {
+        out["nextPageToken"] = json!(quota_page_token(parent, end));
+    }
+    Ok(out)
 }
 
 /// 403 for a method the caller lacks the permission for.
@@ -587,6 +691,9 @@ pub(crate) fn denied(config: &FaultConfig, r: &Resolved, ctx: &Ctx) -> Option<Ap
              (or it may not exist)."
         )));
     }
+    if r.api == Api::Monitoring {
+        return super::monitoring::denied(config, &id);
+    }
     if !config.denied_methods.contains(&id) {
         return None;
     }
@@ -597,7 +704,7 @@ pub(crate) fn denied(config: &FaultConfig, r: &Resolved, ctx: &Ctx) -> Option<Ap
             .nth(3)
             .unwrap_or_default()
             .to_string(),
-        Api::Container | Api::CloudQuotas => ctx
+        Api::Container | Api::CloudQuotas | Api::Monitoring => ctx
             .path
             .splitn(3, '/')
             .nth(2)
@@ -610,221 +717,5 @@ pub(crate) fn denied(config: &FaultConfig, r: &Resolved, ctx: &Ctx) -> Option<Ap
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metrics_follow_generation_and_provisioning_model() {
-        assert_eq!(metric("ct5p-hightpu-4t", false), Some("TPU_V5P"));
-        assert_eq!(metric("ct5p-hightpu-4t", true), Some("PREEMPTIBLE_TPU_V5P"));
-        assert_eq!(
-            metric("ct5lp-hightpu-4t", false),
-            Some("TPU_LITE_PODSLICE_V5")
-        );
-        assert_eq!(
-            metric("ct4p-hightpu-4t", true),
-            Some("PREEMPTIBLE_TPU_PODSLICE_V4")
-        );
-        assert_eq!(
-            metric("ct6e-standard-4t", false),
-            Some("TPUS_PER_TPU_FAMILY/CT6E")
-        );
-        assert_eq!(
-            metric("tpu7x-standard-4t", false),
-            Some("TPUS_PER_TPU_FAMILY/TPU7X")
-        );
-        assert_eq!(metric("tpu7x-standard-4t", true), None);
-        assert_eq!(metric("n2-standard-4", false), None);
-    }
-
-    #[test]
-    fn pools_on_a_reservation_or_flex_start_are_not_charged() {
-        let zones = vec!["us-east5-a".to_string()];
-        let spot = json!({"initialNodeCount": 4, "config": {"machineType": "ct5p-hightpu-4t", "spot": true}});
-        assert_eq!(
-            pool_charges("p", &spot, &zones),
-            vec![("us-east5".to_string(), "PREEMPTIBLE_TPU_V5P", 16)]
-        );
-        let reserved = json!({"initialNodeCount": 4, "config": {"machineType": "ct5p-hightpu-4t",
-            "reservationAffinity": {"consumeReservationType": "SPECIFIC_RESERVATION",
-                "key": "compute.googleapis.com/reservation-name", "values": ["r"]}}});
-        assert!(pool_charges("p", &reserved, &zones).is_empty());
-        let flex = json!({"initialNodeCount": 4, "config": {"machineType": "ct5p-hightpu-4t", "flexStart": true}});
-        assert!(pool_charges("p", &flex, &zones).is_empty());
-    }
-
-    #[test]
-    fn vms_are_charged_by_provisioning_model() {
-        let spot = json!({"scheduling": {"provisioningModel": "SPOT"}});
-        assert_eq!(
-            vm_charge("ct6e-standard-4t", &spot),
-            Some(("PREEMPTIBLE_TPU_V6E", 4))
-        );
-        let bound = json!({"scheduling": {"provisioningModel": "RESERVATION_BOUND"}});
-        assert_eq!(vm_charge("ct6e-standard-4t", &bound), None);
-        assert_eq!(
-            vm_charge("ct6e-standard-4t", &json!({})),
-            Some(("TPUS_PER_TPU_FAMILY/CT6E", 4))
-        );
-    }
-
-    fn world(quotas: &[(&str, u64)], denied: &[&str]) -> Inner {
-        let config = FaultConfig {
-            quotas: quotas.iter().map(|(k, v)| ((*k).to_string(), *v)).collect(),
-            denied_methods: denied.iter().map(|m| (*m).to_string()).collect(),
-            ..FaultConfig::default()
-        };
-        Inner::new(
-            std::time::Duration::ZERO,
-            1,
-            super::super::faults::Faults::new(config, 1),
-        )
-    }
-
-    fn ctx(path: &str, query: &[(&str, &str)]) -> Ctx {
-        Ctx {
-            base: "http://sim".into(),
-            version: "v1".into(),
-            now: tokio::time::Instant::now(),
-            query: query
-                .iter()
-                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-                .collect(),
-            request_id: "0x1".into(),
-            path: path.into(),
-        }
-    }
-
-    fn parent(location: &str, service: &str) -> QuotaParent {
-        QuotaParent {
-            project: "p".into(),
-            location: location.into(),
-            service: service.into(),
-        }
-    }
-
-    /// Cloud Quotas serves the v5p, v6e and TPU7x limits set, per region
-    /// (and family), then the unlimited default, in the wire format of the
-    /// discovery document; `regions.get` keeps only the v4 and v5e ones.
-    #[test]
-    fn cloud_quotas_serve_the_limits_regions_get_does_not_list() {
-        let inner = world(
-            &[
-                ("us-central1/TPU_V5P", 64),
-                ("us-east5/TPUS_PER_TPU_FAMILY/CT6E", 32),
-                ("us-central1/TPU_LITE_PODSLICE_V5", 16),
-            ],
-            &[],
-        );
-        let v5p = get_quota_info(
-            &inner,
-            &parent("global", "compute.googleapis.com"),
-            "TPU-V5P-per-project-region",
-        )
-        .unwrap();
-        let doc = crate::discovery::cloudquotas().unwrap();
-        assert_eq!(doc.validate("QuotaInfo", "", &v5p), Ok(v5p.clone()));
-        assert_eq!(v5p["metric"], "compute.googleapis.com/tpu_v5p");
-        assert_eq!(
-            v5p["dimensionsInfos"],
-            json!([
-                {"dimensions": {"region": "us-central1"}, "details": {"value": "64"},
-                 "applicableLocations": ["us-central1"]},
-                {"details": {"value": "-1"}}
-            ])
-        );
-        let family = get_quota_info(
-            &inner,
-            &parent("global", "compute.googleapis.com"),
-            "TPUS-PER-TPU-FAMILY-per-project-region",
-        )
-        .unwrap();
-        assert_eq!(family["dimensions"], json!(["region", "tpu_family"]));
-        assert_eq!(
-            family["dimensionsInfos"][0]["dimensions"],
-            json!({"region": "us-east5", "tpu_family": "CT6E"})
-        );
-        let list = list_quota_infos(
-            &inner,
-            &ctx("", &[("pageSize", "10")]),
-            &parent("global", "compute.googleapis.com"),
-        )
-        .unwrap();
-        assert_eq!(
-            doc.validate("ListQuotaInfosResponse", "", &list),
-            Ok(list.clone())
-        );
-        assert_eq!(list["quotaInfos"].as_array().map(Vec::len), Some(4));
-        // regions.get: only the enum's metrics.
-        let mut region = json!({});
-        add_region_quotas(&inner, "p", "us-central1", &mut region);
-        assert_eq!(
-            region["quotas"],
-            json!([{"metric": "TPU_LITE_PODSLICE_V5", "limit": 16.0, "usage": 0.0}])
-        );
-    }
-
-    /// Requests are held to the API: `locations/global` only, compute's
-    /// quotas only, known quota ids only, an int32 `pageSize`.
-    #[test]
-    fn cloud_quotas_requests_are_validated() {
-        let inner = world(&[], &[]);
-        let e = get_quota_info(
-            &inner,
-            &parent("us-central1", "compute.googleapis.com"),
-            "TPU-V5P-per-project-region",
-        )
-        .unwrap_err();
-        assert_eq!(
-            (e.http, e.message.contains("must be 'global'")),
-            (400, true)
-        );
-        let e = get_quota_info(
-            &inner,
-            &parent("global", "compute.googleapis.com"),
-            "NO-SUCH-per-project-region",
-        )
-        .unwrap_err();
-        assert_eq!(e.http, 404);
-        let e = get_quota_info(
-            &inner,
-            &parent("global", "tpu.googleapis.com"),
-            "TPU-V5P-per-project-region",
-        )
-        .unwrap_err();
-        assert_eq!(e.http, 404);
-        let e = list_quota_infos(
-            &inner,
-            &ctx("", &[("pageSize", "many")]),
-            &parent("global", "compute.googleapis.com"),
-        )
-        .unwrap_err();
-        assert_eq!(e.http, 400);
-    }
-
-    /// `--sim-deny cloudquotas.quotas.get` answers Google's IAM denial.
-    #[test]
-    fn a_denied_cloud_quotas_read_is_403_with_the_permission() {
-        let inner = world(&[], &["cloudquotas.quotas.get"]);
-        let path = "/v1/projects/p/locations/global/services/compute.googleapis.com/quotaInfos/TPU-V5P-per-project-region";
-        let r = crate::routes::resolve(&axum::http::Method::GET, path).unwrap();
-        let e = denied(&inner.faults.config, &r, &ctx(path, &[])).unwrap();
-        assert_eq!((e.http, e.status), (403, "PERMISSION_DENIED"));
-        assert_eq!(
-            e.message,
-            "Permission 'cloudquotas.quotas.get' denied on resource \
-             '//cloudquotas.googleapis.com/projects/p/locations/global/services/compute.googleapis.com/quotaInfos/TPU-V5P-per-project-region' \
-             (or it may not exist)."
-        );
-        assert!(denied(&world(&[], &[]).faults.config, &r, &ctx(path, &[])).is_none());
-    }
-
-    #[test]
-    fn compute_names_the_family_quota_in_its_errors() {
-        assert_eq!(
-            error_name("TPUS_PER_TPU_FAMILY/CT6E"),
-            "TPUS_PER_TPU_FAMILY"
-        );
-        assert_eq!(error_name("TPU_V5P"), "TPU_V5P");
-    }
-}
+#[path = "quotas_tests.rs"]
+mod tests;

@@ -15,6 +15,8 @@ pub(crate) enum Api {
     Compute,
     /// Cloud Quotas (`cloudquotas.googleapis.com/v1`).
     CloudQuotas,
+    /// Cloud Monitoring (`monitoring.googleapis.com/v3`): quota usage.
+    Monitoring,
 }
 
 /// A resolved API call.
@@ -109,6 +111,8 @@ pub(crate) enum Endpoint {
     QuotaInfoGet(QuotaParent, String),
     /// Cloud Quotas `GET v1/projects/P/locations/L/services/S/quotaInfos`.
     QuotaInfoList(QuotaParent),
+    /// Cloud Monitoring `GET v3/projects/P/timeSeries`.
+    TimeSeriesList(String),
 }
 
 /// `projects/P/locations/L/services/S`: the parent of Cloud Quotas'
@@ -193,6 +197,7 @@ impl Endpoint {
             Self::QuotaInfoList(_) => {
                 "cloudquotas.projects.locations.services.quotaInfos.list".into()
             }
+            Self::TimeSeriesList(_) => "monitoring.projects.timeSeries.list".into(),
         }
     }
 
@@ -228,6 +233,12 @@ pub(crate) struct Resolved {
 pub(crate) fn resolve(method: &Method, path: &str) -> Option<Resolved> {
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match segs.as_slice() {
+        // Cloud Monitoring's time series (the TPU quotas' usage).
+        ["v3", "projects", p, "timeSeries"] if method == Method::GET => Some(Resolved {
+            api: Api::Monitoring,
+            version: "v3".into(),
+            endpoint: Endpoint::TimeSeriesList((*p).to_string()),
+        }),
         // Cloud Quotas; `v1beta` is what `gcloud beta quotas` calls (the
         // same resources).
         [
@@ -572,6 +583,7 @@ mod tests {
                 "GET",
                 "/v1beta/projects/p/locations/global/services/compute.googleapis.com/quotaInfos/q",
             ),
+            ("GET", "/v3/projects/p/timeSeries"),
         ];
         for (m, path) in cases {
             let method = Method::from_bytes(m.as_bytes()).unwrap();
@@ -581,6 +593,7 @@ mod tests {
                 Api::Container => discovery::container().unwrap(),
                 Api::Compute => discovery::compute().unwrap(),
                 Api::CloudQuotas => discovery::cloudquotas().unwrap(),
+                Api::Monitoring => discovery::monitoring().unwrap(),
             };
             let spec = doc
                 .method(&id)

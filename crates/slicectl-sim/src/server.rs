@@ -295,6 +295,7 @@ fn admit(sim: &Sim, r: &Resolved, ctx: &Ctx) -> Result<(), ApiError> {
         Api::Container => "container.googleapis.com",
         Api::Compute => "compute.googleapis.com",
         Api::CloudQuotas => "cloudquotas.googleapis.com",
+        Api::Monitoring => "monitoring.googleapis.com",
     };
     match inner.faults.draw_request() {
         RequestFault::RateLimited => {
@@ -337,11 +338,14 @@ fn violations_error(reason: &'static str, errs: Vec<Violation>) -> ApiError {
 fn validated_body(r: &Resolved, body: &Bytes) -> Result<Value, ApiError> {
     let id = r.endpoint.method_id();
     let (doc, reason) = match r.api {
-        Api::Container | Api::CloudQuotas => (discovery::container(), "badRequest"),
+        Api::Container | Api::CloudQuotas | Api::Monitoring => {
+            (discovery::container(), "badRequest")
+        }
         Api::Compute => (discovery::compute(), "invalid"),
     };
-    if r.api == Api::CloudQuotas {
-        // Cloud Quotas' reads take no body (cloudquotas-v1.json).
+    if matches!(r.api, Api::CloudQuotas | Api::Monitoring) {
+        // Cloud Quotas' and Monitoring's reads take no body (cloudquotas-v1.json;
+        // `timeSeries.list` is a GET).
         return Ok(Value::Null);
     }
     let doc = doc.map_err(ApiError::internal)?;
@@ -355,7 +359,7 @@ fn validated_body(r: &Resolved, body: &Bytes) -> Result<Value, ApiError> {
             .map_err(|e| ApiError::invalid(reason, format!("Invalid JSON payload received. {e}")))?
     };
     let root = match r.api {
-        Api::Container | Api::CloudQuotas => String::new(),
+        Api::Container | Api::CloudQuotas | Api::Monitoring => String::new(),
         Api::Compute => format!("{}_resource", snake(schema).trim_start_matches('_')),
     };
     doc.validate(schema, &root, &raw)
@@ -428,6 +432,9 @@ fn call(sim: &Sim, r: &Resolved, ctx: &Ctx, body: &Bytes) -> Result<Value, ApiEr
         }
         Endpoint::QuotaInfoGet(parent, id) => super::quotas::get_quota_info(inner, parent, id),
         Endpoint::QuotaInfoList(parent) => super::quotas::list_quota_infos(inner, ctx, parent),
+        Endpoint::TimeSeriesList(project) => {
+            super::monitoring::list_time_series(inner, ctx, project)
+        }
         Endpoint::TemplateInsert(p) => gce::insert_template(inner, ctx, p, &body),
         Endpoint::TemplateList(p) => gce::list_templates(inner, ctx, p),
         Endpoint::TemplateGet(p, n) => gce::get_template(inner, ctx, p, n),
