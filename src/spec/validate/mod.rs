@@ -359,6 +359,11 @@ fn validate(
                         ),
                         gce: gce_resources(&spec),
                         node_pool: spec.node_pool_name.clone(),
+                        pinned: spec
+                            .gce
+                            .as_ref()
+                            .map(|g| (g.mig_name.clone(), g.workload_policy_name.clone()))
+                            .unwrap_or_default(),
                     });
                 }
                 fleet.slices.insert(
@@ -557,6 +562,9 @@ struct Rendered<'a> {
     gce: Option<GceResources>,
     /// The node pool's name, when the spec sets it (`nodePoolName`).
     node_pool: Option<String>,
+    /// The MIG's and workload policy's names, when the spec sets them
+    /// (`gce.migName`, `gce.workloadPolicyName`).
+    pinned: (Option<String>, Option<String>),
 }
 
 /// The GCE resources a `gce` slice replica gets.
@@ -594,7 +602,10 @@ fn check_name_collisions(d: &mut Diags<'_>, rendered: &[Rendered<'_>]) {
                 owned.push((
                     "MIG",
                     format!("project {} zone {}", t.project, t.zone),
-                    names::mig(&r.slice, replica),
+                    r.pinned
+                        .0
+                        .clone()
+                        .unwrap_or_else(|| names::mig(&r.slice, replica)),
                     names::MIG_NAME_MAX,
                 ));
                 if gce.template {
@@ -622,7 +633,10 @@ fn check_name_collisions(d: &mut Diags<'_>, rendered: &[Rendered<'_>]) {
                 owned.push((
                     "workload policy",
                     format!("project {} region {}", t.project, region_of(&t.zone)),
-                    names::workload_policy(&r.slice, replica),
+                    r.pinned
+                        .1
+                        .clone()
+                        .unwrap_or_else(|| names::workload_policy(&r.slice, replica)),
                     names::COMPUTE_NAME_MAX,
                 ));
             }
