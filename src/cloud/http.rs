@@ -225,6 +225,9 @@ impl Inner {
 /// arrive ([`decode_streamed`]); shorter ones are read whole first.
 pub(crate) const STREAM_ABOVE: u64 = 256 * 1024;
 
+/// Bytes [`decode_streamed`]'s decoder reads from the chunks at a time.
+const READ_BUFFER: usize = 64 * 1024;
+
 /// How a streamed answer ended.
 enum Streamed<T> {
     /// Decoded.
@@ -256,7 +259,11 @@ where
             at: 0,
             head: Vec::new(),
         };
-        let r = serde_json::from_reader::<_, T>(&mut reader);
+        // Buffered: serde_json's reader takes one byte at a time, which
+        // `BufReader` serves from its buffer without a call per byte.
+        let mut buffered = std::io::BufReader::with_capacity(READ_BUFFER, &mut reader);
+        let r = serde_json::from_reader::<_, T>(&mut buffered);
+        drop(buffered);
         (r, reader.head)
     });
     let mut cut = None;
@@ -343,6 +350,10 @@ fn project_of_url(url: &str) -> String {
         .unwrap_or_default()
         .to_string()
 }
+
+#[cfg(test)]
+#[path = "http_stream_tests.rs"]
+mod stream_tests;
 
 #[cfg(test)]
 mod tests {

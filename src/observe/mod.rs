@@ -211,13 +211,10 @@ async fn left_behind_zones(cloud: &Cloud, owners: &Owners) -> (Vec<Scope>, Undis
             if owners.by_scope.contains_key(&scope) || out.contains(&scope) {
                 continue;
             }
-            let own = m.description.as_deref().and_then(|d| {
-                crate::plan::ownership::Ownership::from_description_named(
-                    d,
-                    &m.name,
-                    crate::spec::names::mig,
-                )
-            });
+            let own = m
+                .description
+                .as_deref()
+                .and_then(|d| crate::kinds::gce::mig::described_ownership(d, &m.name));
             if owners.left_behind(&scope, own.as_ref()) {
                 tracing::info!(zone = %scope, "a zone no Target names holds MIGs of this fleet");
                 out.insert(scope);

@@ -7,6 +7,7 @@ pub mod disruption;
 pub mod model;
 pub mod names;
 pub mod parse;
+mod parse_scan_tests;
 pub mod schema;
 pub mod shard;
 pub mod validate;

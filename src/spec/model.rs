@@ -587,6 +587,19 @@ pub struct GceSlice {
     /// come from the template and are not allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_template: Option<String>,
+    /// The MIG's name, when it is not `<slice>-0`: a MIG made by another
+    /// tool (tpu-operator's `<group>-mig-<hash>`, a gcloud script's) and
+    /// adopted; `slicectl adopt` writes it, since a MIG cannot be renamed
+    /// in place. `replicas: 1` only; a Compute Engine name of at most 58
+    /// characters (it is also the VMs' `baseInstanceName`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_name: Option<String>,
+    /// The workload policy's name, when it is not `<slice>-0-wp`: the
+    /// policy of an adopted MIG (tpu-operator's `<group>-policy-<hash>`);
+    /// `slicectl adopt` writes it. `replicas: 1` and a multi-host topology
+    /// only; a Compute Engine name of at most 63 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_policy_name: Option<String>,
 }
 
 /// Boot disk of a `gce` slice's VMs.

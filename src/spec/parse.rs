@@ -147,9 +147,15 @@ impl FieldIndex {
     }
 
     fn lookup(&self, path: &[&str], key: bool) -> Location {
+        // The whole path joined once; each parent is a prefix of it.
+        let joined = join(path);
+        let mut end = joined.len();
         let mut len = path.len();
         while len > 0 {
-            if let Some(found) = self.entries.get(&join(&path[..len])) {
+            let prefix = joined.get(..end).unwrap_or_default();
+            // The next parent ends before this path's last segment and its separator.
+            end = end.saturating_sub(path[len - 1].len() + PATH_SEP.len_utf8());
+            if let Some(found) = self.entries.get(prefix) {
                 let pos = if key {
                     found.key.or(found.value)
                 } else {
@@ -271,21 +277,27 @@ enum RootKind {
     Scalar,
 }
 
-/// A collection being scanned.
+/// Where a collection being scanned is indexed: its path's length in
+/// [`Scanner::path`] (bytes) and its depth (segments).
+#[derive(Debug, Clone, Copy)]
+struct Indexed {
+    len: usize,
+    depth: usize,
+}
+
+/// A collection being scanned. `at` is `None` when it is not indexed.
 #[derive(Debug)]
 enum Frame {
-    /// A mapping. `path` is `None` when not indexed. `key` is `None` while a
-    /// key is expected, `Some(k)` while the value of `k` is expected
-    /// (`Some(None)`: a key that cannot be indexed).
+    /// A mapping. `key` is `None` while a key is expected, `Some(true)`
+    /// while the value of an indexed key is expected (the key is on
+    /// [`Scanner::path`]), `Some(false)` while the value of a key that
+    /// cannot be indexed is expected.
     Map {
-        path: Option<Vec<String>>,
-        key: Option<Option<String>>,
+        at: Option<Indexed>,
+        key: Option<bool>,
     },
     /// A sequence and the index of its next item.
-    Seq {
-        path: Option<Vec<String>>,
-        next: usize,
-    },
+    Seq { at: Option<Indexed>, next: usize },
 }
 
 fn pos(span: &Span) -> (usize, usize) {
@@ -301,6 +313,10 @@ struct Scanner<'a> {
     file: &'a Path,
     docs: Vec<ScannedDoc>,
     stack: Vec<Frame>,
+    /// The path of the node being read, segments joined by [`PATH_SEP`]
+    /// (one buffer for the whole scan: a segment is appended when a key or
+    /// an item is reached and cut off when its value is complete).
+    path: String,
     /// Nodes seen in the file so far.
     nodes: usize,
 }
@@ -316,12 +332,32 @@ impl Scanner<'_> {
         self.docs.last_mut()
     }
 
+    /// Appends a segment to the path of a collection indexed at `parent`;
+    /// `None` when the child is too deep to be indexed.
+    fn descend(
+        &mut self,
+        parent: Option<Indexed>,
+        segment: &dyn std::fmt::Display,
+    ) -> Option<Indexed> {
+        let parent = parent.filter(|p| p.depth < MAX_INDEX_DEPTH)?;
+        self.path.truncate(parent.len);
+        if parent.depth > 0 {
+            self.path.push(PATH_SEP);
+        }
+        // Writing into a String cannot fail.
+        let _ = std::fmt::Write::write_fmt(&mut self.path, format_args!("{segment}"));
+        Some(Indexed {
+            len: self.path.len(),
+            depth: parent.depth + 1,
+        })
+    }
+
     /// A node has been fully read: advance its parent.
     fn complete(&mut self) {
         match self.stack.last_mut() {
             Some(Frame::Map { key, .. }) => {
                 *key = match key {
-                    None => Some(None),
+                    None => Some(false),
                     Some(_) => None,
                 };
             }
@@ -330,22 +366,29 @@ impl Scanner<'_> {
         }
     }
 
-    fn record(&mut self, path: &[String], at: (usize, usize), is_key: bool) {
-        if path.is_empty() {
+    /// Records where the node at the current path is.
+    fn record(&mut self, at: (usize, usize), is_key: bool) {
+        if self.path.is_empty() {
             return;
         }
-        let segs: Vec<&str> = path.iter().map(String::as_str).collect();
-        let joined = join(&segs);
-        if let Some(doc) = self.doc() {
-            let entry = doc.fields.entries.entry(joined).or_insert(FieldLoc {
-                key: None,
-                value: None,
-            });
-            if is_key {
-                entry.key.get_or_insert(at);
-            } else {
-                entry.value.get_or_insert(at);
-            }
+        let Some(doc) = self.docs.last_mut() else {
+            return;
+        };
+        let entry = match doc.fields.entries.get_mut(self.path.as_str()) {
+            Some(entry) => entry,
+            None => doc
+                .fields
+                .entries
+                .entry(self.path.clone())
+                .or_insert(FieldLoc {
+                    key: None,
+                    value: None,
+                }),
+        };
+        if is_key {
+            entry.key.get_or_insert(at);
+        } else {
+            entry.value.get_or_insert(at);
         }
     }
 
@@ -361,7 +404,7 @@ impl Scanner<'_> {
                 ),
             ));
         }
-        let (path, is_key) = match self.stack.last_mut() {
+        let (indexed, is_key) = match self.stack.last() {
             None => {
                 let kind = match event {
                     NodeEvent::Start(true) => RootKind::Mapping,
@@ -373,61 +416,54 @@ impl Scanner<'_> {
                     doc.root = Some((at.0, at.1, kind));
                     doc.fields.start = at;
                 }
-                (Some(Vec::new()), false)
+                self.path.clear();
+                (Some(Indexed { len: 0, depth: 0 }), false)
             }
-            Some(Frame::Map { path, key: None }) => {
+            Some(&Frame::Map {
+                at: parent,
+                key: None,
+            }) => {
                 // This node is a key.
-                if let (NodeEvent::Scalar(text, _), Some(parent)) = (&event, path.as_ref()) {
-                    let mut p = parent.clone();
-                    p.push((*text).to_string());
-                    let text = (*text).to_string();
-                    if p.len() <= MAX_INDEX_DEPTH {
-                        self.record(&p, at, true);
+                if let (NodeEvent::Scalar(text, _), Some(_)) = (&event, parent) {
+                    let indexed = self.descend(parent, text).is_some();
+                    if indexed {
+                        self.record(at, true);
                     }
                     if let Some(Frame::Map { key, .. }) = self.stack.last_mut() {
-                        *key = Some(Some(text));
+                        *key = Some(indexed);
                     }
                     return Ok(());
                 }
                 (None, true)
             }
-            Some(Frame::Map {
-                path,
-                key: Some(key),
-            }) => {
-                let p = match (path.as_ref(), key.as_ref()) {
-                    (Some(parent), Some(k)) if parent.len() < MAX_INDEX_DEPTH => {
-                        let mut p = parent.clone();
-                        p.push(k.clone());
-                        Some(p)
-                    }
-                    _ => None,
-                };
-                (p, false)
-            }
-            Some(Frame::Seq { path, next }) => {
-                let p = match path.as_ref() {
-                    Some(parent) if parent.len() < MAX_INDEX_DEPTH => {
-                        let mut p = parent.clone();
-                        p.push(next.to_string());
-                        Some(p)
-                    }
-                    _ => None,
-                };
-                (p, false)
-            }
+            Some(&Frame::Map {
+                at: parent,
+                key: Some(indexed),
+            }) => (
+                parent.filter(|_| indexed).map(|p| Indexed {
+                    len: self.path.len(),
+                    depth: p.depth + 1,
+                }),
+                false,
+            ),
+            Some(&Frame::Seq { at: parent, next }) => (self.descend(parent, &next), false),
         };
-        if !is_key && let Some(p) = &path {
-            self.record(p, at, false);
-            if let NodeEvent::Scalar(text, _) = &event
-                && let Some(doc) = self.docs.last_mut()
-            {
-                let segs: Vec<&str> = p.iter().map(String::as_str).collect();
-                match segs.as_slice() {
-                    ["apiVersion"] => doc.api_version = Some((*text).to_string()),
-                    ["kind"] => doc.kind = Some((*text).to_string()),
-                    ["metadata", "name"] => doc.name = Some((*text).to_string()),
-                    _ => {}
+        if !is_key && indexed.is_some() {
+            self.record(at, false);
+            if let NodeEvent::Scalar(text, _) = &event {
+                let field = match self.path.as_str() {
+                    "apiVersion" => Some(0),
+                    "kind" => Some(1),
+                    "metadata\u{1f}name" => Some(2),
+                    _ => None,
+                };
+                if let (Some(field), Some(doc)) = (field, self.docs.last_mut()) {
+                    let text = Some((*text).to_string());
+                    match field {
+                        0 => doc.api_version = text,
+                        1 => doc.kind = text,
+                        _ => doc.name = text,
+                    }
                 }
             }
         }
@@ -442,9 +478,15 @@ impl Scanner<'_> {
                     ));
                 }
                 self.stack.push(if is_map {
-                    Frame::Map { path, key: None }
+                    Frame::Map {
+                        at: indexed,
+                        key: None,
+                    }
                 } else {
-                    Frame::Seq { path, next: 0 }
+                    Frame::Seq {
+                        at: indexed,
+                        next: 0,
+                    }
                 });
             }
             NodeEvent::Scalar(..) | NodeEvent::Alias => {
@@ -481,6 +523,7 @@ fn scan(file: &Path, text: &str) -> Result<Vec<ScannedDoc>, Diagnostic> {
         file,
         docs: Vec::new(),
         stack: Vec::new(),
+        path: String::new(),
         nodes: 0,
     };
     for item in Parser::new_from_str(text) {
@@ -638,7 +681,7 @@ pub fn parse_file(file: &SourceFile) -> ParsedFile {
         out.unknown_broken = true;
         return out;
     }
-    let docs = match scan(path, &file.text) {
+    let mut docs = match scan(path, &file.text) {
         Ok(docs) => docs,
         Err(diag) => {
             out.diagnostics.push(diag);
@@ -653,9 +696,12 @@ pub fn parse_file(file: &SourceFile) -> ParsedFile {
             .copied()
             .unwrap_or(file.text.len())
     };
-    for (i, doc) in docs.iter().enumerate() {
+    for i in 0..docs.len() {
         let errors_before = out.diagnostics.len();
-        parse_document(&mut out, path, &file.text, &docs, i, &offset_of);
+        parse_document(&mut out, path, &file.text, &mut docs, i, &offset_of);
+        let Some(doc) = docs.get(i) else {
+            break;
+        };
         if out.diagnostics.len() > errors_before {
             match (doc.kind.as_deref(), &doc.name) {
                 (Some("Slice"), _) => {}
@@ -672,11 +718,12 @@ fn parse_document(
     out: &mut ParsedFile,
     path: &Path,
     full_text: &str,
-    docs: &[ScannedDoc],
+    docs: &mut [ScannedDoc],
     i: usize,
     offset_of: &dyn Fn(usize) -> usize,
 ) {
-    let Some(doc) = docs.get(i) else {
+    let next_first_line = docs.get(i + 1).map(|next| next.first_line);
+    let Some(doc) = docs.get_mut(i) else {
         return;
     };
     let Some((root_line, root_col, root_kind)) = doc.root else {
@@ -748,10 +795,10 @@ fn parse_document(
             }
         };
         let begin = offset_of(doc.first_line);
-        let end = match (doc.end_line, docs.get(i + 1)) {
-            (Some(end), Some(next)) => offset_of(end.min(next.first_line)),
+        let end = match (doc.end_line, next_first_line) {
+            (Some(end), Some(next)) => offset_of(end.min(next)),
             (Some(end), None) => offset_of(end),
-            (None, Some(next)) => offset_of(next.first_line),
+            (None, Some(next)) => offset_of(next),
             (None, None) => full_text.len(),
         };
         let text = full_text.get(begin..end.max(begin)).unwrap_or("");
@@ -768,7 +815,8 @@ fn parse_document(
                 metadata,
                 spec,
                 location: doc_start,
-                fields: doc.fields.clone(),
+                // Moved out: the scan's index is not read again.
+                fields: std::mem::replace(&mut doc.fields, FieldIndex::new(Path::new(""), (0, 0))),
             }),
             Err(diag) => out.diagnostics.push(diag),
         }

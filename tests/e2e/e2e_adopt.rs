@@ -558,6 +558,13 @@ async fn compute_insert(sim: &SimHandle, collection: &str, body: Value) {
 /// neither the FLEX_START provisioning model nor the BULK mode flag (only
 /// `gcloud alpha` has `--target-size-policy-mode`).
 async fn foreign_mig(sim: &SimHandle, mig: &str, base: &str) {
+    foreign_mig_named(sim, mig, base, &format!("{mig}-tpl"), &format!("{mig}-wp")).await;
+}
+
+/// [`foreign_mig`] with the template and policy named `template` and
+/// `policy` (tpu-operator's `<group>-template-<hash>`, `<group>-policy-<hash>`).
+async fn foreign_mig_named(sim: &SimHandle, mig: &str, base: &str, template: &str, policy: &str) {
+    let (mig_tpl, mig_wp) = (template.to_string(), policy.to_string());
     let cfg = tempfile::tempdir().unwrap();
     gcloud(
         sim,
@@ -567,7 +574,7 @@ async fn foreign_mig(sim: &SimHandle, mig: &str, base: &str) {
             "resource-policies",
             "create",
             "workload-policy",
-            &format!("{mig}-wp"),
+            &mig_wp,
             "--region",
             "us-central1",
             "--type",
@@ -580,7 +587,7 @@ async fn foreign_mig(sim: &SimHandle, mig: &str, base: &str) {
     compute_insert(
         sim,
         "global/instanceTemplates",
-        json!({"name": format!("{mig}-tpl"), "properties": {
+        json!({"name": mig_tpl, "properties": {
             "machineType": "ct6e-standard-4t",
             "labels": {"team": "ml"},
             "disks": [{"boot": true, "autoDelete": true, "initializeParams": {
@@ -595,10 +602,10 @@ async fn foreign_mig(sim: &SimHandle, mig: &str, base: &str) {
         sim,
         "zones/us-central1-b/instanceGroupManagers",
         json!({"name": mig, "baseInstanceName": base,
-               "instanceTemplate": format!("projects/example-project/global/instanceTemplates/{mig}-tpl"),
+               "instanceTemplate": format!("projects/example-project/global/instanceTemplates/{mig_tpl}"),
                "targetSize": 4, "targetSizePolicy": {"mode": "BULK"},
                "instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"},
-               "resourcePolicies": {"workloadPolicy": format!("projects/example-project/regions/us-central1/resourcePolicies/{mig}-wp")}}),
+               "resourcePolicies": {"workloadPolicy": format!("projects/example-project/regions/us-central1/resourcePolicies/{mig_wp}")}}),
     )
     .await;
 }
@@ -719,4 +726,137 @@ async fn a_foreign_mig_with_its_template_and_policy_is_adopted_as_one_replica() 
     ds.delete("tpu-device-plugin", &Default::default())
         .await
         .unwrap();
+}
+
+/// Issue 20: a MIG tpu-operator made (its TPUNodeGroup's children
+/// `grp-mig-<hash>`, `grp-template-<hash>`, `grp-policy-<hash>`) is adopted
+/// by name under the names it has (`gce.migName`,
+/// `gce.workloadPolicyName`: a MIG cannot be renamed in place), with
+/// tpu-operator's warning and one MIG description patch; `plan` then changes
+/// nothing in the cloud, and `destroy` deletes MIG, template and policy.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tpu_operator_mig_is_adopted_under_its_own_names() {
+    use crate::e2e_gce::{SERIAL, gce_dir, get, names};
+    let _serial = SERIAL.lock().await;
+    let sim = start().await;
+    let dir = gce_dir("e2e-adopt-tpuop", &[]);
+    let (mig, tpl, wp) = (
+        "grp-mig-1a2b3c4d",
+        "grp-template-1a2b3c4d",
+        "grp-policy-1a2b3c4d",
+    );
+    foreign_mig_named(&sim, mig, mig, tpl, wp).await;
+
+    // Not taken by --all: tpu-operator still manages it.
+    sim.reset_stats();
+    let out = dir.path().join("adopted");
+    let o = adopt(&sim, dir.path(), "kubeadm", &out, &["--all"]).await;
+    assert!(text(&o).contains("tpu-operator"), "{}", text(&o));
+    assert_eq!(sim.stats().writes, 0, "{:?}", sim.stats().by_method);
+
+    let o = adopt(&sim, dir.path(), "kubeadm", &out, &["--name", mig]).await;
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("WARNING") && t.contains("tpu-operator"), "{t}");
+    assert_eq!(writes(&sim), (1, 1), "{:?}", sim.stats().by_method);
+    let file = std::fs::read_to_string(out.join("grp.yaml")).unwrap();
+    assert!(file.contains(&format!("migName: {mig}")), "{file}");
+    assert!(
+        file.contains(&format!("workloadPolicyName: {wp}")),
+        "{file}"
+    );
+    assert!(
+        file.contains(&format!(
+            "instanceTemplate: projects/example-project/global/instanceTemplates/{tpl}"
+        )),
+        "{file}"
+    );
+    let o = slicectl(&sim, &["validate", arg(dir.path())]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let migs = get(&sim, "zones/us-central1-b/instanceGroupManagers").await;
+    let d = migs["items"][0]["description"].as_str().unwrap_or_default();
+    assert!(
+        d.contains("slice=grp replica=0") && d.contains("adopted=true"),
+        "{d}"
+    );
+
+    // Nothing of the cloud side changes any more (its VMs run
+    // tpu-operator's template, which the simulator does not bootstrap).
+    sim.reset_stats();
+    let o = slicectl(&sim, &["plan", arg(dir.path()), "--output", "json"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cloud: Vec<String> = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| {
+            ["mig", "instance_template", "workload_policy"]
+                .contains(&a["kind"].as_str().unwrap_or_default())
+        })
+        .map(|a| format!("{} {}", a["kind"], a["name"]))
+        .collect();
+    assert!(cloud.is_empty(), "{plan}");
+    assert!(
+        plan["refused"].as_array().is_none_or(|r| r.is_empty()),
+        "{plan}"
+    );
+    assert_eq!(sim.stats().writes, 0);
+
+    // The VMs join the real control plane as tpu-operator's bootstrap
+    // would have them: Nodes with the `gce://P/ZONE/VM` providerID, Ready,
+    // with 4 chips, and none of slicectl's labels. The first apply after
+    // the adoption labels them (nothing else), and `plan` has no changes.
+    let client = crate::e2e_gce::kube_client().await;
+    join_as_another_tool(&client, &sim).await;
+    let o = slicectl(&sim, &["apply", arg(dir.path()), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        crate::e2e_gce::nodes_of(&client, "grp").await.len(),
+        4,
+        "{}",
+        text(&o)
+    );
+    assert_no_changes(&sim, dir.path()).await;
+
+    let o = slicectl(&sim, &["destroy", arg(dir.path()), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(names(&get(&sim, "zones/us-central1-b/instanceGroupManagers").await).is_empty());
+    assert!(names(&get(&sim, "global/instanceTemplates").await).is_empty());
+    assert!(names(&get(&sim, "regions/us-central1/resourcePolicies").await).is_empty());
+}
+
+/// Registers a Node for each VM of the simulator's zone us-central1-b as
+/// another tool's bootstrap would (providerID `gce://P/ZONE/VM`, Ready,
+/// `google.com/tpu` 4), without slicectl's labels.
+async fn join_as_another_tool(client: &kube::Client, sim: &SimHandle) {
+    use k8s_openapi::api::core::v1::Node;
+    let nodes: kube::Api<Node> = kube::Api::all(client.clone());
+    let vms =
+        crate::e2e_gce::names(&crate::e2e_gce::get(sim, "zones/us-central1-b/instances").await);
+    assert_eq!(vms.len(), 4, "{vms:?}");
+    for vm in vms {
+        let _ = nodes.delete(&vm, &Default::default()).await;
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": vm},
+            "spec": {"providerID": format!("gce://example-project/us-central1-b/{vm}")}
+        }))
+        .unwrap();
+        nodes.create(&Default::default(), &node).await.unwrap();
+        let status = json!({"status": {
+            "capacity": {"google.com/tpu": "4", "cpu": "8", "memory": "32Gi", "pods": "110"},
+            "allocatable": {"google.com/tpu": "4", "cpu": "8", "memory": "32Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "joined by another tool",
+                            "lastHeartbeatTime": jiff::Timestamp::now().to_string(),
+                            "lastTransitionTime": jiff::Timestamp::now().to_string()}]}});
+        nodes
+            .patch_status(
+                &vm,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&status),
+            )
+            .await
+            .unwrap();
+    }
 }

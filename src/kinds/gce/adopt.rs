@@ -34,6 +34,16 @@ fn tpu_operator_name(name: &str, child: &str) -> bool {
     })
 }
 
+/// The TPUNodeGroup a MIG named as tpu-operator names its MIG
+/// (`<group>-mig-<hash>`) belongs to: the slice its adoption describes.
+fn tpu_operator_group(name: &str) -> Option<&str> {
+    tpu_operator_name(name, "mig")
+        .then(|| name.rsplit_once('-'))
+        .flatten()
+        .and_then(|(head, _)| head.strip_suffix("-mig"))
+        .filter(|g| !g.is_empty())
+}
+
 /// The tool that still manages a MIG (or what it uses), and what to do
 /// first.
 fn manager(m: &InstanceGroupManager, t: Option<&InstanceTemplate>) -> Option<String> {
@@ -51,7 +61,10 @@ fn manager(m: &InstanceGroupManager, t: Option<&InstanceTemplate>) -> Option<Str
     if tpu_operator_name(&m.name, "mig") {
         return Some(
             "tpu-operator manages it (named <group>-mig-<hash>, as a TPUNodeGroup names its MIG): stop \
-             tpu-operator reconciling its TPUNodeGroup first, or deleting the TPUNodeGroup deletes the MIG"
+             tpu-operator and remove the finalizers of the TPUNodeGroup and of its ManagedInstanceGroup, \
+             InstanceTemplate and WorkloadPolicy objects first (docs/adopt.md, \"Migrating from \
+             tpu-operator\"), or deleting the TPUNodeGroup deletes the MIG, its template, its policy and \
+             its Nodes"
                 .to_string(),
         );
     }
@@ -142,6 +155,8 @@ fn spec_of(m: &InstanceGroupManager, target: &Target) -> Result<SliceSpec, Vec<S
                 "projects/{}/global/instanceTemplates/{}",
                 target.spec.project, t.name
             )),
+            mig_name: None,
+            workload_policy_name: None,
         }),
         previous_names: Vec::new(),
         node_pool_name: None,
@@ -162,15 +177,30 @@ pub fn adoptable(m: &InstanceGroupManager, target: &Target) -> Option<Adoptable>
     let labels = template
         .map(|t| t.properties.labels.clone())
         .unwrap_or_default();
+    // A MIG named `<slice>-<replica>` is that replica; any other name (a
+    // TPUNodeGroup's `<group>-mig-<hash>`, a gcloud script's) is the one
+    // replica of a slice that keeps it (`gce.migName`), and its policy's
+    // name (`gce.workloadPolicyName`), since neither can be renamed in
+    // place.
     let (slice, replica, spec) = match split_name(&m.name) {
         Some((slice, replica)) => (slice, replica, spec_of(m, target)),
-        None => (
-            m.name.clone(),
-            0,
-            Err(vec![format!(
-                "its name is not <slice>-<replica>: slicectl names a slice's MIG so, and a MIG cannot be renamed in place"
-            )]),
-        ),
+        None => {
+            let slice = tpu_operator_group(&m.name).unwrap_or(&m.name).to_string();
+            let spec = spec_of(m, target).map(|mut s| {
+                let policy = m
+                    .linked
+                    .as_deref()
+                    .and_then(|l| l.policy.as_ref())
+                    .map(|p| p.name.clone())
+                    .filter(|p| *p != crate::kind::names::workload_policy(&slice, 0));
+                if let Some(g) = s.gce.as_mut() {
+                    g.mig_name = Some(m.name.clone());
+                    g.workload_policy_name = policy;
+                }
+                s
+            });
+            (slice, 0, spec)
+        }
     };
     Some(Adoptable {
         slice,
@@ -191,6 +221,28 @@ pub fn released_description(o: &Ownership) -> String {
     )
 }
 
+/// The ownership a MIG's description said it had before it was released
+/// ([`released_description`]), if it says so.
+pub fn released_from(description: &str) -> Option<Ownership> {
+    let inner = description
+        .strip_prefix("released by slicectl (")?
+        .strip_suffix(')')?;
+    let mut parts = inner.split(", ");
+    let mut take = |key: &str| parts.next()?.strip_prefix(key)?.strip_prefix(' ');
+    let owner = take("owner")?.to_string();
+    let slice = take("slice")?.to_string();
+    let replica = take("replica")?.parse().ok()?;
+    Some(Ownership {
+        owner,
+        slice,
+        replica,
+        target: None,
+        spec_hash: None,
+        hash_version: None,
+        prevent_destroy: false,
+    })
+}
+
 /// A MIG's description once adopted: `desired` (the rendered ownership)
 /// with the adoption marker.
 pub fn adopted_description(desired: &str) -> String {
@@ -198,16 +250,5 @@ pub fn adopted_description(desired: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_split_as_slicectl_names_migs() {
-        assert_eq!(split_name("llm-0"), Some(("llm".into(), 0)));
-        assert_eq!(split_name("llm-01"), None);
-        assert_eq!(split_name("llm"), None);
-        assert!(tpu_operator_name("train-mig-0a1b2c3d", "mig"));
-        assert!(!tpu_operator_name("train-mig-0", "mig"));
-        assert!(!tpu_operator_name("train-template-0a1b2c3d", "mig"));
-    }
-}
+#[path = "adopt_tests.rs"]
+mod tests;

@@ -59,7 +59,7 @@ pub fn held_ownership(
 /// (what it uses keeps the ownership its description records).
 fn holding(m: &InstanceGroupManager) -> Option<Held> {
     let description = m.description.as_deref().unwrap_or_default();
-    let own = Ownership::from_description_named(description, &m.name, crate::spec::names::mig);
+    let own = mig::described_ownership(description, &m.name);
     match own {
         None => Some(Held::Foreign {
             holder: m.name.clone(),
@@ -70,6 +70,21 @@ fn holding(m: &InstanceGroupManager) -> Option<Held> {
         }),
         Some(_) => None,
     }
+}
+
+/// The name of the Node group of a MIG's VMs: its slice replica's
+/// `<slice>-<replica>` (as the Nodes' labels name it), from the ownership
+/// its description records, or had before it was released; else the MIG's
+/// name. The two differ for a MIG under a name of its own (`gce.migName`).
+fn group_of(m: &InstanceGroupManager) -> String {
+    let d = m.description.as_deref().unwrap_or_default();
+    mig::described_ownership(d, &m.name)
+        .map(|o| (o.slice, o.replica))
+        .or_else(|| super::adopt::released_from(d).map(|o| (o.slice, o.replica)))
+        .map_or_else(
+            || m.name.clone(),
+            |(slice, replica)| crate::spec::names::mig(&slice, replica),
+        )
 }
 
 /// Links every MIG of `inv` with the template and policy it uses: each
@@ -90,6 +105,7 @@ pub fn link(inv: &mut Inventory) {
         Option<Held>,
         Option<usize>,
         Option<usize>,
+        String,
     );
     let uses: Vec<Use> = inv
         .live(mig::KIND)
@@ -111,12 +127,12 @@ pub fn link(inv: &mut Inventory) {
                 kind: mig::KIND,
                 name: m.name.clone(),
             };
-            Some((i, holder, holding(m), template, policy))
+            Some((i, holder, holding(m), template, policy, group_of(m)))
         })
         .collect();
     let mut groups_of: std::collections::HashMap<String, (ResourceId, bool)> =
         std::collections::HashMap::new();
-    for (i, holder, held, template, policy) in uses {
+    for (i, holder, held, template, policy, group) in uses {
         let t = template.and_then(|at| mark(&TEMPLATE, inv, at, &holder, held.as_ref()));
         let p = policy.and_then(|at| mark(&POLICY, inv, at, &holder, held.as_ref()));
         let foreign = matches!(held, Some(Held::Foreign { .. }));
@@ -131,7 +147,7 @@ pub fn link(inv: &mut Inventory) {
             }));
             l.body = Arc::new(m) as Body;
         }
-        groups_of.insert(holder.name.clone(), (holder, foreign));
+        groups_of.insert(group, (holder, foreign));
     }
     // The Nodes of a MIG's replica (the group named as the MIG) go with
     // it: released with it, adopted with it.

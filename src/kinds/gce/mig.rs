@@ -62,7 +62,20 @@ fn mig(b: &Body) -> Option<&InstanceGroupManager> {
 }
 
 fn ownership_of(m: &InstanceGroupManager) -> Option<Ownership> {
-    Ownership::from_description_named(m.description.as_deref()?, &m.name, crate::spec::names::mig)
+    described_ownership(m.description.as_deref()?, &m.name)
+}
+
+/// The ownership a MIG named `name` records in its `description`: a
+/// slicectl description that names the slice replica whose MIG name
+/// (`<slice>-<replica>`) the MIG has, or (a MIG slicectl adopted, or made
+/// under a slice's `gce.migName`) one with the adoption marker, whatever
+/// its name: a MIG cannot be renamed in place, so an adopted one keeps the
+/// name another tool gave it.
+pub fn described_ownership(description: &str, name: &str) -> Option<Ownership> {
+    Ownership::from_description(description).filter(|o| {
+        crate::spec::names::mig(&o.slice, o.replica) == name
+            || ownership::description_adopted(description)
+    })
 }
 
 /// Checks a template the spec brings (`gce.instanceTemplate`) the way

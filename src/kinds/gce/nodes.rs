@@ -264,7 +264,11 @@ impl Kind for Nodes {
         let Some(r) = render::render(ctx.target, &ctx.stem_slice(), ctx.replica) else {
             return Vec::new();
         };
-        vec![ctx.desired(KIND, Scope::Kube(r.kube), r.nodes.mig.clone(), r.nodes)]
+        // The group is named after the slice replica (`<slice>-<replica>`,
+        // as its Nodes' labels say), also when its MIG has a name of its
+        // own (`gce.migName`).
+        let name = crate::kind::names::mig(ctx.stem, ctx.replica);
+        vec![ctx.desired(KIND, Scope::Kube(r.kube), name, r.nodes)]
     }
 
     fn name(&self, live: &Body) -> String {

@@ -258,7 +258,10 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
     // Workload policy: any multi-host GCE slice (tpu-anchors §B.9).
     let policy = (shape.hosts > 1).then(|| {
         let mut p = ResourcePolicy {
-            name: names::workload_policy(&slice.name, replica),
+            name: g
+                .workload_policy_name
+                .clone()
+                .unwrap_or_else(|| names::workload_policy(&slice.name, replica)),
             region: Some(region.clone()),
             workload_policy: Some(WorkloadPolicy {
                 kind: "HIGH_THROUGHPUT".to_string(),
@@ -468,7 +471,12 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
     };
 
     // The MIG.
-    let mig_name = names::mig(&slice.name, replica);
+    // An adopted MIG keeps its name (`gce.migName`: a MIG cannot be
+    // renamed in place).
+    let mig_name = g
+        .mig_name
+        .clone()
+        .unwrap_or_else(|| names::mig(&slice.name, replica));
     let mut mig = InstanceGroupManager {
         name: mig_name.clone(),
         base_instance_name: Some(mig_name.clone()),
@@ -510,14 +518,19 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
     // even when the Nodes are gone. It is not part of the selective hash:
     // a change of `preventDestroy` patches it in place
     // (`instanceGroupManagers.patch`), never a replacement.
-    mig.description = Some(
-        Ownership {
-            prevent_destroy: slice.spec.lifecycle.prevent_destroy,
-            target: Some(target.name.clone()),
-            ..own(generation.clone())
-        }
-        .to_stamped_description(),
-    );
+    let description = Ownership {
+        prevent_destroy: slice.spec.lifecycle.prevent_destroy,
+        target: Some(target.name.clone()),
+        ..own(generation.clone())
+    }
+    .to_stamped_description();
+    // A MIG under a name of its own (`gce.migName`) is told slicectl's by
+    // the adoption marker, not by its name (see [`super::mig::described_ownership`]).
+    mig.description = Some(if g.mig_name.is_some() {
+        ownership::with_adopted(&description)
+    } else {
+        description
+    });
 
     // The Nodes.
     let mut labels = reg_labels;

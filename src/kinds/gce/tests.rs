@@ -183,7 +183,8 @@ fn node(want: &NodeGroup, i: usize, ready: bool) -> NodeView {
 
 fn live(want: &NodeGroup, nodes: Vec<NodeView>) -> NodeGroupLive {
     NodeGroupLive {
-        name: want.mig.clone(),
+        // Observed Nodes are grouped by the slice replica their labels name.
+        name: crate::kind::names::mig(&want.labels["slicectl.dev/slice"], 0),
         owner: "o".into(),
         slice: want.labels["slicectl.dev/slice"].clone(),
         replica: 0,
@@ -1628,4 +1629,158 @@ fn a_foreign_mig_is_described_with_its_template_brought() {
     let a = super::adopt::adoptable(&m, target).unwrap();
     assert!(a.manager.unwrap().contains("tpu-operator"));
     assert!(a.spec.is_err());
+    // tpu-operator's MIG, BULK and of the right size, is its group's slice
+    // under the names it has (a MIG and a policy cannot be renamed).
+    m.target_size_policy = Some(TargetSizePolicy {
+        mode: "BULK".into(),
+    });
+    m.target_size = 4;
+    if let Some(p) = m.linked.as_mut().and_then(|l| l.policy.as_mut()) {
+        p.name = "train-policy-0a1b2c3d".into();
+    }
+    let a = super::adopt::adoptable(&m, target).unwrap();
+    assert_eq!((a.slice.as_str(), a.replica), ("train", 0));
+    let g = a.spec.unwrap().gce.unwrap();
+    assert_eq!(g.mig_name.as_deref(), Some("train-mig-0a1b2c3d"));
+    assert_eq!(
+        g.workload_policy_name.as_deref(),
+        Some("train-policy-0a1b2c3d")
+    );
+    // Any other name: a slice of that name, the policy kept only when its
+    // name is not the one slicectl would give it.
+    m.name = "by-gcloud".into();
+    if let Some(p) = m.linked.as_mut().and_then(|l| l.policy.as_mut()) {
+        p.name = "by-gcloud-0-wp".into();
+    }
+    let a = super::adopt::adoptable(&m, target).unwrap();
+    assert_eq!(a.slice, "by-gcloud");
+    assert!(a.manager.is_none());
+    let g = a.spec.unwrap().gce.unwrap();
+    assert_eq!(g.mig_name.as_deref(), Some("by-gcloud"));
+    assert_eq!(g.workload_policy_name, None);
+}
+
+/// A slice whose MIG and workload policy keep the names another tool gave
+/// them (tpu-operator's).
+fn pinned(name: &str, topo: &str, replicas: u32) -> String {
+    slice(name, topo, &format!("  replicas: {replicas}\n"), "a").replace(
+        "  gce:\n",
+        "  gce:\n    migName: grp-mig-1a2b3c4d\n    workloadPolicyName: grp-policy-1a2b3c4d\n",
+    )
+}
+
+/// Issue 20: a slice under pinned names (`gce.migName`,
+/// `gce.workloadPolicyName`: an adopted tpu-operator MIG) renders, plans
+/// and destroys its MIG and policy by those names; its MIG is told
+/// slicectl's by the adoption marker, not by its name, and its Nodes are
+/// still the slice replica's group.
+#[test]
+fn a_slice_under_pinned_names_is_planned_and_destroyed_by_them() {
+    let f = fleet(&[pinned("grp", "4x4", 1)]);
+    let r = replica(&f, "grp");
+    assert_eq!(r.mig.name, "grp-mig-1a2b3c4d");
+    assert_eq!(
+        r.mig.base_instance_name.as_deref(),
+        Some("grp-mig-1a2b3c4d")
+    );
+    assert_eq!(r.policy.as_ref().unwrap().name, "grp-policy-1a2b3c4d");
+    assert!(
+        r.mig
+            .resource_policies
+            .as_ref()
+            .and_then(|p| p.workload_policy.as_deref())
+            .unwrap()
+            .ends_with("/resourcePolicies/grp-policy-1a2b3c4d")
+    );
+    let d = r.mig.description.clone().unwrap();
+    assert!(crate::plan::ownership::description_adopted(&d), "{d}");
+    assert!(super::mig::described_ownership(&d, "grp-mig-1a2b3c4d").is_some());
+    // Without the marker, a description naming another replica than the
+    // MIG's name is foreign, as ever.
+    let plain = d.replace(" adopted=true", "");
+    assert!(super::mig::described_ownership(&plain, "grp-mig-1a2b3c4d").is_none());
+    assert!(super::mig::described_ownership(&plain, "grp-0").is_some());
+
+    let mut inv = live_replica(&f, "grp", 4, 4, as_written);
+    super::link::link(&mut inv);
+    let kinds = crate::kinds::plan_kinds();
+    let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    // (The cluster's device plugin is not part of this inventory.)
+    let acted: Vec<String> = p
+        .actions
+        .iter()
+        .filter(|a| a.id.kind != device_plugin::KIND)
+        .map(|a| a.address())
+        .collect();
+    assert!(acted.is_empty(), "{acted:?}");
+    assert!(p.refused.is_empty(), "{:?}", refusals(&p));
+    let p = plan::plan_destroy(&f, &inv, &kinds, 10).unwrap();
+    let mut deleted = compute_actions(&p);
+    deleted.sort();
+    assert_eq!(
+        deleted,
+        vec![
+            "Delete instance_template grp-0-it".to_string(),
+            "Delete mig grp-mig-1a2b3c4d".to_string(),
+            "Delete workload_policy grp-policy-1a2b3c4d".to_string(),
+        ]
+    );
+    assert!(
+        p.actions
+            .iter()
+            .any(|a| a.id.kind == super::nodes::KIND && a.id.name == "grp-0"),
+        "{:?}",
+        p.actions.iter().map(|a| a.address()).collect::<Vec<_>>()
+    );
+    // Released, its Nodes go with it: removing the Slice deletes nothing.
+    let release = |d: &str| {
+        let o = crate::plan::ownership::Ownership::from_description(d).unwrap();
+        super::adopt::released_description(&o)
+    };
+    let mut released = live_replica(&f, "grp", 4, 4, release);
+    super::link::link(&mut released);
+    let other = fleet(&[slice("b", "2x2", "", "a")]);
+    let p = plan::plan(&other, &released, &kinds, &PlanOptions::default()).unwrap();
+    let touched: Vec<String> = p
+        .actions
+        .iter()
+        .filter(|a| a.owner.slice == "grp")
+        .map(|a| a.address())
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
+}
+
+/// Pinned names are for a slice's one replica, and a policy name for a
+/// multi-host slice, each refused at its file:line:column otherwise.
+#[test]
+fn pinned_names_are_refused_where_they_cannot_hold() {
+    let err = |text: String| {
+        let d = crate::spec::load(&[SourceFile {
+            path: "specs/f.yaml".into(),
+            text: format!("{TARGET}{text}"),
+        }])
+        .unwrap_err();
+        d.iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let two = err(pinned("grp", "4x4", 2));
+    assert!(
+        two.contains("migName names the resource of a slice's one replica"),
+        "{two}"
+    );
+    assert!(two.contains("workloadPolicyName names"), "{two}");
+    assert!(two.contains("specs/f.yaml:"), "{two}");
+    let single = err(pinned("grp", "2x2", 1));
+    assert!(single.contains("a single-host slice"), "{single}");
+    let bad = err(slice("grp", "4x4", "", "a").replace("  gce:\n", "  gce:\n    migName: Grp_1\n"));
+    assert!(bad.contains("migName \"Grp_1\""), "{bad}");
+    // Two slices may not pin the same MIG.
+    let twice = err(format!(
+        "{}{}",
+        pinned("grp", "4x4", 1),
+        pinned("other", "4x4", 1)
+    ));
+    assert!(twice.contains("MIG name collision"), "{twice}");
 }

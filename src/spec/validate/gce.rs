@@ -128,6 +128,7 @@ pub(super) fn check_gce_slice(
         full.extend_from_slice(path);
         f.key(&full)
     };
+    check_pinned_names(d, spec, gce, shape, &at);
     match (&gce.bootstrap, &gce.instance_template) {
         (Some(_), Some(_)) => d.push(
             key_at(&["instanceTemplate"]),
@@ -177,6 +178,49 @@ pub(super) fn check_gce_slice(
         }
     }
     d.0.len() == before
+}
+
+/// `gce.migName` and `gce.workloadPolicyName`: the names of an adopted
+/// replica's MIG and policy (see docs/adopt.md), for the one replica of a
+/// slice, and a policy only where the slice has one (multi-host).
+fn check_pinned_names(
+    d: &mut Diags<'_>,
+    spec: &SliceSpec,
+    gce: &GceSlice,
+    shape: Option<&catalog::SliceShape>,
+    at: &dyn Fn(&[&str]) -> Location,
+) {
+    let pinned = [
+        ("migName", gce.mig_name.as_deref(), names::MIG_NAME_MAX),
+        (
+            "workloadPolicyName",
+            gce.workload_policy_name.as_deref(),
+            names::COMPUTE_NAME_MAX,
+        ),
+    ];
+    for (field, name, max) in pinned {
+        let Some(name) = name else { continue };
+        if let Some(problem) = gce_name_problem(name, max) {
+            d.push(at(&[field]), format!("{field} {name:?} {problem}"));
+        } else if spec.replicas != 1 {
+            d.push(
+                at(&[field]),
+                format!(
+                    "{field} names the resource of a slice's one replica (an adopted MIG's, which \
+                     cannot be renamed in place); with replicas: {} each replica needs its own name: \
+                     remove {field} (replicas get <slice>-<N> names), or set replicas: 1",
+                    spec.replicas
+                ),
+            );
+        }
+    }
+    if gce.workload_policy_name.is_some() && shape.is_some_and(|s| s.hosts <= 1) {
+        d.push(
+            at(&["workloadPolicyName"]),
+            "workloadPolicyName names a multi-host slice's workload policy; a single-host slice \
+             has none (its MIG is not placed by a policy): remove it",
+        );
+    }
 }
 
 /// `gce.bootstrap`: slicectl renders the template: image, boot disk and
