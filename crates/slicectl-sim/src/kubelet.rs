@@ -212,6 +212,16 @@ impl Agent {
                     self.report(&BootstrapStatus::Failed(format!("{e}; retrying")))
                         .await;
                     backoff.sleep().await;
+                    // Try again with the values in force now, not only once
+                    // they change: a token the bootstrap signer has not yet
+                    // signed into cluster-info is signed seconds later, and
+                    // kubeadm's token discovery retries the same token every
+                    // 5 s (`DiscoveryRetryInterval`, kubernetes
+                    // cmd/kubeadm/app/constants/constants.go, as
+                    // cmd/kubeadm/app/discovery/token/token.go uses it) rather than
+                    // waiting for new flags. Waiting for a metadata change
+                    // here held such a VM back a whole long-poll (60 s).
+                    self.etag = "NONE".to_owned();
                 }
             }
         };
