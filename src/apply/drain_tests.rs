@@ -260,6 +260,7 @@ async fn a_released_node_is_uncordoned_and_loses_the_drain_label() {
         mode: crate::plan::PlanMode::Apply,
         actions: Vec::new(),
         unmanaged: Vec::new(),
+        unjoined: Vec::new(),
         refused: Vec::new(),
         held: Vec::new(),
         released: vec![crate::plan::workload::Release {

@@ -303,6 +303,7 @@ mod tests {
             mode: PlanMode::Apply,
             actions,
             unmanaged: vec![],
+            unjoined: vec![],
             refused: vec![],
             held: vec![],
             released: vec![],

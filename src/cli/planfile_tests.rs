@@ -10,6 +10,7 @@ fn sample() -> (Plan, Vec<SourceFile>) {
         mode: PlanMode::Apply,
         actions: vec![],
         unmanaged: vec![],
+        unjoined: vec![],
         refused: vec![],
         held: vec![],
         released: vec![],

@@ -280,6 +280,22 @@ fn ownership_path(path: &str, handoff: &[String]) -> bool {
     false
 }
 
+/// A label an adoption stamps on a Node that already joined (a `gce`
+/// slice's, matched to its MIG's VMs by providerID): slicectl's own
+/// labels, and labels the Node does not carry yet. A label another tool
+/// set to another value is not changed by adopting.
+fn node_label_added(c: &super::hash::FieldChange) -> bool {
+    let Some(key) = c
+        .path
+        .strip_prefix("nodes[")
+        .and_then(|r| r.split_once("].labels[\""))
+        .and_then(|(_, k)| k.strip_suffix("\"]"))
+    else {
+        return false;
+    };
+    c.before.is_none() || key.starts_with(super::ownership::PREFIX)
+}
+
 /// Keeps, of a plan made with the adopted slices in the fleet, only the
 /// adoptions: each adopted resource's in-place update whose changes are
 /// all ownership labels (its reason says so, with the other tool's
@@ -306,7 +322,7 @@ pub fn keep_adoptions(plan: &mut Plan, proposals: &[Proposal]) {
         let other: Vec<String> = a
             .changes
             .iter()
-            .filter(|c| !ownership_path(&c.path, &p.handoff))
+            .filter(|c| !ownership_path(&c.path, &p.handoff) && !node_label_added(c))
             .map(|c| {
                 format!(
                     "{}: {} → {}",
@@ -413,6 +429,7 @@ fn show(v: Option<&Value>) -> String {
 /// stop the command).
 fn keep_only_actions(plan: &mut Plan) {
     plan.unmanaged.clear();
+    plan.unjoined.clear();
     plan.held.clear();
     plan.released.clear();
     plan.renames.clear();

@@ -120,6 +120,9 @@ pub(super) fn derive_demand(
 pub(super) struct Decisions<'d> {
     actions: Vec<Action>,
     unmanaged: Vec<Unmanaged>,
+    /// Desired resources waiting on what slicectl does not drive
+    /// ([`Kind::unjoined`]).
+    unjoined: Vec<Unmanaged>,
     refused: Vec<Refusal>,
     errors: Vec<PlanError>,
     /// Unchanged desired resources that go with their dependencies, looked
@@ -184,6 +187,7 @@ pub(super) fn build(
     }
     planner.cascade_dependents(&mut out);
     planner.announce_lost_nodes(&mut out.actions);
+    planner.note_unjoined(&mut out);
     for kind in kinds.iter().filter(|k| !k.observe_only()) {
         for l in inv.live(kind.id()) {
             planner.decide_orphan(*kind, l, &mut out);
@@ -852,7 +856,7 @@ impl<'a> Planner<'a> {
             let live = self.live(&a.id).map(|l| &l.body);
             match self
                 .kind_of(a.id.kind)
-                .and_then(|k| k.recreate_lost_hosts(live))
+                .and_then(|k| k.recreate_lost_hosts(a.desired.as_ref(), live))
             {
                 // The fix is planned, with the usual consent, and counted as
                 // a disruption: the executor recreates only VMs that joined
@@ -867,6 +871,43 @@ impl<'a> Planner<'a> {
                 }
                 None => a.changes.push(lost_nodes_note(*running, seen, scope, mig)),
             }
+        }
+    }
+
+    /// Desired resources that wait only on what slicectl does not drive (a
+    /// brought template's VMs that have not joined, [`Kind::unjoined`]):
+    /// while nothing they depend on changes in their replica, their create
+    /// step (which could only wait until its timeout) is left out and the
+    /// note shown; a step planned for anything else (labels) stays.
+    pub(super) fn note_unjoined(&self, out: &mut Decisions<'_>) {
+        for d in &self.desired {
+            let Some(kind) = self.kind_of(d.id.kind) else {
+                continue;
+            };
+            let Some(note) = kind.unjoined(d, self.live(&d.id).map(|l| &l.body)) else {
+                continue;
+            };
+            let deps = kind.depends_on();
+            let moving = out
+                .actions
+                .iter()
+                .any(|a| a.owner == d.owner && deps.contains(&a.id.kind))
+                || out.held.iter().any(|h| {
+                    h.slice == d.owner.slice
+                        && h.replica == d.owner.replica
+                        && deps.iter().any(|k| k.as_str() == h.kind)
+                });
+            if moving {
+                continue;
+            }
+            out.actions
+                .retain(|a| !(a.id == d.id && a.action == ActionKind::Create));
+            out.unjoined.push(Unmanaged {
+                kind: kind.id().as_str(),
+                name: d.id.name.clone(),
+                scope: d.id.scope.clone(),
+                note,
+            });
         }
     }
 
@@ -1161,6 +1202,7 @@ impl<'a> Planner<'a> {
         let Decisions {
             mut actions,
             mut unmanaged,
+            mut unjoined,
             mut refused,
             untouched,
             mut held,
@@ -1180,6 +1222,7 @@ impl<'a> Planner<'a> {
             (&a.owner, rank(a.id.kind), &a.id.name).cmp(&(&b.owner, rank(b.id.kind), &b.id.name))
         });
         unmanaged.sort_by(|a, b| (&a.scope, &a.name).cmp(&(&b.scope, &b.name)));
+        unjoined.sort_by(|a, b| (&a.scope, &a.name).cmp(&(&b.scope, &b.name)));
         refused.sort_by(|a, b| {
             (&a.slice, a.replica, rank_str(kinds, a.kind), &a.name).cmp(&(
                 &b.slice,
@@ -1208,6 +1251,7 @@ impl<'a> Planner<'a> {
             mode: self.mode,
             actions,
             unmanaged,
+            unjoined,
             refused,
             held,
             released,

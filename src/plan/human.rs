@@ -182,6 +182,16 @@ pub fn render(plan: &Plan, color: bool) -> String {
         }
         out.push('\n');
     }
+    if !plan.unjoined.is_empty() {
+        let _ = writeln!(
+            out,
+            "Not joined (waiting on VMs slicectl does not bootstrap; no change):"
+        );
+        for u in &plan.unjoined {
+            let _ = writeln!(out, "  {} {:?} in {}: {}", u.kind, u.name, u.scope, u.note);
+        }
+        out.push('\n');
+    }
     render_refusals(&mut out, &p, plan);
     render_preflight(&mut out, &p, plan);
     render_workloads(&mut out, &p, plan);

@@ -517,8 +517,23 @@ pub trait Kind: Send + Sync {
     /// running hosts than [`Kind::stamped_hosts`]) and no join is under way
     /// in `live` (this kind's live body, if any): the update group that
     /// recreates the hosts that lost their place (a self-managed slice's
-    /// VMs whose Nodes were deleted), if the kind can.
-    fn recreate_lost_hosts(&self, _live: Option<&Body>) -> Option<UpdateGroup> {
+    /// VMs whose Nodes were deleted), if the kind can for `desired` (the
+    /// step's desired body).
+    fn recreate_lost_hosts(
+        &self,
+        _desired: Option<&Body>,
+        _live: Option<&Body>,
+    ) -> Option<UpdateGroup> {
+        None
+    }
+
+    /// Why desired resource `desired` (with `live`, this kind's live body,
+    /// if any) waits on something slicectl does not drive: a brought
+    /// template's VMs that have not joined the cluster. `Some(note)` makes
+    /// the planner leave out its create step when nothing it depends on
+    /// changes in this replica (no step could succeed), and show the note
+    /// instead; a step the plan has for it otherwise stays.
+    fn unjoined(&self, _desired: &Desired, _live: Option<&Body>) -> Option<String> {
         None
     }
 

@@ -176,6 +176,9 @@ pub struct Plan {
     pub actions: Vec<Action>,
     /// Resources seen but not owned.
     pub unmanaged: Vec<Unmanaged>,
+    /// Desired resources that wait on what slicectl does not drive (a
+    /// brought template's VMs that have not joined): notes, not changes.
+    pub unjoined: Vec<Unmanaged>,
     /// Changes refused by a safety rail (never executed).
     pub refused: Vec<Refusal>,
     /// Steps held by a slice's disruption policy (its replica is busy):

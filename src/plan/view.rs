@@ -18,6 +18,8 @@ pub struct PlanView<'a> {
     mode: PlanMode,
     actions: Vec<ActionView<'a>>,
     unmanaged: &'a [Unmanaged],
+    #[serde(skip_serializing_if = "<[Unmanaged]>::is_empty")]
+    unjoined: &'a [Unmanaged],
     #[serde(skip_serializing_if = "<[Refusal]>::is_empty")]
     refused: &'a [Refusal],
     #[serde(skip_serializing_if = "<[super::workload::Held]>::is_empty")]
@@ -208,6 +210,7 @@ impl<'a> PlanView<'a> {
                 })
                 .collect(),
             unmanaged: &plan.unmanaged,
+            unjoined: &plan.unjoined,
             refused: &plan.refused,
             held: &plan.held,
             released: &plan.released,

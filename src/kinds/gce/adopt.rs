@@ -212,6 +212,16 @@ pub fn adoptable(m: &InstanceGroupManager, target: &Target) -> Option<Adoptable>
     })
 }
 
+/// The name of the Node group of a MIG slicectl does not own, as adopting
+/// it names it: `<slice>-<replica>` of the slice replica
+/// [`adoptable`] makes it.
+pub fn group_name(m: &InstanceGroupManager) -> String {
+    match split_name(&m.name) {
+        Some(_) => m.name.clone(),
+        None => crate::kind::names::mig(tpu_operator_group(&m.name).unwrap_or(&m.name), 0),
+    }
+}
+
 /// A MIG's description once released: no longer slicectl's (it does not
 /// parse as ownership), saying whose it was.
 pub fn released_description(o: &Ownership) -> String {

@@ -82,9 +82,85 @@ fn group_of(m: &InstanceGroupManager) -> String {
         .map(|o| (o.slice, o.replica))
         .or_else(|| super::adopt::released_from(d).map(|o| (o.slice, o.replica)))
         .map_or_else(
-            || m.name.clone(),
+            || super::adopt::group_name(m),
             |(slice, replica)| crate::spec::names::mig(&slice, replica),
         )
+}
+
+/// `gce://PROJECT/ZONE/BASE`: the providerID of a MIG's VMs without their
+/// `-xxxx` suffix (a MIG names its VMs `<baseInstanceName>-<4 random
+/// characters>`, compute v1 `instanceGroupManagers.baseInstanceName`).
+fn vm_stem(scope: &Scope, m: &InstanceGroupManager) -> Option<String> {
+    let Scope::Zone(z) = scope else {
+        return None;
+    };
+    let base = m.base_instance_name.as_deref().unwrap_or(&m.name);
+    Some(format!("gce://{}/{}/{base}", z.project, z.zone))
+}
+
+/// A Node's providerID without the VM name's `-xxxx` suffix.
+fn node_stem(provider_id: &str) -> Option<&str> {
+    provider_id
+        .rsplit_once('-')
+        .filter(|(_, sfx)| sfx.len() == 4 && sfx.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .map(|(stem, _)| stem)
+}
+
+/// Gives the Nodes that joined without slicectl's labels (the unnamed
+/// [`NodeGroupLive::unlabelled`] group the observer keeps them in) to the
+/// group of the MIG whose VMs they are, by providerID: its slice
+/// replica's group when slicectl owns the MIG (the next `apply` labels
+/// them), else a group with no owner under the name adopting the MIG
+/// gives it (what `slicectl adopt` labels). Nodes of no observed MIG are
+/// nobody's business here and are dropped.
+fn place_strays(
+    inv: &mut Inventory,
+    stems: &std::collections::HashMap<String, (String, Option<Ownership>)>,
+) {
+    let Some(groups) = inv.resources.get_mut(&super::nodes::KIND) else {
+        return;
+    };
+    let mut strays: Vec<(Scope, Vec<super::nodes::NodeView>)> = Vec::new();
+    groups.retain(|l| match body_as::<NodeGroupLive>(&l.body) {
+        Some(g) if g.unlabelled && g.name.is_empty() => {
+            strays.push((l.scope.clone(), g.nodes.clone()));
+            false
+        }
+        _ => true,
+    });
+    for (scope, nodes) in strays {
+        for n in nodes {
+            let Some((name, own)) = node_stem(&n.provider_id).and_then(|s| stems.get(s)) else {
+                continue;
+            };
+            let at = groups.iter().position(|l| {
+                l.scope == scope
+                    && body_as::<NodeGroupLive>(&l.body).is_some_and(|g| &g.name == name)
+            });
+            let mut g = match at.and_then(|i| body_as::<NodeGroupLive>(&groups[i].body)) {
+                Some(g) => g.clone(),
+                None => NodeGroupLive {
+                    name: name.clone(),
+                    owner: own.as_ref().map(|o| o.owner.clone()).unwrap_or_default(),
+                    slice: own.as_ref().map(|o| o.slice.clone()).unwrap_or_default(),
+                    replica: own.as_ref().map_or(0, |o| o.replica),
+                    nodes: Vec::new(),
+                    token_secrets: Vec::new(),
+                    released: false,
+                    unlabelled: own.is_none(),
+                },
+            };
+            g.nodes.push(n);
+            let body = Arc::new(g) as Body;
+            match at {
+                Some(i) => groups[i].body = body,
+                None => groups.push(crate::kind::LiveResource {
+                    scope: scope.clone(),
+                    body,
+                }),
+            }
+        }
+    }
 }
 
 /// Links every MIG of `inv` with the template and policy it uses: each
@@ -107,6 +183,7 @@ pub fn link(inv: &mut Inventory) {
         Option<usize>,
         String,
     );
+    let mut stems = std::collections::HashMap::new();
     let uses: Vec<Use> = inv
         .live(mig::KIND)
         .iter()
@@ -127,9 +204,21 @@ pub fn link(inv: &mut Inventory) {
                 kind: mig::KIND,
                 name: m.name.clone(),
             };
-            Some((i, holder, holding(m), template, policy, group_of(m)))
+            let held = holding(m);
+            if let Some(stem) = vm_stem(&l.scope, m) {
+                let own = match &held {
+                    Some(Held::Foreign { .. }) => None,
+                    _ => mig::described_ownership(
+                        m.description.as_deref().unwrap_or_default(),
+                        &m.name,
+                    ),
+                };
+                stems.insert(stem, (group_of(m), own));
+            }
+            Some((i, holder, held, template, policy, group_of(m)))
         })
         .collect();
+    place_strays(inv, &stems);
     let mut groups_of: std::collections::HashMap<String, (ResourceId, bool)> =
         std::collections::HashMap::new();
     for (i, holder, held, template, policy, group) in uses {
@@ -169,7 +258,8 @@ pub fn link(inv: &mut Inventory) {
                 },
                 holder.clone(),
             ));
-            if *foreign {
+            // Nodes that joined unlabelled are no slicectl release's.
+            if *foreign && !g.unlabelled {
                 let mut g = g.clone();
                 g.released = true;
                 l.body = Arc::new(g) as Body;

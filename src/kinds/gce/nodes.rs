@@ -98,6 +98,12 @@ pub struct NodeGroupLive {
     /// registered with, are not slicectl's either (`super::link`).
     #[serde(skip)]
     pub released: bool,
+    /// Nodes that joined without slicectl's labels (a brought template's
+    /// own startup script joined them), matched to a MIG's VMs by
+    /// providerID (`super::link`): no owner yet. Labelled by `adopt` (a
+    /// foreign MIG's) or by the next `apply` (slicectl's own MIG's).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unlabelled: bool,
 }
 
 impl NodeGroupLive {
@@ -161,7 +167,10 @@ pub fn differences(
         return (changes, groups, true);
     }
     let ready = ours.iter().filter(|n| n.ready_with(want.chips)).count();
-    if ready != want.hosts as usize {
+    // A brought template's VMs join by its own startup script: slicectl
+    // has no join to drive, so Nodes missing are no step of its own (the
+    // plan notes them, [`Kind::unjoined`]); the Nodes there are labelled.
+    if ready != want.hosts as usize && want.bootstrap {
         changes.push(FieldChange {
             path: "nodes.ready".into(),
             before: Some(Value::from(ready)),
@@ -227,6 +236,20 @@ pub fn differences(
     (changes, groups, false)
 }
 
+/// What the plan says of a brought template's MIG whose VMs are not all
+/// Ready Nodes: slicectl hands them no token (the template's own startup
+/// script joins them), so no step of its own could make them join.
+pub fn unjoined_note(want: &NodeGroup, ready: usize) -> String {
+    format!(
+        "unjoined: {ready} of {} VM(s) of MIG {} are Ready Nodes. Its instance template is brought \
+         (gce.instanceTemplate): its own startup script joins the VMs, slicectl hands them no token, \
+         so there is nothing to apply until they join; the next plan labels the Nodes that joined. \
+         If they never do, check the template's startup script (`gcloud compute instances \
+         get-serial-port-output`)",
+        want.hosts, want.mig
+    )
+}
+
 impl Kind for Nodes {
     fn scopes(&self, t: &crate::spec::Target) -> Vec<Scope> {
         super::kube_scope(t)
@@ -277,7 +300,7 @@ impl Kind for Nodes {
 
     fn ownership(&self, live: &Body) -> Option<Ownership> {
         group(live)
-            .filter(|g| !g.released)
+            .filter(|g| !g.released && !g.unlabelled)
             .map(NodeGroupLive::ownership)
     }
 
@@ -302,13 +325,38 @@ impl Kind for Nodes {
         }
     }
 
-    fn recreate_lost_hosts(&self, live: Option<&Body>) -> Option<UpdateGroup> {
+    fn recreate_lost_hosts(
+        &self,
+        desired: Option<&Body>,
+        live: Option<&Body>,
+    ) -> Option<UpdateGroup> {
+        // A brought template's VMs report nothing to slicectl: one that
+        // never joined is not told from one that lost its Node, so none is
+        // recreated (the plan notes them, [`Kind::unjoined`]).
+        if desired
+            .and_then(desired_group)
+            .is_some_and(|w| !w.bootstrap)
+        {
+            return None;
+        }
         // A bootstrap token out means a join is under way: its VMs are not
         // known lost (the Secrets go once every Node of the replica joined).
         let joining = live
             .and_then(group)
             .is_some_and(|g| !g.token_secrets.is_empty());
         (!joining).then_some(GROUP_RECREATE_LOST)
+    }
+
+    fn unjoined(&self, desired: &Desired, live: Option<&Body>) -> Option<String> {
+        let want = desired_group(&desired.body).filter(|w| !w.bootstrap)?;
+        let ready = live.and_then(group).map_or(0, |g| {
+            g.nodes
+                .iter()
+                .filter(|n| n.provider_id.starts_with(&want.provider_id_prefix))
+                .filter(|n| n.ready_with(want.chips))
+                .count()
+        });
+        (ready < want.hosts as usize).then(|| unjoined_note(want, ready))
     }
 
     fn stamped_hosts(&self, live: &Body) -> Option<u32> {

@@ -191,6 +191,7 @@ fn live(want: &NodeGroup, nodes: Vec<NodeView>) -> NodeGroupLive {
         nodes,
         token_secrets: vec![],
         released: false,
+        unlabelled: false,
     }
 }
 
@@ -1783,4 +1784,270 @@ fn pinned_names_are_refused_where_they_cannot_hold() {
         pinned("other", "4x4", 1)
     ));
     assert!(twice.contains("MIG name collision"), "{twice}");
+}
+
+/// A brought template's slice (`gce.instanceTemplate`) with `hosts` VMs.
+fn brought(name: &str) -> Fleet {
+    let text = format!(
+        "{TARGET}---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: {name}}}\nspec:\n  target: k\n  backend: gce\n  accelerator: tpu-v6e-slice\n  topology: \"4x4\"\n  gce:\n    instanceTemplate: projects/proj-one/global/instanceTemplates/mine\n"
+    );
+    crate::spec::load(&[SourceFile {
+        path: "specs/f.yaml".into(),
+        text,
+    }])
+    .unwrap_or_else(|d| panic!("{d:?}"))
+}
+
+/// The live MIG of slice `name` replica 0, as rendered, with its VMs
+/// running (and nothing else).
+fn live_mig_only(f: &Fleet, name: &str) -> Inventory {
+    let r = replica(f, name);
+    let mut inv = Inventory::default();
+    let mut mig = r.mig.clone();
+    mig.status = Some(crate::resource::compute::InstanceGroupManagerStatus {
+        is_stable: true,
+        current_instance_statuses: Some(crate::resource::compute::InstanceStatusSummary {
+            running: Some(mig.target_size),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    inv.resources
+        .entry(super::mig::KIND)
+        .or_default()
+        .push(LiveResource {
+            scope: Scope::Zone(r.zone.clone()),
+            body: Arc::new(mig),
+        });
+    if let Some(p) = r.policy.clone() {
+        inv.resources
+            .entry(crate::kinds::workload_policy::KIND)
+            .or_default()
+            .push(LiveResource {
+                scope: Scope::Region(r.region.clone()),
+                body: Arc::new(p),
+            });
+    }
+    inv
+}
+
+/// Issue 20: a brought template's MIG whose VMs have not joined shows no
+/// Nodes step (none could succeed: slicectl hands them no token) but the
+/// `unjoined` note, and the plan has no changes; a rendered template's
+/// MIG (slicectl's own bootstrap) keeps its Nodes step, and so does a
+/// brought template's MIG being created (its step waits for the join).
+#[test]
+fn a_brought_templates_unjoined_vms_are_a_note_not_a_step() {
+    let kinds = crate::kinds::plan_kinds();
+    let f = brought("byo");
+    let inv = live_mig_only(&f, "byo");
+    let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    let steps: Vec<String> = p.actions.iter().map(|a| a.address()).collect();
+    assert!(
+        !steps.iter().any(|s| s.ends_with(".nodes")),
+        "no Nodes step: {steps:?}"
+    );
+    assert_eq!(p.unjoined.len(), 1, "{:?}", p.unjoined);
+    assert_eq!(p.unjoined[0].name, "byo-0");
+    assert!(
+        p.unjoined[0]
+            .note
+            .starts_with("unjoined: 0 of 4 VM(s) of MIG byo-0"),
+        "{}",
+        p.unjoined[0].note
+    );
+    let human = crate::plan::human::render(&p, false);
+    assert!(human.contains("Not joined"), "{human}");
+    assert!(human.contains("unjoined: 0 of 4"), "{human}");
+    // Every VM joined and Ready: nothing to note.
+    let r = replica(&f, "byo");
+    let mut joined = inv.clone();
+    let all: Vec<NodeView> = (0..4).map(|i| node(&r.nodes, i, true)).collect();
+    joined
+        .resources
+        .entry(super::nodes::KIND)
+        .or_default()
+        .push(LiveResource {
+            scope: Scope::Kube(r.kube.clone()),
+            body: Arc::new(live(&r.nodes, all.clone())),
+        });
+    let p = plan::plan(&f, &joined, &kinds, &PlanOptions::default()).unwrap();
+    assert!(p.unjoined.is_empty(), "{:?}", p.unjoined);
+    // Two of four joined, one without its labels: a labels-only step (the
+    // executor labels what is there and waits for nothing) and the note.
+    let mut half = inv.clone();
+    let mut two = all[..2].to_vec();
+    two[1].labels.remove(render::LABEL_TOPOLOGY);
+    half.resources
+        .entry(super::nodes::KIND)
+        .or_default()
+        .push(LiveResource {
+            scope: Scope::Kube(r.kube.clone()),
+            body: Arc::new(live(&r.nodes, two)),
+        });
+    let p = plan::plan(&f, &half, &kinds, &PlanOptions::default()).unwrap();
+    let nodes: Vec<&plan::Action> = p
+        .actions
+        .iter()
+        .filter(|a| a.id.kind == super::nodes::KIND)
+        .collect();
+    assert_eq!(nodes.len(), 1, "{:?}", p.actions);
+    assert_eq!(
+        nodes[0].groups,
+        std::collections::BTreeSet::from([super::nodes::GROUP_LABELS])
+    );
+    assert!(p.unjoined[0].note.starts_with("unjoined: 2 of 4"));
+    // A rendered template: slicectl drives the join, the step stays.
+    let own = fleet(&[slice("x", "4x4", "", "a")]);
+    let p = plan::plan(
+        &own,
+        &live_mig_only(&own, "x"),
+        &kinds,
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    assert!(p.unjoined.is_empty(), "{:?}", p.unjoined);
+    assert!(
+        p.actions.iter().any(|a| a.id.kind == super::nodes::KIND),
+        "{:?}",
+        p.actions
+    );
+    // A brought template's MIG being created: its Nodes step waits for
+    // the join the template causes, as before.
+    let p = plan::plan(&f, &Inventory::default(), &kinds, &PlanOptions::default()).unwrap();
+    assert!(p.unjoined.is_empty(), "{:?}", p.unjoined);
+    assert!(
+        p.actions
+            .iter()
+            .any(|a| a.id.kind == super::nodes::KIND && a.action == ActionKind::Create)
+    );
+}
+
+/// Issue 20: the Nodes a foreign MIG's VMs joined with, unlabelled (its
+/// template's own script joined them), are observed as that MIG's by
+/// providerID (`<baseInstanceName>-xxxx`), adopted with it, and labelled by
+/// the adoption's one in-place step (labels only: nothing waits); Nodes
+/// of VMs no MIG has are left out.
+#[test]
+fn adopting_a_mig_labels_the_nodes_its_vms_joined_with() {
+    use crate::plan::adopt::{self, Selection};
+    let f = fleet(&[slice("a", "4x4", "", "a")]);
+    let r = replica(&f, "a");
+    let mut inv = live_replica(&f, "a", 4, 0, |_| "made by gcloud".to_string());
+    let base = r.mig.base_instance_name.clone().unwrap();
+    let mut strays: Vec<NodeView> = (0..4)
+        .map(|i| NodeView {
+            name: format!("n{i}"),
+            provider_id: format!("{}{base}-ab{i:02}", r.nodes.provider_id_prefix),
+            labels: Default::default(),
+            ..node(&r.nodes, i, true)
+        })
+        .collect();
+    strays.push(NodeView {
+        name: "elsewhere".into(),
+        provider_id: format!("{}other-abcd", r.nodes.provider_id_prefix),
+        ..strays[0].clone()
+    });
+    inv.resources
+        .entry(super::nodes::KIND)
+        .or_default()
+        .push(LiveResource {
+            scope: Scope::Kube(r.kube.clone()),
+            body: Arc::new(NodeGroupLive {
+                name: String::new(),
+                owner: String::new(),
+                slice: String::new(),
+                replica: 0,
+                nodes: strays,
+                token_secrets: vec![],
+                released: false,
+                unlabelled: true,
+            }),
+        });
+    for kind in [super::template::KIND, crate::kinds::workload_policy::KIND] {
+        for l in inv.resources.entry(kind).or_default().iter_mut() {
+            if let Some(t) = crate::kind::body_as::<InstanceTemplate>(&l.body) {
+                l.body = Arc::new(InstanceTemplate {
+                    description: Some("made by hand".into()),
+                    ..t.clone()
+                });
+            }
+            if let Some(p) =
+                crate::kind::body_as::<crate::resource::compute::ResourcePolicy>(&l.body)
+            {
+                l.body = Arc::new(crate::resource::compute::ResourcePolicy {
+                    description: Some("made by hand".into()),
+                    ..p.clone()
+                });
+            }
+        }
+    }
+    super::link::link(&mut inv);
+    let groups = inv.live(super::nodes::KIND);
+    assert_eq!(groups.len(), 1, "the stray of no MIG is left out");
+    let g = crate::kind::body_as::<NodeGroupLive>(&groups[0].body).unwrap();
+    assert_eq!(
+        (g.name.as_str(), g.nodes.len(), g.unlabelled),
+        ("a-0", 4, true)
+    );
+    let kinds = crate::kinds::plan_kinds();
+    // Not adopted: not slicectl's, so a plain plan does not label them.
+    let (props, _) = adopt::propose(
+        &f.targets["k"],
+        &inv,
+        &kinds,
+        &Selection::Names(vec!["a-0".into()]),
+    );
+    assert!(props[0].held.iter().any(|h| h.kind == super::nodes::KIND));
+    let mut marked = inv.clone();
+    marked.adopting = props[0]
+        .resources
+        .iter()
+        .chain(&props[0].held)
+        .cloned()
+        .collect();
+    let mut p = plan::plan(&f, &marked, &kinds, &PlanOptions::default()).unwrap();
+    adopt::keep_adoptions(&mut p, &props);
+    assert!(p.refused.is_empty(), "{:?}", refusals(&p));
+    let steps: Vec<(String, ActionKind)> =
+        p.actions.iter().map(|a| (a.address(), a.action)).collect();
+    assert_eq!(
+        steps,
+        vec![
+            ("slice.a[0].mig".to_string(), ActionKind::Update),
+            ("slice.a[0].nodes".to_string(), ActionKind::Update),
+        ]
+    );
+    let n = &p.actions[1];
+    assert_eq!(
+        n.groups,
+        std::collections::BTreeSet::from([super::nodes::GROUP_LABELS])
+    );
+    assert!(
+        n.changes
+            .iter()
+            .all(|c| c.path.starts_with("nodes[n") && c.path.contains("].labels[")),
+        "{:?}",
+        n.changes
+    );
+    // A label another tool set to another value refuses the adoption.
+    let mut other = marked.clone();
+    for l in other
+        .resources
+        .entry(super::nodes::KIND)
+        .or_default()
+        .iter_mut()
+    {
+        let mut g = crate::kind::body_as::<NodeGroupLive>(&l.body)
+            .unwrap()
+            .clone();
+        g.nodes[0]
+            .labels
+            .insert(render::LABEL_TOPOLOGY.to_string(), "2x2".into());
+        l.body = Arc::new(g);
+    }
+    let mut p = plan::plan(&f, &other, &kinds, &PlanOptions::default()).unwrap();
+    adopt::keep_adoptions(&mut p, &props);
+    let codes: Vec<String> = refusals(&p).into_iter().map(|(_, c)| c).collect();
+    assert!(codes.iter().any(|c| c == "adopt_changes"), "{codes:?}");
 }

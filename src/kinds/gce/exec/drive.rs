@@ -109,6 +109,38 @@ pub(super) async fn drive(
     }
 }
 
+/// Labels (and taints) the Nodes `names` that are there, and waits for
+/// nothing: the step of a replica whose Nodes only need their labels (all
+/// joined, or a brought template's that joined while others have not;
+/// `slicectl adopt` labelling a foreign MIG's Nodes).
+pub(super) async fn label_present(
+    cloud: &Cloud,
+    k: &KubeRef,
+    want: &NodeGroup,
+    names: &BTreeSet<String>,
+) -> Result<StepOutcome, ApplyError> {
+    for n in cloud.kube.nodes(k).await?.iter().map(view) {
+        if !names.contains(&n.name) || !n.provider_id.starts_with(&want.provider_id_prefix) {
+            continue;
+        }
+        if let Some(Move::LabelNode {
+            node,
+            labels,
+            taints,
+        }) = decide::label_move(want, &n)
+        {
+            let taints: Option<Vec<_>> =
+                taints.map(|ts| ts.iter().filter_map(|t| parse_taint(t)).collect());
+            tracing::info!(node = %node, mig = %want.mig, "labelling a Node that joined");
+            cloud
+                .kube
+                .patch_node(k, &node, &labels, taints.as_deref())
+                .await?;
+        }
+    }
+    Ok(StepOutcome::Done)
+}
+
 /// What one pass observes.
 struct Observation {
     elapsed: Duration,

@@ -80,12 +80,20 @@ fn token_selector(o: &Ownership) -> String {
 }
 
 /// Groups a cluster's Nodes and bootstrap Secrets by the slice replica
-/// their labels name.
+/// their labels name. Nodes of GCE VMs (providerID `gce://…`) with no
+/// ownership labels are kept apart, in one unnamed group
+/// ([`NodeGroupLive::unlabelled`]), for [`crate::kinds::gce::link`] to
+/// match with the MIGs whose VMs they are.
 pub fn group(nodes: &[Node], tokens: &[StoredToken]) -> Vec<NodeGroupLive> {
     let mut by: BTreeMap<(String, String, u32), NodeGroupLive> = BTreeMap::new();
+    let mut strays = Vec::new();
     for n in nodes {
         let labels = n.metadata.labels.clone().unwrap_or_default();
         let Some(o) = Ownership::from_labels(&labels) else {
+            let v = view(n);
+            if v.provider_id.starts_with(GCE_PROVIDER) {
+                strays.push(v);
+            }
             continue;
         };
         let key = (o.owner.clone(), o.slice.clone(), o.replica);
@@ -104,8 +112,24 @@ pub fn group(nodes: &[Node], tokens: &[StoredToken]) -> Vec<NodeGroupLive> {
             .token_secrets
             .push(t.secret_name.clone());
     }
-    by.into_values().collect()
+    let mut groups: Vec<NodeGroupLive> = by.into_values().collect();
+    if !strays.is_empty() {
+        groups.push(NodeGroupLive {
+            name: String::new(),
+            owner: String::new(),
+            slice: String::new(),
+            replica: 0,
+            nodes: strays,
+            token_secrets: Vec::new(),
+            released: false,
+            unlabelled: true,
+        });
+    }
+    groups
 }
+
+/// The providerID scheme of a GCE VM's Node (`gce://PROJECT/ZONE/NAME`).
+const GCE_PROVIDER: &str = "gce://";
 
 fn empty_group(o: &Ownership) -> NodeGroupLive {
     NodeGroupLive {
@@ -116,6 +140,7 @@ fn empty_group(o: &Ownership) -> NodeGroupLive {
         nodes: Vec::new(),
         token_secrets: Vec::new(),
         released: false,
+        unlabelled: false,
     }
 }
 
@@ -155,6 +180,16 @@ impl KindExec for Nodes {
         let k = kube_of(a)?;
         match op {
             StepOp::WaitInFlight | StepOp::Drain => Ok(StepOutcome::Done),
+            // Labels only: the Nodes are there; label them, wait for none.
+            StepOp::Update
+                if !a.groups.is_empty() && a.groups.iter().all(|g| *g == nodes::GROUP_LABELS) =>
+            {
+                let want = crate::kind::desired_body::<NodeGroup>(a)?;
+                let names = planned_group(a)
+                    .map(|g| g.nodes.into_iter().map(|n| n.name).collect())
+                    .unwrap_or_default();
+                drive::label_present(cloud, k, want, &names).await
+            }
             StepOp::Create | StepOp::Update => {
                 let want = crate::kind::desired_body::<NodeGroup>(a)?;
                 drive::drive(cloud, a, k, want).await
