@@ -551,6 +551,23 @@ async fn compute_insert(sim: &SimHandle, collection: &str, body: Value) {
     panic!("{collection}: the insert did not finish: {op}");
 }
 
+/// The cluster's own TPU device plugin (tpu-operator's, made before
+/// slicectl came), which slicectl uses as it is; delete it when done.
+async fn foreign_device_plugin() -> kube::Api<k8s_openapi::api::apps::v1::DaemonSet> {
+    let ds: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        kube::Api::namespaced(crate::e2e_gce::kube_client().await, "kube-system");
+    let _ = ds.delete("tpu-device-plugin", &Default::default()).await;
+    let plugin: k8s_openapi::api::apps::v1::DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": "tpu-device-plugin", "namespace": "kube-system"},
+        "spec": {"selector": {"matchLabels": {"app": "tpu"}}, "template": {
+            "metadata": {"labels": {"app": "tpu"}},
+            "spec": {"containers": [{"name": "p", "image": "example.com/tpu-device-plugin:1"}]}}}
+    }))
+    .unwrap();
+    ds.create(&Default::default(), &plugin).await.unwrap();
+    ds
+}
+
 /// A workload policy, a flex-start instance template and a BULK MIG made
 /// outside slicectl (as tpu-operator or a script makes them), the MIG
 /// named `mig` with VMs named `base`. The policy is made by the real
@@ -621,19 +638,7 @@ async fn foreign_mig_named(sim: &SimHandle, mig: &str, base: &str, template: &st
 async fn a_foreign_mig_with_its_template_and_policy_is_adopted_as_one_replica() {
     use crate::e2e_gce::{SERIAL, gce_dir, get, names};
     let _serial = SERIAL.lock().await;
-    // The cluster runs its own TPU device plugin (tpu-operator's), which
-    // slicectl uses as it is.
-    let ds: kube::Api<k8s_openapi::api::apps::v1::DaemonSet> =
-        kube::Api::namespaced(crate::e2e_gce::kube_client().await, "kube-system");
-    let _ = ds.delete("tpu-device-plugin", &Default::default()).await;
-    let plugin: k8s_openapi::api::apps::v1::DaemonSet = serde_json::from_value(json!({
-        "metadata": {"name": "tpu-device-plugin", "namespace": "kube-system"},
-        "spec": {"selector": {"matchLabels": {"app": "tpu"}}, "template": {
-            "metadata": {"labels": {"app": "tpu"}},
-            "spec": {"containers": [{"name": "p", "image": "example.com/tpu-device-plugin:1"}]}}}
-    }))
-    .unwrap();
-    ds.create(&Default::default(), &plugin).await.unwrap();
+    let ds = foreign_device_plugin().await;
     let sim = start().await;
     let dir = gce_dir("e2e-adopt-mig", &[]);
     foreign_mig(&sim, "train-0", "train-0").await;
@@ -674,12 +679,36 @@ async fn a_foreign_mig_with_its_template_and_policy_is_adopted_as_one_replica() 
     assert!(file.contains("topology: 4x4"), "{file}");
     let o = slicectl(&sim, &["validate", arg(dir.path())]).await;
     assert!(o.status.success(), "{}", text(&o));
-    // Nothing of the cloud side changes any more. The one step left is
-    // the Kubernetes side: labelling the Nodes of the MIG's VMs, matched
-    // by providerID (these simulated VMs run another tool's template,
-    // whose bootstrap the simulator does not run, so none has joined).
+    // Nothing changes any more: the MIG's VMs run a template slicectl
+    // did not render (these simulated VMs run another tool's template,
+    // whose bootstrap the simulator does not run, so none has joined), and
+    // slicectl hands them no token: `plan` shows no Nodes step that could
+    // only wait, but the `unjoined` note, and exits 0.
     let o = slicectl(&sim, &["plan", arg(dir.path()), "--output", "json"]).await;
     assert!(o.status.success(), "{}", text(&o));
+    let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        plan["actions"].as_array().is_some_and(|a| a.is_empty()),
+        "{plan}"
+    );
+    assert!(
+        plan["refused"].as_array().is_none_or(|r| r.is_empty()),
+        "{plan}"
+    );
+    assert_eq!(plan["unjoined"][0]["name"], "train-0", "{plan}");
+    let o = slicectl(&sim, &["plan", arg(dir.path()), "--detailed-exitcode"]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("unjoined: 0 of 4 VM(s) of MIG train-0"),
+        "{}",
+        text(&o)
+    );
+
+    // Once they join (unlabelled, by the other tool's script), the next
+    // plan labels them, in place, and nothing else; then nothing is left.
+    let client = crate::e2e_gce::kube_client().await;
+    join_as_another_tool(&client, &sim, "train-0-").await;
+    let o = slicectl(&sim, &["plan", arg(dir.path()), "--output", "json"]).await;
     let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
     let acted: Vec<String> = plan["actions"]
         .as_array()
@@ -687,17 +716,18 @@ async fn a_foreign_mig_with_its_template_and_policy_is_adopted_as_one_replica() 
         .iter()
         .map(|a| {
             format!(
-                "{} {}",
+                "{} {} {}",
+                a["action"].as_str().unwrap_or_default(),
                 a["kind"].as_str().unwrap_or_default(),
                 a["name"].as_str().unwrap_or_default()
             )
         })
         .collect();
-    assert_eq!(acted, vec!["nodes train-0".to_string()], "{plan}");
-    assert!(
-        plan["refused"].as_array().is_none_or(|r| r.is_empty()),
-        "{plan}"
-    );
+    assert_eq!(acted, vec!["update nodes train-0".to_string()], "{plan}");
+    let o = slicectl(&sim, &["apply", arg(dir.path()), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(crate::e2e_gce::nodes_of(&client, "train").await.len(), 4);
+    assert_no_changes(&sim, dir.path()).await;
 
     let again = dir.path().join("again");
     let o = adopt(&sim, dir.path(), "kubeadm", &again, &["--name", "train-0"]).await;
@@ -746,6 +776,13 @@ async fn a_tpu_operator_mig_is_adopted_under_its_own_names() {
         "grp-policy-1a2b3c4d",
     );
     foreign_mig_named(&sim, mig, mig, tpl, wp).await;
+    // Its VMs joined the real control plane as tpu-operator's bootstrap
+    // has them: Nodes with the `gce://P/ZONE/VM` providerID, Ready, with 4
+    // chips (tpu-operator's device plugin runs), and none of slicectl's
+    // labels.
+    let ds = foreign_device_plugin().await;
+    let client = crate::e2e_gce::kube_client().await;
+    join_as_another_tool(&client, &sim, "").await;
 
     // Not taken by --all: tpu-operator still manages it.
     sim.reset_stats();
@@ -758,6 +795,7 @@ async fn a_tpu_operator_mig_is_adopted_under_its_own_names() {
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(t.contains("WARNING") && t.contains("tpu-operator"), "{t}");
+    assert!(t.contains("slice.grp[0].nodes"), "{t}");
     assert_eq!(writes(&sim), (1, 1), "{:?}", sim.stats().by_method);
     let file = std::fs::read_to_string(out.join("grp.yaml")).unwrap();
     assert!(file.contains(&format!("migName: {mig}")), "{file}");
@@ -780,60 +818,40 @@ async fn a_tpu_operator_mig_is_adopted_under_its_own_names() {
         "{d}"
     );
 
-    // Nothing of the cloud side changes any more (its VMs run
-    // tpu-operator's template, which the simulator does not bootstrap).
-    sim.reset_stats();
-    let o = slicectl(&sim, &["plan", arg(dir.path()), "--output", "json"]).await;
-    assert!(o.status.success(), "{}", text(&o));
-    let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let cloud: Vec<String> = plan["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| {
-            ["mig", "instance_template", "workload_policy"]
-                .contains(&a["kind"].as_str().unwrap_or_default())
-        })
-        .map(|a| format!("{} {}", a["kind"], a["name"]))
-        .collect();
-    assert!(cloud.is_empty(), "{plan}");
-    assert!(
-        plan["refused"].as_array().is_none_or(|r| r.is_empty()),
-        "{plan}"
-    );
-    assert_eq!(sim.stats().writes, 0);
-
-    // The VMs join the real control plane as tpu-operator's bootstrap
-    // would have them: Nodes with the `gce://P/ZONE/VM` providerID, Ready,
-    // with 4 chips, and none of slicectl's labels. The first apply after
-    // the adoption labels them (nothing else), and `plan` has no changes.
-    let client = crate::e2e_gce::kube_client().await;
-    join_as_another_tool(&client, &sim).await;
-    let o = slicectl(&sim, &["apply", arg(dir.path()), "--auto-approve"]).await;
-    assert!(o.status.success(), "{}", text(&o));
+    // The adoption labelled the Nodes its VMs had joined with (one
+    // in-place step on the Kubernetes side, no wait), so the very next
+    // `plan` has no changes, with no apply in between.
     assert_eq!(
         crate::e2e_gce::nodes_of(&client, "grp").await.len(),
         4,
-        "{}",
-        text(&o)
+        "{t}"
     );
+    sim.reset_stats();
     assert_no_changes(&sim, dir.path()).await;
+    assert_eq!(sim.stats().writes, 0);
 
     let o = slicectl(&sim, &["destroy", arg(dir.path()), "--auto-approve"]).await;
     assert!(o.status.success(), "{}", text(&o));
     assert!(names(&get(&sim, "zones/us-central1-b/instanceGroupManagers").await).is_empty());
     assert!(names(&get(&sim, "global/instanceTemplates").await).is_empty());
     assert!(names(&get(&sim, "regions/us-central1/resourcePolicies").await).is_empty());
+    ds.delete("tpu-device-plugin", &Default::default())
+        .await
+        .unwrap();
 }
 
-/// Registers a Node for each VM of the simulator's zone us-central1-b as
-/// another tool's bootstrap would (providerID `gce://P/ZONE/VM`, Ready,
-/// `google.com/tpu` 4), without slicectl's labels.
-async fn join_as_another_tool(client: &kube::Client, sim: &SimHandle) {
+/// Registers a Node for each VM named `prefix…` of the simulator's zone
+/// us-central1-b as another tool's bootstrap would (providerID
+/// `gce://P/ZONE/VM`, Ready, `google.com/tpu` 4), without slicectl's
+/// labels.
+async fn join_as_another_tool(client: &kube::Client, sim: &SimHandle, prefix: &str) {
     use k8s_openapi::api::core::v1::Node;
     let nodes: kube::Api<Node> = kube::Api::all(client.clone());
-    let vms =
-        crate::e2e_gce::names(&crate::e2e_gce::get(sim, "zones/us-central1-b/instances").await);
+    let vms: Vec<String> =
+        crate::e2e_gce::names(&crate::e2e_gce::get(sim, "zones/us-central1-b/instances").await)
+            .into_iter()
+            .filter(|vm| vm.starts_with(prefix))
+            .collect();
     assert_eq!(vms.len(), 4, "{vms:?}");
     for vm in vms {
         let _ = nodes.delete(&vm, &Default::default()).await;
