@@ -140,12 +140,29 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
             if let Some(del) = m.delete {
                 moved.push((del, (a.owner.slice.as_str(), a.owner.replica, a.id.kind)));
             }
-            continue;
+            // Its delete still waits for its dependents' (a template
+            // replaced by one of another name goes after the old MIG).
+            m.last = None;
         }
         if ki.shared {
             shared.insert((a.id.kind, &a.id.scope), m);
         } else {
-            marks.insert((a.owner.slice.as_str(), a.owner.replica, a.id.kind), m);
+            // Two resources of one kind in a replica (a template created
+            // while the one an adopted MIG brought is deleted): one mark,
+            // its create what dependents wait for, its delete after theirs.
+            let e = marks
+                .entry((a.owner.slice.as_str(), a.owner.replica, a.id.kind))
+                .or_default();
+            *e = Marks {
+                delete: e.delete.or(m.delete),
+                create: e.create.or(m.create),
+                cleanup: e.cleanup.or(m.cleanup),
+                last: if m.create.is_some() {
+                    m.last
+                } else {
+                    e.last.or(m.last)
+                },
+            };
         }
     }
     // Cross-kind ordering within a slice replica.

@@ -953,11 +953,24 @@ impl<'a> Planner<'a> {
         // it (Compute Engine refuses it while the MIG uses it); and what a
         // live MIG slicectl no longer owns still uses (a released slice's
         // device plugin) is not slicectl's to delete.
+        // A MIG replaced onto a template (or policy) of its own no longer
+        // uses the one it held: that one is deleted, after the old MIG
+        // (an adopted slice that brought its template and now renders one).
+        let moves_off = |m: &ResourceId| {
+            out.actions.iter().any(|a| {
+                &a.id == m
+                    && a.action == ActionKind::Replace
+                    && a.desired
+                        .as_ref()
+                        .zip(self.kind_of(m.kind))
+                        .is_some_and(|(d, k)| !k.uses(d, &id))
+            })
+        };
         if self
             .inv
             .held
             .get(&id)
-            .is_some_and(|m| self.wanted(m) || self.released(m))
+            .is_some_and(|m| (self.wanted(m) && !moves_off(m)) || self.released(m))
         {
             return;
         }

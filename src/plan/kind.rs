@@ -527,6 +527,13 @@ pub trait Kind: Send + Sync {
         None
     }
 
+    /// Whether a resource of this kind, as `desired`, uses the live
+    /// resource `id` (a MIG its instance template or workload policy):
+    /// what a replacement moves off is deleted after it.
+    fn uses(&self, _desired: &Body, _id: &ResourceId) -> bool {
+        true
+    }
+
     /// Why desired resource `desired` (with `live`, this kind's live body,
     /// if any) waits on something slicectl does not drive: a brought
     /// template's VMs that have not joined the cluster. `Some(note)` makes

@@ -292,6 +292,27 @@ impl Kind for Migs {
         true
     }
 
+    fn uses(&self, desired: &Body, id: &crate::kind::ResourceId) -> bool {
+        let Some(m) = body_as::<InstanceGroupManager>(desired) else {
+            return true;
+        };
+        let ends = |link: Option<&str>, collection: &str| {
+            link.is_some_and(|l| l.ends_with(&format!("/{collection}/{}", id.name)))
+        };
+        if id.kind == super::template::KIND {
+            ends(m.instance_template.as_deref(), "instanceTemplates")
+        } else if id.kind == crate::kinds::workload_policy::KIND {
+            ends(
+                m.resource_policies
+                    .as_ref()
+                    .and_then(|r| r.workload_policy.as_deref()),
+                "resourcePolicies",
+            )
+        } else {
+            true
+        }
+    }
+
     fn render(&self, ctx: RenderCtx<'_>) -> Vec<Desired> {
         let Some(r) = render::render(ctx.target, &ctx.stem_slice(), ctx.replica) else {
             return Vec::new();

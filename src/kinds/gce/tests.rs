@@ -2051,3 +2051,101 @@ fn adopting_a_mig_labels_the_nodes_its_vms_joined_with() {
     let codes: Vec<String> = refusals(&p).into_iter().map(|(_, c)| c).collect();
     assert!(codes.iter().any(|c| c == "adopt_changes"), "{codes:?}");
 }
+
+/// Issue 20: an adopted slice that brought the live template
+/// (`gce.instanceTemplate`) and is changed to render its own replaces its
+/// MIG with one on a template of its own, and the brought template, which
+/// the adopted MIG made the slice's, is deleted after that MIG.
+#[test]
+fn a_brought_template_is_deleted_once_its_adopted_mig_is_replaced() {
+    let f = fleet(&[slice("a", "4x4", "", "a")]);
+    let mut inv = live_replica(&f, "a", 4, 4, crate::plan::ownership::with_adopted);
+    for l in inv
+        .resources
+        .entry(super::template::KIND)
+        .or_default()
+        .iter_mut()
+    {
+        let t = crate::kind::body_as::<InstanceTemplate>(&l.body).unwrap();
+        l.body = Arc::new(InstanceTemplate {
+            name: "mine".into(),
+            description: Some("made by hand".into()),
+            ..t.clone()
+        });
+    }
+    // The MIG as adopting it with the template brought recorded it.
+    let mut adopted = replica(&brought("a"), "a").mig;
+    adopted.description = adopted
+        .description
+        .as_deref()
+        .map(crate::plan::ownership::with_adopted);
+    for l in inv
+        .resources
+        .entry(super::mig::KIND)
+        .or_default()
+        .iter_mut()
+    {
+        let m = crate::kind::body_as::<crate::resource::compute::InstanceGroupManager>(&l.body)
+            .unwrap();
+        l.body = Arc::new(crate::resource::compute::InstanceGroupManager {
+            status: m.status.clone(),
+            ..adopted.clone()
+        });
+    }
+    super::link::link(&mut inv);
+    let kinds = crate::kinds::plan_kinds();
+    let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(p.refused.is_empty(), "{:?}", refusals(&p));
+    assert_eq!(
+        compute_actions(&p),
+        vec![
+            "Create instance_template a-0-it".to_string(),
+            "Delete instance_template mine".to_string(),
+            "Replace mig a-0".to_string(),
+        ]
+    );
+    let (order, steps) = graph_order(&p);
+    let at = |kind: &str, op: StepOp, name: &str| {
+        steps
+            .iter()
+            .find(|s| {
+                let a = &p.actions[s.action];
+                a.id.kind.as_str() == kind && s.op == op && a.id.name == name
+            })
+            .map(|s| s.id)
+            .unwrap_or_else(|| panic!("{kind} {op:?} {name}: {order:?}"))
+    };
+    let pos = |id: usize| {
+        let mut done: Vec<usize> = Vec::new();
+        while done.len() < steps.len() {
+            let next = steps
+                .iter()
+                .find(|st| !done.contains(&st.id) && st.deps.iter().all(|d| done.contains(d)))
+                .unwrap();
+            done.push(next.id);
+        }
+        done.iter().position(|d| *d == id).unwrap()
+    };
+    let (new_t, old_t) = (
+        at("instance_template", StepOp::Create, "a-0-it"),
+        at("instance_template", StepOp::Delete, "mine"),
+    );
+    let (mig_del, mig_new) = (
+        at("mig", StepOp::Delete, "a-0"),
+        at("mig", StepOp::Create, "a-0"),
+    );
+    assert!(steps[old_t].deps.contains(&mig_del), "{order:?} {steps:?}");
+    assert!(pos(new_t) < pos(mig_new), "{order:?}");
+    assert!(pos(mig_del) < pos(old_t), "{order:?}");
+    // Replaced onto the same brought template (another topology): it
+    // stays, the new MIG uses it.
+    let same = brought("a");
+    let p = plan::plan(&same, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(
+        !compute_actions(&p)
+            .iter()
+            .any(|a| a.starts_with("Delete instance_template")),
+        "{:?}",
+        compute_actions(&p)
+    );
+}
