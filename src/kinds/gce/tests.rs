@@ -1520,6 +1520,30 @@ fn a_released_migs_template_and_policy_are_not_slicectls() {
     assert_eq!(p.actions.len(), 1, "{:?}", compute_actions(&p));
 }
 
+/// `inv` with the proposals' resources (and what they hold) marked as
+/// being adopted.
+fn marked_for(inv: &Inventory, props: &[crate::plan::adopt::Proposal]) -> Inventory {
+    let mut marked = inv.clone();
+    marked.adopting = props
+        .iter()
+        .flat_map(|p| p.resources.iter().chain(&p.held))
+        .cloned()
+        .collect();
+    marked
+}
+
+/// The adoption plan of `props` over `marked` ([`marked_for`]).
+fn adoption_plan(
+    f: &Fleet,
+    marked: &Inventory,
+    props: &[crate::plan::adopt::Proposal],
+) -> plan::Plan {
+    let kinds = crate::kinds::plan_kinds();
+    let mut p = plan::plan(f, marked, &kinds, &PlanOptions::default()).unwrap();
+    crate::plan::adopt::keep_adoptions(&mut p, props);
+    p
+}
+
 /// Issue 20: `slicectl adopt` of a MIG whose template and policy were made
 /// elsewhere plans one in-place change, the MIG's description; the release
 /// plan of an adopted slice is one in-place change too, with no refusal
@@ -1541,15 +1565,8 @@ fn adopting_and_releasing_a_mig_change_only_its_description() {
         "template, policy, Nodes: {:?}",
         props[0].held
     );
-    let mut marked = inv.clone();
-    marked.adopting = props[0]
-        .resources
-        .iter()
-        .chain(&props[0].held)
-        .cloned()
-        .collect();
-    let mut p = plan::plan(&f, &marked, &kinds, &PlanOptions::default()).unwrap();
-    adopt::keep_adoptions(&mut p, &props);
+    let marked = marked_for(&inv, &props);
+    let p = adoption_plan(&f, &marked, &props);
     let why: Vec<&str> = p.refused.iter().map(|r| r.message.as_str()).collect();
     assert!(p.refused.is_empty(), "{why:?}");
     assert_eq!(compute_actions(&p), vec!["Update mig a-0".to_string()]);
@@ -1561,8 +1578,7 @@ fn adopting_and_releasing_a_mig_change_only_its_description() {
     );
     // A template that differs from the spec refuses the adoption.
     let other = fleet(&[slice("a", "4x4", "", "b")]);
-    let mut p = plan::plan(&other, &marked, &kinds, &PlanOptions::default()).unwrap();
-    adopt::keep_adoptions(&mut p, &props);
+    let p = adoption_plan(&other, &marked, &props);
     let codes: Vec<String> = refusals(&p).into_iter().map(|(_, c)| c).collect();
     assert!(codes.iter().any(|c| c == "adopt_replace"), "{codes:?}");
     assert!(p.actions.is_empty(), "{:?}", compute_actions(&p));
@@ -1991,7 +2007,7 @@ fn adopting_a_mig_labels_the_nodes_its_vms_joined_with() {
         ("a-0", 4, true)
     );
     let kinds = crate::kinds::plan_kinds();
-    // Not adopted: not slicectl's, so a plain plan does not label them.
+    // Adopting the MIG takes its Nodes with it and labels them in place.
     let (props, _) = adopt::propose(
         &f.targets["k"],
         &inv,
@@ -1999,15 +2015,8 @@ fn adopting_a_mig_labels_the_nodes_its_vms_joined_with() {
         &Selection::Names(vec!["a-0".into()]),
     );
     assert!(props[0].held.iter().any(|h| h.kind == super::nodes::KIND));
-    let mut marked = inv.clone();
-    marked.adopting = props[0]
-        .resources
-        .iter()
-        .chain(&props[0].held)
-        .cloned()
-        .collect();
-    let mut p = plan::plan(&f, &marked, &kinds, &PlanOptions::default()).unwrap();
-    adopt::keep_adoptions(&mut p, &props);
+    let marked = marked_for(&inv, &props);
+    let p = adoption_plan(&f, &marked, &props);
     assert!(p.refused.is_empty(), "{:?}", refusals(&p));
     let steps: Vec<(String, ActionKind)> =
         p.actions.iter().map(|a| (a.address(), a.action)).collect();
@@ -2046,8 +2055,7 @@ fn adopting_a_mig_labels_the_nodes_its_vms_joined_with() {
             .insert(render::LABEL_TOPOLOGY.to_string(), "2x2".into());
         l.body = Arc::new(g);
     }
-    let mut p = plan::plan(&f, &other, &kinds, &PlanOptions::default()).unwrap();
-    adopt::keep_adoptions(&mut p, &props);
+    let p = adoption_plan(&f, &other, &props);
     let codes: Vec<String> = refusals(&p).into_iter().map(|(_, c)| c).collect();
     assert!(codes.iter().any(|c| c == "adopt_changes"), "{codes:?}");
 }
