@@ -97,7 +97,7 @@ pub trait ComputeKind: Kind + Send + Sync {
     /// Where its resources live.
     type Place: Place;
     /// Its wire type.
-    type Item: Resource;
+    type Item: Resource + Clone;
     /// The collection an operation's `targetLink` names it under
     /// (`instanceTemplates`, `resourcePolicies`, `instanceGroupManagers`).
     const COLLECTION: &'static str;
@@ -131,6 +131,13 @@ pub trait ComputeKind: Kind + Send + Sync {
         place: &Self::Place,
         item: &Self::Item,
     ) -> Result<Option<Self::Item>, CloudError>;
+
+    /// What is inserted for `a`: its desired item, unless the kind carries
+    /// something over from the resource it replaces (a MIG its adoption
+    /// marker).
+    fn to_insert<'i>(&self, _a: &Action, item: &'i Self::Item) -> std::borrow::Cow<'i, Self::Item> {
+        std::borrow::Cow::Borrowed(item)
+    }
 
     /// What is checked before an insert (nothing by default).
     async fn before_insert(
@@ -265,7 +272,8 @@ impl<K: ComputeKind> KindExec for K {
             StepOp::Drain => return Ok(StepOutcome::Done),
             StepOp::WaitInFlight => place.operation(a.operation.as_deref().unwrap_or_default()),
             StepOp::Create => {
-                let item = crate::kind::desired_body::<K::Item>(a)?;
+                let item = self.to_insert(a, crate::kind::desired_body::<K::Item>(a)?);
+                let item = &*item;
                 self.before_insert(cloud, a, item).await?;
                 match K::insert(cloud, place, item).await {
                     Ok(op) => op,

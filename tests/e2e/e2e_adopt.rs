@@ -639,6 +639,13 @@ async fn a_foreign_mig_with_its_template_and_policy_is_adopted_as_one_replica() 
     use crate::e2e_gce::{SERIAL, gce_dir, get, names};
     let _serial = SERIAL.lock().await;
     let ds = foreign_device_plugin().await;
+    // Nodes a failed run of this test left (the simulator's VM names repeat).
+    let _ = kube::Api::<k8s_openapi::api::core::v1::Node>::all(crate::e2e_gce::kube_client().await)
+        .delete_collection(
+            &Default::default(),
+            &kube::api::ListParams::default().labels("slicectl.dev/owner=e2e-adopt-mig"),
+        )
+        .await;
     let sim = start().await;
     let dir = gce_dir("e2e-adopt-mig", &[]);
     foreign_mig(&sim, "train-0", "train-0").await;
@@ -727,6 +734,52 @@ async fn a_foreign_mig_with_its_template_and_policy_is_adopted_as_one_replica() 
     let o = slicectl(&sim, &["apply", arg(dir.path()), "--auto-approve"]).await;
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(crate::e2e_gce::nodes_of(&client, "train").await.len(), 4);
+    assert_no_changes(&sim, dir.path()).await;
+
+    // Changed to render its own template, the replica is replaced and the
+    // brought template the adopted MIG used (the slice's by reference) is
+    // deleted, after the old MIG (the simulator refuses deleting a
+    // template a MIG uses, as Compute Engine does).
+    let spec = out.join("train.yaml");
+    let brought = std::fs::read_to_string(&spec).unwrap();
+    let own = brought.replace(
+        "instanceTemplate: projects/example-project/global/instanceTemplates/train-0-tpl",
+        "image: projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accel-2404-amd64-tpu-v6e\n    bootstrap: {kubeadm: {kubernetesVersion: \"1.36\"}}",
+    );
+    assert_ne!(own, brought);
+    std::fs::write(&spec, &own).unwrap();
+    let o = slicectl(&sim, &["plan", arg(dir.path()), "--output", "json"]).await;
+    let plan: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
+    let acted: Vec<String> = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            format!(
+                "{} {} {}",
+                a["action"].as_str().unwrap_or_default(),
+                a["kind"].as_str().unwrap_or_default(),
+                a["name"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    for want in [
+        "delete instance_template train-0-tpl",
+        "create instance_template train-0-it",
+        "replace mig train-0",
+    ] {
+        assert!(acted.iter().any(|a| a == want), "{want}: {acted:?}");
+    }
+    let o = slicectl(&sim, &["apply", arg(dir.path()), "--auto-approve"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        names(&get(&sim, "global/instanceTemplates").await),
+        vec!["odd-0-tpl", "train-0-it"],
+        "{}",
+        text(&o)
+    );
+    // The new MIG keeps the adoption marker: the policy the old one held
+    // by reference (made by gcloud) stays the slice's, so nothing is left.
     assert_no_changes(&sim, dir.path()).await;
 
     let again = dir.path().join("again");

@@ -555,6 +555,30 @@ impl ComputeKind for Migs {
             .find(|l| l.name == m.name))
     }
 
+    /// The MIG replacing an adopted one keeps `adopted=true`: what the old
+    /// one held by reference (a workload policy another tool made, which
+    /// the new one still uses) stays the slice replica's (`super::link`).
+    fn to_insert<'i>(
+        &self,
+        a: &Action,
+        item: &'i InstanceGroupManager,
+    ) -> std::borrow::Cow<'i, InstanceGroupManager> {
+        let was_adopted = a.action == crate::kind::ActionKind::Replace
+            && a.before
+                .as_ref()
+                .and_then(|b| b["description"].as_str())
+                .is_some_and(ownership::description_adopted);
+        match item.description.as_deref() {
+            Some(d) if was_adopted && !ownership::description_adopted(d) => {
+                std::borrow::Cow::Owned(InstanceGroupManager {
+                    description: Some(ownership::with_adopted(d)),
+                    ..item.clone()
+                })
+            }
+            _ => std::borrow::Cow::Borrowed(item),
+        }
+    }
+
     /// A template the spec brings is checked before it is used.
     async fn before_insert(
         &self,
