@@ -576,3 +576,7 @@ pub struct ListOperationsResponse {
     #[serde(default)]
     pub operations: Vec<Operation>,
 }
+
+#[cfg(test)]
+#[path = "gke_tests.rs"]
+mod tests;
