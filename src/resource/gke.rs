@@ -17,6 +17,16 @@ fn is_false(b: &bool) -> bool {
 /// RSS at 10,000 slices (third pass)").
 pub type Labels = litemap::LiteMap<String, String>;
 
+/// Encodes a [`Labels`] as a JSON object, always: `LiteMap` writes an empty
+/// map as `[]` in human-readable formats, which GKE rejects ("Invalid value at
+/// 'labels.labels' (TYPE_MESSAGE), []").
+fn labels_as_map<S>(labels: &Labels, s: S) -> Result<S::Ok, S::Error>
+where
+    S: serde::Serializer,
+{
+    s.collect_map(labels.iter())
+}
+
 /// Decodes a [`Labels`] and gives back the vector's spare capacity (it grows
 /// by doubling while the object is read).
 fn compact_labels<'de, D>(d: D) -> Result<Labels, D::Error>
@@ -110,6 +120,7 @@ pub struct NodeConfig {
     #[serde(
         default,
         skip_serializing_if = "Labels::is_empty",
+        serialize_with = "labels_as_map",
         deserialize_with = "compact_labels"
     )]
     #[schemars(with = "BTreeMap<String, String>")]
@@ -118,6 +129,7 @@ pub struct NodeConfig {
     #[serde(
         default,
         skip_serializing_if = "Labels::is_empty",
+        serialize_with = "labels_as_map",
         deserialize_with = "compact_labels"
     )]
     #[schemars(with = "BTreeMap<String, String>")]
@@ -162,6 +174,7 @@ pub struct NodeConfig {
     #[serde(
         default,
         skip_serializing_if = "Labels::is_empty",
+        serialize_with = "labels_as_map",
         deserialize_with = "compact_labels"
     )]
     #[schemars(with = "BTreeMap<String, String>")]
@@ -357,7 +370,11 @@ pub struct UpdateNodePoolRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct NodeLabels {
     /// Labels.
-    #[serde(default, deserialize_with = "compact_labels")]
+    #[serde(
+        default,
+        serialize_with = "labels_as_map",
+        deserialize_with = "compact_labels"
+    )]
     #[schemars(with = "BTreeMap<String, String>")]
     pub labels: Labels,
 }
@@ -374,7 +391,11 @@ pub struct NodeTaints {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct ResourceLabels {
     /// Labels.
-    #[serde(default, deserialize_with = "compact_labels")]
+    #[serde(
+        default,
+        serialize_with = "labels_as_map",
+        deserialize_with = "compact_labels"
+    )]
     #[schemars(with = "BTreeMap<String, String>")]
     pub labels: Labels,
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Labels, NodeConfig, NodePool};
+use super::{Labels, NodeConfig, NodeLabels, NodePool, ResourceLabels};
 
 fn btree(json: &str) -> BTreeMap<String, String> {
     serde_json::from_str(json).unwrap()
@@ -57,4 +57,18 @@ fn decoded_labels_keep_no_spare_capacity() {
     grown.insert("z".into(), String::new());
     super::shrink_labels(&mut grown);
     assert_eq!(grown.into_tuple_vec().capacity(), 10);
+}
+
+#[test]
+fn an_empty_label_map_is_sent_as_an_empty_object() {
+    // GKE answers 400 "Invalid value at 'labels.labels' (TYPE_MESSAGE), []"
+    // to an empty map written as a list (LiteMap's own encoding).
+    assert_eq!(
+        serde_json::to_string(&NodeLabels::default()).unwrap(),
+        r#"{"labels":{}}"#
+    );
+    assert_eq!(
+        serde_json::to_value(ResourceLabels::default()).unwrap(),
+        serde_json::json!({"labels": {}})
+    );
 }
