@@ -227,7 +227,11 @@ impl FakeCloud {
                 })
                 .unwrap_or_default();
             for i in 0..hosts {
-                let mut labels = cfg.labels.clone();
+                let mut labels: std::collections::BTreeMap<String, String> = cfg
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 labels.insert("cloud.google.com/gke-nodepool".into(), p.name.clone());
                 labels.insert(
                     "cloud.google.com/gke-tpu-accelerator".into(),

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::resource::LabelLookup;
+
 /// Label key prefix reserved for slicectl.
 pub const PREFIX: &str = "slicectl.dev/";
 /// `slicectl.dev/managed-by` = `slicectl`.
@@ -50,26 +52,26 @@ pub struct Ownership {
 
 impl Ownership {
     /// Reads ownership from Kubernetes-style labels (node pool `config.labels`).
-    pub fn from_labels(labels: &BTreeMap<String, String>) -> Option<Ownership> {
-        if labels.get(MANAGED_BY).map(String::as_str) != Some(MANAGER) {
+    pub fn from_labels<L: LabelLookup + ?Sized>(labels: &L) -> Option<Ownership> {
+        if labels.label(MANAGED_BY).map(String::as_str) != Some(MANAGER) {
             return None;
         }
         // A non-empty owner, and a replica written as slicectl writes it (no
         // sign, no leading zero). The slice is empty on a shared resource
         // (the device plugin).
-        let replica_text = labels.get(REPLICA)?;
+        let replica_text = labels.label(REPLICA)?;
         let replica: u32 = replica_text.parse().ok()?;
         if replica.to_string() != *replica_text {
             return None;
         }
         Some(Ownership {
-            owner: labels.get(OWNER).filter(|v| !v.is_empty())?.clone(),
-            slice: labels.get(SLICE)?.clone(),
+            owner: labels.label(OWNER).filter(|v| !v.is_empty())?.clone(),
+            slice: labels.label(SLICE)?.clone(),
             replica,
-            target: labels.get(TARGET).filter(|v| !v.is_empty()).cloned(),
-            spec_hash: labels.get(SPEC_HASH).cloned(),
-            hash_version: labels.get(HASH_VERSION).cloned(),
-            prevent_destroy: labels.get(PREVENT_DESTROY).map(String::as_str) == Some("true"),
+            target: labels.label(TARGET).filter(|v| !v.is_empty()).cloned(),
+            spec_hash: labels.label(SPEC_HASH).cloned(),
+            hash_version: labels.label(HASH_VERSION).cloned(),
+            prevent_destroy: labels.label(PREVENT_DESTROY).map(String::as_str) == Some("true"),
         })
     }
 

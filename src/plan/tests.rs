@@ -407,7 +407,7 @@ fn unmanaged_pools_are_listed_and_never_touched() {
     provisioned.name = "jobset-abc".into();
     provisioned.config = Some(gke::NodeConfig {
         machine_type: "ct5p-hightpu-4t".into(),
-        labels: labels.clone(),
+        labels: labels.clone().into_iter().collect(),
         ..Default::default()
     });
     let mut modified = provisioned.clone();
@@ -576,7 +576,7 @@ fn unprotecting_and_replacing_in_one_commit_takes_two_applies() {
     let live_labels = &inv.node_pools[0].config.as_ref().unwrap().labels;
     assert_eq!(
         labels[ownership::SPEC_HASH],
-        live_labels[ownership::SPEC_HASH].as_str()
+        live_labels[&ownership::SPEC_HASH.to_string()].as_str()
     );
     // Second apply, once the stamp is gone: the replacement goes ahead.
     let mut inv2 = inv.clone();

@@ -8,7 +8,27 @@ pub mod compute;
 pub mod gke;
 pub mod observed;
 
+use std::collections::BTreeMap;
 use std::fmt;
+
+/// A label map read by key: Kubernetes' `BTreeMap` and the wire's compact
+/// [`gke::Labels`], so that ownership is read from either.
+pub trait LabelLookup {
+    /// The value under `key`.
+    fn label(&self, key: &str) -> Option<&String>;
+}
+
+impl LabelLookup for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&String> {
+        self.get(key)
+    }
+}
+
+impl LabelLookup for gke::Labels {
+    fn label(&self, key: &str) -> Option<&String> {
+        self.get(key)
+    }
+}
 
 /// A GKE cluster: `projects/P/locations/L/clusters/C`.
 #[derive(

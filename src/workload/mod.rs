@@ -117,11 +117,11 @@ impl Origin {
 
     /// Reads the labels back: `None` unless [`SOURCE`] is `workload` and
     /// the JobSet is named.
-    pub fn from_labels(labels: &BTreeMap<String, String>) -> Option<Origin> {
-        if labels.get(SOURCE).map(String::as_str) != Some(SOURCE_WORKLOAD) {
+    pub fn from_labels<L: crate::resource::LabelLookup + ?Sized>(labels: &L) -> Option<Origin> {
+        if labels.label(SOURCE).map(String::as_str) != Some(SOURCE_WORKLOAD) {
             return None;
         }
-        let get = |k: &str| labels.get(k).cloned().unwrap_or_default();
+        let get = |k: &str| labels.label(k).cloned().unwrap_or_default();
         let o = Origin {
             namespace: get(JOBSET_NAMESPACE),
             jobset: get(JOBSET_NAME),

@@ -1,7 +1,6 @@
 //! The Google Cloud clients against the GCP simulator (a real HTTP server
 //! speaking the GKE and Compute REST wire format).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use slicectl::cloud::{
@@ -9,7 +8,7 @@ use slicectl::cloud::{
 };
 use slicectl::resource::compute::{ResourcePolicy, WorkloadPolicy};
 use slicectl::resource::gke::{
-    NodeConfig, NodeLabels, NodePool, PlacementPolicy, UpdateNodePoolRequest,
+    self, NodeConfig, NodeLabels, NodePool, PlacementPolicy, UpdateNodePoolRequest,
 };
 use slicectl_sim::{FaultConfig, SimConfig, SimHandle, Simulator};
 
@@ -62,7 +61,9 @@ fn tpu_pool(name: &str) -> NodePool {
         locations: vec![ZONE.into()],
         config: Some(NodeConfig {
             machine_type: "ct4p-hightpu-4t".into(),
-            labels: BTreeMap::from([("team".to_string(), "ml".to_string())]),
+            labels: [("team".to_string(), "ml".to_string())]
+                .into_iter()
+                .collect(),
             ..NodeConfig::default()
         }),
         placement_policy: Some(PlacementPolicy {
@@ -123,10 +124,12 @@ async fn node_pool_crud_with_operation_waits() {
     assert_eq!(config.labels.get("team").map(String::as_str), Some("ml"));
 
     // Update the Kubernetes labels in place.
-    let labels = BTreeMap::from([
+    let labels: gke::Labels = [
         ("team".to_string(), "research".to_string()),
         ("slice".to_string(), "a".to_string()),
-    ]);
+    ]
+    .into_iter()
+    .collect();
     let op = gke
         .update_node_pool(
             &c,

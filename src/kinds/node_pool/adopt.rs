@@ -58,7 +58,8 @@ pub fn provisioner_verdict(p: &NodePool) -> Option<Result<(), String>> {
     let Some(stored) = l.get(TPU_PROVISIONER_HASH_LABEL) else {
         return Some(Ok(()));
     };
-    let mut labels = l.clone();
+    let mut labels: BTreeMap<String, String> =
+        l.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     labels.remove(TPU_PROVISIONER_HASH_LABEL);
     labels.retain(|k, _| !is_server_label(k));
     let computed = tpu_provisioner_hash(
@@ -316,10 +317,15 @@ pub fn adoptable(p: &NodePool, target: &Target) -> Option<Adoptable> {
         .as_ref()
         .map(|g| g.name.as_str())
         .unwrap_or_default();
-    let labels = p
+    let labels: BTreeMap<String, String> = p
         .config
         .as_ref()
-        .map(|c| c.labels.clone())
+        .map(|c| {
+            c.labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
         .unwrap_or_default();
     let handoff = labels
         .keys()

@@ -10,7 +10,9 @@ fn pool(machine: &str, topo: &str) -> NodePool {
         name: "p".into(),
         config: Some(NodeConfig {
             machine_type: machine.into(),
-            labels: [("team".to_string(), "a".to_string())].into(),
+            labels: [("team".to_string(), "a".to_string())]
+                .into_iter()
+                .collect(),
             ..Default::default()
         }),
         initial_node_count: Some(2),

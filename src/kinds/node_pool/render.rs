@@ -1,14 +1,12 @@
 //! Rendering a slice replica into the GKE node pool that realises it.
 
-use std::collections::BTreeMap;
-
 use crate::kind::hash::{self, HASH_VERSION};
 use crate::kind::names;
 use crate::kind::ownership::Ownership;
 use crate::resource::gke::{
-    AdditionalNodeNetworkConfig, Autoscaling, MaxPodsConstraint, NodeConfig, NodeManagement,
-    NodeNetworkConfig, NodePool, NodeTaint, PlacementPolicy, QueuedProvisioning,
-    ReservationAffinity, ShieldedInstanceConfig, UpgradeSettings,
+    AdditionalNodeNetworkConfig, Autoscaling, Labels, MaxPodsConstraint, NodeConfig,
+    NodeManagement, NodeNetworkConfig, NodePool, NodeTaint, PlacementPolicy, QueuedProvisioning,
+    ReservationAffinity, ShieldedInstanceConfig, UpgradeSettings, shrink_labels,
 };
 use crate::spec::catalog::Placement;
 use crate::spec::model::{CapacityType, TaintEffect};
@@ -122,7 +120,12 @@ pub fn node_pool(target: &Target, slice: &Slice, replica: u32, stem: &str) -> Op
         _ => None,
     };
 
-    let mut resource_labels: BTreeMap<String, String> = t.node_defaults.resource_labels.clone();
+    let mut resource_labels: Labels = t
+        .node_defaults
+        .resource_labels
+        .clone()
+        .into_iter()
+        .collect();
     resource_labels.insert("slicectl-owner".to_string(), t.owner_id.clone());
     resource_labels.insert("slicectl-slice".to_string(), slice.name.clone());
 
@@ -131,7 +134,7 @@ pub fn node_pool(target: &Target, slice: &Slice, replica: u32, stem: &str) -> Op
         name: pool_name,
         config: Some(NodeConfig {
             machine_type: shape.machine_type.to_string(),
-            labels: s.node_labels.clone(),
+            labels: s.node_labels.clone().into_iter().collect(),
             resource_labels,
             taints,
             spot: s.capacity.kind == CapacityType::Spot,
@@ -225,6 +228,8 @@ pub fn node_pool(target: &Target, slice: &Slice, replica: u32, stem: &str) -> Op
         if let Some(origin) = &slice.workload {
             c.labels.extend(origin.labels());
         }
+        shrink_labels(&mut c.labels);
+        shrink_labels(&mut c.resource_labels);
     }
 
     Some(pool)
