@@ -112,6 +112,23 @@ async fn adopt(
     slicectl(sim, &args).await
 }
 
+/// `ACTION KIND NAME` of each action of a JSON plan.
+fn actions(plan: &Value) -> Vec<String> {
+    plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            format!(
+                "{} {} {}",
+                a["action"].as_str().unwrap_or_default(),
+                a["kind"].as_str().unwrap_or_default(),
+                a["name"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
 /// `plan --detailed-exitcode` says the live slices match the specs.
 async fn assert_no_changes(sim: &SimHandle, dir: &Path) {
     let o = slicectl(sim, &["plan", arg(dir), "--detailed-exitcode"]).await;
@@ -717,19 +734,7 @@ async fn a_foreign_mig_with_its_template_and_policy_is_adopted_as_one_replica() 
     join_as_another_tool(&client, &sim, "train-0-").await;
     let o = slicectl(&sim, &["plan", arg(dir.path()), "--output", "json"]).await;
     let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let acted: Vec<String> = plan["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            format!(
-                "{} {} {}",
-                a["action"].as_str().unwrap_or_default(),
-                a["kind"].as_str().unwrap_or_default(),
-                a["name"].as_str().unwrap_or_default()
-            )
-        })
-        .collect();
+    let acted = actions(&plan);
     assert_eq!(acted, vec!["update nodes train-0".to_string()], "{plan}");
     let o = slicectl(&sim, &["apply", arg(dir.path()), "--auto-approve"]).await;
     assert!(o.status.success(), "{}", text(&o));
@@ -750,19 +755,7 @@ async fn a_foreign_mig_with_its_template_and_policy_is_adopted_as_one_replica() 
     std::fs::write(&spec, &own).unwrap();
     let o = slicectl(&sim, &["plan", arg(dir.path()), "--output", "json"]).await;
     let plan: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)));
-    let acted: Vec<String> = plan["actions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            format!(
-                "{} {} {}",
-                a["action"].as_str().unwrap_or_default(),
-                a["kind"].as_str().unwrap_or_default(),
-                a["name"].as_str().unwrap_or_default()
-            )
-        })
-        .collect();
+    let acted = actions(&plan);
     for want in [
         "delete instance_template train-0-tpl",
         "create instance_template train-0-it",
