@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::errors::ApiError;
+use super::fields::Selection;
 use super::labels;
 use super::operations::{GkeEffect, GkeOp, OpTiming};
 use super::server::Ctx;
@@ -188,12 +189,23 @@ pub(crate) fn start_cluster_operation(
 
 /// `GET v1/projects/P/locations/L/clusters/C` (a minimal Cluster).
 pub(crate) fn get_cluster(inner: &Inner, ctx: &Ctx, c: &ClusterRef) -> Result<Value, ApiError> {
+    render_cluster(inner, ctx, c, None)
+}
+
+/// A `Cluster`, its pools written with only what `pools_only` (the partial
+/// response asked of them, if any) keeps.
+fn render_cluster(
+    inner: &Inner,
+    ctx: &Ctx,
+    c: &ClusterRef,
+    pools_only: Option<&Selection>,
+) -> Result<Value, ApiError> {
     let created = inner
         .clusters
         .get(&c.key())
         .ok_or_else(|| not_found(&c.key()))?;
     let pools: Vec<Value> = pools_of(inner, c)
-        .map(|(k, rec)| render_pool(k, rec, ctx))
+        .map(|(key, rec)| render_pool(key, rec, ctx, pools_only))
         .collect();
     let mut cluster = json!({
         "name": c.cluster,
@@ -228,6 +240,15 @@ pub(crate) fn get_cluster(inner: &Inner, ctx: &Ctx, c: &ClusterRef) -> Result<Va
 /// it. As on the wire (proto3 JSON), an empty `clusters` list is left out,
 /// and so is `missingZones`: the simulator never misses a zone.
 pub(crate) fn list_clusters(inner: &Inner, ctx: &Ctx, project: &str, location: &str) -> Value {
+    // Pools' fields a partial response (`fields`, applied to the answer
+    // after) drops are not rendered: slicectl's `clusters.list` reads the
+    // pools' names and labels, and rendering all of every pool in the project
+    // cost as much as all its node pool lists.
+    let selection = ctx.query("fields").and_then(|f| Selection::parse(f).ok());
+    let pools_only = selection
+        .as_ref()
+        .and_then(|s| s.within("clusters"))
+        .and_then(|s| s.within("nodePools"));
     let clusters: Vec<Value> = inner
         .clusters
         .keys()
@@ -236,7 +257,7 @@ pub(crate) fn list_clusters(inner: &Inner, ctx: &Ctx, project: &str, location: &
             let wanted = c.project == project && (location == "-" || c.location == location);
             wanted.then_some(c)
         })
-        .filter_map(|c| get_cluster(inner, ctx, &c).ok())
+        .filter_map(|c| render_cluster(inner, ctx, &c, pools_only).ok())
         .collect();
     if clusters.is_empty() {
         json!({})
@@ -261,7 +282,7 @@ fn pools_of<'a>(
 pub(crate) fn list_pools(inner: &Inner, ctx: &Ctx, c: &ClusterRef) -> Result<Value, ApiError> {
     require_cluster(inner, c)?;
     let pools: Vec<Value> = pools_of(inner, c)
-        .map(|(k, rec)| render_pool(k, rec, ctx))
+        .map(|(k, rec)| render_pool(k, rec, ctx, None))
         .collect();
     Ok(json!({ "nodePools": pools }))
 }
@@ -276,7 +297,7 @@ pub(crate) fn get_pool(
     require_cluster(inner, c)?;
     let key = c.pool_key(pool);
     let rec = inner.pools.get(&key).ok_or_else(|| not_found(&key))?;
-    Ok(render_pool(&key, rec, ctx))
+    Ok(render_pool(&key, rec, ctx, None))
 }
 
 fn etag(rec: &PoolRec) -> String {
@@ -306,9 +327,15 @@ pub(crate) fn pool_digest(pool_key: &str) -> String {
     hex::encode(&Sha256::digest(pool_key.as_bytes())[..4])
 }
 
-fn render_pool(key: &str, rec: &PoolRec, ctx: &Ctx) -> Value {
+fn render_pool(key: &str, rec: &PoolRec, ctx: &Ctx, only: Option<&Selection>) -> Value {
     // Serialising a map of string keys into a `Value` cannot fail.
-    serde_json::to_value(PoolWire { key, rec, ctx }).unwrap_or_default()
+    serde_json::to_value(PoolWire {
+        key,
+        rec,
+        ctx,
+        only,
+    })
+    .unwrap_or_default()
 }
 
 /// A stored pool as GKE answers it: its spec with `status`,
@@ -323,38 +350,18 @@ struct PoolWire<'a> {
     key: &'a str,
     rec: &'a PoolRec,
     ctx: &'a Ctx,
+    /// The partial response (`fields`) asked of each pool, if any: fields it
+    /// drops are not written (nor their etag computed).
+    only: Option<&'a Selection>,
 }
 
 impl PoolWire<'_> {
-    /// The fields set over the spec, in order.
+    fn keeps(&self, field: &str) -> bool {
+        self.only.is_none_or(|s| s.keeps(field))
+    }
+
+    /// The fields set over the spec, in order (those the selection keeps).
     fn overrides(&self) -> Vec<(&'static str, Value)> {
-        let (project, cluster, pool) = {
-            let parts: Vec<&str> = self.key.split('/').collect();
-            (
-                parts.get(1).copied().unwrap_or_default(),
-                parts.get(5).copied().unwrap_or_default(),
-                parts.get(7).copied().unwrap_or_default(),
-            )
-        };
-        let digest = pool_digest(self.key);
-        let base = &self.ctx.base;
-        let urls: Vec<Value> = self
-            .rec
-            .spec
-            .get("locations")
-            .and_then(Value::as_array)
-            .map(|zones| {
-                zones
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(|z| {
-                        Value::String(format!(
-                            "{base}/compute/v1/projects/{project}/zones/{z}/instanceGroupManagers/gke-{cluster}-{pool}-{digest}-grp"
-                        ))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
         let mut set = vec![("status", json!(self.rec.status))];
         if let Some(m) = &self.rec.status_message {
             set.push(("statusMessage", json!(m)));
@@ -362,12 +369,33 @@ impl PoolWire<'_> {
         if !self.rec.conditions.is_empty() {
             set.push(("conditions", Value::Array(self.rec.conditions.clone())));
         }
-        set.push((
-            "selfLink",
-            Value::String(format!("{base}/{}/{}", self.ctx.version, self.key)),
-        ));
-        set.push(("instanceGroupUrls", Value::Array(urls)));
-        set.push(("etag", Value::String(etag(self.rec))));
+        let base = &self.ctx.base;
+        if self.keeps("selfLink") {
+            let link = format!("{base}/{}/{}", self.ctx.version, self.key);
+            set.push(("selfLink", Value::String(link)));
+        }
+        if self.keeps("instanceGroupUrls") {
+            let parts: Vec<&str> = self.key.split('/').collect();
+            let part = |i: usize| parts.get(i).copied().unwrap_or_default();
+            let (project, cluster, pool) = (part(1), part(5), part(7));
+            let digest = pool_digest(self.key);
+            let zones = self.rec.spec.get("locations").and_then(Value::as_array);
+            let urls = zones
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(|z| {
+                    Value::String(format!(
+                        "{base}/compute/v1/projects/{project}/zones/{z}/instanceGroupManagers/gke-{cluster}-{pool}-{digest}-grp"
+                    ))
+                })
+                .collect();
+            set.push(("instanceGroupUrls", Value::Array(urls)));
+        }
+        if self.keeps("etag") {
+            set.push(("etag", Value::String(etag(self.rec))));
+        }
+        set.retain(|(k, _)| self.keeps(k));
         set
     }
 }
@@ -381,7 +409,7 @@ impl serde::Serialize for PoolWire<'_> {
         let set = self.overrides();
         let over = |k: &str| set.iter().find(|(name, _)| *name == k).map(|(_, v)| v);
         let mut map = s.serialize_map(None)?;
-        for (k, v) in spec {
+        for (k, v) in spec.iter().filter(|(k, _)| self.keeps(k)) {
             map.serialize_entry(k, over(k).unwrap_or(v))?;
         }
         for (k, v) in &set {
@@ -443,7 +471,12 @@ pub(crate) fn list_pools_bytes(
 ) -> Result<Vec<u8>, ApiError> {
     require_cluster(inner, c)?;
     list_bytes("nodePools", || {
-        pools_of(inner, c).map(|(key, rec)| PoolWire { key, rec, ctx })
+        pools_of(inner, c).map(|(key, rec)| PoolWire {
+            key,
+            rec,
+            ctx,
+            only: None,
+        })
     })
 }
 

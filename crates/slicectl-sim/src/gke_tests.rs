@@ -174,7 +174,10 @@ fn pool_list_text_is_what_a_value_per_pool_serialises_to() {
     assert_eq!(pools.len(), 3);
     let want = serde_json::to_vec(&json!({ "nodePools": pools })).unwrap();
     let got = list_pools_bytes(&inner, &ctx, &c).unwrap();
-    assert_eq!(String::from_utf8(got).unwrap(), String::from_utf8(want).unwrap());
+    assert_eq!(
+        String::from_utf8(got).unwrap(),
+        String::from_utf8(want).unwrap()
+    );
     // `nodePools.get`, `clusters.get` and a partial response go through the
     // same writer as a `Value`.
     assert_eq!(
@@ -187,7 +190,10 @@ fn pool_list_text_is_what_a_value_per_pool_serialises_to() {
         list_pools_bytes(&inner, &ctx, &c).unwrap()
     );
     let empty = ClusterRef::parse("projects/p/locations/us-east5/clusters/c3").unwrap();
-    assert!(list_pools_bytes(&inner, &ctx, &empty).is_err(), "no such cluster");
+    assert!(
+        list_pools_bytes(&inner, &ctx, &empty).is_err(),
+        "no such cluster"
+    );
 }
 
 #[test]
@@ -203,16 +209,66 @@ fn operation_list_text_is_what_a_value_per_operation_serialises_to() {
             .collect();
         let want = serde_json::to_vec(&json!({ "operations": ops })).unwrap();
         let got = list_operations_bytes(&inner, &ctx, "p", location).unwrap();
-        assert_eq!(String::from_utf8(got).unwrap(), String::from_utf8(want).unwrap());
+        assert_eq!(
+            String::from_utf8(got).unwrap(),
+            String::from_utf8(want).unwrap()
+        );
         assert_eq!(
             serde_json::to_vec(&list_operations(&inner, &ctx, "p", location)).unwrap(),
             list_operations_bytes(&inner, &ctx, "p", location).unwrap()
         );
     }
     let failed = &inner.gke_ops[2].to_json(&ctx.base, &ctx.version);
-    assert_eq!(failed["error"], json!({"code": 9, "message": "no \"capacity\"", "details": []}));
-    assert_eq!(failed["clusterConditions"], json!([{"code": "GCE_STOCKOUT"}]));
+    assert_eq!(
+        failed["error"],
+        json!({"code": 9, "message": "no \"capacity\"", "details": []})
+    );
+    assert_eq!(
+        failed["clusterConditions"],
+        json!([{"code": "GCE_STOCKOUT"}])
+    );
     let stockout = &inner.gke_ops[3].to_json(&ctx.base, &ctx.version);
     assert!(stockout.get("error").is_none() && stockout.get("clusterConditions").is_some());
-    assert!(stockout["selfLink"].as_str().unwrap().contains("/zones/us-east5-a/operations/stockout"));
+    assert!(
+        stockout["selfLink"]
+            .as_str()
+            .unwrap()
+            .contains("/zones/us-east5-a/operations/stockout")
+    );
+}
+
+#[test]
+fn a_partial_cluster_list_renders_only_the_selected_pool_fields_with_the_same_answer() {
+    let inner = world();
+    let whole = list_clusters(&inner, &ctx(), "p", "-");
+    for fields in [
+        // slicectl's own `clusters.list`.
+        "clusters(name,location,nodePools(name,config/labels)),missingZones",
+        "clusters/nodePools(etag,status,statusMessage,conditions)",
+        "clusters/nodePools/instanceGroupUrls,clusters/name",
+        "clusters(nodePools/*)",
+        "*",
+        "clusters/nodePools",
+    ] {
+        let selection = Selection::parse(fields).unwrap();
+        let mut ctx = ctx();
+        ctx.query = vec![("fields".into(), fields.into())];
+        let partial = list_clusters(&inner, &ctx, "p", "-");
+        assert_eq!(
+            selection.apply(partial),
+            selection.apply(whole.clone()),
+            "{fields}"
+        );
+    }
+    let mut ctx = ctx();
+    ctx.query = vec![(
+        "fields".into(),
+        "clusters(name,nodePools(name,config/labels))".into(),
+    )];
+    let partial = list_clusters(&inner, &ctx, "p", "-");
+    let pool = &partial["clusters"][0]["nodePools"][0];
+    assert!(
+        pool.get("etag").is_none() && pool.get("config").is_some(),
+        "{pool}"
+    );
 }

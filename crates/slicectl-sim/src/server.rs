@@ -410,9 +410,9 @@ fn call_list_text(
     };
     match &r.endpoint {
         Endpoint::GkePoolList(c) => Some(gke::list_pools_bytes(&inner, ctx, c)),
-        Endpoint::GkeOpList { project, location } => Some(gke::list_operations_bytes(
-            &inner, ctx, project, location,
-        )),
+        Endpoint::GkeOpList { project, location } => {
+            Some(gke::list_operations_bytes(&inner, ctx, project, location))
+        }
         _ => None,
     }
 }
