@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube_lease_manager::LeaseManagerBuilder;
 use tokio::sync::{mpsc, watch as tokio_watch};
 
 use super::args::{Connection, ControllerArgs, Exec, Safety};
@@ -431,21 +430,15 @@ async fn lead(
     identity: &str,
     signals: &mut mpsc::UnboundedReceiver<()>,
 ) -> Result<Option<Lease>> {
-    let duration = ctl.lease_duration.as_secs().max(3);
-    let manager = LeaseManagerBuilder::new(client.clone(), &ctl.lease_name)
-        .with_namespace(namespace)
-        .with_identity(identity)
-        .with_duration(duration)
-        .with_grace((duration / 3).max(1))
-        .with_field_manager("slicectl")
-        .build()
-        .await
-        .with_context(|| {
-            format!(
-                "cannot set up leader election on Lease {namespace}/{}",
-                ctl.lease_name
-            )
-        })?;
+    let manager = crate::controller::lease::manager(
+        client,
+        namespace,
+        &ctl.lease_name,
+        identity,
+        ctl.lease_duration,
+    )
+    .await
+    .context("cannot set up leader election")?;
     let (mut leading, lease_task) = manager.watch().await;
     tracing::info!(target: LOG_TARGET, lease = %ctl.lease_name, "standing by until this replica holds the leader Lease");
     let became_leader = tokio::select! {

@@ -62,13 +62,19 @@ pub fn main() -> ExitCode {
             return ExitCode::from(EXIT_ERROR);
         }
     };
-    match rt.block_on(run(cli.command)) {
+    let code = match rt.block_on(run(cli.command)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {}", crate::error::chain_anyhow(&e));
             ExitCode::from(EXIT_ERROR)
         }
-    }
+    };
+    // Everything of the run was awaited by now. Dropping a runtime waits
+    // without end for its blocking threads (a DNS lookup, a file read stuck
+    // on a hung mount): bounded, so that a stopped controller exits within
+    // its pod's termination grace period.
+    rt.shutdown_timeout(std::time::Duration::from_secs(5));
+    code
 }
 
 fn init_logging(filter: &str, format: LogFormat) {

@@ -7,6 +7,7 @@
 //! - [`capacity`]: the unavailable-capacity cache and per-slice backoff;
 //! - [`metrics`]: the Prometheus metrics;
 //! - [`server`]: `/healthz`, `/readyz`, `/metrics`;
+//! - [`lease`]: the Lease managers (leader and shards), one field manager per replica;
 //! - [`owner`]: the owner reference of the status objects (`--owner-deployment`);
 //! - [`sink`]: the controller's cycle sink (metrics and status objects);
 //! - here: the pure helpers of a cycle (which plan actions a capacity hold
@@ -17,6 +18,7 @@
 
 pub mod capacity;
 pub mod configmap;
+pub mod lease;
 pub mod metrics;
 pub mod owner;
 pub mod server;

@@ -25,7 +25,6 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kube_lease_manager::LeaseManagerBuilder;
 use tokio::sync::{mpsc, watch};
 
 pub use crate::spec::shard::{ShardScope, shard_of, stable_hash};
@@ -37,7 +36,8 @@ pub const CONTROLLER_LABEL: &str = "slicectl.dev/controller";
 pub const SHARDS_LABEL: &str = "slicectl.dev/shards";
 /// Label on each SliceStatus written by a sharded controller: its shard.
 pub const SHARD_LABEL: &str = "slicectl.dev/shard";
-/// Field manager of the membership Leases.
+/// Field manager of the membership Leases (each replica applies only its
+/// own membership Lease, with `force`).
 const MANAGER: &str = "slicectl";
 
 /// Rendezvous (highest random weight) score of `member` for `shard`.
@@ -363,16 +363,8 @@ async fn contend(
     events: mpsc::UnboundedSender<ShardEvent>,
 ) -> Result<Contender> {
     let name = shard_lease(&cfg.lease_name, k);
-    let duration = cfg.duration.as_secs().max(3);
-    let manager = LeaseManagerBuilder::new(client.clone(), &name)
-        .with_namespace(&cfg.namespace)
-        .with_identity(&cfg.identity)
-        .with_duration(duration)
-        .with_grace((duration / 3).max(1))
-        .with_field_manager(MANAGER)
-        .build()
-        .await
-        .with_context(|| format!("cannot set up shard Lease {}/{name}", cfg.namespace))?;
+    let manager =
+        super::lease::manager(client, &cfg.namespace, &name, &cfg.identity, cfg.duration).await?;
     let (held, task) = manager.watch().await;
     let mut rx = held.clone();
     let watcher = tokio::spawn(async move {

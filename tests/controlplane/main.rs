@@ -23,6 +23,7 @@ mod gke_readiness;
 mod jobset_pods;
 mod k8s_controlplane;
 mod kube_service;
+mod lease_race;
 mod real_kubelet;
 mod sim_gke_pods;
 mod sim_kubelet;

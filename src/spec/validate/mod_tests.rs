@@ -795,3 +795,45 @@ fn durations() {
         assert!(parse_duration(bad).is_err(), "{bad:?}");
     }
 }
+
+/// A GCE multi-host slice has a workload policy (its shape's placement is
+/// the workload policy on that backend): two slices pinning one policy name
+/// (`gce.workloadPolicyName`, adopted tpu-operator MIGs) in one project and
+/// region collide, though their MIGs do not; in another region they do not.
+#[test]
+fn gce_workload_policy_names_pinned_twice_in_one_region_are_rejected() {
+    let target = |name: &str, zone: &str| {
+        format!(
+            "---\napiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata: {{name: {name}}}\nspec:\n  project: proj-one\n  zone: {zone}\n  ownerId: o\n  gce:\n    controlPlaneEndpoint: \"10.0.0.2:6443\"\n    kubeApi: {{kubeconfig: /nonexistent}}\n"
+        )
+    };
+    let gce = |name: &str, target: &str, mig: &str| {
+        format!(
+            "---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: {name}}}\nspec:\n  target: {target}\n  backend: gce\n  accelerator: tpu-v6e-slice\n  topology: \"4x4\"\n  gce:\n    migName: {mig}\n    workloadPolicyName: grp-policy-1a2b3c4d\n    image: projects/ubuntu-os-accelerator-images/global/images/img-a\n    bootstrap: {{kubeadm: {{kubernetesVersion: \"1.36\"}}}}\n"
+        )
+    };
+    let same = format!(
+        "{}{}{}",
+        target("k", "us-central1-b"),
+        gce("one", "k", "one-mig"),
+        gce("two", "k", "two-mig")
+    );
+    let diagnostics = load(&[file("p.yaml", &same)]).expect_err("collision");
+    assert_eq!(diagnostics.len(), 2, "{diagnostics:#?}");
+    for d in &diagnostics {
+        assert!(
+            d.message.contains("workload policy name collision")
+                && d.message.contains("\"grp-policy-1a2b3c4d\"")
+                && d.message.contains("project proj-one region us-central1"),
+            "{d}"
+        );
+    }
+    let apart = format!(
+        "{}{}{}{}",
+        target("k", "us-central1-b"),
+        target("e", "europe-west4-a"),
+        gce("one", "k", "one-mig"),
+        gce("two", "e", "two-mig")
+    );
+    load(&[file("p.yaml", &apart)]).expect("different regions");
+}
