@@ -666,6 +666,7 @@ fn plan_scenario(b: &mut Bench, n: usize, gcloud_list: bool) -> Planned {
     let mut all_ok = true;
     for k in 0..b.opts.runs {
         sim.reset_stats();
+        let sim_cpu = run::own_cpu();
         let r = run::run(
             &mut b.slicectl(
                 &sim,
@@ -681,11 +682,14 @@ fn plan_scenario(b: &mut Bench, n: usize, gcloud_list: bool) -> Planned {
                 r.tail(8)
             ));
         }
+        // The bench's own CPU over the run: the simulator serving the lists.
+        let sim_cpu = run::own_cpu().saturating_sub(sim_cpu);
         println!(
-            "  run {k}: {} wall, {} CPU, peak RSS {}",
+            "  run {k}: {} wall, {} CPU, peak RSS {}; simulator {} CPU",
             secs(r.wall),
             secs(r.cpu),
-            mb(r.max_rss)
+            mb(r.max_rss),
+            secs(sim_cpu)
         );
         walls.push(r.wall);
         cpus.push(r.cpu);

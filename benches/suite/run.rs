@@ -112,10 +112,6 @@ fn run_direct(cmd: &mut Command, logs: &Path, tag: &str) -> Run {
     }
     let wall = t0.elapsed();
     drop(child);
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
-            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
-    };
     let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
     Run {
         wall,
@@ -126,6 +122,21 @@ fn run_direct(cmd: &mut Command, logs: &Path, tag: &str) -> Run {
         stdout,
         stderr,
     }
+}
+
+fn tv(t: libc::timeval) -> Duration {
+    Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+        + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+}
+
+/// CPU (user + sys) this process (the bench, with the in-process simulator)
+/// has used so far.
+pub fn own_cpu() -> Duration {
+    // SAFETY: rusage is plain old data; all-zero is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pointer is valid for the call.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 /// Output of a short command, trimmed (empty when it fails).

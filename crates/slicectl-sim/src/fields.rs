@@ -58,6 +58,26 @@ impl Selection {
         }
     }
 
+    /// Whether field `name` of an object survives the selection.
+    pub(crate) fn keeps(&self, name: &str) -> bool {
+        self.0.is_empty() || self.0.iter().any(|(n, _)| n == name || n == "*")
+    }
+
+    /// What is selected within field `name`, when only part of it is:
+    /// `None` when all of it may be (nothing selected, `name` selected
+    /// whole, or `*`). For a producer that leaves out what the selection
+    /// would drop anyway; the selection is still applied to what it makes.
+    pub(crate) fn within(&self, name: &str) -> Option<&Selection> {
+        if self.0.iter().any(|(n, _)| n == "*") {
+            return None;
+        }
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, inner)| inner)
+            .filter(|inner| !inner.0.is_empty())
+    }
+
     /// Folds `path` (`a/b/c`) with its sub-selection into this selection.
     fn push(&mut self, path: Vec<String>, inner: Selection) {
         let mut it = path.into_iter().rev();

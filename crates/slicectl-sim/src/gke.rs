@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::errors::ApiError;
+use super::fields::Selection;
 use super::labels;
 use super::operations::{GkeEffect, GkeOp, OpTiming};
 use super::server::Ctx;
@@ -188,12 +189,23 @@ pub(crate) fn start_cluster_operation(
 
 /// `GET v1/projects/P/locations/L/clusters/C` (a minimal Cluster).
 pub(crate) fn get_cluster(inner: &Inner, ctx: &Ctx, c: &ClusterRef) -> Result<Value, ApiError> {
+    render_cluster(inner, ctx, c, None)
+}
+
+/// A `Cluster`, its pools written with only what `pools_only` (the partial
+/// response asked of them, if any) keeps.
+fn render_cluster(
+    inner: &Inner,
+    ctx: &Ctx,
+    c: &ClusterRef,
+    pools_only: Option<&Selection>,
+) -> Result<Value, ApiError> {
     let created = inner
         .clusters
         .get(&c.key())
         .ok_or_else(|| not_found(&c.key()))?;
     let pools: Vec<Value> = pools_of(inner, c)
-        .map(|(k, rec)| render_pool(k, rec, ctx))
+        .map(|(key, rec)| render_pool(key, rec, ctx, pools_only))
         .collect();
     let mut cluster = json!({
         "name": c.cluster,
@@ -228,6 +240,15 @@ pub(crate) fn get_cluster(inner: &Inner, ctx: &Ctx, c: &ClusterRef) -> Result<Va
 /// it. As on the wire (proto3 JSON), an empty `clusters` list is left out,
 /// and so is `missingZones`: the simulator never misses a zone.
 pub(crate) fn list_clusters(inner: &Inner, ctx: &Ctx, project: &str, location: &str) -> Value {
+    // Pools' fields a partial response (`fields`, applied to the answer
+    // after) drops are not rendered: slicectl's `clusters.list` reads the
+    // pools' names and labels, and rendering all of every pool in the project
+    // cost as much as all its node pool lists.
+    let selection = ctx.query("fields").and_then(|f| Selection::parse(f).ok());
+    let pools_only = selection
+        .as_ref()
+        .and_then(|s| s.within("clusters"))
+        .and_then(|s| s.within("nodePools"));
     let clusters: Vec<Value> = inner
         .clusters
         .keys()
@@ -236,7 +257,7 @@ pub(crate) fn list_clusters(inner: &Inner, ctx: &Ctx, project: &str, location: &
             let wanted = c.project == project && (location == "-" || c.location == location);
             wanted.then_some(c)
         })
-        .filter_map(|c| get_cluster(inner, ctx, &c).ok())
+        .filter_map(|c| render_cluster(inner, ctx, &c, pools_only).ok())
         .collect();
     if clusters.is_empty() {
         json!({})
@@ -261,7 +282,7 @@ fn pools_of<'a>(
 pub(crate) fn list_pools(inner: &Inner, ctx: &Ctx, c: &ClusterRef) -> Result<Value, ApiError> {
     require_cluster(inner, c)?;
     let pools: Vec<Value> = pools_of(inner, c)
-        .map(|(k, rec)| render_pool(k, rec, ctx))
+        .map(|(k, rec)| render_pool(k, rec, ctx, None))
         .collect();
     Ok(json!({ "nodePools": pools }))
 }
@@ -276,7 +297,7 @@ pub(crate) fn get_pool(
     require_cluster(inner, c)?;
     let key = c.pool_key(pool);
     let rec = inner.pools.get(&key).ok_or_else(|| not_found(&key))?;
-    Ok(render_pool(&key, rec, ctx))
+    Ok(render_pool(&key, rec, ctx, None))
 }
 
 fn etag(rec: &PoolRec) -> String {
@@ -306,50 +327,157 @@ pub(crate) fn pool_digest(pool_key: &str) -> String {
     hex::encode(&Sha256::digest(pool_key.as_bytes())[..4])
 }
 
-fn render_pool(key: &str, rec: &PoolRec, ctx: &Ctx) -> Value {
-    let mut v = rec.spec.clone();
-    let Some(obj) = v.as_object_mut() else {
-        return v;
-    };
-    let (project, cluster, pool) = {
-        let parts: Vec<&str> = key.split('/').collect();
-        (
-            parts.get(1).copied().unwrap_or_default(),
-            parts.get(5).copied().unwrap_or_default(),
-            parts.get(7).copied().unwrap_or_default(),
-        )
-    };
-    let digest = pool_digest(key);
-    let urls: Vec<Value> = obj
-        .get("locations")
-        .and_then(Value::as_array)
-        .map(|zones| {
-            zones
-                .iter()
+fn render_pool(key: &str, rec: &PoolRec, ctx: &Ctx, only: Option<&Selection>) -> Value {
+    // Serialising a map of string keys into a `Value` cannot fail.
+    serde_json::to_value(PoolWire {
+        key,
+        rec,
+        ctx,
+        only,
+    })
+    .unwrap_or_default()
+}
+
+/// A stored pool as GKE answers it: its spec with `status`,
+/// `statusMessage`, `conditions`, `selfLink`, `instanceGroupUrls` and
+/// `etag` set, serialised straight from the record. A list of thousands of
+/// pools is written without a `Value` per pool (the clone of each spec and
+/// the maps built from it were most of the simulator's CPU in a 10,000-slice
+/// plan). Key order is the spec's (`preserve_order`), a set field keeping
+/// its place and new ones following in the order above, byte for byte what
+/// inserting them into a clone of the spec gives (`gke_tests.rs`).
+struct PoolWire<'a> {
+    key: &'a str,
+    rec: &'a PoolRec,
+    ctx: &'a Ctx,
+    /// The partial response (`fields`) asked of each pool, if any: fields it
+    /// drops are not written (nor their etag computed).
+    only: Option<&'a Selection>,
+}
+
+impl PoolWire<'_> {
+    fn keeps(&self, field: &str) -> bool {
+        self.only.is_none_or(|s| s.keeps(field))
+    }
+
+    /// The fields set over the spec, in order (those the selection keeps).
+    fn overrides(&self) -> Vec<(&'static str, Value)> {
+        let mut set = vec![("status", json!(self.rec.status))];
+        if let Some(m) = &self.rec.status_message {
+            set.push(("statusMessage", json!(m)));
+        }
+        if !self.rec.conditions.is_empty() {
+            set.push(("conditions", Value::Array(self.rec.conditions.clone())));
+        }
+        let base = &self.ctx.base;
+        if self.keeps("selfLink") {
+            let link = format!("{base}/{}/{}", self.ctx.version, self.key);
+            set.push(("selfLink", Value::String(link)));
+        }
+        if self.keeps("instanceGroupUrls") {
+            let parts: Vec<&str> = self.key.split('/').collect();
+            let part = |i: usize| parts.get(i).copied().unwrap_or_default();
+            let (project, cluster, pool) = (part(1), part(5), part(7));
+            let digest = pool_digest(self.key);
+            let zones = self.rec.spec.get("locations").and_then(Value::as_array);
+            let urls = zones
+                .into_iter()
+                .flatten()
                 .filter_map(Value::as_str)
                 .map(|z| {
-                    json!(format!(
-                        "{}/compute/v1/projects/{project}/zones/{z}/instanceGroupManagers/gke-{cluster}-{pool}-{digest}-grp",
-                        ctx.base
+                    Value::String(format!(
+                        "{base}/compute/v1/projects/{project}/zones/{z}/instanceGroupManagers/gke-{cluster}-{pool}-{digest}-grp"
                     ))
                 })
-                .collect()
+                .collect();
+            set.push(("instanceGroupUrls", Value::Array(urls)));
+        }
+        if self.keeps("etag") {
+            set.push(("etag", Value::String(etag(self.rec))));
+        }
+        set.retain(|(k, _)| self.keeps(k));
+        set
+    }
+}
+
+impl serde::Serialize for PoolWire<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Some(spec) = self.rec.spec.as_object() else {
+            return self.rec.spec.serialize(s);
+        };
+        let set = self.overrides();
+        let over = |k: &str| set.iter().find(|(name, _)| *name == k).map(|(_, v)| v);
+        let mut map = s.serialize_map(None)?;
+        for (k, v) in spec.iter().filter(|(k, _)| self.keeps(k)) {
+            map.serialize_entry(k, over(k).unwrap_or(v))?;
+        }
+        for (k, v) in &set {
+            if !spec.contains_key(*k) {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// A list answer (`{"<field>": [...]}`) serialised from an iterator of
+/// items, without collecting them.
+struct ListWire<F>(&'static str, F);
+
+impl<F, I, T> serde::Serialize for ListWire<F>
+where
+    F: Fn() -> I,
+    I: Iterator<Item = T>,
+    T: serde::Serialize,
+{
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        struct Items<'f, F>(&'f F);
+        impl<F, I, T> serde::Serialize for Items<'_, F>
+        where
+            F: Fn() -> I,
+            I: Iterator<Item = T>,
+            T: serde::Serialize,
+        {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq((self.0)())
+            }
+        }
+        let mut map = s.serialize_map(Some(1))?;
+        map.serialize_entry(self.0, &Items(&self.1))?;
+        map.end()
+    }
+}
+
+/// Writes a list answer as JSON text.
+fn list_bytes<F, I, T>(field: &'static str, items: F) -> Result<Vec<u8>, ApiError>
+where
+    F: Fn() -> I,
+    I: Iterator<Item = T>,
+    T: serde::Serialize,
+{
+    serde_json::to_vec(&ListWire(field, items))
+        .map_err(|e| ApiError::internal(format!("simulator: writing the {field} list: {e}")))
+}
+
+/// `GET …/clusters/C/nodePools` as JSON text, byte for byte what
+/// [`list_pools`] serialises to (`gke_tests.rs`), written straight from the
+/// stored pools.
+pub(crate) fn list_pools_bytes(
+    inner: &Inner,
+    ctx: &Ctx,
+    c: &ClusterRef,
+) -> Result<Vec<u8>, ApiError> {
+    require_cluster(inner, c)?;
+    list_bytes("nodePools", || {
+        pools_of(inner, c).map(|(key, rec)| PoolWire {
+            key,
+            rec,
+            ctx,
+            only: None,
         })
-        .unwrap_or_default();
-    obj.insert("status".into(), json!(rec.status));
-    if let Some(m) = &rec.status_message {
-        obj.insert("statusMessage".into(), json!(m));
-    }
-    if !rec.conditions.is_empty() {
-        obj.insert("conditions".into(), Value::Array(rec.conditions.clone()));
-    }
-    obj.insert(
-        "selfLink".into(),
-        json!(format!("{}/{}/{key}", ctx.base, ctx.version)),
-    );
-    obj.insert("instanceGroupUrls".into(), Value::Array(urls));
-    obj.insert("etag".into(), json!(etag(rec)));
-    v
+    })
 }
 
 fn set_default(obj: &mut Map<String, Value>, key: &str, value: Value) {
@@ -831,11 +959,37 @@ pub(crate) fn get_operation(
 
 /// `GET v1/projects/P/locations/L/operations` (`-` for all locations).
 pub(crate) fn list_operations(inner: &Inner, ctx: &Ctx, project: &str, location: &str) -> Value {
-    let ops: Vec<Value> = inner
-        .gke_ops
-        .iter()
-        .filter(|op| op.project == project && (location == "-" || op.location == location))
+    let ops: Vec<Value> = ops_in(inner, project, location)
         .map(|op| op.to_json(&ctx.base, &ctx.version))
         .collect();
     json!({ "operations": ops })
 }
+
+/// `GET v1/projects/P/locations/L/operations` as JSON text, byte for byte
+/// what [`list_operations`] serialises to (`gke_tests.rs`), written without
+/// a `Value` per operation.
+pub(crate) fn list_operations_bytes(
+    inner: &Inner,
+    ctx: &Ctx,
+    project: &str,
+    location: &str,
+) -> Result<Vec<u8>, ApiError> {
+    list_bytes("operations", || {
+        ops_in(inner, project, location).map(|op| op.wire(&ctx.base, &ctx.version))
+    })
+}
+
+fn ops_in<'a>(
+    inner: &'a Inner,
+    project: &'a str,
+    location: &'a str,
+) -> impl Iterator<Item = &'a GkeOp> {
+    inner
+        .gke_ops
+        .iter()
+        .filter(move |op| op.project == project && (location == "-" || op.location == location))
+}
+
+#[cfg(test)]
+#[path = "gke_tests.rs"]
+mod tests;

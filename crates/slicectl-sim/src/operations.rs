@@ -106,40 +106,93 @@ pub(crate) struct GkeOp {
 impl GkeOp {
     /// Renders the operation; `base` is `scheme://host`, `version` `v1` or `v1beta1`.
     pub fn to_json(&self, base: &str, version: &str) -> Value {
-        let mut op = json!({
-            "name": self.name,
-            "zone": self.location,
-            "location": self.location,
-            "operationType": self.op_type,
-            "status": if self.done { "DONE" } else { "RUNNING" },
+        // Serialising a struct of strings into a `Value` cannot fail.
+        serde_json::to_value(self.wire(base, version)).unwrap_or_default()
+    }
+
+    /// The operation as GKE answers it, ready to serialise (a list of
+    /// thousands is written without a `Value` per operation).
+    pub fn wire<'a>(&'a self, base: &str, version: &str) -> GkeOpWire<'a> {
+        let done = self.done;
+        let status = if done { "DONE" } else { "RUNNING" };
+        // GKE reports a create's stockout in the operation's
+        // clusterConditions (code GCE_STOCKOUT) with nodepoolConditions
+        // empty (issue text; terraform-provider-google stockout reports).
+        let failed = self.error.as_ref().filter(|_| done);
+        let error = failed.filter(|e| e.code != 0);
+        GkeOpWire {
+            name: &self.name,
+            zone: &self.location,
+            location: &self.location,
+            operation_type: self.op_type,
+            status,
             // Like real GKE, operation links name the project by its number,
             // and a zonal cluster's links say `zones/`, not `locations/`
             // (`…/projects/<number>/zones/<zone>/clusters/<c>/…`; issue text,
             // as GKE answers for zonal clusters).
-            "selfLink": format!("{base}/{version}/projects/{}/{}/{}/operations/{}",
-                project_number(&self.project), location_segment(&self.location), self.location, self.name),
-            "targetLink": format!("{base}/{version}/{}", zonal_links(&with_project_number(self.effect.target()), &self.location)),
-            "startTime": self.timing.start_rfc3339(),
-        });
-        if self.done {
-            op["endTime"] = json!(self.timing.end_rfc3339());
-            op["progress"] = json!({"status": "DONE"});
-        } else {
-            op["progress"] = json!({"status": "RUNNING"});
+            self_link: format!(
+                "{base}/{version}/projects/{}/{}/{}/operations/{}",
+                project_number(&self.project),
+                location_segment(&self.location),
+                self.location,
+                self.name
+            ),
+            target_link: format!(
+                "{base}/{version}/{}",
+                zonal_links(&with_project_number(self.effect.target()), &self.location)
+            ),
+            start_time: self.timing.start_rfc3339(),
+            end_time: done.then(|| self.timing.end_rfc3339()),
+            progress: Progress { status },
+            error: error.map(|e| RpcStatus {
+                code: e.code,
+                message: &e.message,
+                details: [],
+            }),
+            status_message: error.map(|e| e.message.as_str()),
+            detail: error.map(|e| e.message.as_str()),
+            cluster_conditions: failed.map(|e| e.conditions.as_slice()),
         }
-        if let (true, Some(e)) = (self.done, &self.error) {
-            if e.code != 0 {
-                op["error"] = json!({"code": e.code, "message": e.message, "details": []});
-                op["statusMessage"] = json!(e.message);
-                op["detail"] = json!(e.message);
-            }
-            // GKE reports a create's stockout in the operation's
-            // clusterConditions (code GCE_STOCKOUT) with nodepoolConditions
-            // empty (issue text; terraform-provider-google stockout reports).
-            op["clusterConditions"] = Value::Array(e.conditions.clone());
-        }
-        op
     }
+}
+
+/// A GKE `Operation` on the wire, fields in the order GKE's JSON (and the
+/// simulator before it wrote them this way) has them.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct GkeOpWire<'a> {
+    name: &'a str,
+    zone: &'a str,
+    location: &'a str,
+    operation_type: &'static str,
+    status: &'static str,
+    self_link: String,
+    target_link: String,
+    start_time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    end_time: Option<String>,
+    progress: Progress,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<RpcStatus<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster_conditions: Option<&'a [Value]>,
+}
+
+#[derive(serde::Serialize)]
+struct Progress {
+    status: &'static str,
+}
+
+/// `google.rpc.Status` with no details.
+#[derive(serde::Serialize)]
+struct RpcStatus<'a> {
+    code: i32,
+    message: &'a str,
+    details: [(); 0],
 }
 
 /// Where a compute operation lives.
