@@ -479,5 +479,5 @@ pub async fn reconcile_shaped(
 }
 
 #[cfg(test)]
-#[path = "engine_tests.rs"]
+#[path = "engine/tests.rs"]
 mod tests;

@@ -254,5 +254,5 @@ fn counts(r: &crate::resource::compute::Reservation) -> Option<(u64, u64)> {
 }
 
 #[cfg(test)]
-#[path = "preflight_tests.rs"]
+#[path = "preflight/tests.rs"]
 mod tests;

@@ -378,5 +378,5 @@ fn supervise(dir: &Path, debounce: Duration, tx: &UnboundedSender<()>) {
 }
 
 #[cfg(test)]
-#[path = "watch_tests.rs"]
+#[path = "watch/tests.rs"]
 mod tests;

@@ -254,5 +254,5 @@ pub async fn run_every(
 }
 
 #[cfg(test)]
-#[path = "drain_tests.rs"]
+#[path = "drain/tests.rs"]
 mod tests;

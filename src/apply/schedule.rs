@@ -259,5 +259,5 @@ impl Drop for Blocked {
 }
 
 #[cfg(test)]
-#[path = "schedule_tests.rs"]
+#[path = "schedule/tests.rs"]
 mod tests;

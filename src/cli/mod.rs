@@ -1292,7 +1292,9 @@ async fn apply_saved(path: &Path, conn: &Connection, exec: &Exec) -> Result<u8> 
 }
 
 #[cfg(test)]
+#[path = "token_file/tests.rs"]
 mod token_file_tests;
 
 #[cfg(test)]
+#[path = "sim_quota/tests.rs"]
 mod sim_quota_tests;

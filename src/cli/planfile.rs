@@ -236,5 +236,5 @@ pub fn load(path: &Path) -> Result<SavedPlan> {
 }
 
 #[cfg(test)]
-#[path = "planfile_tests.rs"]
+#[path = "planfile/tests.rs"]
 mod tests;

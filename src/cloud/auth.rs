@@ -183,5 +183,5 @@ impl TokenSource for GcpAuth {
 }
 
 #[cfg(test)]
-#[path = "auth_tests.rs"]
+#[path = "auth/tests.rs"]
 mod tests;

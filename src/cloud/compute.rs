@@ -862,5 +862,5 @@ pub fn operation_result(op: Operation) -> Result<Operation, CloudError> {
 }
 
 #[cfg(test)]
-#[path = "compute_tests.rs"]
+#[path = "compute/tests.rs"]
 mod tests;

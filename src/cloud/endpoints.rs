@@ -149,5 +149,5 @@ pub(crate) fn segment<'a>(what: &str, value: &'a str) -> Result<&'a str, CloudEr
 }
 
 #[cfg(test)]
-#[path = "endpoints_tests.rs"]
+#[path = "endpoints/tests.rs"]
 mod tests;

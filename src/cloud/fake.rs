@@ -1527,5 +1527,5 @@ impl FakeCloud {
 }
 
 #[cfg(test)]
-#[path = "fake_tests.rs"]
+#[path = "fake/tests.rs"]
 mod tests;

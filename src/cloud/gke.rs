@@ -348,5 +348,5 @@ pub fn operation_result(op: Operation) -> Result<Operation, CloudError> {
 }
 
 #[cfg(test)]
-#[path = "gke_tests.rs"]
+#[path = "gke/tests.rs"]
 mod tests;

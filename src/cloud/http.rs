@@ -352,9 +352,9 @@ fn project_of_url(url: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "http_stream_tests.rs"]
+#[path = "http_stream/tests.rs"]
 mod stream_tests;
 
 #[cfg(test)]
-#[path = "http_tests.rs"]
+#[path = "http/tests.rs"]
 mod tests;

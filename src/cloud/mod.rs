@@ -21,6 +21,7 @@ pub mod error;
 pub mod fake;
 pub mod gke;
 mod http;
+#[path = "list/tests.rs"]
 mod list_tests;
 mod poller;
 
@@ -397,5 +398,5 @@ pub(crate) fn poll_delay(p: &PollPolicy, elapsed: Duration) -> Duration {
 }
 
 #[cfg(test)]
-#[path = "mod_tests.rs"]
+#[path = "tests.rs"]
 mod tests;

@@ -240,5 +240,5 @@ impl<Op: Polled> Poller<Op> {
 }
 
 #[cfg(test)]
-#[path = "poller_tests.rs"]
+#[path = "poller/tests.rs"]
 mod tests;

@@ -235,5 +235,5 @@ impl CapacityTracker {
 }
 
 #[cfg(test)]
-#[path = "capacity_tests.rs"]
+#[path = "capacity/tests.rs"]
 mod tests;

@@ -275,5 +275,5 @@ fn publish(
 }
 
 #[cfg(test)]
-#[path = "configmap_tests.rs"]
+#[path = "configmap/tests.rs"]
 mod tests;

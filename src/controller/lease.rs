@@ -58,5 +58,5 @@ pub async fn manager(
 }
 
 #[cfg(test)]
-#[path = "lease_tests.rs"]
+#[path = "lease/tests.rs"]
 mod tests;

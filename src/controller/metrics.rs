@@ -337,5 +337,5 @@ impl crate::apply::Progress for CountingProgress {
 }
 
 #[cfg(test)]
-#[path = "metrics_tests.rs"]
+#[path = "metrics/tests.rs"]
 mod tests;

@@ -166,5 +166,5 @@ pub fn namespace(flag: Option<&str>) -> String {
 }
 
 #[cfg(test)]
-#[path = "mod_tests.rs"]
+#[path = "tests.rs"]
 mod tests;

@@ -195,5 +195,5 @@ where
 }
 
 #[cfg(test)]
-#[path = "owner_tests.rs"]
+#[path = "owner/tests.rs"]
 mod tests;

@@ -82,5 +82,5 @@ pub async fn serve(addr: SocketAddr, h: Arc<Health>) -> std::io::Result<SocketAd
 }
 
 #[cfg(test)]
-#[path = "server_tests.rs"]
+#[path = "server/tests.rs"]
 mod tests;

@@ -262,5 +262,5 @@ impl<P: CycleSink, W: StatusStore> CycleSink for ControllerSink<P, W> {
 }
 
 #[cfg(test)]
-#[path = "sink_tests.rs"]
+#[path = "sink/tests.rs"]
 mod tests;

@@ -131,5 +131,5 @@ pub fn judge(nodes: &[&NodeView], e: &Expect) -> Readiness {
 }
 
 #[cfg(test)]
-#[path = "readiness_tests.rs"]
+#[path = "readiness/tests.rs"]
 mod tests;

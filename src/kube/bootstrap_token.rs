@@ -186,5 +186,5 @@ impl BootstrapToken {
 }
 
 #[cfg(test)]
-#[path = "bootstrap_token_tests.rs"]
+#[path = "bootstrap_token/tests.rs"]
 mod tests;

@@ -36,5 +36,5 @@ pub fn ca_cert_hash(pem: &str) -> Result<String, CaError> {
 }
 
 #[cfg(test)]
-#[path = "ca_tests.rs"]
+#[path = "ca/tests.rs"]
 pub(crate) mod tests;

@@ -1321,5 +1321,5 @@ impl KubeService for KubeClients {
 }
 
 #[cfg(test)]
-#[path = "clients_tests.rs"]
+#[path = "clients/tests.rs"]
 mod tests;

@@ -1061,5 +1061,5 @@ pub fn sample_device_plugin(image: &str) -> DevicePluginObjects {
 }
 
 #[cfg(test)]
-#[path = "fake_tests.rs"]
+#[path = "fake/tests.rs"]
 mod tests;

@@ -178,5 +178,5 @@ pub fn kubeconfig(c: &ClusterRef, server: &GkeServer, token: Option<SecretString
 }
 
 #[cfg(test)]
-#[path = "gke_tests.rs"]
+#[path = "gke/tests.rs"]
 mod tests;

@@ -186,5 +186,5 @@ pub fn untrusted_problems(k: &Kubeconfig) -> Vec<String> {
 }
 
 #[cfg(test)]
-#[path = "kubeconfig_tests.rs"]
+#[path = "kubeconfig/tests.rs"]
 mod tests;

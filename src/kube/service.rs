@@ -396,5 +396,5 @@ pub fn is_cordoned(node: &Node) -> bool {
 }
 
 #[cfg(test)]
-#[path = "service_tests.rs"]
+#[path = "service/tests.rs"]
 mod tests;

@@ -383,5 +383,5 @@ pub async fn observe(cloud: &Cloud, fleet: &Fleet, kinds: &[&dyn RegisteredKind]
 }
 
 #[cfg(test)]
-#[path = "mod_tests.rs"]
+#[path = "tests.rs"]
 mod tests;

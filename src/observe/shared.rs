@@ -116,5 +116,5 @@ impl GkeService for SharedListings {
 }
 
 #[cfg(test)]
-#[path = "shared_tests.rs"]
+#[path = "shared/tests.rs"]
 mod tests;

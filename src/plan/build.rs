@@ -1391,5 +1391,5 @@ fn action(
 }
 
 #[cfg(test)]
-#[path = "build_tests.rs"]
+#[path = "build/tests.rs"]
 mod tests;

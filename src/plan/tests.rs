@@ -3081,5 +3081,5 @@ fn the_other_shards_clusters_are_not_left_behind() {
     assert!(Owners::of(&bare, &ks).left_behind(&serve, Some(&own)));
 }
 
-#[path = "preflight_tests.rs"]
+#[path = "preflight/tests.rs"]
 mod preflight_tests;

@@ -599,5 +599,5 @@ pub struct ListOperationsResponse {
 }
 
 #[cfg(test)]
-#[path = "gke_tests.rs"]
+#[path = "gke/tests.rs"]
 mod tests;

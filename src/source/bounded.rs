@@ -99,5 +99,5 @@ pub fn read_regular_with_meta(
 }
 
 #[cfg(test)]
-#[path = "bounded_tests.rs"]
+#[path = "bounded/tests.rs"]
 mod tests;

@@ -307,5 +307,5 @@ pub(crate) fn display_path(path: &Path, cwd: Option<&Path>) -> PathBuf {
 }
 
 #[cfg(test)]
-#[path = "dir_tests.rs"]
+#[path = "dir/tests.rs"]
 mod tests;

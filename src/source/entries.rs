@@ -157,5 +157,5 @@ pub struct Listing {
 }
 
 #[cfg(test)]
-#[path = "entries_tests.rs"]
+#[path = "entries/tests.rs"]
 mod tests;

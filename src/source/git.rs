@@ -265,5 +265,5 @@ fn walk(
 }
 
 #[cfg(test)]
-#[path = "git_tests.rs"]
+#[path = "git/tests.rs"]
 mod tests;

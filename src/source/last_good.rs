@@ -204,5 +204,5 @@ fn located_in(diagnostics: &[Diagnostic], present: &BTreeSet<&PathBuf>) -> BTree
 }
 
 #[cfg(test)]
-#[path = "last_good_tests.rs"]
+#[path = "last_good/tests.rs"]
 mod tests;

@@ -93,5 +93,5 @@ impl Stamper {
 }
 
 #[cfg(test)]
-#[path = "stamp_tests.rs"]
+#[path = "stamp/tests.rs"]
 mod tests;

@@ -643,5 +643,5 @@ pub fn resolve(
 }
 
 #[cfg(test)]
-#[path = "catalog_tests.rs"]
+#[path = "catalog/tests.rs"]
 mod tests;

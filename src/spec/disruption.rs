@@ -206,5 +206,5 @@ impl Policy {
 }
 
 #[cfg(test)]
-#[path = "disruption_tests.rs"]
+#[path = "disruption/tests.rs"]
 mod tests;

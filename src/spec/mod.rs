@@ -7,6 +7,7 @@ pub mod disruption;
 pub mod model;
 pub mod names;
 pub mod parse;
+#[path = "parse_scan/tests.rs"]
 mod parse_scan_tests;
 pub mod schema;
 pub mod shard;
@@ -289,5 +290,5 @@ impl Fleet {
 }
 
 #[cfg(test)]
-#[path = "mod_tests.rs"]
+#[path = "tests.rs"]
 mod tests;

@@ -71,5 +71,5 @@ pub fn mig(slice: &str, replica: u32) -> String {
 }
 
 #[cfg(test)]
-#[path = "names_tests.rs"]
+#[path = "names/tests.rs"]
 mod tests;

@@ -824,5 +824,5 @@ fn parse_document(
 }
 
 #[cfg(test)]
-#[path = "parse_tests.rs"]
+#[path = "parse/tests.rs"]
 mod tests;

@@ -244,5 +244,5 @@ pub fn json_schema_string() -> String {
 }
 
 #[cfg(test)]
-#[path = "schema_tests.rs"]
+#[path = "schema/tests.rs"]
 mod tests;

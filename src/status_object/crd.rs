@@ -177,5 +177,5 @@ pub fn crd_yaml() -> Result<String, serde_saphyr::ser::Error> {
 }
 
 #[cfg(test)]
-#[path = "crd_tests.rs"]
+#[path = "crd/tests.rs"]
 mod tests;

@@ -401,5 +401,5 @@ impl Term {
 }
 
 #[cfg(test)]
-#[path = "aggregated_tests.rs"]
+#[path = "aggregated/tests.rs"]
 mod tests;

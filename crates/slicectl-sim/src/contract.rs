@@ -165,5 +165,5 @@ pub fn provider_id(project: &str, zone: &str, instance: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "contract_tests.rs"]
+#[path = "contract/tests.rs"]
 mod tests;

@@ -443,5 +443,5 @@ pub fn monitoring() -> Result<&'static Discovery, String> {
 }
 
 #[cfg(test)]
-#[path = "discovery_tests.rs"]
+#[path = "discovery/tests.rs"]
 mod tests;

@@ -168,5 +168,5 @@ impl Parser<'_> {
 }
 
 #[cfg(test)]
-#[path = "fields_tests.rs"]
+#[path = "fields/tests.rs"]
 mod tests;

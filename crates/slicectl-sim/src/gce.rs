@@ -2033,5 +2033,5 @@ fn metadata_items(items: Option<&Value>) -> Vec<(String, String)> {
 }
 
 #[cfg(test)]
-#[path = "gce_tests.rs"]
+#[path = "gce/tests.rs"]
 mod tests;

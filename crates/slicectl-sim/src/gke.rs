@@ -991,5 +991,5 @@ fn ops_in<'a>(
 }
 
 #[cfg(test)]
-#[path = "gke_tests.rs"]
+#[path = "gke/tests.rs"]
 mod tests;

@@ -105,5 +105,5 @@ pub fn ca_cert_hash(pem: &str) -> Result<String, CaError> {
 }
 
 #[cfg(test)]
-#[path = "kubeadm_tests.rs"]
+#[path = "kubeadm/tests.rs"]
 mod tests;

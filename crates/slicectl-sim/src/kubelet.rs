@@ -848,5 +848,5 @@ impl Backoff {
 }
 
 #[cfg(test)]
-#[path = "kubelet_tests.rs"]
+#[path = "kubelet/tests.rs"]
 mod tests;

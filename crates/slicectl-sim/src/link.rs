@@ -787,5 +787,5 @@ pub(crate) async fn delete_nodes(client: &kube::Client, names: &[String]) {
 }
 
 #[cfg(test)]
-#[path = "link_tests.rs"]
+#[path = "link/tests.rs"]
 mod tests;

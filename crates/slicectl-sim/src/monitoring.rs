@@ -198,5 +198,5 @@ pub(crate) fn list_time_series(inner: &Inner, ctx: &Ctx, project: &str) -> Resul
 }
 
 #[cfg(test)]
-#[path = "monitoring_tests.rs"]
+#[path = "monitoring/tests.rs"]
 mod tests;

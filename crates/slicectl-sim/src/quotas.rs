@@ -717,5 +717,5 @@ pub(crate) fn denied(config: &FaultConfig, r: &Resolved, ctx: &Ctx) -> Option<Ap
 }
 
 #[cfg(test)]
-#[path = "quotas_tests.rs"]
+#[path = "quotas/tests.rs"]
 mod tests;

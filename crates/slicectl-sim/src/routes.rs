@@ -473,5 +473,5 @@ fn compute(method: &Method, p: &str, rest: &[&str]) -> Option<Endpoint> {
 }
 
 #[cfg(test)]
-#[path = "routes_tests.rs"]
+#[path = "routes/tests.rs"]
 mod tests;

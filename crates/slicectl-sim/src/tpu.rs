@@ -244,5 +244,5 @@ pub fn region_of(zone: &str) -> &str {
 }
 
 #[cfg(test)]
-#[path = "tpu_tests.rs"]
+#[path = "tpu/tests.rs"]
 mod tests;

@@ -260,5 +260,5 @@ pub fn adopted_description(desired: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "adopt_tests.rs"]
+#[path = "adopt/tests.rs"]
 mod tests;

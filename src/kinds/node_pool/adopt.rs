@@ -365,5 +365,5 @@ pub fn without_ownership(p: &NodePool) -> NodePool {
 }
 
 #[cfg(test)]
-#[path = "adopt_tests.rs"]
+#[path = "adopt/tests.rs"]
 mod tests;

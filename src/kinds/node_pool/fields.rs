@@ -236,5 +236,5 @@ pub fn in_place_changes(
 }
 
 #[cfg(test)]
-#[path = "fields_tests.rs"]
+#[path = "fields/tests.rs"]
 mod tests;

@@ -140,5 +140,5 @@ fn safe_encode_string(s: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "provisioner_hash_tests.rs"]
+#[path = "provisioner_hash/tests.rs"]
 mod tests;

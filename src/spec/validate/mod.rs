@@ -1637,5 +1637,5 @@ pub fn gce_label_value_problem(value: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-#[path = "mod_tests.rs"]
+#[path = "tests.rs"]
 mod tests;

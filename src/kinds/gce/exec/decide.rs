@@ -395,5 +395,5 @@ pub fn decide(seen: &Seen<'_>) -> Vec<Move> {
 }
 
 #[cfg(test)]
-#[path = "decide_tests.rs"]
+#[path = "decide/tests.rs"]
 mod tests;
