@@ -21,6 +21,7 @@ pub mod error;
 pub mod kind;
 pub mod kinds;
 pub mod kube;
+pub mod labels;
 pub mod observe;
 pub mod plan;
 pub mod preflight;

@@ -30,14 +30,25 @@ impl Observed {
         items: Vec<T>,
         operations: Vec<OperationRecord>,
     ) -> Self {
+        Observed::shared(scope, items.into_iter().map(Arc::new), operations)
+    }
+
+    /// [`Observed::new`] for bodies already in their `Arc`s (as node pools
+    /// are decoded): each becomes a live body as it is, not copied. The
+    /// list is built afresh, not in place of the items' own (whose
+    /// capacity, sized for whole bodies, would outlive them).
+    pub fn shared<T: Resource>(
+        scope: &Scope,
+        items: impl ExactSizeIterator<Item = Arc<T>>,
+        operations: Vec<OperationRecord>,
+    ) -> Self {
+        let mut resources = Vec::with_capacity(items.len());
+        resources.extend(items.map(|b| LiveResource {
+            scope: scope.clone(),
+            body: b as Body,
+        }));
         Observed {
-            resources: items
-                .into_iter()
-                .map(|b| LiveResource {
-                    scope: scope.clone(),
-                    body: Arc::new(b) as Body,
-                })
-                .collect(),
+            resources,
             operations,
         }
     }

@@ -147,10 +147,18 @@ async fn run(cmd: Command) -> Result<u8> {
             detailed_exitcode,
             out,
         } => {
-            let Some(loaded) = load_observable(&dir)? else {
+            let Some(Loaded { fleet, files }) = load_observable(&dir)? else {
                 return Ok(EXIT_ERROR);
             };
-            let fleet = &loaded.fleet;
+            // The spec files' text goes into a saved plan only: dropped before
+            // observing otherwise (2.5 MB of a 10,000-slice plan's peak).
+            let files = if out.is_some() {
+                files
+            } else {
+                drop(files);
+                Vec::new()
+            };
+            let fleet = &fleet;
             let session = Session::connect(&conn, fleet).await?;
             let opts = plan_options(&safety);
             let planned =
@@ -170,7 +178,7 @@ async fn run(cmd: Command) -> Result<u8> {
                 planfile::save(
                     &path,
                     &plan,
-                    &loaded.files,
+                    &files,
                     planfile::SavedOptions {
                         max_destroy: opts.max_destroy,
                         allow_empty_source: opts.allow_empty_source,

@@ -22,7 +22,10 @@ use crate::resource::{ClusterRef, ProjectRef, ZoneRef};
 #[async_trait]
 pub trait GkeService: Send + Sync {
     /// Every node pool of a cluster.
-    async fn list_node_pools(&self, cluster: &ClusterRef) -> Result<Vec<NodePool>, CloudError>;
+    /// A cluster's node pools, each in its own `Arc` as it is decoded: the
+    /// observation hands them to the planner as they are, with no copy.
+    async fn list_node_pools(&self, cluster: &ClusterRef)
+    -> Result<Vec<Arc<NodePool>>, CloudError>;
     /// One node pool.
     async fn get_node_pool(&self, cluster: &ClusterRef, name: &str)
     -> Result<NodePool, CloudError>;
@@ -63,6 +66,9 @@ pub trait GkeService: Send + Sync {
     /// Operations of a location, shareable: an observation wraps the
     /// service so that each location is listed once, however many of its
     /// clusters are observed ([`crate::observe`]). By default, a fresh list.
+    /// Observation reads only the unsettled ones
+    /// ([`crate::cloud::gke::is_unsettled`]): an implementation may leave out
+    /// the rest (the Google Cloud client does, as it decodes).
     async fn list_operations_shared(
         &self,
         project: &str,
@@ -319,7 +325,10 @@ impl From<CloudClient> for Cloud {
 
 #[async_trait]
 impl GkeService for CloudClient {
-    async fn list_node_pools(&self, cluster: &ClusterRef) -> Result<Vec<NodePool>, CloudError> {
+    async fn list_node_pools(
+        &self,
+        cluster: &ClusterRef,
+    ) -> Result<Vec<Arc<NodePool>>, CloudError> {
         self.gke().list_node_pools(cluster).await
     }
     async fn get_node_pool(
@@ -362,6 +371,19 @@ impl GkeService for CloudClient {
         location: &str,
     ) -> Result<Vec<gke::Operation>, CloudError> {
         self.gke().list_operations(project, location).await
+    }
+    /// Only what observation reads of the list (running operations and
+    /// failed ones), kept as they are decoded.
+    async fn list_operations_shared(
+        &self,
+        project: &str,
+        location: &str,
+    ) -> Result<Arc<Vec<gke::Operation>>, CloudError> {
+        Ok(Arc::new(
+            self.gke()
+                .list_unsettled_operations(project, location)
+                .await?,
+        ))
     }
     async fn get_operation(
         &self,

@@ -698,9 +698,12 @@ fn with_status(f: &FakeMig, running: i32) -> InstanceGroupManager {
 
 #[async_trait]
 impl GkeService for FakeCloud {
-    async fn list_node_pools(&self, cluster: &ClusterRef) -> Result<Vec<NodePool>, CloudError> {
+    async fn list_node_pools(
+        &self,
+        cluster: &ClusterRef,
+    ) -> Result<Vec<Arc<NodePool>>, CloudError> {
         self.call("list_node_pools", &cluster.path())?;
-        Ok(self.pools(cluster))
+        Ok(self.pools(cluster).into_iter().map(Arc::new).collect())
     }
 
     async fn get_node_pool(

@@ -9,8 +9,8 @@ use super::endpoints::segment;
 use super::error::{CloudError, STOCKOUT_CODES, rpc_code_name};
 use super::http::Request;
 use crate::resource::gke::{
-    ClusterAccess, CreateNodePoolRequest, ListClustersResponse, ListNodePoolsResponse,
-    ListOperationsResponse, NodePool, Operation, UpdateNodePoolRequest,
+    ClusterAccess, CreateNodePoolRequest, ListClustersResponse, ListOperationsResponse, NodePool,
+    Operation, UpdateNodePoolRequest,
 };
 
 pub use crate::resource::ClusterRef;
@@ -57,6 +57,57 @@ impl ClusterRef {
         segment("cluster", &self.name)?;
         Ok(self.path())
     }
+}
+
+/// `ListNodePoolsResponse` as observation decodes it: each pool straight
+/// into its own `Arc`, which becomes the planner's live body as it is (a
+/// `Vec<NodePool>` moved into `Arc`s held every pool twice while a
+/// 10,000-pool fleet was observed: 8 MB of the plan's heap peak).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SharedNodePools {
+    #[serde(default)]
+    node_pools: Vec<std::sync::Arc<NodePool>>,
+}
+
+/// `ListOperationsResponse` with only the operations observation reads
+/// ([`GkeApi::list_unsettled_operations`]).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct UnsettledOperations {
+    #[serde(default, deserialize_with = "unsettled")]
+    operations: Vec<Operation>,
+}
+
+/// Whether observation reads an operation: still running, or finished
+/// with an error.
+pub fn is_unsettled(op: &Operation) -> bool {
+    op.status != "DONE" || op.error.is_some()
+}
+
+/// A list of operations, keeping only the [`is_unsettled`] ones as each is
+/// decoded.
+fn unsettled<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Operation>, D::Error> {
+    struct Keep;
+    impl<'de> serde::de::Visitor<'de> for Keep {
+        type Value = Vec<Operation>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of operations")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(op) = seq.next_element::<Operation>()? {
+                if is_unsettled(&op) {
+                    out.push(op);
+                }
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Keep)
 }
 
 /// The fields of `clusters.list` slicectl reads
@@ -110,14 +161,17 @@ impl<'a> GkeApi<'a> {
     }
 
     /// All node pools of a cluster (`nodePools.list`; GKE does not page it).
-    pub async fn list_node_pools(&self, cluster: &ClusterRef) -> Result<Vec<NodePool>, CloudError> {
+    pub async fn list_node_pools(
+        &self,
+        cluster: &ClusterRef,
+    ) -> Result<Vec<std::sync::Arc<NodePool>>, CloudError> {
         let url = self.url(&format!("{}/nodePools", cluster.checked_path()?));
         let req = Request::new(
             Method::GET,
             "container.projects.locations.clusters.nodePools.list",
             url,
         );
-        let resp: ListNodePoolsResponse = self.inner.call(&req).await?;
+        let resp: SharedNodePools = self.inner.call(&req).await?;
         Ok(resp.node_pools)
     }
 
@@ -219,23 +273,48 @@ impl<'a> GkeApi<'a> {
         self.inner.call(&req).await
     }
 
+    /// `operations.list` of a location.
+    fn list_operations_request(
+        &self,
+        project: &str,
+        location: &str,
+    ) -> Result<Request, CloudError> {
+        let path = format!(
+            "projects/{}/locations/{}/operations",
+            segment("project", project)?,
+            segment("location", location)?
+        );
+        Ok(Request::new(
+            Method::GET,
+            "container.projects.locations.operations.list",
+            self.url(&path),
+        ))
+    }
+
     /// Operations of a location (`operations.list`).
     pub async fn list_operations(
         &self,
         project: &str,
         location: &str,
     ) -> Result<Vec<Operation>, CloudError> {
-        let path = format!(
-            "projects/{}/locations/{}/operations",
-            segment("project", project)?,
-            segment("location", location)?
-        );
-        let req = Request::new(
-            Method::GET,
-            "container.projects.locations.operations.list",
-            self.url(&path),
-        );
+        let req = self.list_operations_request(project, location)?;
         let resp: ListOperationsResponse = self.inner.call(&req).await?;
+        Ok(resp.operations)
+    }
+
+    /// The operations of a location that observation reads
+    /// (`operations.list`): those still running and those that finished
+    /// with an error. A location's list holds every operation GKE still
+    /// remembers, nearly all DONE (10,000 for a 10,000-pool fleet just
+    /// made); each is dropped as soon as it is decoded, so the list is
+    /// never held whole.
+    pub async fn list_unsettled_operations(
+        &self,
+        project: &str,
+        location: &str,
+    ) -> Result<Vec<Operation>, CloudError> {
+        let req = self.list_operations_request(project, location)?;
+        let resp: UnsettledOperations = self.inner.call(&req).await?;
         Ok(resp.operations)
     }
 

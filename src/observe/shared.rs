@@ -33,7 +33,10 @@ impl SharedListings {
 
 #[async_trait]
 impl GkeService for SharedListings {
-    async fn list_node_pools(&self, cluster: &ClusterRef) -> Result<Vec<NodePool>, CloudError> {
+    async fn list_node_pools(
+        &self,
+        cluster: &ClusterRef,
+    ) -> Result<Vec<Arc<NodePool>>, CloudError> {
         self.inner.list_node_pools(cluster).await
     }
     async fn get_node_pool(

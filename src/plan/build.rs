@@ -18,8 +18,8 @@ use super::{
     LiveState, OperationRecord, Owners, Plan, PlanError, PlanMode, PlanOptions, Reason, Refusal,
     ResourceId, Scope, SliceRef, Summary, Undiscovered, Unmanaged, UnobservedTarget, delete_reason,
     disruption, empty_target, lost_nodes_note, other_source, other_source_refusal,
-    owner_change_hint, protected, protection_unknown, rank_str, refusal, renames, render_fleet_at,
-    replace_reason, replica_indices, stems, target_removed,
+    owner_change_hint, protected, protection_unknown, rank_str, refusal, renames,
+    render_fleet_settling, replace_reason, replica_indices, stems, target_removed,
 };
 use crate::spec::Fleet;
 
@@ -224,8 +224,41 @@ impl<'a> Planner<'a> {
             .copied()
             .filter(|k| !k.observe_only() || !inv.deferred.is_empty())
             .collect();
+        let mut planner = Planner {
+            fleet,
+            inv,
+            kinds,
+            opts,
+            mode,
+            owners: Owners::of(fleet, kinds),
+            stems,
+            wanted: Vec::new(),
+            desired: Vec::new(),
+            deferred: Vec::new(),
+            unobserved: BTreeMap::new(),
+            guarded: BTreeMap::new(),
+            live_by_id: BTreeMap::new(),
+            stamped_hosts: BTreeMap::new(),
+            running_hosts: BTreeMap::new(),
+            running_ops: BTreeMap::new(),
+            demand: crate::workload::Demand::default(),
+            workload_live: BTreeSet::new(),
+        };
+        for (kind, ops) in &inv.operations {
+            for o in ops.iter().filter(|o| o.running) {
+                planner
+                    .running_ops
+                    .entry((*kind, &o.scope, o.target.as_str()))
+                    .or_insert(o);
+            }
+        }
+        planner.index_live();
         let mut desired: Vec<Desired> = match mode {
-            PlanMode::Apply => render_fleet_at(fleet, &planned, &indices, &stems),
+            PlanMode::Apply => {
+                render_fleet_settling(fleet, &planned, &indices, &planner.stems, &mut |kind, d| {
+                    planner.settle(kind, d)
+                })
+            }
             PlanMode::Destroy => Vec::new(),
         };
         // Scopes that could not be observed are left out, and said so.
@@ -268,36 +301,54 @@ impl<'a> Planner<'a> {
                     && (!d.owner.is_shared() || observed_scopes.contains(&d.id.scope))
             });
         }
-        let mut planner = Planner {
-            fleet,
-            inv,
-            kinds,
-            opts,
-            mode,
-            owners: Owners::of(fleet, kinds),
-            stems,
-            wanted: sorted_by_id(&desired),
-            desired,
-            deferred,
-            unobserved,
-            guarded,
-            live_by_id: BTreeMap::new(),
-            stamped_hosts: BTreeMap::new(),
-            running_hosts: BTreeMap::new(),
-            running_ops: BTreeMap::new(),
-            demand: crate::workload::Demand::default(),
-            workload_live: BTreeSet::new(),
-        };
-        for (kind, ops) in &inv.operations {
-            for o in ops.iter().filter(|o| o.running) {
-                planner
-                    .running_ops
-                    .entry((*kind, &o.scope, o.target.as_str()))
-                    .or_insert(o);
-            }
-        }
-        planner.index_live();
+        planner.wanted = sorted_by_id(&desired);
+        planner.desired = desired;
+        planner.deferred = deferred;
+        planner.unobserved = unobserved;
+        planner.guarded = guarded;
         planner
+    }
+
+    /// Called on each desired resource as it is rendered: one that is
+    /// already in sync (its live resource is this reconciler's, healthy,
+    /// with no operation running on it, and compares equal) takes the live
+    /// body in place of the rendered one, which is dropped at once. A
+    /// desired body that *is* its live body ([`Planner::settled`]) is in
+    /// sync without another comparison, and nothing reads its rendered
+    /// fields again: only actions carry desired bodies. At 10,000 node
+    /// pools this keeps the rendered bodies (some 16 MB) from ever being
+    /// held together with the live ones. Left as rendered: shared
+    /// resources, kinds replaced with their dependencies (an unchanged one
+    /// may be replaced later, from its rendered body), resources waiting
+    /// on VMs to join, and resources being adopted.
+    fn settle(&self, kind: &dyn Kind, d: &mut Desired) {
+        if kind.shared()
+            || kind.observe_only()
+            || kind.replaced_with_dependencies()
+            || self.inv.adopting.contains(&d.id)
+            || self.running_operation(&d.id).is_some()
+        {
+            return;
+        }
+        let Some(live) = self.live(&d.id) else {
+            return;
+        };
+        if kind.state(&live.body) != LiveState::Ok
+            || !self
+                .owners
+                .owns(&d.id.scope, kind.ownership(&live.body).as_ref())
+            || kind.unjoined(d, Some(&live.body)).is_some()
+            || !matches!(kind.compare(d, &live.body), Comparison::Equal)
+        {
+            return;
+        }
+        d.body = live.body.clone();
+    }
+
+    /// Whether `d` was found in sync as it was rendered
+    /// ([`Planner::settle`]): its body is the live body itself.
+    fn settled(d: &Desired, live: &LiveResource) -> bool {
+        std::sync::Arc::ptr_eq(&d.body, &live.body)
     }
 
     /// The Targets that need a scope that could not be observed (each with
@@ -651,7 +702,11 @@ impl<'a> Planner<'a> {
                 };
                 a
             }
-            LiveState::Ok => match kind.compare(d, &live.body) {
+            LiveState::Ok => match if Planner::settled(d, live) {
+                Comparison::Equal
+            } else {
+                kind.compare(d, &live.body)
+            } {
                 Comparison::Equal if running.is_none() && kind.replaced_with_dependencies() => {
                     out.unchanged.push((d, live));
                     return None;

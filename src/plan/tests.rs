@@ -80,7 +80,9 @@ fn slice(name: &str, acc: &str, topo: &str, replicas: u32, cap: CapacityType) ->
             max_run_duration: None,
             queued: false,
         },
-        node_labels: BTreeMap::from([("team".to_string(), "llm".to_string())]),
+        node_labels: [("team".to_string(), "llm".to_string())]
+            .into_iter()
+            .collect(),
         taints: Vec::new(),
         lifecycle: Lifecycle::default(),
         gce: None,
@@ -131,7 +133,6 @@ fn cluster() -> ClusterRef {
 /// What GKE returns for a pool slicectl created: the body plus server defaults.
 fn as_live(mut np: NodePool) -> NodePool {
     np.status = Some("RUNNING".into());
-    np.etag = Some("e1".into());
     np.version = Some("1.36.3-gke.100".into());
     if let Some(c) = np.config.as_mut() {
         c.image_type = Some("COS_CONTAINERD".into());

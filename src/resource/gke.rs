@@ -9,41 +9,8 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
-/// A label map on the wire (node labels, resource labels, metadata): one
-/// vector of pairs sorted by key, serialised as a JSON object in key order
-/// exactly as a `BTreeMap` is. A `BTreeMap` costs a 544-byte node however few
-/// its entries; at 10,000 live and as many desired node pools, with three maps
-/// each, that was 27 MB of the plan's heap peak (docs/benchmarks.md, "Peak
-/// RSS at 10,000 slices (third pass)").
-pub type Labels = litemap::LiteMap<String, String>;
-
-/// Encodes a [`Labels`] as a JSON object, always: `LiteMap` writes an empty
-/// map as `[]` in human-readable formats, which GKE rejects ("Invalid value at
-/// 'labels.labels' (TYPE_MESSAGE), []").
-fn labels_as_map<S>(labels: &Labels, s: S) -> Result<S::Ok, S::Error>
-where
-    S: serde::Serializer,
-{
-    s.collect_map(labels.iter())
-}
-
-/// Decodes a [`Labels`] and gives back the vector's spare capacity (it grows
-/// by doubling while the object is read).
-fn compact_labels<'de, D>(d: D) -> Result<Labels, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    let mut labels = Labels::deserialize(d)?;
-    shrink_labels(&mut labels);
-    Ok(labels)
-}
-
-/// Gives back a [`Labels`]' spare capacity, once it is complete.
-pub fn shrink_labels(labels: &mut Labels) {
-    let mut pairs = std::mem::take(labels).into_tuple_vec();
-    pairs.shrink_to_fit();
-    *labels = Labels::from_sorted_store_unchecked(pairs);
-}
+pub use crate::labels::{Labels, shrink_labels};
+use crate::labels::{compact_labels, labels_as_map};
 
 /// `NodePool` (container v1). Output-only fields are `Option` and never sent.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
@@ -90,18 +57,13 @@ pub struct NodePool {
     /// Output: conditions (e.g. GCE_STOCKOUT).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<StatusCondition>,
-    /// Output: self link.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub self_link: Option<String>,
-    /// Output: etag.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub etag: Option<String>,
     /// Output: Kubernetes version of the nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    /// Output: backing MIG URLs.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub instance_group_urls: Vec<String>,
+    // Not read: `selfLink`, `etag` and `instanceGroupUrls` (output only,
+    // nothing slicectl decides or shows). Left out of the type, they are
+    // skipped as a list is decoded rather than held: three strings and a
+    // vector per pool, 4 MB of a 10,000-pool observation.
     /// Not on the wire: the workload policy its `placementPolicy.policyName`
     /// names, as observed (`kinds::gce::link`), so that `slicectl adopt` can
     /// read its topology.

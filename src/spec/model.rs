@@ -517,8 +517,16 @@ pub struct SliceSpec {
     #[serde(default)]
     pub capacity: Capacity,
     /// Kubernetes labels put on every node of the slice.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub node_labels: BTreeMap<String, String>,
+    // A sorted vector, not a B-tree (one 272-byte node per slice, 5.4 MB
+    // of a 10,000-slice fleet).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::labels::Labels::is_empty",
+        serialize_with = "crate::labels::labels_as_map",
+        deserialize_with = "crate::labels::compact_labels"
+    )]
+    #[schemars(with = "BTreeMap<String, String>")]
+    pub node_labels: crate::labels::Labels,
     /// Kubernetes taints put on every node of the slice.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub taints: Vec<Taint>,
@@ -527,8 +535,10 @@ pub struct SliceSpec {
     pub lifecycle: Lifecycle,
     /// Settings of a self-managed GCE slice (backend `gce`; required there,
     /// refused for `gke`).
+    // Boxed: some 300 bytes that a GKE slice (most of a large fleet) would
+    // carry empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gce: Option<GceSlice>,
+    pub gce: Option<Box<GceSlice>>,
     /// Names this slice had before: a declared rename (Terraform's `moved`
     /// block). The live resources of a slice named here, with the same
     /// owner id and Target, are this slice's: a node pool is relabelled in

@@ -67,6 +67,8 @@ struct SliceDocument {
 #[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 #[schemars(title = "slicectl spec document (slicectl.dev/v1alpha1)")]
+// Only its JSON schema is used: no value of it is ever held.
+#[allow(clippy::large_enum_variant)]
 enum SpecDocument {
     /// A target.
     Target(TargetDocument),

@@ -528,7 +528,7 @@ fn requests(
                 machine_type: Some(shape.machine_type.to_string()),
                 replicas: 1,
                 capacity: req.capacity,
-                node_labels: node_labels(p, rule),
+                node_labels: node_labels(p, rule).into_iter().collect(),
                 taints: rule.taints.clone(),
                 lifecycle: Default::default(),
                 gce: None,

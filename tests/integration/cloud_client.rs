@@ -179,7 +179,7 @@ async fn list_node_pools_and_operations() {
         .await
         .unwrap()
         .into_iter()
-        .map(|p| p.name)
+        .map(|p| p.name.clone())
         .collect();
     names.sort();
     assert_eq!(names, vec!["tpu-a".to_string(), "tpu-b".to_string()]);

@@ -106,3 +106,41 @@ fn stockout_condition_gives_the_specific_code() {
 fn done_without_error_is_ok() {
     assert!(operation_result(done(None, vec![])).is_ok());
 }
+
+/// Observation's operations list keeps, as it decodes, only what it reads:
+/// running operations and failed ones, in the list's order; a list with no
+/// operations is empty, and a malformed operation is an error, never a
+/// shorter list.
+#[test]
+fn the_unsettled_operations_are_kept_as_the_list_is_decoded() {
+    let op = |name: &str, status: &str, error: &str| {
+        format!(
+            r#"{{"name":"{name}","operationType":"CREATE_NODE_POOL","status":"{status}"{error},
+                "targetLink":"https://container.googleapis.com/v1/projects/p/locations/l/clusters/c/nodePools/{name}"}}"#
+        )
+    };
+    let failed = r#","error":{"code":8,"message":"stockout"}"#;
+    let body = format!(
+        r#"{{"operations":[{},{},{},{},{}]}}"#,
+        op("a", "DONE", ""),
+        op("b", "RUNNING", ""),
+        op("c", "DONE", failed),
+        op("d", "PENDING", ""),
+        op("e", "DONE", ""),
+    );
+    let kept: UnsettledOperations = serde_json::from_str(&body).unwrap();
+    let names: Vec<&str> = kept.operations.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["b", "c", "d"]);
+    assert!(kept.operations.iter().all(is_unsettled));
+    assert_eq!(
+        kept.operations[1]
+            .error
+            .as_ref()
+            .map(|e| e.message.as_str()),
+        Some("stockout")
+    );
+    let empty: UnsettledOperations = serde_json::from_str("{}").unwrap();
+    assert!(empty.operations.is_empty());
+    let bad = r#"{"operations":[{"name":"a","status":7}]}"#;
+    assert!(serde_json::from_str::<UnsettledOperations>(bad).is_err());
+}

@@ -146,7 +146,7 @@ fn spec_of(m: &InstanceGroupManager, target: &Target) -> Result<SliceSpec, Vec<S
         node_labels: Default::default(),
         taints: Vec::new(),
         lifecycle: Lifecycle::default(),
-        gce: Some(GceSlice {
+        gce: Some(Box::new(GceSlice {
             image: None,
             boot_disk: BootDisk::default(),
             metadata: Default::default(),
@@ -157,7 +157,7 @@ fn spec_of(m: &InstanceGroupManager, target: &Target) -> Result<SliceSpec, Vec<S
             )),
             mig_name: None,
             workload_policy_name: None,
-        }),
+        })),
         previous_names: Vec::new(),
         node_pool_name: None,
         disruption: None,

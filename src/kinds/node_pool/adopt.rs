@@ -254,7 +254,7 @@ fn spec_of(p: &NodePool, target: &Target) -> Result<SliceSpec, Vec<String>> {
     } else {
         Capacity::default()
     };
-    let node_labels: BTreeMap<String, String> = c
+    let node_labels: crate::labels::Labels = c
         .labels
         .iter()
         .filter(|(k, _)| {

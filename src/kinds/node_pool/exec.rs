@@ -220,7 +220,7 @@ impl KindExec for NodePools {
         let operations = ops
             .iter()
             // DONE without an error: nothing planning reads (see observe).
-            .filter(|op| op.status != "DONE" || op.error.is_some())
+            .filter(|op| crate::cloud::gke::is_unsettled(op))
             .filter(|op| {
                 op.target_link
                     .as_deref()
@@ -238,7 +238,7 @@ impl KindExec for NodePools {
                 })
             })
             .collect();
-        Ok(Observed::new(scope, pools, operations))
+        Ok(Observed::shared(scope, pools.into_iter(), operations))
     }
 
     async fn execute(

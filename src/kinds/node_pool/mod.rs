@@ -423,7 +423,6 @@ impl Kind for NodePools {
         };
         let mut p = p.clone();
         // Output-only fields that change without anyone acting.
-        p.etag = None;
         p.status_message = None;
         p.conditions.clear();
         p.version = None;

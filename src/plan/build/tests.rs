@@ -369,3 +369,83 @@ fn indexes_find_exactly_the_resources_by_id() {
         p.desired
     );
 }
+
+/// A desired resource found in sync as it is rendered takes the live body
+/// in place of its own (the rendered one is dropped at once: a 10,000-pool
+/// fleet's rendered bodies are never held together with the live ones);
+/// one that differs, is unhealthy, has an operation running on it or is
+/// not this reconciler's keeps its rendered body, and is decided from it.
+#[test]
+fn only_resources_in_sync_give_up_their_rendered_bodies() {
+    let f = fleet(SPECS);
+    let kinds = kinds();
+    let opts = PlanOptions::default();
+    // Per desired pool (s-0, s-1): settled, and the action decided.
+    let settle = |inv: &Inventory| {
+        let p = Planner::new(&f, inv, &kinds, &opts, PlanMode::Apply);
+        let mut out = Decisions::default();
+        for d in &p.desired {
+            p.decide_desired(d, &mut out);
+        }
+        let settled: Vec<bool> = p
+            .desired
+            .iter()
+            .map(|d| p.live(&d.id).is_some_and(|l| Planner::settled(d, l)))
+            .collect();
+        let actions: Vec<(String, ActionKind)> = out
+            .actions
+            .iter()
+            .map(|a| (a.id.name.clone(), a.action))
+            .collect();
+        (settled, actions, out.refused.len())
+    };
+    // Both live as rendered: both settled, nothing to do.
+    let (settled, actions, refused) = settle(&live(&f, |_| {}));
+    assert_eq!(settled, [true, true]);
+    assert!(actions.is_empty() && refused == 0, "{actions:?}");
+    // s-1's labels changed: only s-0 settles; s-1 is updated from its
+    // rendered body, not the live one.
+    let one = |edit: fn(&mut NodePool)| {
+        live(&f, move |np| {
+            if np.name == "s-1" {
+                edit(np)
+            }
+        })
+    };
+    let (settled, actions, _) = settle(&one(|np| label(np, "team", "x")));
+    assert_eq!(settled, [true, false]);
+    assert_eq!(actions, [("s-1".to_string(), ActionKind::Update)]);
+    // In ERROR: replaced from the rendered body.
+    let (settled, actions, _) = settle(&one(|np| np.status = Some("ERROR".into())));
+    assert_eq!(settled, [true, false]);
+    assert_eq!(actions, [("s-1".to_string(), ActionKind::Replace)]);
+    // Another owner's: refused, never settled.
+    let (settled, actions, refused) =
+        settle(&one(|np| label(np, "slicectl.dev/owner", "someone-else")));
+    assert_eq!(settled, [true, false]);
+    assert!(actions.is_empty() && refused == 1, "{actions:?}");
+    // An operation running on it: waited on, not settled.
+    let mut inv = live(&f, |_| {});
+    let scope = inv.resources[&node_pool::KIND][1].scope.clone();
+    inv.operations
+        .entry(node_pool::KIND)
+        .or_default()
+        .push(OperationRecord {
+            scope,
+            target: "s-1".into(),
+            name: "operation-1".into(),
+            operation_type: "UPDATE_NODE_POOL".into(),
+            running: true,
+            error: None,
+            end_time: None,
+        });
+    let (settled, actions, _) = settle(&inv);
+    assert_eq!(settled, [true, false]);
+    assert_eq!(actions, [("s-1".to_string(), ActionKind::Wait)]);
+    // A settled desired body is the live body itself, not a copy.
+    let inv = live(&f, |_| {});
+    let p = Planner::new(&f, &inv, &kinds, &opts, PlanMode::Apply);
+    for (d, l) in p.desired.iter().zip(&inv.resources[&node_pool::KIND]) {
+        assert!(Arc::ptr_eq(&d.body, &l.body), "{:?}", d.id);
+    }
+}

@@ -382,6 +382,10 @@ fn validate(
     }
     check_name_collisions(&mut d, &rendered);
     check_previous_names_across(&mut d, &claims, &seen, &mut fleet);
+    // Built again from its sorted entries: a B-tree filled one insert at a
+    // time leaves its nodes about half empty, and a node holds whole slices
+    // (at 10,000 slices 12.5 MB instead of 7 MB).
+    fleet.slices = std::mem::take(&mut fleet.slices).into_iter().collect();
     fleet
 }
 
@@ -1127,21 +1131,27 @@ fn check_slice(d: &mut Diags<'_>, f: &FieldIndex, spec: &SliceSpec) -> bool {
         Backend::Gke => reserved_label_problem,
         Backend::Gce => gce_reserved_label_problem,
     };
-    check_node_labels(d, f, &["spec", "nodeLabels"], &spec.node_labels, reserved);
+    check_node_labels(
+        d,
+        f,
+        &["spec", "nodeLabels"],
+        spec.node_labels.iter(),
+        reserved,
+    );
     check_taints(d, f, &["spec", "taints"], &spec.taints);
     d.0.len() == before
 }
 
 /// Node labels at `base` (a map): each key a qualified name not `reserved`,
 /// each value a label value.
-fn check_node_labels(
+fn check_node_labels<'a>(
     d: &mut Diags<'_>,
     f: &FieldIndex,
     base: &[&str],
-    labels: &BTreeMap<String, String>,
+    labels: impl IntoIterator<Item = (&'a String, &'a String)>,
     reserved: fn(&str) -> Option<String>,
 ) {
-    fn at<'a>(base: &[&'a str], key: &'a str) -> Vec<&'a str> {
+    fn at<'k>(base: &[&'k str], key: &'k str) -> Vec<&'k str> {
         let mut p = base.to_vec();
         p.push(key);
         p
