@@ -2,12 +2,12 @@ fn main() -> std::process::ExitCode {
     slicectl::cli::main()
 }
 
-/// jemalloc rather than glibc's malloc. Measured on `plan` over 10,000 live
-/// slices (docs/benchmarks.md, "Peak RSS at 10,000 slices"): glibc spent
-/// 2.0–2.3 s of CPU and peaked at 110–113 MB RSS, jemalloc 1.4–1.9 s and
-/// 97–99 MB. Small allocations are most of the plan's (two million live
-/// strings and label vectors): jemalloc packs them in size classes with no
-/// per-chunk header, where glibc rounds each up to a 32-byte chunk.
+/// jemalloc rather than glibc's malloc: on `plan` over 10,000 live slices,
+/// less CPU and some 30 MB less peak RSS with the same code
+/// (docs/benchmarks.md, "Peak RSS at 10,000 slices (fourth pass)"). Small
+/// allocations are most of the plan's (two million live strings and label
+/// vectors): jemalloc packs them in size classes with no per-chunk header,
+/// where glibc rounds each up to a 32-byte chunk.
 #[cfg(target_os = "linux")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -52,14 +52,13 @@ pub const NODE_POOL_SERVER_DEFAULTED: &[&str] = &[
 ];
 
 /// Output-only node pool fields: never compared, never shown in diffs.
+/// (`selfLink`, `etag` and `instanceGroupUrls` are output only too, but
+/// [`NodePool`](crate::resource::gke::NodePool) does not keep them.)
 pub const NODE_POOL_OUTPUT_ONLY: &[&str] = &[
     "status",
     "statusMessage",
     "conditions",
-    "selfLink",
-    "etag",
     "version",
-    "instanceGroupUrls",
     "config.imageType",
     "config.metadata",
 ];
