@@ -5,7 +5,8 @@
 //! The loop never runs two cycles at once. It runs one at start, one when
 //! the directory changes, one every resync period without changes, and one
 //! at the time a cycle asks for (the end of the settle period of the steps
-//! it held, [`crate::cycle::settle`]).
+//! it held, [`crate::cycle::settle`], or of a workload slice's grace
+//! period).
 //! Changes that arrive while a cycle runs make exactly one more cycle after
 //! it (they are coalesced: the next cycle reads the whole directory anyway).
 //! On a stop signal it starts no new cycle, and the in-flight cycle's
@@ -38,6 +39,9 @@ pub enum Trigger {
     Resync,
     /// The settle period of steps held by the last cycle is over.
     Settle,
+    /// The grace period a workload slice was kept for is over (its
+    /// JobSet's end plus the Target's `gracePeriod`).
+    Grace,
 }
 
 impl Trigger {
@@ -48,6 +52,7 @@ impl Trigger {
             Trigger::Change => "change",
             Trigger::Resync => "resync",
             Trigger::Settle => "settle",
+            Trigger::Grace => "grace",
         }
     }
 }
@@ -84,10 +89,10 @@ pub async fn run<F, Fut>(
 ) -> LoopEnd
 where
     F: FnMut(Trigger) -> Fut,
-    Fut: Future<Output = Option<Instant>>,
+    Fut: Future<Output = Option<(Instant, Trigger)>>,
 {
     let mut next = Some(Trigger::Start);
-    let mut wake: Option<Instant> = None;
+    let mut wake: Option<(Instant, Trigger)> = None;
     let mut resync_at = Instant::now() + opts.resync;
     let mut changes_open = true;
     let mut signals_open = true;
@@ -108,7 +113,7 @@ where
                         continue;
                     }
                 },
-                () = tokio::time::sleep_until(wake.unwrap_or(resync_at)), if wake.is_some_and(|w| w < resync_at) => Trigger::Settle,
+                () = tokio::time::sleep_until(wake.map_or(resync_at, |w| w.0)), if wake.is_some_and(|w| w.0 < resync_at) => wake.map_or(Trigger::Resync, |w| w.1),
                 () = tokio::time::sleep_until(resync_at) => Trigger::Resync,
             },
         };

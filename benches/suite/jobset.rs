@@ -28,9 +28,9 @@ const DELETE_ROW: &str = "jobset: end + grace → delete request";
 const CREATE_TARGET: Duration = Duration::from_secs(2);
 /// The Target's `gracePeriod`.
 const GRACE: Duration = Duration::from_secs(2);
-/// The controller's own wake after the grace (it runs a cycle once the
-/// grace and a second have passed: docs/workloads.md), so the target of the
-/// release is that second and as much again for the cycle.
+/// The release's target: the cycle that keeps a slice for its grace asks
+/// for the next at the grace's end (docs/workloads.md), so what is left is
+/// that cycle, and up to a second the Kubernetes time read here loses.
 const DELETE_TARGET: Duration = Duration::from_secs(2);
 const CLUSTER: &str = "projects/bench-project/locations/us-central1/clusters/bench-js";
 const WAIT: Duration = Duration::from_secs(90);

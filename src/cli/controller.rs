@@ -485,16 +485,7 @@ async fn watch_workloads(
         if cloud.kube.deferred(&k).is_some() {
             continue;
         }
-        // The longest grace period of the Targets on this cluster.
-        let grace = fleet
-            .targets
-            .values()
-            .filter(|t| crate::observe::demand_clusters_of(t).as_ref() == Some(&k))
-            .filter_map(|t| t.spec.workloads.as_ref())
-            .map(crate::workload::grace)
-            .max()
-            .unwrap_or(crate::workload::DEFAULT_GRACE);
-        match cloud.kube.watch_workloads(&k, wake.clone(), grace).await {
+        match cloud.kube.watch_workloads(&k, wake.clone()).await {
             Ok(()) => {
                 tracing::info!(target: LOG_TARGET, cluster = %k.endpoint, "watching pending TPU pods and JobSets: a pending leader pod or an ended JobSet runs a cycle at once");
                 watched.insert(k);
@@ -523,7 +514,7 @@ struct Controller {
 impl Controller {
     /// One cycle; when it held steps for a `--dir` or `--configmap-selector`
     /// source to settle, the time to run the next.
-    async fn cycle(&mut self, trigger: Trigger) -> Option<tokio::time::Instant> {
+    async fn cycle(&mut self, trigger: Trigger) -> Option<(tokio::time::Instant, Trigger)> {
         let Controller {
             source,
             sink,

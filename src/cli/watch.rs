@@ -122,7 +122,7 @@ struct Watcher {
 impl Watcher {
     /// One cycle; when it held steps for the source to settle, the time to
     /// run the next.
-    async fn cycle(&mut self, trigger: Trigger) -> Option<tokio::time::Instant> {
+    async fn cycle(&mut self, trigger: Trigger) -> Option<(tokio::time::Instant, Trigger)> {
         let Watcher {
             source,
             sink,

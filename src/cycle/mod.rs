@@ -109,9 +109,22 @@ impl CycleState {
     }
 
     /// When the loop must run the next cycle: the end of the settle period
-    /// of the steps the last cycle held, if it held any.
-    pub fn wake_at(&self) -> Option<tokio::time::Instant> {
-        self.settle.as_ref().and_then(Settle::wake_at)
+    /// of the steps the last cycle held, or the end of the first grace
+    /// period a workload slice was kept for, whichever comes first.
+    pub fn wake_at(&self) -> Option<(tokio::time::Instant, Trigger)> {
+        let settle = self
+            .settle
+            .as_ref()
+            .and_then(Settle::wake_at)
+            .map(|at| (at, Trigger::Settle));
+        let release = self.last_demand.release_due.map(|due| {
+            // Wall time to the loop's clock; a due time already past runs
+            // the next cycle at once.
+            let left = due.duration_since(Timestamp::now());
+            let at = tokio::time::Instant::now() + Duration::try_from(left).unwrap_or_default();
+            (at, Trigger::Grace)
+        });
+        settle.into_iter().chain(release).min_by_key(|w| w.0)
     }
 
     /// Holds slices back while their capacity is unavailable (the

@@ -667,14 +667,14 @@ async fn a_removal_waits_for_the_settle_period_and_creates_do_not() {
     let mut pools: Vec<String> = fake.pools(&cluster()).into_iter().map(|p| p.name).collect();
     pools.sort();
     assert_eq!(pools, ["a-0", "b-0", "c-0"], "c created, b kept");
-    assert_eq!(st.wake_at(), Some(changed + period));
+    assert_eq!(st.wake_at(), Some((changed + period, Trigger::Settle)));
 
     // Before the period is over: held again.
     tokio::time::advance(Duration::from_secs(5)).await;
     let o = cycle(&mut st, &specs.source(), &mut conn, &mut sink).await;
     assert_eq!(o.code(), "settling");
     assert_eq!(fake.pools(&cluster()).len(), 3);
-    assert_eq!(st.wake_at(), Some(changed + period));
+    assert_eq!(st.wake_at(), Some((changed + period, Trigger::Settle)));
 
     // At its end: pruned.
     tokio::time::advance(Duration::from_secs(5)).await;
@@ -785,4 +785,27 @@ async fn a_set_of_configmaps_is_one_fleet_and_a_vanished_one_prunes_nothing_at_o
     let why = sink.invalid.get("b").cloned().unwrap_or_default();
     assert!(why.contains("vision/b.yaml"), "{:?}", sink.invalid);
     assert_eq!(fake.pools(&cluster()).len(), 2);
+}
+
+/// A cycle that kept a workload slice for its grace period asks for the
+/// next cycle at the grace's end (at once when that is past), so the slice
+/// is released then and not at the next resync.
+#[tokio::test(start_paused = true)]
+async fn a_slice_kept_for_its_grace_asks_for_a_cycle_at_the_graces_end() {
+    let mut st = state().with_settle(Duration::from_secs(10));
+    assert_eq!(st.wake_at(), None);
+    st.last_demand.release_due = Some(Timestamp::now() + Duration::from_secs(30));
+    let (at, trigger) = st.wake_at().expect("a wake at the grace's end");
+    assert_eq!(trigger, Trigger::Grace);
+    let left = at - tokio::time::Instant::now();
+    assert!(
+        left <= Duration::from_secs(30) && left > Duration::from_secs(25),
+        "{left:?}"
+    );
+    st.last_demand.release_due = Some(Timestamp::now() - Duration::from_secs(5));
+    let (at, _) = st.wake_at().expect("a wake");
+    assert!(
+        at <= tokio::time::Instant::now(),
+        "a grace already over: at once"
+    );
 }

@@ -899,7 +899,6 @@ impl KubeService for KubeClients {
         &self,
         k: &KubeRef,
         wake: tokio::sync::mpsc::UnboundedSender<()>,
-        grace: std::time::Duration,
     ) -> Result<(), KubeError> {
         use futures::StreamExt;
         use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
@@ -951,17 +950,10 @@ impl KubeService for KubeClients {
                         false
                     }
                 };
-                if wakes {
-                    if wake.send(()).is_err() {
-                        return;
-                    }
-                    // Once more when its grace period is over: the cycle
-                    // that releases its slices.
-                    let later = wake.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(grace + std::time::Duration::from_secs(1)).await;
-                        let _ = later.send(());
-                    });
+                // The cycle this runs asks for the next at the end of the
+                // grace period, when the slices are due for release.
+                if wakes && wake.send(()).is_err() {
+                    return;
                 }
             }
         });

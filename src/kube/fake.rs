@@ -668,7 +668,6 @@ impl KubeService for FakeKube {
         &self,
         k: &KubeRef,
         _wake: tokio::sync::mpsc::UnboundedSender<()>,
-        _grace: std::time::Duration,
     ) -> Result<(), KubeError> {
         self.call("watch_workloads", k, "")
     }

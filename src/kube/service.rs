@@ -83,15 +83,14 @@ pub trait KubeService: Send + Sync {
     /// Watches the cluster's pending pods and JobSets, and sends on `wake`
     /// whenever a JobSet's leader pod turns Unschedulable for TPUs, or a
     /// JobSet ends or goes: the controller runs a cycle then, not at the
-    /// next resync, and once more `grace` (and a second) after a JobSet
-    /// ended or went, when its slices are due for release. The watches run
-    /// in the background until `wake` is closed; `Err` when they cannot
-    /// start.
+    /// next resync. (That cycle keeps the JobSet's slices for their grace
+    /// period and asks for the next at its end:
+    /// [`crate::workload::Demand::release_due`].) The watches run in the
+    /// background until `wake` is closed; `Err` when they cannot start.
     async fn watch_workloads(
         &self,
         k: &KubeRef,
         wake: tokio::sync::mpsc::UnboundedSender<()>,
-        grace: std::time::Duration,
     ) -> Result<(), KubeError>;
 
     /// Creates `event` (a `core/v1` Event, named by the caller) in its

@@ -16,7 +16,8 @@ fn cycle(
     log: Log,
     running: Arc<Mutex<bool>>,
     len: Duration,
-) -> impl FnMut(Trigger) -> std::pin::Pin<Box<dyn Future<Output = Option<Instant>> + Send>> {
+) -> impl FnMut(Trigger) -> std::pin::Pin<Box<dyn Future<Output = Option<(Instant, Trigger)>> + Send>>
+{
     move |t| {
         let (log, running) = (log.clone(), running.clone());
         Box::pin(async move {
@@ -187,7 +188,8 @@ async fn a_cycle_asking_to_run_again_at_a_time_gets_a_settle_cycle_then() {
             let now = Instant::now();
             l.lock().unwrap().push((t, now));
             // The start and change cycles hold steps for 10 s.
-            matches!(t, Trigger::Start | Trigger::Change).then(|| now + Duration::from_secs(10))
+            matches!(t, Trigger::Start | Trigger::Change)
+                .then(|| (now + Duration::from_secs(10), Trigger::Settle))
         }
     }));
     tokio::time::sleep(Duration::from_secs(30)).await;
@@ -301,4 +303,29 @@ async fn only_files_the_source_reads_make_a_cycle() {
     std::fs::write(dir.join("a.yaml"), "x: 3\n").unwrap();
     let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
     assert_eq!(got, Ok(Some(())));
+}
+
+/// A cycle that asks for the next at a grace period's end gets it then,
+/// with that trigger, and the resync is not moved forward by it.
+#[tokio::test(start_paused = true)]
+async fn a_grace_wake_runs_a_cycle_at_its_time() {
+    let (_ctx, crx) = unbounded_channel();
+    let (stx, srx) = unbounded_channel();
+    let log: Log = Arc::default();
+    let l = log.clone();
+    let t0 = Instant::now();
+    let h = tokio::spawn(run(OPTS, crx, srx, move |t| {
+        let l = l.clone();
+        async move {
+            let now = Instant::now();
+            l.lock().unwrap().push((t, now));
+            (t == Trigger::Start).then(|| (now + Duration::from_secs(7), Trigger::Grace))
+        }
+    }));
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(triggers(&log), vec![Trigger::Start, Trigger::Grace]);
+    assert_eq!(log.lock().unwrap()[1].1 - t0, Duration::from_secs(7));
+    assert_eq!(Trigger::Grace.as_str(), "grace");
+    stx.send(()).unwrap();
+    assert_eq!(h.await.unwrap(), LoopEnd::Stopped);
 }

@@ -638,6 +638,9 @@ fn release_or_keep(
                         nodes: pool_nodes.iter().map(|n| n.name.clone()).collect(),
                         at: Some(now.as_second()),
                     });
+                    // The stamp has whole seconds, as it is read back.
+                    let stamped = Timestamp::from_second(now.as_second()).unwrap_or(now);
+                    out.due(stamped, grace);
                     keep(
                         out,
                         format!(
@@ -653,6 +656,7 @@ fn release_or_keep(
     if let Some(at) = ended_at {
         let past = since(now, at);
         if past < grace {
+            out.due(at, grace);
             keep(
                 out,
                 format!(

@@ -306,9 +306,21 @@ pub struct Demand {
     pub skipped: Vec<Skipped>,
     /// Released-at stamps to write.
     pub marks: Vec<Mark>,
+    /// When the first slice kept only for its grace period may be
+    /// released (its JobSet's end plus `gracePeriod`): the controller runs
+    /// a cycle then, not a second late nor at the next resync.
+    pub release_due: Option<Timestamp>,
 }
 
 impl Demand {
+    /// Notes a slice kept for its grace period, which ended at `ended`.
+    fn due(&mut self, ended: Timestamp, grace: std::time::Duration) {
+        let Ok(until) = ended.checked_add(grace) else {
+            return;
+        };
+        self.release_due = Some(self.release_due.map_or(until, |d| d.min(until)));
+    }
+
     /// The fleet with the workload slices added.
     pub fn extend(&self, fleet: &crate::spec::Fleet) -> crate::spec::Fleet {
         let mut out = fleet.clone();

@@ -354,9 +354,12 @@ fn a_slice_outlives_its_jobset_by_the_grace_period_and_no_longer() {
         "{:?}",
         d.kept
     );
+    // The cycle that keeps it asks for the next at the grace's end.
+    assert_eq!(d.release_due, Some(at(1_120)));
     let d = derive(&f, &views(obs.clone()), &l, &nodes, at(1_120));
     assert_eq!(d.released.len(), 1, "{:?}", d.kept);
     assert!(d.is_released("train", "train-abcde"));
+    assert_eq!(d.release_due, None, "nothing is left in its grace");
     // A pod still on it holds the release, whoever's it is.
     let busy = with_nodes(vec![node(
         "train-abcde",
@@ -384,6 +387,7 @@ fn a_deleted_jobsets_grace_is_read_from_its_nodes_not_memory() {
     assert!(d.released.is_empty());
     assert_eq!(d.marks.len(), 1);
     assert_eq!(d.marks[0].at, Some(2_000));
+    assert_eq!(d.release_due, Some(at(2_120)));
     // A later run (a restarted controller) reads the stamp back.
     let stamped = with_nodes(vec![node(
         "gone-abcde",
@@ -392,6 +396,7 @@ fn a_deleted_jobsets_grace_is_read_from_its_nodes_not_memory() {
     )]);
     let d = derive(&f, &views(obs.clone()), &l, &stamped, at(2_060));
     assert!(d.released.is_empty() && d.marks.is_empty(), "{:?}", d);
+    assert_eq!(d.release_due, Some(at(2_120)));
     let d = derive(&f, &views(obs.clone()), &l, &stamped, at(2_120));
     assert_eq!(d.released.len(), 1);
     // A pool with no Nodes has nothing to reuse: released at once.

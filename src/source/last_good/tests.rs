@@ -193,3 +193,57 @@ fn nothing_resolvable_is_an_error() {
     let e = lg.resolve(&files(&[("a.yaml", BROKEN)])).unwrap_err();
     assert!(!e.diagnostics.is_empty());
 }
+
+/// The very same files resolve to the fleet they loaded to last time,
+/// without parsing them again; any change (a text, a file gone, a file
+/// added, a broken file) loads them afresh.
+#[test]
+fn the_same_files_reuse_their_fleet_and_any_change_loads_afresh() {
+    let mut lg = LastGood::new();
+    let (a, b) = (slice("a", "2x2"), slice("b", "1x1"));
+    let set = files(&[("t.yaml", TARGET), ("a.yaml", &a), ("b.yaml", &b)]);
+    let first = lg.resolve(&set).unwrap();
+    assert!(lg.clean.is_some(), "a clean load is kept");
+    // Marked, to tell the kept fleet from a fresh parse.
+    if let Some(f) = lg.clean.as_mut() {
+        f.files = 99;
+    }
+    let again = lg.resolve(&set).unwrap();
+    assert_eq!(again.fleet.files, 99, "reused, not parsed again");
+    assert!(again.clean() && again.files == set);
+    assert_eq!(again.fleet.slices, first.fleet.slices);
+
+    // A text changed: parsed again.
+    let b2 = slice("b", "2x2");
+    let r = lg
+        .resolve(&files(&[
+            ("t.yaml", TARGET),
+            ("a.yaml", &a),
+            ("b.yaml", &b2),
+        ]))
+        .unwrap();
+    assert_eq!(r.fleet.files, 3);
+    assert_eq!(topology(&r, "b").as_deref(), Some("2x2"));
+    // A file gone: its slice is pruned, not reused.
+    let r = lg
+        .resolve(&files(&[("t.yaml", TARGET), ("a.yaml", &a)]))
+        .unwrap();
+    assert!(r.fleet.slices.get("b").is_none());
+    // A file added.
+    let r = lg
+        .resolve(&files(&[
+            ("t.yaml", TARGET),
+            ("a.yaml", &a),
+            ("b.yaml", &b),
+        ]))
+        .unwrap();
+    assert_eq!(topology(&r, "b").as_deref(), Some("1x1"));
+    // A broken file: held at its last good text, and nothing kept to reuse
+    // (the next resolve reports its diagnostics again).
+    let broken = files(&[("t.yaml", TARGET), ("a.yaml", BROKEN), ("b.yaml", &b)]);
+    let r = lg.resolve(&broken).unwrap();
+    assert!(!r.clean());
+    assert!(lg.clean.is_none());
+    let r = lg.resolve(&broken).unwrap();
+    assert!(!r.diagnostics.is_empty(), "reported until fixed");
+}
