@@ -1302,3 +1302,32 @@ async fn a_slice_past_its_quota_is_stalled_quota_exceeded() {
         o.status.conditions[1].message
     );
 }
+
+#[test]
+fn one_leader_lists_every_object_and_a_replica_its_shards_and_the_unlabelled() {
+    use super::writer::list_selectors;
+    use crate::controller::shard::ShardScope;
+    assert_eq!(
+        list_selectors(None),
+        ["app.kubernetes.io/managed-by=slicectl"]
+    );
+    let scope = ShardScope {
+        shards: 4,
+        held: [0, 3].into(),
+    };
+    assert_eq!(
+        list_selectors(Some(&scope)),
+        [
+            "app.kubernetes.io/managed-by=slicectl,slicectl.dev/shard in (0,3)",
+            "app.kubernetes.io/managed-by=slicectl,slicectl.dev/shard notin (0,1,2,3)",
+        ]
+    );
+    let none = ShardScope {
+        shards: 2,
+        held: Default::default(),
+    };
+    assert_eq!(
+        list_selectors(Some(&none)),
+        ["app.kubernetes.io/managed-by=slicectl,slicectl.dev/shard notin (0,1)"]
+    );
+}

@@ -190,17 +190,24 @@ impl StatusWriter {
         }
     }
 
-    /// Every object slicectl manages in the namespace.
+    /// Every object slicectl manages in the namespace that may be this
+    /// replica's ([`list_selectors`]: sharded, the API server leaves out
+    /// the other shards' objects, so a replica reads its share, not the
+    /// whole fleet's).
     async fn managed(&self) -> Result<Vec<SliceStatus>, WriteError> {
-        let list = self
-            .api
-            .list(&ListParams::default().labels(&format!("{MANAGED_BY}={MANAGER}")))
-            .await
-            .map_err(|source| WriteError::List {
-                namespace: self.namespace.clone(),
-                source,
-            })?;
-        Ok(list.items)
+        let mut out = Vec::new();
+        for selector in list_selectors(self.scope.as_ref()) {
+            let list = self
+                .api
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(|source| WriteError::List {
+                    namespace: self.namespace.clone(),
+                    source,
+                })?;
+            out.extend(list.items);
+        }
+        Ok(out)
     }
 
     fn params() -> PatchParams {
@@ -335,6 +342,30 @@ impl StatusWriter {
             }
         }
     }
+}
+
+/// The label selectors of the lists that find every object slicectl
+/// manages which may be in `scope`: one leader, all of them; sharded, those
+/// labelled with a held shard, and those whose label names no shard of this
+/// count (none, or one of another `--shards`), which
+/// [`StatusWriter::in_scope`] then judges by their slice's Target. The two
+/// never overlap. (`notin` also matches objects without the label:
+/// <https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#set-based-requirement>.)
+pub fn list_selectors(scope: Option<&ShardScope>) -> Vec<String> {
+    let managed = format!("{MANAGED_BY}={MANAGER}");
+    let Some(s) = scope else {
+        return vec![managed];
+    };
+    let set =
+        |ks: &mut dyn Iterator<Item = u32>| ks.map(|k| k.to_string()).collect::<Vec<_>>().join(",");
+    let mut out = Vec::new();
+    if !s.held.is_empty() {
+        let held = set(&mut s.held.iter().copied());
+        out.push(format!("{managed},{SHARD_LABEL} in ({held})"));
+    }
+    let every = set(&mut (0..s.shards));
+    out.push(format!("{managed},{SHARD_LABEL} notin ({every})"));
+    out
 }
 
 /// The shard of slice `name`'s object: its Target's, else its own name's.

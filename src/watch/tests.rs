@@ -10,14 +10,16 @@ const OPTS: LoopOptions = LoopOptions {
 
 type Log = Arc<Mutex<Vec<(Trigger, Instant)>>>;
 
+/// What a cycle asks of the loop: the next cycle's time and trigger.
+type Wake = Option<(Instant, Trigger)>;
+
 /// A cycle that records its trigger and start, takes `len`, and flags
 /// any overlap.
 fn cycle(
     log: Log,
     running: Arc<Mutex<bool>>,
     len: Duration,
-) -> impl FnMut(Trigger) -> std::pin::Pin<Box<dyn Future<Output = Option<(Instant, Trigger)>> + Send>>
-{
+) -> impl FnMut(Trigger) -> std::pin::Pin<Box<dyn Future<Output = Wake> + Send>> {
     move |t| {
         let (log, running) = (log.clone(), running.clone());
         Box::pin(async move {

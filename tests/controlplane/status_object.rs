@@ -458,3 +458,97 @@ fn docs_argocd_snippet_is_the_committed_health_script() {
         );
     }
 }
+
+/// Sharded, a replica lists only the objects that may be its own: the API
+/// server answers the held shards' labels and the objects whose label names
+/// no shard of this count (none, or another `--shards`'s), and nothing of
+/// the other shards reaches the replica.
+#[tokio::test]
+async fn a_sharded_replica_lists_only_the_objects_that_may_be_its_own() {
+    use slicectl::controller::shard::{SHARD_LABEL, ShardScope, shard_of};
+    let client = client().await;
+    apply_crd();
+    let ns = namespace(&client, "slst-shard").await;
+    let api: Api<SliceStatus> = Api::namespaced(client.clone(), &ns);
+    const SHARDS: u32 = 3;
+    // (name, shard label); unlabelled and out-of-range objects belong to
+    // the shard of their name (they have no status naming a Target).
+    let mut objects: Vec<(String, Option<String>)> = Vec::new();
+    for k in 0..SHARDS {
+        for i in 0..3 {
+            objects.push((format!("s{k}-{i}"), Some(k.to_string())));
+        }
+    }
+    for i in 0..12 {
+        objects.push((format!("bare-{i}"), None));
+        objects.push((format!("other-n-{i}"), Some("7".into())));
+    }
+    for (name, label) in &objects {
+        let mut labels = serde_json::json!({"app.kubernetes.io/managed-by": "slicectl"});
+        if let Some(l) = label {
+            labels[SHARD_LABEL] = serde_json::json!(l);
+        }
+        let body = serde_json::json!({
+            "apiVersion": "slicectl.dev/v1alpha1", "kind": "SliceStatus",
+            "metadata": {"name": name, "labels": labels}, "spec": {}
+        });
+        api.patch(
+            name,
+            &PatchParams::apply("slicectl-tests"),
+            &Patch::Apply(&body),
+        )
+        .await
+        .expect("create an object");
+    }
+    let mut writer = StatusWriter::new(client.clone(), &ns, Some("it".into()));
+    writer.set_scope(Some(ShardScope {
+        shards: SHARDS,
+        held: [1].into(),
+    }));
+    let got: Vec<String> = writer.existing().await.expect("list").into_keys().collect();
+    let mut want: Vec<String> = objects
+        .iter()
+        .filter(|(name, label)| match label.as_deref() {
+            Some("1") => true,
+            Some("0" | "2") => false,
+            _ => shard_of(name, SHARDS) == 1,
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+    assert!(
+        want.iter().any(|n| n.starts_with("bare-"))
+            && want.iter().any(|n| n.starts_with("other-n-")),
+        "the fixture has unlabelled and out-of-range objects of shard 1: {want:?}"
+    );
+    // What the API server answers the writer's lists: no object of shards
+    // 0 and 2, whatever the writer then filters; and together every object
+    // of shard 1.
+    let scope = ShardScope {
+        shards: SHARDS,
+        held: [1].into(),
+    };
+    let selectors = slicectl::status_object::writer::list_selectors(Some(&scope));
+    assert_eq!(selectors.len(), 2, "{selectors:?}");
+    let mut answered = 0;
+    for selector in &selectors {
+        let listed = api
+            .list(&ListParams::default().labels(selector))
+            .await
+            .expect("list");
+        for o in &listed.items {
+            let l = o.labels().get(SHARD_LABEL).cloned().unwrap_or_default();
+            assert!(l != "0" && l != "2", "{selector}: {} ({l})", o.name_any());
+        }
+        answered += listed.items.len();
+    }
+    assert_eq!(
+        answered,
+        3 + 24,
+        "shard 1's three, and every unlabelled or out-of-range one"
+    );
+    let _ = Api::<Namespace>::all(client)
+        .delete(&ns, &DeleteParams::background())
+        .await;
+}

@@ -58,6 +58,38 @@ impl Selection {
         }
     }
 
+    /// What [`Selection::apply`] makes of `v`, copying only what is
+    /// selected: a producer that holds `v` (a stored record) hands out
+    /// part of it without copying the rest first.
+    pub(crate) fn select(&self, v: &Value) -> Value {
+        if self.0.is_empty() {
+            return v.clone();
+        }
+        match v {
+            Value::Array(items) => Value::Array(items.iter().map(|i| self.select(i)).collect()),
+            Value::Object(m) => {
+                let mut out = Map::new();
+                let mut taken = false;
+                for (name, inner) in &self.0 {
+                    if taken {
+                        // `apply` took every field at the `*`.
+                        break;
+                    }
+                    if name == "*" {
+                        for (k, x) in m {
+                            out.insert(k.clone(), inner.select(x));
+                        }
+                        taken = true;
+                    } else if let Some(x) = m.get(name) {
+                        out.insert(name.clone(), inner.select(x));
+                    }
+                }
+                Value::Object(out)
+            }
+            other => other.clone(),
+        }
+    }
+
     /// Whether field `name` of an object survives the selection.
     pub(crate) fn keeps(&self, name: &str) -> bool {
         self.0.is_empty() || self.0.iter().any(|(n, _)| n == name || n == "*")

@@ -410,7 +410,13 @@ impl serde::Serialize for PoolWire<'_> {
         let over = |k: &str| set.iter().find(|(name, _)| *name == k).map(|(_, v)| v);
         let mut map = s.serialize_map(None)?;
         for (k, v) in spec.iter().filter(|(k, _)| self.keeps(k)) {
-            map.serialize_entry(k, over(k).unwrap_or(v))?;
+            // Only the part of a field the selection keeps within it (a
+            // pool's `config/labels`, not all of its config).
+            match (over(k), self.only.and_then(|s| s.within(k))) {
+                (Some(o), _) => map.serialize_entry(k, o)?,
+                (None, Some(part)) => map.serialize_entry(k, &part.select(v))?,
+                (None, None) => map.serialize_entry(k, v)?,
+            }
         }
         for (k, v) in &set {
             if !spec.contains_key(*k) {

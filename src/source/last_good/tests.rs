@@ -228,7 +228,7 @@ fn the_same_files_reuse_their_fleet_and_any_change_loads_afresh() {
     let r = lg
         .resolve(&files(&[("t.yaml", TARGET), ("a.yaml", &a)]))
         .unwrap();
-    assert!(r.fleet.slices.get("b").is_none());
+    assert!(!r.fleet.slices.contains_key("b"));
     // A file added.
     let r = lg
         .resolve(&files(&[

@@ -4,7 +4,12 @@ use serde_json::json;
 use super::*;
 
 fn filter(fields: &str, v: Value) -> Value {
-    Selection::parse(fields).unwrap().apply(v)
+    let sel = Selection::parse(fields).unwrap();
+    // Copying only the selected part gives what filtering a copy gives.
+    let selected = sel.select(&v);
+    let applied = sel.apply(v);
+    assert_eq!(selected, applied, "select and apply differ for {fields}");
+    applied
 }
 
 #[test]
@@ -48,9 +53,14 @@ fn paths_into_one_field_merge() {
 fn a_wildcard_selects_every_field() {
     let v = json!({"items": {"a": {"x": 1, "y": 2}, "b": {"x": 3}}, "other": 1});
     assert_eq!(
-        filter("items/*/x", v),
+        filter("items/*/x", v.clone()),
         json!({"items": {"a": {"x": 1}, "b": {"x": 3}}})
     );
+    assert_eq!(
+        filter("items/*/x,items/a", v.clone())["items"]["a"],
+        json!({"x": 1})
+    );
+    assert_eq!(filter("*,other", v.clone()), v);
 }
 
 #[test]

@@ -40,7 +40,7 @@ fn world() -> Inner {
     inner.pools.insert(
         format!("{CLUSTER}/nodePools/a"),
         pool(
-            json!({"name": "a", "locations": ["us-east5-a"], "config": {"labels": {"k": "v", "a": "é\"\n"}}, "initialNodeCount": 4}),
+            json!({"name": "a", "locations": ["us-east5-a"], "config": {"labels": {"k": "v", "a": "é\"\n"}, "machineType": "ct5lp-hightpu-4t"}, "initialNodeCount": 4}),
             "RUNNING",
             None,
             Vec::new(),
@@ -271,4 +271,11 @@ fn a_partial_cluster_list_renders_only_the_selected_pool_fields_with_the_same_an
         pool.get("etag").is_none() && pool.get("config").is_some(),
         "{pool}"
     );
+    // Within the config, only its labels are copied out of the record.
+    let config = pool["config"].as_object().unwrap();
+    assert_eq!(config.keys().collect::<Vec<_>>(), ["labels"], "{pool}");
+    let whole_config = whole["clusters"][0]["nodePools"][0]["config"]
+        .as_object()
+        .unwrap();
+    assert!(whole_config.len() > 1, "{whole_config:?}");
 }
