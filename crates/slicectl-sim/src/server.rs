@@ -4,7 +4,7 @@
 //! endpoints.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use axum::Json;
@@ -31,22 +31,34 @@ const WAIT_CAP: Duration = Duration::from_secs(120);
 /// Shared simulator state.
 #[derive(Debug)]
 pub(crate) struct Sim {
-    inner: Mutex<Inner>,
+    /// Written under [`Sim::lock`]; the large lists are rendered under a
+    /// shared read ([`Sim::read_at`]), several at once, as a real API's
+    /// servers answer concurrent lists.
+    inner: RwLock<Inner>,
     addr: SocketAddr,
 }
 
 impl Sim {
     pub fn new(inner: Inner, addr: SocketAddr) -> Self {
         Self {
-            inner: Mutex::new(inner),
+            inner: RwLock::new(inner),
             addr,
         }
     }
 
     /// Locks the state (a poisoned lock is still usable: no invariant spans
     /// a panic point).
-    pub fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn lock(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The state advanced to `now`, then shared for reading: the readers
+    /// of one moment render at once, each seeing the state at least as new
+    /// as its request.
+    fn read_at(&self, now: Instant) -> RwLockReadGuard<'_, Inner> {
+        let mut inner = self.lock();
+        inner.advance(now);
+        RwLockWriteGuard::downgrade(inner)
     }
 
     /// Starts a cluster-level operation on `cluster` for `duration` and
@@ -272,9 +284,7 @@ async fn handle(
         Some(Ok(s)) => Some(s),
         None => None,
     };
-    if selection.is_none()
-        && let Some(answer) = call_list_text(&sim, &resolved, &ctx, &body)
-    {
+    if let Some(answer) = call_list_text(&sim, &resolved, &ctx, &body, selection.as_ref()) {
         return match answer {
             Ok(text) => ([(header::CONTENT_TYPE, "application/json")], text).into_response(),
             Err(e) => e.into_response(),
@@ -381,7 +391,7 @@ fn enter<'s>(
     r: &Resolved,
     ctx: &Ctx,
     body: &Bytes,
-) -> Result<(MutexGuard<'s, Inner>, Value), ApiError> {
+) -> Result<(RwLockWriteGuard<'s, Inner>, Value), ApiError> {
     admit(sim, r, ctx)?;
     let body = validated_body(r, body)?;
     let mut inner = sim.lock();
@@ -389,29 +399,44 @@ fn enter<'s>(
     Ok((inner, body))
 }
 
-/// The large GKE lists (node pools, operations) written as JSON text straight
-/// from the stored records, byte for byte what [`call`] would answer, without
-/// a `Value` per item; `None` for every other endpoint.
+/// The large GKE lists rendered under a shared read of the state, several
+/// at once, byte for byte what [`call`] would answer: node pools and
+/// operations (whole) as JSON text straight from the stored records,
+/// without a `Value` per item, and clusters (with the partial response
+/// asked); `None` for every other endpoint.
 fn call_list_text(
     sim: &Sim,
     r: &Resolved,
     ctx: &Ctx,
     body: &Bytes,
+    selection: Option<&fields::Selection>,
 ) -> Option<Result<Vec<u8>, ApiError>> {
-    if !matches!(
-        r.endpoint,
-        Endpoint::GkePoolList(_) | Endpoint::GkeOpList { .. }
-    ) {
+    let whole = selection.is_none();
+    let listed = match r.endpoint {
+        Endpoint::GkePoolList(_) | Endpoint::GkeOpList { .. } => whole,
+        Endpoint::GkeClusterList { .. } => true,
+        _ => false,
+    };
+    if !listed {
         return None;
     }
-    let (inner, _) = match enter(sim, r, ctx, body) {
-        Ok(entered) => entered,
-        Err(e) => return Some(Err(e)),
-    };
+    if let Err(e) = admit(sim, r, ctx).and_then(|()| validated_body(r, body).map(drop)) {
+        return Some(Err(e));
+    }
+    let inner = sim.read_at(ctx.now);
     match &r.endpoint {
         Endpoint::GkePoolList(c) => Some(gke::list_pools_bytes(&inner, ctx, c)),
         Endpoint::GkeOpList { project, location } => {
             Some(gke::list_operations_bytes(&inner, ctx, project, location))
+        }
+        Endpoint::GkeClusterList { project, location } => {
+            let v = gke::list_clusters(&inner, ctx, project, location);
+            drop(inner);
+            let v = match selection {
+                Some(s) => s.apply(v),
+                None => v,
+            };
+            Some(serde_json::to_vec(&v).map_err(|e| ApiError::internal(e.to_string())))
         }
         _ => None,
     }
