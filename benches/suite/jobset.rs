@@ -32,6 +32,12 @@ const GRACE: Duration = Duration::from_secs(2);
 /// for the next at the grace's end (docs/workloads.md), so what is left is
 /// that cycle, and up to a second the Kubernetes time read here loses.
 const DELETE_TARGET: Duration = Duration::from_secs(2);
+/// The controller's default `--settle`: a `--dir` controller holds every step
+/// that destroys capacity until its spec files have been unchanged this
+/// long, counted from its first read at start (docs/controller.md). The
+/// JobSet is ended only once that is over, so that the release row times
+/// the grace and the cycle, not the start-up hold.
+const SETTLE: Duration = Duration::from_secs(10);
 const CLUSTER: &str = "projects/bench-project/locations/us-central1/clusters/bench-js";
 const WAIT: Duration = Duration::from_secs(90);
 const POOL_CREATE: &str = "container.projects.locations.clusters.nodePools.create";
@@ -394,6 +400,7 @@ async fn measure(kc: &Path, kubemark: &Path, dir: &Path, log: &Path) -> Measured
         .stderr(out)
         .kill_on_drop(true)
         .spawn();
+    let spawned = tokio::time::Instant::now();
     let mut child = match child {
         Ok(c) => c,
         Err(e) => {
@@ -402,7 +409,7 @@ async fn measure(kc: &Path, kubemark: &Path, dir: &Path, log: &Path) -> Measured
             return m;
         }
     };
-    m.problem = run_jobset(&client, &sim, &ns, &run, log, &mut m)
+    m.problem = run_jobset(&client, &sim, &ns, &run, log, spawned, &mut m)
         .await
         .err();
     let _ = child.start_kill();
@@ -418,6 +425,7 @@ async fn run_jobset(
     ns: &str,
     run: &str,
     log: &Path,
+    spawned: tokio::time::Instant,
     m: &mut Measured,
 ) -> Result<(), String> {
     if !logged(log, "watching pending TPU pods and JobSets").await {
@@ -440,6 +448,8 @@ async fn run_jobset(
     let pod = running_pod(client, ns)
         .await
         .ok_or("the JobSet's pod never ran on its slice")?;
+    // Past the controller's start-up settle period (see [`SETTLE`]).
+    tokio::time::sleep_until(spawned + SETTLE + Duration::from_secs(1)).await;
     // Its pod fails (the hollow kubelet enforces the deadline): the
     // JobSet (backoffLimit 0, no failure policy) Fails.
     Api::<Pod>::namespaced(client.clone(), ns)
