@@ -36,6 +36,19 @@ fn cycle(
     }
 }
 
+/// A cycle that records its trigger and start, and asks for the next as
+/// `ask` says.
+fn asking(
+    log: Log,
+    ask: fn(Trigger, Instant) -> Wake,
+) -> impl FnMut(Trigger) -> std::future::Ready<Wake> {
+    move |t| {
+        let now = Instant::now();
+        log.lock().unwrap().push((t, now));
+        std::future::ready(ask(t, now))
+    }
+}
+
 fn triggers(log: &Log) -> Vec<Trigger> {
     log.lock().unwrap().iter().map(|x| x.0).collect()
 }
@@ -182,18 +195,17 @@ async fn a_cycle_asking_to_run_again_at_a_time_gets_a_settle_cycle_then() {
     let (ctx, crx) = unbounded_channel();
     let (stx, srx) = unbounded_channel();
     let log: Log = Arc::default();
-    let l = log.clone();
     let t0 = Instant::now();
-    let h = tokio::spawn(run(OPTS, crx, srx, move |t| {
-        let l = l.clone();
-        async move {
-            let now = Instant::now();
-            l.lock().unwrap().push((t, now));
-            // The start and change cycles hold steps for 10 s.
+    // The start and change cycles hold steps for 10 s.
+    let h = tokio::spawn(run(
+        OPTS,
+        crx,
+        srx,
+        asking(log.clone(), |t, now| {
             matches!(t, Trigger::Start | Trigger::Change)
                 .then(|| (now + Duration::from_secs(10), Trigger::Settle))
-        }
-    }));
+        }),
+    ));
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(triggers(&log), vec![Trigger::Start, Trigger::Settle]);
     assert_eq!(log.lock().unwrap()[1].1 - t0, Duration::from_secs(10));
@@ -314,16 +326,15 @@ async fn a_grace_wake_runs_a_cycle_at_its_time() {
     let (_ctx, crx) = unbounded_channel();
     let (stx, srx) = unbounded_channel();
     let log: Log = Arc::default();
-    let l = log.clone();
     let t0 = Instant::now();
-    let h = tokio::spawn(run(OPTS, crx, srx, move |t| {
-        let l = l.clone();
-        async move {
-            let now = Instant::now();
-            l.lock().unwrap().push((t, now));
+    let h = tokio::spawn(run(
+        OPTS,
+        crx,
+        srx,
+        asking(log.clone(), |t, now| {
             (t == Trigger::Start).then(|| (now + Duration::from_secs(7), Trigger::Grace))
-        }
-    }));
+        }),
+    ));
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(triggers(&log), vec![Trigger::Start, Trigger::Grace]);
     assert_eq!(log.lock().unwrap()[1].1 - t0, Duration::from_secs(7));

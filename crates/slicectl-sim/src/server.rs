@@ -54,11 +54,10 @@ impl Sim {
 
     /// The state advanced to `now`, then shared for reading: the readers
     /// of one moment render at once, each seeing the state at least as new
-    /// as its request.
+    /// as its request (a write between the two locks only makes it newer).
     fn read_at(&self, now: Instant) -> RwLockReadGuard<'_, Inner> {
-        let mut inner = self.lock();
-        inner.advance(now);
-        RwLockWriteGuard::downgrade(inner)
+        self.lock().advance(now);
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Starts a cluster-level operation on `cluster` for `duration` and
