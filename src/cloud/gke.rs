@@ -9,8 +9,8 @@ use super::endpoints::segment;
 use super::error::{CloudError, STOCKOUT_CODES, rpc_code_name};
 use super::http::Request;
 use crate::resource::gke::{
-    ClusterAccess, CreateNodePoolRequest, ListClustersResponse, ListOperationsResponse, NodePool,
-    Operation, UpdateNodePoolRequest,
+    ClusterAccess, CreateNodePoolRequest, ListClustersResponse, ListNodePoolsResponse,
+    ListOperationsResponse, NodePool, Operation, UpdateNodePoolRequest,
 };
 
 pub use crate::resource::ClusterRef;
@@ -57,17 +57,6 @@ impl ClusterRef {
         segment("cluster", &self.name)?;
         Ok(self.path())
     }
-}
-
-/// `ListNodePoolsResponse` as observation decodes it: each pool straight
-/// into its own `Arc`, which becomes the planner's live body as it is (a
-/// `Vec<NodePool>` moved into `Arc`s held every pool twice while a
-/// 10,000-pool fleet was observed: 8 MB of the plan's heap peak).
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SharedNodePools {
-    #[serde(default)]
-    node_pools: Vec<std::sync::Arc<NodePool>>,
 }
 
 /// `ListOperationsResponse` with only the operations observation reads
@@ -171,7 +160,7 @@ impl<'a> GkeApi<'a> {
             "container.projects.locations.clusters.nodePools.list",
             url,
         );
-        let resp: SharedNodePools = self.inner.call(&req).await?;
+        let resp: ListNodePoolsResponse = self.inner.call(&req).await?;
         Ok(resp.node_pools)
     }
 

@@ -356,16 +356,19 @@ pub fn list_selectors(scope: Option<&ShardScope>) -> Vec<String> {
     let Some(s) = scope else {
         return vec![managed];
     };
-    let set =
-        |ks: &mut dyn Iterator<Item = u32>| ks.map(|k| k.to_string()).collect::<Vec<_>>().join(",");
     let mut out = Vec::new();
     if !s.held.is_empty() {
-        let held = set(&mut s.held.iter().copied());
+        let held = shard_set(s.held.iter().copied());
         out.push(format!("{managed},{SHARD_LABEL} in ({held})"));
     }
-    let every = set(&mut (0..s.shards));
+    let every = shard_set(0..s.shards);
     out.push(format!("{managed},{SHARD_LABEL} notin ({every})"));
     out
+}
+
+/// Shards as a label selector's set (`0,3`).
+fn shard_set(shards: impl Iterator<Item = u32>) -> String {
+    shards.map(|k| k.to_string()).collect::<Vec<_>>().join(",")
 }
 
 /// The shard of slice `name`'s object: its Target's, else its own name's.

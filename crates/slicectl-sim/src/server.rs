@@ -32,7 +32,7 @@ const WAIT_CAP: Duration = Duration::from_secs(120);
 #[derive(Debug)]
 pub(crate) struct Sim {
     /// Written under [`Sim::lock`]; the large lists are rendered under a
-    /// shared read ([`Sim::read_at`]), several at once, as a real API's
+    /// shared read ([`Sim::read`]), several at once, as a real API's
     /// servers answer concurrent lists.
     inner: RwLock<Inner>,
     addr: SocketAddr,
@@ -52,11 +52,10 @@ impl Sim {
         self.inner.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The state advanced to `now`, then shared for reading: the readers
-    /// of one moment render at once, each seeing the state at least as new
-    /// as its request (a write between the two locks only makes it newer).
-    fn read_at(&self, now: Instant) -> RwLockReadGuard<'_, Inner> {
-        self.lock().advance(now);
+    /// The state shared for reading: the readers of one moment render at
+    /// once. [`admit`] has advanced it to the request's time already (a
+    /// write since only makes it newer).
+    fn read(&self) -> RwLockReadGuard<'_, Inner> {
         self.inner.read().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -422,7 +421,7 @@ fn call_list_text(
     if let Err(e) = admit(sim, r, ctx).and_then(|()| validated_body(r, body).map(drop)) {
         return Some(Err(e));
     }
-    let inner = sim.read_at(ctx.now);
+    let inner = sim.read();
     match &r.endpoint {
         Endpoint::GkePoolList(c) => Some(gke::list_pools_bytes(&inner, ctx, c)),
         Endpoint::GkeOpList { project, location } => {
