@@ -13,6 +13,7 @@
 //! that run finish the drain.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -21,7 +22,7 @@ use super::{ApplyError, StepOutcome};
 use crate::cloud::Cloud;
 use crate::observe::workloads::{bound_pod, makes_busy};
 use crate::plan::Action;
-use crate::plan::workload::{DisruptHow, pod_list};
+use crate::plan::workload::{BoundPod, DisruptHow, Disrupting, pod_list};
 use crate::spec::disruption::DRAINING_SINCE;
 
 /// How often a drain lists the pods again.
@@ -102,17 +103,141 @@ async fn busy_on(
         .collect())
 }
 
-/// Drains the Nodes of action `a`'s replica, if it is the step that drains.
-pub async fn run(cloud: &Cloud, a: &Action) -> Result<StepOutcome, ApplyError> {
-    run_every(cloud, a, POLL).await
+/// What a running drain asks between evictions, besides the pods: whether
+/// a stop was requested (the first SIGINT or SIGTERM: no new step starts,
+/// and a drain is a step that ends before its next eviction), and the time
+/// (the slice's windows are judged at it).
+#[derive(Clone)]
+pub struct Checks {
+    /// How often the pods are listed again.
+    pub poll: Duration,
+    /// Whether a stop was requested.
+    pub stop: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// Now.
+    pub clock: Arc<dyn Fn() -> Timestamp + Send + Sync>,
 }
 
-/// [`run`], listing the pods every `poll`.
-pub async fn run_every(
+impl Checks {
+    /// Every [`POLL`], the wall clock, stopped when `stop` answers true.
+    pub fn new(stop: Arc<dyn Fn() -> bool + Send + Sync>) -> Checks {
+        Checks {
+            poll: POLL,
+            stop,
+            clock: Arc::new(Timestamp::now),
+        }
+    }
+}
+
+/// The code of a drain that a stop request ended before its next eviction.
+pub const STOPPED: &str = "stopped";
+
+/// Whether the slice's policy still consents, at `now`, to disrupting the
+/// busy replica `d` whose Nodes run `pods`: the question the executor asks
+/// before every eviction and right before the capacity goes (the plan
+/// answered it when it was made; a window can close and a pod can turn
+/// do-not-disrupt since). `Err` is the hold: its code and why.
+/// `destroy --disrupt` (`Forced`) consents to everything.
+pub fn consents_now(
+    d: &Disrupting,
+    pods: &[BoundPod],
+    now: Timestamp,
+) -> Result<(), (&'static str, String)> {
+    if d.how == DisruptHow::Forced || pods.is_empty() {
+        return Ok(());
+    }
+    let blockers: Vec<_> = pods.iter().filter(|p| p.do_not_disrupt).cloned().collect();
+    if !blockers.is_empty() {
+        return Err((
+            "do_not_disrupt",
+            format!(
+                "pods annotated slicectl.dev/do-not-disrupt: \"true\" run on the replica's Nodes ({}); \
+                 not even a drain touches them",
+                pod_list(&blockers)
+            ),
+        ));
+    }
+    if !d.windows.is_empty() && !d.windows.iter().any(|w| w.contains(now)) {
+        let next = d
+            .windows
+            .iter()
+            .filter_map(|w| w.next_open(now))
+            .min()
+            .map(|t| format!("; the next window opens at {t}"))
+            .unwrap_or_default();
+        let ws: Vec<String> = d.windows.iter().map(|w| w.describe()).collect();
+        return Err((
+            "outside_window",
+            format!(
+                "it is {now}, outside the slice's disruption windows ({}){next}, and pods still run on the \
+                 replica's Nodes ({})",
+                ws.join(", "),
+                pod_list(pods)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Asked right before a step destroys a slice replica's capacity (its
+/// delete is about to be sent). A replica idle when planned ([`recheck`])
+/// must still be idle. A busy replica the plan lets go ahead is asked
+/// again ([`consents_now`]): after a drain, no pod may be left; with
+/// `whenBusy: replace`, the window must still be open and no pod
+/// do-not-disrupt. `destroy --disrupt` is not asked again.
+pub async fn before_destroy(
     cloud: &Cloud,
     a: &Action,
-    poll: Duration,
+    checks: &Checks,
 ) -> Result<StepOutcome, ApplyError> {
+    if let Some((k, nodes)) = &a.recheck {
+        return recheck(cloud, a, k, nodes).await;
+    }
+    let Some(d) = a
+        .disruption
+        .as_ref()
+        .filter(|d| d.how != DisruptHow::Forced && !d.nodes.is_empty())
+    else {
+        return Ok(StepOutcome::Done);
+    };
+    let Some(k) = &d.kube else {
+        return Ok(StepOutcome::Done);
+    };
+    let pods: Vec<_> = busy_on(cloud, k, &d.nodes)
+        .await?
+        .iter()
+        .map(bound_pod)
+        .collect();
+    if pods.is_empty() {
+        return Ok(StepOutcome::Done);
+    }
+    let (code, why) = if d.how == DisruptHow::Drain {
+        (
+            "busy",
+            format!(
+                "pods run on the replica's Nodes again after its drain ({})",
+                pod_list(&pods)
+            ),
+        )
+    } else {
+        match consents_now(d, &pods, (checks.clock)()) {
+            Ok(()) => return Ok(StepOutcome::Done),
+            Err(hold) => hold,
+        }
+    };
+    Err(ApplyError::of_kind(
+        a,
+        code,
+        format!(
+            "held right before its capacity goes: {why}. Nothing was destroyed; the next run follows the \
+             slice's disruption policy"
+        ),
+    ))
+}
+
+/// Drains the Nodes of action `a`'s replica, if it is the step that drains,
+/// asking `checks` before every eviction.
+pub async fn run(cloud: &Cloud, a: &Action, checks: &Checks) -> Result<StepOutcome, ApplyError> {
+    let poll = checks.poll;
     let Some(d) = a
         .disruption
         .as_ref()
@@ -129,19 +254,8 @@ pub async fn run_every(
                 .into(),
         ));
     };
-    let since = d.draining_since.unwrap_or_else(Timestamp::now);
-    for n in &d.nodes {
-        cloud.kube.cordon_node(k, n).await?;
-        if d.draining_since.is_none() {
-            let labels: BTreeMap<String, Option<String>> = [(
-                DRAINING_SINCE.to_owned(),
-                Some(since.as_second().to_string()),
-            )]
-            .into();
-            cloud.kube.patch_node(k, n, &labels, None).await?;
-        }
-    }
-    tracing::info!(address = %a.address(), nodes = d.nodes.len(), since = %since, "draining slice replica");
+    let since = d.draining_since.unwrap_or_else(|| (checks.clock)());
+    let mut cordoned = false;
     let timeout =
         SignedDuration::from_secs(i64::try_from(d.drain_timeout_secs).unwrap_or(i64::MAX));
     let deadline = since.checked_add(timeout).unwrap_or(Timestamp::MAX);
@@ -157,17 +271,46 @@ pub async fn run_every(
             return Ok(StepOutcome::Done);
         }
         let shown: Vec<_> = pods.iter().map(bound_pod).collect();
-        let blockers: Vec<_> = shown.iter().filter(|p| p.do_not_disrupt).cloned().collect();
-        if !blockers.is_empty() {
+        // Before every eviction: a stop request ends the drain here, and
+        // the policy is asked again (a window may have closed, a pod may
+        // have turned do-not-disrupt). The cordon and the drain label stay,
+        // so the next run resumes it with the same deadline.
+        if (checks.stop)() {
+            tracing::warn!(address = %a.address(), "drain stopped before its next eviction: a stop was requested");
             return Err(ApplyError::of_kind(
                 a,
-                "do_not_disrupt",
+                STOPPED,
                 format!(
-                    "held: pods annotated slicectl.dev/do-not-disrupt: \"true\" run on the replica's Nodes ({}); \
-                     not even a drain touches them. The Nodes stay cordoned; the step runs once they end",
-                    pod_list(&blockers)
+                    "the drain stopped before its next eviction: a stop was requested (SIGINT or SIGTERM). \
+                     Nothing was destroyed; {} still run on the replica's Nodes, which keep their cordon and \
+                     their label {DRAINING_SINCE} (since {since}), so the next `slicectl apply` resumes the \
+                     drain with the same deadline",
+                    pod_list(&shown)
                 ),
             ));
+        }
+        // Pods already being deleted (evicted) are only waited for: the
+        // policy is asked about the ones still to evict.
+        let to_evict: Vec<_> = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(bound_pod)
+            .collect();
+        if let Err((code, why)) = consents_now(d, &to_evict, (checks.clock)()) {
+            tracing::warn!(address = %a.address(), code, "drain held again before its next eviction");
+            return Err(ApplyError::of_kind(
+                a,
+                code,
+                format!(
+                    "held mid-drain: {why}. Nothing more is evicted and nothing is destroyed; the Nodes keep \
+                     their cordon and their label {DRAINING_SINCE} until the next run plans the step again"
+                ),
+            ));
+        }
+        if !cordoned {
+            cordon(cloud, k, d, since).await?;
+            tracing::info!(address = %a.address(), nodes = d.nodes.len(), since = %since, "draining slice replica");
+            cordoned = true;
         }
         // A refusal that asked for a pause (`Retry-After`) is honoured: the
         // pods are listed as often as before (to see them leave), but not
@@ -215,7 +358,7 @@ pub async fn run_every(
             .filter_map(|p| p.metadata.deletion_timestamp.as_ref())
             .filter_map(|t| t.0.checked_add(TERMINATION_MARGIN).ok())
             .fold(deadline, Timestamp::max);
-        let now = Timestamp::now();
+        let now = (checks.clock)();
         if now >= until && evicted == 0 {
             let (code, why) = if !refused.is_empty() {
                 (
@@ -251,6 +394,28 @@ pub async fn run_every(
         let left = Duration::try_from(until.duration_since(now)).unwrap_or(Duration::ZERO);
         tokio::time::sleep(if evicted > 0 { poll } else { poll.min(left) }).await;
     }
+}
+
+/// Cordons `d`'s Nodes and, on a drain this run starts, labels them with
+/// when it started ([`DRAINING_SINCE`], read back after a restart).
+async fn cordon(
+    cloud: &Cloud,
+    k: &crate::resource::KubeRef,
+    d: &Disrupting,
+    since: Timestamp,
+) -> Result<(), ApplyError> {
+    for n in &d.nodes {
+        cloud.kube.cordon_node(k, n).await?;
+        if d.draining_since.is_none() {
+            let labels: BTreeMap<String, Option<String>> = [(
+                DRAINING_SINCE.to_owned(),
+                Some(since.as_second().to_string()),
+            )]
+            .into();
+            cloud.kube.patch_node(k, n, &labels, None).await?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -304,6 +304,9 @@ pub struct ApplyReport {
     pub rejected_writes: u64,
     /// Per-cluster quotas of concurrent operations learned from the cloud.
     pub learned_quotas: BTreeMap<String, usize>,
+    /// A stop was requested (SIGINT or SIGTERM) and steps were left for the
+    /// next run (in `not_run`).
+    pub stopped: bool,
     /// Wall-clock time.
     pub elapsed: Duration,
 }
@@ -365,6 +368,7 @@ impl ApplyReport {
             match (self.success(), not_ready.is_empty()) {
                 (true, true) => "Apply complete",
                 (true, false) => "Apply INCOMPLETE",
+                (false, _) if self.stopped && self.failed.is_empty() => "Apply STOPPED",
                 (false, _) => "Apply FAILED",
             },
             n("create"),
@@ -385,15 +389,15 @@ async fn run_step(
     exec: Option<&'static dyn KindExec>,
     a: Action,
     op: StepOp,
+    checks: drain::Checks,
 ) -> Result<StepOutcome, ApplyError> {
     if op == StepOp::Drain {
-        return drain::run(&cloud, &a).await;
+        return drain::run(&cloud, &a, &checks).await;
     }
-    // A replica idle when planned is looked at again as its capacity goes.
-    if op == StepOp::Delete
-        && let Some((k, nodes)) = &a.recheck
-    {
-        drain::recheck(&cloud, &a, k, nodes).await?;
+    // Consent is asked again as the capacity goes: a replica idle when
+    // planned must still be idle, a busy one's policy must still consent.
+    if op == StepOp::Delete {
+        drain::before_destroy(&cloud, &a, &checks).await?;
     }
     match exec {
         Some(e) => e.execute(&cloud, &sched, &a, op).await,
@@ -536,6 +540,11 @@ pub async fn execute(
     let max_replacements = opts.max_replacements.max(1);
     let sched = Arc::new(schedule::Scheduler::new(opts.parallelism));
     let mut stop_logged = false;
+    // A drain asks before every eviction whether a stop was requested.
+    let checks = drain::Checks::new({
+        let progress = progress.clone();
+        Arc::new(move || progress.stop_requested())
+    });
 
     loop {
         // Start what can start: every ready step (a step waiting on an
@@ -584,7 +593,9 @@ pub async fn execute(
                     replacing.insert(g, true);
                     replacements_running += 1;
                 }
-                if group_started.insert(g) {
+                // A replacement starts with its delete, not its drain: a
+                // drain a stop ends leaves the replacement unstarted.
+                if step.op != StepOp::Drain && group_started.insert(g) {
                     progress.replacement(
                         &replica_address(a),
                         group_left.get(&g).copied().unwrap_or(0),
@@ -597,9 +608,10 @@ pub async fn execute(
             let op = step.op;
             let exec = exec_of(a.id.kind);
             let sched = sched.clone();
+            let checks = checks.clone();
             let handle = running.spawn(async move {
                 let t = Instant::now();
-                let r = run_step(cloud, sched, exec, action, op).await;
+                let r = run_step(cloud, sched, exec, action, op, checks).await;
                 (id, t.elapsed(), r)
             });
             tasks.insert(handle.id(), id);
@@ -641,6 +653,21 @@ pub async fn execute(
                         ready.push(*d);
                     }
                 }
+            }
+            Err(e) if e.code() == drain::STOPPED => {
+                // A drain a stop request ended before its next eviction:
+                // not a failure of the step but a step left, like every
+                // step after it (reported as not run below); nothing of its
+                // replica was destroyed.
+                stop_logged = true;
+                let msg = e.to_string();
+                let msg = msg
+                    .strip_prefix(&format!("{}: ", a.address()))
+                    .map_or_else(|| msg.clone(), str::to_owned);
+                progress.finished(&a.address(), step.op.verb(), Err(&msg), elapsed);
+                report
+                    .not_run
+                    .push((a.address(), format!("{} stopped: {msg}", step.op.verb())));
             }
             Err(e) => {
                 // Said once: the report and the progress line name the
@@ -755,6 +782,7 @@ pub async fn execute(
             report.capacity_lost.push(a.address());
         }
     }
+    report.stopped = stop_logged && !report.not_run.is_empty();
     report.rejected_writes = sched.rejected_writes();
     report.learned_quotas = sched.learned_quotas();
     report.elapsed = start.elapsed();

@@ -752,3 +752,64 @@ async fn in_flight_names_a_replacement_left_without_capacity() {
     );
     assert!(in_flight.abandoned("apply").is_empty());
 }
+
+/// Issue 35, case 5: the first Ctrl-C during a replacement's drain ends the
+/// drain before its next eviction and starts neither its delete nor its
+/// create: nothing of the replica is destroyed, the run is not a success
+/// (`Apply STOPPED`), and the report says what it left.
+#[tokio::test]
+async fn a_stop_during_a_drain_starts_no_delete() {
+    use crate::plan::workload::{DisruptHow, Disrupting};
+    let fake = FakeCloud::new();
+    let f = fleet(&[slice("rep", "tpu-v6e-slice", "2x2", 1)]);
+    let p = plan_on(&fake, &f).await;
+    assert!(run(&fake, &p, ApplyOptions::default()).await.success());
+    let mut p = plan_on(&fake, &fleet(&[slice("rep", "tpu-v6e-slice", "2x4", 1)])).await;
+    assert_eq!(p.summary.replace, 1);
+    let kube = crate::resource::KubeRef {
+        endpoint: "10.0.0.9:443".into(),
+    };
+    let fk = crate::kube::fake::FakeKube::new();
+    fk.join_node(&kube, "rep-0-node", "gce://p/z/rep-0-node", 4);
+    fk.seed_pod(&kube, "ml", "train-0", "rep-0-node", &[], &[], None);
+    let a = p
+        .actions
+        .iter_mut()
+        .find(|a| a.action == ActionKind::Replace)
+        .unwrap();
+    a.disruption = Some(Disrupting {
+        how: DisruptHow::Drain,
+        pods: Vec::new(),
+        kube: Some(kube.clone()),
+        nodes: vec!["rep-0-node".into()],
+        drain_timeout_secs: 600,
+        draining_since: None,
+        windows: Vec::new(),
+    });
+    let before = writes(&fake);
+    let cloud = crate::cloud::Cloud {
+        kube: fk.clone(),
+        ..fake.cloud()
+    };
+    let r = execute(
+        &cloud,
+        crate::kinds::REGISTRY,
+        &p,
+        &ApplyOptions::default(),
+        stopping_after_first_start(),
+    )
+    .await;
+    assert_eq!(writes(&fake), before, "no delete, no create");
+    assert!(fk.calls_of("evict_pod").is_empty());
+    assert!(fk.pod_names(&kube).contains(&"ml/train-0".to_string()));
+    assert!(!r.success(), "{r:?}");
+    assert!(r.stopped);
+    assert!(r.failed.is_empty(), "{r:?}");
+    assert!(r.capacity_lost.is_empty(), "{r:?}");
+    assert!(r.summary().starts_with("Apply STOPPED"), "{}", r.summary());
+    assert_eq!(r.not_run.len(), 1, "{r:?}");
+    assert!(
+        r.not_run[0].1.starts_with("draining stopped: the drain stopped before its next eviction"),
+        "{r:?}"
+    );
+}

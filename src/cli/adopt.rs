@@ -26,6 +26,8 @@ pub struct AdoptArgs {
     pub out: PathBuf,
     /// Overwrite existing files.
     pub force: bool,
+    /// Write the files outside `dir` ([`out_within`]).
+    pub out_outside_source: bool,
     /// Save the plan here instead of applying it.
     pub plan_out: Option<PathBuf>,
 }
@@ -148,8 +150,52 @@ fn names(p: &Proposal) -> String {
         .join(", ")
 }
 
+/// `path` made absolute with its symlinks resolved, as far as it exists
+/// (the rest, not created yet, appended as written).
+fn resolved(path: &Path) -> PathBuf {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut tail = Vec::new();
+    let mut at = abs.as_path();
+    loop {
+        if let Ok(mut real) = at.canonicalize() {
+            real.extend(tail.iter().rev());
+            return real;
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                tail.push(name.to_os_string());
+                at = parent;
+            }
+            _ => return abs,
+        }
+    }
+}
+
+/// Whether `out` lies inside spec directory `dir` (symlinks resolved).
+pub fn out_within(out: &Path, dir: &Path) -> bool {
+    resolved(out).starts_with(resolved(dir))
+}
+
 /// `slicectl adopt`.
 pub async fn adopt(a: AdoptArgs, conn: &Connection, exec: &Exec) -> Result<u8> {
+    // Adopting makes the resource slicectl's: from then on an apply (or a
+    // controller cycle) of specs that lack its file prunes it as no longer
+    // in the specs. Files written outside the source are exactly that.
+    if !a.out_outside_source && !out_within(&a.out, &a.dir) {
+        bail!(
+            "refusing to write the adopted Slice files to {}: it is outside the spec directory {}. Once \
+             adopted, a node pool or MIG is slicectl's, and an apply of {} (or a controller reading it) that \
+             does not see the new file deletes it as no longer in the specs. Write them under it (e.g. \
+             `--out {}`), or, if {} is itself the spec source that will reconcile them, pass \
+             --out-outside-source. With a controller running, see docs/adopt.md, \"Adopting with a \
+             controller running\"",
+            a.out.display(),
+            a.dir.display(),
+            a.dir.display(),
+            a.dir.join("adopted").display(),
+            a.out.display()
+        );
+    }
     let Some(loaded) = load_observable(&a.dir)? else {
         return Ok(EXIT_ERROR);
     };
@@ -414,3 +460,7 @@ pub async fn release(
     }
     r
 }
+
+#[cfg(test)]
+#[path = "adopt/tests.rs"]
+mod tests;

@@ -199,6 +199,12 @@ pub enum Command {
         /// Overwrite a Slice file that exists.
         #[arg(long)]
         force: bool,
+        /// Write the Slice files to an `--out` outside DIR: only when that is
+        /// the spec source that will reconcile them (another checkout, the
+        /// controller's ConfigMap). An adopted resource is slicectl's, and an
+        /// apply of specs without its file prunes it.
+        #[arg(long)]
+        out_outside_source: bool,
         /// Write the Slice files and save the adoption plan to FILE instead
         /// of applying it; `slicectl apply FILE` applies exactly it.
         #[arg(long, value_name = "FILE")]

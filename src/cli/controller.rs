@@ -64,6 +64,7 @@ pub(super) async fn run(
     }
     let health = Arc::new(Health {
         ready: std::sync::atomic::AtomicBool::new(false),
+        waiting: Mutex::new(None),
         metrics: metrics.clone(),
     });
     let bound = server::serve(ctl.listen, health.clone())
@@ -246,8 +247,24 @@ pub(super) async fn run(
     };
     let s = state.clone();
     let scoped = lease.scoped(ctl.shards, gate, metrics.clone());
+    // One writer per Target across modes: a leader (`--shards 1`) and
+    // sharded replicas hold different Leases, so each looks at the other
+    // mode's before every cycle, once its own is held.
+    let other_mode = Arc::new(ctl_mod::mode::Watcher {
+        client: client.clone(),
+        namespace: namespace.clone(),
+        lease_name: ctl.lease_name.clone(),
+        shards: ctl.shards,
+        identity: identity.clone(),
+        metrics: metrics.clone(),
+        health: health.clone(),
+        wake: wake.clone(),
+        tick: (ctl.lease_duration / 4).max(Duration::from_millis(500)),
+        again: Arc::default(),
+    });
+    let mode = other_mode.clone();
     let cycles = watch::run(opts, changes, signals, move |trigger| {
-        let (s, scoped) = (s.clone(), scoped.clone());
+        let (s, scoped, other_mode) = (s.clone(), scoped.clone(), other_mode.clone());
         async move {
             // Sharded: the gate is held for the whole cycle, so a shard is
             // released only between cycles; no shard held, no cycle.
@@ -258,6 +275,9 @@ pub(super) async fn run(
                 },
                 None => (None, None),
             };
+            if !other_mode.may_run().await {
+                return None;
+            }
             let mut c = s.lock().await;
             if scope.is_some() {
                 c.state.set_scope(scope.clone());
@@ -268,7 +288,7 @@ pub(super) async fn run(
     });
     let end = tokio::select! {
         end = cycles => end,
-        what = lease.lost(&wake, &metrics) => {
+        what = lease.lost(&wake, &metrics, &mode) => {
             metrics.leader.set(0);
             metrics.shards_held.set(0);
             tracing::error!(target: LOG_TARGET, lease = %what, "lost a Lease this replica writes under: stopping at once, writing nothing more; another replica takes over and continues from the live state");
@@ -374,6 +394,7 @@ impl Lease {
         &mut self,
         wake: &tokio::sync::mpsc::UnboundedSender<()>,
         metrics: &Metrics,
+        other_mode: &ctl_mod::mode::Watcher,
     ) -> String {
         match self {
             Lease::Leader(name, rx, _) => {
@@ -398,6 +419,11 @@ impl Lease {
                             .shards_held
                             .set(i64::try_from(n).unwrap_or(i64::MAX));
                         metrics.leader.set(i64::from(n > 0));
+                    }
+                    // The coordinator holds no shard while a leader runs:
+                    // said as the cycle's look says it.
+                    Some(ShardEvent::OtherMode(why)) => {
+                        other_mode.say(why);
                     }
                     Some(ShardEvent::Lost(k)) => {
                         return format!("the shard Lease {}", s.lease_name(k));

@@ -294,6 +294,7 @@ async fn run(cmd: Command) -> Result<u8> {
             all: _,
             out,
             force,
+            out_outside_source,
             plan_out,
             conn,
             exec,
@@ -304,6 +305,7 @@ async fn run(cmd: Command) -> Result<u8> {
                 selection: adopt::selection(names, selector)?,
                 out,
                 force,
+                out_outside_source,
                 plan_out,
             };
             adopt::adopt(args, &conn, &exec).await
@@ -460,7 +462,7 @@ fn interrupt_gracefully(
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         eprintln!(
-            "\nInterrupt received: no new step starts, and the steps in flight finish (their operations are waited on; a replacement whose old resource is being deleted still creates its new one, so no replica is left without capacity). Interrupt again to stop at once: operations already sent go on in the cloud, and the next `slicectl {verb}` continues from the live state."
+            "\nInterrupt received: no new step starts, and the steps in flight finish (their operations are waited on; a replacement whose old resource is being deleted still creates its new one, so no replica is left without capacity; a drain ends before its next eviction, its Nodes kept cordoned for the next run, and its delete does not start). Interrupt again to stop at once: operations already sent go on in the cloud, and the next `slicectl {verb}` continues from the live state."
         );
         if signals.recv().await.is_some() {
             eprintln!(

@@ -88,6 +88,9 @@ pub struct Metrics {
     pub shards_held: Gauge,
     /// `slicectl_shards`: the configured number of shards.
     pub shards: Gauge,
+    /// `slicectl_other_mode_waiting`: 1 while this replica waits for a
+    /// controller of the other mode (`--shards 1` beside `--shards N`).
+    pub other_mode_waiting: Gauge,
     /// `slicectl_target_unobserved{target}`.
     pub target_unobserved: Family<TargetLabel, Gauge>,
     /// `slicectl_held_steps{code}`: steps held by a disruption policy in
@@ -174,6 +177,12 @@ impl Metrics {
             "Number of shards the fleet is split into (--shards)",
             shards.clone(),
         );
+        let other_mode_waiting = Gauge::default();
+        r.register(
+            "other_mode_waiting",
+            "1 while this replica runs no cycle because a controller of the other mode (--shards 1 beside --shards N) writes the Targets, else 0",
+            other_mode_waiting.clone(),
+        );
         let target_unobserved = Family::<TargetLabel, Gauge>::default();
         r.register(
             "target_unobserved",
@@ -200,6 +209,7 @@ impl Metrics {
             leader,
             shards_held,
             shards,
+            other_mode_waiting,
             target_unobserved,
             registry: Arc::new(r),
         }

@@ -8,6 +8,7 @@
 //! - [`metrics`]: the Prometheus metrics;
 //! - [`server`]: `/healthz`, `/readyz`, `/metrics`;
 //! - [`lease`]: the Lease managers (leader and shards), one field manager per replica;
+//! - [`mode`]: one writer per Target across modes (a leader beside sharded replicas);
 //! - [`owner`]: the owner reference of the status objects (`--owner-deployment`);
 //! - [`sink`]: the controller's cycle sink (metrics and status objects);
 //! - here: the pure helpers of a cycle (which plan actions a capacity hold
@@ -20,6 +21,7 @@ pub mod capacity;
 pub mod configmap;
 pub mod lease;
 pub mod metrics;
+pub mod mode;
 pub mod owner;
 pub mod server;
 pub mod shard;

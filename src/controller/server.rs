@@ -3,7 +3,8 @@
 //! - `/healthz`: 200 while the process serves (liveness).
 //! - `/readyz`: 200 once the specs were read once (the ConfigMap watch's
 //!   first answer, or the mounted directory); a standby is ready without
-//!   leading. 503 before.
+//!   leading, and so is a replica waiting for a controller of the other
+//!   mode (the body says why). 503 before.
 //! - `/metrics`: the OpenMetrics text of [`super::metrics::Metrics`].
 
 use std::net::SocketAddr;
@@ -22,6 +23,9 @@ use super::metrics::Metrics;
 pub struct Health {
     /// Set once the caches are synced.
     pub ready: AtomicBool,
+    /// Why this replica runs no cycle while a controller of the other mode
+    /// writes the Targets ([`super::mode`]), said by `/readyz`.
+    pub waiting: std::sync::Mutex<Option<String>>,
     /// The metrics.
     pub metrics: Metrics,
 }
@@ -31,8 +35,15 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(h): State<Arc<Health>>) -> Response {
+    let waiting = h.waiting.lock().ok().and_then(|w| w.clone());
     if h.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ok\n").into_response()
+        // A replica waiting for the other mode is a ready standby: 503
+        // would stall the rolling update that is to replace the other
+        // mode's pods (its new pods never ready, its old ones never gone).
+        match waiting {
+            Some(why) => (StatusCode::OK, format!("ok, standing by: {why}\n")).into_response(),
+            None => (StatusCode::OK, "ok\n").into_response(),
+        }
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,

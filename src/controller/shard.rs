@@ -134,6 +134,9 @@ pub enum ShardEvent {
     /// Shard Lease released after the in-flight cycle: assigned to another
     /// replica, or held off while a live member runs another N.
     Released(u32),
+    /// A controller of the other mode (a leader, `--shards 1`) runs: why
+    /// this replica holds no shard; `None` once it is gone.
+    OtherMode(Option<String>),
 }
 
 /// Settings of the coordinator.
@@ -259,10 +262,15 @@ async fn coordinate(
     // Shards being released (waiting for the in-flight cycle).
     let releasing: Arc<std::sync::Mutex<BTreeSet<u32>>> = Arc::default();
     let mut warned = false;
+    let mut other: Option<String> = None;
     loop {
         match step(&api, &cfg).await {
-            Ok(mine) => {
+            Ok((mine, now_other)) => {
                 warned = false;
+                if now_other != other {
+                    other = now_other;
+                    let _ = events.send(ShardEvent::OtherMode(other.clone()));
+                }
                 for k in &mine {
                     let busy = releasing.lock().map(|r| r.contains(k)).unwrap_or(true);
                     if contenders.contains_key(k) || busy {
@@ -393,8 +401,9 @@ fn split_warned(member: &str) -> bool {
 }
 
 /// One tick: renews this replica's membership Lease, lists the Leases, and
-/// returns the shards assigned to this replica.
-async fn step(api: &Api<Lease>, cfg: &ShardConfig) -> Result<BTreeSet<u32>> {
+/// returns the shards assigned to this replica, and why it holds none when
+/// a controller of the other mode runs ([`super::mode`]).
+async fn step(api: &Api<Lease>, cfg: &ShardConfig) -> Result<(BTreeSet<u32>, Option<String>)> {
     let me = member_lease(&cfg.lease_name, &cfg.identity);
     let secs = i32::try_from(cfg.duration.as_secs().max(3)).unwrap_or(i32::MAX);
     let body = serde_json::json!({
@@ -422,16 +431,18 @@ async fn step(api: &Api<Lease>, cfg: &ShardConfig) -> Result<BTreeSet<u32>> {
         .await
         .with_context(|| format!("cannot list the Leases in namespace {}", cfg.namespace))?;
     let now = jiff::Timestamp::now();
-    let live = |l: &Lease| -> Option<String> {
-        let spec = l.spec.as_ref()?;
-        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
-        let renewed = spec.renew_time.as_ref()?.0;
-        let secs = i64::from(spec.lease_duration_seconds?);
-        let until = renewed
-            .checked_add(jiff::SignedDuration::from_secs(secs))
-            .ok()?;
-        (until > now).then_some(holder)
-    };
+    let live = |l: &Lease| super::mode::live_holder(l, now);
+    // A leader (`--shards 1`) runs: it writes every Target, so this replica
+    // holds no shard until it is gone.
+    if let Some(why) = super::mode::other_mode(
+        &leases.items,
+        &cfg.lease_name,
+        cfg.shards,
+        &cfg.identity,
+        now,
+    ) {
+        return Ok((BTreeSet::new(), Some(why)));
+    }
     let mut members = BTreeSet::new();
     let mut holders = BTreeMap::new();
     let shard_names: BTreeMap<String, u32> = (0..cfg.shards)
@@ -455,7 +466,7 @@ async fn step(api: &Api<Lease>, cfg: &ShardConfig) -> Result<BTreeSet<u32>> {
                 if !split_warned(&m) {
                     tracing::warn!(target: LOG_TARGET, member = %m, theirs = ?theirs, ours = cfg.shards, "a live replica runs with another --shards: holding no shard until it is gone");
                 }
-                return Ok(BTreeSet::new());
+                return Ok((BTreeSet::new(), None));
             }
             members.insert(m);
         } else if let Some(k) = shard_names.get(&name)
@@ -466,11 +477,14 @@ async fn step(api: &Api<Lease>, cfg: &ShardConfig) -> Result<BTreeSet<u32>> {
     }
     // This replica is a member even if the list raced its renewal.
     members.insert(cfg.identity.clone());
-    Ok(assign(cfg.shards, &members, &holders)
-        .into_iter()
-        .filter(|(_, h)| *h == cfg.identity)
-        .map(|(k, _)| k)
-        .collect())
+    Ok((
+        assign(cfg.shards, &members, &holders)
+            .into_iter()
+            .filter(|(_, h)| *h == cfg.identity)
+            .map(|(k, _)| k)
+            .collect(),
+        None,
+    ))
 }
 
 #[cfg(test)]

@@ -157,6 +157,11 @@ pub fn join(nodes: &[Node], pods: &[Pod]) -> Vec<HostNode> {
             let mut pods = by_node.remove(name.as_str()).unwrap_or_default();
             pods.sort();
             HostNode {
+                provider_id: n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.provider_id.clone())
+                    .unwrap_or_default(),
                 cordoned: is_cordoned(n)
                     || n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true),
                 draining_since,

@@ -2655,6 +2655,7 @@ mod releasing_drains {
             cordoned: true,
             draining_since: Some("2026-11-26T04:00:00Z".parse().unwrap()),
             pods: Vec::new(),
+            ..HostNode::default()
         }
     }
 

@@ -53,6 +53,9 @@ pub struct HostNode {
     /// When slicectl started draining it (label
     /// [`crate::spec::disruption::DRAINING_SINCE`]), read back after a restart.
     pub draining_since: Option<Timestamp>,
+    /// `spec.providerID` (`gce://PROJECT/ZONE/INSTANCE` for a GCE VM's Node;
+    /// empty when it has none).
+    pub provider_id: String,
     /// Pods bound to it that are not terminal, not mirror pods and not a
     /// DaemonSet's.
     pub pods: Vec<BoundPod>,
@@ -93,6 +96,25 @@ pub struct Hosts {
     pub kube: Option<KubeRef>,
     /// Labels every one of its Nodes carries.
     pub selector: BTreeMap<String, String>,
+    /// What every one of its Nodes' providerID starts with, when the
+    /// resource's own VMs are known by it (a MIG's: `gce://PROJECT/ZONE/`).
+    /// Labels name the slice replica, not the resource: after a zone move
+    /// the old MIG and its replacement carry the same labels, and only
+    /// the providerID tells their Nodes apart.
+    pub provider_id_prefix: Option<String>,
+}
+
+impl Hosts {
+    /// Whether `n` is one of these Nodes.
+    pub fn picks(&self, n: &HostNode) -> bool {
+        self.selector
+            .iter()
+            .all(|(l, v)| n.labels.get(l) == Some(v))
+            && self
+                .provider_id_prefix
+                .as_deref()
+                .is_none_or(|p| n.provider_id.starts_with(p))
+    }
 }
 
 /// A destructive step that goes ahead on a busy slice replica, and how.
@@ -112,6 +134,11 @@ pub struct Disrupting {
     /// When the drain started, if an earlier run started it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub draining_since: Option<Timestamp>,
+    /// The slice's disruption windows (empty: any time), asked again by the
+    /// executor before every eviction and before the capacity goes: a
+    /// window that closes mid-drain holds the step again.
+    #[serde(skip)]
+    pub windows: Vec<crate::spec::disruption::Window>,
 }
 
 /// How a busy replica is disrupted.
@@ -260,12 +287,7 @@ fn nodes_of(w: &Workloads, hosts: &Hosts) -> Vec<(KubeRef, String)> {
     };
     nodes
         .iter()
-        .filter(|n| {
-            hosts
-                .selector
-                .iter()
-                .all(|(l, v)| n.labels.get(l) == Some(v))
-        })
+        .filter(|n| hosts.picks(n))
         .map(|n| (k.clone(), n.name.clone()))
         .collect()
 }
@@ -342,15 +364,7 @@ fn busy_of(i: &Inputs<'_>, hosts: &Hosts) -> Busy {
         None => Busy::Idle(None),
         Some(ClusterWorkloads::Unreadable(e)) => Busy::Unknown(format!("{kube}: {e}")),
         Some(ClusterWorkloads::Seen(nodes)) => {
-            let mine: Vec<&HostNode> = nodes
-                .iter()
-                .filter(|n| {
-                    hosts
-                        .selector
-                        .iter()
-                        .all(|(k, v)| n.labels.get(k) == Some(v))
-                })
-                .collect();
+            let mine: Vec<&HostNode> = nodes.iter().filter(|n| hosts.picks(n)).collect();
             let pods: Vec<BoundPod> = mine.iter().flat_map(|n| n.pods.iter().cloned()).collect();
             let draining_since = mine.iter().filter_map(|n| n.draining_since).min();
             if pods.is_empty() {
@@ -491,6 +505,7 @@ pub(super) fn decide(
             nodes: nodes.clone(),
             drain_timeout_secs: policy.drain_timeout.as_secs(),
             draining_since: since,
+            windows: policy.windows.clone(),
         };
         if i.mode == PlanMode::Destroy && i.disrupt {
             goes.insert(rk, going(DisruptHow::Forced));

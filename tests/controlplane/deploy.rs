@@ -49,7 +49,7 @@ const SA: &str = "system:serviceaccount:slicectl:slicectl";
 /// "The manifests in deploy/", explains each row.
 const EXPECTED: &[(&str, &str, &str)] = &[
     ("configmaps", "[slicectl-specs]", "[get list watch]"),
-    ("leases.coordination.k8s.io", "[]", "[create]"),
+    ("leases.coordination.k8s.io", "[]", "[create list]"),
     ("leases.coordination.k8s.io", "[slicectl]", "[get patch]"),
     (
         "slicestatuses.slicectl.dev",
@@ -426,6 +426,7 @@ fn the_service_account_may_do_exactly_what_the_controller_needs() {
         &["get", "configmaps/slicectl-specs", "-n", NS][..],
         &["watch", "configmaps/slicectl-specs", "-n", NS],
         &["create", "leases.coordination.k8s.io", "-n", NS],
+        &["list", "leases.coordination.k8s.io", "-n", NS],
         &["patch", "leases.coordination.k8s.io/slicectl", "-n", NS],
         &["create", "slicestatuses.slicectl.dev", "-n", NS],
         &["delete", "slicestatuses.slicectl.dev/x", "-n", NS],

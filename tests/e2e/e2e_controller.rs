@@ -102,7 +102,7 @@ impl Replica {
         self.stderr().matches("cycle finished").count()
     }
 
-    async fn get(&self, path: &str) -> Option<(u16, String)> {
+    pub(crate) async fn get(&self, path: &str) -> Option<(u16, String)> {
         let r = reqwest::get(format!("http://127.0.0.1:{}{path}", self.port))
             .await
             .ok()?;

@@ -781,3 +781,150 @@ async fn the_controller_holds_a_busy_replacement_and_applies_it_once_the_pod_end
     release_pod(&bed.client, &bed.ns, "train-0").await;
     bed.done().await;
 }
+
+/// `apply --auto-approve` of the bed's specs, as a child process.
+fn spawn_apply(bed: &Bed) -> Piped {
+    spawn_piped(
+        tokio::process::Command::new(bin())
+            .args([
+                "apply",
+                bed.d(),
+                "--auto-approve",
+                "--access-token-file",
+                &bed.token,
+            ])
+            .env("SLICECTL_API_ENDPOINT", bed.sim.base_url())
+            .env("NO_COLOR", "1"),
+    )
+}
+
+/// Waits until the drain marked Node `node` (its start, read back).
+async fn wait_drain_label(bed: &Bed, node: &str, child: &Piped) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(s) = bed.draining_since(node).await {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no drain label: {}",
+            child.stderr.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits for `child` to exit (at most 90 s); its exit code and output.
+async fn finished(mut child: Piped) -> (Option<i32>, String) {
+    let status = tokio::time::timeout(Duration::from_secs(90), child.child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("no exit: {}", child.stderr.lock().unwrap()))
+        .unwrap();
+    let text = format!(
+        "{}\n{}",
+        child.stdout.lock().unwrap(),
+        child.stderr.lock().unwrap()
+    );
+    (status.code(), text)
+}
+
+/// Asserts slice `n` kept its pool (not replaced), its pod `pod` runs and
+/// was not evicted, and Node `node` keeps its cordon and drain label
+/// `since`.
+async fn assert_kept(bed: &Bed, n: &str, pod: &str, node: &str, since: &str, text: &str) {
+    assert!(!bed.spot(n).await, "nothing destroyed: {text}");
+    let p = bed.pods().get(pod).await.unwrap();
+    assert_eq!(
+        p.status.and_then(|s| s.phase).as_deref(),
+        Some("Running"),
+        "{text}"
+    );
+    assert!(p.metadata.deletion_timestamp.is_none(), "not evicted: {text}");
+    assert_eq!(bed.cordoned(node).await, Some(true), "{text}");
+    assert_eq!(bed.draining_since(node).await.as_deref(), Some(since), "{text}");
+}
+
+/// Issue 35, case 5: the first Ctrl-C (SIGINT) during a drain ends it
+/// before its next eviction, even when the budget relaxes right after: no
+/// eviction, no delete, no create; the cordon and drain label stay, the
+/// run says what it left (`Apply STOPPED`, `draining stopped`) and exits
+/// 1. The next apply resumes the drain and replaces the pool.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ctrl_c_mid_drain_stops_it_before_the_next_eviction() {
+    let bed = Bed::new("sched-int", 351, "").await;
+    bed.create(&["drain"], DRAIN).await;
+    let node = bed.run_pod("drain", "train-0", "train", &[]).await;
+    pdb(&bed, "train", 1).await;
+    bed.slice_file("drain", true, DRAIN);
+    let child = spawn_apply(&bed);
+    let since = wait_drain_label(&bed, &node, &child).await;
+    // Refused at least once, then the first Ctrl-C; then the budget relaxes
+    // (the drain used to evict at its next poll, and delete and create).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let pid = child.child.id().unwrap();
+    ok(&std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .output()
+        .unwrap());
+    pdb(&bed, "train", 0).await;
+    let (code, text) = finished(child).await;
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("Apply STOPPED"), "{text}");
+    assert!(!text.contains("Apply complete"), "{text}");
+    assert!(text.contains("draining stopped: the drain stopped before its next eviction"), "{text}");
+    assert!(text.contains("resumes the drain"), "{text}");
+    assert!(text.contains("never ran: a stop was requested"), "{text}");
+    // The budget allowed it for a while: still nothing was evicted.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_kept(&bed, "drain", "train-0", &node, &since, &text).await;
+
+    // The next apply resumes the drain (same start) and replaces the pool.
+    let o = bed.apply().await;
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    let started = jiff::Timestamp::from_second(since.parse().unwrap()).unwrap();
+    assert!(text.contains(&format!("draining since {started}")), "{text}");
+    assert!(bed.spot("drain").await, "{text}");
+    bed.assert_evicted("train-0").await;
+    bed.done().await;
+}
+
+/// Issue 35, case 4: a drain started inside its window and held by a real
+/// PodDisruptionBudget is asked again before every eviction: once the
+/// window has closed, the budget relaxing evicts nothing and destroys
+/// nothing; the step is held `outside_window` with the next opening, the
+/// cordon and the drain label stay.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_window_that_closes_mid_drain_stops_it() {
+    // Open for the first 40 s of every minute.
+    const WINDOWED: &str = "  disruption:\n    whenBusy: drain\n    drainTimeout: 10m\n    windows:\n    - {schedule: \"* * * * *\", duration: 40s}\n";
+    let bed = Bed::new("sched-win", 352, "").await;
+    bed.create(&["win"], WINDOWED).await;
+    let node = bed.run_pod("win", "train-0", "train", &[]).await;
+    pdb(&bed, "train", 1).await;
+    bed.slice_file("win", true, WINDOWED);
+    // Start early in a window (the plan is made inside it).
+    loop {
+        let s = jiff::Timestamp::now().as_second().rem_euclid(60);
+        if (1..=6).contains(&s) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let opened = jiff::Timestamp::now();
+    let child = spawn_apply(&bed);
+    let since = wait_drain_label(&bed, &node, &child).await;
+    // The window closes at second 40; the budget relaxes after it.
+    let closes = opened.as_second() - opened.as_second().rem_euclid(60) + 40;
+    let wait = closes + 3 - jiff::Timestamp::now().as_second();
+    tokio::time::sleep(Duration::from_secs(u64::try_from(wait.max(0)).unwrap())).await;
+    pdb(&bed, "train", 0).await;
+    let (code, text) = finished(child).await;
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("[outside_window]"), "{text}");
+    assert!(text.contains("held mid-drain"), "{text}");
+    assert!(text.contains("the next window opens at"), "{text}");
+    assert!(text.contains("Nothing more is evicted"), "{text}");
+    assert_kept(&bed, "win", "train-0", &node, &since, &text).await;
+    bed.done().await;
+}

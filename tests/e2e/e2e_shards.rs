@@ -415,3 +415,122 @@ async fn a_replica_with_another_shard_count_holds_nothing_until_the_old_members_
     drop(new);
     let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
 }
+
+/// Cycles `r` finished so far.
+fn cycles_of(r: &Replica) -> usize {
+    r.text().matches("cycle finished").count()
+}
+
+/// Whether `r` logged that it waits for a controller of the other mode.
+fn waits(r: &Replica) -> bool {
+    r.text()
+        .contains("waiting for a controller of the other mode")
+}
+
+/// Issue 35, case 12: a leader (`--shards 1`, the leader Lease `slicectl`)
+/// and a `--shards 2` replica (Leases `slicectl-0/1`) at once, as a rolling
+/// update from `deploy/` to `deploy/sharding` (or back) runs them. In both
+/// start orders exactly one of them writes: the one that came second (or
+/// the sharded one, whichever) waits and says so (log, metric, `/readyz`),
+/// every pool is created exactly once, and the other takes over once the
+/// writer stops.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leader_and_a_sharded_replica_never_both_write() {
+    for leader_first in [true, false] {
+        let client = client().await;
+        apply_crd();
+        let ns = namespace(&client, if leader_first { "mode-l" } else { "mode-s" }).await;
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+        let sim = six_clusters(Duration::from_millis(300)).await;
+        put(&cms, 1).await;
+        let leader_args = ["--resync", "2s"];
+        let sharded_args = ["--resync", "2s", "--shards", "2"];
+        let (first, second) = if leader_first {
+            let a = Replica::start_with(&sim, &ns, "mode-leader", &leader_args);
+            wait_for("six pools by the leader", 60, &[&a], || async {
+                pools(&sim).await.len() == 6
+            })
+            .await;
+            let b = Replica::start_with(&sim, &ns, "mode-sharded", &sharded_args);
+            (a, b)
+        } else {
+            let a = Replica::start_with(&sim, &ns, "mode-sharded", &sharded_args);
+            wait_for("six pools by the sharded replica", 60, &[&a], || async {
+                pools(&sim).await.len() == 6 && held(&a).await == 2.0
+            })
+            .await;
+            let b = Replica::start_with(&sim, &ns, "mode-leader", &leader_args);
+            (a, b)
+        };
+        let (leader, sharded) = if leader_first {
+            (&first, &second)
+        } else {
+            (&second, &first)
+        };
+        // The sharded replica steps back in both orders: while the leader
+        // Lease is live it holds no shard and says so.
+        wait_for("the sharded replica to wait", 30, &[leader, sharded], || async {
+            waits(sharded)
+                && held(sharded).await == 0.0
+                && sharded.metric("slicectl_other_mode_waiting ").await == Some(1.0)
+        })
+        .await;
+        if !leader_first {
+            // The leader came second: it waited while the shard Leases
+            // were held, then went on once they were released.
+            wait_for("the leader to reconcile", 30, &[leader, sharded], || async {
+                leader.metric("slicectl_other_mode_waiting ").await == Some(0.0)
+                    && leader.metric("slicectl_leader ").await == Some(1.0)
+                    && leader
+                        .text()
+                        .contains("no controller of the other mode runs any more")
+            })
+            .await;
+            assert!(waits(leader), "{}", leader.text());
+        }
+        let (code, body) = sharded_readyz(sharded).await;
+        assert_eq!(code, 200, "{body}");
+        assert!(body.starts_with("ok, standing by: "), "{body}");
+        assert!(body.contains("slicectl (held by mode-leader)"), "{body}");
+        // One writer: more slices are created once each, by the leader;
+        // the sharded replica runs no cycle.
+        let sharded_cycles = cycles_of(sharded);
+        put(&cms, 2).await;
+        wait_for("twelve pools", 60, &[leader, sharded], || async {
+            pools(&sim).await.len() == 12
+        })
+        .await;
+        for _ in 0..6 {
+            assert_eq!(held(sharded).await, 0.0, "{}", sharded.text());
+            assert_eq!(
+                sharded.metric("slicectl_leader ").await,
+                Some(0.0),
+                "{}",
+                sharded.text()
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        assert_eq!(cycles_of(sharded), sharded_cycles, "{}", sharded.text());
+        assert_eq!(creates(&sim), 12, "each slice created once");
+        // The leader stops: the sharded replica takes both shards.
+        let (leader, sharded) = if leader_first {
+            (first, second)
+        } else {
+            (second, first)
+        };
+        stop(leader).await;
+        wait_for("the sharded replica to hold both shards", 30, &[&sharded], || async {
+            held(&sharded).await == 2.0
+                && sharded.metric("slicectl_other_mode_waiting ").await == Some(0.0)
+        })
+        .await;
+        assert_eq!(creates(&sim), 12, "no duplicate create after the hand-over");
+        stop(sharded).await;
+        let _ = kubectl(&["delete", "namespace", &ns, "--wait=false"]);
+    }
+}
+
+/// `/readyz` of `r`.
+async fn sharded_readyz(r: &Replica) -> (u16, String) {
+    r.get("/readyz").await.unwrap_or((0, String::new()))
+}

@@ -65,15 +65,26 @@ fn action(timeout_secs: u64, since: Option<Timestamp>) -> Action {
             nodes: vec!["n1".into()],
             drain_timeout_secs: timeout_secs,
             draining_since: since,
+            windows: Vec::new(),
         }),
         recheck: None,
+    }
+}
+
+/// Checks that list every `ms` milliseconds, on the wall clock, never
+/// stopped.
+fn every(ms: u64) -> Checks {
+    Checks {
+        poll: Duration::from_millis(ms),
+        stop: Arc::new(|| false),
+        clock: Arc::new(Timestamp::now),
     }
 }
 
 #[tokio::test]
 async fn a_drain_cordons_marks_evicts_and_waits_until_idle() {
     let (fake, cloud) = setup();
-    let out = run_every(&cloud, &action(60, None), Duration::from_millis(10))
+    let out = run(&cloud, &action(60, None), &every(10))
         .await
         .unwrap();
     assert_eq!(out, StepOutcome::Done);
@@ -109,7 +120,7 @@ async fn a_budget_that_refuses_past_the_timeout_holds_the_step_with_pdb() {
     // The drain started an hour ago (read back from the Node after a
     // restart): its 60s are over, it tries once more and holds.
     let since = Timestamp::now() - SignedDuration::from_hours(1);
-    let err = run_every(&cloud, &action(60, Some(since)), Duration::from_millis(10))
+    let err = run(&cloud, &action(60, Some(since)), &every(10))
         .await
         .unwrap_err();
     assert_eq!(err.code(), "pdb");
@@ -132,7 +143,7 @@ async fn a_budget_that_allows_past_the_timeout_lets_that_run_finish() {
     // budget refused); now the budget allows it: this run's eviction is
     // accepted and the drain waits for the pod to end, past the deadline.
     let since = Timestamp::now() - SignedDuration::from_hours(1);
-    let out = run_every(&cloud, &action(60, Some(since)), Duration::from_millis(10))
+    let out = run(&cloud, &action(60, Some(since)), &every(10))
         .await
         .unwrap();
     assert_eq!(out, StepOutcome::Done);
@@ -144,7 +155,7 @@ async fn a_budget_that_allows_past_the_timeout_lets_that_run_finish() {
 async fn a_failed_eviction_is_asked_again_at_the_next_poll() {
     let (fake, cloud) = setup();
     fake.fail_next("evict_pod", crate::kube::fake::KubeFault::Server);
-    let out = run_every(&cloud, &action(60, None), Duration::from_millis(10))
+    let out = run(&cloud, &action(60, None), &every(10))
         .await
         .unwrap();
     assert_eq!(out, StepOutcome::Done);
@@ -153,7 +164,7 @@ async fn a_failed_eviction_is_asked_again_at_the_next_poll() {
     let (fake, cloud) = setup();
     fake.fail_next("evict_pod", crate::kube::fake::KubeFault::Server);
     let since = Timestamp::now() - SignedDuration::from_hours(1);
-    let err = run_every(&cloud, &action(60, Some(since)), Duration::from_millis(10))
+    let err = run(&cloud, &action(60, Some(since)), &every(10))
         .await
         .unwrap_err();
     assert_eq!(err.code(), "drain_timeout");
@@ -174,7 +185,7 @@ async fn a_budget_that_allows_later_lets_the_drain_finish() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         f.protect_pod(&kube(), "ml", "train-0", false);
     });
-    let out = run_every(&cloud, &action(60, None), Duration::from_millis(20))
+    let out = run(&cloud, &action(60, None), &every(20))
         .await
         .unwrap();
     release.await.unwrap();
@@ -220,7 +231,7 @@ async fn a_pod_that_turns_do_not_disrupt_mid_drain_holds_it() {
         &[(crate::spec::disruption::DO_NOT_DISRUPT, "true")],
         None,
     );
-    let err = run_every(&cloud, &action(60, None), Duration::from_millis(10))
+    let err = run(&cloud, &action(60, None), &every(10))
         .await
         .unwrap_err();
     assert_eq!(err.code(), "do_not_disrupt");
@@ -240,7 +251,7 @@ async fn a_released_node_is_uncordoned_and_loses_the_drain_label() {
         .get_or_insert_with(Default::default)
         .insert(DRAINING_SINCE.to_owned(), "1764136800".to_owned());
     fake.seed_node(&kube(), n2);
-    let out = run_every(&cloud, &action(60, None), Duration::from_millis(10))
+    let out = run(&cloud, &action(60, None), &every(10))
         .await
         .unwrap();
     assert_eq!(out, StepOutcome::Done);
@@ -309,7 +320,7 @@ async fn a_refusal_with_retry_after_is_not_asked_again_before_then() {
     fake.set_eviction_retry_after(&kube(), Some(Duration::from_millis(400)));
     let since = Timestamp::now();
     let started = std::time::Instant::now();
-    let err = run_every(&cloud, &action(1, Some(since)), Duration::from_millis(10))
+    let err = run(&cloud, &action(1, Some(since)), &every(10))
         .await
         .unwrap_err();
     assert_eq!(err.code(), "pdb", "{err}");
@@ -319,11 +330,7 @@ async fn a_refusal_with_retry_after_is_not_asked_again_before_then() {
     // Without Retry-After, every poll asks again.
     let (fake, cloud) = setup();
     fake.protect_pod(&kube(), "ml", "train-0", true);
-    let err = run_every(
-        &cloud,
-        &action(1, Some(Timestamp::now())),
-        Duration::from_millis(10),
-    )
+    let err = run(&cloud, &action(1, Some(Timestamp::now())), &every(10))
     .await
     .unwrap_err();
     assert_eq!(err.code(), "pdb", "{err}");
@@ -349,4 +356,155 @@ fn retry_after_is_read_and_bounded() {
         bounded_retry_after(Duration::from_secs(1)),
         Duration::from_secs(1)
     );
+}
+
+/// Saturdays 02:00–03:00 UTC.
+fn saturday_window() -> crate::spec::disruption::Window {
+    crate::spec::disruption::Window::parse(&crate::spec::model::DisruptionWindow {
+        schedule: "0 2 * * SAT".into(),
+        time_zone: None,
+        duration: "1h".into(),
+    })
+    .unwrap()
+}
+
+/// A clock the test moves: seconds since the epoch.
+fn moving_clock(at: &str) -> (Arc<std::sync::atomic::AtomicI64>, Checks) {
+    let t: Timestamp = at.parse().unwrap();
+    let secs = Arc::new(std::sync::atomic::AtomicI64::new(t.as_second()));
+    let s = secs.clone();
+    let checks = Checks {
+        poll: Duration::from_millis(20),
+        stop: Arc::new(|| false),
+        clock: Arc::new(move || {
+            Timestamp::from_second(s.load(std::sync::atomic::Ordering::SeqCst)).unwrap()
+        }),
+    };
+    (secs, checks)
+}
+
+fn drain_label(fake: &FakeKube, n: &str) -> Option<String> {
+    fake.node(&kube(), n)
+        .unwrap()
+        .metadata
+        .labels
+        .unwrap_or_default()
+        .get(DRAINING_SINCE)
+        .cloned()
+}
+
+/// Issue 35, case 4: a drain started inside its window, held by a budget,
+/// is asked again before every eviction: once the window has closed, the
+/// budget relaxing evicts nothing; the step is held (`outside_window`,
+/// with the next opening), the Nodes keep the cordon and the drain label.
+#[tokio::test]
+async fn a_window_that_closes_mid_drain_holds_it_before_the_next_eviction() {
+    let (fake, cloud) = setup();
+    fake.protect_pod(&kube(), "ml", "train-0", true);
+    let mut a = action(7200, None);
+    a.disruption.as_mut().unwrap().windows = vec![saturday_window()];
+    let (clock, checks) = moving_clock("2026-11-28T02:10:00Z");
+    let f = fake.clone();
+    let later = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // 03:10: the window closed; then the budget relaxes.
+        let closed: Timestamp = "2026-11-28T03:10:00Z".parse().unwrap();
+        clock.store(closed.as_second(), std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        f.protect_pod(&kube(), "ml", "train-0", false);
+    });
+    let err = run(&cloud, &a, &checks).await.unwrap_err();
+    later.await.unwrap();
+    assert_eq!(err.code(), "outside_window", "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("the next window opens at 2026-12-05T02:00:00Z"),
+        "{msg}"
+    );
+    assert!(msg.contains("Nothing more is evicted"), "{msg}");
+    // Refused while the window was open; nothing evicted after it closed.
+    assert!(fake.pod_names(&kube()).contains(&"ml/train-0".to_string()));
+    assert!(crate::kube::is_cordoned(&fake.node(&kube(), "n1").unwrap()));
+    assert!(drain_label(&fake, "n1").is_some());
+    // The budget relaxes afterwards: still nothing is evicted (the step
+    // ended; the next run plans it again, outside the window: held).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(fake.pod_names(&kube()).contains(&"ml/train-0".to_string()));
+}
+
+/// A drain whose window closed before it started (a plan approved late)
+/// touches nothing: no cordon, no label, no eviction.
+#[tokio::test]
+async fn a_drain_outside_its_window_touches_nothing() {
+    let (fake, cloud) = setup();
+    let mut a = action(7200, None);
+    a.disruption.as_mut().unwrap().windows = vec![saturday_window()];
+    let (_clock, checks) = moving_clock("2026-11-28T05:00:00Z");
+    let err = run(&cloud, &a, &checks).await.unwrap_err();
+    assert_eq!(err.code(), "outside_window", "{err}");
+    assert!(fake.calls_of("evict_pod").is_empty());
+    assert!(fake.calls_of("cordon_node").is_empty());
+    assert!(drain_label(&fake, "n1").is_none());
+}
+
+/// Issue 35, case 5: a stop request (the first Ctrl-C) ends a running
+/// drain before its next eviction: code `stopped`, the pod kept, the Nodes
+/// still cordoned and labelled so that the next run resumes the drain.
+#[tokio::test]
+async fn a_stop_request_ends_a_drain_before_its_next_eviction() {
+    let (fake, cloud) = setup();
+    fake.protect_pod(&kube(), "ml", "train-0", true);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s = stop.clone();
+    let checks = Checks {
+        stop: Arc::new(move || s.load(std::sync::atomic::Ordering::SeqCst)),
+        ..every(20)
+    };
+    let f = fake.clone();
+    let later = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        f.protect_pod(&kube(), "ml", "train-0", false);
+    });
+    let err = run(&cloud, &action(60, None), &checks).await.unwrap_err();
+    later.await.unwrap();
+    assert_eq!(err.code(), STOPPED, "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("resumes the drain"), "{msg}");
+    assert!(!fake.calls_of("evict_pod").is_empty(), "evicted while running");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(fake.pod_names(&kube()).contains(&"ml/train-0".to_string()));
+    assert!(crate::kube::is_cordoned(&fake.node(&kube(), "n1").unwrap()));
+    assert!(drain_label(&fake, "n1").is_some());
+}
+
+/// Right before the capacity goes, a busy replica's consent is asked again:
+/// with `whenBusy: replace`, a closed window holds the delete.
+#[tokio::test]
+async fn a_replace_outside_its_window_is_held_before_the_delete() {
+    let (fake, cloud) = setup();
+    let mut a = action(60, None);
+    {
+        let d = a.disruption.as_mut().unwrap();
+        d.how = DisruptHow::Replace;
+        d.windows = vec![saturday_window()];
+    }
+    let (clock, checks) = moving_clock("2026-11-28T02:30:00Z");
+    assert_eq!(
+        before_destroy(&cloud, &a, &checks).await.unwrap(),
+        StepOutcome::Done
+    );
+    let closed: Timestamp = "2026-11-28T03:30:00Z".parse().unwrap();
+    clock.store(closed.as_second(), std::sync::atomic::Ordering::SeqCst);
+    let err = before_destroy(&cloud, &a, &checks).await.unwrap_err();
+    assert_eq!(err.code(), "outside_window", "{err}");
+    assert!(err.to_string().contains("Nothing was destroyed"), "{err}");
+    // `destroy --disrupt` is not asked again.
+    a.disruption.as_mut().unwrap().how = DisruptHow::Forced;
+    assert_eq!(
+        before_destroy(&cloud, &a, &checks).await.unwrap(),
+        StepOutcome::Done
+    );
+    assert!(fake.calls_of("evict_pod").is_empty());
 }

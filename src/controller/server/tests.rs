@@ -10,6 +10,7 @@ async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
 async fn ready_only_once_synced_and_metrics_are_served() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let h = Arc::new(Health {
+        waiting: std::sync::Mutex::new(None),
         ready: AtomicBool::new(false),
         metrics: Metrics::new(),
     });
@@ -23,5 +24,11 @@ async fn ready_only_once_synced_and_metrics_are_served() {
     let (code, body) = get(addr, "/metrics").await;
     assert_eq!(code, 200);
     assert!(body.contains("slicectl_leader 0"), "{body}");
+    assert!(body.contains("slicectl_other_mode_waiting 0"), "{body}");
     assert!(body.ends_with("# EOF\n"), "{body}");
+    // Waiting for the other mode: still ready (a standby), and says why.
+    *h.waiting.lock().unwrap() = Some("the leader Lease slicectl is live".into());
+    let (code, body) = get(addr, "/readyz").await;
+    assert_eq!(code, 200);
+    assert_eq!(body, "ok, standing by: the leader Lease slicectl is live\n");
 }

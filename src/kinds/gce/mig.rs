@@ -439,10 +439,14 @@ impl Kind for Migs {
     }
 
     /// A MIG's Nodes: in its Target's cluster, carrying the slice
-    /// replica's ownership labels (registered with them through `kube-labels`).
+    /// replica's ownership labels (registered with them through
+    /// `kube-labels`), and the Nodes of its own VMs: their providerID
+    /// names the MIG's project and zone (`gce://PROJECT/ZONE/INSTANCE`).
+    /// The labels alone name the slice replica, which after a zone move has
+    /// a MIG in each zone: the old one's drain must not touch the new one's.
     fn hosts(
         &self,
-        _id: &crate::kind::ResourceId,
+        id: &crate::kind::ResourceId,
         own: &Ownership,
         kube: Option<&crate::resource::KubeRef>,
     ) -> Option<crate::kind::Hosts> {
@@ -455,6 +459,10 @@ impl Kind for Migs {
             ]
             .into_iter()
             .collect(),
+            provider_id_prefix: match &id.scope {
+                Scope::Zone(z) => Some(format!("gce://{}/{}/", z.project, z.zone)),
+                _ => None,
+            },
         })
     }
 

@@ -2157,3 +2157,93 @@ fn a_brought_template_is_deleted_once_its_adopted_mig_is_replaced() {
         compute_actions(&p)
     );
 }
+
+/// Issue 35, case 3: after a zone move, the old MIG's Nodes are its own VMs'
+/// (by providerID: its project and zone), not every Node of its slice
+/// replica: a pod on the new MIG's Node neither holds the idle old MIG's
+/// delete nor is drained with it.
+#[test]
+fn a_moved_migs_nodes_are_its_own_vms_not_its_replacements() {
+    use crate::plan::workload::{BoundPod, ClusterWorkloads, HostNode, Workloads};
+    let before = fleet(&[slice("z", "2x2", "", "a")]);
+    let old = replica(&before, "z");
+    let in_zone_a = |extra: &str| {
+        let text = format!(
+            "{}{}",
+            TARGET.replace(
+                "zone: us-central1-b",
+                "zone: us-central1-a\n  allowUnlistedZone: true"
+            ),
+            slice("z", "2x2", extra, "a")
+        );
+        crate::spec::load(&[SourceFile {
+            path: "specs/f.yaml".into(),
+            text,
+        }])
+        .unwrap_or_else(|d| panic!("{d:?}"))
+    };
+    let kinds = crate::kinds::plan_kinds();
+    for extra in ["", "  disruption: {whenBusy: drain}\n"] {
+        let after = in_zone_a(extra);
+        let new = replica(&after, "z");
+        // The old MIG (zone b) and its replacement (zone a, created by an
+        // earlier apply) both run; one Node each, labelled alike.
+        let mut inv = live_replica(&before, "z", 1, 1, as_written);
+        let fresh = live_replica(&after, "z", 1, 0, as_written);
+        for l in fresh.live(super::mig::KIND) {
+            inv.resources
+                .entry(super::mig::KIND)
+                .or_default()
+                .push(l.clone());
+        }
+        let host = |name: &str, zone: &str, pods: Vec<BoundPod>| HostNode {
+            name: name.into(),
+            labels: old.nodes.labels.clone(),
+            provider_id: format!("gce://proj-one/{zone}/z-0-{name}"),
+            pods,
+            ..HostNode::default()
+        };
+        let train = BoundPod {
+            namespace: "ml".into(),
+            name: "train-0".into(),
+            owner: None,
+            do_not_disrupt: false,
+        };
+        inv.workloads = Workloads {
+            observed_at: Some("2026-11-28T02:00:00Z".parse().unwrap()),
+            clusters: [(
+                new.kube.clone(),
+                ClusterWorkloads::Seen(vec![
+                    host("oldb", "us-central1-b", vec![]),
+                    host("newa", "us-central1-a", vec![train.clone()]),
+                ]),
+            )]
+            .into(),
+        };
+        let p = plan::plan(&after, &inv, &kinds, &PlanOptions::default()).unwrap();
+        assert!(p.held.is_empty(), "{extra}: {:#?}", p.held);
+        let old_mig = p
+            .actions
+            .iter()
+            .find(|a| {
+                a.id.kind == super::mig::KIND
+                    && a.action == ActionKind::Delete
+                    && a.id.scope == Scope::Zone(old.zone.clone())
+            })
+            .unwrap_or_else(|| panic!("{extra}: {:#?}", p.actions));
+        assert_eq!(old_mig.reason.code(), "moved");
+        // Idle: no drain, and only its own Node is looked at again.
+        assert!(old_mig.disruption.is_none(), "{:?}", old_mig.disruption);
+        assert_eq!(
+            old_mig.recheck,
+            Some((new.kube.clone(), vec!["oldb".to_string()]))
+        );
+        assert!(
+            !p.actions.iter().any(|a| a.id.kind == super::mig::KIND
+                && a.id.scope == Scope::Zone(new.zone.clone())
+                && a.action.is_destructive()),
+            "{:#?}",
+            p.actions
+        );
+    }
+}

@@ -359,6 +359,7 @@ impl Kind for NodePools {
             selector: [(crate::kind::GKE_NODEPOOL.to_owned(), id.name.clone())]
                 .into_iter()
                 .collect(),
+            provider_id_prefix: None,
         })
     }
 
