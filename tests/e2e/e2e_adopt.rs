@@ -924,3 +924,56 @@ async fn join_as_another_tool(client: &kube::Client, sim: &SimHandle, prefix: &s
             .unwrap();
     }
 }
+
+/// Issue 35, case 9: adopting makes a pool slicectl's, and an apply of the
+/// spec directory without its file would delete it. Slice files written
+/// outside the directory are refused before anything is observed or
+/// stamped (`--out-outside-source` is the explicit way); written under it,
+/// the next apply of the directory keeps the adopted pool.
+#[tokio::test(flavor = "multi_thread")]
+async fn adopting_into_files_outside_the_spec_directory_is_refused() {
+    let sim = start().await;
+    let dir = spec_dir(&[("keep.yaml", slice_yaml("keep", "tpu-v6e-slice", "1x1", 1, ""))]);
+    let o = apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    create_pool(
+        &sim,
+        "legacy-0",
+        "us-central1-b",
+        "ct6e-standard-4t",
+        json!({}),
+    )
+    .await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    sim.reset_stats();
+    let o = adopt(
+        &sim,
+        dir.path(),
+        "train",
+        elsewhere.path(),
+        &["--name", "legacy-0"],
+    )
+    .await;
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("outside the spec directory"), "{t}");
+    assert!(t.contains("--out-outside-source"), "{t}");
+    assert_eq!(sim.stats().writes, 0, "{t}");
+    assert!(std::fs::read_dir(elsewhere.path()).unwrap().next().is_none());
+    assert!(
+        pool(&sim, "legacy-0").await["config"]["labels"]["slicectl.dev/managed-by"].is_null()
+    );
+    // Under the directory: adopted, and kept by the next apply of it.
+    let out = dir.path().join("adopted");
+    let o = adopt(&sim, dir.path(), "train", &out, &["--name", "legacy-0"]).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(out.join("legacy.yaml").exists());
+    let o = apply(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        pool(&sim, "legacy-0").await["config"]["labels"]["slicectl.dev/managed-by"],
+        "slicectl"
+    );
+    assert_no_changes(&sim, dir.path()).await;
+    sim.shutdown().await;
+}
