@@ -809,7 +809,9 @@ async fn a_stop_during_a_drain_starts_no_delete() {
     assert!(r.summary().starts_with("Apply STOPPED"), "{}", r.summary());
     assert_eq!(r.not_run.len(), 1, "{r:?}");
     assert!(
-        r.not_run[0].1.starts_with("draining stopped: the drain stopped before its next eviction"),
+        r.not_run[0]
+            .1
+            .starts_with("draining stopped: the drain stopped before its next eviction"),
         "{r:?}"
     );
 }

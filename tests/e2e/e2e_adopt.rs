@@ -933,7 +933,10 @@ async fn join_as_another_tool(client: &kube::Client, sim: &SimHandle, prefix: &s
 #[tokio::test(flavor = "multi_thread")]
 async fn adopting_into_files_outside_the_spec_directory_is_refused() {
     let sim = start().await;
-    let dir = spec_dir(&[("keep.yaml", slice_yaml("keep", "tpu-v6e-slice", "1x1", 1, ""))]);
+    let dir = spec_dir(&[(
+        "keep.yaml",
+        slice_yaml("keep", "tpu-v6e-slice", "1x1", 1, ""),
+    )]);
     let o = apply(&sim, dir.path()).await;
     assert!(o.status.success(), "{}", text(&o));
     create_pool(
@@ -959,10 +962,13 @@ async fn adopting_into_files_outside_the_spec_directory_is_refused() {
     assert!(t.contains("outside the spec directory"), "{t}");
     assert!(t.contains("--out-outside-source"), "{t}");
     assert_eq!(sim.stats().writes, 0, "{t}");
-    assert!(std::fs::read_dir(elsewhere.path()).unwrap().next().is_none());
     assert!(
-        pool(&sim, "legacy-0").await["config"]["labels"]["slicectl.dev/managed-by"].is_null()
+        std::fs::read_dir(elsewhere.path())
+            .unwrap()
+            .next()
+            .is_none()
     );
+    assert!(pool(&sim, "legacy-0").await["config"]["labels"]["slicectl.dev/managed-by"].is_null());
     // Under the directory: adopted, and kept by the next apply of it.
     let out = dir.path().join("adopted");
     let o = adopt(&sim, dir.path(), "train", &out, &["--name", "legacy-0"]).await;

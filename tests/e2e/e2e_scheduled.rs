@@ -839,9 +839,16 @@ async fn assert_kept(bed: &Bed, n: &str, pod: &str, node: &str, since: &str, tex
         Some("Running"),
         "{text}"
     );
-    assert!(p.metadata.deletion_timestamp.is_none(), "not evicted: {text}");
+    assert!(
+        p.metadata.deletion_timestamp.is_none(),
+        "not evicted: {text}"
+    );
     assert_eq!(bed.cordoned(node).await, Some(true), "{text}");
-    assert_eq!(bed.draining_since(node).await.as_deref(), Some(since), "{text}");
+    assert_eq!(
+        bed.draining_since(node).await.as_deref(),
+        Some(since),
+        "{text}"
+    );
 }
 
 /// Issue 35, case 5: the first Ctrl-C (SIGINT) during a drain ends it
@@ -871,7 +878,10 @@ async fn a_ctrl_c_mid_drain_stops_it_before_the_next_eviction() {
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("Apply STOPPED"), "{text}");
     assert!(!text.contains("Apply complete"), "{text}");
-    assert!(text.contains("draining stopped: the drain stopped before its next eviction"), "{text}");
+    assert!(
+        text.contains("draining stopped: the drain stopped before its next eviction"),
+        "{text}"
+    );
     assert!(text.contains("resumes the drain"), "{text}");
     assert!(text.contains("never ran: a stop was requested"), "{text}");
     // The budget allowed it for a while: still nothing was evicted.
@@ -883,7 +893,10 @@ async fn a_ctrl_c_mid_drain_stops_it_before_the_next_eviction() {
     let text = out(&o);
     assert!(o.status.success(), "{text}");
     let started = jiff::Timestamp::from_second(since.parse().unwrap()).unwrap();
-    assert!(text.contains(&format!("draining since {started}")), "{text}");
+    assert!(
+        text.contains(&format!("draining since {started}")),
+        "{text}"
+    );
     assert!(bed.spot("drain").await, "{text}");
     bed.assert_evicted("train-0").await;
     bed.done().await;

@@ -469,24 +469,34 @@ async fn a_leader_and_a_sharded_replica_never_both_write() {
         };
         // The sharded replica steps back in both orders: while the leader
         // Lease is live it holds no shard and says so.
-        wait_for("the sharded replica to wait", 30, &[leader, sharded], || async {
-            waits(sharded)
-                && held(sharded).await == 0.0
-                && sharded.metric("slicectl_other_mode_waiting ").await == Some(1.0)
-        })
+        wait_for(
+            "the sharded replica to wait",
+            30,
+            &[leader, sharded],
+            || async {
+                waits(sharded)
+                    && held(sharded).await == 0.0
+                    && sharded.metric("slicectl_other_mode_waiting ").await == Some(1.0)
+            },
+        )
         .await;
         if !leader_first {
             // The leader came second: it waited while the shard Leases
             // were held (unless the sharded replica released them before
             // its first look), then went on once they were released.
-            wait_for("the leader to reconcile", 30, &[leader, sharded], || async {
-                leader.metric("slicectl_other_mode_waiting ").await == Some(0.0)
-                    && leader.metric("slicectl_leader ").await == Some(1.0)
-                    && (!waits(leader)
-                        || leader
-                            .text()
-                            .contains("no controller of the other mode runs any more"))
-            })
+            wait_for(
+                "the leader to reconcile",
+                30,
+                &[leader, sharded],
+                || async {
+                    leader.metric("slicectl_other_mode_waiting ").await == Some(0.0)
+                        && leader.metric("slicectl_leader ").await == Some(1.0)
+                        && (!waits(leader)
+                            || leader
+                                .text()
+                                .contains("no controller of the other mode runs any more"))
+                },
+            )
             .await;
         }
         let (code, body) = sharded_readyz(sharded).await;
@@ -520,10 +530,15 @@ async fn a_leader_and_a_sharded_replica_never_both_write() {
             (second, first)
         };
         stop(leader).await;
-        wait_for("the sharded replica to hold both shards", 30, &[&sharded], || async {
-            held(&sharded).await == 2.0
-                && sharded.metric("slicectl_other_mode_waiting ").await == Some(0.0)
-        })
+        wait_for(
+            "the sharded replica to hold both shards",
+            30,
+            &[&sharded],
+            || async {
+                held(&sharded).await == 2.0
+                    && sharded.metric("slicectl_other_mode_waiting ").await == Some(0.0)
+            },
+        )
         .await;
         assert_eq!(creates(&sim), 12, "no duplicate create after the hand-over");
         stop(sharded).await;

@@ -84,9 +84,7 @@ fn every(ms: u64) -> Checks {
 #[tokio::test]
 async fn a_drain_cordons_marks_evicts_and_waits_until_idle() {
     let (fake, cloud) = setup();
-    let out = run(&cloud, &action(60, None), &every(10))
-        .await
-        .unwrap();
+    let out = run(&cloud, &action(60, None), &every(10)).await.unwrap();
     assert_eq!(out, StepOutcome::Done);
     let node = fake.node(&kube(), "n1").unwrap();
     assert!(crate::kube::is_cordoned(&node));
@@ -155,9 +153,7 @@ async fn a_budget_that_allows_past_the_timeout_lets_that_run_finish() {
 async fn a_failed_eviction_is_asked_again_at_the_next_poll() {
     let (fake, cloud) = setup();
     fake.fail_next("evict_pod", crate::kube::fake::KubeFault::Server);
-    let out = run(&cloud, &action(60, None), &every(10))
-        .await
-        .unwrap();
+    let out = run(&cloud, &action(60, None), &every(10)).await.unwrap();
     assert_eq!(out, StepOutcome::Done);
     assert_eq!(fake.calls_of("evict_pod").len(), 2);
     // Past the deadline, failing evictions hold the step, named.
@@ -185,9 +181,7 @@ async fn a_budget_that_allows_later_lets_the_drain_finish() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         f.protect_pod(&kube(), "ml", "train-0", false);
     });
-    let out = run(&cloud, &action(60, None), &every(20))
-        .await
-        .unwrap();
+    let out = run(&cloud, &action(60, None), &every(20)).await.unwrap();
     release.await.unwrap();
     assert_eq!(out, StepOutcome::Done);
     assert!(
@@ -251,9 +245,7 @@ async fn a_released_node_is_uncordoned_and_loses_the_drain_label() {
         .get_or_insert_with(Default::default)
         .insert(DRAINING_SINCE.to_owned(), "1764136800".to_owned());
     fake.seed_node(&kube(), n2);
-    let out = run(&cloud, &action(60, None), &every(10))
-        .await
-        .unwrap();
+    let out = run(&cloud, &action(60, None), &every(10)).await.unwrap();
     assert_eq!(out, StepOutcome::Done);
     let has = |n: &str, label: &str| {
         fake.node(&kube(), n)
@@ -331,8 +323,8 @@ async fn a_refusal_with_retry_after_is_not_asked_again_before_then() {
     let (fake, cloud) = setup();
     fake.protect_pod(&kube(), "ml", "train-0", true);
     let err = run(&cloud, &action(1, Some(Timestamp::now())), &every(10))
-    .await
-    .unwrap_err();
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "pdb", "{err}");
     assert!(fake.calls_of("evict_pod").len() > 10);
 }
@@ -472,7 +464,10 @@ async fn a_stop_request_ends_a_drain_before_its_next_eviction() {
     assert_eq!(err.code(), STOPPED, "{err}");
     let msg = err.to_string();
     assert!(msg.contains("resumes the drain"), "{msg}");
-    assert!(!fake.calls_of("evict_pod").is_empty(), "evicted while running");
+    assert!(
+        !fake.calls_of("evict_pod").is_empty(),
+        "evicted while running"
+    );
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(fake.pod_names(&kube()).contains(&"ml/train-0".to_string()));
     assert!(crate::kube::is_cordoned(&fake.node(&kube(), "n1").unwrap()));

@@ -33,20 +33,39 @@ fn each_mode_sees_the_others_live_lease() {
     let shard = lease("slicectl-1", "sharded-a", 2);
     let member = lease("slicectl-member-sharded-a", "sharded-a", 2);
     // A sharded replica waits for a live leader.
-    let why = other_mode(&[leader.clone(), shard.clone()], "slicectl", 2, "sharded-a", now())
-        .unwrap();
+    let why = other_mode(
+        &[leader.clone(), shard.clone()],
+        "slicectl",
+        2,
+        "sharded-a",
+        now(),
+    )
+    .unwrap();
     assert!(why.contains("slicectl (held by one)"), "{why}");
     assert!(why.contains("--shards 1 leads"), "{why}");
     // A leader waits for a live shard Lease, not for a membership Lease.
-    let why = other_mode(&[leader.clone(), shard.clone()], "slicectl", 1, "one", now()).unwrap();
+    let why = other_mode(
+        &[leader.clone(), shard.clone()],
+        "slicectl",
+        1,
+        "one",
+        now(),
+    )
+    .unwrap();
     assert!(why.contains("slicectl-1 (held by sharded-a)"), "{why}");
     assert_eq!(
         other_mode(&[leader.clone(), member], "slicectl", 1, "one", now()),
         None
     );
     // Each mode's own Leases are not "another mode".
-    assert_eq!(other_mode(&[leader.clone()], "slicectl", 1, "one", now()), None);
-    assert_eq!(other_mode(&[shard.clone()], "slicectl", 2, "sharded-a", now()), None);
+    assert_eq!(
+        other_mode(&[leader.clone()], "slicectl", 1, "one", now()),
+        None
+    );
+    assert_eq!(
+        other_mode(&[shard.clone()], "slicectl", 2, "sharded-a", now()),
+        None
+    );
 }
 
 #[test]
