@@ -62,11 +62,7 @@ pub async fn recheck(
     k: &crate::resource::KubeRef,
     nodes: &[String],
 ) -> Result<StepOutcome, ApplyError> {
-    let pods: Vec<_> = busy_on(cloud, k, nodes)
-        .await?
-        .iter()
-        .map(bound_pod)
-        .collect();
+    let pods = busy_pods(cloud, k, nodes).await?;
     if pods.is_empty() {
         return Ok(StepOutcome::Done);
     }
@@ -79,6 +75,19 @@ pub async fn recheck(
             pod_list(&pods)
         ),
     ))
+}
+
+/// [`busy_on`], as shown.
+async fn busy_pods(
+    cloud: &Cloud,
+    k: &crate::resource::KubeRef,
+    nodes: &[String],
+) -> Result<Vec<BoundPod>, crate::kube::KubeError> {
+    Ok(busy_on(cloud, k, nodes)
+        .await?
+        .iter()
+        .map(bound_pod)
+        .collect())
 }
 
 /// The pods that make `nodes` busy ([`makes_busy`]), from one list of the
@@ -202,11 +211,7 @@ pub async fn before_destroy(
     let Some(k) = &d.kube else {
         return Ok(StepOutcome::Done);
     };
-    let pods: Vec<_> = busy_on(cloud, k, &d.nodes)
-        .await?
-        .iter()
-        .map(bound_pod)
-        .collect();
+    let pods = busy_pods(cloud, k, &d.nodes).await?;
     if pods.is_empty() {
         return Ok(StepOutcome::Done);
     }
