@@ -869,10 +869,12 @@ async fn a_ctrl_c_mid_drain_stops_it_before_the_next_eviction() {
     // (the drain used to evict at its next poll, and delete and create).
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let pid = child.child.id().unwrap();
-    ok(&std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .output()
-        .unwrap());
+    crate::common::k8s::ok(
+        &std::process::Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .output()
+            .unwrap(),
+    );
     pdb(&bed, "train", 0).await;
     let (code, text) = finished(child).await;
     assert_eq!(code, Some(1), "{text}");
