@@ -885,7 +885,6 @@ async fn a_ctrl_c_mid_drain_stops_it_before_the_next_eviction() {
         "{text}"
     );
     assert!(text.contains("resumes the drain"), "{text}");
-    assert!(text.contains("never ran: a stop was requested"), "{text}");
     // The budget allowed it for a while: still nothing was evicted.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_kept(&bed, "drain", "train-0", &node, &since, &text).await;
