@@ -642,7 +642,8 @@ fn apply_effect(st: &mut State, effect: &Effect) {
             if let Some(m) = st.templates.get_mut(project) {
                 m.remove(name);
             }
-            st.removed.push(format!("instance_template {project}/{name}"));
+            st.removed
+                .push(format!("instance_template {project}/{name}"));
         }
         Effect::InsertMig(zone, m, stockout) => {
             let mut mig = (**m).clone();

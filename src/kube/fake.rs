@@ -616,10 +616,7 @@ where
 #[async_trait]
 impl KubeService for FakeKube {
     fn deferred(&self, k: &KubeRef) -> Option<String> {
-        self.lock()
-            .clusters
-            .get(k)
-            .and_then(|c| c.deferred.clone())
+        self.lock().clusters.get(k).and_then(|c| c.deferred.clone())
     }
 
     async fn reachable(&self, k: &KubeRef) -> Result<(), KubeError> {

@@ -27,6 +27,10 @@ pub const DEFECTS: &[(&str, &str)] = &[
         "a JobSet of another namespace takes over a workload pool",
     ),
     (
+        "N1",
+        "found by the campaign: a workload pool left in a cluster its Target moved away from is never released",
+    ),
+    (
         "35.10",
         "a workload policy carries no source stamp: another source's plan deletes it",
     ),
@@ -41,6 +45,7 @@ pub fn classify(v: &Violation) -> &'static str {
         "I2" if v.has("kind=resource_policy") => "35.10",
         "I1" if v.has("workload_live_released") => "36.1",
         "I2" if v.has("workload_takeover") => "36.2",
+        "I4" if v.has("leak") && v.has("workload") => "N1",
         _ => "new",
     }
 }

@@ -96,7 +96,7 @@ fn report(class: &str, f: &Found) -> String {
         small.len(),
     );
     for st in &small {
-        s.push_str(&format!("    {st:?}\n"));
+        s.push_str(&format!("    {:<22} {st:?}\n", st.kind()));
     }
     s
 }
@@ -128,7 +128,10 @@ fn campaign() {
         .max(1);
     println!(
         "campaign: base seed {base:#018x}, {} on {threads} thread(s)",
-        budget.map_or(format!("{seeds} seeds"), |b| format!("for {}s", b.as_secs()))
+        budget.map_or(format!("{seeds} seeds"), |b| format!(
+            "for {}s",
+            b.as_secs()
+        ))
     );
     let start = Instant::now();
     let next = AtomicU64::new(0);
@@ -148,8 +151,11 @@ fn campaign() {
                     let seed = base.wrapping_add(i);
                     let out = run::run(&Scenario::of(seed));
                     let mut f = found.lock().unwrap_or_else(|e| e.into_inner());
-                    let classes: std::collections::BTreeSet<&'static str> =
-                        out.violations.iter().map(|(_, v)| known::classify(v)).collect();
+                    let classes: std::collections::BTreeSet<&'static str> = out
+                        .violations
+                        .iter()
+                        .map(|(_, v)| known::classify(v))
+                        .collect();
                     for c in classes {
                         match f.get_mut(c) {
                             Some(x) => {
@@ -181,7 +187,9 @@ fn campaign() {
         }
     });
     let elapsed = start.elapsed();
-    let ran = next.load(Ordering::SeqCst).min(if budget.is_some() { u64::MAX } else { seeds });
+    let ran = next
+        .load(Ordering::SeqCst)
+        .min(if budget.is_some() { u64::MAX } else { seeds });
     let ran = if budget.is_some() {
         ran.saturating_sub(threads as u64)
     } else {
@@ -218,8 +226,11 @@ fn regression_seeds() {
     let mut hit = Vec::new();
     for r in known::regressions() {
         let out = run::run(&Scenario::of(r.seed));
-        let classes: std::collections::BTreeSet<&str> =
-            out.violations.iter().map(|(_, v)| known::classify(v)).collect();
+        let classes: std::collections::BTreeSet<&str> = out
+            .violations
+            .iter()
+            .map(|(_, v)| known::classify(v))
+            .collect();
         if !classes.is_empty() {
             hit.push(format!(
                 "{} (seed {:#018x}, found after {} seeds: {})\n    {}",

@@ -119,12 +119,10 @@ impl SourceM {
     /// The slice named `name` in the specs now, or one that declares it in
     /// `previousNames`.
     pub fn slice_claiming(&self, name: &str) -> Option<&SliceM> {
-        self.live_slices()
-            .find(|s| s.name == name)
-            .or_else(|| {
-                self.live_slices()
-                    .find(|s| s.previous_names.iter().any(|p| p == name))
-            })
+        self.live_slices().find(|s| s.name == name).or_else(|| {
+            self.live_slices()
+                .find(|s| s.previous_names.iter().any(|p| p == name))
+        })
     }
 
     pub fn target_named(&self, name: &str) -> Option<&TargetM> {
@@ -163,7 +161,11 @@ impl SourceM {
                 let _ = write!(
                     y,
                     "apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: {}}}\nspec:\n  target: {}\n  backend: gke\n  accelerator: {}\n  topology: {}\n  replicas: {}\n",
-                    s.name, self.targets[s.target].name, shape.accelerator, shape.topology, s.replicas
+                    s.name,
+                    self.targets[s.target].name,
+                    shape.accelerator,
+                    shape.topology,
+                    s.replicas
                 );
                 if s.spot {
                     y.push_str("  capacity: {type: spot}\n");
@@ -180,12 +182,12 @@ impl SourceM {
                         let _ = writeln!(y, "    whenBusy: {}", w.as_str());
                     }
                     match s.window {
-                        Some(Window::Open) => y.push_str(
-                            "    windows: [{schedule: \"* * * * *\", duration: 1h}]\n",
-                        ),
-                        Some(Window::Closed) => y.push_str(
-                            "    windows: [{schedule: \"0 0 29 2 *\", duration: 1m}]\n",
-                        ),
+                        Some(Window::Open) => {
+                            y.push_str("    windows: [{schedule: \"* * * * *\", duration: 1h}]\n")
+                        }
+                        Some(Window::Closed) => {
+                            y.push_str("    windows: [{schedule: \"0 0 29 2 *\", duration: 1m}]\n")
+                        }
                         None => {}
                     }
                 }

@@ -91,7 +91,12 @@ impl Before {
             };
             let kube = w
                 .kube_state
-                .get(&crate::model::CLUSTERS.iter().position(|c| *c == p.cluster).unwrap_or(0))
+                .get(
+                    &crate::model::CLUSTERS
+                        .iter()
+                        .position(|c| *c == p.cluster)
+                        .unwrap_or(0),
+                )
                 .copied()
                 .unwrap_or(KubeState::Up);
             pods.push(PodBefore {
@@ -175,7 +180,10 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
         RunResult::Panicked(m) => out.push(Violation::new("I7", format!("panic: {m}"), vec![])),
         RunResult::Hung => out.push(Violation::new(
             "I7",
-            format!("no answer within {:?} of the paused clock", crate::world::HANG),
+            format!(
+                "no answer within {:?} of the paused clock",
+                crate::world::HANG
+            ),
             vec![],
         )),
         _ => {}
@@ -185,9 +193,9 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
         let pool_gone = removed.contains(&p.pod.pool) || !now_keys.contains(&p.pod.pool);
         let listed = w
             .kube
-            .pod_names(&slicectl::resource::KubeRef::gke(&crate::world::cluster_named(
-                &p.pod.cluster,
-            )))
+            .pod_names(&slicectl::resource::KubeRef::gke(
+                &crate::world::cluster_named(&p.pod.cluster),
+            ))
             .contains(&format!("{}/{}", p.pod.ns, p.pod.name));
         if (!pool_gone && listed) || p.consent {
             continue;
@@ -223,15 +231,28 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
     if let RunResult::Report(rep) = r {
         let busy: BTreeSet<&str> = b.pods.iter().map(|p| p.pod.pool.as_str()).collect();
         let key = |cluster: &str, name: &str| {
-            format!("node_pool {}/{name}", crate::world::cluster_named(cluster).path())
+            format!(
+                "node_pool {}/{name}",
+                crate::world::cluster_named(cluster).path()
+            )
         };
         let mut dropped: Vec<(String, String)> = Vec::new();
-        for a in rep.plan.actions.iter().filter(|a| a.reason.code() == "replica_not_desired") {
+        for a in rep
+            .plan
+            .actions
+            .iter()
+            .filter(|a| a.reason.code() == "replica_not_desired")
+        {
             if let Scope::Cluster(c) = &a.id.scope {
                 dropped.push((c.name.clone(), a.id.name.clone()));
             }
         }
-        for h in rep.plan.held.iter().filter(|h| h.reason.contains("no longer desired")) {
+        for h in rep
+            .plan
+            .held
+            .iter()
+            .filter(|h| h.reason.contains("no longer desired"))
+        {
             if let Scope::Cluster(c) = &h.scope {
                 dropped.push((c.name.clone(), h.name.clone()));
             }
@@ -248,9 +269,12 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
             };
             let idle_kept = b.pools.iter().find(|p| {
                 p.running
-                    && p.stamp().is_some_and(|(o, s, _, _)| o == owner && s == slice)
+                    && p.stamp()
+                        .is_some_and(|(o, s, _, _)| o == owner && s == slice)
                     && !busy.contains(p.key().as_str())
-                    && !dropped.iter().any(|(c2, n2)| *c2 == p.cluster && *n2 == p.name)
+                    && !dropped
+                        .iter()
+                        .any(|(c2, n2)| *c2 == p.cluster && *n2 == p.name)
             });
             if let Some(idle) = idle_kept {
                 out.push(Violation::new(
@@ -267,16 +291,23 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
     // I1 for workload slices: a pool made for a JobSet that has not ended
     // (in its own cluster) is never released; and it is never handed to
     // another JobSet's namespace.
-    for (key, js) in &b.wanted {
+    // (`destroy` tears down what it is given, workload slices included.)
+    for (key, js) in b.wanted.iter().filter(|_| b.mode == PlanMode::Apply) {
         if removed.contains(key) || !now_keys.contains(key) {
             out.push(Violation::new(
                 "I1",
-                format!("workload pool {key} deleted while its JobSet {js} has not ended in its cluster"),
+                format!(
+                    "workload pool {key} deleted while its JobSet {js} has not ended in its cluster"
+                ),
                 vec!["workload_live_released".into()],
             ));
         }
     }
-    for p in b.pools.iter().filter(|p| p.label("slicectl.dev/source") == Some("workload")) {
+    for p in b
+        .pools
+        .iter()
+        .filter(|p| p.label("slicectl.dev/source") == Some("workload"))
+    {
         if let Some(q) = pools_now.iter().find(|q| q.key() == p.key())
             && q.label("slicectl.dev/jobset-namespace") != p.label("slicectl.dev/jobset-namespace")
         {
@@ -338,12 +369,19 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
         && let Some(apply) = &rep.apply
     {
         for addr in &apply.completed {
-            let acts: Vec<_> = rep.plan.actions.iter().filter(|a| a.address() == *addr).collect();
+            let acts: Vec<_> = rep
+                .plan
+                .actions
+                .iter()
+                .filter(|a| a.address() == *addr)
+                .collect();
             let [a] = acts.as_slice() else { continue };
             let Scope::Cluster(c) = &a.id.scope else {
                 continue;
             };
-            let exists = pools_now.iter().any(|p| p.cluster == c.name && p.name == a.id.name);
+            let exists = pools_now
+                .iter()
+                .any(|p| p.cluster == c.name && p.name == a.id.name);
             let ok = match a.action {
                 ActionKind::Delete => !exists,
                 ActionKind::Create | ActionKind::Replace | ActionKind::Update => exists,
@@ -352,7 +390,10 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
             if !ok {
                 out.push(Violation::new(
                     "I6",
-                    format!("{:?} {addr} reported completed but the pool says otherwise", a.action),
+                    format!(
+                        "{:?} {addr} reported completed but the pool says otherwise",
+                        a.action
+                    ),
                     vec![],
                 ));
             }
@@ -401,7 +442,13 @@ fn log_result(w: &mut World, b: &Before, r: &RunResult, removed: &BTreeSet<Strin
                 rep.plan.summary.has_changes() || !rep.plan.held.is_empty()
             )
         }
-        RunResult::Refused(code) => format!("  plan s{} refused as a whole: {code} changes=true", b.src),
+        // The fleet-wide empty guard refuses a source with no slice left
+        // (every file removed), by design: nothing changes.
+        RunResult::Refused(code) => format!(
+            "  plan s{} refused as a whole: {code} changes={}",
+            b.src,
+            code != "empty_source"
+        ),
         RunResult::Killed => format!("  plan s{} killed changes=true", b.src),
         RunResult::Panicked(_) => format!("  plan s{} panicked changes=true", b.src),
         RunResult::Hung => format!("  plan s{} hung changes=true", b.src),
@@ -436,15 +483,23 @@ pub fn converged(w: &World) -> Vec<Violation> {
         seen.entry((owner.clone(), slice.clone(), replica))
             .or_default()
             .push(p.key());
-        let declared = w
+        let declared = w.sources.iter().filter(|s| s.owner == owner).any(|s| {
+            s.slice_claiming(&slice)
+                .is_some_and(|m| replica < m.replicas)
+        });
+        // A source with no slice left is refused as a whole (empty_source):
+        // its pools stay, by design.
+        let guarded = w
             .sources
             .iter()
-            .filter(|s| s.owner == owner)
-            .any(|s| s.slice_claiming(&slice).is_some_and(|m| replica < m.replicas));
-        if !declared && p.label("slicectl.dev/prevent-destroy") != Some("true") {
+            .any(|s| s.owner == owner && s.live_slices().next().is_none());
+        if !declared && !guarded && p.label("slicectl.dev/prevent-destroy") != Some("true") {
             out.push(Violation::new(
                 "I4",
-                format!("pool {} leaked: no source declares {slice}[{replica}]", p.key()),
+                format!(
+                    "pool {} leaked: no source declares {slice}[{replica}]",
+                    p.key()
+                ),
                 vec!["leak".into()],
             ));
         }

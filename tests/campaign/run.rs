@@ -50,7 +50,9 @@ pub struct Outcome {
 }
 
 pub fn run(sc: &Scenario) -> Outcome {
-    run_steps(&sc.sources, sc.foreign, &sc.steps)
+    let mut out = run_steps(&sc.sources, sc.foreign, &sc.steps);
+    out.log.insert(0, format!("seed {:#018x}", sc.seed));
+    out
 }
 
 pub fn run_steps(sources: &[SourceM], foreign: bool, steps: &[Step]) -> Outcome {
@@ -66,7 +68,8 @@ pub fn run_steps(sources: &[SourceM], foreign: bool, steps: &[Step]) -> Outcome 
             let v = w.step(i, s).await;
             if !v.is_empty() {
                 for x in &v {
-                    w.log.push(format!("VIOLATION {} {}", x.invariant, x.detail));
+                    w.log
+                        .push(format!("VIOLATION {} {}", x.invariant, x.detail));
                 }
                 return Outcome {
                     log: w.log,
@@ -76,7 +79,8 @@ pub fn run_steps(sources: &[SourceM], foreign: bool, steps: &[Step]) -> Outcome 
         }
         let v = w.quiesce(QUIESCE_ROUNDS).await;
         for x in &v {
-            w.log.push(format!("VIOLATION {} {}", x.invariant, x.detail));
+            w.log
+                .push(format!("VIOLATION {} {}", x.invariant, x.detail));
         }
         Outcome {
             log: w.log,

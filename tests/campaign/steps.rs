@@ -74,7 +74,11 @@ pub enum Step {
         declared: bool,
     },
     /// The Target points at another cluster (`gke.name`).
-    Move { src: usize, target: usize, to: usize },
+    Move {
+        src: usize,
+        target: usize,
+        to: usize,
+    },
     /// A slice goes to another Target of the same zone.
     Retarget { src: usize, slice: usize, to: usize },
     /// `replicas: n`.

@@ -231,7 +231,11 @@ impl World {
         };
         for (name, labels, who) in [
             ("x-0", stamped("other", "x"), Creator::Foreign),
-            ("legacy-0", slicectl::labels::Labels::new(), Creator::Unmanaged),
+            (
+                "legacy-0",
+                slicectl::labels::Labels::new(),
+                Creator::Unmanaged,
+            ),
         ] {
             self.fake.seed_pool(
                 &c,
@@ -390,7 +394,8 @@ impl World {
         self.kube.set_deferred(
             &k,
             (state == KubeState::NoToken).then(|| {
-                "slicectl holds no Google token this cluster's API would accept (campaign)".to_string()
+                "slicectl holds no Google token this cluster's API would accept (campaign)"
+                    .to_string()
             }),
         );
         self.kube_state.insert(c % CLUSTERS.len(), state);
@@ -484,13 +489,8 @@ impl World {
             },
             started: AtomicUsize::new(0),
         });
-        let fut = slicectl::engine::reconcile(
-            fleet,
-            &self.cloud,
-            &opts,
-            |_| Approval::Auto,
-            progress,
-        );
+        let fut =
+            slicectl::engine::reconcile(fleet, &self.cloud, &opts, |_| Approval::Auto, progress);
         let polls = match cut {
             Cut::Kill(n) => u32::from(n),
             _ => u32::MAX,
@@ -499,7 +499,8 @@ impl World {
             inner: Box::pin(fut),
             left: polls,
         };
-        let guarded = std::panic::AssertUnwindSafe(tokio::time::timeout(HANG, killed)).catch_unwind();
+        let guarded =
+            std::panic::AssertUnwindSafe(tokio::time::timeout(HANG, killed)).catch_unwind();
         match guarded.await {
             Err(p) => RunResult::Panicked(
                 p.downcast_ref::<String>()
@@ -608,7 +609,10 @@ impl World {
 /// copying another's labels does).
 fn job_key(jobset: &str) -> String {
     use sha2::{Digest, Sha256};
-    hex::encode(Sha256::digest(format!("{jobset}/{jobset}-job-0").as_bytes()))[..40].to_string()
+    hex::encode(Sha256::digest(
+        format!("{jobset}/{jobset}-job-0").as_bytes(),
+    ))[..40]
+        .to_string()
 }
 
 impl World {
@@ -670,9 +674,7 @@ impl World {
             containers: vec![Container {
                 name: "train".into(),
                 resources: Some(ResourceRequirements {
-                    requests: Some(
-                        [("google.com/tpu".to_string(), Quantity("4".into()))].into(),
-                    ),
+                    requests: Some([("google.com/tpu".to_string(), Quantity("4".into()))].into()),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -691,7 +693,8 @@ impl World {
             }),
             ..Default::default()
         });
-        self.kube.put_pod(&KubeRef::gke(&cluster_named(&j.cluster)), pod);
+        self.kube
+            .put_pod(&KubeRef::gke(&cluster_named(&j.cluster)), pod);
     }
 
     fn submit_jobset(&mut self, target: usize, name: usize, ns: usize) {
@@ -701,7 +704,10 @@ impl World {
             return;
         }
         let cluster = clusters[target % clusters.len()].to_string();
-        let (ns, name) = (["ml", "ml2"][ns % 2].to_string(), ["train", "eval"][name % 2].to_string());
+        let (ns, name) = (
+            ["ml", "ml2"][ns % 2].to_string(),
+            ["train", "eval"][name % 2].to_string(),
+        );
         if self
             .jobsets
             .iter()
@@ -718,10 +724,15 @@ impl World {
             ended: false,
             running: None,
         };
-        self.kube
-            .put_jobset(&KubeRef::gke(&cluster_named(&j.cluster)), Self::jobset_json(&j));
+        self.kube.put_jobset(
+            &KubeRef::gke(&cluster_named(&j.cluster)),
+            Self::jobset_json(&j),
+        );
         self.put_leader(&j, None);
-        self.log(format!("  jobset {}/{} ({}) pending in {}", j.ns, j.name, j.uid, j.cluster));
+        self.log(format!(
+            "  jobset {}/{} ({}) pending in {}",
+            j.ns, j.name, j.uid, j.cluster
+        ));
         self.jobsets.push(j);
     }
 
@@ -741,7 +752,10 @@ impl World {
                 && p.running
                 && p.label("slicectl.dev/jobset-name") == Some(&j.name)
         }) else {
-            self.log(format!("  jobset {}/{} in {}: no pool for it yet", j.ns, j.name, j.cluster));
+            self.log(format!(
+                "  jobset {}/{} in {}: no pool for it yet",
+                j.ns, j.name, j.cluster
+            ));
             return;
         };
         if !self.kube_up(&p.cluster) {
@@ -780,7 +794,10 @@ impl World {
         if let Some(p) = j.running {
             self.pods[p].alive = false;
         }
-        self.log(format!("  jobset {}/{} in {} ends", j.ns, j.name, j.cluster));
+        self.log(format!(
+            "  jobset {}/{} in {} ends",
+            j.ns, j.name, j.cluster
+        ));
     }
 }
 

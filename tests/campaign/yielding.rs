@@ -45,7 +45,11 @@ impl GkeService for Yielding {
         pause().await;
         self.0.update_node_pool(c, req).await
     }
-    async fn delete_node_pool(&self, c: &ClusterRef, name: &str) -> Result<gke::Operation, CloudError> {
+    async fn delete_node_pool(
+        &self,
+        c: &ClusterRef,
+        name: &str,
+    ) -> Result<gke::Operation, CloudError> {
         pause().await;
         self.0.delete_node_pool(c, name).await
     }
