@@ -36,10 +36,9 @@ pub fn apply(m: &mut SourceM, step: &Step) {
             m.slices[i].target = same[to % same.len()];
         }
         Step::Scale { slice, to, .. } => m.slices[slice % n].replicas = *to,
-        Step::ToggleFile { file, .. } => {
-            if !m.removed_files.remove(file) {
-                m.removed_files.insert(*file);
-            }
+        // Removed if present, back if removed.
+        Step::ToggleFile { file, .. } if !m.removed_files.remove(file) => {
+            m.removed_files.insert(*file);
         }
         Step::Protect { slice, on, .. } => m.slices[slice % n].prevent_destroy = *on,
         Step::Policy {

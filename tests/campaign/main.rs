@@ -41,15 +41,25 @@ fn env_u64(k: &str) -> Option<u64> {
     std::env::var(k).ok().and_then(|v| parse_seed(&v))
 }
 
-/// The first seed of this campaign: `SLICECTL_CAMPAIGN_BASE`, else derived
-/// from the commit the test is built from (so CI explores new seeds on
-/// each commit), else 0.
+/// The first seed of this campaign: `SLICECTL_CAMPAIGN_BASE`, else the
+/// first 16 hex digits of the checkout's commit (`SLICECTL_BUILD_COMMIT`
+/// stamped at build time, else `git rev-parse HEAD`), so CI explores new
+/// seeds on each commit; else 0.
 fn base_seed() -> u64 {
     if let Some(b) = env_u64("SLICECTL_CAMPAIGN_BASE") {
         return b;
     }
-    let commit = option_env!("SLICECTL_BUILD_COMMIT").unwrap_or("unknown");
-    u64::from_str_radix(commit.get(..16).unwrap_or(""), 16).unwrap_or(0)
+    let commit = option_env!("SLICECTL_BUILD_COMMIT")
+        .map(str::to_string)
+        .or_else(|| {
+            let out = std::process::Command::new("git")
+                .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
+                .output()
+                .ok()?;
+            String::from_utf8(out.stdout).ok()
+        })
+        .unwrap_or_default();
+    u64::from_str_radix(commit.trim().get(..16).unwrap_or(""), 16).unwrap_or(0)
 }
 
 fn replay_line(seed: u64) -> String {
