@@ -505,7 +505,13 @@ pub fn converged(w: &World) -> Vec<Violation> {
         }
     }
     for ((owner, slice, replica), keys) in seen {
-        if keys.len() > 1 {
+        // A source refused as a whole (empty_source) keeps a moved slice's
+        // old pools beside the new ones, by design.
+        let guarded = w
+            .sources
+            .iter()
+            .any(|s| s.owner == owner && s.live_slices().next().is_none());
+        if keys.len() > 1 && !guarded {
             out.push(Violation::new(
                 "I4",
                 format!("{owner}/{slice}[{replica}] runs twice: {keys:?}"),
