@@ -28,7 +28,8 @@ pub const DEFECTS: &[(&str, &str)] = &[
     ),
     (
         "N1",
-        "found by the campaign: a workload pool left in a cluster its Target moved away from is never released",
+        "found by the campaign: a workload pool left in a cluster its Target moved away from is refused \
+         `target_removed` forever (visible, kept until --allow-empty-source), though its JobSet ended",
     ),
     (
         "35.10",
