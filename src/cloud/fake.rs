@@ -136,6 +136,13 @@ struct State {
     calls: Vec<String>,
     faults: VecDeque<(String, Fault)>,
     seq: u64,
+    /// Every resource an operation removed, in order (`KIND PATH`): what
+    /// a test reads to tell a replaced resource (deleted, then made again
+    /// under the same name) from one left alone.
+    removed: Vec<String>,
+    /// What node pool lists answer instead of the present, when set: a
+    /// view from an earlier moment ([`FakeCloud::serve_stale_pool_lists`]).
+    stale_pools: Option<BTreeMap<String, Vec<NodePool>>>,
 }
 
 /// The recording fake. Share it with `Arc` and hand [`FakeCloud::cloud`] to
@@ -277,6 +284,36 @@ impl FakeCloud {
             .into_iter()
             .filter(|c| c.split(' ').next() == Some(method))
             .collect()
+    }
+
+    /// Every cluster's node pools now, by cluster path: a view to serve
+    /// later with [`FakeCloud::serve_stale_pool_lists`].
+    pub fn pool_view(&self) -> BTreeMap<String, Vec<NodePool>> {
+        self.lock()
+            .pools
+            .iter()
+            .map(|(c, m)| (c.clone(), m.values().cloned().collect()))
+            .collect()
+    }
+
+    /// `nodePools.list` answers from `view` (an earlier moment's: a list
+    /// that lags the writes, or a restarted process's older view) until set
+    /// back with `None`; every other call sees the present.
+    pub fn serve_stale_pool_lists(&self, view: Option<BTreeMap<String, Vec<NodePool>>>) {
+        self.lock().stale_pools = view;
+    }
+
+    /// Forgets the faults queued by [`FakeCloud::fail_next`] and not yet
+    /// met: the faults of a step end with it.
+    pub fn clear_faults(&self) {
+        self.lock().faults.clear();
+    }
+
+    /// Every resource an operation removed so far, in order, as
+    /// `node_pool CLUSTER_PATH/NAME`, `resource_policy projects/P/regions/R/NAME`,
+    /// `instance_template P/NAME` or `mig projects/P/zones/Z/NAME`.
+    pub fn removed(&self) -> Vec<String> {
+        self.lock().removed.clone()
     }
 
     /// The next call of `method` fails with `fault` (queued in order).
@@ -574,6 +611,7 @@ fn apply_effect(st: &mut State, effect: &Effect) {
             if let Some(m) = st.pools.get_mut(c) {
                 m.remove(name);
             }
+            st.removed.push(format!("node_pool {c}/{name}"));
         }
         Effect::InsertPolicy(r, p) => {
             let mut p = (**p).clone();
@@ -587,6 +625,7 @@ fn apply_effect(st: &mut State, effect: &Effect) {
             if let Some(m) = st.policies.get_mut(r) {
                 m.remove(name);
             }
+            st.removed.push(format!("resource_policy {r}/{name}"));
         }
         Effect::InsertTemplate(project, t) => {
             let mut t = (**t).clone();
@@ -603,6 +642,8 @@ fn apply_effect(st: &mut State, effect: &Effect) {
             if let Some(m) = st.templates.get_mut(project) {
                 m.remove(name);
             }
+            st.removed
+                .push(format!("instance_template {project}/{name}"));
         }
         Effect::InsertMig(zone, m, stockout) => {
             let mut mig = (**m).clone();
@@ -647,6 +688,7 @@ fn apply_effect(st: &mut State, effect: &Effect) {
             create_vms(st, zone, &mig, vms);
         }
         Effect::DeleteMig(zone, name) => {
+            st.removed.push(format!("mig {zone}/{name}"));
             if let Some(f) = st.migs.get_mut(zone).and_then(|m| m.remove(name))
                 && let Some(vms) = st.instances.get_mut(zone)
             {
@@ -703,6 +745,10 @@ impl GkeService for FakeCloud {
         cluster: &ClusterRef,
     ) -> Result<Vec<Arc<NodePool>>, CloudError> {
         self.call("list_node_pools", &cluster.path())?;
+        if let Some(view) = &self.lock().stale_pools {
+            let pools = view.get(&cluster.path()).cloned().unwrap_or_default();
+            return Ok(pools.into_iter().map(Arc::new).collect());
+        }
         Ok(self.pools(cluster).into_iter().map(Arc::new).collect())
     }
 

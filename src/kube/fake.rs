@@ -69,6 +69,9 @@ type Key = (String, String);
 struct Cluster {
     /// Every call fails so (until set back).
     down: Option<KubeFault>,
+    /// Not reached on purpose, with why ([`KubeService::deferred`]): a GKE
+    /// cluster whose API needs a Google token slicectl does not hold.
+    deferred: Option<String>,
     ca_hash: Option<String>,
     nodes: BTreeMap<String, Node>,
     pods: BTreeMap<Key, Pod>,
@@ -195,6 +198,11 @@ impl FakeKube {
         self.lock().faults.push_back((method.to_owned(), fault));
     }
 
+    /// Forgets the faults queued by [`FakeKube::fail_next`] and not yet met.
+    pub fn clear_faults(&self) {
+        self.lock().faults.clear();
+    }
+
     /// Every call to this cluster fails as unreachable (until set back).
     pub fn set_unreachable(&self, k: &KubeRef, unreachable: bool) {
         self.set_failing(k, unreachable.then_some(KubeFault::Unreachable));
@@ -203,6 +211,13 @@ impl FakeKube {
     /// Every call to this cluster fails with `fault` (`None`: as usual).
     pub fn set_failing(&self, k: &KubeRef, fault: Option<KubeFault>) {
         self.with(k, |c, _| c.down = fault);
+    }
+
+    /// The cluster is deferred (`Some(why)`: slicectl holds no token its
+    /// API would accept, so it is not reached on purpose) or reached as
+    /// usual (`None`).
+    pub fn set_deferred(&self, k: &KubeRef, why: Option<String>) {
+        self.with(k, |c, _| c.deferred = why);
     }
 
     /// The CA pin [`KubeService::ca_cert_hash`] returns for this cluster.
@@ -287,6 +302,31 @@ impl FakeKube {
         };
         self.with(k, |c, _| {
             c.pods.insert(key(ns, name), pod);
+        });
+    }
+
+    /// Puts any pod in place as it is (a pending one, say), or replaces
+    /// the pod of the same namespace and name.
+    pub fn put_pod(&self, k: &KubeRef, pod: Pod) {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = meta_name(&pod.metadata);
+        self.with(k, |c, _| {
+            c.pods.insert(key(&ns, &name), pod);
+        });
+    }
+
+    /// Puts a JobSet (`jobset.x-k8s.io/v1alpha2`, as JSON) in place, or
+    /// replaces the one of the same namespace and name.
+    pub fn put_jobset(&self, k: &KubeRef, jobset: serde_json::Value) {
+        let id = |v: &serde_json::Value| {
+            (
+                v.pointer("/metadata/namespace").cloned(),
+                v.pointer("/metadata/name").cloned(),
+            )
+        };
+        self.with(k, |c, _| {
+            c.jobsets.retain(|j| id(j) != id(&jobset));
+            c.jobsets.push(jobset);
         });
     }
 
@@ -575,6 +615,10 @@ where
 
 #[async_trait]
 impl KubeService for FakeKube {
+    fn deferred(&self, k: &KubeRef) -> Option<String> {
+        self.lock().clusters.get(k).and_then(|c| c.deferred.clone())
+    }
+
     async fn reachable(&self, k: &KubeRef) -> Result<(), KubeError> {
         self.call("reachable", k, "")
     }

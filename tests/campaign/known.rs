@@ -1,0 +1,78 @@
+//! The known defects the campaign classifies a violation into, and the
+//! committed table of the seeds that found them (`regressions.txt`),
+//! replayed by every CI run.
+
+use crate::oracle::Violation;
+
+/// The known defects (issues 35 and 36), by id, with one line each.
+pub const DEFECTS: &[(&str, &str)] = &[
+    (
+        "35.1",
+        "a Target moved to another cluster deletes its busy old pool as `moved` with nothing held",
+    ),
+    (
+        "35.2",
+        "a cluster whose Kubernetes API is not read (no token: deferred) counts as idle",
+    ),
+    (
+        "35.6",
+        "a scale-down takes the busy replica and keeps the idle one",
+    ),
+    (
+        "36.1",
+        "workload slices keyed by pool name across clusters: a live JobSet's pool is released",
+    ),
+    (
+        "36.2",
+        "a JobSet of another namespace takes over a workload pool",
+    ),
+    (
+        "N1",
+        "found by the campaign: a workload pool left in a cluster its Target moved away from is refused \
+         `target_removed` forever (visible, kept until --allow-empty-source), though its JobSet ended",
+    ),
+    (
+        "35.10",
+        "a workload policy carries no source stamp: another source's plan deletes it",
+    ),
+];
+
+/// The defect a violation shows, or `new`.
+pub fn classify(v: &Violation) -> &'static str {
+    match v.invariant {
+        "I1" if v.has("scale_down_busy") => "35.6",
+        "I1" if v.has("kube=no_token") => "35.2",
+        "I1" if v.has("reason=moved") || v.has("cluster_not_named") => "35.1",
+        "I2" if v.has("kind=resource_policy") => "35.10",
+        "I1" if v.has("workload_live_released") => "36.1",
+        "I2" if v.has("workload_takeover") => "36.2",
+        "I4" if v.has("leak") && v.has("workload") => "N1",
+        _ => "new",
+    }
+}
+
+/// One row of `regressions.txt`: `DEFECT SEED SEEDS_TO_FIND`.
+#[derive(Debug, Clone)]
+pub struct Regression {
+    pub defect: String,
+    pub seed: u64,
+    pub seeds_to_find: u64,
+}
+
+pub const TABLE: &str = include_str!("regressions.txt");
+
+pub fn regressions() -> Vec<Regression> {
+    TABLE
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Regression {
+                defect: f[0].to_string(),
+                seed: crate::parse_seed(f[1]).expect("a seed in regressions.txt"),
+                seeds_to_find: f[2].parse().expect("a count in regressions.txt"),
+            }
+        })
+        .collect()
+}
