@@ -198,3 +198,25 @@ put("kubeconfig", "files", INLINE.replace("certificate-authority-data: Zm9v", "c
 put("kubeconfig", "auth-provider", INLINE.replace("{token: abc}", "{auth-provider: {name: gcp, config: {cmd-path: /bin/true}}}"))
 put("kubeconfig", "two-documents", INLINE + "---\n" + INLINE.replace("name: c", "name: d").replace("x", "y"))
 put("kubeconfig", "proxy-tls", INLINE.replace("certificate-authority-data: Zm9v", "proxy-url: 'socks5://p:1080', tls-server-name: k, insecure-skip-tls-verify: true"))
+
+# planfile: each golden case's plan.json sealed as `slicectl plan --out` seals
+# it (the digest is SHA-256 of the body's compact JSON, in field order).
+def sealed(specs_dir, plan, command=None):
+    body = {"kind": "slicectl-plan", "file_version": 2, "format_version": plan.get("format_version", 1)}
+    if command:
+        body["command"] = command
+    body["options"] = {"max_destroy": 10, "allow_empty_source": False, "allow_unverified_delete": False}
+    body["specs"] = [{"path": rel(p), "text": read(p).decode()} for p in yaml_files(specs_dir)]
+    body["plan"] = plan
+    compact = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    body["digest"] = hashlib.sha256(compact).hexdigest()
+    return json.dumps(body, ensure_ascii=False, indent=2)
+
+
+for case in sorted(glob.glob(os.path.join(ROOT, "tests/golden/*/plan.json"))):
+    d = os.path.dirname(case)
+    put("planfile", "golden-" + os.path.basename(d), sealed(os.path.join(d, "specs"), json.loads(read(case))))
+replace = os.path.join(ROOT, "tests/golden/replace")
+plan = json.loads(read(os.path.join(replace, "plan.json")))
+put("planfile", "adopt", sealed(os.path.join(replace, "specs"), plan, {"adopt": {"target": "t", "names": ["a-0"]}}))
+put("planfile", "release", sealed(os.path.join(replace, "specs"), plan, {"release": {"slices": ["a"]}}))

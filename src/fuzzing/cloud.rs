@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use crate::cloud::error::api_error;
 use crate::cloud::gke::UnsettledOperations;
-use crate::cloud::{ClusterRef, CloudError, ComputeScope};
+use crate::cloud::{CloudError, ClusterRef, ComputeScope};
 use crate::kinds::gce::mig;
 use crate::resource::{compute, gke};
 use crate::spec::model::GkeEndpoint;
@@ -155,7 +155,11 @@ pub fn cloud(data: &[u8]) {
                 [a, b, rest @ ..] => (u16::from_be_bytes([*a, *b]), rest),
                 _ => (500, body),
             };
-            let e = api_error(status, rest, "container.projects.locations.clusters.nodePools.list");
+            let e = api_error(
+                status,
+                rest,
+                "container.projects.locations.clusters.nodePools.list",
+            );
             error_read(&e);
         }
     }

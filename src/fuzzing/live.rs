@@ -24,8 +24,10 @@ fn fleets() -> &'static BTreeMap<String, Fleet> {
     FLEETS.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut dirs = vec![("specs".to_string(), root.join("specs"))];
-        for (prefix, parent, sub) in [("golden", "tests/golden", "specs"), ("examples", "examples", "")]
-        {
+        for (prefix, parent, sub) in [
+            ("golden", "tests/golden", "specs"),
+            ("examples", "examples", ""),
+        ] {
             let Ok(entries) = std::fs::read_dir(root.join(parent)) else {
                 continue;
             };
@@ -67,12 +69,13 @@ fn kube_refs(fleet: &Fleet) -> Vec<KubeRef> {
 /// A live body read by its kind's parser; what the kind keeps reads back
 /// the same.
 fn parsed(kind: &dyn crate::kind::RegisteredKind, body: Value) -> Option<plan::Body> {
+    let id = crate::plan::Kind::id(kind);
     let b = kind.parse(body).ok()?;
     let json = b.to_json();
     let again = kind
         .parse(json.clone())
-        .unwrap_or_else(|e| panic!("a {} body read back fails: {e}\n{json}", kind.id().as_str()));
-    assert_eq!(again.to_json(), json, "{} body round trip", kind.id().as_str());
+        .unwrap_or_else(|e| panic!("a {} body read back fails: {e}\n{json}", id.as_str()));
+    assert_eq!(again.to_json(), json, "{} body round trip", id.as_str());
     Some(b)
 }
 
@@ -121,7 +124,8 @@ fn inventory(input: &Map<String, Value>, fleet: &Fleet) -> Inventory {
             continue;
         };
         for e in entries {
-            let Ok(scope) = serde_json::from_value::<Scope>(e.get("scope").cloned().unwrap_or_default())
+            let Ok(scope) =
+                serde_json::from_value::<Scope>(e.get("scope").cloned().unwrap_or_default())
             else {
                 continue;
             };
@@ -133,7 +137,7 @@ fn inventory(input: &Map<String, Value>, fleet: &Fleet) -> Inventory {
                 .or_default()
                 .push(LiveResource { scope, body });
         }
-        if let Some(ops) = input.pointer(&format!("/operations/{}", id.as_str()))
+        if let Some(ops) = input.get("operations").and_then(|o| o.get(id.as_str()))
             && let Ok(ops) = serde_json::from_value::<Vec<OperationRecord>>(ops.clone())
         {
             inv.operations.entry(id).or_default().extend(ops);

@@ -65,8 +65,8 @@ fn every_target_has_a_cargo_fuzz_target_and_a_corpus() {
     let manifest = std::fs::read_to_string(root().join("fuzz/Cargo.toml")).unwrap();
     for (name, _) in TARGETS {
         let file = root().join(format!("fuzz/fuzz_targets/{name}.rs"));
-        let text = std::fs::read_to_string(&file)
-            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let text =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         assert!(
             text.contains(&format!("slicectl::fuzzing::{name}(")),
             "{} does not call slicectl::fuzzing::{name}",
@@ -112,10 +112,48 @@ fn live_corpus_replays() {
 
 /// Fragments that change what a YAML or JSON reader does.
 const TOKENS: &[&str] = &[
-    ":", ": ", "- ", "---\n", "...\n", "&a ", "*a", "<<: *a\n", "{", "}", "[", "]", ",", "\"",
-    "'", "\\", "\t", "\r", "\r\n", "\n  ", "\u{feff}", "\u{2028}", "é", "#", "!!str ", "? ",
-    "|\n", ">-\n", "null", "~", "true", "0x1f", "1e999", "-1", "4294967296",
-    "18446744073709551616", "0.1", "\"\\u0000\"", "{}", "[]", "\"a\":", "1/2",
+    ":",
+    ": ",
+    "- ",
+    "---\n",
+    "...\n",
+    "&a ",
+    "*a",
+    "<<: *a\n",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    "\"",
+    "'",
+    "\\",
+    "\t",
+    "\r",
+    "\r\n",
+    "\n  ",
+    "\u{feff}",
+    "\u{2028}",
+    "é",
+    "#",
+    "!!str ",
+    "? ",
+    "|\n",
+    ">-\n",
+    "null",
+    "~",
+    "true",
+    "0x1f",
+    "1e999",
+    "-1",
+    "4294967296",
+    "18446744073709551616",
+    "0.1",
+    "\"\\u0000\"",
+    "{}",
+    "[]",
+    "\"a\":",
+    "1/2",
 ];
 
 /// One edit of an input.
