@@ -18,6 +18,9 @@ pub mod controller;
 pub mod cycle;
 pub mod engine;
 pub mod error;
+/// The front-end fuzz targets' bodies (tests and `fuzz/` only).
+#[cfg(any(test, feature = "test-support"))]
+pub mod fuzzing;
 pub mod kind;
 pub mod kinds;
 pub mod kube;

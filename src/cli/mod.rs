@@ -7,7 +7,7 @@ pub mod args;
 mod controller;
 mod cycle;
 mod generate;
-mod planfile;
+pub(crate) mod planfile;
 mod watch;
 
 use std::collections::BTreeMap;

@@ -103,7 +103,7 @@ struct File {
 }
 
 /// A loaded, digest-checked plan file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SavedPlan {
     /// The options it was made with.
     pub options: SavedOptions,
@@ -171,7 +171,12 @@ pub fn load(path: &Path) -> Result<SavedPlan> {
     let limit = u64::try_from(MAX_PLAN_FILE_BYTES).unwrap_or(u64::MAX);
     let bytes = crate::source::bounded::read_regular(path, limit)
         .with_context(|| format!("cannot read the plan file {}", ShownPath(path)))?;
-    let head: serde_json::Value = serde_json::from_slice(&bytes).with_context(|| {
+    decode(path, &bytes)
+}
+
+/// Reads the bytes of the plan file `path` and checks its digest.
+pub fn decode(path: &Path, bytes: &[u8]) -> Result<SavedPlan> {
+    let head: serde_json::Value = serde_json::from_slice(bytes).with_context(|| {
         format!(
             "{} is not a slicectl plan file (expected the output of `slicectl plan --out`)",
             ShownPath(path)
@@ -233,6 +238,19 @@ pub fn load(path: &Path) -> Result<SavedPlan> {
         effect: crate::plan::view::effect(&file.body.plan),
         command: file.body.command,
     })
+}
+
+/// `bytes` (a plan file's JSON) sealed again with the digest of its own
+/// content, `None` when it does not have a plan file's shape: what the
+/// fuzz target uses to reach past the digest check.
+#[cfg(any(test, feature = "test-support"))]
+pub(crate) fn reseal(bytes: &[u8]) -> Option<Vec<u8>> {
+    let file: File = serde_json::from_slice(bytes).ok()?;
+    let sealed = File {
+        digest: digest(&file.body).ok()?,
+        body: file.body,
+    };
+    serde_json::to_vec_pretty(&sealed).ok()
 }
 
 #[cfg(test)]

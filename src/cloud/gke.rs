@@ -63,9 +63,9 @@ impl ClusterRef {
 /// ([`GkeApi::list_unsettled_operations`]).
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct UnsettledOperations {
+pub(crate) struct UnsettledOperations {
     #[serde(default, deserialize_with = "unsettled")]
-    operations: Vec<Operation>,
+    pub(crate) operations: Vec<Operation>,
 }
 
 /// Whether observation reads an operation: still running, or finished

@@ -116,7 +116,8 @@ impl Selected {
     }
 }
 
-fn snapshot(cm: Option<ConfigMap>) -> Snapshot {
+/// What a ConfigMap the API answered holds (`data` and `binaryData`).
+pub(crate) fn snapshot(cm: Option<ConfigMap>) -> Snapshot {
     match cm {
         None => Snapshot::Absent,
         Some(cm) => Snapshot::Data(

@@ -126,7 +126,7 @@ pub fn load(path: &Path, trusted: bool) -> Result<Kubeconfig, String> {
 
 /// Parses kubeconfig YAML (every document, merged as kubectl does). A
 /// parse error says only where: its message could quote a key or a token.
-fn parse(text: &str) -> Result<Kubeconfig, String> {
+pub(crate) fn parse(text: &str) -> Result<Kubeconfig, String> {
     let docs: Vec<Kubeconfig> = serde_saphyr::from_multiple(text).map_err(|e| {
         let at = e
             .location()

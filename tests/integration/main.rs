@@ -16,6 +16,7 @@ mod apply_executor;
 mod bench_harness;
 mod cloud_client;
 mod doc_links;
+mod fuzz_front;
 mod golden;
 mod image;
 mod kind_contract;
