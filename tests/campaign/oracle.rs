@@ -492,7 +492,8 @@ pub fn converged(w: &World) -> Vec<Violation> {
         let guarded = w
             .sources
             .iter()
-            .any(|s| s.owner == owner && s.live_slices().next().is_none());
+            .any(|s| s.owner == owner && s.live_slices().next().is_none())
+            || empty_target_keeps(w, &owner, &p.cluster);
         if !declared && !guarded && p.label("slicectl.dev/prevent-destroy") != Some("true") {
             out.push(Violation::new(
                 "I4",
@@ -520,4 +521,16 @@ pub fn converged(w: &World) -> Vec<Violation> {
         }
     }
     out
+}
+
+/// The planner's per-Target empty guard (`empty_target`, by design): a pool
+/// of `owner` in `cluster` is kept when a source of that owner has Targets
+/// on the cluster and none of them has a Slice left.
+fn empty_target_keeps(w: &World, owner: &str, cluster: &str) -> bool {
+    w.sources.iter().filter(|s| s.owner == owner).any(|s| {
+        let covering: Vec<usize> = (0..s.targets.len())
+            .filter(|&i| s.targets[i].cluster == cluster)
+            .collect();
+        !covering.is_empty() && !s.live_slices().any(|sl| covering.contains(&sl.target))
+    })
 }
