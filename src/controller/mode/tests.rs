@@ -59,11 +59,17 @@ fn each_mode_sees_the_others_live_lease() {
     );
     // Each mode's own Leases are not "another mode".
     assert_eq!(
-        other_mode(&[leader.clone()], "slicectl", 1, "one", now()),
+        other_mode(std::slice::from_ref(&leader), "slicectl", 1, "one", now()),
         None
     );
     assert_eq!(
-        other_mode(&[shard.clone()], "slicectl", 2, "sharded-a", now()),
+        other_mode(
+            std::slice::from_ref(&shard),
+            "slicectl",
+            2,
+            "sharded-a",
+            now()
+        ),
         None
     );
 }
@@ -73,7 +79,10 @@ fn an_expired_or_unheld_lease_or_another_controllers_is_no_writer() {
     let expired = lease("slicectl", "one", 60);
     assert_eq!(other_mode(&[expired], "slicectl", 2, "x", now()), None);
     let mut free = lease("slicectl-0", "", 1);
-    assert_eq!(other_mode(&[free.clone()], "slicectl", 1, "x", now()), None);
+    assert_eq!(
+        other_mode(std::slice::from_ref(&free), "slicectl", 1, "x", now()),
+        None
+    );
     free.spec = None;
     assert_eq!(other_mode(&[free], "slicectl", 1, "x", now()), None);
     // Another controller's Leases in the namespace: `other`, `slicectl-x`,
