@@ -16,23 +16,8 @@ pub const LOCATION: &str = "us-central1";
 /// The clusters a Target can point at.
 pub const CLUSTERS: &[&str] = &["c0", "c1", "c2"];
 
-/// What a busy replica's policy says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WhenBusy {
-    Wait,
-    Drain,
-    Replace,
-}
-
-impl WhenBusy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WhenBusy::Wait => "wait",
-            WhenBusy::Drain => "drain",
-            WhenBusy::Replace => "replace",
-        }
-    }
-}
+/// What a busy replica's policy says (the product's own spelling).
+pub use slicectl::spec::model::WhenBusy;
 
 /// A disruption window: open now (every minute, for an hour), or closed
 /// now (29 February only, in 2028 next). Both hold whatever the wall clock

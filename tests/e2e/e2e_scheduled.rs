@@ -454,18 +454,7 @@ async fn a_drain_held_by_a_pdb_survives_sigkill_and_finishes_once_the_budget_all
 
     // SIGKILL mid-drain: once slicectl has cordoned the Node and marked the
     // drain's start, while the budget refuses the eviction.
-    let mut child = spawn_piped(
-        tokio::process::Command::new(bin())
-            .args([
-                "apply",
-                bed.d(),
-                "--auto-approve",
-                "--access-token-file",
-                &bed.token,
-            ])
-            .env("SLICECTL_API_ENDPOINT", bed.sim.base_url())
-            .env("NO_COLOR", "1"),
-    );
+    let mut child = spawn_apply(&bed);
     let deadline = Instant::now() + Duration::from_secs(30);
     let since = loop {
         if let Some(s) = bed.draining_since(&node).await {
