@@ -32,6 +32,30 @@ pub const DEFECTS: &[(&str, &str)] = &[
          `target_removed` forever (visible, kept until --allow-empty-source), though its JobSet ended",
     ),
     (
+        "N2",
+        "found by the campaign on main: after a SIGKILLed apply, a Target moved and an undeclared \
+         rename, the old slice's pools are refused `target_removed` on every plan (visible, exit 1) \
+         and one replica runs in two clusters: a git pool kept, or run twice, for nothing (untriaged)",
+    ),
+    (
+        "N3",
+        "found by the campaign on main: `destroy` (no --disrupt) deletes a busy pool whose slice's file \
+         was removed, under whenBusy: wait, with its cluster's API up (untriaged; likely 35.1's root: a \
+         replica whose Target cannot be resolved is read as idle)",
+    ),
+    (
+        "N4",
+        "found by the campaign on main: one source's apply deletes a workload pool another source \
+         (same ownerId) made, after that source's workload Target moved and a create met a stockout \
+         (untriaged; the workload side of 35.10: workload pools carry no source stamp)",
+    ),
+    (
+        "N5",
+        "found by the campaign on main: after a replacing change, a destroy and a stale view, an apply \
+         reports a replace completed that the pool does not show (untriaged: a defect of the report, \
+         or of the oracle's reading of a lagging list)",
+    ),
+    (
         "35.10",
         "a workload policy carries no source stamp: another source's plan deletes it",
     ),
@@ -44,9 +68,13 @@ pub fn classify(v: &Violation) -> &'static str {
         "I1" if v.has("kube=no_token") => "35.2",
         "I1" if v.has("reason=moved") || v.has("cluster_not_named") => "35.1",
         "I2" if v.has("kind=resource_policy") => "35.10",
+        "I2" if v.detail.contains("deleted pool") && v.detail.contains("made by Source") => "N4",
         "I1" if v.has("workload_live_released") => "36.1",
+        "I1" if v.has("reason=destroy") => "N3",
         "I2" if v.has("workload_takeover") => "36.2",
+        "I6" => "N5",
         "I4" if v.has("leak") && v.has("workload") => "N1",
+        "I4" if v.has("leak") || v.has("duplicate") => "N2",
         _ => "new",
     }
 }

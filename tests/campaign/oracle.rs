@@ -443,11 +443,13 @@ fn log_result(w: &mut World, b: &Before, r: &RunResult, removed: &BTreeSet<Strin
             )
         }
         // The fleet-wide empty guard refuses a source with no slice left
-        // (every file removed), by design: nothing changes.
+        // (every file removed), and the cap on destructive steps per apply
+        // (`--max-destroy`) refuses a plan over it, by design: nothing
+        // changes until a person overrides them.
         RunResult::Refused(code) => format!(
             "  plan s{} refused as a whole: {code} changes={}",
             b.src,
-            code != "empty_source"
+            !matches!(code.as_str(), "empty_source" | "too_many_destructive")
         ),
         RunResult::Killed => format!("  plan s{} killed changes=true", b.src),
         RunResult::Panicked(_) => format!("  plan s{} panicked changes=true", b.src),
