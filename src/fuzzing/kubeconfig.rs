@@ -26,6 +26,7 @@ pub fn kubeconfig(data: &[u8]) {
         }
     };
     let problems = untrusted_problems(&k);
+    // A fuzz invariant, not input handling: this panic is the finding the fuzzer reports.
     let written = serde_saphyr::to_string(&k).expect("a kubeconfig serialises to YAML");
     let again = parse(&written)
         .unwrap_or_else(|e| panic!("a kubeconfig written back does not read back: {e}\n{written}"));
@@ -42,5 +43,6 @@ pub fn kubeconfig(data: &[u8]) {
 }
 
 fn as_json(k: &Kubeconfig) -> serde_json::Value {
+    // A fuzz invariant, not input handling: this panic is the finding the fuzzer reports.
     serde_json::to_value(k).expect("a kubeconfig serialises to JSON")
 }

@@ -29,7 +29,9 @@ pub fn planfile(data: &[u8]) {
     match decode(path, &sealed) {
         Ok(saved) => {
             check(&saved);
+            // A fuzz invariant, not input handling: this panic is the finding the fuzzer reports.
             let again = reseal(&sealed).expect("a sealed plan file reseals");
+            // A fuzz invariant, not input handling: this panic is the finding the fuzzer reports.
             let reread = decode(path, &again).expect("a plan file read back decodes");
             assert_eq!(reread, saved, "plan file round trip");
         }

@@ -78,6 +78,7 @@ fn document_yaml(doc: &crate::spec::parse::Document) -> String {
         DocumentSpec::Target(t) => serde_json::to_value(t),
         DocumentSpec::Slice(s) => serde_json::to_value(s),
     }
+    // A fuzz invariant, not input handling: this panic is the finding the fuzzer reports.
     .expect("a spec serialises to JSON");
     let value = serde_json::json!({
         "apiVersion": crate::spec::model::API_VERSION,
@@ -85,6 +86,7 @@ fn document_yaml(doc: &crate::spec::parse::Document) -> String {
         "metadata": doc.metadata,
         "spec": spec,
     });
+    // A fuzz invariant, not input handling: this panic is the finding the fuzzer reports.
     serde_saphyr::to_string(&value).expect("a spec document serialises to YAML")
 }
 
@@ -98,6 +100,7 @@ fn round_trip(file: &SourceFile, documents: &[crate::spec::parse::Document]) {
         assert_eq!(again.spec, doc.spec, "spec round trip");
         if let DocumentSpec::Slice(s) = &doc.spec {
             let text = crate::plan::adopt::spec_file(&doc.metadata.name, s, &[])
+                // A fuzz invariant, not input handling: this panic is the finding the fuzzer reports.
                 .expect("adopt writes any Slice");
             let again = reparse(file, text);
             assert_eq!(
@@ -141,7 +144,9 @@ pub fn configmap(data: &[u8]) {
     let Ok(cm) = serde_json::from_slice::<ConfigMap>(data) else {
         return;
     };
+    // A fuzz invariant, not input handling: this panic is the finding the fuzzer reports.
     let text = serde_json::to_vec(&cm).expect("a ConfigMap serialises");
+    // A fuzz invariant, not input handling: this panic is the finding the fuzzer reports.
     let again: ConfigMap = serde_json::from_slice(&text).expect("a ConfigMap reads back");
     assert_eq!(again, cm, "ConfigMap round trip");
     let snap = snapshot(Some(cm));
