@@ -125,6 +125,7 @@ async fn held_refused_and_deferred_decisions_are_json_events() {
     // Deferred: under --sim a self-managed cluster is never reached.
     let mut conn = FakeConnect(Cloud {
         sim_defers_kube: true,
+        unread_idle: false,
         ..fake.cloud()
     });
     let mut codes = Vec::new();

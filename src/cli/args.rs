@@ -331,6 +331,14 @@ pub struct Connection {
     /// trusted; any other kubeconfig a spec names must embed its credentials.
     #[arg(long, value_name = "PATH")]
     pub trust_kubeconfig: Vec<std::path::PathBuf>,
+    /// Declare that nothing runs in the clusters whose Pods slicectl does
+    /// not read (a cluster deferred behind a loopback --api-endpoint with no
+    /// Google token: a simulator with no cluster linked), so their slice
+    /// replicas count as idle. Without it such a replica is busy-unknown and
+    /// every step that would destroy its capacity is held (`busy_unknown`).
+    /// An explicit override, as --sim is: never set it where jobs may run.
+    #[arg(long, env = "SLICECTL_UNREAD_CLUSTERS_IDLE")]
+    pub unread_clusters_idle: bool,
     /// Start the GCP simulator in-process and target it: nothing real is
     /// touched (no real Google API, and no Kubernetes API at all: the
     /// Kubernetes side of every Target is deferred, gce Targets' joins and

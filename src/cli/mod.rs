@@ -924,6 +924,8 @@ struct Session {
     client: CloudClient,
     /// `--sim`: no Kubernetes API is reached.
     sealed: bool,
+    /// `--unread-clusters-idle`.
+    unread_idle: bool,
     /// `--trust-kubeconfig`.
     trusted: Vec<PathBuf>,
     /// `clusters.get` answers, kept across the fleets of this session (a
@@ -981,12 +983,14 @@ impl Session {
             seed_brought_templates(&client, fleet).await?;
         }
         let clusters = std::sync::Arc::default();
-        let cloud = cloud_for(&client, fleet, conn.sim, &conn.trust_kubeconfig, &clusters);
+        let mut cloud = cloud_for(&client, fleet, conn.sim, &conn.trust_kubeconfig, &clusters);
+        cloud.unread_idle = conn.unread_clusters_idle;
         Ok(Session {
             cloud,
             sim,
             client,
             sealed: conn.sim,
+            unread_idle: conn.unread_clusters_idle,
             trusted: conn.trust_kubeconfig.clone(),
             clusters,
         })
@@ -995,13 +999,15 @@ impl Session {
     /// The cloud for another fleet on the same connection (the targets'
     /// Kubernetes clients are the fleet's).
     fn cloud_for(&self, fleet: &Fleet) -> Cloud {
-        cloud_for(
+        let mut cloud = cloud_for(
             &self.client,
             fleet,
             self.sealed,
             &self.trusted,
             &self.clusters,
-        )
+        );
+        cloud.unread_idle = self.unread_idle;
+        cloud
     }
 
     async fn close(self) {

@@ -279,6 +279,10 @@ pub struct Cloud {
     /// dialled (its kubeconfig is not even read). Never set against real
     /// Google Cloud.
     pub sim_defers_kube: bool,
+    /// `--unread-clusters-idle`: the user declares that nothing runs in the
+    /// clusters whose Pods are not read, so their replicas count as idle
+    /// (as under `--sim`), not busy-unknown.
+    pub unread_idle: bool,
 }
 
 impl Cloud {
@@ -319,6 +323,7 @@ impl From<CloudClient> for Cloud {
                     .with_gke([], crate::kube::GkeLink::new(shared, tokens)),
             ),
             sim_defers_kube: false,
+            unread_idle: false,
         }
     }
 }

@@ -186,6 +186,7 @@ impl FakeCloud {
                 me.upgrade().map(|f| f.gke_nodes(k)).unwrap_or_default()
             })),
             sim_defers_kube: false,
+            unread_idle: false,
         }
     }
 

@@ -128,7 +128,9 @@ impl Kind for WorkloadPolicies {
             owner: t.owner_id.clone(),
             slice: ctx.stem.to_string(),
             replica: ctx.replica,
-            target: None,
+            // The source stamp, as a pool's label and a MIG's description
+            // carry it: another spec source never prunes it.
+            target: Some(ctx.target.name.clone()),
             spec_hash: Some(hash::spec_hash(&projection(&p))),
             hash_version: Some(HASH_VERSION.to_string()),
             prevent_destroy: false,

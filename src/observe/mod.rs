@@ -15,7 +15,7 @@ use crate::apply::{KindExec, Observed, RegisteredKind};
 use crate::cloud::{Cloud, CloudError};
 use crate::plan::kind::KindId;
 use crate::plan::{Inventory, Owners, Scope, Unseen};
-use crate::resource::{ClusterRef, ZoneRef};
+use crate::resource::{ClusterRef, KubeRef, ZoneRef};
 use crate::spec::Fleet;
 
 /// The Kubernetes APIs of the GKE Targets with `workloads.enabled`: where
@@ -71,28 +71,61 @@ fn deferred_scopes(cloud: &Cloud, owners: &Owners) -> BTreeMap<Scope, String> {
             let Scope::Kube(k) = scope else {
                 return None;
             };
-            let why = if cloud.sim_defers_kube {
-                if k.gke_cluster().is_some() {
-                    "under --sim slicectl reaches no real Kubernetes API, whatever the Target's \
-                     gke.kubeApi names: the node pools are created in the simulator, but no Node is \
-                     read, so whether a slice is ready for a job is not known. To read a real cluster's \
-                     Nodes on purpose, run `slicectl sim --listen ADDR` and pass `--api-endpoint \
-                     http://ADDR` with a gke.kubeApi.kubeconfig instead of --sim"
-                        .to_owned()
-                } else {
-                    "under --sim slicectl reaches no real Kubernetes API, whatever the Target's gce.kubeApi \
-                     names: the GCE resources are created in the simulator and their simulated VMs boot, but \
-                     nothing joins a cluster and no Node is read, labelled or deleted. To link the simulator to \
-                     a real cluster on purpose, run `slicectl sim --listen ADDR` and pass `--api-endpoint \
-                     http://ADDR` instead of --sim (scripts/gce-demo.sh does this)"
-                        .to_owned()
-                }
-            } else {
-                cloud.kube.deferred(k)?
-            };
-            Some((scope.clone(), why))
+            Some((scope.clone(), deferred_why(cloud, k)?))
         })
         .collect()
+}
+
+/// Why a cluster's Kubernetes side is left out of this cycle, if it is
+/// ([`deferred_scopes`]).
+fn deferred_why(cloud: &Cloud, k: &KubeRef) -> Option<String> {
+    if cloud.sim_defers_kube {
+        let why = if k.gke_cluster().is_some() {
+            "under --sim slicectl reaches no real Kubernetes API, whatever the Target's \
+             gke.kubeApi names: the node pools are created in the simulator, but no Node is \
+             read, so whether a slice is ready for a job is not known. To read a real cluster's \
+             Nodes on purpose, run `slicectl sim --listen ADDR` and pass `--api-endpoint \
+             http://ADDR` with a gke.kubeApi.kubeconfig instead of --sim"
+        } else {
+            "under --sim slicectl reaches no real Kubernetes API, whatever the Target's gce.kubeApi \
+             names: the GCE resources are created in the simulator and their simulated VMs boot, but \
+             nothing joins a cluster and no Node is read, labelled or deleted. To link the simulator to \
+             a real cluster on purpose, run `slicectl sim --listen ADDR` and pass `--api-endpoint \
+             http://ADDR` instead of --sim (scripts/gce-demo.sh does this)"
+        };
+        return Some(why.to_owned());
+    }
+    cloud.kube.deferred(k)
+}
+
+/// The Kubernetes APIs of the clusters no Target names that hold node
+/// pools of this fleet (`left`): their Nodes and Pods are listed too, so a
+/// pool left there (moved, or of a removed Target) is deleted only when
+/// its replica is seen idle. Under `--sim` nothing real runs and they are
+/// not listed; a cluster whose API slicectl does not reach is deferred
+/// (its replicas busy-unknown).
+fn left_behind_kubes(
+    cloud: &Cloud,
+    left: &[Scope],
+    deferred: &mut BTreeMap<Scope, String>,
+) -> Vec<KubeRef> {
+    if cloud.sim_defers_kube {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for s in left {
+        let Scope::Cluster(c) = s else {
+            continue;
+        };
+        let k = KubeRef::gke(c);
+        match deferred_why(cloud, &k) {
+            Some(why) => {
+                deferred.insert(Scope::Kube(k), why);
+            }
+            None => out.push(k),
+        }
+    }
+    out
 }
 
 /// Left-behind discovery of one project that failed: logged, and kept
@@ -291,6 +324,7 @@ pub async fn observe(cloud: &Cloud, fleet: &Fleet, kinds: &[&dyn RegisteredKind]
         compute: cloud.compute.clone(),
         kube: cloud.kube.clone(),
         sim_defers_kube: cloud.sim_defers_kube,
+        unread_idle: cloud.unread_idle,
     };
     let cloud = &shared;
     let deferred = deferred_scopes(cloud, &owners);
@@ -306,8 +340,11 @@ pub async fn observe(cloud: &Cloud, fleet: &Fleet, kinds: &[&dyn RegisteredKind]
     );
     left.extend(zones);
     undiscovered.extend(zones_failed);
-    let (workloads, demand) =
-        workloads::observe(cloud, &owners, &deferred, &demand_clusters(fleet)).await;
+    let mut deferred = deferred;
+    let extra = left_behind_kubes(cloud, &left, &mut deferred);
+    let (mut workloads, demand) =
+        workloads::observe(cloud, &owners, &deferred, &extra, &demand_clusters(fleet)).await;
+    workloads.simulated = cloud.sim_defers_kube || cloud.unread_idle;
     let mut inv = Inventory {
         deferred,
         workloads,

@@ -23,15 +23,17 @@ pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 pub const JOBSET_NAME: &str = "jobset.sigs.k8s.io/jobset-name";
 
 /// Lists Nodes and Pods of every cluster the fleet's Targets reach (not
-/// those deferred), concurrently; and, for the clusters in `demand`
+/// those deferred) and of the clusters in `extra` (no Target names them,
+/// but they hold resources of this fleet), concurrently; and, for the clusters in `demand`
 /// (workload-enabled Targets'), their JobSets and pending TPU pods.
 pub async fn observe(
     cloud: &Cloud,
     owners: &Owners,
     deferred: &BTreeMap<Scope, String>,
+    extra: &[KubeRef],
     demand: &BTreeSet<KubeRef>,
 ) -> (Workloads, DemandViews) {
-    let kubes: Vec<&KubeRef> = owners
+    let mut kubes: Vec<&KubeRef> = owners
         .scopes()
         .filter(|s| !deferred.contains_key(*s))
         .filter_map(|s| match s {
@@ -39,6 +41,11 @@ pub async fn observe(
             _ => None,
         })
         .collect();
+    for k in extra {
+        if !kubes.contains(&k) {
+            kubes.push(k);
+        }
+    }
     let observed_at = jiff::Timestamp::now();
     let lists = kubes.iter().map(|k| async move {
         let wants_demand = demand.contains(*k);
@@ -85,6 +92,7 @@ pub async fn observe(
         Workloads {
             observed_at: Some(observed_at),
             clusters,
+            simulated: false,
         },
         views,
     )

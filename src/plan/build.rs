@@ -1261,6 +1261,7 @@ impl<'a> Planner<'a> {
             deferred: &self.inv.deferred,
             mode: self.mode,
             disrupt: self.opts.disrupt,
+            users: &self.inv.users,
             owned: self
                 .live_by_id
                 .iter()

@@ -42,6 +42,11 @@ pub struct Inventory {
     /// each with that MIG: a resource a MIG that stays still uses is never
     /// deleted, and follows the MIG's ownership (`kinds::gce::link`).
     pub held: BTreeMap<super::kind::ResourceId, super::kind::ResourceId>,
+    /// Every live resource that uses each resource several may share (the
+    /// MIGs that name an instance template or a workload policy): such a
+    /// resource is deleted only when none of them stays and no step of the
+    /// plan will use it (the gate, `crate::plan::consent`).
+    pub users: BTreeMap<super::kind::ResourceId, std::collections::BTreeSet<super::kind::ResourceId>>,
 }
 
 impl Inventory {

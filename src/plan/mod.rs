@@ -19,6 +19,7 @@ pub mod preflight;
 pub mod reason;
 pub mod view;
 pub mod workload;
+pub mod consent;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -638,7 +639,8 @@ pub fn render_fleet(fleet: &Fleet, kinds: &[&dyn Kind]) -> Vec<Desired> {
 /// Whether a live resource with ownership `o` in `scope` is slice `slice`'s:
 /// it carries the slice's name, or a name the slice declares in
 /// `previousNames` with the owner id of the slice's Target and in one of
-/// that Target's scopes.
+/// that Target's scopes, that no other spec source stamped
+/// ([`other_source`]).
 pub fn claims(
     fleet: &Fleet,
     kinds: &[&dyn Kind],
@@ -649,7 +651,10 @@ pub fn claims(
     if o.slice == slice.name {
         return true;
     }
+    // `previousNames` takes only what this source stamped or nobody did:
+    // never another source's resource.
     slice.spec.previous_names.contains(&o.slice)
+        && other_source(fleet, o).is_none()
         && fleet.target_of(slice).is_some_and(|t| {
             t.spec.owner_id == o.owner && Owners::scopes_of(t, kinds).contains(scope)
         })
@@ -713,11 +718,14 @@ pub fn stems(
 
 /// Which replica indices of each slice are kept, given what is live. The
 /// rule is `0..replicas`, except after a scale-down (or any time a live
-/// replica sits at an index past `replicas`): then the replicas whose
-/// primary resource (a node pool, a MIG) is working are kept first, lowest
-/// index first, and the rest are filled from the lowest indices, so
-/// `replicas: 1` over a stocked-out replica 0 and RUNNING replicas 1 and 2
-/// keeps replica 1 and drops the broken one, never the working ones.
+/// replica sits at an index past `replicas`): then the busy replicas (pods
+/// run on their Nodes, or whether they do cannot be read) are kept first,
+/// then those whose primary resource (a node pool, a MIG) is working, each
+/// lowest index first, and the rest are filled from the lowest indices. So
+/// a scale-down removes idle replicas first, then broken ones, then the
+/// highest index: `replicas: 1` over a stocked-out replica 0 and RUNNING
+/// replicas 1 and 2 keeps replica 1; `replicas: 1` over an idle replica 0
+/// and a busy replica 1 keeps replica 1 and removes the idle one.
 /// Slices not in the map use `0..replicas`.
 pub fn replica_indices(
     fleet: &Fleet,
@@ -725,8 +733,9 @@ pub fn replica_indices(
     kinds: &[&dyn Kind],
 ) -> BTreeMap<String, Vec<u32>> {
     let owners = Owners::of(fleet, kinds);
-    // (slice, replica) → working, from the primary kinds' owned resources.
-    let mut live: BTreeMap<(&str, u32), bool> = BTreeMap::new();
+    // (slice, replica) → (busy, working), from the primary kinds' owned
+    // resources.
+    let mut live: BTreeMap<(&str, u32), (bool, bool)> = BTreeMap::new();
     for kind in kinds.iter().filter(|k| k.is_primary()) {
         for l in inv.live(kind.id()) {
             let Some(o) = kind
@@ -742,24 +751,44 @@ pub fn replica_indices(
                 continue;
             };
             let ok = kind.state(&l.body) == LiveState::Ok;
-            let e = live.entry((slice.name.as_str(), o.replica)).or_insert(true);
-            *e &= ok;
+            let id = ResourceId {
+                scope: l.scope.clone(),
+                kind: kind.id(),
+                name: kind.name(&l.body),
+            };
+            let kube = fleet.target_of(slice).and_then(|t| {
+                Owners::scopes_of(t, kinds).into_iter().find_map(|s| match s {
+                    Scope::Kube(k) => Some(k),
+                    _ => None,
+                })
+            });
+            let busy = kind
+                .hosts(&id, &o, kube.as_ref())
+                .is_some_and(|h| workload::may_be_busy(&inv.workloads, &h));
+            let e = live
+                .entry((slice.name.as_str(), o.replica))
+                .or_insert((false, true));
+            e.0 |= busy;
+            e.1 &= ok;
         }
     }
     let mut out = BTreeMap::new();
     for slice in fleet.slices.values() {
         let n = slice.spec.replicas;
-        let mine: Vec<(u32, bool)> = live
+        let mut mine: Vec<(u32, bool, bool)> = live
             .range((slice.name.as_str(), 0)..=(slice.name.as_str(), u32::MAX))
-            .map(|(&(_, r), &ok)| (r, ok))
+            .map(|(&(_, r), &(busy, ok))| (r, busy, ok))
             .collect();
-        if mine.iter().all(|&(r, _)| r < n) {
+        if mine.iter().all(|&(r, _, _)| r < n) {
             continue;
         }
+        // Busy first, then working, then the lowest index: what is not
+        // taken is removed (idle, then broken, then the highest index).
+        mine.sort_by_key(|&(r, busy, ok)| (!busy, !ok, r));
         let mut kept: Vec<u32> = mine
             .iter()
-            .filter(|&&(_, ok)| ok)
-            .map(|&(r, _)| r)
+            .filter(|&&(_, busy, ok)| busy || ok)
+            .map(|&(r, _, _)| r)
             .take(n as usize)
             .collect();
         let mut next = 0u32;

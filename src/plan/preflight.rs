@@ -38,7 +38,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::kind::{Scope, body_as};
-use super::{Action, ActionKind, Inventory, Kind, Plan, Refusal, refusal};
+use super::{Action, ActionKind, Inventory, Kind, Plan, Reason, Refusal, refusal};
 use crate::spec::model::CapacityType;
 use crate::spec::{Fleet, catalog};
 
@@ -408,6 +408,27 @@ fn needs(plan: &Plan, fleet: &Fleet, kinds: &[&dyn Kind]) -> (Vec<Need>, Vec<Unc
         let chips = u64::from(slice.shape.chips);
         let hosts = u64::from(slice.shape.hosts);
         let capacity = &slice.spec.capacity;
+        // A brought instance template holds the provisioning model (on
+        // demand, Spot, FLEX_START, RESERVATION_BOUND and its reservation):
+        // the slice's `capacity` says nothing of it, so nothing is charged
+        // from it (a FLEX_START or reservation-bound template charged to the
+        // on-demand quota was refused although Compute Engine creates it).
+        if let Some(t) = slice
+            .spec
+            .gce
+            .as_ref()
+            .and_then(|g| g.instance_template.as_deref())
+        {
+            unchecked.push(Unchecked {
+                address: a.address(),
+                why: format!(
+                    "its VMs are provisioned as its brought instance template {t} says (on demand, Spot, \
+                     FLEX_START or bound to a reservation), which the preflight does not read: the create is \
+                     not refused for quota"
+                ),
+            });
+            continue;
+        }
         let charge = match capacity.kind {
             CapacityType::Reservation => {
                 let Some(r) = capacity.reservation.as_ref() else {
@@ -490,7 +511,12 @@ fn same_pool(a: &Charge, b: &Charge) -> bool {
 /// action's `before` (a GKE node pool: machine type, node count per zone,
 /// zones, Spot, reservation). A MIG's machine type lives in its template,
 /// not in the MIG: nothing is credited for it.
+/// A pool in `ERROR` holds no VMs (and [`observed_usage`] does not count
+/// it): its replacement frees nothing.
 fn old_charge(a: &Action, project: &str) -> Option<(Charge, u64)> {
+    if matches!(&a.reason, Reason::ErrorState { status, .. } if status == "ERROR") {
+        return None;
+    }
     pool_charge(a.before.as_ref()?, project)
 }
 

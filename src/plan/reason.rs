@@ -240,7 +240,10 @@ impl Reason {
                 {
                     String::new()
                 } else {
-                    format!("; the working replicas are kept first: {}", kept.join(", "))
+                    format!(
+                        "; the busy replicas, then the working ones, are kept first: {}",
+                        kept.join(", ")
+                    )
                 };
                 format!(
                     "delete because replica {r} of slice {s} is no longer desired (replicas: {replicas}{which})"

@@ -171,6 +171,10 @@ struct TestInv {
 impl TestInv {
     fn inventory(&self) -> Inventory {
         let mut inv = Inventory::default();
+        // Nothing runs in these tests' clusters (as under --sim): the tests
+        // of the disruption policy set the workloads they read, and an
+        // unread cluster outside --sim is busy-unknown.
+        inv.workloads.simulated = true;
         let region = Scope::Region(crate::resource::RegionRef {
             project: "example-project".into(),
             region: "us-central1".into(),
@@ -1273,7 +1277,7 @@ fn scale_down_drops_broken_replicas_first_and_keeps_working_ones() {
     );
     let why = p.actions[0].reason_text();
     assert!(
-        why.contains("the working replicas are kept first: 1"),
+        why.contains("the busy replicas, then the working ones, are kept first: 1"),
         "{why}"
     );
     // Converged on the kept replica, the plan is empty; growing again fills
@@ -2209,6 +2213,7 @@ mod respecting_workloads {
         i.workloads = Workloads {
             observed_at: Some(at.parse().unwrap()),
             clusters: [(KubeRef::gke(&cluster()), ClusterWorkloads::Seen(nodes))].into(),
+            simulated: false,
         };
         i
     }
@@ -2679,6 +2684,7 @@ mod releasing_drains {
                 ClusterWorkloads::Seen(vec![drained_node("tiny-node", &pool)]),
             )]
             .into(),
+            simulated: false,
         };
         let p = super::super::plan(&f, &live, &all_kinds(), &PlanOptions::default()).unwrap();
         assert!(p.actions.is_empty());
@@ -2717,6 +2723,7 @@ mod releasing_drains {
                 ]),
             )]
             .into(),
+            simulated: false,
         };
         let p = super::super::plan(&f, &live, &all_kinds(), &PlanOptions::default()).unwrap();
         assert!(p.released.is_empty(), "{:?}", p.released);
@@ -2800,6 +2807,7 @@ fn a_workload_slice_is_pruned_only_by_the_workload_source() {
     inv.workloads = Workloads {
         observed_at: Some(jiff::Timestamp::from_second(1_000 + 3_600).unwrap()),
         clusters: BTreeMap::from([(kube.clone(), ClusterWorkloads::Seen(Vec::new()))]),
+        simulated: false,
     };
     let p = super::plan(&on, &inv, &all_kinds(), &opts).unwrap();
     assert_eq!(
@@ -3085,3 +3093,6 @@ fn the_other_shards_clusters_are_not_left_behind() {
 
 #[path = "preflight/tests.rs"]
 mod preflight_tests;
+
+#[path = "tests/gate.rs"]
+mod gate;

@@ -13,12 +13,12 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::kind::{Kind, Scope};
+use super::consent::{Ask, Budget, Consent, Go, Known, Step, consent};
+use super::kind::{Kind, KindId, Scope};
 use super::ownership::Ownership;
 use super::{Action, ActionKind, Owners, PlanMode, ResourceId};
 use crate::resource::KubeRef;
 use crate::spec::disruption::{CORDONED_BY_SLICECTL, Policy};
-use crate::spec::model::WhenBusy;
 use crate::spec::{Fleet, Target};
 
 /// What slicectl saw of the workloads, per cluster.
@@ -29,6 +29,11 @@ pub struct Workloads {
     pub observed_at: Option<Timestamp>,
     /// Per Kubernetes API.
     pub clusters: BTreeMap<KubeRef, ClusterWorkloads>,
+    /// Nothing runs in the clusters not read: `--sim` (no real Kubernetes
+    /// API is read and nothing real runs) or the explicit
+    /// `--unread-clusters-idle`. Otherwise a cluster not read is
+    /// busy-unknown.
+    pub simulated: bool,
 }
 
 /// One cluster's workloads.
@@ -292,6 +297,22 @@ fn nodes_of(w: &Workloads, hosts: &Hosts) -> Vec<(KubeRef, String)> {
         .collect()
 }
 
+/// Whether pods may run on the Nodes `hosts` picks out: they do, or
+/// whether they do cannot be read (a cluster not read, outside `--sim`).
+/// For choosing what a scale-down keeps; the gate itself is [`decide`].
+pub fn may_be_busy(w: &Workloads, hosts: &Hosts) -> bool {
+    let Some(k) = &hosts.kube else {
+        return !w.simulated;
+    };
+    match w.clusters.get(k) {
+        None => !w.simulated,
+        Some(ClusterWorkloads::Unreadable(_)) => true,
+        Some(ClusterWorkloads::Seen(nodes)) => {
+            nodes.iter().any(|n| !n.pods.is_empty() && hosts.picks(n))
+        }
+    }
+}
+
 /// What is known of one slice replica's Nodes.
 enum Busy {
     /// Nothing runs on it (or nothing can: `--sim` runs no pods), with its
@@ -323,6 +344,8 @@ pub(super) struct Inputs<'a> {
     /// The live resources this fleet owns, with their ownership: only their
     /// Nodes are ever released from a drain ([`releases`]).
     pub owned: Vec<(ResourceId, Ownership)>,
+    /// Every live user of each shared resource ([`super::Inventory::users`]).
+    pub users: &'a BTreeMap<ResourceId, BTreeSet<ResourceId>>,
 }
 
 /// The Target of a live resource: the Target of the slice that claims it,
@@ -349,19 +372,34 @@ fn kube_of(i: &Inputs<'_>, t: Option<&Target>) -> Option<KubeRef> {
         })
 }
 
-/// What is known of the Nodes `hosts` picks out.
+/// What is known of the Nodes `hosts` picks out. Unknown is busy: a
+/// cluster whose Pods were not read (deferred, unreachable, forbidden,
+/// never listed, or not known at all) is [`Busy::Unknown`], never idle.
+/// Only under `--sim` ([`Workloads::simulated`]), where nothing real runs,
+/// is a cluster not read idle.
 fn busy_of(i: &Inputs<'_>, hosts: &Hosts) -> Busy {
+    let sim = i.workloads.simulated;
     let Some(kube) = &hosts.kube else {
-        return Busy::Idle(None);
+        if sim {
+            return Busy::Idle(None);
+        }
+        return Busy::Unknown(
+            "no Target of its owner names the cluster its Nodes are in, so its Pods are not read"
+                .to_owned(),
+        );
     };
-    if i.deferred.contains_key(&Scope::Kube(kube.clone())) {
-        // `--sim`: nothing real runs, no pod can be bound.
-        return Busy::Idle(None);
+    if let Some(why) = i.deferred.get(&Scope::Kube(kube.clone())) {
+        if sim {
+            // `--sim`: nothing real runs, no pod can be bound.
+            return Busy::Idle(None);
+        }
+        return Busy::Unknown(format!("{kube}: its Pods are not read: {why}"));
     }
     match i.workloads.clusters.get(kube) {
-        // A cluster slicectl does not reach (a Target without a Kubernetes
-        // API): nothing can be seen there.
-        None => Busy::Idle(None),
+        None if sim => Busy::Idle(None),
+        // Never listed (a cluster no Target names whose Pods were not
+        // looked at): nothing is known, so it is not idle.
+        None => Busy::Unknown(format!("{kube}: its Nodes and Pods were not listed")),
         Some(ClusterWorkloads::Unreadable(e)) => Busy::Unknown(format!("{kube}: {e}")),
         Some(ClusterWorkloads::Seen(nodes)) => {
             let mine: Vec<&HostNode> = nodes.iter().filter(|n| hosts.picks(n)).collect();
@@ -398,20 +436,30 @@ pub(super) fn decide(
     let now = i.workloads.observed_at.unwrap_or(Timestamp::UNIX_EPOCH);
     // The busy state of each replica with a destructive step on a resource
     // that holds capacity, with its Target.
-    let mut replicas: BTreeMap<Key, (Busy, Option<&Target>, String)> = BTreeMap::new();
+    let mut replicas: BTreeMap<Key, (Busy, Option<&Target>, String, Step)> = BTreeMap::new();
     // The Nodes of every replica with a destructive step (busy or not): a
     // drain label on them stays while the step goes ahead (not when it is
     // held: the workload keeps running, and its Nodes are uncordoned).
     let mut replica_nodes: BTreeMap<(String, u32), BTreeSet<(KubeRef, String)>> = BTreeMap::new();
-    for a in actions.iter().filter(|a| a.action.is_destructive()) {
+    for a in actions.iter().filter(|a| gated(a)) {
+        let Some(step) = Step::of(a) else {
+            continue;
+        };
         let Some(kind) = i.kinds.iter().find(|k| k.id() == a.id.kind) else {
             continue;
         };
-        let Some(own) = live_own(a) else {
-            continue;
+        let own_hosts = live_own(a).and_then(|own| {
+            let target = target_of(i, &own, &a.id.scope);
+            let hosts = kind.hosts(&a.id, &own, kube_of(i, target).as_ref())?;
+            Some((own, target, hosts))
+        });
+        // A lost-Node recreate is planned on the replica's Nodes, and
+        // recreates its MIG's VMs: asked with the MIG's Nodes.
+        let own_hosts = match (own_hosts, step) {
+            (None, Step::NodeLostRecreate) => capacity_of(i, a),
+            (found, _) => found,
         };
-        let target = target_of(i, &own, &a.id.scope);
-        let Some(hosts) = kind.hosts(&a.id, &own, kube_of(i, target).as_ref()) else {
+        let Some((own, target, hosts)) = own_hosts else {
             continue;
         };
         replica_nodes
@@ -423,7 +471,7 @@ pub(super) fn decide(
             continue;
         }
         let busy = busy_of(i, &hosts);
-        replicas.insert(key, (busy, target, own.slice.clone()));
+        replicas.insert(key, (busy, target, own.slice.clone(), step));
     }
     // Replicas a drain already started on (their Nodes carry the drain
     // label, read back after a restart) hold their Target's budget first.
@@ -441,7 +489,7 @@ pub(super) fn decide(
         }
     }
     let mut draining: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for ((_, _, replica), (busy, target, live_slice)) in &replicas {
+    for ((_, _, replica), (busy, target, live_slice, _)) in &replicas {
         if let (
             Busy::Running {
                 draining_since: Some(_),
@@ -456,146 +504,92 @@ pub(super) fn decide(
                 .insert(format!("{live_slice}[{replica}]"));
         }
     }
-    // (owner, slice, replica) → the hold, or how it goes ahead.
+    // (slice, replica) → the hold, or how it goes ahead: the gate
+    // ([`consent`]) decides, nothing else.
     let mut holds: BTreeMap<(String, u32), (&'static str, String, Vec<BoundPod>)> = BTreeMap::new();
     let mut goes: BTreeMap<(String, u32), Disrupting> = BTreeMap::new();
     let mut rechecks: BTreeMap<(String, u32), (KubeRef, Vec<String>)> = BTreeMap::new();
-    for ((_, slice, replica), (busy, target, live_slice)) in &replicas {
+    for ((_, slice, replica), (busy, target, live_slice, step)) in &replicas {
         let rk = (slice.clone(), *replica);
+        let slice_spec = i.fleet.claimant(live_slice).or(i.fleet.slices.get(slice));
+        let policy = Policy::resolve(
+            target.and_then(|t| t.spec.disruption.as_ref()),
+            slice_spec.and_then(|s| s.spec.disruption.as_ref()),
+        );
         let (kube, nodes, pods, since) = match busy {
-            Busy::Idle(seen) => {
-                if let Some((k, nodes)) = seen.clone().filter(|(_, n)| !n.is_empty()) {
-                    rechecks.insert(rk, (k, nodes));
-                }
-                continue;
-            }
-            Busy::Unknown(e) if !(i.mode == PlanMode::Destroy && i.disrupt) => {
-                holds.insert(
-                    rk,
-                    (
-                        "busy_unknown",
-                        format!(
-                            "whether slice replica {slice}[{replica}] runs workloads cannot be read ({e}); a step \
-                             that destroys its capacity is never taken on an unknown: it is held until the \
-                             cluster's Pods can be listed{}",
-                            destroy_hint(i.mode)
-                        ),
-                        Vec::new(),
-                    ),
-                );
-                continue;
-            }
-            Busy::Unknown(_) => (None, Vec::new(), Vec::new(), None),
             Busy::Running {
                 kube,
                 nodes,
                 pods,
                 draining_since,
             } => (kube.clone(), nodes.clone(), pods.clone(), *draining_since),
+            _ => (None, Vec::new(), Vec::new(), None),
         };
-        let slice_spec = i.fleet.claimant(live_slice).or(i.fleet.slices.get(slice));
-        let policy = Policy::resolve(
-            target.and_then(|t| t.spec.disruption.as_ref()),
-            slice_spec.and_then(|s| s.spec.disruption.as_ref()),
-        );
-        let going = |how: DisruptHow| Disrupting {
-            how,
-            pods: pods.clone(),
-            kube: kube.clone(),
-            nodes: nodes.clone(),
-            drain_timeout_secs: policy.drain_timeout.as_secs(),
-            draining_since: since,
-            windows: policy.windows.clone(),
+        let known = match busy {
+            Busy::Idle(_) => Known::Idle,
+            Busy::Unknown(e) => Known::Unknown(e),
+            Busy::Running { .. } => Known::Running(&pods),
         };
-        if i.mode == PlanMode::Destroy && i.disrupt {
-            goes.insert(rk, going(DisruptHow::Forced));
-            continue;
-        }
-        let shown = pod_list(&pods);
-        let blockers: Vec<BoundPod> = pods.iter().filter(|p| p.do_not_disrupt).cloned().collect();
-        if !blockers.is_empty() {
-            holds.insert(
-                rk,
-                (
-                    "do_not_disrupt",
-                    format!(
-                        "slice replica {slice}[{replica}] runs pods annotated slicectl.dev/do-not-disrupt: \"true\" \
-                         ({}): not even a drain touches them. The step runs once they end or lose the annotation{}",
-                        pod_list(&blockers),
-                        destroy_hint(i.mode)
-                    ),
-                    pods.clone(),
-                ),
-            );
-            continue;
-        }
-        if policy.when_busy == WhenBusy::Wait {
-            holds.insert(
-                rk,
-                (
-                    "busy",
-                    format!(
-                        "slice replica {slice}[{replica}] is busy: {shown}. Its disruption policy is whenBusy: wait, \
-                         so the step waits and runs by itself once the replica is idle (next apply, watch cycle or \
-                         controller resync). To go ahead sooner, set `disruption.whenBusy: drain` (evicts, \
-                         PodDisruptionBudgets hold) or `replace` (kills the pods) on the slice or its Target{}",
-                        destroy_hint(i.mode)
-                    ),
-                    pods.clone(),
-                ),
-            );
-            continue;
-        }
-        if !policy.in_window(now) {
-            let next = policy
-                .next_window(now)
-                .map(|t| format!("; the next window opens at {t}"))
-                .unwrap_or_default();
-            let ws: Vec<String> = policy.windows.iter().map(|w| w.describe()).collect();
-            holds.insert(
-                rk,
-                (
-                    "outside_window",
-                    format!(
-                        "slice replica {slice}[{replica}] is busy ({shown}) and it is outside its disruption \
-                         windows ({}){next}: the step runs in a window{}",
-                        ws.join(", "),
-                        destroy_hint(i.mode)
-                    ),
-                    pods.clone(),
-                ),
-            );
-            continue;
-        }
-        if let (Some(budget), Some(t)) = (policy.budget, target) {
-            let group_label = format!("{live_slice}[{replica}]");
-            let in_flight = draining.entry(t.name.clone()).or_default();
-            let mine = in_flight.contains(&group_label);
-            if !mine && in_flight.len() >= budget as usize {
-                holds.insert(
-                    rk,
-                    (
-                        "budget",
-                        format!(
-                            "slice replica {slice}[{replica}] is busy ({shown}) and Target {}'s disruption budget \
-                             ({budget}) is used by {}: the step runs once one of them is done{}",
-                            t.name,
-                            in_flight.iter().cloned().collect::<Vec<_>>().join(", "),
-                            destroy_hint(i.mode)
-                        ),
-                        pods.clone(),
-                    ),
-                );
+        let group_label = format!("{live_slice}[{replica}]");
+        let budget_of = |t: &Target| policy.budget.map(|limit| (t.name.clone(), limit));
+        let budget = target.and_then(budget_of);
+        let empty = BTreeSet::new();
+        let used_by = budget
+            .as_ref()
+            .and_then(|(t, _)| draining.get(t))
+            .unwrap_or(&empty);
+        let subject = format!("slice replica {slice}[{replica}]");
+        let answer = consent(&Ask {
+            step: *step,
+            subject: &subject,
+            known,
+            policy: &policy,
+            budget: budget.as_ref().map(|(t, limit)| Budget {
+                target: t,
+                limit: *limit,
+                used_by,
+                mine: used_by.contains(&group_label),
+            }),
+            mode: i.mode,
+            disrupt: i.disrupt,
+            now,
+        });
+        let how = match answer {
+            Consent::Held { code, message } => {
+                holds.insert(rk, (code, message, pods));
                 continue;
             }
-            in_flight.insert(group_label);
-        }
-        let how = match policy.when_busy {
-            WhenBusy::Drain => DisruptHow::Drain,
-            _ => DisruptHow::Replace,
+            Consent::Go(Go::Idle) => {
+                if let Busy::Idle(Some((k, nodes))) = busy
+                    && !nodes.is_empty()
+                {
+                    rechecks.insert(rk, (k.clone(), nodes.clone()));
+                }
+                continue;
+            }
+            Consent::Go(Go::Drain) => DisruptHow::Drain,
+            Consent::Go(Go::Replace) => DisruptHow::Replace,
+            Consent::Go(Go::Forced) => DisruptHow::Forced,
         };
-        goes.insert(rk, going(how));
+        if how != DisruptHow::Forced
+            && let Some((t, _)) = &budget
+        {
+            draining.entry(t.clone()).or_default().insert(group_label);
+        }
+        goes.insert(
+            rk,
+            Disrupting {
+                how,
+                pods,
+                kube,
+                nodes,
+                drain_timeout_secs: policy.drain_timeout.as_secs(),
+                draining_since: since,
+                windows: policy.windows.clone(),
+            },
+        );
     }
+    let shared_holds = shared_in_use(i, actions, &holds, now);
     let in_use: BTreeSet<(KubeRef, String)> = replica_nodes
         .into_iter()
         .filter(|(rk, _)| !holds.contains_key(rk))
@@ -604,19 +598,21 @@ pub(super) fn decide(
     let released = releases(i.workloads, &in_use, &ours);
     let (kept, held): (Vec<Action>, Vec<Action>) =
         std::mem::take(actions).into_iter().partition(|a| {
-            !(a.action.is_destructive()
-                && holds.contains_key(&(a.owner.slice.clone(), a.owner.replica)))
+            !((gated(a) && holds.contains_key(&(a.owner.slice.clone(), a.owner.replica)))
+                || shared_holds.contains_key(&a.id))
         });
     *actions = kept;
     // The drain runs before the first capacity step of the replica; every
     // destructive step of a replica going ahead says so.
     let mut drained: BTreeSet<(String, u32)> = BTreeSet::new();
     let mut rechecked: BTreeSet<(String, u32)> = BTreeSet::new();
-    for a in actions.iter_mut().filter(|a| a.action.is_destructive()) {
+    for a in actions.iter_mut().filter(|a| gated(a)) {
         let rk = (a.owner.slice.clone(), a.owner.replica);
-        let holds_capacity = i.kinds.iter().any(|k| {
-            k.id() == a.id.kind && live_own(a).is_some_and(|o| k.hosts(&a.id, &o, None).is_some())
-        });
+        let holds_capacity = Step::of(a) == Some(Step::NodeLostRecreate)
+            || i.kinds.iter().any(|k| {
+                k.id() == a.id.kind
+                    && live_own(a).is_some_and(|o| k.hosts(&a.id, &o, None).is_some())
+            });
         if let Some(r) = rechecks.get(&rk)
             && holds_capacity
             && rechecked.insert(rk.clone())
@@ -636,10 +632,13 @@ pub(super) fn decide(
     let held = held
         .into_iter()
         .map(|a| {
-            let (code, message, pods) = holds
-                .get(&(a.owner.slice.clone(), a.owner.replica))
-                .cloned()
-                .unwrap_or(("busy", String::new(), Vec::new()));
+            let (code, message, pods) = match shared_holds.get(&a.id) {
+                Some((code, message)) => (*code, message.clone(), Vec::new()),
+                None => holds
+                    .get(&(a.owner.slice.clone(), a.owner.replica))
+                    .cloned()
+                    .unwrap_or(("busy", String::new(), Vec::new())),
+            };
             Held {
                 kind: a.id.kind.as_str(),
                 name: a.id.name.clone(),
@@ -658,13 +657,159 @@ pub(super) fn decide(
     (held, released)
 }
 
-fn destroy_hint(mode: PlanMode) -> &'static str {
-    match mode {
-        PlanMode::Destroy => {
-            ". To destroy it anyway, killing the pods, run `slicectl destroy --disrupt`"
+/// The deletes of shared resources of a cluster (its TPU device plugin)
+/// that the gate holds because a slice resource whose Nodes are in that
+/// cluster stays: one not deleted by this plan, or whose delete is held.
+/// A running container survives its device plugin, but a restarted pod
+/// could not get its TPUs.
+fn shared_in_use(
+    i: &Inputs<'_>,
+    actions: &[Action],
+    holds: &BTreeMap<(String, u32), (&'static str, String, Vec<BoundPod>)>,
+    now: Timestamp,
+) -> BTreeMap<ResourceId, (&'static str, String)> {
+    let going: BTreeSet<&ResourceId> = actions
+        .iter()
+        .filter(|b| {
+            b.action == ActionKind::Delete
+                && !holds.contains_key(&(b.owner.slice.clone(), b.owner.replica))
+        })
+        .map(|b| &b.id)
+        .collect();
+    let mut out = BTreeMap::new();
+    for a in actions.iter().filter(|a| a.action == ActionKind::Delete) {
+        if holds.contains_key(&(a.owner.slice.clone(), a.owner.replica)) {
+            // Held with its replica already.
+            continue;
         }
-        PlanMode::Apply => "",
+        if let Some(users) = i.users.get(&a.id) {
+            let by = users_staying(i, actions, &going, &a.id, users);
+            let Some(kind) = i.kinds.iter().find(|k| k.id() == a.id.kind) else {
+                continue;
+            };
+            let subject = format!("{} {}", kind.noun(), a.id.name);
+            if let Consent::Held { code, message } = consent(&Ask {
+                step: Step::SharedResourceDelete,
+                subject: &subject,
+                known: Known::InUse(&by),
+                policy: &Policy::default(),
+                budget: None,
+                mode: i.mode,
+                disrupt: i.disrupt,
+                now,
+            }) {
+                out.insert(a.id.clone(), (code, message));
+            }
+            continue;
+        }
+        let Some(kind) = i.kinds.iter().find(|k| k.id() == a.id.kind) else {
+            continue;
+        };
+        let Scope::Kube(k) = &a.id.scope else {
+            continue;
+        };
+        if !kind.shared() {
+            continue;
+        }
+        let by: Vec<String> = i
+            .owned
+            .iter()
+            .filter(|(id, _)| !going.contains(id))
+            .filter_map(|(id, own)| {
+                let user = i.kinds.iter().find(|u| u.id() == id.kind)?;
+                let hosts = user.hosts(id, own, kube_of(i, target_of(i, own, &id.scope)).as_ref())?;
+                (hosts.kube.as_ref() == Some(k)).then(|| {
+                    format!(
+                        "{} {} (slice {}[{}])",
+                        user.noun(),
+                        id.name,
+                        own.slice,
+                        own.replica
+                    )
+                })
+            })
+            .collect();
+        let subject = format!("the {} of {k}", kind.noun());
+        if let Consent::Held { code, message } = consent(&Ask {
+            step: Step::DevicePluginRemoval,
+            subject: &subject,
+            known: Known::InUse(&by),
+            policy: &Policy::default(),
+            budget: None,
+            mode: i.mode,
+            disrupt: i.disrupt,
+            now,
+        }) {
+            out.insert(a.id.clone(), (code, message));
+        }
     }
+    out
+}
+
+/// Who still uses shared resource `id` (live users `users`) once this plan
+/// has run: a live user not deleted by it (a delete held counts as
+/// staying) and not replaced onto something else, and every step of the
+/// plan whose resource, as desired, uses it.
+fn users_staying(
+    i: &Inputs<'_>,
+    actions: &[Action],
+    going: &BTreeSet<&ResourceId>,
+    id: &ResourceId,
+    users: &BTreeSet<ResourceId>,
+) -> Vec<String> {
+    let noun = |k: KindId| i.kinds.iter().find(|x| x.id() == k).map_or("", |x| x.noun());
+    let uses = |a: &Action| {
+        let kind = i.kinds.iter().find(|k| k.id() == a.id.kind);
+        a.desired
+            .as_ref()
+            .zip(kind)
+            .is_some_and(|(d, k)| k.uses(d, id))
+    };
+    let user_kinds: BTreeSet<KindId> = users.iter().map(|u| u.kind).collect();
+    let mut by: BTreeSet<String> = users
+        .iter()
+        .filter(|u| !going.contains(u))
+        .filter(|u| {
+            // Replaced onto another resource: it stops using this one.
+            !actions
+                .iter()
+                .any(|a| &a.id == *u && a.action == ActionKind::Replace && !uses(a))
+        })
+        .map(|u| format!("{} {}", noun(u.kind), u.name))
+        .collect();
+    by.extend(
+        actions
+            .iter()
+            .filter(|a| {
+                user_kinds.contains(&a.id.kind)
+                    && matches!(
+                        a.action,
+                        ActionKind::Create | ActionKind::Replace | ActionKind::Update
+                    )
+                    && uses(a)
+            })
+            .map(|a| format!("{} {} (a step of this plan)", noun(a.id.kind), a.id.name)),
+    );
+    by.into_iter().collect()
+}
+
+/// The live resource of `a`'s slice replica that holds its capacity (its
+/// MIG), with its ownership, Target and Nodes.
+fn capacity_of<'a>(i: &Inputs<'a>, a: &Action) -> Option<(Ownership, Option<&'a Target>, Hosts)> {
+    i.owned.iter().find_map(|(id, own)| {
+        if own.slice != a.owner.slice || own.replica != a.owner.replica {
+            return None;
+        }
+        let kind = i.kinds.iter().find(|k| k.id() == id.kind)?;
+        let target = target_of(i, own, &id.scope);
+        let hosts = kind.hosts(id, own, kube_of(i, target).as_ref())?;
+        Some((own.clone(), target, hosts))
+    })
+}
+
+/// Whether the gate is asked for `a` ([`Step::of`]).
+fn gated(a: &Action) -> bool {
+    Step::of(a).is_some()
 }
 
 /// The default drain poll interval of the executor.

@@ -102,6 +102,7 @@ fn no_nodes() -> Workloads {
     Workloads {
         observed_at: Some(at(1_000)),
         clusters: BTreeMap::from([(kube(), ClusterWorkloads::Seen(Vec::new()))]),
+        simulated: false,
     }
 }
 
@@ -328,6 +329,7 @@ fn with_nodes(nodes: Vec<HostNode>) -> Workloads {
     Workloads {
         observed_at: None,
         clusters: BTreeMap::from([(kube(), ClusterWorkloads::Seen(nodes))]),
+        simulated: false,
     }
 }
 

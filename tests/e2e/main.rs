@@ -18,6 +18,7 @@ mod e2e_adopt;
 mod e2e_controller;
 mod e2e_converge;
 mod e2e_disrupt;
+mod e2e_gate;
 mod e2e_gce;
 mod e2e_gke_token;
 mod e2e_guards;

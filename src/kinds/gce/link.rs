@@ -464,6 +464,10 @@ fn mark<T: Clone + crate::kind::Resource + 'static>(
             matches!(h, Held::Foreign { .. }).then_some(observed)
         }
     };
+    inv.users
+        .entry(id.clone())
+        .or_default()
+        .insert(holder.clone());
     inv.held.insert(id, holder.clone());
     observed
 }

@@ -271,7 +271,13 @@ pub fn render(target: &Target, slice: &Slice, replica: u32) -> Option<GceReplica
             ..Default::default()
         };
         let h = hash::spec_hash(&crate::kinds::workload_policy::projection(&p));
-        p.description = Some(own(h).to_description());
+        // The source stamp (the Target), as the MIG's description carries
+        // it: another spec source never prunes the policy.
+        let stamped = Ownership {
+            target: Some(target.name.clone()),
+            ..own(h)
+        };
+        p.description = Some(stamped.to_description());
         p
     });
     let policy_hash = policy

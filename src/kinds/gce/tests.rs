@@ -2247,3 +2247,188 @@ fn a_moved_migs_nodes_are_its_own_vms_not_its_replacements() {
         );
     }
 }
+/// What was read of the cluster of slice `x`'s replica 0: its Nodes, the
+/// first `busy` of them running a pod (outside `--sim`).
+fn busy_nodes(r: &render::GceReplica, nodes: usize, busy: usize) -> plan::workload::Workloads {
+    use crate::plan::ownership::{OWNER, REPLICA, SLICE};
+    use crate::plan::workload::{BoundPod, ClusterWorkloads, HostNode};
+    let hosts: Vec<HostNode> = (0..nodes)
+        .map(|i| HostNode {
+            name: format!("x-0-node-{i}"),
+            labels: [
+                (OWNER.to_string(), "o".to_string()),
+                (SLICE.to_string(), "x".to_string()),
+                (REPLICA.to_string(), "0".to_string()),
+            ]
+            .into(),
+            pods: (i < busy)
+                .then(|| BoundPod {
+                    namespace: "ml".into(),
+                    name: format!("train-{i}"),
+                    owner: None,
+                    do_not_disrupt: false,
+                })
+                .into_iter()
+                .collect(),
+            ..HostNode::default()
+        })
+        .collect();
+    plan::workload::Workloads {
+        observed_at: Some("2026-11-26T05:00:00Z".parse().unwrap()),
+        clusters: [(r.kube.clone(), ClusterWorkloads::Seen(hosts))].into(),
+        simulated: false,
+    }
+}
+
+/// Issue 35 case 7: the `node_lost` recreate of a busy 2-host-of-4 slice
+/// goes through the gate (held under the default `whenBusy: wait`), and
+/// `destroy` keeps the cluster's device plugin while a slice of the
+/// cluster remains, held or not.
+#[test]
+fn a_busy_replicas_lost_node_recreate_and_its_device_plugin_ask_the_gate() {
+    let f = fleet(&[slice("x", "4x4", "", "a")]);
+    let r = replica(&f, "x");
+    let kinds = crate::kinds::plan_kinds();
+    let mut inv = live_replica(&f, "x", 4, 2, as_written);
+    inv.workloads = busy_nodes(&r, 2, 1);
+    let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(
+        p.actions.iter().all(|a| a.reason.code() != "node_lost"),
+        "{:?}",
+        p.actions.iter().map(|a| a.address()).collect::<Vec<_>>()
+    );
+    let h = p
+        .held
+        .iter()
+        .find(|h| h.kind == "nodes")
+        .unwrap_or_else(|| panic!("the recreate is held: {:?}", p.held));
+    assert_eq!(h.code, "busy");
+    assert!(h.reason.contains("recreate"), "{}", h.reason);
+    // Idle: it goes ahead.
+    inv.workloads = busy_nodes(&r, 2, 0);
+    let p = plan::plan(&f, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(p.held.is_empty(), "{:?}", p.held);
+    assert!(p.actions.iter().any(|a| a.reason.code() == "node_lost"));
+
+    // destroy: the busy MIG is held, and so is the device plugin under it.
+    let mut inv = live_replica(&f, "x", 4, 4, as_written);
+    inv.resources
+        .entry(device_plugin::KIND)
+        .or_default()
+        .push(LiveResource {
+            scope: Scope::Kube(r.kube.clone()),
+            body: Arc::new(device_plugin::objects("img", "o").unwrap().daemon_set),
+        });
+    inv.workloads = busy_nodes(&r, 4, 1);
+    let p = plan::plan_destroy(&f, &inv, &kinds, 10).unwrap();
+    assert!(
+        p.actions.iter().all(|a| a.id.kind != device_plugin::KIND),
+        "{:?}",
+        p.actions.iter().map(|a| a.address()).collect::<Vec<_>>()
+    );
+    let dp = p
+        .held
+        .iter()
+        .find(|h| h.kind == "device_plugin")
+        .unwrap_or_else(|| panic!("{:?}", p.held));
+    assert_eq!(dp.code, "in_use");
+    assert!(dp.message.contains("x-0"), "{}", dp.message);
+    // Nothing runs: everything goes, the device plugin last.
+    inv.workloads = busy_nodes(&r, 4, 0);
+    let p = plan::plan_destroy(&f, &inv, &kinds, 10).unwrap();
+    assert!(p.held.is_empty(), "{:?}", p.held);
+    assert!(p.actions.iter().any(|a| a.id.kind == device_plugin::KIND));
+}
+
+/// Slices `names` (4x4 v6e on `topo`) on the one brought template
+/// `shared-tmpl`.
+fn on_shared_template(names: &[&str], topo: &str) -> Fleet {
+    let mut text = TARGET.to_string();
+    for n in names {
+        text.push_str(&format!(
+            "---\napiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: {n}}}\nspec:\n  target: k\n  backend: gce\n  accelerator: tpu-v6e-slice\n  topology: \"{topo}\"\n  gce:\n    instanceTemplate: projects/proj-one/global/instanceTemplates/shared-tmpl\n"
+        ));
+    }
+    crate::spec::load(&[SourceFile {
+        path: "specs/f.yaml".into(),
+        text,
+    }])
+    .unwrap_or_else(|d| panic!("{d:?}"))
+}
+
+/// Issue 35 case 8: two adopted MIGs share the user's template
+/// `shared-tmpl`. Removing one Slice deletes its MIG and never the
+/// template the other still uses, nor while a step of the same plan (the
+/// other MIG's replacement) will use it; once nothing names it, it goes.
+#[test]
+fn a_shared_brought_template_is_deleted_only_when_nothing_names_it() {
+    let both = on_shared_template(&["a", "b"], "4x4");
+    let kinds = crate::kinds::plan_kinds();
+    let mut inv = Inventory::default();
+    inv.workloads.simulated = true;
+    // b's MIG first: a's is the last to mark the template as its own.
+    for n in ["b", "a"] {
+        let r = replica(&both, n);
+        let mut m = r.mig.clone();
+        m.description = m
+            .description
+            .as_deref()
+            .map(crate::plan::ownership::with_adopted);
+        m.status = Some(crate::resource::compute::InstanceGroupManagerStatus {
+            is_stable: true,
+            current_instance_statuses: Some(crate::resource::compute::InstanceStatusSummary {
+                running: Some(m.target_size),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        inv.resources
+            .entry(super::mig::KIND)
+            .or_default()
+            .push(LiveResource {
+                scope: Scope::Zone(r.zone.clone()),
+                body: Arc::new(m),
+            });
+    }
+    let own = fleet(&[slice("t", "4x4", "", "a")]);
+    let t = replica(&own, "t").template.unwrap();
+    inv.resources
+        .entry(super::template::KIND)
+        .or_default()
+        .push(LiveResource {
+            scope: Scope::Global(replica(&own, "t").project.clone()),
+            body: Arc::new(InstanceTemplate {
+                name: "shared-tmpl".into(),
+                description: Some("made by hand".into()),
+                ..t
+            }),
+        });
+    super::link::link(&mut inv);
+    let deletes_template = |p: &plan::Plan| {
+        compute_actions(p)
+            .iter()
+            .any(|a| a == "Delete instance_template shared-tmpl")
+    };
+    // Slice a removed: its MIG goes, the template b uses stays.
+    let only_b = on_shared_template(&["b"], "4x4");
+    let p = plan::plan(&only_b, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(
+        compute_actions(&p).contains(&"Delete mig a-0".to_string()),
+        "{:?}",
+        compute_actions(&p)
+    );
+    assert!(!deletes_template(&p), "{:?}", compute_actions(&p));
+    // The same run replaces b's MIG (onto the same template): still kept.
+    let reshaped = on_shared_template(&["b"], "4x8");
+    let p = plan::plan(&reshaped, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(
+        compute_actions(&p).contains(&"Replace mig b-0".to_string()),
+        "{:?}",
+        compute_actions(&p)
+    );
+    assert!(!deletes_template(&p), "{:?}", compute_actions(&p));
+    // destroy of both: nothing names it any more, it goes after the MIGs.
+    let p = plan::plan_destroy(&both, &inv, &kinds, 10).unwrap();
+    assert!(deletes_template(&p), "{:?}", compute_actions(&p));
+}
+>>>>>>> 506ddcf (Issue 35 (WIP, not yet compiled): one consent function (src/plan/consent.rs) asked for every destructive step; unknown is busy outside --sim (deferred, never-listed clusters; left-behind clusters' Pods listed); scale-down keeps busy replicas first; node_lost recreate and device plugin/shared template deletes gated; workload policies stamped with their Target; preflight fixes for brought templates and ERROR pools; --unread-clusters-idle override)

@@ -570,3 +570,43 @@ fn a_usage_from_cloud_monitoring_is_named_so() {
         Some(crate::plan::preflight::USAGE_FROM_OBSERVED)
     );
 }
+
+/// Issue 35 case 11: a pool in ERROR holds no VMs (its usage is not
+/// counted), so its replacement is not credited its chips: with 8 chips
+/// used elsewhere and 8 left of 16, a 16-chip replacement is refused.
+#[test]
+fn an_error_pools_replacement_is_not_credited_its_chips() {
+    let f = fleet(vec![slice(
+        "llm",
+        "tpu-v5p-slice",
+        "2x2x4",
+        1,
+        CapacityType::OnDemand,
+    )]);
+    let mut inv = converged(&f);
+    for np in &mut inv.node_pools {
+        np.status = Some("ERROR".into());
+    }
+    let mut p = plan(&f, &inv, &PlanOptions::default()).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![("slice.llm[0].node_pool".to_string(), ActionKind::Replace)]
+    );
+    judge(
+        &mut p,
+        &f,
+        &all_kinds(),
+        &quota("us-central1", "TPU_V5P", 16.0, 8.0),
+    );
+    assert_eq!(
+        p.refused.first().map(|r| r.code.as_str()),
+        Some("quota_insufficient"),
+        "{:?}",
+        p.preflight
+    );
+    assert!(
+        !p.refused[0].message.contains("its replacement frees first"),
+        "{}",
+        p.refused[0].message
+    );
+}
