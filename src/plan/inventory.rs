@@ -46,7 +46,8 @@ pub struct Inventory {
     /// MIGs that name an instance template or a workload policy): such a
     /// resource is deleted only when none of them stays and no step of the
     /// plan will use it (the gate, `crate::plan::consent`).
-    pub users: BTreeMap<super::kind::ResourceId, std::collections::BTreeSet<super::kind::ResourceId>>,
+    pub users:
+        BTreeMap<super::kind::ResourceId, std::collections::BTreeSet<super::kind::ResourceId>>,
 }
 
 impl Inventory {

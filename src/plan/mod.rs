@@ -14,12 +14,12 @@ pub mod human;
 pub mod inventory;
 pub mod kind;
 pub use crate::spec::names;
+pub mod consent;
 pub mod ownership;
 pub mod preflight;
 pub mod reason;
 pub mod view;
 pub mod workload;
-pub mod consent;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -757,10 +757,12 @@ pub fn replica_indices(
                 name: kind.name(&l.body),
             };
             let kube = fleet.target_of(slice).and_then(|t| {
-                Owners::scopes_of(t, kinds).into_iter().find_map(|s| match s {
-                    Scope::Kube(k) => Some(k),
-                    _ => None,
-                })
+                Owners::scopes_of(t, kinds)
+                    .into_iter()
+                    .find_map(|s| match s {
+                        Scope::Kube(k) => Some(k),
+                        _ => None,
+                    })
             });
             let busy = kind
                 .hosts(&id, &o, kube.as_ref())

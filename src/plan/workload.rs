@@ -717,7 +717,8 @@ fn shared_in_use(
             .filter(|(id, _)| !going.contains(id))
             .filter_map(|(id, own)| {
                 let user = i.kinds.iter().find(|u| u.id() == id.kind)?;
-                let hosts = user.hosts(id, own, kube_of(i, target_of(i, own, &id.scope)).as_ref())?;
+                let hosts =
+                    user.hosts(id, own, kube_of(i, target_of(i, own, &id.scope)).as_ref())?;
                 (hosts.kube.as_ref() == Some(k)).then(|| {
                     format!(
                         "{} {} (slice {}[{}])",
@@ -757,7 +758,12 @@ fn users_staying(
     id: &ResourceId,
     users: &BTreeSet<ResourceId>,
 ) -> Vec<String> {
-    let noun = |k: KindId| i.kinds.iter().find(|x| x.id() == k).map_or("", |x| x.noun());
+    let noun = |k: KindId| {
+        i.kinds
+            .iter()
+            .find(|x| x.id() == k)
+            .map_or("", |x| x.noun())
+    };
     let uses = |a: &Action| {
         let kind = i.kinds.iter().find(|k| k.id() == a.id.kind);
         a.desired

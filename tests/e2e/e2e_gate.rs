@@ -138,7 +138,10 @@ impl Bed {
         submit(&self.client, &self.ns, &p).await;
         let running = wait_running(&self.client, &self.ns, name).await;
         let bound = running.spec.and_then(|s| s.node_name).expect("bound");
-        assert_eq!(bound, node, "the scheduler placed {name} on the slice's Node");
+        assert_eq!(
+            bound, node,
+            "the scheduler placed {name} on the slice's Node"
+        );
         bound
     }
 
@@ -210,7 +213,11 @@ async fn a_target_pointed_at_another_cluster_keeps_its_busy_pool_until_the_job_e
     // destroy without --disrupt holds it too.
     let o = bed.run("destroy", true, &["--auto-approve"]).await;
     assert!(text(&o).contains("held [busy]"), "{}", text(&o));
-    assert_eq!(bed.killed(&["job-0"]).await, 0, "pods killed without consent");
+    assert_eq!(
+        bed.killed(&["job-0"]).await,
+        0,
+        "pods killed without consent"
+    );
     assert_eq!(bed.pools_in(CLUSTER).await.len(), 1, "capacity lost");
     // The job ends: the next apply deletes the old pool as moved.
     succeed_pod(&bed.client, &bed.ns, "job-0").await;
@@ -236,7 +243,11 @@ async fn a_cluster_read_without_a_token_is_busy_unknown_and_nothing_is_replaced(
     let o = bed.run("apply", false, &["--auto-approve"]).await;
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("held [busy_unknown]"), "{}", text(&o));
-    assert_eq!(bed.killed(&["job-0"]).await, 0, "pods killed without consent");
+    assert_eq!(
+        bed.killed(&["job-0"]).await,
+        0,
+        "pods killed without consent"
+    );
     let pools = bed.pools_in(CLUSTER).await;
     assert_eq!(pools.len(), 1);
     assert_ne!(pools[0]["config"]["spot"], true, "not replaced");

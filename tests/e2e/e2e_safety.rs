@@ -581,7 +581,10 @@ async fn a_scale_down_under_a_stockout_keeps_a_running_replica() {
     let o = apply(&sim, dir.path()).await;
     let t = text(&o);
     assert!(o.status.success(), "{t}");
-    assert!(t.contains("the busy replicas, then the working ones, are kept first"), "{t}");
+    assert!(
+        t.contains("the busy replicas, then the working ones, are kept first"),
+        "{t}"
+    );
     let pools = node_pools(&sim).await;
     assert_eq!(pools.len(), 1, "{pools:?}");
     let kept = pools[0]["name"].as_str().unwrap();

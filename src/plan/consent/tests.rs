@@ -62,7 +62,11 @@ fn code(c: &Consent) -> &'static str {
 fn every_step_kind_is_asked_and_an_unknown_replica_is_held() {
     let p = policy(WhenBusy::Replace);
     for step in EVERY {
-        let c = consent(&ask(step, Known::Unknown("its Pods could not be listed"), &p));
+        let c = consent(&ask(
+            step,
+            Known::Unknown("its Pods could not be listed"),
+            &p,
+        ));
         assert_eq!(code(&c), "busy_unknown", "{step:?}");
         let Consent::Held { message, .. } = c else {
             unreachable!()

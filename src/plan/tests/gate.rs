@@ -134,8 +134,10 @@ fn a_deferred_cluster_is_busy_unknown_outside_sim() {
     );
     inv.workloads = seen(Vec::new());
     let mut spot = f.clone();
-    spot.slices
-        .insert("zz".into(), slice("zz", "tpu-v6e-slice", "1x1", 1, CapacityType::Spot));
+    spot.slices.insert(
+        "zz".into(),
+        slice("zz", "tpu-v6e-slice", "1x1", 1, CapacityType::Spot),
+    );
     let opts = PlanOptions {
         max_destroy: 100,
         ..PlanOptions::default()
@@ -262,8 +264,10 @@ fn every_planned_step_kind_asks_the_gate() {
     // Moved: the Target's cluster changed.
     let moved = on_cluster(f.clone(), "train2");
     let mut w = busy(&["a-0", "a-1", "b-0"]);
-    w.clusters
-        .insert(KubeRef::gke(&train("train2")), ClusterWorkloads::Seen(Vec::new()));
+    w.clusters.insert(
+        KubeRef::gke(&train("train2")),
+        ClusterWorkloads::Seen(Vec::new()),
+    );
     inv.workloads = w;
     let p = super::super::plan(&moved, &inv, &all_kinds(), &PlanOptions::default()).unwrap();
     assert_eq!(p.held.len(), 3, "{:?}", held(&p));
