@@ -188,14 +188,15 @@ fn a_budget_in_use_holds_others_but_not_the_drain_that_holds_it() {
 #[test]
 fn a_shared_resource_in_use_is_kept_whatever_the_override() {
     let by = ["MIG b-0".to_owned()];
+    let p = Policy::default();
     for step in [Step::SharedResourceDelete, Step::DevicePluginRemoval] {
-        let mut a = ask(step, Known::InUse(&by), &Policy::default());
+        let mut a = ask(step, Known::InUse(&by), &p);
         a.mode = PlanMode::Destroy;
         a.disrupt = true;
         let c = consent(&a);
         assert_eq!(code(&c), "in_use");
         assert_eq!(
-            consent(&ask(step, Known::InUse(&[]), &Policy::default())),
+            consent(&ask(step, Known::InUse(&[]), &p)),
             Consent::Go(Go::Idle)
         );
     }
