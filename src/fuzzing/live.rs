@@ -179,6 +179,10 @@ fn inventory(input: &Map<String, Value>, fleet: &Fleet) -> Inventory {
         inv.workloads = Workloads {
             observed_at: Some(observed_at),
             clusters,
+            simulated: input
+                .get("simulated")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         };
     }
     inv

@@ -2065,28 +2065,36 @@ fn nothing_is_pruned_from_what_was_not_seen() {
         ],
         "llm's pools go (v5p pools carry their placement: no policy of their own)"
     );
-    // iron2's pool names its (observed) Target and goes; its workload
-    // policy, in the region the unobserved Target shares under the same
-    // owner id, names no Target: it may be the unobserved one's, so it
-    // waits until that Target is observed again.
-    let iron2: Vec<(String, ActionKind)> = kinds(&p)
+    // iron2's pool names its (observed) Target and goes; so does its
+    // workload policy, in the region the unobserved Target shares under the
+    // same owner id: it carries its Target's stamp (`target=train-a`), so
+    // it cannot be the unobserved Target's. (The executor deletes it after
+    // the pool: deletes run in reverse dependency order.)
+    let iron2: BTreeSet<(String, ActionKind)> = kinds(&p)
         .into_iter()
         .filter(|(a, _)| a.starts_with("slice.iron2"))
         .collect();
     assert_eq!(
         iron2,
-        vec![("slice.iron2[0].node_pool".to_string(), ActionKind::Delete)]
+        [
+            (
+                "slice.iron2[0].workload_policy".to_string(),
+                ActionKind::Delete
+            ),
+            ("slice.iron2[0].node_pool".to_string(), ActionKind::Delete),
+        ]
+        .into()
     );
     // What was seen and left alone is counted on the Target: iron's pool
-    // and workload policy, and iron2's policy.
-    assert_eq!(p.unobserved[0].untouched, 3, "{:?}", p.unobserved);
-    // The destroy cap counts what was observed only: 3 deletes fit a cap of 3.
+    // and workload policy.
+    assert_eq!(p.unobserved[0].untouched, 2, "{:?}", p.unobserved);
+    // The destroy cap counts what was observed only: 4 deletes fit a cap of 4.
     let capped = super::plan(
         &f,
         &inv,
         &all_kinds(),
         &PlanOptions {
-            max_destroy: 3,
+            max_destroy: 4,
             ..PlanOptions::default()
         },
     );
@@ -2987,8 +2995,9 @@ fn a_removed_targets_resources_are_exactly_one_replicas() {
             let seen = per_shard(&removed, &inv, allow);
             let what = format!("left behind {left_behind}, allow {allow}: {seen:?}");
             // Shared cluster: the holder of train (first by name) has the
-            // pool and its policy; left behind: train-c's shard has the
-            // pool, and the policy waits (its pool is seen by all).
+            // pool and its policy (both stamped with train-c: another
+            // source's once train-c is gone); left behind: train-c's shard
+            // has the pool, and the policy waits (its pool is seen by all).
             let (owner, expect_acts, expect_refused): (u32, Vec<_>, BTreeSet<_>) =
                 match (left_behind, allow) {
                     (false, true) => (
@@ -3002,9 +3011,10 @@ fn a_removed_targets_resources_are_exactly_one_replicas() {
                     (false, false) => (
                         train,
                         vec![],
+                        // The policy carries its Target's stamp too.
                         [
                             (pool.clone(), "other_source".to_string()),
-                            (policy.clone(), "held_back".to_string()),
+                            (policy.clone(), "other_source".to_string()),
                         ]
                         .into(),
                     ),

@@ -110,7 +110,9 @@ pub struct Hosts {
 }
 
 impl Hosts {
-    /// Whether `n` is one of these Nodes.
+    /// Whether `n` is one of these Nodes. A Node with the labels and no
+    /// providerID (a kubelet started without one) may be either MIG's:
+    /// it is picked, so a pod on it holds both (unknown is busy).
     pub fn picks(&self, n: &HostNode) -> bool {
         self.selector
             .iter()
@@ -118,7 +120,7 @@ impl Hosts {
             && self
                 .provider_id_prefix
                 .as_deref()
-                .is_none_or(|p| n.provider_id.starts_with(p))
+                .is_none_or(|p| n.provider_id.is_empty() || n.provider_id.starts_with(p))
     }
 }
 

@@ -192,6 +192,7 @@ impl World {
             compute: fake.clone(),
             kube: kube.clone(),
             sim_defers_kube: false,
+            unread_idle: false,
         };
         let mut w = World {
             sources,

@@ -513,8 +513,11 @@ fn live_replica(
         ..Default::default()
     });
     add(super::mig::KIND, Scope::Zone(r.zone.clone()), Arc::new(mig));
+    let all: Vec<NodeView> = (0..nodes).map(|i| node(&r.nodes, i, true)).collect();
+    // The cluster was read and nothing runs on its Nodes: idle, known.
+    // (What was not read is busy; tests of that set `inv.workloads`.)
+    inv.workloads = idle_cluster(&r.kube, &all);
     if nodes > 0 {
-        let all: Vec<NodeView> = (0..nodes).map(|i| node(&r.nodes, i, true)).collect();
         add(
             super::nodes::KIND,
             Scope::Kube(r.kube.clone()),
@@ -522,6 +525,25 @@ fn live_replica(
         );
     }
     inv
+}
+
+/// `kube` read: these Nodes, no pod on any of them.
+fn idle_cluster(kube: &KubeRef, nodes: &[NodeView]) -> plan::workload::Workloads {
+    use crate::plan::workload::{ClusterWorkloads, HostNode, Workloads};
+    let hosts = nodes
+        .iter()
+        .map(|n| HostNode {
+            name: n.name.clone(),
+            labels: n.labels.clone(),
+            provider_id: n.provider_id.clone(),
+            ..HostNode::default()
+        })
+        .collect();
+    Workloads {
+        observed_at: Some("2026-11-26T05:00:00Z".parse().unwrap()),
+        clusters: [(kube.clone(), ClusterWorkloads::Seen(hosts))].into(),
+        simulated: false,
+    }
 }
 
 fn as_written(d: &str) -> String {
@@ -1844,6 +1866,7 @@ fn live_mig_only(f: &Fleet, name: &str) -> Inventory {
                 body: Arc::new(p),
             });
     }
+    inv.workloads = idle_cluster(&r.kube, &[]);
     inv
 }
 
@@ -2219,6 +2242,7 @@ fn a_moved_migs_nodes_are_its_own_vms_not_its_replacements() {
                 ]),
             )]
             .into(),
+            simulated: false,
         };
         let p = plan::plan(&after, &inv, &kinds, &PlanOptions::default()).unwrap();
         assert!(p.held.is_empty(), "{extra}: {:#?}", p.held);
@@ -2431,4 +2455,3 @@ fn a_shared_brought_template_is_deleted_only_when_nothing_names_it() {
     let p = plan::plan_destroy(&both, &inv, &kinds, 10).unwrap();
     assert!(deletes_template(&p), "{:?}", compute_actions(&p));
 }
->>>>>>> 506ddcf (Issue 35 (WIP, not yet compiled): one consent function (src/plan/consent.rs) asked for every destructive step; unknown is busy outside --sim (deferred, never-listed clusters; left-behind clusters' Pods listed); scale-down keeps busy replicas first; node_lost recreate and device plugin/shared template deletes gated; workload policies stamped with their Target; preflight fixes for brought templates and ERROR pools; --unread-clusters-idle override)
