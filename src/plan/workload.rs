@@ -331,8 +331,14 @@ enum Busy {
     Unknown(String),
 }
 
-/// The replica key: (owner id, slice, replica).
-type Key = (String, String, u32);
+/// The gate's key: (owner id, slice, replica, the cluster of its Nodes).
+/// One replica can have Nodes in two clusters (a Target moved to another
+/// cluster: the new pool and the one left behind); each is asked apart,
+/// and a hold of either holds the whole replica.
+type Key = (String, String, u32, Option<KubeRef>);
+
+/// A replica's part in one cluster: (slice, replica, cluster).
+type Part = (String, u32, Option<KubeRef>);
 
 /// What the phase reads.
 pub(super) struct Inputs<'a> {
@@ -350,18 +356,35 @@ pub(super) struct Inputs<'a> {
     pub users: &'a BTreeMap<ResourceId, BTreeSet<ResourceId>>,
 }
 
-/// The Target of a live resource: the Target of the slice that claims it,
-/// else one of its owner id that covers its scope.
+/// The Target whose policy governs a live resource: its slice's, while the
+/// specs declare it; else the one its source stamp names; else the one
+/// Target of its owner id whose scopes hold it. Several such Targets and
+/// no stamp is no Target: the default policy (`whenBusy: wait`) and,
+/// for a MIG, Nodes in no known cluster (unknown, so busy). Never the
+/// first that happens to match: another Target's `whenBusy: replace`
+/// must not speak for a slice it never held.
 fn target_of<'a>(i: &Inputs<'a>, own: &Ownership, scope: &Scope) -> Option<&'a Target> {
-    i.fleet
+    let mine = |t: &&'a Target| t.spec.owner_id == own.owner;
+    if let Some(t) = i
+        .fleet
         .claimant(&own.slice)
         .and_then(|s| i.fleet.target_of(s))
-        .filter(|t| t.spec.owner_id == own.owner)
-        .or_else(|| {
-            i.fleet.targets.values().find(|t| {
-                t.spec.owner_id == own.owner && Owners::scopes_of(t, i.kinds).contains(scope)
-            })
-        })
+        .filter(mine)
+    {
+        return Some(t);
+    }
+    if let Some(stamp) = &own.target {
+        return i.fleet.targets.get(stamp).filter(mine);
+    }
+    let mut holding = i
+        .fleet
+        .targets
+        .values()
+        .filter(|t| mine(t) && Owners::scopes_of(t, i.kinds).contains(scope));
+    match (holding.next(), holding.next()) {
+        (Some(t), None) => Some(t),
+        _ => None,
+    }
 }
 
 fn kube_of(i: &Inputs<'_>, t: Option<&Target>) -> Option<KubeRef> {
@@ -447,28 +470,19 @@ pub(super) fn decide(
         let Some(step) = Step::of(a) else {
             continue;
         };
-        let Some(kind) = i.kinds.iter().find(|k| k.id() == a.id.kind) else {
-            continue;
-        };
-        let own_hosts = live_own(a).and_then(|own| {
-            let target = target_of(i, &own, &a.id.scope);
-            let hosts = kind.hosts(&a.id, &own, kube_of(i, target).as_ref())?;
-            Some((own, target, hosts))
-        });
-        // A lost-Node recreate is planned on the replica's Nodes, and
-        // recreates its MIG's VMs: asked with the MIG's Nodes.
-        let own_hosts = match (own_hosts, step) {
-            (None, Step::NodeLostRecreate) => capacity_of(i, a),
-            (found, _) => found,
-        };
-        let Some((own, target, hosts)) = own_hosts else {
+        let Some((own, target, hosts)) = hosts_of(i, &live_own, a) else {
             continue;
         };
         replica_nodes
             .entry((a.owner.slice.clone(), a.owner.replica))
             .or_default()
             .extend(nodes_of(i.workloads, &hosts));
-        let key = (own.owner.clone(), a.owner.slice.clone(), a.owner.replica);
+        let key = (
+            own.owner.clone(),
+            a.owner.slice.clone(),
+            a.owner.replica,
+            hosts.kube.clone(),
+        );
         if replicas.contains_key(&key) {
             continue;
         }
@@ -491,7 +505,7 @@ pub(super) fn decide(
         }
     }
     let mut draining: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for ((_, _, replica), (busy, target, live_slice, _)) in &replicas {
+    for ((_, _, replica, _), (busy, target, live_slice, _)) in &replicas {
         if let (
             Busy::Running {
                 draining_since: Some(_),
@@ -509,10 +523,11 @@ pub(super) fn decide(
     // (slice, replica) → the hold, or how it goes ahead: the gate
     // ([`consent`]) decides, nothing else.
     let mut holds: BTreeMap<(String, u32), (&'static str, String, Vec<BoundPod>)> = BTreeMap::new();
-    let mut goes: BTreeMap<(String, u32), Disrupting> = BTreeMap::new();
-    let mut rechecks: BTreeMap<(String, u32), (KubeRef, Vec<String>)> = BTreeMap::new();
-    for ((_, slice, replica), (busy, target, live_slice, step)) in &replicas {
+    let mut goes: BTreeMap<Part, Disrupting> = BTreeMap::new();
+    let mut rechecks: BTreeMap<Part, (KubeRef, Vec<String>)> = BTreeMap::new();
+    for ((_, slice, replica, cluster), (busy, target, live_slice, step)) in &replicas {
         let rk = (slice.clone(), *replica);
+        let part = (slice.clone(), *replica, cluster.clone());
         let slice_spec = i.fleet.claimant(live_slice).or(i.fleet.slices.get(slice));
         let policy = Policy::resolve(
             target.and_then(|t| t.spec.disruption.as_ref()),
@@ -565,7 +580,7 @@ pub(super) fn decide(
                 if let Busy::Idle(Some((k, nodes))) = busy
                     && !nodes.is_empty()
                 {
-                    rechecks.insert(rk, (k.clone(), nodes.clone()));
+                    rechecks.insert(part, (k.clone(), nodes.clone()));
                 }
                 continue;
             }
@@ -579,7 +594,7 @@ pub(super) fn decide(
             draining.entry(t.clone()).or_default().insert(group_label);
         }
         goes.insert(
-            rk,
+            part,
             Disrupting {
                 how,
                 pods,
@@ -606,26 +621,36 @@ pub(super) fn decide(
     *actions = kept;
     // The drain runs before the first capacity step of the replica; every
     // destructive step of a replica going ahead says so.
-    let mut drained: BTreeSet<(String, u32)> = BTreeSet::new();
-    let mut rechecked: BTreeSet<(String, u32)> = BTreeSet::new();
+    let mut drained: BTreeSet<Part> = BTreeSet::new();
+    let mut rechecked: BTreeSet<Part> = BTreeSet::new();
     for a in actions.iter_mut().filter(|a| gated(a)) {
-        let rk = (a.owner.slice.clone(), a.owner.replica);
-        let holds_capacity = Step::of(a) == Some(Step::NodeLostRecreate)
-            || i.kinds.iter().any(|k| {
-                k.id() == a.id.kind
-                    && live_own(a).is_some_and(|o| k.hosts(&a.id, &o, None).is_some())
-            });
-        if let Some(r) = rechecks.get(&rk)
-            && holds_capacity
-            && rechecked.insert(rk.clone())
+        // The part of the replica this step acts on: its own Nodes' cluster,
+        // or (a step on no Nodes, such as a policy) the replica's first.
+        let own_part = hosts_of(i, &live_own, a)
+            .map(|(_, _, h)| (a.owner.slice.clone(), a.owner.replica, h.kube));
+        let holds_capacity = own_part.is_some();
+        let part_of = |m: &BTreeSet<Part>| {
+            own_part.clone().or_else(|| {
+                m.iter()
+                    .find(|(s, r, _)| *s == a.owner.slice && *r == a.owner.replica)
+                    .cloned()
+            })
+        };
+        let parts: BTreeSet<Part> = goes.keys().cloned().collect();
+        if let Some(part) = own_part.clone()
+            && let Some(r) = rechecks.get(&part)
+            && rechecked.insert(part)
         {
             a.recheck = Some(r.clone());
         }
-        let Some(d) = goes.get(&rk) else {
+        let Some(part) = part_of(&parts) else {
+            continue;
+        };
+        let Some(d) = goes.get(&part) else {
             continue;
         };
         let mut d = d.clone();
-        if d.how == DisruptHow::Drain && (!holds_capacity || !drained.insert(rk)) {
+        if d.how == DisruptHow::Drain && (!holds_capacity || !drained.insert(part)) {
             // Only one step per replica drains; the others wait on it.
             d.nodes.clear();
         }
@@ -657,6 +682,28 @@ pub(super) fn decide(
         })
         .collect();
     (held, released)
+}
+
+/// The Nodes a gated step acts on (its resource's, or, for a lost-Node
+/// recreate, its MIG's), with the resource's ownership and Target; `None`
+/// for a step on a resource that holds no capacity (a policy, a template).
+fn hosts_of<'a>(
+    i: &Inputs<'a>,
+    live_own: &impl Fn(&Action) -> Option<Ownership>,
+    a: &Action,
+) -> Option<(Ownership, Option<&'a Target>, Hosts)> {
+    let kind = i.kinds.iter().find(|k| k.id() == a.id.kind)?;
+    let own_hosts = live_own(a).and_then(|own| {
+        let target = target_of(i, &own, &a.id.scope);
+        let hosts = kind.hosts(&a.id, &own, kube_of(i, target).as_ref())?;
+        Some((own, target, hosts))
+    });
+    // A lost-Node recreate is planned on the replica's Nodes, and
+    // recreates its MIG's VMs: asked with the MIG's Nodes.
+    match (own_hosts, Step::of(a)) {
+        (None, Some(Step::NodeLostRecreate)) => capacity_of(i, a),
+        (found, _) => found,
+    }
 }
 
 /// The deletes of shared resources of a cluster (its TPU device plugin)

@@ -59,6 +59,12 @@ pub const DEFECTS: &[(&str, &str)] = &[
         "35.10",
         "a workload policy carries no source stamp: another source's plan deletes it",
     ),
+    (
+        "N6",
+        "found by the campaign on the gate branch: a delete planned from a lagging list (a stale view) \
+         removes a pool stamped preventDestroy since that view: nothing reads the stamp again before \
+         the delete is sent",
+    ),
 ];
 
 /// The defect a violation shows, or `new`.
@@ -73,6 +79,7 @@ pub fn classify(v: &Violation) -> &'static str {
         "I1" if v.has("reason=destroy") => "N3",
         "I2" if v.has("workload_takeover") => "36.2",
         "I6" => "N5",
+        "I3" if v.has("stale_view") => "N6",
         "I4" if v.has("leak") && v.has("workload") => "N1",
         "I4" if v.has("leak") || v.has("duplicate") => "N2",
         _ => "new",

@@ -257,6 +257,18 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
                 dropped.push((c.name.clone(), h.name.clone()));
             }
         }
+        // A pool this plan deletes for any reason (moved with its Target)
+        // is not kept: taking the busy one instead would have saved nothing.
+        let deleted: Vec<(String, String)> = rep
+            .plan
+            .actions
+            .iter()
+            .filter(|a| a.action == ActionKind::Delete)
+            .filter_map(|a| match &a.id.scope {
+                Scope::Cluster(c) => Some((c.name.clone(), a.id.name.clone())),
+                _ => None,
+            })
+            .collect();
         for (c, name) in &dropped {
             if !busy.contains(key(c, name).as_str()) {
                 continue;
@@ -267,13 +279,17 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
             let Some((owner, slice, _, _)) = dp.stamp() else {
                 continue;
             };
+            // Kept in the same cluster: a pool of a Target's new cluster
+            // is no choice against one its Target left (that goes anyway).
             let idle_kept = b.pools.iter().find(|p| {
                 p.running
+                    && p.cluster == *c
                     && p.stamp()
                         .is_some_and(|(o, s, _, _)| o == owner && s == slice)
                     && !busy.contains(p.key().as_str())
                     && !dropped
                         .iter()
+                        .chain(&deleted)
                         .any(|(c2, n2)| *c2 == p.cluster && *n2 == p.name)
             });
             if let Some(idle) = idle_kept {
@@ -348,7 +364,11 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
             out.push(Violation::new(
                 "I3",
                 format!("pool {key} was protected by preventDestroy and is deleted"),
-                vec![],
+                if w.stale_now {
+                    vec!["stale_view".into()]
+                } else {
+                    vec![]
+                },
             ));
         }
     }

@@ -132,6 +132,8 @@ pub struct World {
     last_view: std::collections::BTreeMap<String, Vec<NodePool>>,
     /// The next reconcile is served `last_view`.
     stale_next: bool,
+    /// This run's plan reads pool lists from an older view.
+    pub stale_now: bool,
 }
 
 struct Quiet {
@@ -206,6 +208,7 @@ impl World {
             log: Vec::new(),
             last_view: BTreeMap::new(),
             stale_next: false,
+            stale_now: false,
         };
         if foreign {
             w.seed_foreign();
@@ -461,7 +464,8 @@ impl World {
         };
         let before = Before::take(self, src, mode);
         let view = self.fake.pool_view();
-        if std::mem::take(&mut self.stale_next) {
+        self.stale_now = std::mem::take(&mut self.stale_next);
+        if self.stale_now {
             self.fake
                 .serve_stale_pool_lists(Some(std::mem::take(&mut self.last_view)));
         }
