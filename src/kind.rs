@@ -15,7 +15,7 @@
 pub use crate::apply::schedule::{OpSlot, Rejection, Scheduler};
 pub use crate::apply::{
     ApplyError, KindExec, Observed, RegisteredKind, StepOp, StepOutcome, conflict, desired_body,
-    judge_conflict, same_owner,
+    judge_conflict, refuse_protected, same_owner,
 };
 pub use crate::plan::adopt::Adoptable;
 pub use crate::plan::kind::{

@@ -140,6 +140,26 @@ pub fn conflict(a: &Action, reason: String) -> ApplyError {
     }
 }
 
+/// Asked by every kind right before it sends a delete (a delete, or the
+/// delete half of a replacement), with the ownership the resource carries
+/// now, read again (a GET where the API has one). A plan can be made from
+/// a view that lags the writes (a lagging list, a restart from an older
+/// view): what it read as unprotected may have been stamped
+/// `preventDestroy` since, and that stamp speaks last. `live` is `None`
+/// when the resource is gone or carries no slicectl stamp.
+pub fn refuse_protected(a: &Action, live: Option<&Ownership>) -> Result<(), ApplyError> {
+    if live.is_some_and(|o| o.prevent_destroy) {
+        return Err(ApplyError::of_kind(
+            a,
+            "prevent_destroy",
+            "read again right before its delete, it is stamped preventDestroy (the plan was made from \
+             an older view). Nothing was deleted; the next plan sees the stamp"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// What a create that was answered 409 (the name exists) found, judged the
 /// same way for every kind: `Ok` only when the live resource is this
 /// owner's, for the same slice replica (and, when both say, the same spec

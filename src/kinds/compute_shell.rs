@@ -132,6 +132,17 @@ pub trait ComputeKind: Kind + Send + Sync {
         item: &Self::Item,
     ) -> Result<Option<Self::Item>, CloudError>;
 
+    /// Right before a delete: the live resource named `name`, read again,
+    /// for a kind whose resources carry a `preventDestroy` stamp (a MIG);
+    /// `None` (no read) for one whose resources carry none.
+    async fn protection_now(
+        _cloud: &Cloud,
+        _place: &Self::Place,
+        _name: &str,
+    ) -> Result<Option<Option<Self::Item>>, CloudError> {
+        Ok(None)
+    }
+
     /// What is inserted for `a`: its desired item, unless the kind carries
     /// something over from the resource it replaces (a MIG its adoption
     /// marker).
@@ -292,11 +303,21 @@ impl<K: ComputeKind> KindExec for K {
             },
             // No compute kind has a cleanup step.
             StepOp::Cleanup => return Ok(StepOutcome::Done),
-            StepOp::Delete => match K::delete(cloud, place, &a.id.name).await {
-                Ok(op) => op,
-                Err(e) if e.is_not_found() => return Ok(StepOutcome::AlreadyGone),
-                Err(e) => return Err(e.into()),
-            },
+            StepOp::Delete => {
+                // The stamp as it is now, not as the plan's view had it.
+                match K::protection_now(cloud, place, &a.id.name).await? {
+                    None => {}
+                    Some(None) => return Ok(StepOutcome::AlreadyGone),
+                    Some(Some(now)) => {
+                        crate::kind::refuse_protected(a, K::ownership_of(&now).as_ref())?
+                    }
+                }
+                match K::delete(cloud, place, &a.id.name).await {
+                    Ok(op) => op,
+                    Err(e) if e.is_not_found() => return Ok(StepOutcome::AlreadyGone),
+                    Err(e) => return Err(e.into()),
+                }
+            }
         };
         cloud.compute.wait_operation(&started, timeout).await?;
         Ok(StepOutcome::Done)

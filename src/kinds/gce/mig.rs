@@ -549,6 +549,16 @@ impl ComputeKind for Migs {
         cloud.compute.delete_instance_group_manager(z, name).await
     }
 
+    /// One GET: a MIG carries the `preventDestroy` stamp.
+    async fn protection_now(
+        cloud: &Cloud,
+        z: &ZoneRef,
+        name: &str,
+    ) -> Result<Option<Option<InstanceGroupManager>>, CloudError> {
+        crate::kinds::compute_shell::found(cloud.compute.get_instance_group_manager(z, name).await)
+            .map(Some)
+    }
+
     /// By listing the zone's MIGs.
     async fn find(
         cloud: &Cloud,

@@ -8,7 +8,9 @@ use tokio::time::Instant;
 use crate::cloud::{Cloud, CloudError};
 use crate::kind::ownership::Ownership;
 use crate::kind::{Action, KindId, OperationRecord, Scope};
-use crate::kind::{ApplyError, KindExec, Observed, StepOp, StepOutcome, judge_conflict};
+use crate::kind::{
+    ApplyError, KindExec, Observed, StepOp, StepOutcome, judge_conflict, refuse_protected,
+};
 use crate::kind::{OpSlot, Rejection, Scheduler};
 use crate::resource::ClusterRef;
 use crate::resource::gke::{
@@ -328,6 +330,18 @@ impl KindExec for NodePools {
                 }
             }
             StepOp::Delete => {
+                // The stamp as it is now, not as the plan's view had it.
+                match gke.get_node_pool(c, &a.id.name).await {
+                    Ok(p) => refuse_protected(
+                        a,
+                        p.config
+                            .as_ref()
+                            .and_then(|cfg| Ownership::from_labels(&cfg.labels))
+                            .as_ref(),
+                    )?,
+                    Err(e) if e.is_not_found() => return Ok(StepOutcome::AlreadyGone),
+                    Err(e) => return Err(e.into()),
+                }
                 match send_write(cloud, sched, a, c, deadline, || {
                     gke.delete_node_pool(c, &a.id.name)
                 })
