@@ -46,14 +46,19 @@ impl Progress for Recorder {
     }
 }
 
+/// A client of the simulator, whose clusters have no Kubernetes API: no
+/// pod can run there, which the user declares (`--unread-clusters-idle`);
+/// otherwise a cluster not read is busy and every destructive step held.
 fn client(sim: &slicectl_sim::SimHandle) -> Cloud {
-    CloudClient::new(ClientOptions {
+    let mut c: Cloud = CloudClient::new(ClientOptions {
         api_endpoint: Some(sim.base_url()),
         poll: PollPolicy::fast_for_tests(),
         ..ClientOptions::default()
     })
     .unwrap()
-    .into()
+    .into();
+    c.unread_idle = true;
+    c
 }
 
 async fn observe_and_plan(

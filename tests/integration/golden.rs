@@ -168,6 +168,11 @@ fn read_inventory(path: &Path) -> Result<Inventory, String> {
     let file: serde_json::Map<String, Value> =
         serde_json::from_str(&text).map_err(|e| format!("live.json is not a JSON object: {e}"))?;
     let mut inv = Inventory::default();
+    // No Kubernetes side: these cases plan the cloud's resources only, and
+    // no pod runs anywhere, as under `--sim` (a cluster not read is busy
+    // otherwise, and every destructive step would be held: the gate's own
+    // cases are src/plan/tests/gate.rs).
+    inv.workloads.simulated = true;
     for (key, value) in file {
         if key == "unobserved" {
             // Scopes whose listing failed: `[{"scope": …, "code": …, "cause": …}]`.
