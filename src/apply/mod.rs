@@ -535,6 +535,11 @@ pub async fn execute(
     let mut finished = vec![false; steps.len()];
     let mut action_failed = vec![false; plan.actions.len()];
     let mut action_gone = vec![false; plan.actions.len()];
+    // An action one of whose steps was skipped (a step it depends on
+    // failed) did not complete, whichever of its steps finished last: a
+    // replacement whose delete found the pool gone and whose create was
+    // skipped is not a completed replacement.
+    let mut action_skipped = vec![false; plan.actions.len()];
     let mut replacing: BTreeMap<(&str, u32), bool> = BTreeMap::new();
     let mut replacements_running = 0usize;
     // Replacement groups whose first step was sent: a started replacement
@@ -729,6 +734,7 @@ pub async fn execute(
                         finished[d] = true;
                         newly_finished.push(d);
                         let da = &plan.actions[steps[d].action];
+                        action_skipped[steps[d].action] = true;
                         if !action_failed[steps[d].action]
                             && !report.skipped.contains(&da.address())
                         {
@@ -746,6 +752,7 @@ pub async fn execute(
             if left[steps[f].action] == 0
                 && f == id
                 && !action_failed[steps[f].action]
+                && !action_skipped[steps[f].action]
                 && result.is_ok()
             {
                 if action_gone[steps[f].action] && fa.action == ActionKind::Delete {

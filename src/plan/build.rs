@@ -1166,7 +1166,16 @@ impl<'a> Planner<'a> {
         {
             return Some(("empty_target", msg));
         }
-        if left && not_in_specs && !opts.allow_empty_source {
+        // Its stamp names a Target these specs still declare (same owner
+        // id): the Target was not removed, it moved to another cluster, and
+        // the slice was removed from it deliberately. The gate still asks.
+        let target_declared = o.target.as_ref().is_some_and(|t| {
+            self.fleet
+                .targets
+                .get(t)
+                .is_some_and(|t| t.spec.owner_id == o.owner)
+        });
+        if left && not_in_specs && !opts.allow_empty_source && !target_declared {
             return Some(("target_removed", target_removed(a, o)));
         }
         // A MIG made before MIGs were stamped says nothing: its Nodes must,

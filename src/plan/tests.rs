@@ -1375,6 +1375,20 @@ fn v6e(name: &str, replicas: u32) -> Slice {
 }
 
 /// Every Target of the test fleet moved to cluster `name` (same project).
+/// `f` with every Target renamed `<name>-new` (its Slices following).
+fn renamed_targets(mut f: Fleet) -> Fleet {
+    let targets = std::mem::take(&mut f.targets);
+    for (name, mut t) in targets {
+        let new = format!("{name}-new");
+        t.name = new.clone();
+        f.targets.insert(new, t);
+    }
+    for s in f.slices.values_mut() {
+        s.spec.target = format!("{}-new", s.spec.target);
+    }
+    f
+}
+
 fn on_cluster(mut f: Fleet, name: &str) -> Fleet {
     for t in f.targets.values_mut() {
         if let Some(g) = t.spec.gke.as_mut() {
@@ -1441,8 +1455,10 @@ fn a_target_moved_to_another_cluster_deletes_its_old_pools_as_moved() {
 fn a_target_removed_with_its_slices_is_refused_and_destroy_finds_its_pools() {
     let before = fleet(vec![v6e("zz", 2)]);
     let inv = converged(&before);
-    // What is left: the other Targets, on cluster train2, with one Slice.
-    let after = on_cluster(fleet(vec![v6e("keep", 1)]), "train2");
+    // What is left: other Targets (new names), on cluster train2, with one
+    // Slice. (A Target that keeps its name and moves is not removed: its
+    // removed slices are deleted, through the gate.)
+    let after = renamed_targets(on_cluster(fleet(vec![v6e("keep", 1)]), "train2"));
     let p = plan(&after, &inv, &PlanOptions::default()).unwrap();
     assert_eq!(p.summary.delete, 0, "{:?}", kinds(&p));
     assert_eq!(p.refused.len(), 2, "{:?}", p.refused);
@@ -1463,11 +1479,30 @@ fn a_target_removed_with_its_slices_is_refused_and_destroy_finds_its_pools() {
     .unwrap();
     assert_eq!(p.summary.delete, 2, "{:?}", kinds(&p));
     assert!(p.refused.is_empty(), "{:?}", p.refused);
-    // Destroy finds them: they are this fleet's, in a project it names.
+    // Destroy sees them (this owner id's, in a project it names) and
+    // refuses them: their stamp names a Target these specs do not declare,
+    // which may be another source's (two sources can share an ownerId).
     let d = plan_destroy(&after, &inv, 10).unwrap();
+    assert!(d.actions.is_empty(), "{:?}", kinds(&d));
+    let refused: Vec<(&str, &str)> = d
+        .refused
+        .iter()
+        .map(|r| (r.name.as_str(), r.code))
+        .collect();
+    assert_eq!(
+        refused,
+        vec![("zz-0", "other_source"), ("zz-1", "other_source")],
+        "{:?}",
+        d.refused
+    );
+    // Under their Targets' old names (moved, not removed), destroy takes them.
+    let moved = on_cluster(fleet(vec![v6e("keep", 1)]), "train2");
+    let d = plan_destroy(&moved, &inv, 10).unwrap();
     let gone: Vec<String> = d.actions.iter().map(|a| a.id.name.clone()).collect();
-    assert_eq!(gone, vec!["zz-0", "zz-1"], "{:?}", kinds(&d));
-    assert!(d.actions.iter().all(|a| a.action == ActionKind::Delete));
+    assert!(
+        gone.contains(&"zz-0".to_string()) && gone.contains(&"zz-1".to_string()),
+        "{gone:?}"
+    );
 }
 
 /// Pools of another ownerId in a cluster no Target names are none of this

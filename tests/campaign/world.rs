@@ -515,7 +515,10 @@ impl World {
             ),
             Ok(Err(_)) => RunResult::Hung,
             Ok(Ok(None)) => RunResult::Killed,
-            Ok(Ok(Some(Err(e)))) => RunResult::Refused(e.code().to_string()),
+            Ok(Ok(Some(Err(e)))) => {
+                self.log(format!("  refused: {e}"));
+                RunResult::Refused(e.code().to_string())
+            }
             Ok(Ok(Some(Ok(r)))) => RunResult::Report(Box::new(r)),
         }
     }

@@ -123,6 +123,7 @@ pub fn spawn_controller(
             ])
             .args(extra)
             .env("SLICECTL_API_ENDPOINT", sim.base_url())
+            .env("SLICECTL_UNREAD_CLUSTERS_IDLE", "true")
             .env("KUBECONFIG", kubeconfig())
             .env("POD_NAME", pod)
             .env("NO_COLOR", "1")

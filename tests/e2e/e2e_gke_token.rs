@@ -228,6 +228,7 @@ async fn the_controllers_ready_condition_follows_the_hollow_nodes_through_the_to
                 &tok,
             ])
             .env("SLICECTL_API_ENDPOINT", sim.base_url())
+            .env("SLICECTL_UNREAD_CLUSTERS_IDLE", "true")
             .env("KUBECONFIG", crate::common::k8s::kubeconfig())
             .env("POD_NAME", "tokctl")
             .env("NO_COLOR", "1")

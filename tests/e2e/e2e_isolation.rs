@@ -188,6 +188,7 @@ async fn the_committed_specs_with_no_kubeconfig_converge_their_gke_targets() {
         let mut cmd = tokio::process::Command::new(bin());
         cmd.args(&args)
             .env("SLICECTL_API_ENDPOINT", sim.base_url())
+            .env("SLICECTL_UNREAD_CLUSTERS_IDLE", "true")
             .env("HOME", home.path())
             .env_remove("KUBECONFIG")
             .env("NO_COLOR", "1")

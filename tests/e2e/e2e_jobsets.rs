@@ -370,6 +370,7 @@ fn spawn_apply(sim: &slicectl_sim::SimHandle, dir: &std::path::Path) -> tokio::p
         .args(["apply", dir.to_str().unwrap(), "--auto-approve"])
         .args(["--trust-kubeconfig", kc.as_str()])
         .env("SLICECTL_API_ENDPOINT", sim.base_url())
+        .env("SLICECTL_UNREAD_CLUSTERS_IDLE", "true")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -137,6 +137,7 @@ async fn alerts_and_dashboard_parse_and_name_only_exported_metrics() {
             ])
             .args(["--debounce", "100ms", "--settle", "1s"])
             .env("SLICECTL_API_ENDPOINT", sim.base_url())
+            .env("SLICECTL_UNREAD_CLUSTERS_IDLE", "true")
             .env("KUBECONFIG", kubeconfig())
             .env("POD_NAME", "mon-0")
             .env("NO_COLOR", "1")

@@ -318,7 +318,8 @@ async fn run_in(
         .env("NO_COLOR", "1")
         .stdin(std::process::Stdio::null());
     if let Some(sim) = sim {
-        cmd.env("SLICECTL_API_ENDPOINT", sim.base_url());
+        cmd.env("SLICECTL_API_ENDPOINT", sim.base_url())
+            .env("SLICECTL_UNREAD_CLUSTERS_IDLE", "true");
     }
     cmd.output().await.unwrap()
 }

@@ -40,6 +40,7 @@ impl Watch {
                 ])
                 .args(more)
                 .env("SLICECTL_API_ENDPOINT", sim.base_url())
+                .env("SLICECTL_UNREAD_CLUSTERS_IDLE", "true")
                 .env("NO_COLOR", "1")
                 .env_remove("SLICECTL_LOG"),
         );

@@ -1151,9 +1151,39 @@ fn a_gce_target_whose_zone_changed_deletes_its_old_mig_as_moved() {
         p.actions
     );
     assert!(p.refused.is_empty(), "{:?}", p.refused);
-    // Removed together with its Slices (another slice keeps the fleet from
-    // looking empty): refused, not pruned.
+    // Moved, and its slice removed from the specs (another slice keeps the
+    // fleet from looking empty): the MIG's stamp names Target `k`, which
+    // the specs still declare, so the removal is deliberate and the MIG
+    // goes (the gate asks: idle here).
     let after = in_zone_a(slice("other", "2x2", "", "a"));
+    let p = plan::plan(&after, &inv, &kinds, &PlanOptions::default()).unwrap();
+    assert!(p.refused.is_empty(), "{:#?}", p.refused);
+    assert!(
+        p.actions
+            .iter()
+            .any(|a| a.action == ActionKind::Delete && a.owner.slice == "z"),
+        "{:#?}",
+        p.actions
+    );
+    // Removed together with its Slices (Target `k` gone, `k2` in its
+    // place): refused, not pruned.
+    let after = {
+        let text = format!(
+            "{}{}",
+            TARGET
+                .replace(
+                    "zone: us-central1-b",
+                    "zone: us-central1-a\n  allowUnlistedZone: true"
+                )
+                .replace("{name: k}", "{name: k2}"),
+            slice("other", "2x2", "", "a").replace("target: k\n", "target: k2\n")
+        );
+        crate::spec::load(&[SourceFile {
+            path: "specs/f.yaml".into(),
+            text,
+        }])
+        .unwrap_or_else(|d| panic!("{d:?}"))
+    };
     let p = plan::plan(&after, &inv, &kinds, &PlanOptions::default()).unwrap();
     assert!(
         p.refused
