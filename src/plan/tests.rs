@@ -1487,7 +1487,7 @@ fn a_target_removed_with_its_slices_is_refused_and_destroy_finds_its_pools() {
     let refused: Vec<(&str, &str)> = d
         .refused
         .iter()
-        .map(|r| (r.name.as_str(), r.code))
+        .map(|r| (r.name.as_str(), r.code.as_str()))
         .collect();
     assert_eq!(
         refused,
