@@ -68,14 +68,16 @@ fn jobset_event(
     }
 }
 
-/// The Event of a refusal, keyed by the Job and the message: a changed
-/// reason gets its own.
+/// The Event of a refusal, keyed by the Job, the code and the message
+/// without its numbers: a changed reason gets its own, changed counts (the
+/// chips a `max_chips` refusal adds up, the quota left) do not.
 pub fn refusal_event(r: &Refused) -> Event {
+    let reason: String = r.message.chars().filter(|c| !c.is_ascii_digit()).collect();
     jobset_event(
         &r.namespace,
         &r.jobset,
         &r.uid,
-        &format!("{}\n{}", r.job_key, r.message),
+        &format!("{}\n{}\n{reason}", r.job_key, r.code),
         REFUSED_REASON,
         "Warning",
         format!("{} ({}): {}", r.code, r.target, r.message),
