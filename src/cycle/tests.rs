@@ -835,7 +835,11 @@ async fn a_backoff_that_ends_asks_for_a_cycle_at_its_end() {
     );
     let (at, trigger) = st.wake_at().expect("a wake at the backoff's end");
     assert_eq!(trigger, Trigger::Backoff);
-    assert_eq!(at - now, Duration::from_secs(30), "the first backoff is 30 s");
+    assert_eq!(
+        at - now,
+        Duration::from_secs(30),
+        "the first backoff is 30 s"
+    );
     assert_eq!(Trigger::Backoff.as_str(), "backoff");
     // Once it is over, nothing more to wake for.
     tokio::time::advance(Duration::from_secs(31)).await;

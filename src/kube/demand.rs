@@ -203,3 +203,42 @@ pub async fn write(cloud: &Cloud, fleet: &Fleet, demand: &Demand) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: &'static str, message: &str) -> Refused {
+        Refused {
+            target: "train".into(),
+            namespace: "ml".into(),
+            jobset: "train".into(),
+            uid: "uid-1".into(),
+            job_key: "k".into(),
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// Issue 36, case 7: a `max_chips` refusal whose counts change (other
+    /// slices came and went) is the same Event, said once; another reason
+    /// is another Event.
+    #[test]
+    fn a_refusal_is_one_event_whatever_its_counts() {
+        let name = |r: &Refused| refusal_event(r).metadata.name.unwrap_or_default();
+        let a = refused(
+            "max_chips",
+            "8 more chips would make 24, over its maxChips 16 (16 held)",
+        );
+        let b = refused(
+            "max_chips",
+            "8 more chips would make 32, over its maxChips 16 (24 held)",
+        );
+        assert_eq!(name(&a), name(&b));
+        let c = refused("topology", "topology 4x4 is not allowed");
+        assert_ne!(name(&a), name(&c));
+        let e = refusal_event(&c);
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+        assert_eq!(e.reason.as_deref(), Some(REFUSED_REASON));
+    }
+}

@@ -56,18 +56,24 @@ pub fn jobset(v: &Value) -> ObservedJobSet {
     let name = text("name");
     // `spec.suspend: true` (Kueue's preemption): since its `Suspended`
     // condition, or, without one yet, since now.
-    let suspended = (v.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)).then(|| {
-        v.pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .find(|c| {
-                c.get("type").and_then(Value::as_str) == Some("Suspended")
-                    && c.get("status").and_then(Value::as_str) == Some("True")
-            })
-            .and_then(|c| c.get("lastTransitionTime")?.as_str()?.parse::<Timestamp>().ok())
-            .unwrap_or_else(Timestamp::now)
-    });
+    let suspended =
+        (v.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)).then(|| {
+            v.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|c| {
+                    c.get("type").and_then(Value::as_str) == Some("Suspended")
+                        && c.get("status").and_then(Value::as_str) == Some("True")
+                })
+                .and_then(|c| {
+                    c.get("lastTransitionTime")?
+                        .as_str()?
+                        .parse::<Timestamp>()
+                        .ok()
+                })
+                .unwrap_or_else(Timestamp::now)
+        });
     // The JobSet controller names its Jobs `<jobset>-<replicatedJob>-<index>`
     // (`placement.GenJobName`), `replicas` of each (default 1).
     let js_name = name.as_str();

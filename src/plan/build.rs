@@ -1062,7 +1062,11 @@ impl<'a> Planner<'a> {
         // A workload slice (and what goes with it) is pruned only by the
         // workload source's own decision: never because the specs lack it.
         let target = o.target.clone().unwrap_or_default();
-        if self.mode == PlanMode::Apply && self.workload_live.contains(&(target.clone(), o.slice.clone())) {
+        if self.mode == PlanMode::Apply
+            && self
+                .workload_live
+                .contains(&(target.clone(), o.slice.clone()))
+        {
             let Some(r) = self.demand.release_of(&target, &o.slice) else {
                 return;
             };

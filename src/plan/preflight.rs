@@ -913,9 +913,13 @@ fn jobsets_whole(plan: &mut Plan, refusals: &mut Vec<Refusal>) {
         });
         for a in &plan.actions {
             let sibling = a.owner.slice != r.slice
-                && origin_of(&a.owner.slice).is_some_and(|(t, o)| t == target && o.uid == origin.uid);
+                && origin_of(&a.owner.slice)
+                    .is_some_and(|(t, o)| t == target && o.uid == origin.uid);
             if sibling
-                && !refusals.iter().chain(&whole).any(|x| x.address == a.address())
+                && !refusals
+                    .iter()
+                    .chain(&whole)
+                    .any(|x| x.address == a.address())
             {
                 whole.push(refusal(
                     a,

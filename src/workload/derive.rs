@@ -540,9 +540,7 @@ fn requests(
         let verdicts: Vec<Result<(Slice, Option<u32>), (&'static str, String)>> = g
             .asked
             .iter()
-            .map(|a| {
-                admit(fleet, t, policy, mine, &asked, a).map(|(s, rule)| (s, rule.max_chips))
-            })
+            .map(|a| admit(fleet, t, policy, mine, &asked, a).map(|(s, rule)| (s, rule.max_chips)))
             .collect();
         let chips: u32 = verdicts
             .iter()
@@ -639,13 +637,17 @@ fn admit<'p>(
     if let Some(other) = asked.get(pool) {
         return Err((
             "name_taken",
-            format!("node pool {pool} is asked for by jobset {other} in the same run: the first asker has it"),
+            format!(
+                "node pool {pool} is asked for by jobset {other} in the same run: the first asker has it"
+            ),
         ));
     }
     if let Some(git) = git_pool(fleet, t, &a.slice, pool) {
         return Err((
             "name_taken",
-            format!("node pool {pool} is git slice {git}'s: a git slice wins the name; rename the JobSet"),
+            format!(
+                "node pool {pool} is git slice {git}'s: a git slice wins the name; rename the JobSet"
+            ),
         ));
     }
     // A live workload pool of that name is another JobSet's unless it is
@@ -776,16 +778,15 @@ fn release_or_keep(
         .find(|j| j.namespace == l.origin.namespace && j.name == l.origin.jobset)
         .filter(|j| {
             j.uid == l.origin.uid
-                || j.jobs.iter().any(|job| {
-                    pool_name(&j.namespace, &j.name, job).is_ok_and(|p| p == l.pool)
-                })
+                || j.jobs
+                    .iter()
+                    .any(|job| pool_name(&j.namespace, &j.name, job).is_ok_and(|p| p == l.pool))
         });
     let js_ref = l.origin.jobset_ref();
     let (ended_at, how) = match js {
-        Some(j) if !j.deleting && j.ended.is_none() && j.suspended.is_some() => (
-            j.suspended,
-            "suspended".to_string(),
-        ),
+        Some(j) if !j.deleting && j.ended.is_none() && j.suspended.is_some() => {
+            (j.suspended, "suspended".to_string())
+        }
         Some(j) if !j.deleting && j.ended.is_none() => {
             // A JobSet deleted and submitted again under its name within
             // the grace period: the stamp of the first one's end goes, or
@@ -924,6 +925,9 @@ mod tests {
             panic!("admitted")
         };
         assert_eq!(code, "name_taken");
-        assert!(why.contains("asked for by jobset a/first in the same run"), "{why}");
+        assert!(
+            why.contains("asked for by jobset a/first in the same run"),
+            "{why}"
+        );
     }
 }

@@ -154,7 +154,10 @@ async fn apply(f: &Fleet, cloud: &Cloud) -> Report {
 }
 
 fn pool_names(fake: &FakeCloud, c: &str) -> Vec<String> {
-    fake.pools(&cluster(c)).into_iter().map(|p| p.name).collect()
+    fake.pools(&cluster(c))
+        .into_iter()
+        .map(|p| p.name)
+        .collect()
 }
 
 /// The pool of Job `job` of `ml/JOBSET`, and the slice of it on Target `t`.
@@ -273,7 +276,12 @@ async fn a_jobset_the_quota_admits_only_part_of_gets_nothing_and_a_warning() {
     let r = apply(&f, &cloud).await;
     assert!(pool_names(&fake, "east").is_empty(), "none of the two");
     let codes: Vec<&str> = r.plan.refused.iter().map(|x| x.code.as_str()).collect();
-    assert_eq!(codes, ["quota_insufficient", "quota_insufficient"], "{:#?}", r.plan.refused);
+    assert_eq!(
+        codes,
+        ["quota_insufficient", "quota_insufficient"],
+        "{:#?}",
+        r.plan.refused
+    );
     let warnings: Vec<(String, String)> = kube
         .events(&k)
         .into_iter()

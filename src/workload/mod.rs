@@ -7,9 +7,9 @@
 //! fills the structs; the planner ([`crate::plan`]) calls [`derive`].
 
 mod derive;
-pub mod phase;
 #[cfg(test)]
 mod flow_tests;
+pub mod phase;
 #[cfg(test)]
 mod tests;
 

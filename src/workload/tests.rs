@@ -431,11 +431,7 @@ fn a_jobset_back_under_its_name_keeps_its_slice_and_clears_the_stale_stamp() {
     };
     let p = pool("gone", "gone-slice-0");
     let l = [live("gone", &p)];
-    let stamped = with_nodes(vec![node(
-        &p,
-        &[(RELEASED_AT, "2000")],
-        Vec::new(),
-    )]);
+    let stamped = with_nodes(vec![node(&p, &[(RELEASED_AT, "2000")], Vec::new())]);
     // Long past the first one's grace: kept, and the stamp goes, so that
     // the second one's end starts a grace period of its own.
     let d = derive(&f, &views(obs), &l, &stamped, at(9_000));
@@ -684,8 +680,14 @@ fn the_same_jobset_in_two_clusters_gets_a_slice_in_each_released_on_its_own_end(
     let nodes = Workloads {
         observed_at: None,
         clusters: BTreeMap::from([
-            (east, ClusterWorkloads::Seen(vec![node(&p, &[], Vec::new())])),
-            (west, ClusterWorkloads::Seen(vec![node(&p, &[], Vec::new())])),
+            (
+                east,
+                ClusterWorkloads::Seen(vec![node(&p, &[], Vec::new())]),
+            ),
+            (
+                west,
+                ClusterWorkloads::Seen(vec![node(&p, &[], Vec::new())]),
+            ),
         ]),
     };
     let d = derive(
@@ -796,7 +798,9 @@ fn a_pod_that_claims_a_jobset_it_is_not_owned_by_asks_for_nothing() {
     assert!(d.slices.is_empty(), "{:?}", d.slices);
     assert!(d.refused.is_empty(), "{:?}", d.refused);
     assert!(
-        d.skipped[0].why.contains("not owned by a Job of the JobSet")
+        d.skipped[0]
+            .why
+            .contains("not owned by a Job of the JobSet")
             || d.skipped[0].why.contains("uid"),
         "{:?}",
         d.skipped
@@ -876,7 +880,9 @@ fn a_jobsets_slices_are_admitted_all_together_or_not_at_all() {
     let codes: Vec<&str> = d.refused.iter().map(|r| r.code).collect();
     assert_eq!(codes, ["capacity"; 4]);
     assert!(
-        d.refused[0].message.contains("another slice of this JobSet"),
+        d.refused[0]
+            .message
+            .contains("another slice of this JobSet"),
         "{}",
         d.refused[0].message
     );
@@ -921,7 +927,11 @@ fn a_resubmitted_jobset_with_fewer_jobs_does_not_keep_the_old_slices() {
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let l: &[(&str, &str)] = if i >= 2 { &[(RELEASED_AT, "1000")] } else { &[] };
+                let l: &[(&str, &str)] = if i >= 2 {
+                    &[(RELEASED_AT, "1000")]
+                } else {
+                    &[]
+                };
                 node(p, l, Vec::new())
             })
             .collect(),
@@ -964,7 +974,11 @@ fn tpu_requests_are_kubernetes_quantities_and_too_many_are_refused() {
     use crate::observe::demand::tpu_chips;
     assert_eq!(tpu_chips("8"), Ok(8));
     assert_eq!(tpu_chips("4000m"), Ok(4));
-    assert!(tpu_chips("1k").unwrap_err().contains("more than any TPU host"));
+    assert!(
+        tpu_chips("1k")
+            .unwrap_err()
+            .contains("more than any TPU host")
+    );
     assert!(tpu_chips("100k").is_err());
     assert!(tpu_chips("1e3").is_err());
     assert!(tpu_chips("1500m").unwrap_err().contains("whole number"));

@@ -487,7 +487,10 @@ async fn a_stocked_out_workload_slice_is_backed_off_by_the_controller() {
     let js = tpu_jobset(&unique("stock"), 1, "2x2", &unique("r"));
     let (_, leaders) = pending(&client, &ns, &js).await;
     let pool = slicectl_pool_name(leaders.values().next().expect("a leader"));
-    let held = format!("held: slice {pool}: capacity unavailable");
+    let held = format!(
+        "held: slice {}: capacity unavailable",
+        slicectl::workload::slice_name("train", &pool)
+    );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !ctl.stderr.lock().unwrap().contains(&held) {
         assert!(
@@ -996,8 +999,14 @@ async fn another_namespace_cannot_take_or_touch_a_running_jobsets_pool() {
         .find(|p| p["name"] == pool.as_str())
         .expect("the victim's pool");
     assert_eq!(victim["config"]["labels"], labels_before);
-    assert_eq!(victim["config"]["labels"]["slicectl.dev/jobset-uid"], uid.as_str());
-    assert_eq!(requests(&sim, "update") + requests(&sim, "setLabels"), updates);
+    assert_eq!(
+        victim["config"]["labels"]["slicectl.dev/jobset-uid"],
+        uid.as_str()
+    );
+    assert_eq!(
+        requests(&sim, "update") + requests(&sim, "setLabels"),
+        updates
+    );
     assert_eq!(requests(&sim, "delete"), 0);
     k8s::kubectl(&["delete", "namespace", &evil, "--wait=false"]);
     teardown(&ns, sim).await;

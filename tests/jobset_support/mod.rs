@@ -730,7 +730,11 @@ pub fn provisioner_pool_name(leader: &Pod) -> String {
 /// by the pod's controller ownerReference.
 pub fn slicectl_pool_name(leader: &Pod) -> String {
     let jobset = label(leader, JOBSET_NAME).expect("a JobSet pod has the jobset-name label");
-    let ns = leader.metadata.namespace.as_deref().expect("a namespaced pod");
+    let ns = leader
+        .metadata
+        .namespace
+        .as_deref()
+        .expect("a namespaced pod");
     let job = leader
         .metadata
         .owner_references

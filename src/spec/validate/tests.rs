@@ -851,13 +851,17 @@ fn two_workload_enabled_targets_on_one_cluster_are_refused_at_the_line() {
     assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
     let d = &diagnostics[0];
     assert!(
-        d.message.contains("Target \"train\" already lets the JobSets of GKE cluster train"),
+        d.message
+            .contains("Target \"train\" already lets the JobSets of GKE cluster train"),
         "{}",
         d.message
     );
     // `enabled: true` of the second Target: line 28 of the file, column 14.
     assert_eq!((d.location.line, d.location.column), (28, 14), "{d:?}");
-    let off = format!("{TARGET}{workloads}---\n{second}{}", workloads.replace("true", "false"));
+    let off = format!(
+        "{TARGET}{workloads}---\n{second}{}",
+        workloads.replace("true", "false")
+    );
     assert!(load(&[file("t.yaml", &off)]).is_ok());
     let elsewhere = second.replace("    name: train\n", "    name: other\n");
     let apart = format!("{TARGET}{workloads}---\n{elsewhere}{workloads}");
