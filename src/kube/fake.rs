@@ -356,17 +356,6 @@ impl FakeKube {
         });
     }
 
-    /// Puts a pod in place as it is (a pending one, say).
-    pub fn put_pod(&self, k: &KubeRef, pod: Pod) {
-        let (ns, name) = (
-            pod.metadata.namespace.clone().unwrap_or_default(),
-            pod.metadata.name.clone().unwrap_or_default(),
-        );
-        self.with(k, |c, _| {
-            c.pods.insert(key(&ns, &name), pod);
-        });
-    }
-
     /// Removes pod `ns/name`.
     pub fn remove_pod(&self, k: &KubeRef, ns: &str, name: &str) {
         self.with(k, |c, _| {
