@@ -899,7 +899,7 @@ mod tests {
     fn a_second_jobset_asking_for_a_pool_in_the_same_run_is_refused() {
         let fleet = crate::spec::load(&[crate::spec::SourceFile {
             path: "t.yaml".into(),
-            text: "apiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata: {name: t}\nspec: {project: p, zone: us-central1-b, ownerId: o, gke: {location: us-central1, name: c}}\n".into(),
+            text: "apiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata: {name: t}\nspec: {project: unit-project, zone: us-central1-b, ownerId: o, gke: {location: us-central1, name: c}}\n".into(),
         }])
         .unwrap();
         let t = &fleet.targets["t"];
