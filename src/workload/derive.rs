@@ -391,6 +391,10 @@ pub fn derive(
     out
 }
 
+/// One Job's verdict: its slice and its rule's `maxChips`, or the refusal
+/// (code, why).
+type Verdict = Result<(Slice, Option<u32>), (&'static str, String)>;
+
 /// One Job's request, before the JobSet's are admitted together.
 struct Asked<'o> {
     pod: &'o PendingPod,
@@ -537,7 +541,7 @@ fn requests(
     // Chips admitted this cycle, per namespace (with the live ones: maxChips).
     let mut new_chips: BTreeMap<String, u32> = BTreeMap::new();
     for ((ns, _), g) in groups {
-        let verdicts: Vec<Result<(Slice, Option<u32>), (&'static str, String)>> = g
+        let verdicts: Vec<Verdict> = g
             .asked
             .iter()
             .map(|a| admit(fleet, t, policy, mine, &asked, a).map(|(s, rule)| (s, rule.max_chips)))
