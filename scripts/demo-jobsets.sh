@@ -51,6 +51,7 @@ fi
 sim_pid= ctl_pid=
 cleanup() {
   local rc=$?
+  set +e # clean up everything, whatever fails (a killed process's `wait` is 143)
   if [ "$keep" = --keep ] && [ "$rc" -eq 0 ]; then return; fi
   [ -n "$ctl_pid" ] && kill "$ctl_pid" 2>/dev/null && wait "$ctl_pid" 2>/dev/null
   [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null && wait "$sim_pid" 2>/dev/null

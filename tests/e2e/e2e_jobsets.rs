@@ -776,7 +776,7 @@ async fn jobsets_sharing_a_target_share_its_max_chips() {
         out.contains(&format!("refused jobset {ns}/{} [max_chips]", c.name)),
         "{out}"
     );
-    assert!(out.contains("(8 held, 0 asked for this cycle)"), "{out}");
+    assert!(out.contains("(8 held, 0 asked for this run)"), "{out}");
     assert_eq!(pool_names(&sim).await.len(), 2);
     teardown(&ns, sim).await;
 }
@@ -977,7 +977,14 @@ async fn another_namespace_cannot_take_or_touch_a_running_jobsets_pool() {
         .expect("create the bare pod");
     // The same JobSet (name and Jobs) in the tenant's namespace.
     let (_, theirs) = pending(&client, &evil, &js).await;
-    let their_pool = slicectl_pool_name(theirs.values().next().expect("a leader"));
+    // (The bare pod carries the leader labels too: the JobSet's own leader
+    // is the one its Job owns.)
+    let their_pool = slicectl_pool_name(
+        theirs
+            .values()
+            .find(|p| p.metadata.name.as_deref() != Some("bare-0"))
+            .expect("their JobSet's leader"),
+    );
     assert_ne!(their_pool, pool, "the namespace is in the pool's name");
 
     let updates = requests(&sim, "update") + requests(&sim, "setLabels");
