@@ -69,7 +69,7 @@ pub fn classify(v: &Violation) -> &'static str {
         "I1" if v.has("reason=moved") || v.has("cluster_not_named") => "35.1",
         "I2" if v.has("kind=resource_policy") => "35.10",
         "I2" if v.detail.contains("deleted pool") && v.detail.contains("made by Source") => "N4",
-        "I1" if v.has("workload_live_released") => "36.1",
+        "I1" if v.has("workload_live_released") || v.has("reason=workload_ended") => "36.1",
         "I1" if v.has("reason=destroy") => "N3",
         "I2" if v.has("workload_takeover") => "36.2",
         "I6" => "N5",

@@ -294,12 +294,32 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
     // (`destroy` tears down what it is given, workload slices included.)
     for (key, js) in b.wanted.iter().filter(|_| b.mode == PlanMode::Apply) {
         if removed.contains(key) || !now_keys.contains(key) {
+            let name = key.rsplit('/').next().unwrap_or_default();
+            let cluster = b
+                .pools
+                .iter()
+                .find(|p| p.key() == *key)
+                .map(|p| p.cluster.clone())
+                .unwrap_or_default();
+            let reason = reason_of(r, &cluster, name);
+            let mut tags = vec!["workload_live_released".to_string()];
+            // The same JobSet (namespace and name) in another cluster
+            // (issue 36, case 1: a pool keyed by its name alone).
+            if w
+                .jobsets
+                .iter()
+                .any(|j| j.cluster != cluster && format!("{}/{}", j.ns, j.name) == *js)
+            {
+                tags.push("jobset_in_two_clusters".into());
+            }
             out.push(Violation::new(
                 "I1",
                 format!(
-                    "workload pool {key} deleted while its JobSet {js} has not ended in its cluster"
+                    "workload pool {key} deleted (reason {}) while its JobSet {js} has not ended in \
+                     its cluster {cluster}",
+                    reason.as_deref().unwrap_or("none")
                 ),
-                vec!["workload_live_released".into()],
+                tags,
             ));
         }
     }
