@@ -174,7 +174,8 @@ impl<F: Future> Future for Killed<F> {
 /// What a reconcile gave back, for the oracle.
 pub enum RunResult {
     Report(Box<Report>),
-    Refused(String),
+    /// The plan refused as a whole: its code, and why.
+    Refused(String, String),
     Killed,
     Panicked(String),
     Hung,
@@ -521,7 +522,7 @@ impl World {
             ),
             Ok(Err(_)) => RunResult::Hung,
             Ok(Ok(None)) => RunResult::Killed,
-            Ok(Ok(Some(Err(e)))) => RunResult::Refused(e.code().to_string()),
+            Ok(Ok(Some(Err(e)))) => RunResult::Refused(refusal_code(&e), e.to_string()),
             Ok(Ok(Some(Ok(r)))) => RunResult::Report(Box::new(r)),
         }
     }
@@ -837,6 +838,26 @@ impl World {
             "  jobset {}/{} in {} ends",
             j.ns, j.name, j.cluster
         ));
+    }
+}
+
+/// The refusal's code; a plan refused for several reasons at once
+/// (`plan_refused`) names each (`empty_source+too_many_destructive`), so the
+/// oracle can tell by-design refusals from the others.
+fn refusal_code(e: &slicectl::engine::ReconcileError) -> String {
+    use slicectl::engine::ReconcileError;
+    use slicectl::plan::PlanError;
+    match e {
+        ReconcileError::Plan(PlanError::Multiple(all)) => all
+            .iter()
+            .map(|p| match p {
+                PlanError::EmptySource { .. } => "empty_source",
+                PlanError::TooManyDestructive { .. } => "too_many_destructive",
+                _ => "plan_refused",
+            })
+            .collect::<Vec<_>>()
+            .join("+"),
+        _ => e.code().to_string(),
     }
 }
 
