@@ -958,6 +958,10 @@ async fn another_namespace_cannot_take_or_touch_a_running_jobsets_pool() {
     wait_jobset_running(&client, &ns, &js.name, 1).await;
     let labels_before = node_pools(&sim).await[0]["config"]["labels"].clone();
 
+    // The same JobSet (name and Jobs) in the tenant's namespace (first: its
+    // leader is then the only pod with the leader labels there).
+    let (_, theirs) = pending(&client, &evil, &js).await;
+    let their_pool = slicectl_pool_name(theirs.values().next().expect("their JobSet's leader"));
     // A bare pod in the tenant's namespace with the victim's JobSet labels.
     let mut bare: Pod = leader.clone();
     bare.metadata = ObjectMeta {
@@ -975,16 +979,6 @@ async fn another_namespace_cannot_take_or_touch_a_running_jobsets_pool() {
         .create(&Default::default(), &bare)
         .await
         .expect("create the bare pod");
-    // The same JobSet (name and Jobs) in the tenant's namespace.
-    let (_, theirs) = pending(&client, &evil, &js).await;
-    // (The bare pod carries the leader labels too: the JobSet's own leader
-    // is the one its Job owns.)
-    let their_pool = slicectl_pool_name(
-        theirs
-            .values()
-            .find(|p| p.metadata.name.as_deref() != Some("bare-0"))
-            .expect("their JobSet's leader"),
-    );
     assert_ne!(their_pool, pool, "the namespace is in the pool's name");
 
     let updates = requests(&sim, "update") + requests(&sim, "setLabels");
