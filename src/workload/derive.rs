@@ -28,6 +28,9 @@ const JOBSET_PREFIX: usize = 23;
 const JOB_SUFFIX: usize = 16;
 /// Hex digits of the Target's hash in a workload slice's name.
 const TARGET_SUFFIX: usize = 8;
+/// How soon a slice past its grace, kept only because pods still run on
+/// it, is looked at again (the controller's next cycle).
+const BUSY_RECHECK: std::time::Duration = std::time::Duration::from_secs(30);
 /// The Node label GKE puts the node pool's name in.
 const NODEPOOL_LABEL: &str = "cloud.google.com/gke-nodepool";
 
@@ -865,6 +868,10 @@ fn release_or_keep(
         .flat_map(|n| n.pods.iter().map(|p| p.describe()))
         .collect();
     if !busy.is_empty() {
+        // Nothing watched says when those pods go (a deleted JobSet's pods
+        // terminate for their own grace period, 30 s by default): the
+        // controller looks again soon rather than at the next resync.
+        out.due(now, BUSY_RECHECK);
         keep(
             out,
             format!(

@@ -335,13 +335,15 @@ pub struct Demand {
     /// Released-at stamps to write.
     pub marks: Vec<Mark>,
     /// When the first slice kept only for its grace period may be
-    /// released (its JobSet's end plus `gracePeriod`): the controller runs
-    /// a cycle then, not a second late nor at the next resync.
+    /// released (its JobSet's end plus `gracePeriod`), or, for a slice past
+    /// it kept only for the pods still on it, when to look again: the
+    /// controller runs a cycle then, not at the next resync.
     pub release_due: Option<Timestamp>,
 }
 
 impl Demand {
-    /// Notes a slice kept for its grace period, which ended at `ended`.
+    /// Notes a slice kept until `ended` plus `grace` (its grace period; or,
+    /// past it, while pods still run on it: a look again soon).
     fn due(&mut self, ended: Timestamp, grace: std::time::Duration) {
         let Ok(until) = ended.checked_add(grace) else {
             return;

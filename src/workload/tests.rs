@@ -389,6 +389,9 @@ fn a_slice_outlives_its_jobset_by_the_grace_period_and_no_longer() {
     let d = derive(&f, &views(obs), &l, &busy, at(5_000));
     assert!(d.released.is_empty());
     assert!(d.kept[0].why.contains("ml/other-0"), "{:?}", d.kept);
+    // No watch says when those pods go (a deleted JobSet's pods terminate
+    // for their grace period): the controller looks again soon.
+    assert_eq!(d.release_due, Some(at(5_030)));
 }
 
 #[test]
