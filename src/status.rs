@@ -411,12 +411,15 @@ fn workload_row(
     r: crate::plan::kind::LiveReport,
 ) -> Row {
     let (project, cluster, location) = place(scope, "");
-    let released = demand.release_of(&o.slice);
-    let kept = demand.kept.iter().find(|k| k.pool == o.slice);
+    let target = o.target.as_deref().unwrap_or_default();
+    let released = demand.release_of(target, &o.slice);
+    let kept = demand.kept_of(target, &o.slice);
     let last_error = match (released, kept) {
         (Some(rel), _) => format!("released: {} (the next apply deletes it)", rel.why),
         (None, Some(k)) => format!("kept: {}", k.why),
-        (None, None) => "kept: workloads are off on its Target (only they release it)".to_string(),
+        (None, None) => "kept: no run of the workload source decided its release (its Target's \
+                         workloads are off or gone, or its JobSet's request was refused: see the plan)"
+            .to_string(),
     };
     let phase = match (released, kept) {
         (None, Some(k)) => crate::workload::phase::kept(&pool, &r.state, &k.why),
@@ -428,8 +431,13 @@ fn workload_row(
         node_pool: pool,
         backend: "gke".to_string(),
         accelerator: String::new(),
+        // Kept for its running JobSet: its pool's size out of its hosts, as
+        // a wanted slice's row says it (its SliceStatus is Ready from it).
+        nodes: match kept {
+            Some(k) if released.is_none() && k.why.starts_with("active") => r.nodes.clone(),
+            _ => r.nodes.split('/').next().unwrap_or("?").to_string(),
+        },
         state: r.state,
-        nodes: r.nodes.split('/').next().unwrap_or("?").to_string(),
         nodes_unobserved: String::new(),
         last_error,
         project,

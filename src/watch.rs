@@ -42,6 +42,9 @@ pub enum Trigger {
     /// The grace period a workload slice was kept for is over (its
     /// JobSet's end plus the Target's `gracePeriod`).
     Grace,
+    /// A slice's capacity backoff (after a stockout) is over: it is tried
+    /// again now, not at the next resync.
+    Backoff,
 }
 
 impl Trigger {
@@ -53,6 +56,7 @@ impl Trigger {
             Trigger::Resync => "resync",
             Trigger::Settle => "settle",
             Trigger::Grace => "grace",
+            Trigger::Backoff => "backoff",
         }
     }
 }

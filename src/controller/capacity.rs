@@ -228,6 +228,16 @@ impl CapacityTracker {
             .collect()
     }
 
+    /// When the first backoff still running ends (a slice is tried again
+    /// then): the loop runs a cycle at that time, not at the next resync.
+    pub fn next_retry(&self, now: Instant) -> Option<Instant> {
+        self.slices
+            .values()
+            .map(|b| b.retry_at)
+            .filter(|at| *at > now)
+            .min()
+    }
+
     /// Consecutive capacity failures of `slice`.
     pub fn failures(&self, slice: &str) -> u32 {
         self.slices.get(slice).map_or(0, |b| b.failures)

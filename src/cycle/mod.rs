@@ -109,8 +109,9 @@ impl CycleState {
     }
 
     /// When the loop must run the next cycle: the end of the settle period
-    /// of the steps the last cycle held, or the end of the first grace
-    /// period a workload slice was kept for, whichever comes first.
+    /// of the steps the last cycle held, the end of the first grace period
+    /// a workload slice was kept for, or the end of the first capacity
+    /// backoff (controller), whichever comes first.
     pub fn wake_at(&self) -> Option<(tokio::time::Instant, Trigger)> {
         let settle = self
             .settle
@@ -124,7 +125,16 @@ impl CycleState {
             let at = tokio::time::Instant::now() + Duration::try_from(left).unwrap_or_default();
             (at, Trigger::Grace)
         });
-        settle.into_iter().chain(release).min_by_key(|w| w.0)
+        let backoff = self
+            .capacity
+            .as_ref()
+            .and_then(|c| c.next_retry(tokio::time::Instant::now()))
+            .map(|at| (at, Trigger::Backoff));
+        settle
+            .into_iter()
+            .chain(release)
+            .chain(backoff)
+            .min_by_key(|w| w.0)
     }
 
     /// Holds slices back while their capacity is unavailable (the

@@ -809,3 +809,39 @@ async fn a_slice_kept_for_its_grace_asks_for_a_cycle_at_the_graces_end() {
         "a grace already over: at once"
     );
 }
+
+/// Issue 36, case 7: a stockout's backoff that ends asks for a cycle at its
+/// end, as the grace does; a 10-minute resync would otherwise leave the
+/// slice in ERROR for minutes after the capacity came back.
+#[tokio::test(start_paused = true)]
+async fn a_backoff_that_ends_asks_for_a_cycle_at_its_end() {
+    let mut st = state().with_capacity(crate::controller::capacity::CapacityTracker::new(
+        RetryPolicy::default(),
+    ));
+    assert_eq!(st.wake_at(), None);
+    let offering = crate::controller::capacity::Offering {
+        project: "p".into(),
+        zone: "us-central1-b".into(),
+        machine_type: "ct6e-standard-4t".into(),
+        capacity: "on-demand".into(),
+    };
+    let now = tokio::time::Instant::now();
+    st.capacity.as_mut().unwrap().record_failure(
+        "train",
+        offering,
+        "GCE_STOCKOUT",
+        now,
+        Timestamp::now(),
+    );
+    let (at, trigger) = st.wake_at().expect("a wake at the backoff's end");
+    assert_eq!(trigger, Trigger::Backoff);
+    assert_eq!(
+        at - now,
+        Duration::from_secs(30),
+        "the first backoff is 30 s"
+    );
+    assert_eq!(Trigger::Backoff.as_str(), "backoff");
+    // Once it is over, nothing more to wake for.
+    tokio::time::advance(Duration::from_secs(31)).await;
+    assert_eq!(st.wake_at(), None);
+}

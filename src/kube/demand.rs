@@ -68,14 +68,16 @@ fn jobset_event(
     }
 }
 
-/// The Event of a refusal, keyed by the Job and the message: a changed
-/// reason gets its own.
+/// The Event of a refusal, keyed by the Job, the code and the message
+/// without its numbers: a changed reason gets its own, changed counts (the
+/// chips a `max_chips` refusal adds up, the quota left) do not.
 pub fn refusal_event(r: &Refused) -> Event {
+    let reason: String = r.message.chars().filter(|c| !c.is_ascii_digit()).collect();
     jobset_event(
         &r.namespace,
         &r.jobset,
         &r.uid,
-        &format!("{}\n{}", r.job_key, r.message),
+        &format!("{}\n{}\n{reason}", r.job_key, r.code),
         REFUSED_REASON,
         "Warning",
         format!("{} ({}): {}", r.code, r.target, r.message),
@@ -199,5 +201,44 @@ pub async fn write(cloud: &Cloud, fleet: &Fleet, demand: &Demand) {
                 tracing::warn!(jobset = %format!("{}/{}", r.namespace, r.jobset), error = %e, "cannot record the SliceRefused Event; the next cycle tries again")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: &'static str, message: &str) -> Refused {
+        Refused {
+            target: "train".into(),
+            namespace: "ml".into(),
+            jobset: "train".into(),
+            uid: "uid-1".into(),
+            job_key: "k".into(),
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// Issue 36, case 7: a `max_chips` refusal whose counts change (other
+    /// slices came and went) is the same Event, said once; another reason
+    /// is another Event.
+    #[test]
+    fn a_refusal_is_one_event_whatever_its_counts() {
+        let name = |r: &Refused| refusal_event(r).metadata.name.unwrap_or_default();
+        let a = refused(
+            "max_chips",
+            "8 more chips would make 24, over its maxChips 16 (16 held)",
+        );
+        let b = refused(
+            "max_chips",
+            "8 more chips would make 32, over its maxChips 16 (24 held)",
+        );
+        assert_eq!(name(&a), name(&b));
+        let c = refused("topology", "topology 4x4 is not allowed");
+        assert_ne!(name(&a), name(&c));
+        let e = refusal_event(&c);
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+        assert_eq!(e.reason.as_deref(), Some(REFUSED_REASON));
     }
 }

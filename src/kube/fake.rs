@@ -85,7 +85,8 @@ struct Cluster {
     cluster_roles: BTreeMap<String, ClusterRole>,
     cluster_role_bindings: BTreeMap<String, ClusterRoleBinding>,
     jobsets: Vec<serde_json::Value>,
-    events: std::collections::BTreeSet<String>,
+    /// Events created, by name: `(involved object's name, type, reason, message)`.
+    events: BTreeMap<String, (String, String, String, String)>,
 }
 
 #[derive(Default)]
@@ -353,6 +354,24 @@ impl FakeKube {
                 c.protected_pods.remove(&key(ns, name));
             }
         });
+    }
+
+    /// Removes pod `ns/name`.
+    pub fn remove_pod(&self, k: &KubeRef, ns: &str, name: &str) {
+        self.with(k, |c, _| {
+            c.pods.remove(&key(ns, name));
+        });
+    }
+
+    /// Sets the JobSets a cluster lists (`jobset.x-k8s.io/v1alpha2`, as JSON).
+    pub fn set_jobsets(&self, k: &KubeRef, jobsets: Vec<serde_json::Value>) {
+        self.with(k, |c, _| c.jobsets = jobsets);
+    }
+
+    /// The Events created in a cluster: `(object, type, reason, message)`,
+    /// in the order of their names.
+    pub fn events(&self, k: &KubeRef) -> Vec<(String, String, String, String)> {
+        self.with(k, |c, _| c.events.values().cloned().collect())
     }
 
     /// The pods of a cluster, `ns/name`.
@@ -723,7 +742,20 @@ impl KubeService for FakeKube {
     ) -> Result<bool, KubeError> {
         let name = event.metadata.name.clone().unwrap_or_default();
         self.call("create_event", k, &name)?;
-        Ok(self.with(k, |c, _| c.events.insert(name)))
+        let text = |v: &Option<String>| v.clone().unwrap_or_default();
+        let what = (
+            text(&event.involved_object.name),
+            text(&event.type_),
+            text(&event.reason),
+            text(&event.message),
+        );
+        Ok(self.with(k, |c, _| {
+            if c.events.contains_key(&name) {
+                return false;
+            }
+            c.events.insert(name, what);
+            true
+        }))
     }
 
     async fn pods(&self, k: &KubeRef) -> Result<Vec<Pod>, KubeError> {

@@ -53,15 +53,105 @@ pub fn jobset(v: &Value) -> ObservedJobSet {
                 at,
             })
         });
+    let name = text("name");
+    // `spec.suspend: true` (Kueue's preemption): since its `Suspended`
+    // condition, or, without one yet, since now.
+    let suspended =
+        (v.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true)).then(|| {
+            v.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|c| {
+                    c.get("type").and_then(Value::as_str) == Some("Suspended")
+                        && c.get("status").and_then(Value::as_str) == Some("True")
+                })
+                .and_then(|c| {
+                    c.get("lastTransitionTime")?
+                        .as_str()?
+                        .parse::<Timestamp>()
+                        .ok()
+                })
+                .unwrap_or_else(Timestamp::now)
+        });
+    // The JobSet controller names its Jobs `<jobset>-<replicatedJob>-<index>`
+    // (`placement.GenJobName`), `replicas` of each (default 1).
+    let js_name = name.as_str();
+    let jobs = v
+        .pointer("/spec/replicatedJobs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|rj| {
+            let rj_name = rj.get("name")?.as_str()?;
+            let replicas = rj.get("replicas").and_then(Value::as_u64).unwrap_or(1);
+            Some((0..replicas).map(move |i| format!("{js_name}-{rj_name}-{i}")))
+        })
+        .flatten()
+        .collect::<Vec<_>>();
     ObservedJobSet {
         namespace: text("namespace"),
-        name: text("name"),
         uid: text("uid"),
         labels: map(meta.and_then(|m| m.get("labels"))),
         annotations: map(meta.and_then(|m| m.get("annotations"))),
         ended,
         deleting: meta.and_then(|m| m.get("deletionTimestamp")).is_some(),
+        suspended,
+        jobs,
+        name,
     }
+}
+
+/// The most chips any TPU host has: a request over it is refused, not
+/// guessed at.
+const MAX_CHIPS_PER_HOST: u64 = 8;
+
+/// A `google.com/tpu` request as a chip count: a Kubernetes quantity
+/// (`8`, `1k` as Kubernetes stores 1000, `2e3`, `8000m`), which must be a
+/// whole number of chips no host has more of than [`MAX_CHIPS_PER_HOST`].
+pub fn tpu_chips(q: &str) -> Result<u32, String> {
+    let q = q.trim();
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(q.len());
+    let (num, suffix) = q.split_at(split);
+    let bad = || format!("google.com/tpu request {q:?} is not a Kubernetes quantity");
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let scale: f64 = match suffix {
+        "" => 1.0,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        e if e.starts_with(['e', 'E']) => {
+            let exp: i32 = e[1..].parse().map_err(|_| bad())?;
+            10f64.powi(exp)
+        }
+        _ => return Err(bad()),
+    };
+    let chips = n * scale;
+    if !chips.is_finite() || chips < 0.0 || chips.fract() != 0.0 {
+        return Err(format!(
+            "google.com/tpu request {q:?} is not a whole number of chips"
+        ));
+    }
+    if chips > MAX_CHIPS_PER_HOST as f64 {
+        return Err(format!(
+            "the leader pod requests {q} ({chips}) google.com/tpu, more than any TPU host has \
+             (at most {MAX_CHIPS_PER_HOST} chips); request the chips of one host"
+        ));
+    }
+    // Whole and at most MAX_CHIPS_PER_HOST: exact in a u32.
+    Ok(chips as u32)
 }
 
 /// A pending pod that requests `google.com/tpu`, as observed; `None` for
@@ -72,19 +162,24 @@ pub fn pending_pod(p: &Pod) -> Option<PendingPod> {
         return None;
     }
     let spec = p.spec.as_ref()?;
-    let chips: u32 = spec
-        .containers
-        .iter()
-        .filter_map(|c| {
-            let q = c
-                .resources
-                .as_ref()?
-                .requests
-                .as_ref()?
-                .get(keys::TPU_RESOURCE)?;
-            q.0.parse::<u32>().ok()
-        })
-        .sum();
+    let mut chips: u32 = 0;
+    let mut tpu_error = None;
+    for q in spec.containers.iter().filter_map(|c| {
+        c.resources
+            .as_ref()?
+            .requests
+            .as_ref()?
+            .get(keys::TPU_RESOURCE)
+    }) {
+        match tpu_chips(&q.0) {
+            Ok(n) => chips = chips.saturating_add(n),
+            Err(e) => {
+                tpu_error.get_or_insert(e);
+                // Still a TPU pod: refused with why, never ignored.
+                chips = chips.max(1);
+            }
+        }
+    }
     if chips == 0 {
         return None;
     }
@@ -101,6 +196,14 @@ pub fn pending_pod(p: &Pod) -> Option<PendingPod> {
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         tpu_chips: chips,
         unschedulable,
+        owner_job: p
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1")
+            .map(|o| o.name.clone()),
+        tpu_error,
         deleting: p.metadata.deletion_timestamp.is_some(),
     })
 }

@@ -65,9 +65,9 @@ pub(super) struct Planner<'a> {
     running_ops: BTreeMap<(KindId, &'a Scope, &'a str), &'a OperationRecord>,
     /// The workload source's decisions ([`crate::workload::derive`]).
     pub(super) demand: crate::workload::Demand,
-    /// Slice names of the live workload slices: pruned only when
+    /// (Target, slice name) of the live workload slices: pruned only when
     /// [`Planner::demand`] releases them, never because the specs lack them.
-    pub(super) workload_live: BTreeSet<String>,
+    pub(super) workload_live: BTreeSet<(String, String)>,
 }
 
 /// The live workload slices of the fleet's Targets (owned node pools
@@ -92,7 +92,8 @@ pub(super) fn live_workload_slices(
             };
             out.push(crate::workload::LiveSlice {
                 target: o.target.unwrap_or_default(),
-                pool: o.slice,
+                slice: o.slice,
+                pool: kind.name(&l.body),
                 origin,
                 chips,
             });
@@ -200,7 +201,7 @@ fn decide(
     let mut planner = Planner::new(fleet, inv, kinds, opts, mode);
     planner.workload_live = live_workload_slices(fleet, inv, kinds)
         .into_iter()
-        .map(|l| l.pool)
+        .map(|l| (l.target, l.slice))
         .collect();
     planner.demand = demand;
     let mut out = Decisions {
@@ -1060,8 +1061,13 @@ impl<'a> Planner<'a> {
         }
         // A workload slice (and what goes with it) is pruned only by the
         // workload source's own decision: never because the specs lack it.
-        if self.mode == PlanMode::Apply && self.workload_live.contains(&o.slice) {
-            let Some(r) = self.demand.release_of(&o.slice) else {
+        let target = o.target.clone().unwrap_or_default();
+        if self.mode == PlanMode::Apply
+            && self
+                .workload_live
+                .contains(&(target.clone(), o.slice.clone()))
+        {
+            let Some(r) = self.demand.release_of(&target, &o.slice) else {
                 return;
             };
             let mut a = self.orphan_action(kind, l, id, &o);

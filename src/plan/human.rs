@@ -320,8 +320,9 @@ fn render_workloads(out: &mut String, p: &Painter, plan: &Plan) {
         if let Some(o) = &s.workload {
             let _ = writeln!(
                 out,
-                "  + {} for jobset {} (job-key {}): {} {} {}",
+                "  + {} (node pool {}) for jobset {} (job-key {}): {} {} {}",
                 s.name,
+                s.spec.node_pool_name.as_deref().unwrap_or(&s.name),
                 o.jobset_ref(),
                 o.job_key.chars().take(12).collect::<String>(),
                 s.spec.accelerator,

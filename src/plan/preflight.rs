@@ -897,9 +897,70 @@ pub fn judge(plan: &mut Plan, fleet: &Fleet, kinds: &[&dyn Kind], facts: &Facts)
     if refusals.is_empty() {
         return;
     }
+    jobsets_whole(plan, &mut refusals);
     let gone: Vec<String> = refusals.iter().map(|r| r.address.clone()).collect();
     plan.actions.retain(|a| !gone.contains(&a.address()));
     plan.refused.extend(refusals);
     super::build::hold_back(&mut plan.actions, &mut plan.refused);
     plan.summary = plan.count();
+}
+
+/// A JobSet's slices are made all together or not at all: when the quota
+/// or a reservation refuses one of a JobSet's workload slices, its other
+/// slices' creates are refused with it (a JobSet that cannot have all its
+/// slices cannot run on some of them). Each refusal also becomes the
+/// JobSet's: a `SliceRefused` Event, and `status` says why.
+fn jobsets_whole(plan: &mut Plan, refusals: &mut Vec<Refusal>) {
+    let origin_of = |slice: &str| {
+        plan.demand
+            .slices
+            .iter()
+            .find(|s| s.name == slice)
+            .and_then(|s| Some((s.spec.target.clone(), s.workload.clone()?)))
+    };
+    let mut whole: Vec<Refusal> = Vec::new();
+    let mut theirs: Vec<crate::workload::Refused> = Vec::new();
+    for r in refusals.iter() {
+        let Some((target, origin)) = origin_of(&r.slice) else {
+            continue;
+        };
+        theirs.push(crate::workload::Refused {
+            target: target.clone(),
+            namespace: origin.namespace.clone(),
+            jobset: origin.jobset.clone(),
+            uid: origin.uid.clone(),
+            job_key: origin.job_key.clone(),
+            code: if r.code == "quota_insufficient" {
+                "quota_insufficient"
+            } else {
+                "reservation_insufficient"
+            },
+            message: r.message.clone(),
+        });
+        for a in &plan.actions {
+            let sibling = a.owner.slice != r.slice
+                && origin_of(&a.owner.slice)
+                    .is_some_and(|(t, o)| t == target && o.uid == origin.uid);
+            if sibling
+                && !refusals
+                    .iter()
+                    .chain(&whole)
+                    .any(|x| x.address == a.address())
+            {
+                whole.push(refusal(
+                    a,
+                    &r.code,
+                    format!(
+                        "not created: {} of the same JobSet ({}) was refused ({}); a JobSet's slices are made all \
+                         together or not at all",
+                        r.address,
+                        origin.jobset_ref(),
+                        r.code
+                    ),
+                ));
+            }
+        }
+    }
+    refusals.extend(whole);
+    plan.demand.refused.extend(theirs);
 }

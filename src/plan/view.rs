@@ -70,6 +70,7 @@ impl WorkloadsView<'_> {
 #[derive(Debug, Serialize)]
 struct RequestedView<'a> {
     slice: &'a str,
+    node_pool: &'a str,
     target: &'a str,
     jobset: &'a crate::workload::Origin,
     accelerator: &'a str,
@@ -227,6 +228,7 @@ impl<'a> PlanView<'a> {
                     .filter_map(|s| {
                         Some(RequestedView {
                             slice: &s.name,
+                            node_pool: s.spec.node_pool_name.as_deref().unwrap_or(&s.name),
                             target: &s.spec.target,
                             jobset: s.workload.as_ref()?,
                             accelerator: &s.spec.accelerator,

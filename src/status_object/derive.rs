@@ -795,7 +795,17 @@ fn verdict(
             format!("changes pending: {}", pending.join(", ")),
         );
     }
-    if !in_specs {
+    // A workload slice a pending JobSet asks for, or its running JobSet
+    // keeps (no pod pending for it any more: they run on it), is as much
+    // wanted as a git slice: its readiness is told the same way, never
+    // "being deleted".
+    let wanted_by_jobset = r.plan.demand.slices.iter().any(|s| s.name == name)
+        || r.plan
+            .demand
+            .kept
+            .iter()
+            .any(|k| k.slice == name && k.why.starts_with("active"));
+    if !in_specs && !wanted_by_jobset {
         return Verdict::Reconciling(
             reason::PROGRESSING,
             "not in the specs: its resources are being deleted".into(),

@@ -20,44 +20,61 @@ use crate::spec::model::{
 };
 use crate::spec::{Fleet, Location, Slice, Target};
 
-/// tpu-provisioner's `maxJobSetPrefixLength` (`podToNodePoolName`).
-const JOBSET_PREFIX: usize = 34;
-/// tpu-provisioner's `jobKeySuffixLength`.
-const JOB_KEY_SUFFIX: usize = 5;
+/// How much of the JobSet's name a pool name keeps.
+const JOBSET_PREFIX: usize = 23;
+/// Hex digits of the Job's hash in a pool name: 64 bits, so that no tenant
+/// can search for a Job whose pool name is another's (a 5-digit suffix, as
+/// tpu-provisioner's, falls to 2 s of search).
+const JOB_SUFFIX: usize = 16;
+/// Hex digits of the Target's hash in a workload slice's name.
+const TARGET_SUFFIX: usize = 8;
+/// How soon a slice past its grace, kept only because pods still run on
+/// it, is looked at again (the controller's next cycle).
+const BUSY_RECHECK: std::time::Duration = std::time::Duration::from_secs(30);
 /// The Node label GKE puts the node pool's name in.
 const NODEPOOL_LABEL: &str = "cloud.google.com/gke-nodepool";
 
-/// The node pool of a JobSet's Job: tpu-provisioner's name,
-/// `<first 34 of the JobSet's name>-<first 5 of the job-key>`
-/// (`podToNodePoolName`, anchors §A.9), so that the pools a migrated
-/// cluster's tpu-provisioner made are recognised by name, and a restarted
-/// JobSet (same Job names, same job-keys) asks for the same pool. Refused
-/// (with why) when GKE would refuse the name (a JobSet name that starts
-/// with a digit or holds a '.'), or the job-key is too short.
-pub fn pool_name(jobset: &str, job_key: &str) -> Result<String, String> {
-    if job_key.len() < JOB_KEY_SUFFIX || !job_key.is_ascii() {
-        return Err(format!(
-            "job-key {job_key:?} is shorter than {JOB_KEY_SUFFIX} characters (JobSet writes a sha1)"
-        ));
-    }
+fn sha256_hex(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// The node pool of Job `job` of JobSet `namespace/jobset`:
+/// `<first 23 of the JobSet's name>-<first 16 hex of sha256("<namespace>/<job>")>`.
+/// The Job's name comes from the JobSet's own spec (`<jobset>-<replicatedJob>-<index>`),
+/// so a JobSet submitted again under its name (same Jobs) asks for the same
+/// pools, and the namespace is in the hash, so a tenant of another namespace
+/// cannot name a Job whose pool is someone else's (64 bits: no search finds
+/// one). Refused (with why) when GKE would refuse the name (a JobSet name
+/// that starts with a digit or holds a '.').
+pub fn pool_name(namespace: &str, jobset: &str, job: &str) -> Result<String, String> {
     let prefix: String = jobset.chars().take(JOBSET_PREFIX).collect();
-    let name = format!("{prefix}-{}", &job_key[..JOB_KEY_SUFFIX]);
+    let hash = sha256_hex(&format!("{namespace}/{job}"));
+    let name = format!("{prefix}-{}", &hash[..JOB_SUFFIX]);
     // GKE: `[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?`.
     let ok = name.starts_with(|c: char| c.is_ascii_lowercase())
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.ends_with('-')
         && name.len() <= crate::spec::names::NODE_POOL_NAME_MAX;
     if ok {
         Ok(name)
     } else {
         Err(format!(
-            "node pool name {name:?} (tpu-provisioner's <first 34 of the JobSet name>-<first 5 of the job-key>) \
+            "node pool name {name:?} (<first {JOBSET_PREFIX} of the JobSet name>-<hash of its Job>) \
              is not a GKE node pool name (a lowercase letter first, then lowercase letters, digits and '-'); \
              rename the JobSet"
         ))
     }
+}
+
+/// The slice name of workload pool `pool` of Target `target`:
+/// `<pool>-<first 8 hex of sha256(target)>`. A pool name is unique in its
+/// cluster only; the same JobSet in two clusters asks for the same pool
+/// name in each, and each is its own slice (its own fleet entry, status
+/// object and release).
+pub fn slice_name(target: &str, pool: &str) -> String {
+    format!("{pool}-{}", &sha256_hex(target)[..TARGET_SUFFIX])
 }
 
 fn cluster_kube(t: &Target) -> Option<KubeRef> {
@@ -294,14 +311,22 @@ fn node_labels(p: &PendingPod, rule: &WorkloadRule) -> BTreeMap<String, String> 
     out
 }
 
-/// Whether a git slice of `fleet` renders pool `pool` in `t`'s cluster.
-fn git_pool(fleet: &Fleet, t: &Target, pool: &str) -> Option<String> {
+/// Whether a git slice of `fleet` takes slice name `slice`, or renders
+/// pool `pool` in `t`'s cluster (its `<name>-<replica>` pools, or the
+/// `nodePoolName` an adopted slice pins).
+fn git_pool(fleet: &Fleet, t: &Target, slice: &str, pool: &str) -> Option<String> {
     fleet.slices.values().find_map(|s| {
+        if s.workload.is_some() {
+            return None;
+        }
         let other = fleet.targets.get(&s.spec.target)?;
         let same = other.spec.project == t.spec.project && other.spec.gke == t.spec.gke;
-        let hit = s.name == pool
+        let hit = s.name == slice
+            || s.name == pool
             || (same
-                && (0..s.spec.replicas).any(|r| crate::spec::names::node_pool(&s.name, r) == pool));
+                && (s.spec.node_pool_name.as_deref() == Some(pool)
+                    || (0..s.spec.replicas)
+                        .any(|r| crate::spec::names::node_pool(&s.name, r) == pool)));
         hit.then(|| s.name.clone())
     })
 }
@@ -344,6 +369,8 @@ pub fn derive(
         let Some(DemandView::Seen(obs)) = views.get(&kube) else {
             for l in mine {
                 out.kept.push(Kept {
+                    target: l.target.clone(),
+                    slice: l.slice.clone(),
                     pool: l.pool.clone(),
                     jobset: l.origin.jobset_ref(),
                     why: "unobserved: its cluster's JobSets or pods could not be listed"
@@ -367,8 +394,63 @@ pub fn derive(
     out
 }
 
-/// The slices the pending leader pods of `t`'s cluster ask for; returns
-/// the pools asked for.
+/// One Job's verdict: its slice and its rule's `maxChips`, or the refusal
+/// (code, why).
+type Verdict = Result<(Slice, Option<u32>), (&'static str, String)>;
+
+/// One Job's request, before the JobSet's are admitted together.
+struct Asked<'o> {
+    pod: &'o PendingPod,
+    origin: Origin,
+    pool: String,
+    slice: String,
+}
+
+/// A JobSet's requests of one cycle, admitted all together or refused all
+/// together.
+struct Group<'o> {
+    js: &'o ObservedJobSet,
+    asked: Vec<Asked<'o>>,
+    /// The first refusal of one of its Jobs (code, why), if any.
+    refused: Option<(&'static str, String)>,
+    /// Refusals made before the group was complete (a bad name).
+    early: Vec<Refused>,
+}
+
+/// The Job (one its JobSet's spec names) whose pod `p` is: its controller
+/// ownerReference, and, when it carries one, its JobSet uid label, must
+/// agree with the JobSet object; a pod that claims a JobSet it is not
+/// owned by asks for nothing.
+fn owning_job<'j>(p: &PendingPod, js: &'j ObservedJobSet) -> Result<&'j str, String> {
+    if let Some(uid) = meta(p, keys::JOBSET_UID)
+        && uid != js.uid
+    {
+        return Err(format!(
+            "its leader pod {} names JobSet uid {uid}, not this JobSet's ({})",
+            p.name, js.uid
+        ));
+    }
+    let job = p.owner_job.as_deref().unwrap_or_default();
+    js.jobs
+        .iter()
+        .find(|j| j.as_str() == job)
+        .map(String::as_str)
+        .ok_or_else(|| {
+            format!(
+                "its leader pod {} is not owned by a Job of the JobSet (controller ownerReference {}): \
+                 only the JobSet's own Jobs ask for slices",
+                p.name,
+                if job.is_empty() {
+                    "none".to_string()
+                } else {
+                    format!("Job {job}")
+                }
+            )
+        })
+}
+
+/// The slices the pending leader pods of `t`'s cluster ask for, admitted
+/// per JobSet all together or not at all; returns the pools asked for.
 fn requests(
     fleet: &Fleet,
     t: &Target,
@@ -382,12 +464,10 @@ fn requests(
         .iter()
         .map(|j| ((j.namespace.as_str(), j.name.as_str()), j))
         .collect();
-    let mut asked: BTreeSet<String> = BTreeSet::new();
-    // Chips asked for this cycle, per namespace (with the live ones: maxChips).
-    let mut new_chips: BTreeMap<String, u32> = BTreeMap::new();
     let mut leaders: Vec<&PendingPod> = obs.pending.iter().filter(|p| is_trigger(p)).collect();
     leaders.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     let mut skipped_seen: BTreeSet<String> = BTreeSet::new();
+    let mut groups: BTreeMap<(String, String), Group<'_>> = BTreeMap::new();
     for p in leaders {
         let Some(js_name) = meta(p, keys::JOBSET_NAME) else {
             continue;
@@ -416,110 +496,210 @@ fn requests(
             skip(why);
             continue;
         }
-        if js.deleting || js.ended.is_some() {
+        if js.deleting || js.ended.is_some() || js.suspended.is_some() {
             continue;
         }
-        let Some(job_key) = meta(p, keys::JOB_KEY) else {
-            skip(format!(
-                "its leader pod {} has no {} label",
-                p.name,
-                keys::JOB_KEY
-            ));
-            continue;
+        let job = match owning_job(p, js) {
+            Ok(j) => j,
+            Err(why) => {
+                skip(why);
+                continue;
+            }
         };
         let origin = Origin {
-            namespace: p.namespace.clone(),
+            namespace: js.namespace.clone(),
             jobset: js.name.clone(),
             uid: js.uid.clone(),
-            job_key: job_key.to_string(),
+            job_key: meta(p, keys::JOB_KEY).unwrap_or_default().to_string(),
         };
-        let mut refuse = |code: &'static str, message: String| {
-            out.refused.push(Refused {
-                target: t.name.clone(),
-                namespace: origin.namespace.clone(),
-                jobset: origin.jobset.clone(),
-                uid: origin.uid.clone(),
-                job_key: origin.job_key.clone(),
-                code,
-                message,
+        let group = groups
+            .entry((js.namespace.clone(), js.name.clone()))
+            .or_insert_with(|| Group {
+                js,
+                asked: Vec::new(),
+                refused: None,
+                early: Vec::new(),
             });
-        };
-        let pool = match pool_name(&origin.jobset, &origin.job_key) {
-            Ok(p) => p,
-            Err(e) => {
-                refuse("name", e);
-                continue;
+        match pool_name(&origin.namespace, &origin.jobset, job) {
+            Ok(pool) => {
+                // Two leader pods of one Job (a pod being replaced): one request.
+                if group.asked.iter().all(|a| a.pool != pool) {
+                    group.asked.push(Asked {
+                        pod: p,
+                        slice: slice_name(&t.name, &pool),
+                        pool,
+                        origin,
+                    });
+                }
             }
+            Err(e) => {
+                group.early.push(refusal(t, &origin, "name", e.clone()));
+                group.refused.get_or_insert(("name", e));
+            }
+        }
+    }
+    // Pools asked for this cycle, and by which JobSet (the first, by
+    // namespace and name, wins; the second is refused).
+    let mut asked: BTreeMap<String, String> = BTreeMap::new();
+    // Chips admitted this cycle, per namespace (with the live ones: maxChips).
+    let mut new_chips: BTreeMap<String, u32> = BTreeMap::new();
+    for ((ns, _), g) in groups {
+        let verdicts: Vec<Verdict> = g
+            .asked
+            .iter()
+            .map(|a| admit(fleet, t, policy, mine, &asked, a).map(|(s, rule)| (s, rule.max_chips)))
+            .collect();
+        let chips: u32 = verdicts
+            .iter()
+            .filter_map(|v| v.as_ref().ok())
+            .map(|(s, _)| s.shape.chips)
+            .sum();
+        let first = g
+            .refused
+            .clone()
+            .or_else(|| verdicts.iter().find_map(|v| v.as_ref().err().cloned()));
+        let over = match (&first, verdicts.iter().find_map(|v| v.as_ref().ok()?.1)) {
+            (None, Some(max)) => {
+                let ours: BTreeSet<&str> = g.asked.iter().map(|a| a.pool.as_str()).collect();
+                let held: u32 = mine
+                    .iter()
+                    .filter(|l| l.origin.namespace == ns && !ours.contains(l.pool.as_str()))
+                    .map(|l| l.chips)
+                    .sum();
+                let fresh = new_chips.get(&ns).copied().unwrap_or(0);
+                (held + fresh + chips > max).then(|| {
+                    format!(
+                        "jobset {ns}/{} needs {chips} chips in {} slice(s), which would make namespace {ns}'s \
+                         workload slices on Target {} hold {}, over its maxChips {max} ({held} held, {fresh} \
+                         asked for this run); a JobSet's slices are made all together or not at all",
+                        g.js.name,
+                        g.asked.len(),
+                        t.name,
+                        held + fresh + chips
+                    )
+                })
+            }
+            _ => None,
         };
-        if !asked.insert(pool.clone()) {
+        out.refused.extend(g.early);
+        if let Some(why) = over {
+            for a in &g.asked {
+                out.refused
+                    .push(refusal(t, &a.origin, "max_chips", why.clone()));
+            }
             continue;
         }
-        if let Some(git) = git_pool(fleet, t, &pool) {
-            refuse(
-                "name_taken",
-                format!(
-                    "node pool {pool} is git slice {git}'s: a git slice wins the name; rename the JobSet"
-                ),
-            );
+        if let Some((code, why)) = first {
+            // The rest of the JobSet is refused with it: a JobSet that
+            // cannot have all its slices cannot run on some of them.
+            for (a, v) in g.asked.iter().zip(verdicts) {
+                let (code, msg) = match v {
+                    Err((c, m)) => (c, m),
+                    Ok(_) => (
+                        code,
+                        format!(
+                            "not created: another slice of this JobSet was refused ({code}: {why}); a JobSet's \
+                             slices are made all together or not at all"
+                        ),
+                    ),
+                };
+                out.refused.push(refusal(t, &a.origin, code, msg));
+            }
             continue;
         }
-        let req = match request(p) {
-            Ok(r) => r,
-            Err(e) => {
-                refuse("shape", e);
-                continue;
+        *new_chips.entry(ns.clone()).or_default() += chips;
+        for (a, v) in g.asked.iter().zip(verdicts) {
+            if let Ok((slice, _)) = v {
+                asked.insert(a.pool.clone(), a.origin.jobset_ref());
+                out.slices.push(slice);
             }
-        };
-        let Some(rule) = policy.rules.iter().find(|r| {
+        }
+    }
+    asked.into_keys().collect()
+}
+
+fn refusal(t: &Target, origin: &Origin, code: &'static str, message: String) -> Refused {
+    Refused {
+        target: t.name.clone(),
+        namespace: origin.namespace.clone(),
+        jobset: origin.jobset.clone(),
+        uid: origin.uid.clone(),
+        job_key: origin.job_key.clone(),
+        code,
+        message,
+    }
+}
+
+/// One Job's request against the names already taken and the Target's
+/// policy: its slice and the rule that allows it, or why it is refused.
+fn admit<'p>(
+    fleet: &Fleet,
+    t: &Target,
+    policy: &'p Policy,
+    mine: &[&LiveSlice],
+    asked: &BTreeMap<String, String>,
+    a: &Asked<'_>,
+) -> Result<(Slice, &'p WorkloadRule), (&'static str, String)> {
+    let (pool, origin) = (&a.pool, &a.origin);
+    if let Some(other) = asked.get(pool) {
+        return Err((
+            "name_taken",
+            format!(
+                "node pool {pool} is asked for by jobset {other} in the same run: the first asker has it"
+            ),
+        ));
+    }
+    if let Some(git) = git_pool(fleet, t, &a.slice, pool) {
+        return Err((
+            "name_taken",
+            format!(
+                "node pool {pool} is git slice {git}'s: a git slice wins the name; rename the JobSet"
+            ),
+        ));
+    }
+    // A live workload pool of that name is another JobSet's unless it is
+    // this JobSet's (same namespace and name: the same one, or the one
+    // submitted again under its name, whose Jobs and so pools are the
+    // same). Never relabelled, re-tainted or replaced for another.
+    if let Some(l) = mine.iter().find(|l| &l.pool == pool)
+        && (l.origin.namespace != origin.namespace || l.origin.jobset != origin.jobset)
+    {
+        return Err((
+            "name_taken",
+            format!(
+                "node pool {pool} belongs to jobset {} (uid {}): a workload slice is its JobSet's alone",
+                l.origin.jobset_ref(),
+                l.origin.uid
+            ),
+        ));
+    }
+    let p = a.pod;
+    if let Some(e) = &p.tpu_error {
+        return Err(("shape", e.clone()));
+    }
+    let req = request(p).map_err(|e| ("shape", e))?;
+    let rule = policy
+        .rules
+        .iter()
+        .find(|r| {
             r.namespaces
                 .as_ref()
                 .is_none_or(|ns| ns.contains(&origin.namespace))
-        }) else {
-            refuse(
+        })
+        .ok_or_else(|| {
+            (
                 "no_rule",
                 format!(
                     "no workloads rule of Target {} matches namespace {}; add one to the Target's workloads.rules",
                     t.name, origin.namespace
                 ),
-            );
-            continue;
-        };
-        if let Err((code, why)) = allowed(t, rule, &req) {
-            refuse(code, why);
-            continue;
-        }
-        let shape = match shape(&req, p.tpu_chips) {
-            Ok(s) => s,
-            Err(e) => {
-                refuse("shape", e);
-                continue;
-            }
-        };
-        if let Some(max) = rule.max_chips {
-            let held: u32 = mine
-                .iter()
-                .filter(|l| l.origin.namespace == origin.namespace && l.pool != pool)
-                .map(|l| l.chips)
-                .sum();
-            let fresh = new_chips.get(&origin.namespace).copied().unwrap_or(0);
-            if held + fresh + shape.chips > max {
-                refuse(
-                    "max_chips",
-                    format!(
-                        "{} more chips would make namespace {}'s workload slices on Target {} hold {}, over its maxChips {max} \
-                         ({held} held, {fresh} asked for this cycle)",
-                        shape.chips,
-                        origin.namespace,
-                        t.name,
-                        held + fresh + shape.chips
-                    ),
-                );
-                continue;
-            }
-        }
-        *new_chips.entry(origin.namespace.clone()).or_default() += shape.chips;
-        out.slices.push(Slice {
-            name: pool.clone(),
+            )
+        })?;
+    allowed(t, rule, &req)?;
+    let shape = shape(&req, p.tpu_chips).map_err(|e| ("shape", e))?;
+    Ok((
+        Slice {
+            name: a.slice.clone(),
             spec: SliceSpec {
                 target: t.name.clone(),
                 backend: Backend::Gke,
@@ -533,7 +713,7 @@ fn requests(
                 lifecycle: Default::default(),
                 gce: None,
                 previous_names: Vec::new(),
-                node_pool_name: None,
+                node_pool_name: Some(pool.clone()),
                 disruption: None,
             },
             shape,
@@ -543,10 +723,10 @@ fn requests(
                 line: 1,
                 column: 1,
             },
-            workload: Some(origin),
-        });
-    }
-    asked
+            workload: Some(origin.clone()),
+        },
+        rule,
+    ))
 }
 
 /// `90s` → `1m30s`, for people.
@@ -577,6 +757,8 @@ fn release_or_keep(
     let grace = grace(policy);
     let keep = |out: &mut Demand, why: String| {
         out.kept.push(Kept {
+            target: l.target.clone(),
+            slice: l.slice.clone(),
             pool: l.pool.clone(),
             jobset: l.origin.jobset_ref(),
             why,
@@ -593,12 +775,25 @@ fn release_or_keep(
         .iter()
         .filter(|n| n.labels.get(NODEPOOL_LABEL) == Some(&l.pool))
         .collect();
+    // Its JobSet: the one of its uid, or one submitted again under its
+    // name whose own spec still has the slice's Job (same Job names, same
+    // pool). One of that name without it (fewer Jobs) is not its JobSet:
+    // the slice's JobSet is gone.
     let js = obs
         .jobsets
         .iter()
-        .find(|j| j.namespace == l.origin.namespace && j.name == l.origin.jobset);
+        .find(|j| j.namespace == l.origin.namespace && j.name == l.origin.jobset)
+        .filter(|j| {
+            j.uid == l.origin.uid
+                || j.jobs
+                    .iter()
+                    .any(|job| pool_name(&j.namespace, &j.name, job).is_ok_and(|p| p == l.pool))
+        });
     let js_ref = l.origin.jobset_ref();
     let (ended_at, how) = match js {
+        Some(j) if !j.deleting && j.ended.is_none() && j.suspended.is_some() => {
+            (j.suspended, "suspended".to_string())
+        }
         Some(j) if !j.deleting && j.ended.is_none() => {
             // A JobSet deleted and submitted again under its name within
             // the grace period: the stamp of the first one's end goes, or
@@ -673,6 +868,10 @@ fn release_or_keep(
         .flat_map(|n| n.pods.iter().map(|p| p.describe()))
         .collect();
     if !busy.is_empty() {
+        // Nothing watched says when those pods go (a deleted JobSet's pods
+        // terminate for their own grace period, 30 s by default): the
+        // controller looks again soon rather than at the next resync.
+        out.due(now, BUSY_RECHECK);
         keep(
             out,
             format!(
@@ -684,6 +883,7 @@ fn release_or_keep(
     }
     out.released.push(Released {
         target: t.name.clone(),
+        slice: l.slice.clone(),
         pool: l.pool.clone(),
         jobset: js_ref.clone(),
         // Absolute times only: a plan confirmed a minute later must read the
@@ -697,4 +897,48 @@ fn release_or_keep(
             None => format!("jobset {js_ref} {how} and the pool has no Nodes"),
         },
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two JobSets asking for one pool in one run (only a 64-bit hash
+    /// collision makes that): the second is refused with why, never
+    /// dropped silently.
+    #[test]
+    fn a_second_jobset_asking_for_a_pool_in_the_same_run_is_refused() {
+        let fleet = crate::spec::load(&[crate::spec::SourceFile {
+            path: "t.yaml".into(),
+            text: "apiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata: {name: t}\nspec: {project: unit-project, zone: us-central1-b, ownerId: o, gke: {location: us-central1, name: c}}\n".into(),
+        }])
+        .unwrap();
+        let t = &fleet.targets["t"];
+        let policy = Policy {
+            enabled: true,
+            grace_period: None,
+            rules: vec![WorkloadRule::default()],
+        };
+        let pod = PendingPod::default();
+        let a = Asked {
+            pod: &pod,
+            origin: Origin {
+                namespace: "b".into(),
+                jobset: "second".into(),
+                uid: "u2".into(),
+                job_key: String::new(),
+            },
+            pool: "p-0123456789abcdef".into(),
+            slice: slice_name("t", "p-0123456789abcdef"),
+        };
+        let asked = BTreeMap::from([("p-0123456789abcdef".to_string(), "a/first".to_string())]);
+        let Err((code, why)) = admit(&fleet, t, &policy, &[], &asked, &a) else {
+            panic!("admitted")
+        };
+        assert_eq!(code, "name_taken");
+        assert!(
+            why.contains("asked for by jobset a/first in the same run"),
+            "{why}"
+        );
+    }
 }

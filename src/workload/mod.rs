@@ -7,6 +7,8 @@
 //! fills the structs; the planner ([`crate::plan`]) calls [`derive`].
 
 mod derive;
+#[cfg(test)]
+mod flow_tests;
 pub mod phase;
 #[cfg(test)]
 mod tests;
@@ -16,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use jiff::Timestamp;
 use serde::Serialize;
 
-pub use derive::{derive, grace, is_trigger, pool_name};
+pub use derive::{derive, grace, is_trigger, pool_name, slice_name};
 pub use phase::{Phase, Standing};
 
 use crate::resource::KubeRef;
@@ -163,6 +165,15 @@ pub struct ObservedJobSet {
     pub ended: Option<Ended>,
     /// Being deleted (`deletionTimestamp` set).
     pub deleting: bool,
+    /// Suspended (`spec.suspend: true`, what Kueue sets on preemption):
+    /// since when (its `Suspended` condition's `lastTransitionTime`, or
+    /// the time it was observed suspended without one).
+    pub suspended: Option<Timestamp>,
+    /// The names of its Jobs, from its own `spec.replicatedJobs`
+    /// (`<jobset>-<replicatedJob>-<index>`, as the JobSet controller names
+    /// them): the only Jobs a pod may claim to be a Job of, and the only
+    /// slices this JobSet may hold.
+    pub jobs: Vec<String>,
 }
 
 /// A pending pod that requests TPUs, as observed.
@@ -183,6 +194,14 @@ pub struct PendingPod {
     /// `PodScheduled=False` with reason `Unschedulable` (kube-scheduler's
     /// fit failure: tpu-provisioner's trigger).
     pub unschedulable: bool,
+    /// The name of the Job its controller ownerReference names (kind
+    /// `Job`, `batch/v1`): a pod asks for a slice only for a Job its
+    /// JobSet's own spec names, in its own namespace.
+    pub owner_job: Option<String>,
+    /// `google.com/tpu` requests that are not a chip count a slice can
+    /// have (a quantity over the most chips any host has, a fraction, or
+    /// one that does not parse): why, refused as `shape`.
+    pub tpu_error: Option<String>,
     /// Being deleted.
     pub deleting: bool,
 }
@@ -215,7 +234,10 @@ pub type DemandViews = BTreeMap<KubeRef, DemandView>;
 pub struct LiveSlice {
     /// The Target it belongs to (its `slicectl.dev/target`).
     pub target: String,
-    /// The pool's name (also its slice name).
+    /// Its slice name (its `slicectl.dev/slice`): unique in the fleet
+    /// ([`slice_name`]), where the pool's name is unique in its cluster only.
+    pub slice: String,
+    /// The pool's name.
     pub pool: String,
     /// Whose.
     pub origin: Origin,
@@ -257,6 +279,10 @@ pub struct Skipped {
 /// A workload slice kept although nothing pending asks for it now, and why.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Kept {
+    /// The Target.
+    pub target: String,
+    /// The slice.
+    pub slice: String,
     /// The pool.
     pub pool: String,
     /// `ns/name` of its JobSet.
@@ -270,6 +296,8 @@ pub struct Kept {
 pub struct Released {
     /// The Target.
     pub target: String,
+    /// The slice.
+    pub slice: String,
     /// The pool.
     pub pool: String,
     /// `ns/name` of its JobSet.
@@ -307,13 +335,15 @@ pub struct Demand {
     /// Released-at stamps to write.
     pub marks: Vec<Mark>,
     /// When the first slice kept only for its grace period may be
-    /// released (its JobSet's end plus `gracePeriod`): the controller runs
-    /// a cycle then, not a second late nor at the next resync.
+    /// released (its JobSet's end plus `gracePeriod`), or, for a slice past
+    /// it kept only for the pods still on it, when to look again: the
+    /// controller runs a cycle then, not at the next resync.
     pub release_due: Option<Timestamp>,
 }
 
 impl Demand {
-    /// Notes a slice kept for its grace period, which ended at `ended`.
+    /// Notes a slice kept until `ended` plus `grace` (its grace period; or,
+    /// past it, while pods still run on it: a look again soon).
     fn due(&mut self, ended: Timestamp, grace: std::time::Duration) {
         let Ok(until) = ended.checked_add(grace) else {
             return;
@@ -330,16 +360,24 @@ impl Demand {
         out
     }
 
-    /// Whether pool `pool` of Target `target` is released.
-    pub fn is_released(&self, target: &str, pool: &str) -> bool {
-        self.released
-            .iter()
-            .any(|r| r.target == target && r.pool == pool)
+    /// Whether slice `slice` of Target `target` is released.
+    pub fn is_released(&self, target: &str, slice: &str) -> bool {
+        self.release_of(target, slice).is_some()
     }
 
-    /// The release of pool `pool` (any Target), if any.
-    pub fn release_of(&self, pool: &str) -> Option<&Released> {
-        self.released.iter().find(|r| r.pool == pool)
+    /// The release of slice `slice` of Target `target`, if any: keyed by
+    /// both, as a pool name is unique in its cluster only.
+    pub fn release_of(&self, target: &str, slice: &str) -> Option<&Released> {
+        self.released
+            .iter()
+            .find(|r| r.target == target && r.slice == slice)
+    }
+
+    /// Why live workload slice `slice` of Target `target` is kept, if it is.
+    pub fn kept_of(&self, target: &str, slice: &str) -> Option<&Kept> {
+        self.kept
+            .iter()
+            .find(|k| k.target == target && k.slice == slice)
     }
 
     /// The names of the slices added.

@@ -54,13 +54,21 @@ fn kube() -> KubeRef {
     })
 }
 
+/// JobSet `ml/NAME`, with one replicatedJob `slice` of 4 Jobs
+/// (`NAME-slice-0` … `NAME-slice-3`).
 fn jobset(name: &str) -> ObservedJobSet {
     ObservedJobSet {
         namespace: "ml".into(),
         name: name.into(),
         uid: format!("uid-{name}"),
+        jobs: (0..4).map(|i| format!("{name}-slice-{i}")).collect(),
         ..ObservedJobSet::default()
     }
+}
+
+/// The pool of Job `job` of JobSet `ml/JOBSET`.
+fn pool(jobset: &str, job: &str) -> String {
+    pool_name("ml", jobset, job).unwrap()
 }
 
 /// A 40-hex job-key per Job (JobSet writes sha1("<ns>/<job>"); any hash
@@ -87,6 +95,8 @@ fn leader(jobset: &str, job: &str, topo: &str, chips: u32) -> PendingPod {
         tpu_chips: chips,
         unschedulable: true,
         deleting: false,
+        owner_job: Some(job.to_string()),
+        tpu_error: None,
     }
 }
 
@@ -107,24 +117,26 @@ fn no_nodes() -> Workloads {
 }
 
 #[test]
-fn pool_names_are_tpu_provisioners() {
-    let key = job_key("train-slice-0");
-    assert_eq!(
-        pool_name("train", &key).unwrap(),
-        format!("train-{}", &key[..5])
-    );
+fn pool_names_hash_the_namespace_and_the_job() {
+    let name = pool_name("ml", "train", "train-slice-0").unwrap();
+    assert!(name.starts_with("train-"), "{name}");
+    assert_eq!(name.len(), "train-".len() + 16);
+    // Another namespace, or another Job: another pool.
+    assert_ne!(pool_name("web", "train", "train-slice-0").unwrap(), name);
+    assert_ne!(pool_name("ml", "train", "train-slice-1").unwrap(), name);
     let long = "a-very-long-jobset-name-for-a-big-training-run";
-    let name = pool_name(long, &key).unwrap();
-    assert_eq!(name, format!("{}-{}", &long[..34], &key[..5]));
-    assert!(name.len() <= 40);
+    let name = pool_name("ml", long, &format!("{long}-slice-0")).unwrap();
+    assert!(name.starts_with(&long[..23]) && name.len() <= 40, "{name}");
     // GKE refuses these, so slicectl says why instead of sending them.
     assert!(
-        pool_name("9lives", &key)
+        pool_name("ml", "9lives", "9lives-s-0")
             .unwrap_err()
             .contains("rename the JobSet")
     );
-    assert!(pool_name("a.b", &key).is_err());
-    assert!(pool_name("train", "abc").is_err());
+    assert!(pool_name("ml", "a.b", "a.b-s-0").is_err());
+    // A slice name per Target: the same pool in two clusters is two slices.
+    assert_ne!(slice_name("east", "p"), slice_name("west", "p"));
+    assert!(slice_name("east", "p").starts_with("p-"));
 }
 
 #[test]
@@ -157,9 +169,10 @@ fn a_pending_leader_gets_a_slice_shaped_like_slicectls_own() {
     let o = s.workload.as_ref().unwrap();
     assert_eq!(o.jobset_ref(), "ml/train");
     assert_eq!(
-        s.name,
-        pool_name("train", &job_key("train-slice-0")).unwrap()
+        s.spec.node_pool_name.as_deref(),
+        Some(pool("train", "train-slice-0").as_str())
     );
+    assert_eq!(s.name, slice_name("train", &pool("train", "train-slice-0")));
     // The same pod with 4 chips: two ct6e-standard-4t hosts.
     let obs = Observed {
         jobsets: vec![jobset("train")],
@@ -261,6 +274,7 @@ fn the_policy_refuses_with_a_reason() {
     // 4 chips already held in ml by a live slice: ok (4) fits, nothing more.
     let live = [LiveSlice {
         target: "train".into(),
+        slice: "held-abcde-0".into(),
         pool: "held-abcde".into(),
         origin: Origin {
             namespace: "ml".into(),
@@ -300,6 +314,7 @@ fn the_policy_refuses_with_a_reason() {
 fn live(jobset: &str, pool: &str) -> LiveSlice {
     LiveSlice {
         target: "train".into(),
+        slice: slice_name("train", pool),
         pool: pool.into(),
         origin: Origin {
             namespace: "ml".into(),
@@ -360,7 +375,7 @@ fn a_slice_outlives_its_jobset_by_the_grace_period_and_no_longer() {
     assert_eq!(d.release_due, Some(at(1_120)));
     let d = derive(&f, &views(obs.clone()), &l, &nodes, at(1_120));
     assert_eq!(d.released.len(), 1, "{:?}", d.kept);
-    assert!(d.is_released("train", "train-abcde"));
+    assert!(d.is_released("train", &slice_name("train", "train-abcde")));
     assert_eq!(d.release_due, None, "nothing is left in its grace");
     // A pod still on it holds the release, whoever's it is.
     let busy = with_nodes(vec![node(
@@ -376,6 +391,9 @@ fn a_slice_outlives_its_jobset_by_the_grace_period_and_no_longer() {
     let d = derive(&f, &views(obs), &l, &busy, at(5_000));
     assert!(d.released.is_empty());
     assert!(d.kept[0].why.contains("ml/other-0"), "{:?}", d.kept);
+    // No watch says when those pods go (a deleted JobSet's pods terminate
+    // for their grace period): the controller looks again soon.
+    assert_eq!(d.release_due, Some(at(5_030)));
 }
 
 #[test]
@@ -416,12 +434,9 @@ fn a_jobset_back_under_its_name_keeps_its_slice_and_clears_the_stale_stamp() {
         jobsets: vec![again],
         ..Observed::default()
     };
-    let l = [live("gone", "gone-abcde")];
-    let stamped = with_nodes(vec![node(
-        "gone-abcde",
-        &[(RELEASED_AT, "2000")],
-        Vec::new(),
-    )]);
+    let p = pool("gone", "gone-slice-0");
+    let l = [live("gone", &p)];
+    let stamped = with_nodes(vec![node(&p, &[(RELEASED_AT, "2000")], Vec::new())]);
     // Long past the first one's grace: kept, and the stamp goes, so that
     // the second one's end starts a grace period of its own.
     let d = derive(&f, &views(obs), &l, &stamped, at(9_000));
@@ -429,7 +444,7 @@ fn a_jobset_back_under_its_name_keeps_its_slice_and_clears_the_stale_stamp() {
     assert!(d.kept[0].why.starts_with("active"), "{:?}", d.kept);
     assert_eq!(d.marks.len(), 1);
     assert_eq!(d.marks[0].at, None);
-    assert_eq!(d.marks[0].nodes, ["gone-abcde-node"]);
+    assert_eq!(d.marks[0].nodes, [format!("{p}-node")]);
 }
 
 #[test]
@@ -455,8 +470,7 @@ fn an_active_jobset_or_an_unread_cluster_keeps_its_slices() {
 #[test]
 fn a_git_slice_wins_a_pool_name() {
     let mut f = fleet(policy(vec![any_rule()]));
-    let key = job_key("train-slice-0");
-    let pool = pool_name("train", &key).unwrap();
+    let pool = pool("train", "train-slice-0");
     let git = crate::spec::load(&[
         SourceFile {
             path: "t.yaml".into(),
@@ -564,4 +578,426 @@ fn a_pending_jobsets_slice_goes_creating_waiting_ready() {
         kept("p", "RUNNING", "grace: jobset ml/t Completed 5s ago"),
         None
     );
+}
+
+/// Two workload-enabled Targets, `east` and `west`, each on its own
+/// cluster.
+fn two_clusters() -> (Fleet, KubeRef, KubeRef) {
+    let text = |name: &str| {
+        format!(
+            "apiVersion: slicectl.dev/v1alpha1\nkind: Target\nmetadata: {{name: {name}}}\nspec:\n  project: example-project\n  zone: us-central1-b\n  ownerId: platform\n  gke: {{location: us-central1, name: {name}}}\n"
+        )
+    };
+    let mut f = crate::spec::load(&[
+        SourceFile {
+            path: "east.yaml".into(),
+            text: text("east"),
+        },
+        SourceFile {
+            path: "west.yaml".into(),
+            text: text("west"),
+        },
+    ])
+    .unwrap();
+    for t in f.targets.values_mut() {
+        t.spec.workloads = Some(policy(vec![any_rule()]));
+    }
+    let k = |name: &str| {
+        KubeRef::gke(&ClusterRef {
+            project: "example-project".into(),
+            location: "us-central1".into(),
+            name: name.into(),
+        })
+    };
+    (f, k("east"), k("west"))
+}
+
+#[test]
+fn the_same_jobset_in_two_clusters_gets_a_slice_in_each_released_on_its_own_end() {
+    let (f, east, west) = two_clusters();
+    let pending = Observed {
+        jobsets: vec![jobset("train")],
+        pending: vec![leader("train", "train-slice-0", "2x4", 8)],
+    };
+    let views = DemandViews::from([
+        (east.clone(), DemandView::Seen(pending.clone())),
+        (west.clone(), DemandView::Seen(pending)),
+    ]);
+    let d = derive(&f, &views, &[], &no_nodes(), at(1_000));
+    // One slice per cluster, each its own fleet entry, both on the same pool name.
+    let p = pool("train", "train-slice-0");
+    let got: Vec<(&str, &str, Option<&str>)> = d
+        .slices
+        .iter()
+        .map(|s| {
+            (
+                s.spec.target.as_str(),
+                s.name.as_str(),
+                s.spec.node_pool_name.as_deref(),
+            )
+        })
+        .collect();
+    let (se, sw) = (slice_name("east", &p), slice_name("west", &p));
+    assert_eq!(
+        got,
+        [
+            ("east", se.as_str(), Some(p.as_str())),
+            ("west", sw.as_str(), Some(p.as_str()))
+        ]
+    );
+    let fleet = d.extend(&f);
+    assert_eq!(fleet.slices.len(), 2, "both in the fleet, not one");
+    // The JobSet ends in east only: east's slice goes after its grace,
+    // west's stays for its running JobSet.
+    let mut done = jobset("train");
+    done.ended = Some(Ended {
+        condition: "Completed".into(),
+        at: at(1_000),
+    });
+    let views = DemandViews::from([
+        (
+            east.clone(),
+            DemandView::Seen(Observed {
+                jobsets: vec![done],
+                pending: Vec::new(),
+            }),
+        ),
+        (
+            west.clone(),
+            DemandView::Seen(Observed {
+                jobsets: vec![jobset("train")],
+                pending: Vec::new(),
+            }),
+        ),
+    ]);
+    let live_in = |target: &str| LiveSlice {
+        target: target.into(),
+        slice: slice_name(target, &p),
+        pool: p.clone(),
+        origin: Origin {
+            namespace: "ml".into(),
+            jobset: "train".into(),
+            uid: "uid-train".into(),
+            job_key: job_key("train-slice-0"),
+        },
+        chips: 8,
+    };
+    let nodes = Workloads {
+        observed_at: None,
+        clusters: BTreeMap::from([
+            (
+                east,
+                ClusterWorkloads::Seen(vec![node(&p, &[], Vec::new())]),
+            ),
+            (
+                west,
+                ClusterWorkloads::Seen(vec![node(&p, &[], Vec::new())]),
+            ),
+        ]),
+        simulated: false,
+    };
+    let d = derive(
+        &f,
+        &views,
+        &[live_in("east"), live_in("west")],
+        &nodes,
+        at(2_000),
+    );
+    assert!(d.is_released("east", &se), "{:?}", d.released);
+    assert!(!d.is_released("west", &sw), "{:?}", d.released);
+    assert_eq!(d.released.len(), 1);
+    assert!(d.kept_of("west", &sw).unwrap().why.starts_with("active"));
+}
+
+/// tpu-provisioner's pool name, `<first 34 of the JobSet>-<first 5 of the
+/// job-key>`, with the job-key `hash("<ns>/<job>")`.
+fn old_pool_name(ns: &str, jobset: &str, job: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let key = hex::encode(Sha256::digest(format!("{ns}/{job}").as_bytes()));
+    format!("{}-{}", &jobset[..jobset.len().min(34)], &key[..5])
+}
+
+#[test]
+fn a_tenant_searching_for_a_job_key_collision_gets_nothing_of_the_victims() {
+    // The victim: ml/train's Job train-slice-0 runs on its pool.
+    let f = fleet(policy(vec![any_rule()]));
+    let victim_pool = pool("train", "train-slice-0");
+    let victim = live("train", &victim_pool);
+    // The attacker, in namespace evil, searches (as in 2 s of Python) a
+    // replicatedJob name whose Job's 5-digit job-key prefix collides with
+    // the victim's: under tpu-provisioner's names both would ask for the
+    // same pool.
+    let target = old_pool_name("ml", "train", "train-slice-0");
+    let rj = (0u32..5_000_000)
+        .map(|i| format!("r{i}"))
+        .find(|rj| old_pool_name("evil", "train", &format!("train-{rj}-0")) == target)
+        .expect("a 20-bit collision is found by search");
+    let job = format!("train-{rj}-0");
+    let mut evil_js = jobset("train");
+    evil_js.namespace = "evil".into();
+    evil_js.uid = "uid-evil".into();
+    evil_js.jobs = vec![job.clone()];
+    let mut evil = leader("train", &job, "2x4", 8);
+    evil.namespace = "evil".into();
+    // The victim's JobSet runs; nothing of it is pending.
+    let obs = Observed {
+        jobsets: vec![jobset("train"), evil_js],
+        pending: vec![evil.clone()],
+    };
+    let nodes = with_nodes(vec![node(&victim_pool, &[], Vec::new())]);
+    let d = derive(
+        &f,
+        &views(obs.clone()),
+        std::slice::from_ref(&victim),
+        &nodes,
+        at(1_000),
+    );
+    // slicectl's names hash the namespace and 64 bits of the Job: the
+    // attacker asks for a pool of its own, and the victim's is untouched.
+    let [s] = d.slices.as_slice() else {
+        panic!("{:?}", d.slices)
+    };
+    assert_ne!(s.spec.node_pool_name.as_deref(), Some(victim_pool.as_str()));
+    assert_eq!(s.workload.as_ref().unwrap().namespace, "evil");
+    assert!(d.released.is_empty());
+    assert!(d.kept[0].why.starts_with("active"), "{:?}", d.kept);
+    // Even a pool name that did collide (here: the victim's pool given the
+    // attacker's name) is refused, with an Event on the asking JobSet, and
+    // the victim's slice is neither asked for, relabelled nor released.
+    let mut taken = victim.clone();
+    taken.pool = pool_name("evil", "train", &job).unwrap();
+    taken.slice = slice_name("train", &taken.pool);
+    let nodes = with_nodes(vec![node(&taken.pool, &[], Vec::new())]);
+    let d = derive(&f, &views(obs), &[taken], &nodes, at(1_000));
+    assert!(d.slices.is_empty(), "{:?}", d.slices);
+    assert_eq!(d.refused.len(), 1);
+    assert_eq!(d.refused[0].code, "name_taken");
+    assert_eq!(d.refused[0].namespace, "evil");
+    assert!(
+        d.refused[0].message.contains("belongs to jobset ml/train"),
+        "{}",
+        d.refused[0].message
+    );
+    assert!(d.released.is_empty());
+    assert!(d.kept[0].why.starts_with("active"), "{:?}", d.kept);
+}
+
+#[test]
+fn a_pod_that_claims_a_jobset_it_is_not_owned_by_asks_for_nothing() {
+    let f = fleet(policy(vec![any_rule()]));
+    // A bare pod with the JobSet's labels: no Job owns it.
+    let mut bare = leader("train", "train-slice-0", "2x4", 8);
+    bare.owner_job = None;
+    // A pod owned by a Job the JobSet's spec does not name.
+    let mut stray = leader("train", "train-other-0", "2x4", 8);
+    stray.name = "stray".into();
+    // A pod of another JobSet incarnation (its uid label is not this one's).
+    let mut stale = leader("train", "train-slice-1", "2x4", 8);
+    stale
+        .labels
+        .insert(keys::JOBSET_UID.into(), "uid-old".into());
+    let obs = Observed {
+        jobsets: vec![jobset("train")],
+        pending: vec![bare, stray, stale],
+    };
+    let d = derive(&f, &views(obs), &[], &no_nodes(), at(1_000));
+    assert!(d.slices.is_empty(), "{:?}", d.slices);
+    assert!(d.refused.is_empty(), "{:?}", d.refused);
+    assert!(
+        d.skipped[0]
+            .why
+            .contains("not owned by a Job of the JobSet")
+            || d.skipped[0].why.contains("uid"),
+        "{:?}",
+        d.skipped
+    );
+}
+
+#[test]
+fn a_bad_request_is_refused_on_its_own_and_git_and_other_jobsets_go_on() {
+    // A git slice adopted with nodePoolName equal to the JobSet's pool.
+    let mut f = fleet(policy(vec![any_rule()]));
+    let p = pool("train", "train-slice-0");
+    let git = crate::spec::load(&[
+        SourceFile {
+            path: "t.yaml".into(),
+            text: TARGET.into(),
+        },
+        SourceFile {
+            path: "s.yaml".into(),
+            text: format!(
+                "apiVersion: slicectl.dev/v1alpha1\nkind: Slice\nmetadata: {{name: adopted}}\nspec: {{target: train, backend: gke, accelerator: tpu-v6e-slice, topology: 2x4, nodePoolName: {p}}}\n"
+            ),
+        },
+    ])
+    .unwrap();
+    f.slices = git.slices;
+    let obs = Observed {
+        jobsets: vec![jobset("train"), jobset("other")],
+        pending: vec![
+            leader("train", "train-slice-0", "2x4", 8),
+            leader("other", "other-slice-0", "2x4", 8),
+        ],
+    };
+    let d = derive(&f, &views(obs), &[], &no_nodes(), at(1_000));
+    assert_eq!(d.refused.len(), 1, "{:?}", d.refused);
+    assert_eq!(
+        (d.refused[0].jobset.as_str(), d.refused[0].code),
+        ("train", "name_taken")
+    );
+    assert!(d.refused[0].message.contains("git slice adopted"));
+    let [s] = d.slices.as_slice() else {
+        panic!("{:?}", d.slices)
+    };
+    assert_eq!(s.workload.as_ref().unwrap().jobset, "other");
+    // The plan has both the git slice and the other JobSet's, and no
+    // name collision between them.
+    let fleet = d.extend(&f);
+    assert_eq!(fleet.slices.len(), 2);
+}
+
+#[test]
+fn a_jobsets_slices_are_admitted_all_together_or_not_at_all() {
+    // maxChips 24 admits 3 of a 4-slice JobSet's 8-chip slices: none.
+    let rule = WorkloadRule {
+        max_chips: Some(24),
+        ..any_rule()
+    };
+    let f = fleet(policy(vec![rule]));
+    let four = Observed {
+        jobsets: vec![jobset("multi")],
+        pending: (0..4)
+            .map(|i| leader("multi", &format!("multi-slice-{i}"), "2x4", 8))
+            .collect(),
+    };
+    let d = derive(&f, &views(four.clone()), &[], &no_nodes(), at(1_000));
+    assert!(d.slices.is_empty(), "{:?}", d.slices);
+    assert_eq!(d.refused.len(), 4);
+    assert!(d.refused.iter().all(|r| r.code == "max_chips"));
+    assert!(d.refused[0].message.contains("32 chips in 4 slice(s)"));
+    // A rule refusing one of them (spot, not allowed) refuses them all.
+    let f = fleet(policy(vec![WorkloadRule::default()]));
+    let mut one_spot = four;
+    one_spot.pending[2]
+        .node_selector
+        .insert(keys::SPOT.into(), "true".into());
+    let d = derive(&f, &views(one_spot), &[], &no_nodes(), at(1_000));
+    assert!(d.slices.is_empty(), "{:?}", d.slices);
+    let codes: Vec<&str> = d.refused.iter().map(|r| r.code).collect();
+    assert_eq!(codes, ["capacity"; 4]);
+    assert!(
+        d.refused[0]
+            .message
+            .contains("another slice of this JobSet"),
+        "{}",
+        d.refused[0].message
+    );
+}
+
+#[test]
+fn a_resubmitted_jobset_with_fewer_jobs_does_not_keep_the_old_slices() {
+    let f = fleet(policy(vec![any_rule()]));
+    let pools: Vec<String> = (0..4)
+        .map(|i| pool("train", &format!("train-slice-{i}")))
+        .collect();
+    let l: Vec<LiveSlice> = pools.iter().map(|p| live("train", p)).collect();
+    // Deleted and submitted again under its name with 2 Jobs (a new uid).
+    let mut again = jobset("train");
+    again.uid = "uid-second".into();
+    again.jobs.truncate(2);
+    let obs = Observed {
+        jobsets: vec![again],
+        pending: Vec::new(),
+    };
+    let nodes = with_nodes(pools.iter().map(|p| node(p, &[], Vec::new())).collect());
+    let d = derive(&f, &views(obs.clone()), &l, &nodes, at(1_000));
+    // Jobs 0 and 1 are the new JobSet's: kept for it.
+    let kept: Vec<(&str, &str)> = d
+        .kept
+        .iter()
+        .map(|k| (k.pool.as_str(), k.why.split(':').next().unwrap()))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            (pools[0].as_str(), "active"),
+            (pools[1].as_str(), "active"),
+            (pools[2].as_str(), "grace"),
+            (pools[3].as_str(), "grace"),
+        ]
+    );
+    // Jobs 2 and 3 are no one's: their grace starts now, and they go.
+    assert_eq!(d.marks.iter().filter(|m| m.at == Some(1_000)).count(), 2);
+    let stamped = with_nodes(
+        pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let l: &[(&str, &str)] = if i >= 2 {
+                    &[(RELEASED_AT, "1000")]
+                } else {
+                    &[]
+                };
+                node(p, l, Vec::new())
+            })
+            .collect(),
+    );
+    let d = derive(&f, &views(obs), &l, &stamped, at(1_120));
+    let gone: Vec<&str> = d.released.iter().map(|r| r.pool.as_str()).collect();
+    assert_eq!(gone, [pools[2].as_str(), pools[3].as_str()]);
+}
+
+#[test]
+fn a_suspended_jobset_loses_its_slices_after_the_grace_and_asks_again_on_resume() {
+    let f = fleet(policy(vec![any_rule()]));
+    let p = pool("train", "train-slice-0");
+    let l = [live("train", &p)];
+    let nodes = with_nodes(vec![node(&p, &[], Vec::new())]);
+    let mut suspended = jobset("train");
+    suspended.suspended = Some(at(1_000));
+    let obs = Observed {
+        jobsets: vec![suspended],
+        pending: Vec::new(),
+    };
+    let d = derive(&f, &views(obs.clone()), &l, &nodes, at(1_060));
+    assert!(d.released.is_empty());
+    assert!(d.kept[0].why.contains("suspended"), "{:?}", d.kept);
+    assert_eq!(d.release_due, Some(at(1_120)));
+    let d = derive(&f, &views(obs), &l, &nodes, at(1_120));
+    assert_eq!(d.released.len(), 1, "{:?}", d.kept);
+    assert!(d.released[0].why.contains("suspended"));
+    // Resumed: its leader pending again asks for the slice again.
+    let obs = Observed {
+        jobsets: vec![jobset("train")],
+        pending: vec![leader("train", "train-slice-0", "2x4", 8)],
+    };
+    let d = derive(&f, &views(obs), &[], &no_nodes(), at(2_000));
+    assert_eq!(d.slices.len(), 1);
+}
+
+#[test]
+fn tpu_requests_are_kubernetes_quantities_and_too_many_are_refused() {
+    use crate::observe::demand::tpu_chips;
+    assert_eq!(tpu_chips("8"), Ok(8));
+    assert_eq!(tpu_chips("4000m"), Ok(4));
+    assert!(
+        tpu_chips("1k")
+            .unwrap_err()
+            .contains("more than any TPU host")
+    );
+    assert!(tpu_chips("100k").is_err());
+    assert!(tpu_chips("1e3").is_err());
+    assert!(tpu_chips("1500m").unwrap_err().contains("whole number"));
+    assert!(tpu_chips("lots").is_err());
+    // Such a pod is refused with why, not ignored.
+    let f = fleet(policy(vec![any_rule()]));
+    let mut p = leader("big", "big-slice-0", "2x4", 1);
+    p.tpu_error = Some(tpu_chips("1k").unwrap_err());
+    let obs = Observed {
+        jobsets: vec![jobset("big")],
+        pending: vec![p],
+    };
+    let d = derive(&f, &views(obs), &[], &no_nodes(), at(1_000));
+    assert_eq!(d.refused[0].code, "shape");
+    assert!(d.refused[0].message.contains("1k"));
 }

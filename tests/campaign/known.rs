@@ -56,6 +56,13 @@ pub const DEFECTS: &[(&str, &str)] = &[
          or of the oracle's reading of a lagging list)",
     ),
     (
+        "N7",
+        "found by the campaign on main (base 0, once the twin fleets' seeds no longer hid it): an apply \
+         deletes a busy git pool as `not_in_specs` under whenBusy: wait, its cluster's API up, after \
+         a slice moved to another Target of its cluster and an undeclared rename, with Ctrl-C'd applies \
+         between (untriaged; issue 35's one gate: a left-behind pool's replica is read as idle)",
+    ),
+    (
         "35.10",
         "a workload policy carries no source stamp: another source's plan deletes it",
     ),
@@ -70,13 +77,16 @@ pub const DEFECTS: &[(&str, &str)] = &[
 /// The defect a violation shows, or `new`.
 pub fn classify(v: &Violation) -> &'static str {
     match v.invariant {
-        "I1" if v.has("scale_down_busy") => "35.6",
+        // A scale-down that kills a busy replica's pod without consent is
+        // 35.6 whether or not an idle replica was kept beside it.
+        "I1" if v.has("scale_down_busy") || v.has("reason=replica_not_desired") => "35.6",
         "I1" if v.has("kube=no_token") => "35.2",
         "I1" if v.has("reason=moved") || v.has("cluster_not_named") => "35.1",
         "I2" if v.has("kind=resource_policy") => "35.10",
         "I2" if v.detail.contains("deleted pool") && v.detail.contains("made by Source") => "N4",
-        "I1" if v.has("workload_live_released") => "36.1",
+        "I1" if v.has("workload_live_released") || v.has("reason=workload_ended") => "36.1",
         "I1" if v.has("reason=destroy") => "N3",
+        "I1" if v.has("reason=not_in_specs") => "N7",
         "I2" if v.has("workload_takeover") => "36.2",
         "I6" => "N5",
         "I3" if v.has("stale_view") => "N6",

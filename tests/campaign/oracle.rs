@@ -310,12 +310,31 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
     // (`destroy` tears down what it is given, workload slices included.)
     for (key, js) in b.wanted.iter().filter(|_| b.mode == PlanMode::Apply) {
         if removed.contains(key) || !now_keys.contains(key) {
+            let name = key.rsplit('/').next().unwrap_or_default();
+            let cluster = b
+                .pools
+                .iter()
+                .find(|p| p.key() == *key)
+                .map(|p| p.cluster.clone())
+                .unwrap_or_default();
+            let reason = reason_of(r, &cluster, name);
+            let mut tags = vec!["workload_live_released".to_string()];
+            // The same JobSet (namespace and name) in another cluster
+            // (issue 36, case 1: a pool keyed by its name alone).
+            if w.jobsets
+                .iter()
+                .any(|j| j.cluster != cluster && format!("{}/{}", j.ns, j.name) == *js)
+            {
+                tags.push("jobset_in_two_clusters".into());
+            }
             out.push(Violation::new(
                 "I1",
                 format!(
-                    "workload pool {key} deleted while its JobSet {js} has not ended in its cluster"
+                    "workload pool {key} deleted (reason {}) while its JobSet {js} has not ended in \
+                     its cluster {cluster}",
+                    reason.as_deref().unwrap_or("none")
                 ),
-                vec!["workload_live_released".into()],
+                tags,
             ));
         }
     }
@@ -464,12 +483,15 @@ fn log_result(w: &mut World, b: &Before, r: &RunResult, removed: &BTreeSet<Strin
         }
         // The fleet-wide empty guard refuses a source with no slice left
         // (every file removed), and the cap on destructive steps per apply
-        // (`--max-destroy`) refuses a plan over it, by design: nothing
-        // changes until a person overrides them.
-        RunResult::Refused(code) => format!(
-            "  plan s{} refused as a whole: {code} changes={}",
+        // (`--max-destroy`) refuses a plan over it, by design (one, the
+        // other, or both at once): nothing changes until a person
+        // overrides them.
+        RunResult::Refused(code, why) => format!(
+            "  plan s{} refused as a whole: {code} changes={} ({why})",
             b.src,
-            !matches!(code.as_str(), "empty_source" | "too_many_destructive")
+            !code
+                .split('+')
+                .all(|c| matches!(c, "empty_source" | "too_many_destructive"))
         ),
         RunResult::Killed => format!("  plan s{} killed changes=true", b.src),
         RunResult::Panicked(_) => format!("  plan s{} panicked changes=true", b.src),

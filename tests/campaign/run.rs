@@ -28,9 +28,11 @@ pub struct Scenario {
 impl Scenario {
     pub fn of(seed: u64) -> Scenario {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let sources = steps::fleet(&mut rng);
+        let mut sources = steps::fleet(&mut rng);
+        steps::one_workload_target_per_cluster(&mut sources);
         let foreign = rng.random_bool(0.5);
-        let steps = steps::steps(&mut rng, &sources, STEPS);
+        let mut steps = steps::steps(&mut rng, &sources, STEPS);
+        steps::twin(seed, &mut sources, &mut steps);
         Scenario {
             seed,
             sources,

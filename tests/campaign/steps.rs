@@ -3,7 +3,7 @@
 //! exists when it runs), so any subsequence of a run is still a run: what
 //! shrinking needs.
 
-use rand::{Rng, RngCore};
+use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::model::{CLUSTERS, SHAPES, SliceM, SourceM, TargetM, WhenBusy, Window};
@@ -120,6 +120,11 @@ pub enum Step {
     RunJobSet { jobset: usize },
     /// A JobSet ends (`Completed`, long ago: its grace period is over).
     EndJobSet { jobset: usize },
+    /// The same JobSet (namespace and name) submitted in every cluster a
+    /// workload-enabled Target serves where it does not run yet: a
+    /// pipeline deployed to two regions (issue 36, case 1). Drawn in the
+    /// twin fleets ([`twin`]).
+    SubmitJobSetEverywhere { name: usize, ns: usize },
     // --------------------------------------------------------------- faults
     /// A cloud fault for the next reconcile.
     Fault(CloudFault),
@@ -159,6 +164,7 @@ impl Step {
             Step::SubmitJobSet { .. } => "jobset_submitted",
             Step::RunJobSet { .. } => "jobset_runs",
             Step::EndJobSet { .. } => "jobset_ends",
+            Step::SubmitJobSetEverywhere { .. } => "jobset_in_two_clusters",
             Step::Fault(_) => "cloud_fault",
             Step::StaleView => "stale_view",
             Step::Kube {
@@ -341,4 +347,97 @@ pub fn steps(rng: &mut ChaCha8Rng, sources: &[SourceM], n: usize) -> Vec<Step> {
         out.push(s);
     }
     out
+}
+
+/// Twin fleets (issue 36, case 1): one seed in four, drawn from a stream of
+/// its own (`ChaCha8Rng` stream 1 of the seed), so the fleet and steps every
+/// other seed draws are unchanged. A twin fleet has workload-enabled Targets
+/// on two clusters (source 0 gains Target `t0w`, `whenBusy: drain` half the
+/// time, on a cluster no workload-enabled Target serves, when fewer than two
+/// clusters are served), and its steps gain, at random places in order, the
+/// same JobSet submitted in both, an apply, its leaders run, one of the
+/// JobSets ends, and an apply.
+pub fn twin(seed: u64, sources: &mut [SourceM], steps: &mut Vec<Step>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(1);
+    if !rng.random_bool(0.25) || sources.is_empty() {
+        return;
+    }
+    let served = |sources: &[SourceM]| {
+        let mut c: Vec<&'static str> = sources
+            .iter()
+            .flat_map(|s| s.targets.iter())
+            .filter(|t| t.workloads)
+            .map(|t| t.cluster)
+            .collect();
+        c.sort_unstable();
+        c.dedup();
+        c
+    };
+    if served(sources).len() < 2 {
+        let taken = served(sources);
+        let free: Vec<&'static str> = CLUSTERS
+            .iter()
+            .copied()
+            .filter(|c| !taken.contains(c))
+            .collect();
+        for cluster in free.into_iter().take(2 - taken.len()) {
+            let n = sources[0].targets.len();
+            sources[0].targets.push(TargetM {
+                name: format!("t0w{n}"),
+                zone: "us-central1-b",
+                cluster,
+                when_busy: rng.random_bool(0.5).then_some(WhenBusy::Drain),
+                workloads: true,
+            });
+        }
+    }
+    let (name, ns) = (rng.random_range(0..2), usize::from(rng.random_bool(0.3)));
+    let src = |rng: &mut ChaCha8Rng| rng.random_range(0..sources.len());
+    let block = [
+        Step::SubmitJobSetEverywhere { name, ns },
+        Step::Apply {
+            src: src(&mut rng),
+            cut: Cut::None,
+        },
+        Step::RunJobSet {
+            jobset: (rng.next_u32() % 8) as usize,
+        },
+        Step::RunJobSet {
+            jobset: (rng.next_u32() % 8) as usize,
+        },
+        Step::EndJobSet {
+            jobset: (rng.next_u32() % 8) as usize,
+        },
+        Step::Apply {
+            src: src(&mut rng),
+            cut: Cut::None,
+        },
+    ];
+    // After the first applies (the fleet exists), in order, at random places.
+    let first = sources.len().min(steps.len());
+    let mut at = first;
+    for st in block {
+        at = rng.random_range(at..=steps.len());
+        steps.insert(at, st);
+        at += 1;
+    }
+}
+
+/// A fleet `validate` accepts: one workload-enabled Target per cluster in a
+/// source (two are refused at file:line:column since issue 36: they would
+/// relabel each other's pools), so the later ones have workloads off.
+pub fn one_workload_target_per_cluster(sources: &mut [SourceM]) {
+    for s in sources {
+        let mut served: Vec<&'static str> = Vec::new();
+        for t in &mut s.targets {
+            if t.workloads {
+                if served.contains(&t.cluster) {
+                    t.workloads = false;
+                } else {
+                    served.push(t.cluster);
+                }
+            }
+        }
+    }
 }

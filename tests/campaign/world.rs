@@ -176,7 +176,8 @@ impl<F: Future> Future for Killed<F> {
 /// What a reconcile gave back, for the oracle.
 pub enum RunResult {
     Report(Box<Report>),
-    Refused(String),
+    /// The plan refused as a whole: its code, and why.
+    Refused(String, String),
     Killed,
     Panicked(String),
     Hung,
@@ -357,6 +358,17 @@ impl World {
             Step::SubmitJobSet { target, name, ns } => self.submit_jobset(*target, *name, *ns),
             Step::RunJobSet { jobset } => self.run_jobset(*jobset),
             Step::EndJobSet { jobset } => self.end_jobset(*jobset),
+            Step::SubmitJobSetEverywhere { name, ns } => {
+                let mut clusters = self.workload_clusters();
+                clusters.sort_unstable();
+                clusters.dedup();
+                if clusters.is_empty() {
+                    self.log("  (no workload-enabled Target)".into());
+                }
+                for c in clusters {
+                    self.submit_jobset_in(c, *name, *ns);
+                }
+            }
             Step::Fault(f) => {
                 let (method, fault) = match f {
                     CloudFault::CreateUnavailable => ("create_node_pool", Fault::Unavailable),
@@ -515,10 +527,7 @@ impl World {
             ),
             Ok(Err(_)) => RunResult::Hung,
             Ok(Ok(None)) => RunResult::Killed,
-            Ok(Ok(Some(Err(e)))) => {
-                self.log(format!("  refused: {e}"));
-                RunResult::Refused(e.code().to_string())
-            }
+            Ok(Ok(Some(Err(e)))) => RunResult::Refused(refusal_code(&e), e.to_string()),
             Ok(Ok(Some(Ok(r)))) => RunResult::Report(Box::new(r)),
         }
     }
@@ -644,6 +653,9 @@ impl World {
             "apiVersion": "jobset.x-k8s.io/v1alpha2",
             "kind": "JobSet",
             "metadata": {"namespace": j.ns, "name": j.name, "uid": j.uid},
+            // One replicatedJob `job` of one Job: `<name>-job-0`, as the
+            // JobSet controller names it.
+            "spec": {"replicatedJobs": [{"name": "job", "replicas": 1}]},
         });
         if j.ended {
             v["status"] = serde_json::json!({"conditions": [{
@@ -660,8 +672,10 @@ impl World {
             Container, Pod, PodCondition, PodSpec, PodStatus, ResourceRequirements,
         };
         use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
         let labels: BTreeMap<String, String> = [
             ("jobset.sigs.k8s.io/jobset-name", j.name.clone()),
+            ("jobset.sigs.k8s.io/jobset-uid", j.uid.clone()),
             ("jobset.sigs.k8s.io/job-key", job_key(&j.name)),
             ("batch.kubernetes.io/job-completion-index", "0".to_string()),
         ]
@@ -673,6 +687,15 @@ impl World {
         pod.metadata.name = Some(j.leader());
         pod.metadata.labels = Some(labels.clone());
         pod.metadata.annotations = Some(labels);
+        // Owned by its Job, as the Job controller makes it.
+        pod.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            name: format!("{}-job-0", j.name),
+            uid: format!("{}-job-0", j.uid),
+            controller: Some(true),
+            ..Default::default()
+        }]);
         pod.spec = Some(PodSpec {
             node_name: node.map(str::to_string),
             node_selector: Some(
@@ -716,7 +739,14 @@ impl World {
             self.log("  (no workload-enabled Target)".into());
             return;
         }
-        let cluster = clusters[target % clusters.len()].to_string();
+        let cluster = clusters[target % clusters.len()];
+        self.submit_jobset_in(cluster, name, ns);
+    }
+
+    /// JobSet `name` of namespace `ns` (indices into the small sets)
+    /// submitted in cluster `cluster`, unless it runs there already.
+    fn submit_jobset_in(&mut self, cluster: &str, name: usize, ns: usize) {
+        let cluster = cluster.to_string();
         let (ns, name) = (
             ["ml", "ml2"][ns % 2].to_string(),
             ["train", "eval"][name % 2].to_string(),
@@ -759,11 +789,13 @@ impl World {
         let x = pending[i % pending.len()];
         let j = self.jobsets[x].clone();
         // The scheduler places it on a running pool of its cluster whose
-        // Nodes carry its JobSet's name (a workload slice asked for it).
+        // Nodes carry its JobSet's namespace and name (a workload slice
+        // asked for it).
         let Some(p) = self.pools().into_iter().find(|p| {
             p.cluster == j.cluster
                 && p.running
                 && p.label("slicectl.dev/jobset-name") == Some(&j.name)
+                && p.label("slicectl.dev/jobset-namespace") == Some(&j.ns)
         }) else {
             self.log(format!(
                 "  jobset {}/{} in {}: no pool for it yet",
@@ -811,6 +843,26 @@ impl World {
             "  jobset {}/{} in {} ends",
             j.ns, j.name, j.cluster
         ));
+    }
+}
+
+/// The refusal's code; a plan refused for several reasons at once
+/// (`plan_refused`) names each (`empty_source+too_many_destructive`), so the
+/// oracle can tell by-design refusals from the others.
+fn refusal_code(e: &slicectl::engine::ReconcileError) -> String {
+    use slicectl::engine::ReconcileError;
+    use slicectl::plan::PlanError;
+    match e {
+        ReconcileError::Plan(PlanError::Multiple(all)) => all
+            .iter()
+            .map(|p| match p {
+                PlanError::EmptySource { .. } => "empty_source",
+                PlanError::TooManyDestructive { .. } => "too_many_destructive",
+                _ => "plan_refused",
+            })
+            .collect::<Vec<_>>()
+            .join("+"),
+        _ => e.code().to_string(),
     }
 }
 

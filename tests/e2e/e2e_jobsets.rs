@@ -16,7 +16,7 @@ use kube::api::{Api, ListParams};
 
 use crate::common::*;
 use crate::jobset_support::{
-    TpuJobSet, TpuReplicatedJob, delete_jobset, jobset_pools, provisioner_pool_name, submit_jobset,
+    TpuJobSet, TpuReplicatedJob, delete_jobset, jobset_pools, slicectl_pool_name, submit_jobset,
     succeed_jobset, wait_jobset_condition, wait_jobset_running, wait_leaders_unschedulable,
 };
 use crate::sim_gke_support::{
@@ -169,14 +169,14 @@ async fn a_pending_jobset_gets_its_slice_keeps_it_through_git_applies_and_loses_
     let js = tpu_jobset(&unique("train"), 1, "2x2", &run_id);
     let (uid, leaders) = pending(&client, &ns, &js).await;
     let leader = leaders.values().next().expect("one leader");
-    let pool = provisioner_pool_name(leader);
+    let pool = slicectl_pool_name(leader);
 
     // The plan shows the request; nothing is created by `plan`.
     let dir = specs(&ns, true, "4s", &[]);
     let o = run(&sim, &["plan", dir.path().to_str().unwrap()]).await;
     let out = text(&o);
     assert!(
-        out.contains(&format!("+ {pool} for jobset {ns}/{}", js.name)),
+        out.contains(&format!("(node pool {pool}) for jobset {ns}/{}", js.name)),
         "{out}"
     );
     assert!(pool_names(&sim).await.is_empty());
@@ -280,7 +280,7 @@ async fn a_multislice_jobset_gets_a_slice_per_job_in_one_plan_and_a_deleted_one_
     let run_id = unique("r");
     let js = tpu_jobset(&unique("multi"), 2, "2x2", &run_id);
     let (uid, leaders) = pending(&client, &ns, &js).await;
-    let mut want: Vec<String> = leaders.values().map(provisioner_pool_name).collect();
+    let mut want: Vec<String> = leaders.values().map(slicectl_pool_name).collect();
     want.sort();
     assert_eq!(want.len(), 2);
     let dir = specs(&ns, true, "3s", &[]);
@@ -487,8 +487,11 @@ async fn a_stocked_out_workload_slice_is_backed_off_by_the_controller() {
     let mut ctl = spawn_controller(&sim, &ns, dir.path(), "1s");
     let js = tpu_jobset(&unique("stock"), 1, "2x2", &unique("r"));
     let (_, leaders) = pending(&client, &ns, &js).await;
-    let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
-    let held = format!("held: slice {pool}: capacity unavailable");
+    let pool = slicectl_pool_name(leaders.values().next().expect("a leader"));
+    let held = format!(
+        "held: slice {}: capacity unavailable",
+        slicectl::workload::slice_name("train", &pool)
+    );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !ctl.stderr.lock().unwrap().contains(&held) {
         assert!(
@@ -557,8 +560,9 @@ async fn the_controller_wakes_on_an_unschedulable_leader_pod_and_when_the_grace_
     // Measured well under 2 s here; the bound leaves room for a loaded CI.
     assert!(took < Duration::from_secs(5), "{took:?}");
     wait_jobset_running(&client, &ns, &js.name, 1).await;
-    // Its SliceStatus object says whose it is.
-    let pool = pool_names(&sim).await.remove(0);
+    // Its SliceStatus object (named after the pool and its Target) says
+    // whose it is.
+    let pool = slicectl::workload::slice_name("train", &pool_names(&sim).await.remove(0));
     let want = format!("jobset {ns}/{}", js.name);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -619,7 +623,7 @@ async fn a_flex_start_jobset_gets_a_flex_start_pool_whose_capacity_arrives_and_a
     let mut js = tpu_jobset(&unique("flex"), 1, "2x2", &unique("r"));
     js.replicated_jobs[0].capacity = crate::jobset_support::Capacity::FlexStart;
     let (_, leaders) = pending(&client, &ns, &js).await;
-    let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
+    let pool = slicectl_pool_name(leaders.values().next().expect("a leader"));
     // A rule without flexStart refuses it...
     let dir = specs(&ns, true, "2m", &[]);
     let o = apply_dir(&sim, dir.path()).await;
@@ -667,7 +671,7 @@ async fn a_flex_start_jobset_gets_a_flex_start_pool_whose_capacity_arrives_and_a
     let out = text(&o);
     assert!(o.status.success(), "{out}");
     assert!(
-        out.contains(&format!("+ {pool} for jobset {ns}/{}", js.name)),
+        out.contains(&format!("(node pool {pool}) for jobset {ns}/{}", js.name)),
         "{out}"
     );
     assert!(out.contains("flex-start"), "{out}");
@@ -773,7 +777,7 @@ async fn jobsets_sharing_a_target_share_its_max_chips() {
         out.contains(&format!("refused jobset {ns}/{} [max_chips]", c.name)),
         "{out}"
     );
-    assert!(out.contains("(8 held, 0 asked for this cycle)"), "{out}");
+    assert!(out.contains("(8 held, 0 asked for this run)"), "{out}");
     assert_eq!(pool_names(&sim).await.len(), 2);
     teardown(&ns, sim).await;
 }
@@ -785,7 +789,7 @@ async fn a_slice_whose_jobset_ended_is_kept_while_another_jobsets_pod_runs_on_it
     let run_id = unique("r");
     let a = tpu_jobset(&unique("a"), 1, "2x2", &run_id);
     let (_, leaders) = pending(&client, &ns, &a).await;
-    let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
+    let pool = slicectl_pool_name(leaders.values().next().expect("a leader"));
     let dir = specs(&ns, true, "1s", &[]);
     let o = apply_dir(&sim, dir.path()).await;
     assert!(o.status.success(), "{}", text(&o));
@@ -840,7 +844,7 @@ async fn on_its_slice(
     let setup = setup(prefix, Duration::from_millis(100), seed, Default::default()).await;
     let js = tpu_jobset(&unique(name), 1, "2x2", &unique("r"));
     let (_, leaders) = pending(&setup.client, &setup.ns, &js).await;
-    let pool = provisioner_pool_name(leaders.values().next().expect("a leader"));
+    let pool = slicectl_pool_name(leaders.values().next().expect("a leader"));
     let dir = specs(&setup.ns, true, grace, &[]);
     let o = apply_dir(&setup.sim, dir.path()).await;
     assert!(o.status.success(), "{}", text(&o));
@@ -928,4 +932,118 @@ async fn a_jobset_deleted_and_recreated_within_the_grace_reuses_its_slice() {
     );
 
     teardown(&ns, sim).await;
+}
+
+/// Issue 36, case 2, with the real JobSet controller and kube-scheduler: a
+/// tenant of another allowed namespace submits a JobSet of the same name
+/// and Jobs as a running victim's (under tpu-provisioner's names, the same
+/// pool), and a bare pod carrying the victim's JobSet labels. The bare pod
+/// asks for nothing (no Job of a JobSet owns it), the tenant's JobSet gets
+/// a pool of its own (the namespace is in the name's hash), and the
+/// victim's pool is neither relabelled, updated nor deleted.
+#[tokio::test(flavor = "multi_thread")]
+async fn another_namespace_cannot_take_or_touch_a_running_jobsets_pool() {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    let Setup { client, sim, ns } =
+        setup("jsv", Duration::from_millis(100), 16, Default::default()).await;
+    let evil = k8s::namespace(&client, "jse").await;
+    let js = tpu_jobset(&unique("victim"), 1, "2x2", &unique("r"));
+    let (uid, leaders) = pending(&client, &ns, &js).await;
+    let leader = leaders.values().next().expect("a leader").clone();
+    let pool = slicectl_pool_name(&leader);
+    let dir = specs(&format!("{ns}, {evil}"), true, "2m", &[]);
+    let o = apply_dir(&sim, dir.path()).await;
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(pool_names(&sim).await, std::slice::from_ref(&pool));
+    wait_jobset_running(&client, &ns, &js.name, 1).await;
+    let labels_before = node_pools(&sim).await[0]["config"]["labels"].clone();
+
+    // The same JobSet (name and Jobs) in the tenant's namespace (first: its
+    // leader is then the only pod with the leader labels there).
+    let (_, theirs) = pending(&client, &evil, &js).await;
+    let their_pool = slicectl_pool_name(theirs.values().next().expect("their JobSet's leader"));
+    // A bare pod in the tenant's namespace with the victim's JobSet labels.
+    let mut bare: Pod = leader.clone();
+    bare.metadata = ObjectMeta {
+        name: Some("bare-0".into()),
+        namespace: Some(evil.clone()),
+        labels: leader.metadata.labels.clone(),
+        annotations: leader.metadata.annotations.clone(),
+        ..ObjectMeta::default()
+    };
+    bare.status = None;
+    if let Some(s) = bare.spec.as_mut() {
+        s.node_name = None;
+    }
+    Api::<Pod>::namespaced(client.clone(), &evil)
+        .create(&Default::default(), &bare)
+        .await
+        .expect("create the bare pod");
+    assert_ne!(their_pool, pool, "the namespace is in the pool's name");
+
+    let updates = requests(&sim, "update") + requests(&sim, "setLabels");
+    let o = apply_dir(&sim, dir.path()).await;
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains(&format!("~ jobset {evil}/{} left alone", js.name)),
+        "{out}"
+    );
+    let mut want = vec![pool.clone(), their_pool.clone()];
+    want.sort();
+    assert_eq!(pools(&sim).await, want);
+    // The victim's pool: the same labels (its namespace, uid, rule taint
+    // label), no update, no delete.
+    let live = node_pools(&sim).await;
+    let victim = live
+        .iter()
+        .find(|p| p["name"] == pool.as_str())
+        .expect("the victim's pool");
+    assert_eq!(victim["config"]["labels"], labels_before);
+    assert_eq!(
+        victim["config"]["labels"]["slicectl.dev/jobset-uid"],
+        uid.as_str()
+    );
+    assert_eq!(
+        requests(&sim, "update") + requests(&sim, "setLabels"),
+        updates
+    );
+    assert_eq!(requests(&sim, "delete"), 0);
+    k8s::kubectl(&["delete", "namespace", &evil, "--wait=false"]);
+    teardown(&ns, sim).await;
+}
+
+/// Issue 36, case 8: `scripts/demo-jobsets.sh`, the newcomer's one path,
+/// runs as written on the test plane (its control plane, the JobSet
+/// controller and kubemark): the example JobSet's pool is created, its
+/// pods run, its SliceStatus is Ready, and the pool is released after the
+/// grace period once the JobSet is deleted.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_demo_script_runs_on_the_test_plane() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let o = tokio::process::Command::new("bash")
+        .arg(format!("{root}/scripts/demo-jobsets.sh"))
+        .env("SLICECTL_BIN", bin())
+        .env("SLICECTL_TEST_KUBECONFIG", k8s::kubeconfig())
+        .env("DEMO_GRACE", "5s")
+        .env("NO_COLOR", "1")
+        .output()
+        .await
+        .expect("run the demo script");
+    let out = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{out}");
+    for step in [
+        "kubectl apply -f examples/jobset/jobsets/single-slice.yaml",
+        "jobset=ml-team/train-single",
+        "Running",
+        "SliceReady",
+        "node pool released",
+    ] {
+        assert!(out.contains(step), "no {step:?} in:\n{out}");
+    }
 }

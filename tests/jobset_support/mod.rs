@@ -724,6 +724,28 @@ pub fn provisioner_pool_name(leader: &Pod) -> String {
     )
 }
 
+/// slicectl's node pool name for a leader pod's Job
+/// ([`slicectl::workload::pool_name`]): the first 23 characters of the
+/// JobSet's name, `-`, 16 hex of sha256(`<namespace>/<job>`), the Job named
+/// by the pod's controller ownerReference.
+pub fn slicectl_pool_name(leader: &Pod) -> String {
+    let jobset = label(leader, JOBSET_NAME).expect("a JobSet pod has the jobset-name label");
+    let ns = leader
+        .metadata
+        .namespace
+        .as_deref()
+        .expect("a namespaced pod");
+    let job = leader
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "Job" && o.controller == Some(true))
+        .map(|o| o.name.clone())
+        .expect("a JobSet pod is owned by its Job");
+    slicectl::workload::pool_name(ns, jobset, &job).expect("a valid pool name")
+}
+
 /// The node pool a provisioner makes for the Job of `leader`: named by
 /// [`provisioner_pool_name`], `hosts` VMs of `machine_type` in `zone` with
 /// the leader's topology (`tpuTopology` when multi-host), and labelled with

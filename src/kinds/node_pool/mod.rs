@@ -390,6 +390,14 @@ impl Kind for NodePools {
                 let chips = crate::spec::catalog::chips(&topology);
                 (m.chips_per_host > 0 && chips > 0).then(|| chips.div_ceil(m.chips_per_host))
             })
+            // A single-host pool has no topology to count hosts from: the
+            // slice's hosts, or, for a pool no spec sizes (`hosts` 0: a
+            // workload slice kept for its running JobSet), its own size.
+            .or_else(|| {
+                (hosts == 0)
+                    .then(|| p.initial_node_count.and_then(|n| u32::try_from(n).ok()))
+                    .flatten()
+            })
             .unwrap_or(hosts);
         // GKE reports no node count for a pool that is not running; the
         // count of a running pool is its size, not node readiness.

@@ -248,8 +248,30 @@ fn validate(
     let mut gke_api: FirstApi<(String, String, String), crate::spec::model::GkeKubeApi> =
         BTreeMap::new();
     let mut gce_api: FirstApi<String, crate::spec::model::KubeApi> = BTreeMap::new();
+    // Cluster → the first workload-enabled Target naming it: one Target per
+    // cluster may let its JobSets ask for slices (two would each claim the
+    // other's pools and each apply its own maxChips).
+    let mut workload_cluster: BTreeMap<(String, String, String), String> = BTreeMap::new();
     for doc in targets {
         if let DocumentSpec::Target(spec) = doc.spec {
+            if let (Some(g), Some(true)) = (&spec.gke, spec.workloads.as_ref().map(|w| w.enabled)) {
+                let key = (spec.project.clone(), g.location.clone(), g.name.clone());
+                match workload_cluster.get(&key) {
+                    Some(first) => d.push(
+                        doc.fields.value(&["spec", "workloads", "enabled"]),
+                        format!(
+                            "Target {first:?} already lets the JobSets of GKE cluster {} ask for slices \
+                             (workloads.enabled); one Target per cluster may, or the two would claim each \
+                             other's pools and each count its own maxChips: set enabled: false here, or move \
+                             the rules to Target {first:?}",
+                            g.name
+                        ),
+                    ),
+                    None => {
+                        workload_cluster.insert(key, doc.metadata.name.clone());
+                    }
+                }
+            }
             if let Some(g) = &spec.gke {
                 let key = (spec.project.clone(), g.location.clone(), g.name.clone());
                 if let Some(first) = other_api(&mut gke_api, key, &doc.metadata.name, &g.kube_api) {

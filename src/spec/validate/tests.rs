@@ -837,3 +837,33 @@ fn gce_workload_policy_names_pinned_twice_in_one_region_are_rejected() {
     );
     load(&[file("p.yaml", &apart)]).expect("different regions");
 }
+
+/// Two workload-enabled Targets on one cluster would claim each other's
+/// pools and each count its own maxChips: the second is refused where its
+/// `enabled` is written. One enabled and one not is fine, and so are two
+/// on two clusters.
+#[test]
+fn two_workload_enabled_targets_on_one_cluster_are_refused_at_the_line() {
+    let workloads = "  workloads:\n    enabled: true\n    rules: [{}]\n";
+    let second = TARGET.replacen("  name: train\n", "  name: second\n", 1);
+    let text = format!("{TARGET}{workloads}---\n{second}{workloads}");
+    let diagnostics = load(&[file("t.yaml", &text)]).expect_err("two on one cluster");
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    let d = &diagnostics[0];
+    assert!(
+        d.message
+            .contains("Target \"train\" already lets the JobSets of GKE cluster train"),
+        "{}",
+        d.message
+    );
+    // `enabled: true` of the second Target: line 28 of the file, column 14.
+    assert_eq!((d.location.line, d.location.column), (28, 14), "{d:?}");
+    let off = format!(
+        "{TARGET}{workloads}---\n{second}{}",
+        workloads.replace("true", "false")
+    );
+    assert!(load(&[file("t.yaml", &off)]).is_ok());
+    let elsewhere = second.replace("    name: train\n", "    name: other\n");
+    let apart = format!("{TARGET}{workloads}---\n{elsewhere}{workloads}");
+    assert!(load(&[file("t.yaml", &apart)]).is_ok());
+}
