@@ -731,29 +731,34 @@ fn shared_in_use(
             // Held with its replica already.
             continue;
         }
-        if let Some(users) = i.users.get(&a.id) {
-            let by = users_staying(i, actions, &going, &a.id, users);
-            let Some(kind) = i.kinds.iter().find(|k| k.id() == a.id.kind) else {
-                continue;
-            };
-            let subject = format!("{} {}", kind.noun(), a.id.name);
-            if let Consent::Held { code, message } = consent(&Ask {
-                step: Step::SharedResourceDelete,
-                subject: &subject,
-                known: Known::InUse(&by),
-                policy: &Policy::default(),
-                budget: None,
-                mode: i.mode,
-                disrupt: i.disrupt,
-                now,
-            }) {
-                out.insert(a.id.clone(), (code, message));
-            }
-            continue;
-        }
         let Some(kind) = i.kinds.iter().find(|k| k.id() == a.id.kind) else {
             continue;
         };
+        // The gate's answer for a shared resource still used by `by`.
+        let ask = |step: Step, subject: &str, by: &[String]| match consent(&Ask {
+            step,
+            subject,
+            known: Known::InUse(by),
+            policy: &Policy::default(),
+            budget: None,
+            mode: i.mode,
+            disrupt: i.disrupt,
+            now,
+        }) {
+            Consent::Held { code, message } => Some((code, message)),
+            Consent::Go(_) => None,
+        };
+        if let Some(users) = i.users.get(&a.id) {
+            let by = users_staying(i, actions, &going, &a.id, users);
+            if let Some(held) = ask(
+                Step::SharedResourceDelete,
+                &format!("{} {}", kind.noun(), a.id.name),
+                &by,
+            ) {
+                out.insert(a.id.clone(), held);
+            }
+            continue;
+        }
         let Scope::Kube(k) = &a.id.scope else {
             continue;
         };
@@ -779,18 +784,12 @@ fn shared_in_use(
                 })
             })
             .collect();
-        let subject = format!("the {} of {k}", kind.noun());
-        if let Consent::Held { code, message } = consent(&Ask {
-            step: Step::DevicePluginRemoval,
-            subject: &subject,
-            known: Known::InUse(&by),
-            policy: &Policy::default(),
-            budget: None,
-            mode: i.mode,
-            disrupt: i.disrupt,
-            now,
-        }) {
-            out.insert(a.id.clone(), (code, message));
+        if let Some(held) = ask(
+            Step::DevicePluginRemoval,
+            &format!("the {} of {k}", kind.noun()),
+            &by,
+        ) {
+            out.insert(a.id.clone(), held);
         }
     }
     out
