@@ -24,6 +24,12 @@ pub enum StepOp {
     /// Drain the busy slice replica's Nodes before its capacity is
     /// destroyed (`whenBusy: drain`; run by the executor itself).
     Drain,
+    /// Read a resource's `preventDestroy` stamp again, before the create
+    /// its delete is paired with (a moved replica's new resource, a renamed
+    /// slice's): a stamp the plan's view missed (a lagging list) refuses
+    /// the delete and skips the create, so no second copy of a protected
+    /// replica is made that could never be pruned.
+    Guard,
 }
 
 impl StepOp {
@@ -36,6 +42,7 @@ impl StepOp {
             StepOp::Delete => "deleting",
             StepOp::Cleanup => "cleaning up",
             StepOp::Drain => "draining",
+            StepOp::Guard => "checking protection",
         }
     }
 }
@@ -66,7 +73,8 @@ pub struct KindInfo<'k> {
     pub cleanup: bool,
 }
 
-/// Expands the plan into steps (in a valid topological order). Within a
+/// Expands the plan into steps (each run once every step it depends on has
+/// succeeded; the list is not in dependency order). Within a
 /// slice replica, a kind is created after the kinds it depends on and
 /// deleted before them (`info`, from the registered kinds). A kind with a
 /// cleanup step cleans up once everything else of its replica is deleted.
@@ -86,7 +94,7 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
     // Shared kinds: by (kind, scope).
     let mut shared: BTreeMap<(KindId, &crate::plan::Scope), Marks> = BTreeMap::new();
     // Deletes of replicas moved elsewhere, with the replica and kind.
-    let mut moved: Vec<(usize, Key<'_>)> = Vec::new();
+    let mut moved: Vec<(usize, Option<usize>, Key<'_>)> = Vec::new();
     let push = |steps: &mut Vec<Step>, action: usize, op: StepOp, deps: Vec<usize>| {
         let id = steps.len();
         steps.push(Step {
@@ -97,10 +105,18 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
         });
         id
     };
+    let paired = paired_deletes(plan, &info);
+    // Per paired delete (action index): its guard step.
+    let mut guards: BTreeMap<usize, usize> = BTreeMap::new();
     for (i, a) in plan.actions.iter().enumerate() {
         let ki = info(a.id.kind);
         let mut m = Marks::default();
         let mut prev: Option<usize> = None;
+        if paired.contains(&i) {
+            let g = push(&mut steps, i, StepOp::Guard, vec![]);
+            guards.insert(i, g);
+            prev = Some(g);
+        }
         if a.operation.is_some() {
             prev = Some(push(&mut steps, i, StepOp::WaitInFlight, vec![]));
         }
@@ -138,7 +154,11 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
         // the new one is created (ordered below), never in its place.
         if matches!(a.reason, Reason::Moved { .. }) && a.action == ActionKind::Delete {
             if let Some(del) = m.delete {
-                moved.push((del, (a.owner.slice.as_str(), a.owner.replica, a.id.kind)));
+                moved.push((
+                    del,
+                    guards.get(&i).copied(),
+                    (a.owner.slice.as_str(), a.owner.replica, a.id.kind),
+                ));
             }
             // Its delete still waits for its dependents' (a template
             // replaced by one of another name goes after the old MIG).
@@ -198,9 +218,13 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
     }
     // Create before delete across scopes: a moved replica's old resource
     // goes only once its new one is created (a failed create keeps it).
-    for (del, key) in moved {
+    // Its create waits for its protection to be read again.
+    for (del, guard, key) in moved {
         if let Some(create) = marks.get(&key).and_then(|m| m.create) {
             steps[del].deps.push(create);
+            if let Some(g) = guard {
+                steps[create].deps.push(g);
+            }
         }
     }
     // Shared kinds: before every dependent in their scope on the way up,
@@ -227,8 +251,43 @@ pub fn expand<'k>(plan: &Plan, info: impl Fn(KindId) -> KindInfo<'k>) -> Vec<Ste
             }
         }
     }
-    create_before_delete(plan, &info, &mut steps);
+    create_before_delete(plan, &info, &mut steps, &guards);
     steps
+}
+
+/// The deletes a create is paired with (action indices): a moved
+/// replica's old resource, and what [`create_before_delete`] orders after
+/// a create under another name. Each gets a [`StepOp::Guard`] first.
+fn paired_deletes<'k>(plan: &Plan, info: &impl Fn(KindId) -> KindInfo<'k>) -> Vec<usize> {
+    let successor = successor_of(plan);
+    plan.actions
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.action == ActionKind::Delete && !info(a.id.kind).shared)
+        .filter(|(_, a)| {
+            let moved = matches!(a.reason, Reason::Moved { .. });
+            let to = successor(&a.owner.slice);
+            moved
+                || plan.actions.iter().any(|c| {
+                    c.action == ActionKind::Create
+                        && c.owner.slice == to
+                        && c.id.kind == a.id.kind
+                        && c.id.name != a.id.name
+                })
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The slice an undeclared rename ([`crate::plan::Rename`]) looks like it
+/// went to, or the slice itself.
+fn successor_of(plan: &Plan) -> impl Fn(&str) -> String + '_ {
+    |slice: &str| -> String {
+        plan.renames
+            .iter()
+            .find(|r| !r.declared && r.from == slice)
+            .map_or_else(|| slice.to_string(), |r| r.to.clone())
+    }
 }
 
 /// Create before delete wherever names do not clash: the delete of a
@@ -240,18 +299,18 @@ fn create_before_delete<'k>(
     plan: &Plan,
     info: &impl Fn(KindId) -> KindInfo<'k>,
     steps: &mut [Step],
+    guards: &BTreeMap<usize, usize>,
 ) {
-    let successor = |slice: &str| -> String {
-        plan.renames
-            .iter()
-            .find(|r| !r.declared && r.from == slice)
-            .map_or_else(|| slice.to_string(), |r| r.to.clone())
-    };
+    let successor = successor_of(plan);
     let mut delete_step: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut create_step: BTreeMap<usize, usize> = BTreeMap::new();
     let mut last_step: BTreeMap<usize, usize> = BTreeMap::new();
     for s in steps.iter() {
         if s.op == StepOp::Delete {
             delete_step.insert(s.action, s.id);
+        }
+        if s.op == StepOp::Create {
+            create_step.insert(s.action, s.id);
         }
         last_step.insert(s.action, s.id);
     }
@@ -271,6 +330,12 @@ fn create_before_delete<'k>(
                 && let Some(&last) = last_step.get(&j)
             {
                 steps[del].deps.push(last);
+                // The create waits for the delete's protection read.
+                if let (Some(&g), Some(&create)) = (guards.get(&i), create_step.get(&j))
+                    && !steps[create].deps.contains(&g)
+                {
+                    steps[create].deps.push(g);
+                }
             }
         }
     }
@@ -363,6 +428,13 @@ mod tests {
         );
     }
 
+    /// The step of action `action` doing `op`.
+    fn step(s: &[Step], action: usize, op: StepOp) -> &Step {
+        s.iter()
+            .find(|x| x.action == action && x.op == op)
+            .unwrap_or_else(|| panic!("no {op:?} of action {action} in {s:?}"))
+    }
+
     #[test]
     fn a_moved_replica_is_deleted_only_after_its_new_pool_is_created() {
         let mut old = action(node_pool::KIND, ActionKind::Delete);
@@ -374,23 +446,35 @@ mod tests {
             region: "old".into(),
         });
         let new = action(node_pool::KIND, ActionKind::Create);
-        for (actions, create, delete) in [
+        for (actions, c, d) in [
             (vec![new.clone(), old.clone()], 0, 1),
             (vec![old.clone(), new.clone()], 1, 0),
         ] {
             let s = expand(&plan(actions), deps);
-            assert_eq!(s.len(), 2);
-            assert_eq!(s[create].op, StepOp::Create);
-            assert_eq!(s[delete].op, StepOp::Delete);
-            assert_eq!(s[delete].deps, vec![create], "{s:?}");
-            assert!(s[create].deps.is_empty(), "{s:?}");
+            // The old pool's protection is read again first; the new one is
+            // created only then, and the old one deleted only after that.
+            assert_eq!(s.len(), 3, "{s:?}");
+            let guard = step(&s, d, StepOp::Guard);
+            let create = step(&s, c, StepOp::Create);
+            let delete = step(&s, d, StepOp::Delete);
+            assert!(guard.deps.is_empty(), "{s:?}");
+            assert_eq!(create.deps, vec![guard.id], "{s:?}");
+            assert!(
+                delete.deps.contains(&create.id) && delete.deps.contains(&guard.id),
+                "{s:?}"
+            );
         }
         // A replacement in the new scope: the old one waits for its create.
         let mut again = action(node_pool::KIND, ActionKind::Replace);
         again.reason = Reason::StoredHashDiffers;
         let s = expand(&plan(vec![again, old]), deps);
-        assert_eq!(s[2].op, StepOp::Delete);
-        assert_eq!(s[2].deps, vec![1], "{s:?}");
+        let create = step(&s, 0, StepOp::Create);
+        let guard = step(&s, 1, StepOp::Guard);
+        assert!(
+            step(&s, 1, StepOp::Delete).deps.contains(&create.id),
+            "{s:?}"
+        );
+        assert!(create.deps.contains(&guard.id), "{s:?}");
     }
 
     #[test]
@@ -403,9 +487,27 @@ mod tests {
         let mut other = action(node_pool::KIND, ActionKind::Delete);
         other.owner.slice = "t".into();
         let s = expand(&plan(vec![delete, create, other]), deps);
-        assert_eq!(s[0].op, StepOp::Delete);
-        assert_eq!(s[0].deps, vec![1], "the delete waits for the create");
-        assert!(s[2].deps.is_empty(), "another slice's delete does not wait");
+        let guard = step(&s, 0, StepOp::Guard);
+        let del = step(&s, 0, StepOp::Delete);
+        let cre = step(&s, 1, StepOp::Create);
+        assert!(
+            del.deps.contains(&cre.id),
+            "the delete waits for the create: {s:?}"
+        );
+        assert_eq!(
+            cre.deps,
+            vec![guard.id],
+            "the create waits for the guard: {s:?}"
+        );
+        let theirs = step(&s, 2, StepOp::Delete);
+        assert!(
+            theirs.deps.is_empty(),
+            "another slice's delete does not wait: {s:?}"
+        );
+        assert!(
+            !s.iter().any(|x| x.action == 2 && x.op == StepOp::Guard),
+            "an unpaired delete has no guard: {s:?}"
+        );
     }
 
     #[test]

@@ -815,3 +815,74 @@ async fn a_stop_during_a_drain_starts_no_delete() {
         "{r:?}"
     );
 }
+
+#[tokio::test]
+async fn a_create_paired_with_a_delete_waits_for_its_protection_read_again() {
+    // Campaign seed 0xab6df2972a0f31a9 (N6's seed, then a duplicate): a plan
+    // made from a lagging list pairs a create with the delete of a pool
+    // stamped preventDestroy since that view (an undeclared rename here, a
+    // moved replica there). The guard reads the stamp first: the delete is
+    // refused and the create never sent, so no second copy is made that
+    // could never be pruned.
+    let fake = FakeCloud::new();
+    let v6e = |name: &str, protect: bool| {
+        let mut s = slice(name, "tpu-v6e-slice", "2x2", 1);
+        if protect {
+            s.push_str("  lifecycle: {preventDestroy: true}\n");
+        }
+        s
+    };
+    let r = run(
+        &fake,
+        &plan_on(&fake, &fleet(&[v6e("iron", false)])).await,
+        ApplyOptions::default(),
+    )
+    .await;
+    assert!(r.success(), "{r:?}");
+    let before = fake.pool_view();
+    let r = run(
+        &fake,
+        &plan_on(&fake, &fleet(&[v6e("iron", true)])).await,
+        ApplyOptions::default(),
+    )
+    .await;
+    assert!(r.success(), "{r:?}");
+    // The rename, planned from the view before the stamp.
+    fake.serve_stale_pool_lists(Some(before));
+    let p = plan_on(&fake, &fleet(&[v6e("gold", false)])).await;
+    fake.serve_stale_pool_lists(None);
+    let acts: Vec<(ActionKind, &str)> = p
+        .actions
+        .iter()
+        .map(|a| (a.action, a.id.name.as_str()))
+        .collect();
+    assert!(
+        acts.contains(&(ActionKind::Create, "gold-0"))
+            && acts.contains(&(ActionKind::Delete, "iron-0")),
+        "{acts:?}"
+    );
+    let r = run(&fake, &p, ApplyOptions::default()).await;
+    assert!(!r.success(), "{r:?}");
+    assert!(
+        fake.calls_of("create_node_pool")
+            .iter()
+            .all(|c| !c.contains("gold")),
+        "{:?}",
+        fake.calls()
+    );
+    assert!(
+        fake.calls_of("delete_node_pool").is_empty(),
+        "{:?}",
+        fake.calls()
+    );
+    let names: Vec<String> = fake
+        .pools(&cluster())
+        .iter()
+        .map(|p| p.name.clone())
+        .collect();
+    assert_eq!(names, vec!["iron-0".to_string()]);
+    assert!(
+        format!("{r:?}").contains("prevent_destroy"),
+        "the refusal says why: {r:?}"
+    );
+}

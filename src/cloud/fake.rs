@@ -140,6 +140,8 @@ struct State {
     /// a test reads to tell a replaced resource (deleted, then made again
     /// under the same name) from one left alone.
     removed: Vec<String>,
+    /// Every node pool delete accepted, as `node_pool CLUSTER_PATH/NAME`.
+    pool_deletes: Vec<String>,
     /// What node pool lists answer instead of the present, when set: a
     /// view from an earlier moment ([`FakeCloud::serve_stale_pool_lists`]).
     stale_pools: Option<BTreeMap<String, Vec<NodePool>>>,
@@ -315,6 +317,12 @@ impl FakeCloud {
     /// `instance_template P/NAME` or `mig projects/P/zones/Z/NAME`.
     pub fn removed(&self) -> Vec<String> {
         self.lock().removed.clone()
+    }
+
+    /// Every node pool delete accepted so far, in order, as
+    /// `node_pool CLUSTER_PATH/NAME` (its operation may still run).
+    pub fn pool_deletes(&self) -> Vec<String> {
+        self.lock().pool_deletes.clone()
     }
 
     /// The next call of `method` fails with `fault` (queued in order).
@@ -834,6 +842,8 @@ impl GkeService for FakeCloud {
             return Err(Fault::NotFound.error("delete_node_pool"));
         };
         p.status = Some("STOPPING".into());
+        st.pool_deletes
+            .push(format!("node_pool {}/{name}", cluster.path()));
         let op = new_gke_op(&mut st, cluster, name, "DELETE_NODE_POOL");
         st.gke_ops.push((
             cluster.path(),

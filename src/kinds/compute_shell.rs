@@ -303,14 +303,16 @@ impl<K: ComputeKind> KindExec for K {
             },
             // No compute kind has a cleanup step.
             StepOp::Cleanup => return Ok(StepOutcome::Done),
+            StepOp::Guard => {
+                return match guard::<K>(cloud, place, a).await? {
+                    Some(gone) => Ok(gone),
+                    None => Ok(StepOutcome::Done),
+                };
+            }
             StepOp::Delete => {
                 // The stamp as it is now, not as the plan's view had it.
-                match K::protection_now(cloud, place, &a.id.name).await? {
-                    None => {}
-                    Some(None) => return Ok(StepOutcome::AlreadyGone),
-                    Some(Some(now)) => {
-                        crate::kind::refuse_protected(a, K::ownership_of(&now).as_ref())?
-                    }
+                if let Some(gone) = guard::<K>(cloud, place, a).await? {
+                    return Ok(gone);
                 }
                 match K::delete(cloud, place, &a.id.name).await {
                     Ok(op) => op,
@@ -321,6 +323,24 @@ impl<K: ComputeKind> KindExec for K {
         };
         cloud.compute.wait_operation(&started, timeout).await?;
         Ok(StepOutcome::Done)
+    }
+}
+
+/// Reads the resource's `preventDestroy` stamp as it is now, not as the
+/// plan's view had it ([`crate::kind::refuse_protected`]): `Some` when it is
+/// gone, an error when it is protected.
+async fn guard<K: ComputeKind>(
+    cloud: &Cloud,
+    place: &K::Place,
+    a: &Action,
+) -> Result<Option<StepOutcome>, ApplyError> {
+    match K::protection_now(cloud, place, &a.id.name).await? {
+        None => Ok(None),
+        Some(None) => Ok(Some(StepOutcome::AlreadyGone)),
+        Some(Some(now)) => {
+            crate::kind::refuse_protected(a, K::ownership_of(&now).as_ref())?;
+            Ok(None)
+        }
     }
 }
 

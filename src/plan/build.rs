@@ -220,6 +220,7 @@ fn decide(
         }
     }
     drop_elsewhere(&mut out);
+    planner.no_blind_protected_creates(&mut out);
     hold_back(&mut out.actions, &mut out.refused);
     planner.respect_workloads(&mut out);
     planner.safety_rails(&mut out)?;
@@ -1404,6 +1405,53 @@ fn drop_elsewhere(out: &mut Decisions<'_>) {
     out.actions
         .retain(|a| !theirs(&a.owner.slice, a.owner.replica));
     out.refused.retain(|r| !theirs(&r.slice, r.replica));
+}
+
+impl Planner<'_> {
+    /// A protected slice is never duplicated on a blind view: while a
+    /// scope could not be read, a missing replica of a slice with
+    /// `preventDestroy` may be live there (its Target moved away from it),
+    /// and a second copy could never be pruned. Its create is refused
+    /// `unread_scope` until every scope reads; other slices' creates go
+    /// on (a duplicate of theirs is the next run's `moved` delete, under
+    /// the consent gate).
+    fn no_blind_protected_creates(&self, out: &mut Decisions<'_>) {
+        let unread: Vec<String> = self
+            .inv
+            .unobserved
+            .keys()
+            .chain(self.inv.deferred.keys())
+            .map(|s| s.to_string())
+            .collect();
+        if unread.is_empty() {
+            return;
+        }
+        let protected = |a: &Action| {
+            a.action == ActionKind::Create
+                && matches!(a.reason, Reason::Missing)
+                && self
+                    .fleet
+                    .slices
+                    .get(&a.owner.slice)
+                    .is_some_and(|s| s.spec.lifecycle.prevent_destroy)
+        };
+        let (held, kept): (Vec<Action>, Vec<Action>) = std::mem::take(&mut out.actions)
+            .into_iter()
+            .partition(protected);
+        out.actions = kept;
+        for a in held {
+            let msg = format!(
+                "{} is not created: slice {} has lifecycle.preventDestroy and {} could not be read, \
+                 where its replica {} may still live (a Target moved away from it); a second copy \
+                 could never be pruned. It is created once every scope reads",
+                a.address(),
+                a.owner.slice,
+                unread.join(", "),
+                a.owner.replica,
+            );
+            out.refused.push(refusal(&a, "unread_scope", msg));
+        }
+    }
 }
 
 /// A refused resource holds back the creates, replacements and deletes of

@@ -1787,6 +1787,7 @@ fn an_undeclared_rename_is_named_and_creates_before_it_deletes() {
     for s in steps
         .iter()
         .filter(|s| p.actions[s.action].action == ActionKind::Delete)
+        .filter(|s| s.op == crate::apply::StepOp::Delete)
     {
         for c in &creates {
             assert!(
@@ -1794,6 +1795,24 @@ fn an_undeclared_rename_is_named_and_creates_before_it_deletes() {
                 "delete step {s:?} does not wait for {c}"
             );
         }
+    }
+    // And each create of a node pool waits for the protection of every
+    // node pool delete it pairs with to be read again (a guard step).
+    let guards: Vec<usize> = steps
+        .iter()
+        .filter(|s| s.op == crate::apply::StepOp::Guard)
+        .map(|s| s.id)
+        .collect();
+    assert!(!guards.is_empty(), "{steps:?}");
+    for s in steps
+        .iter()
+        .filter(|s| s.op == crate::apply::StepOp::Create)
+        .filter(|s| p.actions[s.action].id.kind == crate::kinds::node_pool::KIND)
+    {
+        assert!(
+            guards.iter().any(|g| s.deps.contains(g)),
+            "create step {s:?} waits for no guard"
+        );
     }
 
     // A different shape is not a rename.
@@ -2204,6 +2223,72 @@ fn what_a_slice_moved_away_from_an_unobserved_targets_scope_is_left() {
         "{iron:?}"
     );
     assert!(p.unobserved[0].untouched >= 1, "{:?}", p.unobserved);
+}
+
+#[test]
+fn a_protected_slice_is_not_created_while_a_scope_it_may_live_in_is_unread() {
+    // The same move as above, but iron has `preventDestroy` and its old
+    // cluster is the one that could not be read: a second copy in east
+    // could never be pruned, so its create waits for every scope to read
+    // (campaign seed 0xab6df2972a0f30d6, N2). llm and tiny plan as usual.
+    let mut before = standard_fleet();
+    if let Some(s) = before.slices.get_mut("iron") {
+        s.spec.lifecycle.prevent_destroy = true;
+    }
+    let (mut f, scope, why) = with_gone_cluster(before);
+    let mut east = target_in("east", "us-east5-a");
+    if let Some(g) = east.spec.gke.as_mut() {
+        g.location = "us-east5".into();
+        g.name = "east".into();
+    }
+    f.targets.insert("east".into(), east);
+    if let Some(s) = f.slices.get_mut("iron") {
+        s.spec.target = "east".into();
+    }
+    let inv = unobserving(&TestInv::default(), &scope, &why);
+    let p = super::plan(&f, &inv, &all_kinds(), &PlanOptions::default()).unwrap();
+    assert!(
+        p.actions
+            .iter()
+            .all(|a| a.owner.slice != "iron" || a.action != ActionKind::Create),
+        "{:?}",
+        kinds(&p)
+    );
+    let iron: Vec<(&str, &str)> = p
+        .refused
+        .iter()
+        .filter(|r| r.slice == "iron")
+        .map(|r| (r.name.as_str(), r.code.as_str()))
+        .collect();
+    assert!(
+        iron.iter().any(|(_, c)| *c == "unread_scope"),
+        "{:?}",
+        p.refused
+    );
+    let r = p.refused.iter().find(|r| r.code == "unread_scope").unwrap();
+    assert!(r.message.contains("clusters/gone"), "{}", r.message);
+    assert!(
+        p.actions.iter().any(|a| a.owner.slice == "llm")
+            && p.actions.iter().any(|a| a.owner.slice == "tiny"),
+        "{:?}",
+        kinds(&p)
+    );
+    // Once every scope reads, it is created.
+    let p = super::plan(
+        &f,
+        &TestInv::default().inventory(),
+        &all_kinds(),
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    assert!(
+        p.actions
+            .iter()
+            .any(|a| a.owner.slice == "iron" && a.action == ActionKind::Create),
+        "{:?}",
+        kinds(&p)
+    );
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
 }
 
 /// Changes that respect running workloads: the planner's decisions from the

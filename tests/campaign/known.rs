@@ -28,14 +28,16 @@ pub const DEFECTS: &[(&str, &str)] = &[
     ),
     (
         "N1",
-        "found by the campaign: a workload pool left in a cluster its Target moved away from is refused \
-         `target_removed` forever (visible, kept until --allow-empty-source), though its JobSet ended",
+        "found by the campaign: a workload pool leaked after its JobSet ended. Triaged: the oracle's \
+         mistake (it took a plan that could not read a scope, a list that failed, for quiet and \
+         judged the leak on it); the run converges once the list reads",
     ),
     (
         "N2",
-        "found by the campaign on main: after a SIGKILLed apply, a Target moved and an undeclared \
-         rename, the old slice's pools are refused `target_removed` on every plan (visible, exit 1) \
-         and one replica runs in two clusters: a git pool kept, or run twice, for nothing (untriaged)",
+        "found by the campaign on main: a slice with preventDestroy, its Target moved, runs twice: \
+         the plan that could not read the old cluster (a list that failed) created it in the new one, \
+         and the old copy can never be pruned. Fixed: such a create is refused `unread_scope` until \
+         every scope reads",
     ),
     (
         "N3",
@@ -45,9 +47,10 @@ pub const DEFECTS: &[(&str, &str)] = &[
     ),
     (
         "N4",
-        "found by the campaign on main: one source's apply deletes a workload pool another source \
-         (same ownerId) made, after that source's workload Target moved and a create met a stockout \
-         (untriaged; the workload side of 35.10: workload pools carry no source stamp)",
+        "found by the campaign on main: one source blamed for deleting a workload pool another source \
+         (same ownerId) made. Triaged: the oracle's mistake (the other source had sent the delete; its \
+         operation finished during this source's run, seen as a `Wait being_deleted`); I2 now judges \
+         the deletes a run sends",
     ),
     (
         "N5",
@@ -71,6 +74,24 @@ pub const DEFECTS: &[(&str, &str)] = &[
         "found by the campaign on the gate branch: a delete planned from a lagging list (a stale view) \
          removes a pool stamped preventDestroy since that view: nothing reads the stamp again before \
          the delete is sent",
+    ),
+    (
+        "N8",
+        "found by the campaign on main once N6 was fixed: a plan made from a lagging list pairs a \
+         create (a moved replica's new pool, a renamed slice's) with the delete of a pool stamped \
+         preventDestroy since; the create went first, the delete was then refused: a second copy that \
+         can never be pruned. Fixed: a guard step reads the stamp again before the paired create",
+    ),
+    (
+        "N9",
+        "the oracle's mistake: it took a slice's replicas for indices `0..replicas`, but a scale-down \
+         keeps the busy replica at its index (docs/planning-and-safety.md, Scaling down)",
+    ),
+    (
+        "N10",
+        "the oracle's mistake: a replica part kept by the per-Target empty guard (`empty_target`, \
+         waiting on a person) holds back the rest of its replica (`held_back`, visible); that is \
+         not a leak",
     ),
 ];
 

@@ -60,6 +60,8 @@ pub struct Before {
     pools: Vec<LivePool>,
     policies: BTreeMap<String, String>,
     removed_len: usize,
+    /// How many node pool deletes the fake had accepted.
+    deletes_len: usize,
     pods: Vec<PodBefore>,
     /// Clusters the source's Targets name.
     named: BTreeSet<String>,
@@ -128,6 +130,7 @@ impl Before {
             mode,
             policies: w.policies(),
             removed_len: w.fake.removed().len(),
+            deletes_len: w.fake.pool_deletes().len(),
             named: w.sources[src]
                 .targets
                 .iter()
@@ -141,6 +144,15 @@ impl Before {
     /// The resources removed since.
     pub fn removed_since(&self, w: &World) -> Vec<String> {
         w.fake.removed().split_off(self.removed_len)
+    }
+
+    /// The node pools (keys) this run's accepted deletes were for.
+    fn pool_deletes_sent(&self, w: &World) -> BTreeSet<String> {
+        w.fake
+            .pool_deletes()
+            .split_off(self.deletes_len)
+            .into_iter()
+            .collect()
     }
 }
 
@@ -368,6 +380,7 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
         }
     }
     let me = Creator::Source(b.src);
+    let deletes_sent = b.pool_deletes_sent(w);
     // I2 and I3 on pools.
     for p in &b.pools {
         let key = p.key();
@@ -377,13 +390,18 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
             .iter()
             .find(|q| q.key() == key)
             .is_some_and(|q| q.labels != p.labels);
-        if (gone || changed) && creator != me {
+        // I2 judges the deletes this run sent, when it sends them: a pool
+        // whose delete another source sent earlier may finish going during
+        // this run (seen as a `Wait being_deleted`), which is not this
+        // run's doing (N4 was that: the oracle's mistake).
+        let deleted = deletes_sent.contains(&key);
+        if (deleted || changed) && creator != me {
             out.push(Violation::new(
                 "I2",
                 format!(
                     "source s{} {} pool {key}, made by {creator:?}",
                     b.src,
-                    if gone { "deleted" } else { "changed" }
+                    if deleted { "deleted" } else { "changed" }
                 ),
                 vec!["kind=node_pool".into()],
             ));
@@ -483,11 +501,25 @@ fn log_result(w: &mut World, b: &Before, r: &RunResult, removed: &BTreeSet<Strin
                 .iter()
                 .map(|x| format!("{} {}", x.name, x.code))
                 .collect();
+            // A Target or scope the plan could not read (a list that
+            // failed) is not quiet: what it holds was not judged this time.
+            let unread: Vec<String> = rep
+                .plan
+                .unobserved
+                .iter()
+                .map(|u| u.target.clone())
+                .chain(rep.plan.deferred.iter().map(|d| format!("{:?}", d.scope)))
+                .collect();
+            let unread_shown = if unread.is_empty() {
+                String::new()
+            } else {
+                format!(" unread={unread:?}")
+            };
             format!(
-                "  plan s{} {:?} changes={} actions={acts:?} held={held:?} refused={refused:?}",
+                "  plan s{} {:?} changes={} actions={acts:?} held={held:?} refused={refused:?}{unread_shown}",
                 b.src,
                 b.mode,
-                rep.plan.summary.has_changes() || !rep.plan.held.is_empty()
+                rep.plan.summary.has_changes() || !rep.plan.held.is_empty() || !unread.is_empty()
             )
         }
         // The fleet-wide empty guard refuses a source with no slice left
@@ -516,7 +548,20 @@ fn log_result(w: &mut World, b: &Before, r: &RunResult, removed: &BTreeSet<Strin
 /// source declares (unless `preventDestroy` keeps it, by design).
 pub fn converged(w: &World) -> Vec<Violation> {
     let mut out = Vec::new();
+    // Replicas with a pool the per-Target empty guard keeps (`empty_target`,
+    // by design, until a person acts): the rest of such a replica is held
+    // back with it (`held_back`, visible), wherever it lives.
+    let emptied: BTreeSet<(String, String, u32)> = w
+        .pools()
+        .iter()
+        .filter_map(|p| {
+            let (owner, slice, replica, _) = p.stamp()?;
+            empty_target_keeps(w, &owner, &p.cluster).then_some((owner, slice, replica))
+        })
+        .collect();
     let mut seen: BTreeMap<(String, String, u32), Vec<String>> = BTreeMap::new();
+    // (owner, slice) → (replicas declared, the unprotected indices live).
+    let mut kept: BTreeMap<(String, String), (u32, BTreeSet<u32>)> = BTreeMap::new();
     let owners: BTreeSet<&str> = w.sources.iter().map(|s| s.owner.as_str()).collect();
     for p in w.pools() {
         if p.label("slicectl.dev/source") == Some("workload") {
@@ -536,17 +581,33 @@ pub fn converged(w: &World) -> Vec<Violation> {
         seen.entry((owner.clone(), slice.clone(), replica))
             .or_default()
             .push(p.key());
-        let declared = w.sources.iter().filter(|s| s.owner == owner).any(|s| {
-            s.slice_claiming(&slice)
-                .is_some_and(|m| replica < m.replicas)
-        });
+        // The replicas a slice keeps are not always `0..replicas`: a
+        // scale-down keeps the busy ones first, at their indices
+        // (docs/planning-and-safety.md, "Scaling down"). So a replica is
+        // declared while its slice is; how many it keeps is counted below.
+        let wants = w
+            .sources
+            .iter()
+            .filter(|s| s.owner == owner)
+            .filter_map(|s| s.slice_claiming(&slice).map(|m| m.replicas))
+            .max();
+        let declared = wants.is_some();
+        if p.label("slicectl.dev/prevent-destroy") != Some("true")
+            && let Some(n) = wants
+        {
+            kept.entry((owner.clone(), slice.clone()))
+                .or_insert((n, BTreeSet::new()))
+                .1
+                .insert(replica);
+        }
         // A source with no slice left is refused as a whole (empty_source):
         // its pools stay, by design.
         let guarded = w
             .sources
             .iter()
             .any(|s| s.owner == owner && s.live_slices().next().is_none())
-            || empty_target_keeps(w, &owner, &p.cluster);
+            || empty_target_keeps(w, &owner, &p.cluster)
+            || emptied.contains(&(owner.clone(), slice.clone(), replica));
         if !declared && !guarded && p.label("slicectl.dev/prevent-destroy") != Some("true") {
             out.push(Violation::new(
                 "I4",
@@ -558,13 +619,26 @@ pub fn converged(w: &World) -> Vec<Violation> {
             ));
         }
     }
+    for ((owner, slice), (n, live)) in kept {
+        if live.len() > n as usize {
+            out.push(Violation::new(
+                "I4",
+                format!(
+                    "slice {owner}/{slice} keeps {} replicas {live:?}; its spec declares {n}",
+                    live.len()
+                ),
+                vec!["leak".into()],
+            ));
+        }
+    }
     for ((owner, slice, replica), keys) in seen {
         // A source refused as a whole (empty_source) keeps a moved slice's
         // old pools beside the new ones, by design.
         let guarded = w
             .sources
             .iter()
-            .any(|s| s.owner == owner && s.live_slices().next().is_none());
+            .any(|s| s.owner == owner && s.live_slices().next().is_none())
+            || emptied.contains(&(owner.clone(), slice.clone(), replica));
         if keys.len() > 1 && !guarded {
             out.push(Violation::new(
                 "I4",

@@ -606,9 +606,15 @@ impl World {
             if !changes {
                 self.log(format!("quiet after {round} rounds"));
                 // A plan over the destroy cap is refused whole until a
-                // person raises `--max-destroy`: what it would prune stays,
-                // by design, so there is no leak to judge yet.
-                if !last.iter().any(|l| l.contains("too_many_destructive")) {
+                // person raises `--max-destroy`, and one of a source whose
+                // specs define no slice (the empty-source guard) until a
+                // person passes `--allow-empty-source`: what it would prune
+                // (workload slices too) stays, by design, so there is no
+                // leak to judge yet.
+                if !last
+                    .iter()
+                    .any(|l| l.contains("too_many_destructive") || l.contains("empty_source"))
+                {
                     out.extend(oracle::converged(self));
                 }
                 return out;

@@ -195,7 +195,10 @@ impl KindExec for Notes {
                 Some(_) => StepOutcome::Done,
                 None => StepOutcome::AlreadyGone,
             }),
-            StepOp::WaitInFlight | StepOp::Cleanup | StepOp::Drain => Ok(StepOutcome::Done),
+            // A note carries no preventDestroy stamp to read again.
+            StepOp::WaitInFlight | StepOp::Cleanup | StepOp::Drain | StepOp::Guard => {
+                Ok(StepOutcome::Done)
+            }
         }
     }
 }

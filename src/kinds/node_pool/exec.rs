@@ -329,18 +329,13 @@ impl KindExec for NodePools {
                     None => return Ok(StepOutcome::Done),
                 }
             }
+            StepOp::Guard => {
+                return Ok(guard(cloud, c, a).await?.unwrap_or(StepOutcome::Done));
+            }
             StepOp::Delete => {
                 // The stamp as it is now, not as the plan's view had it.
-                match gke.get_node_pool(c, &a.id.name).await {
-                    Ok(p) => refuse_protected(
-                        a,
-                        p.config
-                            .as_ref()
-                            .and_then(|cfg| Ownership::from_labels(&cfg.labels))
-                            .as_ref(),
-                    )?,
-                    Err(e) if e.is_not_found() => return Ok(StepOutcome::AlreadyGone),
-                    Err(e) => return Err(e.into()),
+                if let Some(gone) = guard(cloud, c, a).await? {
+                    return Ok(gone);
                 }
                 match send_write(cloud, sched, a, c, deadline, || {
                     gke.delete_node_pool(c, &a.id.name)
@@ -358,5 +353,28 @@ impl KindExec for NodePools {
         gke.wait_operation(&c.project, &c.location, &started, left(deadline))
             .await?;
         Ok(StepOutcome::Done)
+    }
+}
+/// Reads the pool's `preventDestroy` stamp as it is now, not as the plan's
+/// view had it ([`refuse_protected`]): `Some` when it is gone, an error
+/// when it is protected.
+async fn guard(
+    cloud: &Cloud,
+    c: &ClusterRef,
+    a: &Action,
+) -> Result<Option<StepOutcome>, ApplyError> {
+    match cloud.gke.get_node_pool(c, &a.id.name).await {
+        Ok(p) => {
+            refuse_protected(
+                a,
+                p.config
+                    .as_ref()
+                    .and_then(|cfg| Ownership::from_labels(&cfg.labels))
+                    .as_ref(),
+            )?;
+            Ok(None)
+        }
+        Err(e) if e.is_not_found() => Ok(Some(StepOutcome::AlreadyGone)),
+        Err(e) => Err(e.into()),
     }
 }

@@ -179,7 +179,8 @@ impl KindExec for Nodes {
     ) -> Result<StepOutcome, ApplyError> {
         let k = kube_of(a)?;
         match op {
-            StepOp::WaitInFlight | StepOp::Drain => Ok(StepOutcome::Done),
+            // Nodes carry no preventDestroy stamp of their own.
+            StepOp::WaitInFlight | StepOp::Drain | StepOp::Guard => Ok(StepOutcome::Done),
             // Labels only: the Nodes are there; label them, wait for none.
             StepOp::Update
                 if !a.groups.is_empty() && a.groups.iter().all(|g| *g == nodes::GROUP_LABELS) =>
@@ -297,7 +298,9 @@ impl KindExec for DevicePlugins {
                 cloud.kube.delete_device_plugin(k, &objects_of(&b)).await?;
                 Ok(StepOutcome::Done)
             }
-            StepOp::WaitInFlight | StepOp::Cleanup | StepOp::Drain => Ok(StepOutcome::Done),
+            StepOp::WaitInFlight | StepOp::Cleanup | StepOp::Drain | StepOp::Guard => {
+                Ok(StepOutcome::Done)
+            }
         }
     }
 }
