@@ -108,11 +108,23 @@ impl Before {
                 kube,
             });
         }
-        let served = w.workload_clusters();
+        // A workload pool is wanted while the Target that made it (its
+        // stamp) still serves its cluster: moving that Target away is a
+        // person's decision to stop serving it there (another Target of the
+        // cluster makes its own pool for a JobSet still pending).
+        let serves = |p: &LivePool| {
+            p.stamp().is_some_and(|(owner, _, _, target)| {
+                w.sources
+                    .iter()
+                    .filter(|s| s.owner == owner)
+                    .flat_map(|s| s.targets.iter())
+                    .any(|t| t.name == target && t.workloads && t.cluster == p.cluster)
+            })
+        };
         let wanted = pools
             .iter()
             .filter(|p| p.label("slicectl.dev/source") == Some("workload"))
-            .filter(|p| served.contains(&p.cluster.as_str()))
+            .filter(|p| serves(p))
             .filter_map(|p| {
                 let (ns, name) = (
                     p.label("slicectl.dev/jobset-namespace")?,
@@ -271,8 +283,10 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
                 dropped.push((c.name.clone(), h.name.clone()));
             }
         }
-        // A pool this plan deletes for any reason (moved with its Target)
-        // is not kept: taking the busy one instead would have saved nothing.
+        // A pool this plan deletes for any reason (moved with its Target),
+        // or would delete but holds (a left-behind pool in a cluster whose
+        // Pods cannot be read: `busy_unknown`), is not kept by choice:
+        // taking the busy one instead would have saved nothing.
         let deleted: Vec<(String, String)> = rep
             .plan
             .actions
@@ -282,6 +296,10 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
                 Scope::Cluster(c) => Some((c.name.clone(), a.id.name.clone())),
                 _ => None,
             })
+            .chain(rep.plan.held.iter().filter_map(|h| match &h.scope {
+                Scope::Cluster(c) => Some((c.name.clone(), h.name.clone())),
+                _ => None,
+            }))
             .collect();
         for (c, name) in &dropped {
             if !busy.contains(key(c, name).as_str()) {
