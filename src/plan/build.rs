@@ -1458,15 +1458,31 @@ impl Planner<'_> {
 /// the rest of its slice replica (a policy must not be replaced under a
 /// pool that stays, nor created for a pool that cannot be); its updates
 /// and waits go on.
+///
+/// The one exception: the delete of what a replica left behind when it
+/// moved to another scope goes on when every refusal of the replica is of
+/// a change to something that stays (a refused replace or update of its
+/// new copy): its new copy exists, and holding the old one back would keep
+/// the replica twice until a person acts. A refused create (the new copy
+/// cannot be made) or delete still holds it back.
 pub(super) fn hold_back(actions: &mut Vec<Action>, refused: &mut Vec<Refusal>) {
     let held: BTreeMap<(String, u32), String> = refused
         .iter()
         .map(|r| ((r.slice.clone(), r.replica), r.address.clone()))
         .collect();
+    let stays: BTreeMap<(String, u32), bool> = refused.iter().fold(BTreeMap::new(), |mut m, r| {
+        let stays = matches!(r.action, ActionKind::Replace | ActionKind::Update);
+        *m.entry((r.slice.clone(), r.replica)).or_insert(true) &= stays;
+        m
+    });
     let (kept, held_back): (Vec<Action>, Vec<Action>) =
         std::mem::take(actions).into_iter().partition(|a| {
-            !held.contains_key(&(a.owner.slice.clone(), a.owner.replica))
+            let key = (a.owner.slice.clone(), a.owner.replica);
+            !held.contains_key(&key)
                 || matches!(a.action, ActionKind::Update | ActionKind::Wait)
+                || (a.action == ActionKind::Delete
+                    && matches!(a.reason, Reason::Moved { .. })
+                    && stays.get(&key).copied().unwrap_or(false))
         });
     *actions = kept;
     for a in held_back {

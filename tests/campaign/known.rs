@@ -93,6 +93,28 @@ pub const DEFECTS: &[(&str, &str)] = &[
          waiting on a person) holds back the rest of its replica (`held_back`, visible); that is \
          not a leak",
     ),
+    (
+        "N11",
+        "found by the long mode: a Target moved while its replica was busy (new copy made, old one \
+         held), then preventDestroy set and a replacing change: the new copy's replace is refused \
+         `protected`, and that refusal held back the old copy's delete (`held_back`): the replica ran \
+         twice until a person acted. Fixed: a moved leftover goes when its new copy stays",
+    ),
+    (
+        "N12",
+        "the oracle's mistake: a scale-down's idle replica held for deletion (a left-behind pool in a \
+         cluster whose Pods cannot be read) counted as kept by choice",
+    ),
+    (
+        "N13",
+        "the oracle's mistake: a workload pool whose Target moved away from its cluster counted as \
+         wanted because another Target serves that cluster",
+    ),
+    (
+        "N14",
+        "the oracle's mistake: a scale-down's idle replica whose delete is refused (its live stamp \
+         still says preventDestroy; the lift takes an apply of its own) counted as kept by choice",
+    ),
 ];
 
 /// The defect a violation shows, or `new`.

@@ -285,8 +285,10 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
         }
         // A pool this plan deletes for any reason (moved with its Target),
         // or would delete but holds (a left-behind pool in a cluster whose
-        // Pods cannot be read: `busy_unknown`), is not kept by choice:
-        // taking the busy one instead would have saved nothing.
+        // Pods cannot be read: `busy_unknown`) or refuses (its live stamp
+        // still says `preventDestroy`: the lift takes an apply of its own),
+        // is not kept by choice: taking the busy one instead would have
+        // saved nothing.
         let deleted: Vec<(String, String)> = rep
             .plan
             .actions
@@ -300,6 +302,16 @@ pub fn check(w: &mut World, b: &Before, r: &RunResult) -> Vec<Violation> {
                 Scope::Cluster(c) => Some((c.name.clone(), h.name.clone())),
                 _ => None,
             }))
+            .chain(
+                rep.plan
+                    .refused
+                    .iter()
+                    .filter(|x| x.action == ActionKind::Delete)
+                    .filter_map(|x| match &x.scope {
+                        Scope::Cluster(c) => Some((c.name.clone(), x.name.clone())),
+                        _ => None,
+                    }),
+            )
             .collect();
         for (c, name) in &dropped {
             if !busy.contains(key(c, name).as_str()) {

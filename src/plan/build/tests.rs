@@ -234,6 +234,64 @@ fn hold_back_keeps_updates_waits_and_other_replicas() {
     );
 }
 
+/// The delete of what a moved replica left behind goes on when the only
+/// refusal of its replica is a replace of its new copy (which stays): held
+/// back, the replica would run twice until a person acts (campaign seed
+/// 0x1234abcd00000074). A refused create of the new copy still holds it.
+#[test]
+fn hold_back_lets_a_moved_leftover_go_when_its_new_copy_stays() {
+    let f = fleet(SPECS);
+    let kinds = kinds();
+    let desired: Vec<_> = super::super::render_fleet(&f, &kinds)
+        .into_iter()
+        .filter(|d| d.id.kind == node_pool::KIND)
+        .collect();
+    let kind = kinds
+        .iter()
+        .copied()
+        .find(|k| k.id() == node_pool::KIND)
+        .unwrap();
+    let moved = || {
+        action(
+            &desired[0],
+            kind,
+            ActionKind::Delete,
+            Reason::Moved {
+                now: "node pool s-0 in c2".into(),
+            },
+            None,
+            None,
+            None,
+        )
+    };
+    let mk = |a: ActionKind| action(&desired[0], kind, a, Reason::Missing, None, None, None);
+    for (refused_action, goes) in [
+        (ActionKind::Replace, true),
+        (ActionKind::Update, true),
+        (ActionKind::Create, false),
+        (ActionKind::Delete, false),
+    ] {
+        let mut actions = vec![moved()];
+        let mut refused = vec![refusal(&mk(refused_action), "protected", "no".into())];
+        hold_back(&mut actions, &mut refused);
+        assert_eq!(actions.len() == 1, goes, "{refused_action:?}: {refused:?}");
+        assert_eq!(refused.len() == 1, goes, "{refused_action:?}: {refused:?}");
+    }
+    // A delete that is not a move is still held back by a refused replace.
+    let mut actions = vec![action(
+        &desired[0],
+        kind,
+        ActionKind::Delete,
+        Reason::NotInSpecs,
+        None,
+        None,
+        None,
+    )];
+    let mut refused = vec![refusal(&mk(ActionKind::Replace), "protected", "no".into())];
+    hold_back(&mut actions, &mut refused);
+    assert!(actions.is_empty(), "{actions:?}");
+}
+
 /// Every safety rail is reported at once: pruning with no Slice in the
 /// specs, and more destructive actions than allowed.
 #[test]
