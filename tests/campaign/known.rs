@@ -115,6 +115,14 @@ pub const DEFECTS: &[(&str, &str)] = &[
         "the oracle's mistake: a scale-down's idle replica whose delete is refused (its live stamp \
          still says preventDestroy; the lift takes an apply of its own) counted as kept by choice",
     ),
+    (
+        "N15",
+        "found by the CI campaign of commit c87fd24 (open): a plan served a stale view (a list that \
+         lags the writes) does not see a protected slice's replica in the cluster its Target moved away \
+         from, and creates it in the new one: two copies, and the old one can never be pruned. The \
+         guard before a paired create (N8) needs the pairing the stale view hides; a create of a \
+         protected replica would have to look for its copy in every cluster of its owner first",
+    ),
 ];
 
 /// The defect a violation shows, or `new`.
@@ -134,6 +142,7 @@ pub fn classify(v: &Violation) -> &'static str {
         "I6" => "N5",
         "I3" if v.has("stale_view") => "N6",
         "I4" if v.has("leak") && v.has("workload") => "N1",
+        "I4" if v.has("protected_copy_stale_view") => "N15",
         "I4" if v.has("leak") || v.has("duplicate") => "N2",
         _ => "new",
     }

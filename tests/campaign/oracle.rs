@@ -670,10 +670,17 @@ pub fn converged(w: &World) -> Vec<Violation> {
             .any(|s| s.owner == owner && s.live_slices().next().is_none())
             || emptied.contains(&(owner.clone(), slice.clone(), replica));
         if keys.len() > 1 && !guarded {
+            let mut tags = vec!["duplicate".to_string()];
+            let protected = w.pools().iter().any(|p| {
+                keys.contains(&p.key()) && p.label("slicectl.dev/prevent-destroy") == Some("true")
+            });
+            if protected && w.stale_seen {
+                tags.push("protected_copy_stale_view".into());
+            }
             out.push(Violation::new(
                 "I4",
                 format!("{owner}/{slice}[{replica}] runs twice: {keys:?}"),
-                vec!["duplicate".into()],
+                tags,
             ));
         }
     }

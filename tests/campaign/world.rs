@@ -134,6 +134,8 @@ pub struct World {
     stale_next: bool,
     /// This run's plan reads pool lists from an older view.
     pub stale_now: bool,
+    /// Whether any reconcile of this run was served a stale view.
+    pub stale_seen: bool,
 }
 
 struct Quiet {
@@ -210,6 +212,7 @@ impl World {
             last_view: BTreeMap::new(),
             stale_next: false,
             stale_now: false,
+            stale_seen: false,
         };
         if foreign {
             w.seed_foreign();
@@ -477,6 +480,7 @@ impl World {
         let before = Before::take(self, src, mode);
         let view = self.fake.pool_view();
         self.stale_now = std::mem::take(&mut self.stale_next);
+        self.stale_seen |= self.stale_now;
         if self.stale_now {
             self.fake
                 .serve_stale_pool_lists(Some(std::mem::take(&mut self.last_view)));
