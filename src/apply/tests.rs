@@ -886,3 +886,76 @@ async fn a_create_paired_with_a_delete_waits_for_its_protection_read_again() {
         "the refusal says why: {r:?}"
     );
 }
+
+#[tokio::test]
+async fn a_protected_replica_is_not_created_where_a_copy_already_runs_elsewhere() {
+    // Campaign seed 0xc87fd24ffd6382ed (N15): the Target moved to another
+    // cluster and the plan was made from a lagging list that did not show
+    // the copy left behind, so nothing paired a delete with the create.
+    // The create reads where the replica runs first (one clusters.list).
+    let fake = FakeCloud::new();
+    let text = |cluster: &str| {
+        let mut s = slice("iron", "tpu-v6e-slice", "2x2", 1);
+        s.push_str("  lifecycle: {preventDestroy: true}\n");
+        let mut f = fleet(&[s]);
+        for t in f.targets.values_mut() {
+            if let Some(g) = t.spec.gke.as_mut() {
+                g.name = cluster.into();
+            }
+        }
+        f
+    };
+    let r = run(
+        &fake,
+        &plan_on(&fake, &text("train")).await,
+        ApplyOptions::default(),
+    )
+    .await;
+    assert!(r.success(), "{r:?}");
+    // Every node pool list answers from the moment before the first pool.
+    let empty: std::collections::BTreeMap<String, Vec<crate::resource::gke::NodePool>> = fake
+        .pool_view()
+        .into_keys()
+        .map(|k| (k, Vec::new()))
+        .collect();
+    fake.serve_stale_pool_lists(Some(empty));
+    let moved = text("train2");
+    let p = plan_on(&fake, &moved).await;
+    fake.serve_stale_pool_lists(None);
+    assert!(
+        p.actions.iter().all(|a| a.action != ActionKind::Delete),
+        "the stale view hides the copy: {:?}",
+        p.actions
+    );
+    assert!(
+        p.actions
+            .iter()
+            .any(|a| a.action == ActionKind::Create && a.id.name == "iron-0"),
+        "{:?}",
+        p.actions
+    );
+    let r = run(&fake, &p, ApplyOptions::default()).await;
+    assert!(!r.success(), "{r:?}");
+    assert!(format!("{r:?}").contains("protected_copy"), "{r:?}");
+    let train2 = ClusterRef {
+        name: "train2".into(),
+        ..cluster()
+    };
+    assert!(fake.pools(&train2).is_empty(), "no second copy");
+    assert_eq!(fake.pools(&cluster()).len(), 1, "the copy stays");
+    // An unprotected slice is created without the extra read.
+    let before = fake.calls_of("list_clusters").len();
+    let plain = fleet(&[slice("tiny", "tpu-v6e-slice", "1x1", 1)]);
+    let r = run(
+        &fake,
+        &plan_on(&fake, &plain).await,
+        ApplyOptions::default(),
+    )
+    .await;
+    assert!(r.success(), "{r:?}");
+    assert_eq!(
+        fake.calls_of("list_clusters").len(),
+        before + 1,
+        "one list, the plan's left-behind discovery; none by the create"
+    );
+}

@@ -1080,9 +1080,62 @@ impl<'a> Planner<'a> {
         }
         let a = self.orphan_action(kind, l, id, &o);
         match self.orphan_guard(kind, l, &a, &o, left) {
+            Some(("protected", _))
+                if self.lifts_leftover(&o) && kind.unprotect(&l.body).is_some() =>
+            {
+                self.lift_leftover(kind, l, a, out);
+            }
             Some((code, msg)) => out.refused.push(refusal(&a, code, msg)),
             None => out.actions.push(a),
         }
+    }
+
+    /// Whether the live stamp of a copy its slice left behind is lifted
+    /// in place: an apply, the slice in the specs, its spec no longer
+    /// protecting it. (A slice removed from the specs is lifted by putting
+    /// it back unprotected, as the refusal says.)
+    fn lifts_leftover(&self, o: &Ownership) -> bool {
+        self.mode == PlanMode::Apply
+            && self.fleet.slices.get(&o.slice).is_some_and(|s| {
+                !s.spec.lifecycle.prevent_destroy
+                    && self
+                        .fleet
+                        .targets
+                        .get(&s.spec.target)
+                        .is_some_and(|t| t.spec.owner_id == o.owner)
+            })
+    }
+
+    /// The stamp of a copy a moved slice left behind, while its spec no
+    /// longer protects it: no desired body lifts it (the slice is desired
+    /// elsewhere), so this apply lifts it in place and refuses the delete
+    /// (`protected_live`); the next apply deletes it, under the gate.
+    /// Protection still takes two applies to remove.
+    fn lift_leftover(&self, kind: &dyn Kind, l: &LiveResource, a: Action, out: &mut Decisions<'_>) {
+        let Some((body, Comparison::Update { changes, groups })) = kind.unprotect(&l.body) else {
+            return;
+        };
+        out.refused.push(refusal(
+            &a,
+            "protected_live",
+            format!(
+                "{} ({}) is still protected by preventDestroy on the live {} slice {} left behind, so this \
+                 apply does not delete it ({}). Your spec no longer protects the slice: this apply lifts \
+                 the protection in place; apply again to delete it",
+                a.address(),
+                a.id.name,
+                kind.noun(),
+                a.owner.slice,
+                a.reason_text()
+            ),
+        ));
+        let mut lift = a;
+        lift.action = ActionKind::Update;
+        lift.reason = Reason::LiftProtection;
+        lift.changes = changes;
+        lift.groups = groups;
+        lift.desired = Some(body);
+        out.actions.push(lift);
     }
 
     /// What becomes of an owned live resource no longer desired: waited on

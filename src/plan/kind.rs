@@ -429,6 +429,15 @@ pub trait Kind: Send + Sync {
         None
     }
 
+    /// The live body with its `preventDestroy` stamp lifted, and the
+    /// in-place change that makes it so: for a copy a slice left behind
+    /// (its Target moved), which no desired body lifts, once the slice's
+    /// spec no longer protects it. `None` when the kind records the stamp
+    /// where it cannot change in place, or the body carries none.
+    fn unprotect(&self, _live: &Body) -> Option<(Body, Comparison)> {
+        None
+    }
+
     /// The live body with slicectl's ownership labels removed, and the
     /// in-place change that makes it so (`slicectl release`). `None` when
     /// the kind records ownership where it cannot change in place.

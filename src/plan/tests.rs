@@ -1447,6 +1447,66 @@ fn a_target_moved_to_another_cluster_deletes_its_old_pools_as_moved() {
     assert!(!p.summary.has_changes(), "{:?}", kinds(&p));
 }
 
+/// A protected slice moved with its Target, its protection lifted in the
+/// same commit: the copy left behind still carries the live stamp, which no
+/// desired body lifts (the slice is desired elsewhere). The first apply
+/// lifts it in place (`protected_live`, the new copy held back with it so
+/// nothing runs twice); the next deletes it as moved. Before, the refusal
+/// said to apply twice and no apply ever lifted it (campaign seed
+/// 0xc87fd24ffd6382ed, N15).
+#[test]
+fn a_moved_leftovers_protection_is_lifted_in_place_once_its_spec_lifts_it() {
+    let protect = |mut f: Fleet, on: bool| {
+        for s in f.slices.values_mut() {
+            s.spec.lifecycle.prevent_destroy = on;
+        }
+        f
+    };
+    let before = protect(fleet(vec![v6e("zz", 1)]), true);
+    let inv = converged(&before);
+    let moved = protect(on_cluster(before, "train2"), false);
+    let p = plan(&moved, &inv, &PlanOptions::default()).unwrap();
+    let acts: Vec<(ActionKind, String, &str)> = p
+        .actions
+        .iter()
+        .map(|a| (a.action, a.id.scope.to_string(), a.reason.code()))
+        .collect();
+    assert_eq!(acts.len(), 1, "{acts:?}");
+    assert_eq!(acts[0].0, ActionKind::Update, "{acts:?}");
+    assert_eq!(acts[0].2, "lift_protection", "{acts:?}");
+    assert!(!acts[0].1.contains("train2"), "{acts:?}");
+    let codes: Vec<&str> = p.refused.iter().map(|r| r.code.as_str()).collect();
+    assert_eq!(
+        codes,
+        vec!["protected_live", "held_back"],
+        "{:?}",
+        p.refused
+    );
+    assert!(
+        p.refused[0].message.contains("apply again to delete it"),
+        "{}",
+        p.refused[0].message
+    );
+    // Once lifted: the new copy is created and the old one deleted as moved.
+    let mut lifted = inv.inventory();
+    for l in lifted.resources.entry(node_pool::KIND).or_default() {
+        let mut np = kind::body_as::<NodePool>(&l.body).unwrap().clone();
+        if let Some(c) = np.config.as_mut() {
+            c.labels.remove(crate::plan::ownership::PREVENT_DESTROY);
+        }
+        l.body = std::sync::Arc::new(np);
+    }
+    let p = super::plan(&moved, &lifted, &all_kinds(), &PlanOptions::default()).unwrap();
+    let acts: Vec<(ActionKind, &str)> = p
+        .actions
+        .iter()
+        .map(|a| (a.action, a.reason.code()))
+        .collect();
+    assert!(acts.contains(&(ActionKind::Create, "missing")), "{acts:?}");
+    assert!(acts.contains(&(ActionKind::Delete, "moved")), "{acts:?}");
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+}
+
 /// Issue 24 item 5: a Target removed together with its Slices, while the
 /// fleet keeps another Target in the project: its pools, in a cluster no
 /// Target names, are refused (`target_removed`) unless the override is

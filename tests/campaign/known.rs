@@ -117,11 +117,19 @@ pub const DEFECTS: &[(&str, &str)] = &[
     ),
     (
         "N15",
-        "found by the CI campaign of commit c87fd24 (open): a plan served a stale view (a list that \
-         lags the writes) does not see a protected slice's replica in the cluster its Target moved away \
-         from, and creates it in the new one: two copies, and the old one can never be pruned. The \
-         guard before a paired create (N8) needs the pairing the stale view hides; a create of a \
-         protected replica would have to look for its copy in every cluster of its owner first",
+        "found by the CI campaign of commit c87fd24: a protected slice moved, its protection lifted in \
+         the same commit, and a plan made from a stale view (a list that lags the writes) created it \
+         again in the new cluster: two copies, and the one left behind kept its live stamp forever (no \
+         desired body lifts a leftover's). Fixed twice: a leftover's stamp is lifted in place once \
+         its spec lifts it (`protected_live`, then the delete), and a protected replica is not \
+         created while a copy of it runs in another cluster of the project (`protected_copy`)",
+    ),
+    (
+        "N16",
+        "found by the campaign on the first version of N15's fix (never on main): the check before a \
+         protected create refused it for any copy elsewhere, also an unprotected one the same plan \
+         deletes as moved once the create is done: the fleet never converged. Only a protected copy \
+         refuses it now",
     ),
 ];
 

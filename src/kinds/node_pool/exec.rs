@@ -264,6 +264,7 @@ impl KindExec for NodePools {
             ),
             StepOp::Create => {
                 let pool = desired(a)?;
+                no_protected_copy_elsewhere(cloud, a, c, pool).await?;
                 match send_write(cloud, sched, a, c, deadline, || {
                     gke.create_node_pool(c, pool)
                 })
@@ -355,6 +356,62 @@ impl KindExec for NodePools {
         Ok(StepOutcome::Done)
     }
 }
+/// Before a protected slice replica's pool is created: no protected copy
+/// of that replica (its owner, slice and replica stamp, and a live
+/// `preventDestroy` stamp) lives in another cluster of the project. A plan
+/// made from a lagging list may not have seen the copy its Target moved
+/// away from; while both are protected, the second could never be pruned.
+/// (An unprotected copy is the moved delete this plan pairs with the
+/// create, or the next plan's.) One `clusters.list` (GKE embeds each
+/// cluster's node pools), only for protected creates. A copy found refuses
+/// the create (`protected_copy`); the next plan sees it.
+async fn no_protected_copy_elsewhere(
+    cloud: &Cloud,
+    a: &Action,
+    c: &ClusterRef,
+    pool: &NodePool,
+) -> Result<(), ApplyError> {
+    let Some(want) = pool
+        .config
+        .as_ref()
+        .and_then(|cfg| Ownership::from_labels(&cfg.labels))
+        .filter(|o| o.prevent_destroy)
+    else {
+        return Ok(());
+    };
+    let listed = cloud.gke.list_clusters(&c.project).await?;
+    for other in &listed.clusters {
+        if other.location == c.location && other.name == c.name {
+            continue;
+        }
+        let copy = other.node_pools.iter().find(|p| {
+            p.config
+                .as_ref()
+                .and_then(|cfg| Ownership::from_labels(&cfg.labels))
+                .is_some_and(|o| {
+                    o.owner == want.owner
+                        && o.slice == want.slice
+                        && o.replica == want.replica
+                        && o.prevent_destroy
+                })
+        });
+        if let Some(p) = copy {
+            return Err(ApplyError::of_kind(
+                a,
+                "protected_copy",
+                format!(
+                    "not created: slice {} has lifecycle.preventDestroy and its replica {} already runs as \
+                     node pool {} in cluster {}/{}, stamped preventDestroy (the plan was made from a view \
+                     that did not show it). A second protected copy could never be pruned; the next plan \
+                     sees this one",
+                    want.slice, want.replica, p.name, other.location, other.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Reads the pool's `preventDestroy` stamp as it is now, not as the plan's
 /// view had it ([`refuse_protected`]): `Some` when it is gone, an error
 /// when it is protected.

@@ -142,6 +142,17 @@ impl Kind for NodePools {
         adopt::adoptable(pool(live)?, target)
     }
 
+    fn unprotect(&self, live: &Body) -> Option<(Body, Comparison)> {
+        let l = pool(live)?;
+        let mut out = l.clone();
+        out.config
+            .as_mut()?
+            .labels
+            .remove(ownership::PREVENT_DESTROY)?;
+        let (changes, groups) = in_place_changes(l, &out);
+        Some((Arc::new(out), Comparison::Update { changes, groups }))
+    }
+
     fn unlabel(&self, live: &Body) -> Option<(Body, Comparison)> {
         let l = pool(live)?;
         let released = adopt::without_ownership(l);
