@@ -1512,30 +1512,40 @@ impl Planner<'_> {
 /// pool that stays, nor created for a pool that cannot be); its updates
 /// and waits go on.
 ///
-/// The one exception: the delete of what a replica left behind when it
-/// moved to another scope goes on when every refusal of the replica is of
-/// a change to something that stays (a refused replace or update of its
-/// new copy): its new copy exists, and holding the old one back would keep
-/// the replica twice until a person acts. A refused create (the new copy
-/// cannot be made) or delete still holds it back.
+/// The exceptions are deletes made redundant by what the refusal keeps:
+/// the delete of another copy of the same resource (the same kind in
+/// another scope: a replica left behind by a move, or renamed away) whose
+/// refused copy stays (its delete, replace or update refused); and the
+/// delete of what a replica left behind when it moved, when every refusal
+/// is of a replace or update of its new copy, which stays. Held back, the
+/// replica would run twice until a person acts. A refused create (the new
+/// copy cannot be made) still holds every delete back.
 pub(super) fn hold_back(actions: &mut Vec<Action>, refused: &mut Vec<Refusal>) {
     let held: BTreeMap<(String, u32), String> = refused
         .iter()
         .map(|r| ((r.slice.clone(), r.replica), r.address.clone()))
         .collect();
-    let stays: BTreeMap<(String, u32), bool> = refused.iter().fold(BTreeMap::new(), |mut m, r| {
-        let stays = matches!(r.action, ActionKind::Replace | ActionKind::Update);
-        *m.entry((r.slice.clone(), r.replica)).or_insert(true) &= stays;
-        m
-    });
+    let redundant = |a: &Action| {
+        a.action == ActionKind::Delete
+            && refused
+                .iter()
+                .filter(|r| r.slice == a.owner.slice && r.replica == a.owner.replica)
+                .all(|r| {
+                    let stays = matches!(
+                        r.action,
+                        ActionKind::Replace | ActionKind::Update | ActionKind::Delete
+                    );
+                    let other_copy = r.kind == a.id.kind.as_str() && r.scope != a.id.scope;
+                    let new_copy_stays = matches!(a.reason, Reason::Moved { .. })
+                        && matches!(r.action, ActionKind::Replace | ActionKind::Update);
+                    stays && (other_copy || new_copy_stays)
+                })
+    };
     let (kept, held_back): (Vec<Action>, Vec<Action>) =
         std::mem::take(actions).into_iter().partition(|a| {
-            let key = (a.owner.slice.clone(), a.owner.replica);
-            !held.contains_key(&key)
+            !held.contains_key(&(a.owner.slice.clone(), a.owner.replica))
                 || matches!(a.action, ActionKind::Update | ActionKind::Wait)
-                || (a.action == ActionKind::Delete
-                    && matches!(a.reason, Reason::Moved { .. })
-                    && stays.get(&key).copied().unwrap_or(false))
+                || redundant(a)
         });
     *actions = kept;
     for a in held_back {

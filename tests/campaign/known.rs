@@ -131,6 +131,19 @@ pub const DEFECTS: &[(&str, &str)] = &[
          deletes as moved once the create is done: the fleet never converged. Only a protected copy \
          refuses it now",
     ),
+    (
+        "N17",
+        "found by the long mode: a protected slice moved while busy, then renamed away without \
+         previousNames: its protected new copy is refused, and that refusal held back the delete of \
+         the unprotected copy left in the old cluster (`held_back`): the replica ran twice. Fixed: \
+         another copy of the same resource goes when its refused copy stays",
+    ),
+    (
+        "N18",
+        "the oracle's mistake: a stale view drawn last was served to the first reconcile of the \
+         quiet phase, whose plan (blind to the last writes) then counted as quiet; faults and stale \
+         views now stop when the quiet phase starts",
+    ),
 ];
 
 /// The defect a violation shows, or `new`.

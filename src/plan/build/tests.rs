@@ -277,7 +277,38 @@ fn hold_back_lets_a_moved_leftover_go_when_its_new_copy_stays() {
         assert_eq!(actions.len() == 1, goes, "{refused_action:?}: {refused:?}");
         assert_eq!(refused.len() == 1, goes, "{refused_action:?}: {refused:?}");
     }
-    // A delete that is not a move is still held back by a refused replace.
+    // Another copy of the same pool in another cluster (a replica renamed
+    // away after a move): its refused delete keeps it, so this copy goes;
+    // a refused create there holds it back.
+    let elsewhere = |a: ActionKind| {
+        let mut x = mk(a);
+        x.id.scope = Scope::Cluster(crate::resource::ClusterRef {
+            project: "p".into(),
+            location: "l".into(),
+            name: "elsewhere".into(),
+        });
+        x
+    };
+    for (refused_action, goes) in [(ActionKind::Delete, true), (ActionKind::Create, false)] {
+        let mut actions = vec![action(
+            &desired[0],
+            kind,
+            ActionKind::Delete,
+            Reason::NotInSpecs,
+            None,
+            None,
+            None,
+        )];
+        let mut refused = vec![refusal(
+            &elsewhere(refused_action),
+            "protected",
+            "no".into(),
+        )];
+        hold_back(&mut actions, &mut refused);
+        assert_eq!(actions.len() == 1, goes, "{refused_action:?}: {refused:?}");
+    }
+    // A delete that is not a move is still held back by a refused replace
+    // of the same resource.
     let mut actions = vec![action(
         &desired[0],
         kind,
