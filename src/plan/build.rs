@@ -1080,30 +1080,68 @@ impl<'a> Planner<'a> {
         }
         let a = self.orphan_action(kind, l, id, &o);
         match self.orphan_guard(kind, l, &a, &o, left) {
-            Some(("protected", _))
-                if self.lifts_leftover(&o) && kind.unprotect(&l.body).is_some() =>
-            {
-                self.lift_leftover(kind, l, a, out);
+            Some((code, msg)) => {
+                let lift = (code == "protected" && kind.unprotect(&l.body).is_some())
+                    .then(|| self.lifts_leftover(kind, l, &a, &o))
+                    .flatten();
+                match lift {
+                    Some(why) => self.lift_leftover(kind, l, a, why, out),
+                    None => out.refused.push(refusal(&a, code, msg)),
+                }
             }
-            Some((code, msg)) => out.refused.push(refusal(&a, code, msg)),
             None => out.actions.push(a),
         }
     }
 
-    /// Whether the live stamp of a copy its slice left behind is lifted
-    /// in place: an apply, the slice in the specs, its spec no longer
-    /// protecting it. (A slice removed from the specs is lifted by putting
-    /// it back unprotected, as the refusal says.)
-    fn lifts_leftover(&self, o: &Ownership) -> bool {
-        self.mode == PlanMode::Apply
-            && self.fleet.slices.get(&o.slice).is_some_and(|s| {
-                !s.spec.lifecycle.prevent_destroy
-                    && self
-                        .fleet
-                        .targets
-                        .get(&s.spec.target)
-                        .is_some_and(|t| t.spec.owner_id == o.owner)
-            })
+    /// Why the live stamp of a copy its slice left behind is lifted in
+    /// place, if it is: an apply, the slice in the specs (same owner), and
+    /// either its spec no longer protects it, or (a moved replica) the
+    /// copy in its new place is live, usable and itself stamped: the
+    /// leftover is then redundant, and protection stays on the copy that
+    /// holds the slice. (A slice removed from the specs is lifted by
+    /// putting it back unprotected, as the refusal says.)
+    fn lifts_leftover(
+        &self,
+        kind: &dyn Kind,
+        l: &LiveResource,
+        a: &Action,
+        o: &Ownership,
+    ) -> Option<String> {
+        if self.mode != PlanMode::Apply {
+            return None;
+        }
+        let spec = self.fleet.slices.get(&o.slice).filter(|s| {
+            self.fleet
+                .targets
+                .get(&s.spec.target)
+                .is_some_and(|t| t.spec.owner_id == o.owner)
+        })?;
+        if !spec.spec.lifecycle.prevent_destroy {
+            return Some("Your spec no longer protects the slice".to_string());
+        }
+        if !matches!(a.reason, Reason::Moved { .. }) {
+            return None;
+        }
+        let standing = self.desired.iter().find(|d| {
+            d.id.kind == kind.id()
+                && d.owner.slice == o.slice
+                && d.owner.replica == o.replica
+                && d.id.scope != l.scope
+                && self.live(&d.id).is_some_and(|x| {
+                    kind.state(&x.body) == LiveState::Ok
+                        && kind.ownership(&x.body).is_some_and(|w| {
+                            w.prevent_destroy
+                                && w.owner == o.owner
+                                && w.slice == o.slice
+                                && w.replica == o.replica
+                        })
+                })
+        })?;
+        Some(format!(
+            "The replica's copy in its new place ({} in {}) runs and is itself protected: this one is \
+             redundant",
+            standing.id.name, standing.id.scope
+        ))
     }
 
     /// The stamp of a copy a moved slice left behind, while its spec no
@@ -1111,7 +1149,14 @@ impl<'a> Planner<'a> {
     /// elsewhere), so this apply lifts it in place and refuses the delete
     /// (`protected_live`); the next apply deletes it, under the gate.
     /// Protection still takes two applies to remove.
-    fn lift_leftover(&self, kind: &dyn Kind, l: &LiveResource, a: Action, out: &mut Decisions<'_>) {
+    fn lift_leftover(
+        &self,
+        kind: &dyn Kind,
+        l: &LiveResource,
+        a: Action,
+        why: String,
+        out: &mut Decisions<'_>,
+    ) {
         let Some((body, Comparison::Update { changes, groups })) = kind.unprotect(&l.body) else {
             return;
         };
@@ -1120,8 +1165,8 @@ impl<'a> Planner<'a> {
             "protected_live",
             format!(
                 "{} ({}) is still protected by preventDestroy on the live {} slice {} left behind, so this \
-                 apply does not delete it ({}). Your spec no longer protects the slice: this apply lifts \
-                 the protection in place; apply again to delete it",
+                 apply does not delete it ({}). {why}: this apply lifts the protection in place; apply \
+                 again to delete it",
                 a.address(),
                 a.id.name,
                 kind.noun(),

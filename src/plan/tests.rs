@@ -1507,6 +1507,72 @@ fn a_moved_leftovers_protection_is_lifted_in_place_once_its_spec_lifts_it() {
     assert!(p.refused.is_empty(), "{:?}", p.refused);
 }
 
+/// A protected slice moved, its new copy already running and stamped: the
+/// copy left behind, stamped too, is redundant. This apply lifts its stamp
+/// (`protected_live`, saying why); the next deletes it as moved. With no
+/// standing copy in the new place it stays refused `protected`.
+#[test]
+fn a_protected_leftover_is_lifted_when_its_protected_new_copy_runs() {
+    let protect = |mut f: Fleet| {
+        for s in f.slices.values_mut() {
+            s.spec.lifecycle.prevent_destroy = true;
+        }
+        f
+    };
+    let before = protect(fleet(vec![v6e("zz", 1)]));
+    let old = converged(&before);
+    let moved = protect(on_cluster(before, "train2"));
+    // Live: the old copy in train and the new one in train2, both stamped.
+    let mut live = old.inventory();
+    let mut new_copies = converged(&moved).inventory();
+    for l in new_copies.resources.entry(node_pool::KIND).or_default() {
+        l.scope = Scope::Cluster(ClusterRef {
+            name: "train2".into(),
+            ..cluster()
+        });
+    }
+    let extra = new_copies
+        .resources
+        .remove(&node_pool::KIND)
+        .unwrap_or_default();
+    live.resources
+        .entry(node_pool::KIND)
+        .or_default()
+        .extend(extra);
+    let p = super::plan(&moved, &live, &all_kinds(), &PlanOptions::default()).unwrap();
+    let acts: Vec<(ActionKind, &str, String)> = p
+        .actions
+        .iter()
+        .map(|a| (a.action, a.reason.code(), a.id.scope.to_string()))
+        .collect();
+    assert_eq!(acts.len(), 1, "{acts:?}");
+    assert_eq!(
+        (acts[0].0, acts[0].1),
+        (ActionKind::Update, "lift_protection"),
+        "{acts:?}"
+    );
+    assert!(!acts[0].2.contains("train2"), "{acts:?}");
+    assert_eq!(p.refused.len(), 1, "{:?}", p.refused);
+    assert_eq!(p.refused[0].code, "protected_live");
+    assert!(
+        p.refused[0].message.contains("redundant"),
+        "{}",
+        p.refused[0].message
+    );
+    // No copy in the new place: the leftover stays protected, the create
+    // waits (a person lifts the protection to move a protected slice).
+    let p = super::plan(
+        &moved,
+        &old.inventory(),
+        &all_kinds(),
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    let codes: Vec<&str> = p.refused.iter().map(|r| r.code.as_str()).collect();
+    assert_eq!(codes, vec!["protected", "held_back"], "{:?}", p.refused);
+    assert!(p.actions.is_empty(), "{:?}", kinds(&p));
+}
+
 /// Issue 24 item 5: a Target removed together with its Slices, while the
 /// fleet keeps another Target in the project: its pools, in a cluster no
 /// Target names, are refused (`target_removed`) unless the override is

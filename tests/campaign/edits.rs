@@ -45,6 +45,12 @@ pub fn apply(m: &mut SourceM, step: &Step) {
             slice, when_busy, ..
         } => m.slices[slice % n].when_busy = *when_busy,
         Step::SetWindow { slice, window, .. } => m.slices[slice % n].window = *window,
+        Step::OwnerChange { .. } => {
+            m.owner = match m.owner.strip_suffix("-new") {
+                Some(old) => old.to_string(),
+                None => format!("{}-new", m.owner),
+            };
+        }
         _ => {}
     }
 }

@@ -144,6 +144,16 @@ pub const DEFECTS: &[(&str, &str)] = &[
          quiet phase, whose plan (blind to the last writes) then counted as quiet; faults and stale \
          views now stop when the quiet phase starts",
     ),
+    (
+        "N19",
+        "found by the CI campaign of commit d578bfd: a protected slice moved while busy (a protected \
+         new copy made, the old one held), then moved back: the old copy, desired again, is stamped \
+         too, and the copy just made is now the leftover. Partly fixed: a protected leftover is \
+         lifted in place when its replica's copy in the new place runs and is itself stamped \
+         (`protected_live`, then the delete); when every copy is protected and none stands where \
+         the Target now points, only a person can choose (the plan refuses each, `protected`), and \
+         the oracle takes that as by design",
+    ),
 ];
 
 /// The defect a violation shows, or `new`.

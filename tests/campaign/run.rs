@@ -33,6 +33,7 @@ impl Scenario {
         let foreign = rng.random_bool(0.5);
         let mut steps = steps::steps(&mut rng, &sources, STEPS);
         steps::twin(seed, &mut sources, &mut steps);
+        steps::owner_change(seed, &sources, &mut steps);
         Scenario {
             seed,
             sources,

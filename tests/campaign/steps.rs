@@ -120,6 +120,10 @@ pub enum Step {
     RunJobSet { jobset: usize },
     /// A JobSet ends (`Completed`, long ago: its grace period is over).
     EndJobSet { jobset: usize },
+    /// The source's ownerId changes (every Target of it), or changes back:
+    /// its live resources carry the old one, so they are another owner's
+    /// now ([Changing a Target's ownerId]). Drawn by [`owner_change`].
+    OwnerChange { src: usize },
     /// The same JobSet (namespace and name) submitted in every cluster a
     /// workload-enabled Target serves where it does not run yet: a
     /// pipeline deployed to two regions (issue 36, case 1). Drawn in the
@@ -167,6 +171,7 @@ impl Step {
             Step::SubmitJobSetEverywhere { .. } => "jobset_in_two_clusters",
             Step::Fault(_) => "cloud_fault",
             Step::StaleView => "stale_view",
+            Step::OwnerChange { .. } => "owner_id_changed",
             Step::Kube {
                 state: KubeState::NoToken,
                 ..
@@ -347,6 +352,41 @@ pub fn steps(rng: &mut ChaCha8Rng, sources: &[SourceM], n: usize) -> Vec<Step> {
         out.push(s);
     }
     out
+}
+
+/// An ownerId change: one seed in six, drawn from a stream of its own
+/// (`ChaCha8Rng` stream 2 of the seed), so every other draw is unchanged.
+/// A source's ownerId changes at a random place after the first applies,
+/// an apply follows at a random later place, and half the time the ownerId
+/// changes back later (the documented way back), then another apply.
+pub fn owner_change(seed: u64, sources: &[SourceM], steps: &mut Vec<Step>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(2);
+    if !rng.random_bool(1.0 / 6.0) || sources.is_empty() {
+        return;
+    }
+    let src = rng.random_range(0..sources.len());
+    let mut block = vec![
+        Step::OwnerChange { src },
+        Step::Apply {
+            src,
+            cut: Cut::None,
+        },
+    ];
+    if rng.random_bool(0.5) {
+        block.push(Step::OwnerChange { src });
+        block.push(Step::Apply {
+            src,
+            cut: Cut::None,
+        });
+    }
+    let first = sources.len().min(steps.len());
+    let mut at = first;
+    for st in block {
+        at = rng.random_range(at..=steps.len());
+        steps.insert(at, st);
+        at += 1;
+    }
 }
 
 /// Twin fleets (issue 36, case 1): one seed in four, drawn from a stream of

@@ -890,7 +890,8 @@ fn edit_source(s: &Step) -> usize {
         | Step::ToggleFile { src, .. }
         | Step::Protect { src, .. }
         | Step::Policy { src, .. }
-        | Step::SetWindow { src, .. } => *src,
+        | Step::SetWindow { src, .. }
+        | Step::OwnerChange { src } => *src,
         _ => 0,
     }
 }
