@@ -1514,16 +1514,25 @@ impl Planner<'_> {
     /// on (a duplicate of theirs is the next run's `moved` delete, under
     /// the consent gate).
     fn no_blind_protected_creates(&self, out: &mut Decisions<'_>) {
-        let unread: Vec<String> = self
+        let unread: Vec<&Scope> = self
             .inv
             .unobserved
             .keys()
             .chain(self.inv.deferred.keys())
-            .map(|s| s.to_string())
             .collect();
         if unread.is_empty() {
             return;
         }
+        // Where a copy of the resource could live: an unread scope of the
+        // same sort as its own (a cluster for a node pool, a zone for a
+        // MIG); an unread Kubernetes API holds no copy of either.
+        let unread_like = |a: &Action| -> Vec<String> {
+            unread
+                .iter()
+                .filter(|s| std::mem::discriminant(**s) == std::mem::discriminant(&a.id.scope))
+                .map(|s| s.to_string())
+                .collect()
+        };
         let protected = |a: &Action| {
             a.action == ActionKind::Create
                 && matches!(a.reason, Reason::Missing)
@@ -1532,6 +1541,7 @@ impl Planner<'_> {
                     .slices
                     .get(&a.owner.slice)
                     .is_some_and(|s| s.spec.lifecycle.prevent_destroy)
+                && !unread_like(a).is_empty()
         };
         let (held, kept): (Vec<Action>, Vec<Action>) = std::mem::take(&mut out.actions)
             .into_iter()
@@ -1544,7 +1554,7 @@ impl Planner<'_> {
                  could never be pruned. It is created once every scope reads",
                 a.address(),
                 a.owner.slice,
-                unread.join(", "),
+                unread_like(&a).join(", "),
                 a.owner.replica,
             );
             out.refused.push(refusal(&a, "unread_scope", msg));

@@ -2399,6 +2399,22 @@ fn a_protected_slice_is_not_created_while_a_scope_it_may_live_in_is_unread() {
         "{:?}",
         kinds(&p)
     );
+    // A Kubernetes API left unread (deferred, as under --sim) holds no copy
+    // of a node pool: the create goes on.
+    let mut kube_unread = TestInv::default().inventory();
+    kube_unread.deferred.insert(
+        Scope::Kube(crate::resource::KubeRef::gke(&cluster())),
+        "not reached".into(),
+    );
+    let p = super::plan(&f, &kube_unread, &all_kinds(), &PlanOptions::default()).unwrap();
+    assert!(
+        p.actions
+            .iter()
+            .any(|a| a.owner.slice == "iron" && a.action == ActionKind::Create),
+        "{:?} {:?}",
+        kinds(&p),
+        p.refused
+    );
     // Once every scope reads, it is created.
     let p = super::plan(
         &f,
