@@ -813,13 +813,7 @@ impl<'a> Planner<'a> {
                         planned.reason_text()
                     ),
                 ));
-                let mut lift = planned;
-                lift.action = ActionKind::Update;
-                lift.reason = Reason::LiftProtection;
-                lift.changes = changes;
-                lift.groups = groups;
-                lift.desired = Some(body);
-                out.actions.push(lift);
+                out.actions.push(lifting(planned, body, changes, groups));
             }
             _ => {
                 let msg = protected(&planned, self.mode, true).to_string();
@@ -1174,13 +1168,7 @@ impl<'a> Planner<'a> {
                 a.reason_text()
             ),
         ));
-        let mut lift = a;
-        lift.action = ActionKind::Update;
-        lift.reason = Reason::LiftProtection;
-        lift.changes = changes;
-        lift.groups = groups;
-        lift.desired = Some(body);
-        out.actions.push(lift);
+        out.actions.push(lifting(a, body, changes, groups));
     }
 
     /// What becomes of an owned live resource no longer desired: waited on
@@ -1560,6 +1548,22 @@ impl Planner<'_> {
             out.refused.push(refusal(&a, "unread_scope", msg));
         }
     }
+}
+
+/// `a` turned into the in-place update that lifts a live `preventDestroy`
+/// stamp (the first of the two applies protection always takes to remove).
+fn lifting(
+    mut a: Action,
+    body: Body,
+    changes: Vec<super::FieldChange>,
+    groups: BTreeSet<super::UpdateGroup>,
+) -> Action {
+    a.action = ActionKind::Update;
+    a.reason = Reason::LiftProtection;
+    a.changes = changes;
+    a.groups = groups;
+    a.desired = Some(body);
+    a
 }
 
 /// A refused resource holds back the creates, replacements and deletes of

@@ -354,6 +354,22 @@ pub fn steps(rng: &mut ChaCha8Rng, sources: &[SourceM], n: usize) -> Vec<Step> {
     out
 }
 
+/// Inserts `block` into `steps` in order, at random places after the first
+/// applies (one per source: the fleet exists).
+fn insert_in_order(
+    rng: &mut ChaCha8Rng,
+    sources: usize,
+    steps: &mut Vec<Step>,
+    block: impl IntoIterator<Item = Step>,
+) {
+    let mut at = sources.min(steps.len());
+    for st in block {
+        at = rng.random_range(at..=steps.len());
+        steps.insert(at, st);
+        at += 1;
+    }
+}
+
 /// An ownerId change: one seed in six, drawn from a stream of its own
 /// (`ChaCha8Rng` stream 2 of the seed), so every other draw is unchanged.
 /// A source's ownerId changes at a random place after the first applies,
@@ -380,13 +396,7 @@ pub fn owner_change(seed: u64, sources: &[SourceM], steps: &mut Vec<Step>) {
             cut: Cut::None,
         });
     }
-    let first = sources.len().min(steps.len());
-    let mut at = first;
-    for st in block {
-        at = rng.random_range(at..=steps.len());
-        steps.insert(at, st);
-        at += 1;
-    }
+    insert_in_order(&mut rng, sources.len(), steps, block);
 }
 
 /// Twin fleets (issue 36, case 1): one seed in four, drawn from a stream of
@@ -455,13 +465,7 @@ pub fn twin(seed: u64, sources: &mut [SourceM], steps: &mut Vec<Step>) {
         },
     ];
     // After the first applies (the fleet exists), in order, at random places.
-    let first = sources.len().min(steps.len());
-    let mut at = first;
-    for st in block {
-        at = rng.random_range(at..=steps.len());
-        steps.insert(at, st);
-        at += 1;
-    }
+    insert_in_order(&mut rng, sources.len(), steps, block);
 }
 
 /// A fleet `validate` accepts: one workload-enabled Target per cluster in a
